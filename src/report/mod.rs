@@ -3,3 +3,5 @@
 
 pub mod atomic;
 pub mod csv;
+pub mod env;
+pub mod telemetry;
