@@ -6,6 +6,7 @@
 //! one plan; `measure` times them (events, stopping rule, statistics, NVML); `step` models a
 //! decode step across TP layouts; `report` writes and reads CSVs, charts and summaries.
 
+pub mod check;
 pub mod cli_lists;
 pub mod gpu;
 pub mod measure;

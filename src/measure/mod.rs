@@ -1,1 +1,1 @@
-//! measure
+//! Measuring: timers, stopping rule, statistics, NVML telemetry.

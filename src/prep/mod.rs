@@ -1,1 +1,13 @@
-//! prep
+//! The prep plan: four metadata families, their CPU reference, and the four arms that run
+//! one plan (`eager-sync`, `eager-device`, `graph`, `fused`).
+
+pub mod accept;
+pub mod arm;
+pub mod family;
+pub mod inputs;
+pub mod plan;
+pub mod reference;
+pub mod rng;
+
+pub use arm::Arm;
+pub use family::{Family, OutputSpec, Shape};

@@ -1,0 +1,39 @@
+// Shared by every family. The Rust side prepends the constants (METAPREP_PAGE_SIZE,
+// METAPREP_SWA_WINDOW, METAPREP_DSA_TOPK, METAPREP_SWA_ALIGN) so there is one source of truth.
+//
+// Conventions: every buffer is int32 and row-major; `padded_bs` rows exist, the first
+// `live_bs` are real requests and the rest are batch padding, which gets fill values
+// (0 for lengths and positions, -1 for SWA cells, nothing for page-table columns since a
+// padded row has no live KV). `host_block`, when not null, is the `[block] * bs` list the
+// eager-sync arm built on the host and copied up; device-only arms pass null and use the
+// block size they were launched with.
+
+typedef long long i64;
+
+__device__ __forceinline__ int align_up(int x, int a) { return (x + a - 1) / a * a; }
+__device__ __forceinline__ int ceil_div(int x, int a) { return (x + a - 1) / a; }
+
+__device__ __forceinline__ int block_of(const int* host_block, int i, int block) {
+    return host_block != nullptr ? host_block[i] : block;
+}
+
+// One page-table cell. Row `row` has `kv_len` live tokens; with `stride` tokens per page it
+// has ceil(kv_len / stride) live columns, and column c holds the page of token c * stride.
+// Columns past the live ones are not written: no consumer reads there (DESIGN.md).
+__device__ __forceinline__ void page_cell(int* __restrict__ out, int out_width, int row, int col,
+                                          int kv_len, int stride,
+                                          const int* __restrict__ req_to_token,
+                                          int req_stride, int pool_index) {
+    if (col < ceil_div(kv_len, stride)) {
+        out[(i64)row * out_width + col] =
+            req_to_token[(i64)pool_index * req_stride + (i64)col * stride] / stride;
+    }
+}
+
+// Fill a buffer with the poison the checker uses to find cells nobody wrote.
+extern "C" __global__ void poison_i32(int* __restrict__ buf, i64 n, int value) {
+    for (i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x; k < n;
+         k += (i64)gridDim.x * blockDim.x) {
+        buf[k] = value;
+    }
+}

@@ -1,0 +1,86 @@
+// dspark_draft_block: metadata for a DSpark block drafter's forward over a block of
+// `block` (gamma) draft tokens per request. Token t = i * block + j.
+//
+// Outputs: extend_seq_lens[P], seq_lens_extended[P], seq_lens_causal[P*block],
+// positions[P*block], swa_topk_lengths[P*block], page_table[P*block, page_width],
+// swa_page_indices[P*block, swa_width].
+
+struct DsparkArgs {
+    const int* seq_lens; const int* req_pool_indices; const int* req_to_token;
+    const int* out_cache_loc; const int* full_to_swa; const int* host_block;
+    int* extend_seq_lens; int* seq_lens_extended; int* seq_lens_causal; int* positions;
+    int* swa_topk_lengths; int* page_table; int* swa_page_indices;
+    int live_bs; int padded_bs; int block; int req_stride; int page_width; int swa_width;
+};
+
+// Per-token lengths (and per-request ones from the token j == 0).
+__device__ __forceinline__ void dspark_lengths_at(const DsparkArgs& a, int t) {
+    const int i = t / a.block, j = t % a.block;
+    const bool live = i < a.live_bs;
+    const int L = live ? a.seq_lens[i] : 0;
+    const int g = live ? block_of(a.host_block, i, a.block) : 0;
+    const int cl = min(L, METAPREP_SWA_WINDOW);
+    if (j == 0) {
+        a.extend_seq_lens[i] = g;
+        a.seq_lens_extended[i] = live ? L + g : 0;
+    }
+    a.seq_lens_causal[t] = live ? L + 1 + j : 0;
+    a.positions[t] = live ? L + j : 0;
+    // Attention inside a block is non-causal: every row sees the window plus the whole block.
+    a.swa_topk_lengths[t] = live ? cl + g : 0;
+}
+
+// One SWA cell: the last cl committed tokens, then the block's new tokens, then -1.
+__device__ __forceinline__ void dspark_swa_at(const DsparkArgs& a, int t, int k) {
+    const int i = t / a.block;
+    int value = -1;
+    if (i < a.live_bs) {
+        const int L = a.seq_lens[i];
+        const int cl = min(L, METAPREP_SWA_WINDOW);
+        const int g = block_of(a.host_block, i, a.block);
+        if (k < cl) {
+            const int slot = a.req_to_token[(i64)a.req_pool_indices[i] * a.req_stride + L - cl + k];
+            value = a.full_to_swa[slot];
+        } else if (k < cl + g) {
+            value = a.full_to_swa[a.out_cache_loc[i * a.block + k - cl]];
+        }
+    }
+    a.swa_page_indices[(i64)t * a.swa_width + k] = value;
+}
+
+__device__ __forceinline__ void dspark_page_at(const DsparkArgs& a, int t, int col) {
+    const int i = t / a.block;
+    if (i >= a.live_bs) return;
+    const int kv = a.seq_lens[i] + block_of(a.host_block, i, a.block);
+    page_cell(a.page_table, a.page_width, t, col, kv, METAPREP_PAGE_SIZE, a.req_to_token,
+              a.req_stride, a.req_pool_indices[i]);
+}
+
+extern "C" __global__ void dspark_draft_block_lengths(DsparkArgs a) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < a.padded_bs * a.block) dspark_lengths_at(a, t);
+}
+
+// grid (rows, column blocks); `col_limit` bounds the columns: the host-read max in eager-sync,
+// the static width otherwise.
+extern "C" __global__ void dspark_draft_block_page_table(DsparkArgs a, int col_limit) {
+    const int col = blockIdx.y * blockDim.x + threadIdx.x;
+    if (col < col_limit) dspark_page_at(a, blockIdx.x, col);
+}
+
+// grid (rows); threads stride over the row's SWA columns.
+extern "C" __global__ void dspark_draft_block_swa(DsparkArgs a) {
+    for (int k = threadIdx.x; k < a.swa_width; k += blockDim.x) dspark_swa_at(a, blockIdx.x, k);
+}
+
+// Every output in one launch: grid (rows, static column blocks); the first column block of
+// each row also writes the row's lengths and SWA cells.
+extern "C" __global__ void dspark_draft_block_fused(DsparkArgs a) {
+    const int t = blockIdx.x;
+    const int col = blockIdx.y * blockDim.x + threadIdx.x;
+    if (col < a.page_width) dspark_page_at(a, t, col);
+    if (blockIdx.y == 0) {
+        if (threadIdx.x == 0) dspark_lengths_at(a, t);
+        for (int k = threadIdx.x; k < a.swa_width; k += blockDim.x) dspark_swa_at(a, t, k);
+    }
+}

@@ -1,0 +1,162 @@
+//! The CUDA context, the one stream everything runs on, device facts, and the NVRTC module
+//! cache.
+
+use super::kernels::KernelModule;
+use super::probe::{require_driver, require_nvrtc, GpuUnavailable};
+use anyhow::{Context, Result};
+use cudarc::driver::sys::CUdevice_attribute as Attr;
+use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
+use serde::Serialize;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub sm_count: u32,
+    pub l2_bytes: u64,
+    pub memory_bytes: u64,
+    /// e.g. "13.0": the CUDA version the driver supports.
+    pub cuda_driver_version: String,
+    pub nvrtc_version: String,
+    pub device_count: u32,
+}
+
+pub struct Gpu {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub info: DeviceInfo,
+    modules: RefCell<HashMap<KernelModule, Arc<CudaModule>>>,
+}
+
+fn version_string(v: i32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+impl Gpu {
+    /// Opens device `ordinal`. Missing driver, NVRTC or device is a `GpuUnavailable` error.
+    pub fn open(ordinal: usize) -> Result<Self> {
+        require_driver()?;
+        require_nvrtc()?;
+        // SAFETY: the library is present (probed above), so cudarc will not panic loading it.
+        let device_count = match CudaContext::device_count() {
+            Ok(n) => n.max(0) as u32,
+            Err(e) => {
+                return Err(GpuUnavailable(format!(
+                    "no CUDA device found: the driver answered {e}"
+                ))
+                .into())
+            }
+        };
+        if device_count as usize <= ordinal {
+            return Err(GpuUnavailable(format!(
+                "no CUDA device {ordinal}: the driver sees {device_count} device(s)"
+            ))
+            .into());
+        }
+        let ctx = CudaContext::new(ordinal)
+            .with_context(|| format!("creating a context on device {ordinal}"))?;
+        // With several streams, cudarc's event tracking makes launches wait on events recorded
+        // outside a capture (CUDA_ERROR_STREAM_CAPTURE_ISOLATION); we order streams ourselves.
+        // SAFETY: no buffer exists yet, so no tracked event is pending.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().context("creating a stream")?;
+        let attr = |a| {
+            ctx.attribute(a)
+                .with_context(|| format!("reading device attribute {a:?}"))
+        };
+        let (mut nvrtc_major, mut nvrtc_minor, mut driver) = (0, 0, 0);
+        // SAFETY: plain out-parameter queries; both libraries were probed above.
+        unsafe {
+            cudarc::nvrtc::sys::nvrtcVersion(&mut nvrtc_major, &mut nvrtc_minor)
+                .result()
+                .context("reading the NVRTC version")?;
+            sys::cuDriverGetVersion(&mut driver)
+                .result()
+                .context("reading the driver's CUDA version")?;
+        }
+        let nvrtc = format!("{nvrtc_major}.{nvrtc_minor}");
+        let info = DeviceInfo {
+            ordinal,
+            name: ctx.name().context("reading the device name")?,
+            compute_capability: ctx
+                .compute_capability()
+                .context("reading the compute capability")?,
+            sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            l2_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64,
+            memory_bytes: ctx.total_mem().context("reading total memory")? as u64,
+            cuda_driver_version: version_string(driver),
+            nvrtc_version: nvrtc,
+            device_count,
+        };
+        Ok(Self {
+            ctx,
+            stream,
+            info,
+            modules: RefCell::new(HashMap::new()),
+        })
+    }
+
+    pub fn cu_stream(&self) -> sys::CUstream {
+        self.stream.cu_stream()
+    }
+
+    /// A kernel from `module`, compiling and loading the module on first use.
+    pub fn function(&self, module: KernelModule, name: &str) -> Result<CudaFunction> {
+        let loaded = match self.modules.borrow().get(&module) {
+            Some(m) => Some(m.clone()),
+            None => None,
+        };
+        let loaded = match loaded {
+            Some(m) => m,
+            None => {
+                let ptx = module.compile(self.info.compute_capability)?;
+                let m = self
+                    .ctx
+                    .load_module(ptx)
+                    .with_context(|| format!("loading kernels/{}", module.file_name()))?;
+                self.modules.borrow_mut().insert(module, m.clone());
+                m
+            }
+        };
+        loaded
+            .load_function(name)
+            .with_context(|| format!("kernel {name} not found in kernels/{}", module.file_name()))
+    }
+
+    pub fn upload<T: cudarc::driver::DeviceRepr>(&self, host: &[T]) -> Result<CudaSlice<T>> {
+        self.stream
+            .clone_htod(host)
+            .context("copying inputs to the device")
+    }
+
+    pub fn alloc<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+        &self,
+        len: usize,
+    ) -> Result<CudaSlice<T>> {
+        self.stream
+            .alloc_zeros(len.max(1))
+            .with_context(|| format!("allocating {len} elements on the device"))
+    }
+
+    /// Copies a device buffer to the host, refusing to do so inside a capture.
+    pub fn download<T: cudarc::driver::DeviceRepr>(
+        &self,
+        what: &str,
+        buf: &CudaSlice<T>,
+    ) -> Result<Vec<T>> {
+        super::ensure_not_capturing(&self.stream, what)?;
+        self.stream
+            .clone_dtoh(buf)
+            .with_context(|| format!("copying {what} to the host"))
+    }
+
+    pub fn sync(&self) -> Result<()> {
+        self.stream
+            .synchronize()
+            .context("synchronising the stream (a kernel may have faulted)")
+    }
+}

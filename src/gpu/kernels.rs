@@ -1,0 +1,88 @@
+//! The CUDA sources in `kernels/`, embedded in the binary so a bundle needs no source tree,
+//! compiled at run time by NVRTC for the device's own architecture (sm_90 on H100/H200,
+//! sm_100 on B200, sm_103 on GB300).
+
+use crate::prep::family::{DSA_TOPK, PAGE_SIZE, SWA_ALIGN, SWA_WINDOW};
+use anyhow::{anyhow, Result};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
+
+const COMMON: &str = include_str!("../../kernels/common.cuh");
+const DSA_COMMON: &str = include_str!("../../kernels/dsa_common.cuh");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelModule {
+    DsparkDraftBlock,
+    DsaDecode,
+    DsaTargetVerify,
+    DsaDraftExtendV2,
+    Accept,
+    Floor,
+    Forward,
+}
+
+impl KernelModule {
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Self::DsparkDraftBlock => "dspark_draft_block.cu",
+            Self::DsaDecode => "dsa_decode.cu",
+            Self::DsaTargetVerify => "dsa_target_verify.cu",
+            Self::DsaDraftExtendV2 => "dsa_draft_extend_v2.cu",
+            Self::Accept => "accept.cu",
+            Self::Floor => "floor.cu",
+            Self::Forward => "forward.cu",
+        }
+    }
+
+    fn body(self) -> &'static str {
+        match self {
+            Self::DsparkDraftBlock => include_str!("../../kernels/dspark_draft_block.cu"),
+            Self::DsaDecode => include_str!("../../kernels/dsa_decode.cu"),
+            Self::DsaTargetVerify => include_str!("../../kernels/dsa_target_verify.cu"),
+            Self::DsaDraftExtendV2 => include_str!("../../kernels/dsa_draft_extend_v2.cu"),
+            Self::Accept => include_str!("../../kernels/accept.cu"),
+            Self::Floor => include_str!("../../kernels/floor.cu"),
+            Self::Forward => include_str!("../../kernels/forward.cu"),
+        }
+    }
+
+    fn uses_dsa_common(self) -> bool {
+        matches!(
+            self,
+            Self::DsaDecode | Self::DsaTargetVerify | Self::DsaDraftExtendV2
+        )
+    }
+
+    /// The full translation unit: constants from Rust, the shared headers, the family file.
+    pub fn source(self) -> String {
+        let mut src = format!(
+            "#define METAPREP_PAGE_SIZE {PAGE_SIZE}\n#define METAPREP_SWA_WINDOW {SWA_WINDOW}\n\
+             #define METAPREP_DSA_TOPK {DSA_TOPK}\n#define METAPREP_SWA_ALIGN {SWA_ALIGN}\n"
+        );
+        src.push_str(COMMON);
+        if self.uses_dsa_common() {
+            src.push_str(DSA_COMMON);
+        }
+        src.push_str(self.body());
+        src
+    }
+
+    pub fn compile(self, compute_capability: (i32, i32)) -> Result<Ptx> {
+        let (major, minor) = compute_capability;
+        let opts = CompileOptions {
+            options: vec![
+                format!("--gpu-architecture=compute_{major}{minor}"),
+                "--std=c++17".into(),
+            ],
+            name: Some(self.file_name().into()),
+            ..Default::default()
+        };
+        compile_ptx_with_opts(self.source(), opts).map_err(|e| match e {
+            CompileError::CompileError { log, .. } => anyhow!(
+                "NVRTC could not compile kernels/{} for compute_{major}{minor}:\n{}",
+                self.file_name(),
+                log.to_string_lossy()
+            ),
+            other => anyhow!("NVRTC failed on kernels/{}: {other:?}", self.file_name()),
+        })
+    }
+}

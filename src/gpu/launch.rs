@@ -1,0 +1,80 @@
+//! A kernel launch prepared once and issued many times: function, geometry and argument
+//! bytes. Issuing goes straight to `cuLaunchKernel` so the harness adds as little as
+//! possible to what it times.
+
+use anyhow::{Context, Result};
+use cudarc::driver::{result, sys, CudaFunction};
+use std::ffi::c_void;
+
+pub struct Launch {
+    name: &'static str,
+    func: CudaFunction,
+    pub grid: (u32, u32, u32),
+    pub block: (u32, u32, u32),
+    /// Each argument's bytes, in 8-byte-aligned heap storage that never moves...
+    args: Vec<Box<[u64]>>,
+    /// ...so the parameter array cuLaunchKernel takes is built once.
+    params: Vec<*mut c_void>,
+}
+
+impl Launch {
+    pub fn new(
+        name: &'static str,
+        func: CudaFunction,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+    ) -> Self {
+        Self {
+            name,
+            func,
+            grid,
+            block,
+            args: Vec::new(),
+            params: Vec::new(),
+        }
+    }
+
+    /// Appends an argument: a plain value or a `#[repr(C)]` struct of device pointers.
+    pub fn arg<T: Copy>(mut self, value: T) -> Self {
+        let words = std::mem::size_of::<T>().div_ceil(8).max(1);
+        let mut slot = vec![0u64; words].into_boxed_slice();
+        self.params.push(slot.as_mut_ptr() as *mut c_void);
+        self.args.push(slot);
+        let index = self.args.len() - 1;
+        self.set_arg(index, value);
+        self
+    }
+
+    /// Overwrites argument `index` (same type as when it was added).
+    pub fn set_arg<T: Copy>(&mut self, index: usize, value: T) {
+        let slot = &mut self.args[index];
+        assert!(
+            std::mem::size_of::<T>() <= slot.len() * 8,
+            "argument {index} changed size"
+        );
+        // SAFETY: the slot holds at least size_of::<T>() bytes and u64 alignment covers T's.
+        unsafe { std::ptr::write(slot.as_mut_ptr() as *mut T, value) };
+    }
+
+    /// Issues the launch on `stream`.
+    ///
+    /// # Safety
+    /// Every device pointer among the arguments must still be allocated, and the grid must
+    /// match what the kernel expects: the owner of the buffers (a prep plan) guarantees both.
+    pub unsafe fn issue(&mut self, stream: sys::CUstream) -> Result<()> {
+        result::launch_kernel(
+            self.func.cu_function(),
+            self.grid,
+            self.block,
+            0,
+            stream,
+            &mut self.params,
+        )
+        .with_context(|| {
+            format!(
+                "launching kernel {} grid {:?} block {:?}",
+                self.name, self.grid, self.block
+            )
+        })
+    }
+}

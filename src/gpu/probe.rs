@@ -1,0 +1,43 @@
+//! Find the CUDA driver and NVRTC before the first cudarc call: with dynamic loading, cudarc
+//! panics (with a backtrace) when a library is missing; we want one clear line and exit 2.
+
+use std::fmt;
+
+/// No CUDA driver, no NVRTC or no device: the command needs a GPU host. `main` maps this
+/// error to exit code 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuUnavailable(pub String);
+
+impl fmt::Display for GpuUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for GpuUnavailable {}
+
+pub fn require_driver() -> Result<(), GpuUnavailable> {
+    // SAFETY: only tries to dlopen the candidate library names; no symbol is called.
+    if unsafe { cudarc::driver::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(GpuUnavailable(
+            "no CUDA driver found: libcuda.so could not be loaded; run this command on a host \
+             with an NVIDIA GPU and its driver installed"
+                .into(),
+        ))
+    }
+}
+
+pub fn require_nvrtc() -> Result<(), GpuUnavailable> {
+    // SAFETY: as above, only a dlopen.
+    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(GpuUnavailable(
+            "no NVRTC found: libnvrtc.so could not be loaded; install the CUDA toolkit's NVRTC \
+             (or add its lib64 folder to LD_LIBRARY_PATH)"
+                .into(),
+        ))
+    }
+}

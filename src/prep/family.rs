@@ -1,0 +1,265 @@
+//! The four metadata families (DESIGN.md), their constants and static output shapes.
+
+use anyhow::{bail, Result};
+use std::fmt;
+use std::str::FromStr;
+
+/// Tokens per KV page for the DSpark page table.
+pub const PAGE_SIZE: i32 = 256;
+/// Sliding-window width for DSpark's SWA indices.
+pub const SWA_WINDOW: i32 = 128;
+/// SWA rows are padded to a multiple of this many columns.
+pub const SWA_ALIGN: i32 = 64;
+/// DSA sparse attention reads at most this many KV entries per row.
+pub const DSA_TOPK: i32 = 2048;
+/// The checker's poison: negative and not -1, so no real output can equal it.
+pub const POISON: i32 = -0x3c3c_3c3c;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    DsparkDraftBlock,
+    DsaDecode,
+    DsaTargetVerify,
+    DsaDraftExtendV2,
+}
+
+impl Family {
+    pub const ALL: [Family; 4] = [
+        Family::DsparkDraftBlock,
+        Family::DsaDecode,
+        Family::DsaTargetVerify,
+        Family::DsaDraftExtendV2,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::DsparkDraftBlock => "dspark_draft_block",
+            Family::DsaDecode => "dsa_decode",
+            Family::DsaTargetVerify => "dsa_target_verify",
+            Family::DsaDraftExtendV2 => "dsa_draft_extend_v2",
+        }
+    }
+
+    /// Rows per request: the draft block for DSpark, N draft tokens for verify and
+    /// draft-extend, one for decode.
+    pub fn tokens_per_request(self, block: u32) -> u32 {
+        match self {
+            Family::DsaDecode => 1,
+            _ => block,
+        }
+    }
+
+    /// The page-table columns the eager-sync arm sizes its launch to, from lengths it read
+    /// on the host: what `seq_lens.max().item()` buys the eager path.
+    pub fn host_col_limit(self, seq_lens: &[i32], block: u32) -> u32 {
+        let max_len = seq_lens.iter().copied().max().unwrap_or(0).max(0) as u32;
+        match self {
+            Family::DsparkDraftBlock => (max_len + block).div_ceil(PAGE_SIZE as u32),
+            Family::DsaDecode | Family::DsaDraftExtendV2 => max_len,
+            Family::DsaTargetVerify => max_len + block,
+        }
+    }
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Family {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Family::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown family '{s}': use one of dspark_draft_block, dsa_decode, \
+                 dsa_target_verify, dsa_draft_extend_v2"
+                )
+            })
+    }
+}
+
+/// The batch size a CUDA graph is captured for: serving engines capture a fixed list of
+/// sizes and pad a live batch up to the next one (1, 2, 4, then multiples of 8 up to 256,
+/// then multiples of 64).
+pub fn padded_batch(bs: u32) -> u32 {
+    match bs {
+        0..=2 => bs.max(1),
+        3..=4 => 4,
+        5..=256 => bs.div_ceil(8) * 8,
+        _ => bs.div_ceil(64) * 64,
+    }
+}
+
+/// One output buffer: `rows` x `width` int32, row-major.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputSpec {
+    pub name: &'static str,
+    pub rows: usize,
+    pub width: usize,
+}
+
+impl OutputSpec {
+    pub fn len(&self) -> usize {
+        self.rows * self.width
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The static shape of one plan: family, live and padded batch, block size, and the
+/// request-to-token row stride (the longest context a request may reach).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub family: Family,
+    pub batch_size: u32,
+    pub padded_bs: u32,
+    pub block: u32,
+    pub max_context: u32,
+}
+
+impl Shape {
+    pub fn new(family: Family, batch_size: u32, block: u32, max_context: u32) -> Result<Self> {
+        if batch_size == 0 || block == 0 {
+            bail!("batch size and block size must be at least 1 (got {batch_size} and {block})");
+        }
+        if max_context < 2 * (block + 1) + SWA_WINDOW as u32 || max_context > (1 << 26) {
+            bail!("max context {max_context} is out of range for block {block}");
+        }
+        Ok(Self {
+            family,
+            batch_size,
+            padded_bs: padded_batch(batch_size),
+            block,
+            max_context,
+        })
+    }
+
+    pub fn tokens_per_request(&self) -> usize {
+        self.family.tokens_per_request(self.block) as usize
+    }
+
+    /// Rows of the per-token outputs and the page table.
+    pub fn rows(&self) -> usize {
+        self.padded_bs as usize * self.tokens_per_request()
+    }
+
+    /// Static page-table width: pages for DSpark, tokens for DSA.
+    pub fn page_width(&self) -> usize {
+        match self.family {
+            Family::DsparkDraftBlock => self.max_context.div_ceil(PAGE_SIZE as u32) as usize,
+            _ => self.max_context as usize,
+        }
+    }
+
+    pub fn swa_width(&self) -> usize {
+        let w = SWA_WINDOW as usize + self.block as usize;
+        w.div_ceil(SWA_ALIGN as usize) * SWA_ALIGN as usize
+    }
+
+    /// The longest committed length a request may have so that `L + block` still fits the
+    /// row stride; the accept step wraps lengths below it.
+    pub fn max_seq_len(&self) -> i32 {
+        (self.max_context - self.block - 1) as i32
+    }
+
+    /// The outputs in the order the kernels' argument blocks and the reference use.
+    pub fn outputs(&self) -> Vec<OutputSpec> {
+        let p = self.padded_bs as usize;
+        let r = self.rows();
+        let o = |name, rows, width| OutputSpec { name, rows, width };
+        match self.family {
+            Family::DsparkDraftBlock => vec![
+                o("extend_seq_lens", p, 1),
+                o("seq_lens_extended", p, 1),
+                o("seq_lens_causal", r, 1),
+                o("positions", r, 1),
+                o("swa_topk_lengths", r, 1),
+                o("page_table", r, self.page_width()),
+                o("swa_page_indices", r, self.swa_width()),
+            ],
+            Family::DsaDecode => vec![
+                o("cache_seqlens", p, 1),
+                o("cu_seqlens_k", p + 1, 1),
+                o("dsa_cache_seqlens", p, 1),
+                o("page_table_1", p, self.page_width()),
+            ],
+            Family::DsaTargetVerify | Family::DsaDraftExtendV2 => vec![
+                o("cache_seqlens", p, 1),
+                o("seqlens_expanded", r, 1),
+                o("dsa_cache_seqlens", r, 1),
+                o("page_table_1", r, self.page_width()),
+            ],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padding_follows_the_capture_list() {
+        let cases = [
+            (1, 1),
+            (2, 2),
+            (3, 4),
+            (4, 4),
+            (5, 8),
+            (8, 8),
+            (9, 16),
+            (64, 64),
+            (250, 256),
+            (256, 256),
+            (257, 320),
+            (1024, 1024),
+        ];
+        for (bs, padded) in cases {
+            assert_eq!(padded_batch(bs), padded, "bs {bs}");
+        }
+    }
+
+    #[test]
+    fn shapes_follow_the_formulas() {
+        let s = Shape::new(Family::DsparkDraftBlock, 3, 5, 4096).unwrap();
+        assert_eq!(
+            (s.padded_bs, s.rows(), s.page_width(), s.swa_width()),
+            (4, 20, 16, 192)
+        );
+        let widths: Vec<_> = s
+            .outputs()
+            .iter()
+            .map(|o| (o.name, o.rows, o.width))
+            .collect();
+        assert_eq!(widths[0], ("extend_seq_lens", 4, 1));
+        assert_eq!(widths[5], ("page_table", 20, 16));
+        let s = Shape::new(Family::DsparkDraftBlock, 1, 1, 4096).unwrap();
+        assert_eq!(s.swa_width(), 192, "128 + 1 rounds up to 192");
+        let d = Shape::new(Family::DsaDecode, 8, 5, 1000).unwrap();
+        assert_eq!(
+            d.rows(),
+            8,
+            "decode has one row per request whatever the block"
+        );
+        assert_eq!(d.outputs()[1].rows, 9, "cu_seqlens_k has a leading 0");
+        assert_eq!(d.max_seq_len(), 994);
+        assert!(Shape::new(Family::DsaDecode, 0, 5, 4096).is_err());
+        assert!(Shape::new(Family::DsaDecode, 1, 5, 10).is_err());
+    }
+
+    #[test]
+    fn host_col_limit_covers_the_longest_row() {
+        let lens = [5, 300, 0];
+        assert_eq!(Family::DsparkDraftBlock.host_col_limit(&lens, 5), 2); // ceil(305 / 256)
+        assert_eq!(Family::DsaDecode.host_col_limit(&lens, 5), 300);
+        assert_eq!(Family::DsaTargetVerify.host_col_limit(&lens, 5), 305);
+        assert_eq!(Family::DsaDraftExtendV2.host_col_limit(&lens, 5), 300);
+        assert_eq!("dsa_decode".parse::<Family>(), Ok(Family::DsaDecode));
+        assert!("dsa".parse::<Family>().is_err());
+    }
+}

@@ -1,0 +1,143 @@
+//! Random, seeded prep inputs: lengths, the request pool's token table, new-token slots and
+//! the full-to-SWA slot map. The same seed gives the same inputs on any machine.
+
+use super::family::{Shape, DSA_TOPK, PAGE_SIZE, SWA_WINDOW};
+use super::rng::SplitMix64;
+
+/// Slots in the full KV pool (values of `req_to_token` and `out_cache_loc`).
+pub const KV_SLOTS: i32 = 1 << 22;
+/// Slots in the SWA pool (values of `full_to_swa`).
+pub const SWA_SLOTS: i32 = 1 << 16;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostInputs {
+    /// `padded_bs` committed lengths; padding rows hold 0.
+    pub seq_lens: Vec<i32>,
+    /// `padded_bs` rows of the request pool; padding rows hold 0.
+    pub req_pool_indices: Vec<i32>,
+    /// `pool_rows * max_context` KV slots, row `req_pool_indices[i]` for request i.
+    pub req_to_token: Vec<i32>,
+    /// `padded_bs * block` KV slots of the new draft tokens.
+    pub out_cache_loc: Vec<i32>,
+    /// `KV_SLOTS` entries: each full-pool slot's SWA slot.
+    pub full_to_swa: Vec<i32>,
+}
+
+/// Committed lengths drawn uniformly from `min..=max` (clamped to what the shape allows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LengthRange {
+    pub min: u32,
+    pub max: u32,
+}
+
+/// Lengths where the formulas change branch; the checker puts them in the first rows.
+pub fn edge_lengths() -> Vec<i32> {
+    let (w, page, topk) = (SWA_WINDOW, PAGE_SIZE, DSA_TOPK);
+    vec![
+        0,
+        1,
+        2,
+        w - 1,
+        w,
+        w + 1,
+        page - 1,
+        page,
+        page + 1,
+        topk - 1,
+        topk,
+        topk + 1,
+    ]
+}
+
+pub fn generate(shape: &Shape, seed: u64, lengths: LengthRange, with_edges: bool) -> HostInputs {
+    let mut rng = SplitMix64::new(seed);
+    let live = shape.batch_size as usize;
+    let padded = shape.padded_bs as usize;
+    let stride = shape.max_context as usize;
+    let max_len = (lengths.max as i64).min(shape.max_seq_len() as i64);
+    let min_len = (lengths.min as i64).min(max_len);
+
+    let mut seq_lens: Vec<i32> = (0..padded)
+        .map(|i| {
+            if i < live {
+                rng.range(min_len as u64, max_len as u64) as i32
+            } else {
+                0
+            }
+        })
+        .collect();
+    if with_edges {
+        let edges = edge_lengths().into_iter().filter(|&l| l as i64 <= max_len);
+        for (slot, l) in seq_lens.iter_mut().take(live).zip(edges) {
+            *slot = l;
+        }
+    }
+
+    // One spare pool row so request i does not simply own row i.
+    let pool_rows = live + 1;
+    let mut pool: Vec<i32> = (0..pool_rows as i32).collect();
+    for k in (1..pool.len()).rev() {
+        pool.swap(k, rng.range(0, k as u64) as usize);
+    }
+    let req_pool_indices = (0..padded)
+        .map(|i| if i < live { pool[i] } else { 0 })
+        .collect();
+    let mut slot = || rng.range(0, KV_SLOTS as u64 - 1) as i32;
+    let req_to_token = (0..pool_rows * stride).map(|_| slot()).collect();
+    let out_cache_loc = (0..padded * shape.block as usize).map(|_| slot()).collect();
+    let full_to_swa = (0..KV_SLOTS)
+        .map(|_| rng.range(0, SWA_SLOTS as u64 - 1) as i32)
+        .collect();
+    HostInputs {
+        seq_lens,
+        req_pool_indices,
+        req_to_token,
+        out_cache_loc,
+        full_to_swa,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prep::family::Family;
+
+    #[test]
+    fn inputs_are_seeded_in_range_and_padded() {
+        let shape = Shape::new(Family::DsparkDraftBlock, 3, 5, 4096).unwrap();
+        let range = LengthRange { min: 0, max: 4000 };
+        let a = generate(&shape, 11, range, true);
+        assert_eq!(a, generate(&shape, 11, range, true));
+        assert_ne!(
+            a.req_to_token,
+            generate(&shape, 12, range, true).req_to_token
+        );
+        assert_eq!(a.seq_lens.len(), 4);
+        assert_eq!(
+            &a.seq_lens[..3],
+            &[0, 1, 2],
+            "edge lengths fill the first rows"
+        );
+        assert_eq!(a.seq_lens[3], 0, "padding row");
+        let mut pools = a.req_pool_indices[..3].to_vec();
+        pools.sort();
+        pools.dedup();
+        assert_eq!(pools.len(), 3, "distinct pool rows");
+        assert!(a.req_pool_indices.iter().all(|&p| (0..4).contains(&p)));
+        assert_eq!(a.req_to_token.len(), 4 * 4096);
+        assert!(a.req_to_token.iter().all(|&s| (0..KV_SLOTS).contains(&s)));
+        assert!(a.full_to_swa.iter().all(|&s| (0..SWA_SLOTS).contains(&s)));
+        let b = generate(
+            &shape,
+            5,
+            LengthRange {
+                min: 100,
+                max: 1_000_000,
+            },
+            false,
+        );
+        assert!(b.seq_lens[..3]
+            .iter()
+            .all(|&l| (100..=shape.max_seq_len()).contains(&l)));
+    }
+}

@@ -1,0 +1,480 @@
+//! One prep plan per shape: the device buffers, the launches prepared once, and the four
+//! arms. The arms share every buffer and kernel; they differ only in how lengths reach the
+//! kernels (a host read and a host-built list, or device tensors only) and how the kernels
+//! are launched (eagerly, or as one replay of a captured graph).
+
+use super::accept::AcceptModel;
+use super::arm::Arm;
+use super::family::{Family, Shape, POISON};
+use super::inputs::HostInputs;
+use crate::gpu::{capture_graph, ensure_not_capturing, Gpu, KernelModule, Launch};
+use anyhow::{Context, Result};
+use cudarc::driver::{result, sys, CudaGraph, CudaSlice, DevicePtr};
+
+/// Argument block of the DSpark kernels (mirrors `DsparkArgs` in the .cu file).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct DsparkArgs {
+    seq_lens: u64,
+    req_pool_indices: u64,
+    req_to_token: u64,
+    out_cache_loc: u64,
+    full_to_swa: u64,
+    host_block: u64,
+    outputs: [u64; 7],
+    live_bs: i32,
+    padded_bs: i32,
+    block: i32,
+    req_stride: i32,
+    page_width: i32,
+    swa_width: i32,
+}
+
+/// Argument block of the DSA kernels (mirrors `DsaArgs` in dsa_common.cuh).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct DsaArgs {
+    seq_lens: u64,
+    req_pool_indices: u64,
+    req_to_token: u64,
+    host_block: u64,
+    cache_seqlens: u64,
+    cu_seqlens_k: u64,
+    seqlens_expanded: u64,
+    dsa_cache_seqlens: u64,
+    page_table_1: u64,
+    live_bs: i32,
+    padded_bs: i32,
+    tokens: i32,
+    req_stride: i32,
+    page_width: i32,
+}
+
+#[derive(Clone, Copy)]
+enum FamilyArgs {
+    Dspark(DsparkArgs),
+    Dsa(DsaArgs),
+}
+
+impl FamilyArgs {
+    fn append_to(self, launch: Launch) -> Launch {
+        match self {
+            FamilyArgs::Dspark(a) => launch.arg(a),
+            FamilyArgs::Dsa(a) => launch.arg(a),
+        }
+    }
+}
+
+const THREADS: u32 = 256;
+/// Argument index of `col_limit` in the page-table kernels.
+const COL_LIMIT_ARG: usize = 1;
+/// Position of the page-table launch in a staged plan (lengths, page table, [swa]).
+const PAGE_LAUNCH: usize = 1;
+
+fn ptr<T>(buf: &CudaSlice<T>, gpu: &Gpu) -> u64 {
+    buf.device_ptr(&gpu.stream).0
+}
+
+/// An arm made ready to run: warmed up, and for graph arms captured.
+pub struct Prepared {
+    pub arm: Arm,
+    graph: Option<CudaGraph>,
+}
+
+pub struct PrepPlan<'g> {
+    gpu: &'g Gpu,
+    pub shape: Shape,
+    pub accept_model: AcceptModel,
+    seq_lens: CudaSlice<i32>,
+    initial_seq_lens: CudaSlice<i32>,
+    accepted: CudaSlice<i32>,
+    step_counter: CudaSlice<u32>,
+    /// Where eager-sync's host-built `[block] * bs` list lands.
+    host_block: CudaSlice<i32>,
+    outputs: Vec<CudaSlice<i32>>,
+    /// Inputs only the kernels read; kept alive for the launches' pointers.
+    _inputs: Vec<CudaSlice<i32>>,
+    device_launches: Vec<Launch>,
+    sync_launches: Vec<Launch>,
+    fused: Launch,
+    accept: Launch,
+    poison: Vec<Launch>,
+    host_lens: Vec<i32>,
+    host_list: Vec<i32>,
+}
+
+impl<'g> PrepPlan<'g> {
+    pub fn new(
+        gpu: &'g Gpu,
+        shape: Shape,
+        inputs: &HostInputs,
+        accept_model: AcceptModel,
+    ) -> Result<Self> {
+        let padded = shape.padded_bs as usize;
+        let seq_lens = gpu.upload(&inputs.seq_lens)?;
+        let initial_seq_lens = gpu.upload(&inputs.seq_lens)?;
+        let req_pool_indices = gpu.upload(&inputs.req_pool_indices)?;
+        let req_to_token = gpu.upload(&inputs.req_to_token)?;
+        let out_cache_loc = gpu.upload(&inputs.out_cache_loc)?;
+        let full_to_swa = gpu.upload(&inputs.full_to_swa)?;
+        let host_block = gpu.alloc::<i32>(padded)?;
+        let accepted = gpu.alloc::<i32>(padded)?;
+        let step_counter = gpu.alloc::<u32>(padded)?;
+        let specs = shape.outputs();
+        let outputs = specs
+            .iter()
+            .map(|o| gpu.alloc::<i32>(o.len()))
+            .collect::<Result<Vec<_>>>()?;
+
+        let out: Vec<u64> = outputs.iter().map(|b| ptr(b, gpu)).collect();
+        let args_with = |host_block_ptr: u64| match shape.family {
+            Family::DsparkDraftBlock => FamilyArgs::Dspark(DsparkArgs {
+                seq_lens: ptr(&seq_lens, gpu),
+                req_pool_indices: ptr(&req_pool_indices, gpu),
+                req_to_token: ptr(&req_to_token, gpu),
+                out_cache_loc: ptr(&out_cache_loc, gpu),
+                full_to_swa: ptr(&full_to_swa, gpu),
+                host_block: host_block_ptr,
+                outputs: out.clone().try_into().expect("seven DSpark outputs"),
+                live_bs: shape.batch_size as i32,
+                padded_bs: padded as i32,
+                block: shape.block as i32,
+                req_stride: shape.max_context as i32,
+                page_width: shape.page_width() as i32,
+                swa_width: shape.swa_width() as i32,
+            }),
+            family => {
+                let (cu_seqlens_k, seqlens_expanded) = if family == Family::DsaDecode {
+                    (out[1], 0)
+                } else {
+                    (0, out[1])
+                };
+                FamilyArgs::Dsa(DsaArgs {
+                    seq_lens: ptr(&seq_lens, gpu),
+                    req_pool_indices: ptr(&req_pool_indices, gpu),
+                    req_to_token: ptr(&req_to_token, gpu),
+                    host_block: host_block_ptr,
+                    cache_seqlens: out[0],
+                    cu_seqlens_k,
+                    seqlens_expanded,
+                    dsa_cache_seqlens: out[2],
+                    page_table_1: out[3],
+                    live_bs: shape.batch_size as i32,
+                    padded_bs: padded as i32,
+                    tokens: shape.tokens_per_request() as i32,
+                    req_stride: shape.max_context as i32,
+                    page_width: shape.page_width() as i32,
+                })
+            }
+        };
+        let device_launches = staged_launches(gpu, &shape, args_with(0))?;
+        let sync_launches = staged_launches(gpu, &shape, args_with(ptr(&host_block, gpu)))?;
+        let fused = fused_launch(gpu, &shape, args_with(0))?;
+
+        let accept = Launch::new(
+            "accept",
+            gpu.function(KernelModule::Accept, "accept")?,
+            (shape.batch_size.div_ceil(THREADS), 1, 1),
+            (THREADS, 1, 1),
+        )
+        .arg(ptr(&seq_lens, gpu))
+        .arg(ptr(&accepted, gpu))
+        .arg(ptr(&step_counter, gpu))
+        .arg(shape.batch_size as i32)
+        .arg(accept_model.block as i32)
+        .arg(accept_model.threshold)
+        .arg(accept_model.seed)
+        .arg(accept_model.max_len);
+
+        let poison_fn = gpu.function(KernelModule::DsaDecode, "poison_i32")?;
+        let poison = outputs
+            .iter()
+            .map(|b| {
+                let blocks = (b.len() as u64).div_ceil(THREADS as u64).min(4096) as u32;
+                Launch::new(
+                    "poison_i32",
+                    poison_fn.clone(),
+                    (blocks, 1, 1),
+                    (THREADS, 1, 1),
+                )
+                .arg(ptr(b, gpu))
+                .arg(b.len() as i64)
+                .arg(POISON)
+            })
+            .collect();
+
+        Ok(Self {
+            gpu,
+            shape,
+            accept_model,
+            seq_lens,
+            initial_seq_lens,
+            accepted,
+            step_counter,
+            host_block,
+            outputs,
+            _inputs: vec![req_pool_indices, req_to_token, out_cache_loc, full_to_swa],
+            device_launches,
+            sync_launches,
+            fused,
+            accept,
+            poison,
+            host_lens: vec![0; shape.batch_size as usize],
+            host_list: Vec::with_capacity(shape.batch_size as usize),
+        })
+    }
+
+    fn stream(&self) -> sys::CUstream {
+        self.gpu.cu_stream()
+    }
+
+    /// eager-sync: read `seq_lens` to the host (`.tolist()`), build `[block] * bs` and the
+    /// max length there, copy the list back, and launch with a grid sized by that max.
+    fn issue_eager_sync(&mut self) -> Result<()> {
+        ensure_not_capturing(&self.gpu.stream, "seq_lens.tolist() in the eager-sync prep")?;
+        let stream = self.stream();
+        let (seq_lens, host_block) = (
+            ptr(&self.seq_lens, self.gpu),
+            ptr(&self.host_block, self.gpu),
+        );
+        // SAFETY: host_lens holds batch_size elements and seq_lens at least that many; the
+        // copy is pageable, so it completes before the synchronize returns.
+        unsafe {
+            result::memcpy_dtoh_async(&mut self.host_lens[..], seq_lens, stream)
+                .context("reading seq_lens to the host")?;
+            result::stream::synchronize(stream).context("waiting for seq_lens on the host")?;
+        }
+        self.host_list.clear();
+        self.host_list
+            .resize(self.shape.batch_size as usize, self.shape.block as i32);
+        let col_limit = self
+            .shape
+            .family
+            .host_col_limit(&self.host_lens, self.shape.block);
+        // SAFETY: host_block holds padded_bs >= batch_size elements; a pageable copy is
+        // staged before the call returns, so host_list may change afterwards.
+        unsafe {
+            result::memcpy_htod_async(host_block, &self.host_list[..], stream)
+                .context("copying the host-built block list to the device")?;
+        }
+        let page = &mut self.sync_launches[PAGE_LAUNCH];
+        page.set_arg(COL_LIMIT_ARG, col_limit as i32);
+        page.grid.1 = col_limit.div_ceil(THREADS).max(1);
+        issue_all(&mut self.sync_launches, stream)
+    }
+
+    fn issue_device(&mut self) -> Result<()> {
+        let stream = self.stream();
+        issue_all(&mut self.device_launches, stream)
+    }
+
+    fn issue_fused(&mut self) -> Result<()> {
+        let stream = self.stream();
+        // SAFETY: the plan owns every buffer the launch points at.
+        unsafe { self.fused.issue(stream) }
+    }
+
+    /// Warms `arm` up (modules loaded, every kernel run once) and captures it if it is a
+    /// graph arm. A failed capture is an error, never a fallback to eager launches.
+    pub fn prepare(&mut self, arm: Arm) -> Result<Prepared> {
+        match arm {
+            Arm::EagerSync => self.issue_eager_sync()?,
+            Arm::EagerDevice | Arm::Graph => self.issue_device()?,
+            Arm::Fused => self.issue_fused()?,
+        }
+        self.gpu
+            .sync()
+            .with_context(|| format!("warming up the {arm} arm"))?;
+        let graph = match arm {
+            Arm::Graph | Arm::Fused => Some(self.capture(arm)?),
+            Arm::EagerSync | Arm::EagerDevice => None,
+        };
+        Ok(Prepared { arm, graph })
+    }
+
+    /// Captures `arm`'s prep into a graph. For eager-sync this must fail: its host read
+    /// cannot live in a graph, and the capture guard says so.
+    pub fn capture(&mut self, arm: Arm) -> Result<CudaGraph> {
+        let stream = self.gpu.stream.clone();
+        let what = format!("the {} prep of {}", arm, self.shape.family);
+        let graph = capture_graph(&stream, &what, || match arm {
+            Arm::EagerSync => self.issue_eager_sync(),
+            Arm::EagerDevice | Arm::Graph => self.issue_device(),
+            Arm::Fused => self.issue_fused(),
+        })?;
+        graph
+            .upload()
+            .with_context(|| format!("uploading the graph of {what}"))?;
+        Ok(graph)
+    }
+
+    /// Issues one step's prep the way `prepared.arm` does it.
+    pub fn issue(&mut self, prepared: &Prepared) -> Result<()> {
+        match (&prepared.graph, prepared.arm) {
+            (Some(graph), _) => graph.launch().context("replaying the prep graph"),
+            (None, Arm::EagerSync) => self.issue_eager_sync(),
+            (None, _) => self.issue_device(),
+        }
+    }
+
+    /// The end of a step: advance `seq_lens` on the device by the accepted tokens.
+    pub fn issue_accept(&mut self) -> Result<()> {
+        let stream = self.stream();
+        // SAFETY: the plan owns seq_lens, accepted and step_counter.
+        unsafe { self.accept.issue(stream) }
+    }
+
+    /// Fills every output with the poison so unwritten cells show.
+    pub fn poison_outputs(&mut self) -> Result<()> {
+        let stream = self.stream();
+        issue_all(&mut self.poison, stream)
+    }
+
+    /// Puts `seq_lens` and the accept counters back to their initial state.
+    pub fn reset(&mut self) -> Result<()> {
+        let stream = &self.gpu.stream;
+        stream
+            .memcpy_dtod(&self.initial_seq_lens, &mut self.seq_lens)
+            .context("resetting seq_lens")?;
+        stream
+            .memset_zeros(&mut self.step_counter)
+            .context("resetting the accept counters")?;
+        Ok(())
+    }
+
+    pub fn download_outputs(&self) -> Result<Vec<Vec<i32>>> {
+        let names = self.shape.outputs();
+        self.outputs
+            .iter()
+            .zip(names)
+            .map(|(b, spec)| self.gpu.download(spec.name, b))
+            .collect()
+    }
+
+    pub fn download_seq_lens(&self) -> Result<Vec<i32>> {
+        self.gpu.download("seq_lens", &self.seq_lens)
+    }
+
+    pub fn download_accepted(&self) -> Result<Vec<i32>> {
+        self.gpu.download("accepted", &self.accepted)
+    }
+}
+
+fn issue_all(launches: &mut [Launch], stream: sys::CUstream) -> Result<()> {
+    for launch in launches {
+        // SAFETY: launches are built by PrepPlan::new over buffers the plan owns.
+        unsafe { launch.issue(stream)? };
+    }
+    Ok(())
+}
+
+fn module_of(family: Family) -> KernelModule {
+    match family {
+        Family::DsparkDraftBlock => KernelModule::DsparkDraftBlock,
+        Family::DsaDecode => KernelModule::DsaDecode,
+        Family::DsaTargetVerify => KernelModule::DsaTargetVerify,
+        Family::DsaDraftExtendV2 => KernelModule::DsaDraftExtendV2,
+    }
+}
+
+/// The stages of a family's prep, as kernels named `<family>_<stage>`.
+fn stages(family: Family) -> &'static [&'static str] {
+    match family {
+        Family::DsparkDraftBlock => &["lengths", "page_table", "swa", "fused"],
+        _ => &["lengths", "page_table", "fused"],
+    }
+}
+
+/// Leaked once per plan and name so launches can hold a `&'static str` for their errors.
+fn kernel_name(family: Family, stage: &str) -> &'static str {
+    Box::leak(format!("{}_{stage}", family.name()).into_boxed_str())
+}
+
+/// The multi-kernel prep: lengths, page table (sized to the static width; eager-sync
+/// resizes it each step), and DSpark's SWA indices.
+fn staged_launches(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Vec<Launch>> {
+    let module = module_of(shape.family);
+    let rows = shape.rows() as u32;
+    let f = |stage: &str| -> Result<(&'static str, _)> {
+        let name = kernel_name(shape.family, stage);
+        Ok((name, gpu.function(module, name)?))
+    };
+    let (name, func) = f("lengths")?;
+    let lengths = if shape.family == Family::DsaDecode {
+        // One block scans the whole batch for cu_seqlens_k.
+        Launch::new(name, func, (1, 1, 1), (1024, 1, 1))
+    } else {
+        Launch::new(name, func, (rows.div_ceil(THREADS), 1, 1), (THREADS, 1, 1))
+    };
+    let page_width = shape.page_width() as u32;
+    let (name, func) = f("page_table")?;
+    let page = Launch::new(
+        name,
+        func,
+        (rows, page_width.div_ceil(THREADS), 1),
+        (THREADS, 1, 1),
+    );
+    let mut launches = vec![
+        args.append_to(lengths),
+        args.append_to(page).arg(page_width as i32),
+    ];
+    if shape.family == Family::DsparkDraftBlock {
+        let (name, func) = f("swa")?;
+        launches.push(args.append_to(Launch::new(name, func, (rows, 1, 1), (128, 1, 1))));
+    }
+    Ok(launches)
+}
+
+fn fused_launch(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Launch> {
+    let name = kernel_name(shape.family, "fused");
+    let func = gpu.function(module_of(shape.family), name)?;
+    let page_width = shape.page_width() as u32;
+    let launch = if shape.family == Family::DsaDecode {
+        // An extra row of blocks; its first block does the lengths and the scan.
+        Launch::new(
+            name,
+            func,
+            (shape.padded_bs + 1, page_width.div_ceil(1024), 1),
+            (1024, 1, 1),
+        )
+    } else {
+        Launch::new(
+            name,
+            func,
+            (shape.rows() as u32, page_width.div_ceil(THREADS), 1),
+            (THREADS, 1, 1),
+        )
+    };
+    Ok(args.append_to(launch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kernel_the_plan_launches_is_in_its_source() {
+        for family in Family::ALL {
+            let source = module_of(family).source();
+            for stage in stages(family) {
+                let name = format!("{}_{stage}", family.name());
+                assert!(
+                    source.contains(&format!("__global__ void {name}(")),
+                    "{name} missing from {}",
+                    module_of(family).file_name()
+                );
+            }
+            assert!(source.contains("__global__ void poison_i32("));
+        }
+        assert!(KernelModule::Accept
+            .source()
+            .contains("__global__ void accept("));
+    }
+
+    #[test]
+    fn argument_blocks_match_the_cuda_structs() {
+        // 13 pointers + 6 ints and 9 pointers + 5 ints, with C's padding to 8 bytes.
+        assert_eq!(std::mem::size_of::<DsparkArgs>(), 13 * 8 + 6 * 4);
+        assert_eq!(std::mem::size_of::<DsaArgs>(), 9 * 8 + 5 * 4 + 4);
+    }
+}
