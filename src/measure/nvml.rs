@@ -75,7 +75,7 @@ impl std::fmt::Display for NvmlUnavailable {
         write!(
             f,
             "NVML unavailable ({}); telemetry columns will be empty. \
-             Install the NVIDIA driver (libnvidia-ml.so.1) to record clocks and throttling",
+             NVML comes with the NVIDIA driver (libnvidia-ml.so.1)",
             self.0
         )
     }
@@ -196,8 +196,27 @@ impl Sampler {
         device_index: u32,
         period: Duration,
     ) -> Result<Sampler, NvmlUnavailable> {
-        let period = period.max(MIN_PERIOD);
         let lib = lib.to_owned();
+        Self::spawn(period, move |thread| {
+            let nvml = match Nvml::builder().lib_path(&lib).init() {
+                Ok(nvml) => nvml,
+                Err(err) => return thread.fail(unavailable("loading NVML", err)),
+            };
+            match nvml.device_by_index(device_index) {
+                Ok(device) => thread.run(|| read_device(&device)),
+                Err(err) => {
+                    thread.fail(unavailable(&format!("opening device {device_index}"), err))
+                }
+            }
+        })
+    }
+
+    /// Runs `open_and_sample` on the sampler thread and waits until it either fails or starts
+    /// sampling. Kept apart from NVML so that the threading can be tested without a GPU.
+    fn spawn(
+        period: Duration,
+        open_and_sample: impl FnOnce(SamplerThread) + Send + 'static,
+    ) -> Result<Sampler, NvmlUnavailable> {
         let shared = Arc::new(Shared {
             started: Instant::now(),
             cell: Mutex::new(String::new()),
@@ -205,30 +224,17 @@ impl Sampler {
         });
         let (commands, command_rx) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
-        let thread_shared = Arc::clone(&shared);
+        let thread_state = SamplerThread {
+            shared: Arc::clone(&shared),
+            commands: command_rx,
+            ready: ready_tx,
+            period: period.max(MIN_PERIOD),
+        };
         let thread = std::thread::Builder::new()
             .name("nvml-sampler".into())
-            .spawn(move || {
-                let nvml = match Nvml::builder().lib_path(&lib).init() {
-                    Ok(nvml) => nvml,
-                    Err(err) => {
-                        let _ = ready_tx.send(Err(unavailable("loading NVML", err)));
-                        return;
-                    }
-                };
-                let device = match nvml.device_by_index(device_index) {
-                    Ok(device) => device,
-                    Err(err) => {
-                        let what = format!("opening device {device_index}");
-                        let _ = ready_tx.send(Err(unavailable(&what, err)));
-                        return;
-                    }
-                };
-                let _ = ready_tx.send(Ok(()));
-                sample_loop(&device, &thread_shared, &command_rx, period);
-            })
+            .spawn(move || open_and_sample(thread_state))
             .map_err(|err| NvmlUnavailable(format!("spawning the sampler thread: {err}")))?;
-        // A panic inside NVML loading drops `ready_tx` unsent, which ends up here.
+        // A panic while opening NVML drops the ready sender unsent, which ends up here.
         let ready = ready_rx.recv().unwrap_or_else(|_| {
             Err(NvmlUnavailable(
                 "the sampler thread panicked while loading NVML".into(),
@@ -275,33 +281,50 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn sample_loop(
-    device: &Device,
-    shared: &Shared,
-    commands: &mpsc::Receiver<Command>,
+/// The sampler thread's side: report how opening the device went, then sample.
+struct SamplerThread {
+    shared: Arc<Shared>,
+    commands: mpsc::Receiver<Command>,
+    ready: mpsc::SyncSender<Result<(), NvmlUnavailable>>,
     period: Duration,
-) {
-    let mut next = Instant::now();
-    loop {
-        match commands.recv_timeout(next.saturating_duration_since(Instant::now())) {
-            Ok(Command::ReadNow) => {}
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                // Keep a fixed cadence, but skip missed ticks rather than bursting to catch up.
-                next = (next + period).max(Instant::now());
+}
+
+impl SamplerThread {
+    fn fail(self, err: NvmlUnavailable) {
+        let _ = self.ready.send(Err(err));
+    }
+
+    /// Reports success, then calls `read` every period and on each [`Command::ReadNow`]
+    /// until stopped; `read` fills the device values, this loop the time and cell.
+    fn run(self, mut read: impl FnMut() -> Reading) {
+        let _ = self.ready.send(Ok(()));
+        let mut next = Instant::now();
+        loop {
+            match self
+                .commands
+                .recv_timeout(next.saturating_duration_since(Instant::now()))
+            {
+                Ok(Command::ReadNow) => {}
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    // Keep a fixed cadence, but skip missed ticks rather than burst to catch up.
+                    next = (next + self.period).max(Instant::now());
+                }
+                Ok(Command::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
             }
-            Ok(Command::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            let t_s = self.shared.started.elapsed().as_secs_f64();
+            let cell = lock(&self.shared.cell).clone();
+            let reading = Reading {
+                t_s,
+                cell,
+                ..read()
+            };
+            lock(&self.shared.readings).push(reading);
         }
-        let t_s = shared.started.elapsed().as_secs_f64();
-        let cell = lock(&shared.cell).clone();
-        let reading = read_device(device, t_s, cell);
-        lock(&shared.readings).push(reading);
     }
 }
 
-fn read_device(device: &Device, t_s: f64, cell: String) -> Reading {
+fn read_device(device: &Device) -> Reading {
     Reading {
-        t_s,
-        cell,
         sm_clock_mhz: device.clock_info(Clock::SM).ok().map(f64::from),
         mem_clock_mhz: device.clock_info(Clock::Memory).ok().map(f64::from),
         power_w: device.power_usage().ok().map(milli_to_unit),
@@ -311,6 +334,7 @@ fn read_device(device: &Device, t_s: f64, cell: String) -> Reading {
             .map(f64::from),
         gpu_util_pct: device.utilization_rates().ok().map(|u| f64::from(u.gpu)),
         reasons: clock_event_reasons(device).ok(),
+        ..Reading::default()
     }
 }
 
@@ -549,6 +573,76 @@ mod tests {
             (cuda_env.gpu_name.as_str(), cuda_env.gpu_count),
             ("NVIDIA H200 (CUDA)", 2)
         );
+    }
+
+    /// Polls until `done` holds, failing after a few seconds rather than hanging.
+    fn wait_for(done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !done() {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for the sampler"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A sampler over a fake device whose SM clock counts readings.
+    fn fake_sampler(period: Duration) -> Sampler {
+        Sampler::spawn(period, |thread| {
+            let mut count = 0.0;
+            thread.run(move || {
+                count += 1.0;
+                reading("ignored", Some(count), Some(REASON_GPU_IDLE))
+            })
+        })
+        .expect("a fake device always opens")
+    }
+
+    #[test]
+    fn set_cell_tags_readings_and_reads_at_once() {
+        // An hour-long period: every reading after the first comes from `set_cell`.
+        let sampler = fake_sampler(Duration::from_secs(3600));
+        sampler.set_cell("a");
+        wait_for(|| sampler.cell_summary("a").is_some());
+        sampler.set_cell("b");
+        wait_for(|| sampler.cell_summary("b").is_some());
+        assert_eq!(
+            sampler.cell_summary("a").unwrap().reasons_or,
+            Some(REASON_GPU_IDLE)
+        );
+        assert!(sampler.cell_summary("never-set").is_none());
+        let samples = sampler.stop();
+        assert!(samples.len() <= 4, "{samples:?}");
+        let cells: Vec<&str> = samples.iter().map(|s| s.cell.as_str()).collect();
+        let first_b = cells.iter().position(|c| *c == "b").unwrap();
+        assert!(cells[first_b..].iter().all(|c| *c == "b"), "{cells:?}");
+        assert!(samples.windows(2).all(|w| w[0].t_s <= w[1].t_s));
+        // The loop, not the reader, sets the cell: "ignored" never shows.
+        assert!(samples.iter().all(|s| s.cell != "ignored"));
+    }
+
+    #[test]
+    fn samples_every_period_without_bursting() {
+        let sampler = fake_sampler(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(100));
+        let n = sampler.stop().len();
+        // About 20 expected; loose bounds for a loaded test machine.
+        assert!((3..=30).contains(&n), "{n} readings in 100 ms at 5 ms");
+    }
+
+    #[test]
+    fn open_failure_and_panic_become_errors() {
+        let err = Sampler::spawn(DEFAULT_PERIOD, |thread| {
+            thread.fail(NvmlUnavailable("no device 3".into()))
+        })
+        .err()
+        .unwrap();
+        assert_eq!(err.0, "no device 3");
+        let err = Sampler::spawn(DEFAULT_PERIOD, |_| panic!("simulated NVML loader panic"))
+            .err()
+            .unwrap();
+        assert!(err.0.contains("panicked"), "{err}");
     }
 
     #[test]

@@ -26,8 +26,9 @@ pub struct StoppingRule {
 impl Default for StoppingRule {
     /// ±1% or ±20 ns, 10 to 1000 samples, 5 s per cell. 20 ns is far below the effects this
     /// suite measures (µs per step) and near what a mean over a batch of event-timed steps
-    /// resolves; 10 samples give the median CI `[x(2), x(9)]`, the smallest n whose CI is not
-    /// the whole range; 5 s keeps a sweep of a few hundred cells under an hour.
+    /// resolves; at 10 samples the median's CI is `[x(2), x(9)]`, no longer held open by
+    /// the two extremes (n ≥ 9 is the first for which that is so); 5 s keeps a sweep of a few
+    /// hundred cells under an hour.
     fn default() -> Self {
         StoppingRule {
             rel_ci: 0.01,
