@@ -1,1 +1,5 @@
-//! Measuring: timers, stopping rule, statistics, NVML telemetry.
+//! Timing support that needs no GPU: statistics, the stopping rule, and NVML telemetry.
+
+pub mod nvml;
+pub mod stats;
+pub mod stopping;

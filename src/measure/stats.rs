@@ -1,0 +1,360 @@
+//! Statistics over per-sample values (a sample is the mean time per step of one batch, µs).
+//!
+//! Conventions used throughout:
+//! * **Non-finite values are dropped.** A NaN or infinite sample means a broken reading, and
+//!   one bad batch should not wipe out a cell; `Summary::samples` counts the values kept, so
+//!   a caller can compare it with the number it passed in.
+//! * **Quantiles** use linear interpolation between order statistics, Hyndman & Fan type 7
+//!   (numpy's and R's default): for sorted `x[0..n]`, `h = (n - 1) p` and
+//!   `q(p) = x[⌊h⌋] + (h − ⌊h⌋)(x[⌊h⌋ + 1] − x[⌊h⌋])`.
+//! * **The 95% CI of the median** is distribution-free, from order statistics: the number of
+//!   samples below the true median is Binomial(n, ½), so `[x(l), x(n+1−l)]` (1-based ranks)
+//!   covers it with probability `1 − 2 P(B ≤ l − 1)`; we take the largest `l` keeping that at
+//!   least 95%, with the exact binomial for every n (log-space, so large n cannot underflow).
+//!   With n ≤ 5 even `[min, max]` covers less than 95% (n = 5: 93.75%); the CI is then the
+//!   whole range, the best the data can give.
+//! * **Differences and ratios of two medians** get a seeded percentile bootstrap
+//!   ([`BOOTSTRAP_RESAMPLES`] resamples), deterministic for a seed.
+
+/// Summary of one cell's samples.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Summary {
+    pub median: f64,
+    pub p10: f64,
+    pub p90: f64,
+    /// 95% confidence interval of the median (order statistics, see the module docs).
+    pub ci_lo: f64,
+    pub ci_hi: f64,
+    pub mean: f64,
+    /// Finite samples used.
+    pub samples: usize,
+}
+
+/// A point estimate with a 95% interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    pub point: f64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// Bootstrap resamples for [`diff_of_medians`] and [`ratio_of_medians`]: 2000 puts the
+/// Monte-Carlo error of a 2.5% / 97.5% percentile well below the interval's own width.
+pub const BOOTSTRAP_RESAMPLES: usize = 2000;
+
+const CONFIDENCE: f64 = 0.95;
+
+/// Summarises `samples`, dropping non-finite values; `None` when no finite value is left.
+pub fn summarize(samples: &[f64]) -> Option<Summary> {
+    let sorted = sorted_finite(samples);
+    if sorted.is_empty() {
+        return None;
+    }
+    let n = sorted.len();
+    let (lo_rank, hi_rank) = median_ci_ranks(n);
+    Some(Summary {
+        median: quantile_sorted(&sorted, 0.5),
+        p10: quantile_sorted(&sorted, 0.1),
+        p90: quantile_sorted(&sorted, 0.9),
+        ci_lo: sorted[lo_rank - 1],
+        ci_hi: sorted[hi_rank - 1],
+        mean: sorted.iter().sum::<f64>() / n as f64,
+        samples: n,
+    })
+}
+
+/// Half the CI's width over the median's magnitude. A zero-width CI gives 0 even at a zero
+/// median; any other CI around a zero median gives infinity (never converged).
+pub fn rel_half_width(summary: &Summary) -> f64 {
+    let half = (summary.ci_hi - summary.ci_lo) / 2.0;
+    if half == 0.0 {
+        0.0
+    } else {
+        half / summary.median.abs()
+    }
+}
+
+/// Median of `a` minus median of `b` with a 95% percentile-bootstrap interval.
+/// `None` when either side has no finite value.
+pub fn diff_of_medians(a: &[f64], b: &[f64], seed: u64) -> Option<Estimate> {
+    bootstrap(a, b, seed, |ma, mb| ma - mb)
+}
+
+/// Median of `a` over median of `b` with a 95% percentile-bootstrap interval.
+/// `None` when either side has no finite value or `b` has a value ≤ 0 (times are positive,
+/// and a non-positive denominator would make resampled ratios infinite or meaningless).
+pub fn ratio_of_medians(a: &[f64], b: &[f64], seed: u64) -> Option<Estimate> {
+    if b.iter().any(|&x| x.is_finite() && x <= 0.0) {
+        return None;
+    }
+    bootstrap(a, b, seed, |ma, mb| ma / mb)
+}
+
+fn bootstrap(a: &[f64], b: &[f64], seed: u64, stat: impl Fn(f64, f64) -> f64) -> Option<Estimate> {
+    let a = sorted_finite(a);
+    let b = sorted_finite(b);
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let point = stat(quantile_sorted(&a, 0.5), quantile_sorted(&b, 0.5));
+    let mut rng = SplitMix64(seed);
+    let mut scratch_a = vec![0.0; a.len()];
+    let mut scratch_b = vec![0.0; b.len()];
+    let mut stats: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
+        .map(|_| {
+            let ma = resampled_median(&a, &mut scratch_a, &mut rng);
+            let mb = resampled_median(&b, &mut scratch_b, &mut rng);
+            stat(ma, mb)
+        })
+        .collect();
+    stats.sort_unstable_by(f64::total_cmp);
+    let tail = (1.0 - CONFIDENCE) / 2.0;
+    Some(Estimate {
+        point,
+        lo: quantile_sorted(&stats, tail),
+        hi: quantile_sorted(&stats, 1.0 - tail),
+    })
+}
+
+/// Draws `from.len()` values with replacement into `scratch` and returns their median.
+fn resampled_median(from: &[f64], scratch: &mut [f64], rng: &mut SplitMix64) -> f64 {
+    for slot in scratch.iter_mut() {
+        *slot = from[rng.below(from.len())];
+    }
+    let n = scratch.len();
+    let mid = n / 2;
+    let (below, upper, _) = scratch.select_nth_unstable_by(mid, f64::total_cmp);
+    let upper = *upper;
+    if n % 2 == 1 {
+        upper
+    } else {
+        // The lower middle value is the largest of the elements partitioned below `mid`.
+        let lower = below.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (lower + upper) / 2.0
+    }
+}
+
+fn sorted_finite(samples: &[f64]) -> Vec<f64> {
+    let mut sorted: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
+    sorted.sort_unstable_by(f64::total_cmp);
+    sorted
+}
+
+/// Type-7 quantile of a non-empty sorted slice, `p` in [0, 1].
+fn quantile_sorted(sorted: &[f64], p: f64) -> f64 {
+    let h = (sorted.len() - 1) as f64 * p;
+    let below = h.floor() as usize;
+    let above = (below + 1).min(sorted.len() - 1);
+    let frac = h - below as f64;
+    if frac == 0.0 {
+        // Exact rank: avoids `inf - inf` style NaNs and keeps constant data exact.
+        sorted[below]
+    } else {
+        sorted[below] + frac * (sorted[above] - sorted[below])
+    }
+}
+
+/// 1-based ranks `(l, n + 1 − l)` of the median's 95% CI for `n ≥ 1` samples.
+fn median_ci_ranks(n: usize) -> (usize, usize) {
+    let max_tail = (1.0 - CONFIDENCE) / 2.0;
+    // Walk the Binomial(n, ½) CDF up from 0; l − 1 is the last k with P(B ≤ k) ≤ max_tail.
+    let ln_half_pow_n = -(n as f64) * std::f64::consts::LN_2;
+    let mut ln_choose = 0.0; // ln C(n, k)
+    let mut cdf = 0.0;
+    let mut lo_rank = 1;
+    for k in 0..n / 2 {
+        cdf += (ln_choose + ln_half_pow_n).exp();
+        if cdf > max_tail {
+            break;
+        }
+        lo_rank = k + 1;
+        ln_choose += ((n - k) as f64).ln() - ((k + 1) as f64).ln();
+    }
+    (lo_rank, n + 1 - lo_rank)
+}
+
+/// SplitMix64 (Steele, Lea & Flood 2014): tiny, fast, and good enough to drive resampling.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform index in `0..n` by Lemire's multiply-shift (bias below 2⁻⁴⁰ for our n).
+    fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic pseudo-random values in [0, 1) for synthetic noise.
+    fn uniform(seed: u64, n: usize) -> Vec<f64> {
+        let mut rng = SplitMix64(seed);
+        (0..n)
+            .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+            .collect()
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn empty_and_all_nan_give_none() {
+        assert!(summarize(&[]).is_none());
+        assert!(summarize(&[f64::NAN, f64::INFINITY]).is_none());
+    }
+
+    #[test]
+    fn odd_n_quantiles_match_type7() {
+        // Shuffled 1..=11; type 7: p10 at h = 1.0 -> 2, p90 at h = 9.0 -> 10.
+        let s = summarize(&[7.0, 3.0, 11.0, 1.0, 5.0, 9.0, 2.0, 10.0, 4.0, 8.0, 6.0]).unwrap();
+        assert_eq!(s.median, 6.0);
+        assert_eq!(s.p10, 2.0);
+        assert_eq!(s.p90, 10.0);
+        assert_eq!(s.mean, 6.0);
+        assert_eq!(s.samples, 11);
+    }
+
+    #[test]
+    fn even_n_interpolates() {
+        // 1,2,3,4: median h = 1.5 -> 2.5; p10 h = 0.3 -> 1.3; p90 h = 2.7 -> 3.7.
+        let s = summarize(&[4.0, 1.0, 3.0, 2.0]).unwrap();
+        assert!(close(s.median, 2.5));
+        assert!(close(s.p10, 1.3));
+        assert!(close(s.p90, 3.7));
+    }
+
+    #[test]
+    fn single_sample_is_its_own_ci() {
+        let s = summarize(&[3.5]).unwrap();
+        assert_eq!(
+            (s.median, s.ci_lo, s.ci_hi, s.p10, s.p90),
+            (3.5, 3.5, 3.5, 3.5, 3.5)
+        );
+    }
+
+    #[test]
+    fn ci_ranks_match_binomial_tables() {
+        // n ≤ 5: whole range. n = 6: 2^-6 ≤ 2.5% < 7·2^-6, so still [x(1), x(6)].
+        assert_eq!(median_ci_ranks(1), (1, 1));
+        assert_eq!(median_ci_ranks(5), (1, 5));
+        assert_eq!(median_ci_ranks(6), (1, 6));
+        // Published values (e.g. Conover, Practical Nonparametric Statistics, table A3):
+        // n = 10 -> [x(2), x(9)], n = 20 -> [x(6), x(15)], n = 100 -> [x(40), x(61)].
+        assert_eq!(median_ci_ranks(10), (2, 9));
+        assert_eq!(median_ci_ranks(20), (6, 15));
+        assert_eq!(median_ci_ranks(100), (40, 61));
+        // Large n stays close to the normal approximation n/2 − 0.98·√n and does not underflow.
+        let (lo, hi) = median_ci_ranks(10_000);
+        assert!((4900..=4903).contains(&lo), "lo {lo}");
+        assert_eq!(hi, 10_001 - lo);
+    }
+
+    #[test]
+    fn ci_covers_true_median_and_shrinks_with_n() {
+        // Symmetric noise around 100: the true median is 100.
+        let width = |n: usize| {
+            let xs: Vec<f64> = uniform(7, n)
+                .iter()
+                .map(|u| 100.0 + (u - 0.5) * 10.0)
+                .collect();
+            let s = summarize(&xs).unwrap();
+            assert!(s.ci_lo <= 100.0 && 100.0 <= s.ci_hi, "n {n}: {s:?}");
+            s.ci_hi - s.ci_lo
+        };
+        let (w30, w300, w3000) = (width(30), width(300), width(3000));
+        assert!(w300 < w30 && w3000 < w300, "{w30} {w300} {w3000}");
+        // Roughly 1/√n: a tenfold n cuts the width by about 3.2.
+        assert!(w300 / w3000 > 2.0, "{w300} {w3000}");
+    }
+
+    #[test]
+    fn constant_sequence_has_zero_width_ci() {
+        let s = summarize(&[2.25; 50]).unwrap();
+        assert_eq!((s.ci_lo, s.ci_hi, s.median), (2.25, 2.25, 2.25));
+        assert_eq!(rel_half_width(&s), 0.0);
+    }
+
+    #[test]
+    fn nan_values_are_dropped() {
+        let s = summarize(&[1.0, f64::NAN, 3.0, f64::NEG_INFINITY, 2.0]).unwrap();
+        assert_eq!(s.samples, 3);
+        assert_eq!(s.median, 2.0);
+        assert_eq!(s.mean, 2.0);
+    }
+
+    #[test]
+    fn rel_half_width_is_half_width_over_median() {
+        let s = Summary {
+            median: 50.0,
+            p10: 0.0,
+            p90: 0.0,
+            ci_lo: 49.0,
+            ci_hi: 52.0,
+            mean: 0.0,
+            samples: 10,
+        };
+        assert!(close(rel_half_width(&s), 0.03));
+        let zero = Summary { median: 0.0, ..s };
+        assert!(rel_half_width(&zero).is_infinite());
+    }
+
+    #[test]
+    fn resampled_median_handles_odd_and_even_n() {
+        // Resampling a constant gives the constant; a two-point set gives one of 1, 1.5, 2.
+        let mut rng = SplitMix64(1);
+        assert_eq!(resampled_median(&[4.0; 3], &mut [0.0; 3], &mut rng), 4.0);
+        for _ in 0..50 {
+            let m = resampled_median(&[1.0, 2.0], &mut [0.0; 2], &mut rng);
+            assert!([1.0, 1.5, 2.0].contains(&m), "{m}");
+        }
+    }
+
+    #[test]
+    fn bootstrap_is_deterministic_for_a_seed() {
+        let a: Vec<f64> = uniform(1, 200).iter().map(|u| 40.0 + u).collect();
+        let b: Vec<f64> = uniform(2, 200).iter().map(|u| 20.0 + u).collect();
+        assert_eq!(diff_of_medians(&a, &b, 42), diff_of_medians(&a, &b, 42));
+        assert_ne!(diff_of_medians(&a, &b, 42), diff_of_medians(&a, &b, 43));
+    }
+
+    #[test]
+    fn diff_interval_covers_true_difference() {
+        // A ~ 42 ± 1, B ~ 24 ± 1 (both symmetric): true difference of medians is 18.
+        let a: Vec<f64> = uniform(11, 300).iter().map(|u| 41.0 + 2.0 * u).collect();
+        let b: Vec<f64> = uniform(12, 300).iter().map(|u| 23.0 + 2.0 * u).collect();
+        let d = diff_of_medians(&a, &b, 5).unwrap();
+        assert!(d.lo <= 18.0 && 18.0 <= d.hi, "{d:?}");
+        assert!(d.lo <= d.point && d.point <= d.hi, "{d:?}");
+        assert!(d.hi - d.lo < 0.5, "interval too wide: {d:?}");
+    }
+
+    #[test]
+    fn ratio_interval_covers_true_ratio() {
+        // A ~ 30 ± 0.5, B ~ 10 ± 0.5: true ratio of medians is 3.
+        let a: Vec<f64> = uniform(21, 300).iter().map(|u| 29.5 + u).collect();
+        let b: Vec<f64> = uniform(22, 300).iter().map(|u| 9.5 + u).collect();
+        let r = ratio_of_medians(&a, &b, 9).unwrap();
+        assert!(r.lo <= 3.0 && 3.0 <= r.hi, "{r:?}");
+        assert!(r.hi - r.lo < 0.1, "interval too wide: {r:?}");
+    }
+
+    #[test]
+    fn bootstrap_rejects_empty_and_nonpositive_denominators() {
+        assert!(diff_of_medians(&[], &[1.0], 0).is_none());
+        assert!(diff_of_medians(&[1.0], &[f64::NAN], 0).is_none());
+        assert!(ratio_of_medians(&[1.0, 2.0], &[1.0, 0.0], 0).is_none());
+        // Constant inputs give a zero-width interval at the exact value.
+        let r = ratio_of_medians(&[6.0; 5], &[2.0; 7], 0).unwrap();
+        assert_eq!((r.point, r.lo, r.hi), (3.0, 3.0, 3.0));
+    }
+}
