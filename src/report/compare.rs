@@ -539,3 +539,155 @@ fn write_table(out: &mut String, rows: &[&Matched], arms: Option<(&str, &str)>) 
     writeln!(out)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::csv::test_rows::row;
+
+    /// A row with an explicit interval.
+    fn with_ci(metric: &str, median: f64, lo: f64, hi: f64) -> Row {
+        let mut r = row("prep", "dsa_decode", "graph", 4, metric, median);
+        (r.ci_lo, r.ci_hi) = (lo, hi);
+        r
+    }
+
+    fn verdict_of(base: &Row, new: &Row) -> Verdict {
+        judge(base, new, 2.0).1
+    }
+
+    #[test]
+    fn change_interval_is_mover_on_the_log_scale() {
+        let base = with_ci("step_us", 100.0, 99.0, 101.0);
+        let new = with_ci("step_us", 110.0, 109.0, 111.0);
+        let c = relative_change(&base, &new).unwrap();
+        assert!((c.pct - 10.0).abs() < 1e-9);
+        // ln 1.1 ∓ hypot of the reaching log half-widths, worked by hand.
+        assert!((c.lo_pct - 8.524).abs() < 0.005, "{c:?}");
+        assert!((c.hi_pct - 11.498).abs() < 0.005, "{c:?}");
+        // Narrower than the box [lo_new/hi_base, hi_new/lo_base] − 1.
+        assert!(c.lo_pct > (109.0 / 101.0 - 1.0) * 100.0);
+        assert!(c.hi_pct < (111.0 / 99.0 - 1.0) * 100.0);
+    }
+
+    #[test]
+    fn change_is_undefined_without_positive_values() {
+        let zero = with_ci("gap_us", 0.0, 0.0, 0.5);
+        let some = with_ci("gap_us", 5.0, 4.5, 5.5);
+        assert!(relative_change(&zero, &some).is_none());
+        assert_eq!(verdict_of(&zero, &some), Verdict::Uncertain);
+        assert_eq!(verdict_of(&zero, &zero), Verdict::Same);
+    }
+
+    #[test]
+    fn direction_follows_unit_and_metric() {
+        assert_eq!(better_direction("step_us", "us"), Better::Lower);
+        assert_eq!(better_direction("gap_us", "us"), Better::Lower);
+        assert_eq!(better_direction("floor_multiple", "x"), Better::Lower);
+        assert_eq!(
+            better_direction("throughput_tok_s", "tok/s"),
+            Better::Higher
+        );
+        assert_eq!(better_direction("occupancy", "ratio"), Better::Higher);
+        assert_eq!(better_direction("launches", "count"), Better::Unknown);
+    }
+
+    #[test]
+    fn verdicts_for_times() {
+        let base = with_ci("step_us", 100.0, 99.0, 101.0);
+        let same = with_ci("step_us", 100.5, 99.5, 101.5);
+        let slower = with_ci("step_us", 110.0, 109.0, 111.0);
+        let faster = with_ci("step_us", 90.0, 89.0, 91.0);
+        let noisy = with_ci("step_us", 102.5, 99.0, 106.0);
+        assert_eq!(verdict_of(&base, &same), Verdict::Same);
+        assert_eq!(verdict_of(&base, &slower), Verdict::Slower);
+        assert_eq!(verdict_of(&base, &faster), Verdict::Faster);
+        assert_eq!(verdict_of(&base, &noisy), Verdict::Uncertain);
+        // A big enough threshold makes a 10% change noise.
+        assert_eq!(judge(&base, &slower, 20.0).1, Verdict::Same);
+    }
+
+    #[test]
+    fn verdicts_for_throughput_and_occupancy_point_the_other_way() {
+        let base = with_ci("throughput_tok_s", 1000.0, 990.0, 1010.0);
+        let up = with_ci("throughput_tok_s", 1100.0, 1090.0, 1110.0);
+        let down = with_ci("throughput_tok_s", 900.0, 890.0, 910.0);
+        assert_eq!(verdict_of(&base, &up), Verdict::Faster);
+        assert_eq!(verdict_of(&base, &down), Verdict::Slower);
+        let busy = with_ci("occupancy", 0.9, 0.89, 0.91);
+        let idle = with_ci("occupancy", 0.7, 0.69, 0.71);
+        assert_eq!(verdict_of(&busy, &idle), Verdict::Slower);
+    }
+
+    #[test]
+    fn unknown_direction_is_changed_not_slower() {
+        let mut base = with_ci("launches", 10.0, 9.9, 10.1);
+        let mut new = with_ci("launches", 12.0, 11.9, 12.1);
+        base.unit = "count".into();
+        new.unit = "count".into();
+        assert_eq!(verdict_of(&base, &new), Verdict::Changed);
+    }
+
+    #[test]
+    fn cells_match_on_arm_and_report_one_sided_ones() {
+        let base = vec![
+            row("prep", "dsa_decode", "graph", 4, "step_us", 20.0),
+            row("prep", "dsa_decode", "eager-sync", 4, "step_us", 40.0),
+        ];
+        let new = vec![
+            row("prep", "dsa_decode", "graph", 4, "step_us", 25.0),
+            row("prep", "dsa_decode", "graph", 8, "step_us", 21.0),
+        ];
+        let comparison = compare_rows(&base, &new, None, 2.0).unwrap();
+        assert_eq!(comparison.matched.len(), 1);
+        assert_eq!(comparison.matched[0].verdict, Verdict::Slower);
+        assert_eq!(comparison.only_in_base.len(), 1);
+        assert!(comparison.only_in_base[0].contains("eager-sync bs=4"));
+        assert!(comparison.only_in_new[0].contains("graph bs=8"));
+    }
+
+    #[test]
+    fn two_arms_of_one_run_match_each_other() {
+        let rows = vec![
+            row("prep", "dsa_decode", "eager-sync", 4, "step_us", 40.0),
+            row("prep", "dsa_decode", "graph", 4, "step_us", 20.0),
+            row("prep", "dsa_decode", "eager-device", 4, "step_us", 25.0),
+        ];
+        let comparison = compare_rows(&rows, &rows, Some(("eager-sync", "graph")), 2.0).unwrap();
+        assert_eq!(comparison.matched.len(), 1);
+        assert_eq!(comparison.matched[0].base.arm, "eager-sync");
+        assert_eq!(comparison.matched[0].new.arm, "graph");
+        assert_eq!(comparison.matched[0].verdict, Verdict::Faster);
+        let error = compare_rows(&rows, &rows, Some(("eager-sync", "fused")), 2.0).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "NEW has no rows for arm `fused`; its arms are: eager-device, eager-sync, graph"
+        );
+    }
+
+    #[test]
+    fn duplicates_and_disjoint_runs_are_bad_input() {
+        let a = row("prep", "dsa_decode", "graph", 4, "step_us", 20.0);
+        let error =
+            compare_rows(&[a.clone(), a.clone()], std::slice::from_ref(&a), None, 2.0).unwrap_err();
+        assert!(error
+            .to_string()
+            .contains("BASE holds two rows for prep dsa_decode/graph bs=4"));
+        let mut b = a.clone();
+        b.family = "dsa_target_verify".into();
+        let error = compare_rows(&[a], &[b], None, 2.0).unwrap_err();
+        assert!(error
+            .to_string()
+            .contains("no cell of BASE matches a cell of NEW"));
+    }
+
+    #[test]
+    fn exit_code_gates_on_slower() {
+        let outcome = |any_slower| CompareOutcome {
+            markdown: String::new(),
+            any_slower,
+        };
+        assert_eq!(outcome(false).exit_code(), 0);
+        assert_eq!(outcome(true).exit_code(), 1);
+    }
+}

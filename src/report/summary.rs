@@ -535,3 +535,151 @@ pub(crate) fn code(text: &str) -> String {
     };
     format!("{fence}{pad}{text}{pad}{fence}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::csv::test_rows::row;
+    use crate::report::env::test_env;
+
+    fn step(arm: &str, metric: &str, median: f64) -> Row {
+        row(
+            KIND_STEP,
+            "dspark+dsa_target_verify",
+            arm,
+            1,
+            metric,
+            median,
+        )
+    }
+
+    fn prep(arm: &str, median: f64) -> Row {
+        row(KIND_PREP, "dsa_decode", arm, 4, "step_us", median)
+    }
+
+    #[test]
+    fn numbers_get_digits_by_size() {
+        assert_eq!(fmt_num(351_476.4), "351,476");
+        assert_eq!(fmt_num(2280.0), "2,280");
+        assert_eq!(fmt_num(-1234.0), "-1,234");
+        assert_eq!(fmt_num(412.4), "412");
+        assert_eq!(fmt_num(45.23), "45.2");
+        assert_eq!(fmt_num(4.5), "4.50");
+        assert_eq!(fmt_num(f64::NAN), "n/a");
+        assert_eq!(fmt_pct(13.44), "+13.4%");
+        assert_eq!(fmt_pct(-2.0), "-2.0%");
+        assert_eq!(fmt_interval(-1.04, 2.96), "[-1.0, +3.0]");
+    }
+
+    #[test]
+    fn markdown_escapes_hold() {
+        assert_eq!(table_cell("a|b"), "a\\|b");
+        assert_eq!(code("metaprep sweep"), "`metaprep sweep`");
+        // CommonMark strips one space from each end only when both ends have one.
+        assert_eq!(code("echo `x`"), "`` echo `x` ``");
+    }
+
+    #[test]
+    fn host_read_difference_combines_both_intervals() {
+        let mut sync = prep("eager-sync", 40.0);
+        (sync.ci_lo, sync.ci_hi) = (39.0, 42.0);
+        let mut device = prep("eager-device", 25.0);
+        (device.ci_lo, device.ci_hi) = (24.0, 25.5);
+        let (d, lo, hi) = difference(&sync, &device);
+        assert_eq!(d, 15.0);
+        // lower: sync's lower reach (1.0) with device's upper reach (0.5)
+        assert!((lo - (15.0 - 1.25f64.sqrt())).abs() < 1e-12, "{lo}");
+        // upper: sync's upper reach (2.0) with device's lower reach (1.0)
+        assert!((hi - (15.0 + 5.0f64.sqrt())).abs() < 1e-12, "{hi}");
+    }
+
+    #[test]
+    fn step_table_shows_change_against_eager_sync() {
+        let rows = vec![
+            step("eager-sync", "throughput_tok_s", 1000.0),
+            step("graph", "throughput_tok_s", 1250.0),
+            step("eager-sync", "itl_us", 200.0),
+            step("graph", "itl_us", 160.0),
+            step("graph", "occupancy", 0.975),
+        ];
+        let text = render_summary(&rows, &test_env());
+        assert!(
+            text.contains(
+                "| 1 | 5 | eager-sync | 1,000 | baseline | 200 | 210 | baseline | — | — |"
+            ),
+            "{text}"
+        );
+        let graph = text.lines().find(|l| l.contains("| graph |")).unwrap();
+        assert!(graph.contains("| 1,250 | +25.0% ["), "{graph}");
+        assert!(graph.contains("| 160 | 168 | -20.0% ["), "{graph}");
+        assert!(graph.contains("| 97.5% |"), "{graph}");
+    }
+
+    #[test]
+    fn missing_baseline_leaves_a_dash_not_a_number() {
+        let rows = vec![step("graph", "itl_us", 160.0)];
+        let text = render_summary(&rows, &test_env());
+        let graph = text.lines().find(|l| l.contains("| graph |")).unwrap();
+        assert_eq!(graph, "| 1 | 5 | graph | — | — | 160 | 168 | — | — | — |");
+    }
+
+    #[test]
+    fn floor_multiple_is_computed_from_floor_rows_when_absent() {
+        let rows = vec![
+            prep("graph", 22.5),
+            row(KIND_FLOOR, "floor", "empty-graph", 1, "step_us", 6.0),
+            row(KIND_FLOOR, "floor", "empty-kernel", 1, "step_us", 4.5),
+            row(KIND_FLOOR, "floor", "d2h-int", 1, "step_us", 2.0), // not a launch floor
+        ];
+        let text = render_summary(&rows, &test_env());
+        assert!(text.contains("floor = 4.50 µs, empty-kernel"), "{text}");
+        assert!(text.contains("| 4 | 5 | 22.5 (5.0×) |"), "{text}");
+        // Only eager-sync and eager-device together give a host-read column.
+        assert!(!text.contains("host read (µs)"), "{text}");
+        let kernel = text.find("| empty-kernel |").unwrap();
+        let graph = text.find("| empty-graph |").unwrap();
+        let d2h = text.find("| d2h-int |").unwrap();
+        assert!(kernel < graph && graph < d2h, "floor items in fixed order");
+    }
+
+    #[test]
+    fn floor_multiple_rows_take_precedence() {
+        let mut multiple = prep("graph", 7.5);
+        multiple.metric = "floor_multiple".into();
+        let rows = vec![
+            prep("graph", 22.5),
+            multiple,
+            row(KIND_FLOOR, "floor", "empty-kernel", 1, "step_us", 4.5),
+        ];
+        let text = render_summary(&rows, &test_env());
+        assert!(text.contains("| 22.5 (7.5×) |"), "{text}");
+    }
+
+    #[test]
+    fn throttled_and_emulated_cells_are_called_out() {
+        let mut hot = prep("graph", 22.5);
+        hot.throttled = true;
+        hot.clock_event_reasons = "0x0000000000000020".into();
+        let mut wide = step("graph", "itl_us", 160.0);
+        wide.layout = "tp8".into();
+        wide.emulated = true;
+        let mut env = test_env();
+        env.gpu_count = 2;
+        let text = render_summary(&[hot, wide], &env);
+        assert!(text.contains("⚠ throttled: 1 cell(s)"), "{text}");
+        assert!(
+            text.contains("graph bs=4 block=5 tp1 (clock events 0x0000000000000020)"),
+            "{text}"
+        );
+        assert!(text.contains("| 22.5 ⚠ |"), "{text}");
+        assert!(text.contains("### Decode step — tp8, dspark+dsa_target_verify ⚠ emulated"));
+        assert!(text.contains("⚠ emulated: tp8 ran one rank on 1 GPU (the machine has 2)"));
+    }
+
+    #[test]
+    fn no_rows_says_so() {
+        let text = render_summary(&[], &test_env());
+        assert!(text.contains("**Environment:** 1× NVIDIA H200"), "{text}");
+        assert!(text.contains("_This run has no results._"), "{text}");
+    }
+}
