@@ -324,3 +324,26 @@ fn help_explains_every_flag() {
         assert!(help.contains(text), "help lacks {text:?}:\n{help}");
     }
 }
+
+#[derive(Parser)]
+struct WithSubcommand {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    Compare(CompareArgs),
+}
+
+#[test]
+fn as_a_subcommand_the_help_explains_verdicts_and_exit_status() {
+    let mut cli = WithSubcommand::command();
+    let help = cli
+        .find_subcommand_mut("compare")
+        .unwrap()
+        .render_long_help()
+        .to_string();
+    assert!(help.contains("Exit status: 0, or 1 when"), "{help}");
+    assert!(help.contains("`uncertain`"), "{help}");
+}
