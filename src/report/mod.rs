@@ -2,6 +2,9 @@
 //! the markdown summary and run comparison. Nothing here needs a GPU.
 
 pub mod atomic;
+pub mod compare;
 pub mod csv;
 pub mod env;
+pub mod run_dir;
+pub mod summary;
 pub mod telemetry;

@@ -1,0 +1,685 @@
+//! `summary.md`: a run's results as the "Speed tests" section of a pull request.
+//!
+//! Changes against `eager-sync` are the change of the median with a 95% interval computed
+//! as in `compare` (MOVER on the log scale, from each median's 95% interval); the host-read
+//! cost (eager-sync − eager-device) gets its interval by MOVER for a difference. Every
+//! table is sorted by fixed keys, so the same rows always give the same text.
+
+use crate::report::atomic::write_atomic;
+use crate::report::compare::relative_change;
+use crate::report::csv::{CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
+use crate::report::env::EnvRecord;
+use anyhow::Result;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::{self, Write};
+use std::path::{Path, PathBuf};
+
+pub const SUMMARY_FILE: &str = "summary.md";
+
+/// The arm every other arm is measured against: the "before" of the design.
+const BASELINE_ARM: &str = "eager-sync";
+const DEVICE_ARM: &str = "eager-device";
+/// Floor items whose cheaper one is the floor a prep's cost is a multiple of: the least
+/// it can cost to put any work on the GPU.
+const LAUNCH_FLOORS: [&str; 2] = ["empty-kernel", "empty-graph"];
+
+/// Writes `<dir>/summary.md` atomically and returns its path.
+pub fn write_summary(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<PathBuf> {
+    let path = dir.join(SUMMARY_FILE);
+    write_atomic(&path, render_summary(rows, env).as_bytes())?;
+    Ok(path)
+}
+
+pub fn render_summary(rows: &[Row], env: &EnvRecord) -> String {
+    let mut out = String::new();
+    write_summary_text(&mut out, rows, env).expect("writing to a String cannot fail");
+    out
+}
+
+fn write_summary_text(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::Result {
+    let index = Index::new(rows);
+    writeln!(out, "## Speed tests\n")?;
+    write_environment(out, env)?;
+    write_callouts(out, rows, env)?;
+    if rows.is_empty() {
+        writeln!(out, "_This run has no results._")?;
+        return Ok(());
+    }
+    write_steps(out, &index, env)?;
+    write_preps(out, &index, env)?;
+    write_floors(out, &index)?;
+    Ok(())
+}
+
+/// Rows by cell and metric, for lookups; iteration goes through sorted groups instead.
+struct Index<'a> {
+    rows: &'a [Row],
+    by_cell: HashMap<(CellKey, &'a str), &'a Row>,
+}
+
+impl<'a> Index<'a> {
+    fn new(rows: &'a [Row]) -> Self {
+        let mut by_cell = HashMap::new();
+        for row in rows {
+            by_cell
+                .entry((row.cell_key(), row.metric.as_str()))
+                .or_insert(row);
+        }
+        Index { rows, by_cell }
+    }
+
+    fn get(&self, cell: &CellKey, metric: &str) -> Option<&'a Row> {
+        self.by_cell.get(&(cell.clone(), metric)).copied()
+    }
+
+    /// The cells of one kind grouped by (family, layout), each group's cells in table
+    /// order: batch size, block size, arm.
+    fn groups(&self, kind: &str) -> BTreeMap<GroupKey, BTreeSet<SortedCell>> {
+        let mut groups: BTreeMap<GroupKey, BTreeSet<SortedCell>> = BTreeMap::new();
+        for row in self.rows.iter().filter(|r| r.kind == kind) {
+            groups
+                .entry(GroupKey {
+                    family: row.family.clone(),
+                    layout_rank: layout_rank(&row.layout),
+                    layout: row.layout.clone(),
+                })
+                .or_default()
+                .insert(SortedCell {
+                    batch_size: row.batch_size,
+                    block_size: row.block_size,
+                    arm_rank: arm_rank(&row.arm),
+                    cell: row.cell_key(),
+                });
+        }
+        groups
+    }
+
+    /// Whether any row of the cell was throttled.
+    fn throttled(&self, cell: &CellKey) -> bool {
+        self.rows
+            .iter()
+            .any(|r| r.throttled && r.cell_key() == *cell)
+    }
+
+    fn emulated(&self, kind: &str, group: &GroupKey) -> bool {
+        self.rows.iter().any(|r| {
+            r.emulated && r.kind == kind && r.family == group.family && r.layout == group.layout
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct GroupKey {
+    family: String,
+    layout_rank: u8,
+    layout: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct SortedCell {
+    batch_size: u32,
+    block_size: u32,
+    arm_rank: u8,
+    cell: CellKey,
+}
+
+impl SortedCell {
+    fn with_arm(&self, arm: &str) -> CellKey {
+        CellKey {
+            arm: arm.to_string(),
+            ..self.cell.clone()
+        }
+    }
+}
+
+fn write_environment(out: &mut String, env: &EnvRecord) -> fmt::Result {
+    let or_na = |s: &str| {
+        if s.is_empty() {
+            "n/a".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    writeln!(
+        out,
+        "**Environment:** {}× {} (compute capability {}, {} SMs) · driver {} · CUDA {} · {} · \
+         git {} · metaprep {}  ",
+        env.gpu_count,
+        or_na(&env.gpu_name),
+        or_na(&env.compute_capability),
+        env.sm_count,
+        or_na(&env.driver_version),
+        or_na(&env.cuda_driver_version),
+        or_na(&env.date),
+        code(&or_na(&env.git_revision)),
+        or_na(&env.metaprep_version),
+    )?;
+    writeln!(out, "**Command:** {}\n", code(&or_na(&env.command_line)))
+}
+
+fn write_callouts(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::Result {
+    let emulated: BTreeSet<(u8, &str)> = rows
+        .iter()
+        .filter(|r| r.emulated)
+        .map(|r| (layout_rank(&r.layout), r.layout.as_str()))
+        .collect();
+    for (_, layout) in emulated {
+        writeln!(out, "> {}\n", emulated_note(layout, env))?;
+    }
+    let throttled: BTreeSet<(CellKey, &str)> = rows
+        .iter()
+        .filter(|r| r.throttled)
+        .map(|r| (r.cell_key(), r.clock_event_reasons.as_str()))
+        .collect();
+    if !throttled.is_empty() {
+        writeln!(
+            out,
+            "> ⚠ throttled: {} cell(s) ran while NVML reported clock events other than idle; \
+             their numbers may be pessimistic (marked ⚠ below):",
+            throttled.len()
+        )?;
+        for (cell, reasons) in &throttled {
+            writeln!(out, "> - {cell} (clock events {})", or_unknown(reasons))?;
+        }
+        writeln!(out)?;
+    }
+    for note in &env.notes {
+        writeln!(out, "> note: {note}\n")?;
+    }
+    Ok(())
+}
+
+fn emulated_note(layout: &str, env: &EnvRecord) -> String {
+    let gpus = match env.gpu_count {
+        0 | 1 => "1 GPU".to_string(),
+        n => format!("1 GPU (the machine has {n})"),
+    };
+    format!("⚠ emulated: {layout} ran one rank on {gpus}")
+}
+
+fn or_unknown(s: &str) -> &str {
+    if s.is_empty() {
+        "unknown"
+    } else {
+        s
+    }
+}
+
+fn write_steps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result {
+    for (group, cells) in index.groups(KIND_STEP) {
+        let emulated = index.emulated(KIND_STEP, &group);
+        writeln!(
+            out,
+            "### Decode step — {}, {}{}\n",
+            group.layout,
+            group.family,
+            if emulated { " ⚠ emulated" } else { "" }
+        )?;
+        if emulated {
+            writeln!(out, "{}\n", emulated_note(&group.layout, env))?;
+        }
+        writeln!(
+            out,
+            "| bs | block | arm | throughput (tok/s) | Δ throughput vs {BASELINE_ARM} | ITL median (µs) | ITL p90 (µs) | Δ ITL vs {BASELINE_ARM} | forward occupancy | host-bound gap (µs) |"
+        )?;
+        writeln!(out, "|---:|---:|---|---:|---|---:|---:|---|---:|---:|")?;
+        for sorted in &cells {
+            let cell = &sorted.cell;
+            let baseline = sorted.with_arm(BASELINE_ARM);
+            let metric = |name: &str| index.get(cell, name);
+            let change = |name: &str| -> String {
+                if cell.arm == BASELINE_ARM {
+                    return "baseline".to_string();
+                }
+                match (index.get(&baseline, name), metric(name)) {
+                    (Some(base), Some(new)) => match relative_change(base, new) {
+                        Some(c) => {
+                            format!("{} {}", fmt_pct(c.pct), fmt_interval(c.lo_pct, c.hi_pct))
+                        }
+                        None => "n/a".to_string(),
+                    },
+                    _ => "—".to_string(),
+                }
+            };
+            let median = |name: &str| metric(name).map_or("—".to_string(), |r| fmt_num(r.median));
+            let itl_p90 = metric("itl_us").map_or("—".to_string(), |r| fmt_num(r.p90));
+            let occupancy = metric("occupancy").map_or("—".to_string(), fmt_ratio);
+            writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                cell.batch_size,
+                cell.block_size,
+                arm_label(index, cell),
+                median("throughput_tok_s"),
+                change("throughput_tok_s"),
+                median("itl_us"),
+                itl_p90,
+                change("itl_us"),
+                occupancy,
+                median("gap_us"),
+            )?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+fn arm_label(index: &Index, cell: &CellKey) -> String {
+    if index.throttled(cell) {
+        format!("{} ⚠ throttled", table_cell(&cell.arm))
+    } else {
+        table_cell(&cell.arm)
+    }
+}
+
+/// Occupancy is stored as a ratio (or already in percent with unit `%`).
+fn fmt_ratio(row: &Row) -> String {
+    match row.unit.as_str() {
+        "%" => format!("{:.1}%", row.median),
+        _ => format!("{:.1}%", row.median * 100.0),
+    }
+}
+
+fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result {
+    let floor = launch_floor(index.rows);
+    for (group, cells) in index.groups(KIND_PREP) {
+        let arms: BTreeSet<(u8, &str)> = cells
+            .iter()
+            .map(|c| (c.arm_rank, c.cell.arm.as_str()))
+            .collect();
+        let has_host_read = [BASELINE_ARM, DEVICE_ARM]
+            .iter()
+            .all(|a| arms.iter().any(|(_, arm)| arm == a));
+        let emulated = index.emulated(KIND_PREP, &group);
+        writeln!(
+            out,
+            "### Metadata prep — {}, {}{}\n",
+            group.family,
+            group.layout,
+            if emulated { " ⚠ emulated" } else { "" }
+        )?;
+        if emulated {
+            writeln!(out, "{}\n", emulated_note(&group.layout, env))?;
+        }
+        write!(out, "Per-step cost, median µs (multiple of the floor")?;
+        if let Some((value, item)) = &floor {
+            write!(out, "; floor = {} µs, {item}", fmt_num(*value))?;
+        }
+        write!(out, ")")?;
+        if has_host_read {
+            write!(
+                out,
+                ". Host read = {BASELINE_ARM} − {DEVICE_ARM}, median µs [95% interval]"
+            )?;
+        }
+        writeln!(out, ".\n")?;
+
+        write!(out, "| bs | block |")?;
+        for (_, arm) in &arms {
+            write!(out, " {} |", table_cell(arm))?;
+        }
+        if has_host_read {
+            write!(out, " host read (µs) |")?;
+        }
+        writeln!(out)?;
+        write!(out, "|---:|---:|{}", "---:|".repeat(arms.len()))?;
+        writeln!(out, "{}", if has_host_read { "---|" } else { "" })?;
+
+        // One table row per shape; any cell of the shape names it, the arm is swapped in.
+        let mut shapes: BTreeMap<(u32, u32), &SortedCell> = BTreeMap::new();
+        for sorted in &cells {
+            shapes
+                .entry((sorted.batch_size, sorted.block_size))
+                .or_insert(sorted);
+        }
+        for ((bs, block), sorted) in shapes {
+            write!(out, "| {bs} | {block} |")?;
+            for (_, arm) in &arms {
+                let cell = sorted.with_arm(arm);
+                write!(out, " {} |", prep_cost(index, &cell, floor.map(|(v, _)| v)))?;
+            }
+            if has_host_read {
+                let sync = index.get(&sorted.with_arm(BASELINE_ARM), "step_us");
+                let device = index.get(&sorted.with_arm(DEVICE_ARM), "step_us");
+                let text = match (sync, device) {
+                    (Some(sync), Some(device)) => {
+                        let (d, lo, hi) = difference(sync, device);
+                        format!("{} [{}, {}]", fmt_num(d), fmt_num(lo), fmt_num(hi))
+                    }
+                    _ => "—".to_string(),
+                };
+                write!(out, " {text} |")?;
+            }
+            writeln!(out)?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// "45.2 (10.0×)": the arm's per-step cost and its multiple of the floor, taken from the
+/// cell's `floor_multiple` row when the run wrote one, else computed from the floor rows.
+fn prep_cost(index: &Index, cell: &CellKey, floor_us: Option<f64>) -> String {
+    let Some(step) = index.get(cell, "step_us") else {
+        return "—".to_string();
+    };
+    let multiple = index
+        .get(cell, "floor_multiple")
+        .map(|r| r.median)
+        .or_else(|| floor_us.filter(|f| *f > 0.0).map(|f| step.median / f));
+    let mut text = fmt_num(step.median);
+    if let Some(multiple) = multiple {
+        let _ = write!(text, " ({multiple:.1}×)");
+    }
+    if index.throttled(cell) {
+        text.push_str(" ⚠");
+    }
+    text
+}
+
+/// The cheaper of an empty kernel launch and an empty graph launch in µs, with its name.
+fn launch_floor(rows: &[Row]) -> Option<(f64, &str)> {
+    rows.iter()
+        .filter(|r| {
+            r.kind == KIND_FLOOR && r.unit == "us" && LAUNCH_FLOORS.contains(&r.arm.as_str())
+        })
+        .map(|r| (r.median, r.arm.as_str()))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// `a − b` with a 95% interval by MOVER for a difference of independent estimates.
+fn difference(a: &Row, b: &Row) -> (f64, f64, f64) {
+    let d = a.median - b.median;
+    let below = |r: &Row| (r.median - r.ci_lo).max(0.0);
+    let above = |r: &Row| (r.ci_hi - r.median).max(0.0);
+    (
+        d,
+        d - below(a).hypot(above(b)),
+        d + above(a).hypot(below(b)),
+    )
+}
+
+fn write_floors(out: &mut String, index: &Index) -> fmt::Result {
+    let mut floors: Vec<&Row> = index.rows.iter().filter(|r| r.kind == KIND_FLOOR).collect();
+    if floors.is_empty() {
+        return Ok(());
+    }
+    floors.sort_by(|a, b| {
+        (
+            floor_rank(&a.arm),
+            &a.arm,
+            layout_rank(&a.layout),
+            &a.layout,
+            &a.metric,
+        )
+            .cmp(&(
+                floor_rank(&b.arm),
+                &b.arm,
+                layout_rank(&b.layout),
+                &b.layout,
+                &b.metric,
+            ))
+    });
+    writeln!(out, "### Floor\n")?;
+    writeln!(
+        out,
+        "| item | metric | unit | median | p10 | p90 | 95% CI of median | samples |"
+    )?;
+    writeln!(out, "|---|---|---|---:|---:|---:|---|---:|")?;
+    for row in floors {
+        let item = if row.throttled {
+            format!("{} ⚠ throttled", table_cell(&row.arm))
+        } else {
+            table_cell(&row.arm)
+        };
+        writeln!(
+            out,
+            "| {item} | {} | {} | {} | {} | {} | [{}, {}] | {} |",
+            table_cell(&row.metric),
+            table_cell(&row.unit),
+            fmt_num(row.median),
+            fmt_num(row.p10),
+            fmt_num(row.p90),
+            fmt_num(row.ci_lo),
+            fmt_num(row.ci_hi),
+            row.samples
+        )?;
+    }
+    writeln!(out)
+}
+
+fn floor_rank(item: &str) -> u8 {
+    [
+        "empty-kernel",
+        "empty-graph",
+        "d2h-int",
+        "h2d-pinned",
+        "h2d-pageable",
+    ]
+    .iter()
+    .position(|i| *i == item)
+    .map_or(u8::MAX, |p| p as u8)
+}
+
+/// Table order of kinds: the step (what a PR reader wants first), then prep, then floor.
+pub(crate) fn kind_rank(kind: &str) -> u8 {
+    [KIND_STEP, KIND_PREP, KIND_FLOOR]
+        .iter()
+        .position(|k| *k == kind)
+        .map_or(u8::MAX, |p| p as u8)
+}
+
+/// Table order of layouts: by parallelism, not alphabetically (`tp8` before `dep2`).
+pub(crate) fn layout_rank(layout: &str) -> u8 {
+    ["tp1", "tp2", "tp4", "tp8", "dep2", "dep4"]
+        .iter()
+        .position(|l| *l == layout)
+        .map_or(u8::MAX, |p| p as u8)
+}
+
+/// Table order of arms: from the "before" to the closest to the floor.
+pub(crate) fn arm_rank(arm: &str) -> u8 {
+    [BASELINE_ARM, DEVICE_ARM, "graph", "fused"]
+        .iter()
+        .position(|a| *a == arm)
+        .map_or(u8::MAX, |p| p as u8)
+}
+
+/// A number with as many digits as its size deserves: 2,280 · 412 · 45.2 · 4.50.
+pub(crate) fn fmt_num(value: f64) -> String {
+    if !value.is_finite() {
+        return "n/a".to_string();
+    }
+    let magnitude = value.abs();
+    if magnitude >= 1000.0 {
+        let digits = format!("{:.0}", magnitude);
+        let mut grouped = String::new();
+        for (i, digit) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                grouped.push(',');
+            }
+            grouped.push(digit);
+        }
+        format!("{}{grouped}", if value < 0.0 { "-" } else { "" })
+    } else if magnitude >= 100.0 {
+        format!("{value:.0}")
+    } else if magnitude >= 10.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+pub(crate) fn fmt_pct(pct: f64) -> String {
+    format!("{pct:+.1}%")
+}
+
+pub(crate) fn fmt_interval(lo_pct: f64, hi_pct: f64) -> String {
+    format!("[{lo_pct:+.1}, {hi_pct:+.1}]")
+}
+
+/// Text safe inside a markdown table cell: a `|` would end the cell.
+pub(crate) fn table_cell(text: &str) -> String {
+    text.replace('|', "\\|")
+}
+
+/// Inline code that survives backticks in `text`: the fence is longer than any run of
+/// backticks inside.
+pub(crate) fn code(text: &str) -> String {
+    let longest_run = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest_run + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::csv::test_rows::row;
+    use crate::report::env::test_env;
+
+    fn step(arm: &str, metric: &str, median: f64) -> Row {
+        row(
+            KIND_STEP,
+            "dspark+dsa_target_verify",
+            arm,
+            1,
+            metric,
+            median,
+        )
+    }
+
+    fn prep(arm: &str, median: f64) -> Row {
+        row(KIND_PREP, "dsa_decode", arm, 4, "step_us", median)
+    }
+
+    #[test]
+    fn numbers_get_digits_by_size() {
+        assert_eq!(fmt_num(351_476.4), "351,476");
+        assert_eq!(fmt_num(2280.0), "2,280");
+        assert_eq!(fmt_num(-1234.0), "-1,234");
+        assert_eq!(fmt_num(412.4), "412");
+        assert_eq!(fmt_num(45.23), "45.2");
+        assert_eq!(fmt_num(4.5), "4.50");
+        assert_eq!(fmt_num(f64::NAN), "n/a");
+        assert_eq!(fmt_pct(13.44), "+13.4%");
+        assert_eq!(fmt_pct(-2.0), "-2.0%");
+        assert_eq!(fmt_interval(-1.04, 2.96), "[-1.0, +3.0]");
+    }
+
+    #[test]
+    fn markdown_escapes_hold() {
+        assert_eq!(table_cell("a|b"), "a\\|b");
+        assert_eq!(code("metaprep sweep"), "`metaprep sweep`");
+        // CommonMark strips one space from each end only when both ends have one.
+        assert_eq!(code("echo `x`"), "`` echo `x` ``");
+    }
+
+    #[test]
+    fn host_read_difference_combines_both_intervals() {
+        let mut sync = prep("eager-sync", 40.0);
+        (sync.ci_lo, sync.ci_hi) = (39.0, 42.0);
+        let mut device = prep("eager-device", 25.0);
+        (device.ci_lo, device.ci_hi) = (24.0, 25.5);
+        let (d, lo, hi) = difference(&sync, &device);
+        assert_eq!(d, 15.0);
+        // lower: sync's lower reach (1.0) with device's upper reach (0.5)
+        assert!((lo - (15.0 - 1.25f64.sqrt())).abs() < 1e-12, "{lo}");
+        // upper: sync's upper reach (2.0) with device's lower reach (1.0)
+        assert!((hi - (15.0 + 5.0f64.sqrt())).abs() < 1e-12, "{hi}");
+    }
+
+    #[test]
+    fn step_table_shows_change_against_eager_sync() {
+        let rows = vec![
+            step("eager-sync", "throughput_tok_s", 1000.0),
+            step("graph", "throughput_tok_s", 1250.0),
+            step("eager-sync", "itl_us", 200.0),
+            step("graph", "itl_us", 160.0),
+            step("graph", "occupancy", 0.975),
+        ];
+        let text = render_summary(&rows, &test_env());
+        assert!(
+            text.contains(
+                "| 1 | 5 | eager-sync | 1,000 | baseline | 200 | 210 | baseline | — | — |"
+            ),
+            "{text}"
+        );
+        let graph = text.lines().find(|l| l.contains("| graph |")).unwrap();
+        assert!(graph.contains("| 1,250 | +25.0% ["), "{graph}");
+        assert!(graph.contains("| 160 | 168 | -20.0% ["), "{graph}");
+        assert!(graph.contains("| 97.5% |"), "{graph}");
+    }
+
+    #[test]
+    fn missing_baseline_leaves_a_dash_not_a_number() {
+        let rows = vec![step("graph", "itl_us", 160.0)];
+        let text = render_summary(&rows, &test_env());
+        let graph = text.lines().find(|l| l.contains("| graph |")).unwrap();
+        assert_eq!(graph, "| 1 | 5 | graph | — | — | 160 | 168 | — | — | — |");
+    }
+
+    #[test]
+    fn floor_multiple_is_computed_from_floor_rows_when_absent() {
+        let rows = vec![
+            prep("graph", 22.5),
+            row(KIND_FLOOR, "floor", "empty-graph", 1, "step_us", 6.0),
+            row(KIND_FLOOR, "floor", "empty-kernel", 1, "step_us", 4.5),
+            row(KIND_FLOOR, "floor", "d2h-int", 1, "step_us", 2.0), // not a launch floor
+        ];
+        let text = render_summary(&rows, &test_env());
+        assert!(text.contains("floor = 4.50 µs, empty-kernel"), "{text}");
+        assert!(text.contains("| 4 | 5 | 22.5 (5.0×) |"), "{text}");
+        // Only eager-sync and eager-device together give a host-read column.
+        assert!(!text.contains("host read (µs)"), "{text}");
+        let kernel = text.find("| empty-kernel |").unwrap();
+        let graph = text.find("| empty-graph |").unwrap();
+        let d2h = text.find("| d2h-int |").unwrap();
+        assert!(kernel < graph && graph < d2h, "floor items in fixed order");
+    }
+
+    #[test]
+    fn floor_multiple_rows_take_precedence() {
+        let mut multiple = prep("graph", 7.5);
+        multiple.metric = "floor_multiple".into();
+        let rows = vec![
+            prep("graph", 22.5),
+            multiple,
+            row(KIND_FLOOR, "floor", "empty-kernel", 1, "step_us", 4.5),
+        ];
+        let text = render_summary(&rows, &test_env());
+        assert!(text.contains("| 22.5 (7.5×) |"), "{text}");
+    }
+
+    #[test]
+    fn throttled_and_emulated_cells_are_called_out() {
+        let mut hot = prep("graph", 22.5);
+        hot.throttled = true;
+        hot.clock_event_reasons = "0x0000000000000020".into();
+        let mut wide = step("graph", "itl_us", 160.0);
+        wide.layout = "tp8".into();
+        wide.emulated = true;
+        let mut env = test_env();
+        env.gpu_count = 2;
+        let text = render_summary(&[hot, wide], &env);
+        assert!(text.contains("⚠ throttled: 1 cell(s)"), "{text}");
+        assert!(
+            text.contains("graph bs=4 block=5 tp1 (clock events 0x0000000000000020)"),
+            "{text}"
+        );
+        assert!(text.contains("| 22.5 ⚠ |"), "{text}");
+        assert!(text.contains("### Decode step — tp8, dspark+dsa_target_verify ⚠ emulated"));
+        assert!(text.contains("⚠ emulated: tp8 ran one rank on 1 GPU (the machine has 2)"));
+    }
+
+    #[test]
+    fn no_rows_says_so() {
+        let text = render_summary(&[], &test_env());
+        assert!(text.contains("**Environment:** 1× NVIDIA H200"), "{text}");
+        assert!(text.contains("_This run has no results._"), "{text}");
+    }
+}

@@ -1,0 +1,349 @@
+//! `metaprep compare` on the fixture runs: verdicts, exit codes, refusals, bad input.
+
+use clap::{CommandFactory, Parser};
+use metaprep::report::compare::{run_compare, CompareArgs, CompareOutcome};
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: CompareArgs,
+}
+
+fn args(argv: &[&str]) -> CompareArgs {
+    Cli::try_parse_from(std::iter::once("compare").chain(argv.iter().copied()))
+        .unwrap()
+        .args
+}
+
+fn compare(argv: &[&str]) -> anyhow::Result<CompareOutcome> {
+    run_compare(&args(argv))
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The table line of one cell and metric.
+fn line<'a>(markdown: &'a str, cell: &str, metric: &str) -> &'a str {
+    markdown
+        .lines()
+        .find(|l| l.starts_with(cell) && l.contains(&format!("| {metric} (")))
+        .unwrap_or_else(|| panic!("no line for {cell} {metric} in\n{markdown}"))
+}
+
+/// A copy of the fixture run in a temporary directory, to damage.
+fn copy_of(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture(name)).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn a_run_against_itself_is_all_same() {
+    let run = fixture("run_small");
+    let outcome = compare(&[path(&run), path(&run)]).unwrap();
+    assert_eq!(outcome.exit_code(), 0);
+    assert!(outcome.markdown.contains("**0 slower · 0 faster · 437 same · 0 uncertain** (437 matched; 0 only in BASE, 0 only in NEW)"), "{}", outcome.markdown);
+    assert!(outcome.markdown.contains("_No cell changed beyond ±2%._"));
+}
+
+#[test]
+fn the_regression_is_found_and_fails_the_gate() {
+    let outcome = compare(&[
+        path(&fixture("run_small")),
+        path(&fixture("run_small_slower")),
+    ])
+    .unwrap();
+    let md = &outcome.markdown;
+    assert_eq!(outcome.exit_code(), 1);
+    assert!(outcome.any_slower);
+    // 12 dspark graph prep cells × (step_us, floor_multiple) + 2 tp8 bs=1 graph step cells
+    // × 4 metrics are slower; one tp1 step cell improved in 3 metrics; one prep cell is noisy.
+    assert!(
+        md.contains("**32 slower · 3 faster · 400 same · 2 uncertain**"),
+        "{md}"
+    );
+    // prep,dspark_draft_block,graph,1,3,tp1: step_us 20.3 µs → 23.4 µs (+15%)
+    let prep = line(
+        md,
+        "| prep | dspark_draft_block | tp1 | 1 | 3 | graph |",
+        "step_us",
+    );
+    assert!(
+        prep.ends_with("| 20.3 | 23.4 | +15.0% | [+14.1, +15.9] | **slower** |"),
+        "{prep}"
+    );
+    // Throughput went down: slower although the number is lower.
+    let tokps = line(
+        md,
+        "| step | dspark+dsa_target_verify | tp8 (emulated) | 1 | 5 | graph |",
+        "throughput_tok_s",
+    );
+    assert!(
+        tokps.ends_with("| 7,941 | 7,233 | -8.9% | [-9.7, -8.1] | **slower** |"),
+        "{tokps}"
+    );
+    // Throughput went up: faster.
+    let better = line(
+        md,
+        "| step | dspark+dsa_target_verify | tp1 | 64 | 3 | eager-device |",
+        "throughput_tok_s",
+    );
+    assert!(
+        better.ends_with("| +5.2% | [+4.3, +6.2] | **faster** |"),
+        "{better}"
+    );
+    let noisy = line(
+        md,
+        "| prep | dsa_target_verify | tp1 | 8 | 4 | eager-sync |",
+        "step_us",
+    );
+    assert!(
+        noisy.ends_with("| +2.5% | [-0.6, +6.1] | uncertain |"),
+        "{noisy}"
+    );
+    let same = line(
+        md,
+        "| prep | dsa_target_verify | tp1 | 1 | 2 | graph |",
+        "step_us",
+    );
+    assert!(same.ends_with("| same |"), "{same}");
+    // Driver and revision differ between the fixtures: allowed, and shown.
+    assert!(md.contains("driver 580.159.03") && md.contains("driver 580.172.01"));
+    assert!(!md.contains("setups differ"));
+}
+
+#[test]
+fn the_threshold_moves_the_verdicts() {
+    let outcome = compare(&[
+        path(&fixture("run_small")),
+        path(&fixture("run_small_slower")),
+        "--threshold",
+        "20",
+    ])
+    .unwrap();
+    assert_eq!(
+        outcome.exit_code(),
+        1,
+        "the +438% host-bound gap stays slower"
+    );
+    assert!(
+        outcome
+            .markdown
+            .contains("**2 slower · 0 faster · 435 same · 0 uncertain**"),
+        "{}",
+        outcome.markdown
+    );
+}
+
+#[test]
+fn two_arms_of_one_run() {
+    let run = fixture("run_small");
+    let outcome = compare(&[
+        path(&run),
+        path(&run),
+        "--base-arm",
+        "eager-sync",
+        "--new-arm",
+        "graph",
+    ])
+    .unwrap();
+    let md = &outcome.markdown;
+    assert!(
+        md.contains("**Arms:** `eager-sync` (BASE) → `graph` (NEW)"),
+        "{md}"
+    );
+    // prep,dspark_draft_block,{eager-sync 62.1284, graph 26.4},64,5,tp1
+    let prep = line(
+        md,
+        "| prep | dspark_draft_block | tp1 | 64 | 5 | eager-sync → graph |",
+        "step_us",
+    );
+    assert!(
+        prep.contains("| 62.1 | 26.4 | -57.5% |") && prep.ends_with("**faster** |"),
+        "{prep}"
+    );
+    // The throttled graph cell at tp1 bs=64 block=5 gains nothing and is flagged.
+    let hot = line(
+        md,
+        "| step | dspark+dsa_target_verify | tp1 | 64 | 5 | eager-sync → graph |",
+        "itl_us",
+    );
+    assert!(hot.ends_with("| same ⚠ NEW throttled |"), "{hot}");
+    assert_eq!(outcome.exit_code(), 0, "{md}");
+}
+
+#[test]
+fn different_hardware_is_refused_unless_allowed() {
+    let other = copy_of("run_small_slower");
+    let env_path = other.path().join("env.json");
+    let env = std::fs::read_to_string(&env_path).unwrap();
+    std::fs::write(
+        &env_path,
+        env.replace("\"gpu_count\": 1", "\"gpu_count\": 8"),
+    )
+    .unwrap();
+    let base = fixture("run_small");
+    let error = format!(
+        "{:#}",
+        compare(&[path(&base), path(other.path())]).unwrap_err()
+    );
+    assert!(
+        error.contains("different setups (BASE vs NEW: gpu_count 1 vs 8)"),
+        "{error}"
+    );
+    assert!(error.contains("--allow-mismatch"), "{error}");
+
+    let outcome = compare(&[path(&base), path(other.path()), "--allow-mismatch"]).unwrap();
+    assert!(outcome
+        .markdown
+        .contains("⚠ setups differ (BASE vs NEW: gpu_count 1 vs 8)"));
+    assert_eq!(outcome.exit_code(), 1);
+}
+
+#[test]
+fn csv_files_work_with_and_without_env_json_beside_them() {
+    let base = fixture("run_small").join("metaprep.csv");
+    let new = fixture("run_small_slower").join("metaprep.csv");
+    let outcome = compare(&[path(&base), path(&new)]).unwrap();
+    assert_eq!(outcome.exit_code(), 1);
+    assert!(!outcome.markdown.contains("setup not checked"));
+
+    let bare = tempfile::tempdir().unwrap();
+    let csv = bare.path().join("before.csv");
+    std::fs::copy(&base, &csv).unwrap();
+    let outcome = compare(&[path(&csv), path(&base)]).unwrap();
+    assert!(
+        outcome.markdown.contains("⚠ setup not checked"),
+        "{}",
+        outcome.markdown
+    );
+    assert_eq!(outcome.exit_code(), 0);
+}
+
+#[test]
+fn out_file_gets_the_same_markdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("reports/compare.md");
+    let run = fixture("run_small");
+    let outcome = compare(&[path(&run), path(&run), "--out", path(&out)]).unwrap();
+    assert_eq!(std::fs::read_to_string(out).unwrap(), outcome.markdown);
+}
+
+#[test]
+fn bad_input_is_an_error_that_says_what_to_do() {
+    let run = fixture("run_small");
+    let empty = tempfile::tempdir().unwrap();
+    let error = format!(
+        "{:#}",
+        compare(&[path(&run), path(empty.path())]).unwrap_err()
+    );
+    assert!(
+        error.contains("has no metaprep.csv: run `metaprep sweep --out DIR`"),
+        "{error}"
+    );
+
+    let missing = empty.path().join("nope");
+    let error = format!("{:#}", compare(&[path(&missing), path(&run)]).unwrap_err());
+    assert!(error.contains("nope does not exist"), "{error}");
+
+    let damaged = copy_of("run_small");
+    let csv = damaged.path().join("metaprep.csv");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    std::fs::write(&csv, text.replacen(",46.8418,", ",46.8.418,", 1)).unwrap();
+    let error = format!(
+        "{:#}",
+        compare(&[path(&run), path(damaged.path())]).unwrap_err()
+    );
+    assert!(
+        error.contains("metaprep.csv line 2, column `median`: cannot read `46.8.418`"),
+        "{error}"
+    );
+
+    let error = format!(
+        "{:#}",
+        compare(&[path(&run), path(&run), "--threshold=-1"]).unwrap_err()
+    );
+    assert!(
+        error.contains("--threshold -1 is not a percentage"),
+        "{error}"
+    );
+
+    let error = format!(
+        "{:#}",
+        compare(&[
+            path(&run),
+            path(&run),
+            "--base-arm",
+            "eager",
+            "--new-arm",
+            "graph"
+        ])
+        .unwrap_err()
+    );
+    assert!(
+        error.contains("BASE has no rows for arm `eager`; its arms are: d2h-int"),
+        "{error}"
+    );
+}
+
+#[test]
+fn arm_flags_come_in_pairs() {
+    let parsed = Cli::try_parse_from(["compare", "a", "b", "--base-arm", "eager-sync"]);
+    assert!(parsed.is_err());
+    let parsed = Cli::try_parse_from(["compare", "a", "b"]).unwrap().args;
+    assert_eq!(parsed.threshold, 2.0);
+    assert!(!parsed.allow_mismatch);
+}
+
+#[test]
+fn help_explains_every_flag() {
+    let help = Cli::command().render_long_help().to_string();
+    for text in [
+        "<BASE>",
+        "<NEW>",
+        "--base-arm <ARM>",
+        "--new-arm <ARM>",
+        "--threshold <PCT>",
+        "within ±PCT",
+        "[default: 2]",
+        "--out <FILE>",
+        "--allow-mismatch",
+        "driver and git revision may always differ",
+    ] {
+        assert!(help.contains(text), "help lacks {text:?}:\n{help}");
+    }
+}
+
+#[derive(Parser)]
+struct WithSubcommand {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    Compare(CompareArgs),
+}
+
+#[test]
+fn as_a_subcommand_the_help_explains_verdicts_and_exit_status() {
+    let mut cli = WithSubcommand::command();
+    let help = cli
+        .find_subcommand_mut("compare")
+        .unwrap()
+        .render_long_help()
+        .to_string();
+    assert!(help.contains("Exit status: 0, or 1 when"), "{help}");
+    assert!(help.contains("`uncertain`"), "{help}");
+}
