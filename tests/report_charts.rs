@@ -418,3 +418,20 @@ fn charts_without_their_rows_are_skipped_not_drawn_empty() {
     ));
     assert!(speedup_chart(dir.path(), &graph_only, &env, KIND_FLOOR).is_err());
 }
+
+#[test]
+fn non_finite_values_render_without_panicking() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows = fixture_rows();
+    for r in rows.iter_mut().filter(|r| r.batch_size == 4) {
+        r.median = f64::NAN;
+    }
+    let mut telemetry = fixture_telemetry();
+    telemetry[30].power_w = f64::NAN;
+    telemetry[31].sm_clock_mhz = f64::INFINITY;
+    let set = render_all(dir.path(), &rows, &fixture_env(), &telemetry, None).unwrap();
+    assert_eq!(set.files.len(), 12, "{set:?}");
+    for png in set.files.iter().filter(|p| p.extension().unwrap() == "png") {
+        assert!(png_facts(png).1 > 50, "{}", png.display());
+    }
+}

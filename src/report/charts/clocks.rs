@@ -110,12 +110,15 @@ impl Telemetry<'_> {
             .y_label_formatter(&|y| trimmed(*y, 0))
             .draw()
             .drawn()?;
-        chart
-            .draw_series(LineSeries::new(
-                trace.values.clone(),
-                trace.colour.stroke_width(2),
-            ))
-            .drawn()?;
+        // A failed NVML read (NaN) is a gap in the line, not a spike to the axis.
+        for run in trace
+            .values
+            .split(|(t, v)| !(t.is_finite() && v.is_finite()))
+        {
+            chart
+                .draw_series(LineSeries::new(run.to_vec(), trace.colour.stroke_width(2)))
+                .drawn()?;
+        }
         let throttled_points = trace
             .values
             .iter()

@@ -2,8 +2,8 @@
 //! (layout, family), on a diverging colour scale centred on 1.0×.
 
 use super::{
-    check_batch, frame, layout_order, panel_grid, trimmed, Chart, Drawn, FixedTicks, Rendered,
-    GREY, LIGHT_GREY, PANEL_CHART_SIZE,
+    cap_panels, check_batch, frame, layout_order, panel_grid, trimmed, Chart, Drawn, FixedTicks,
+    Rendered, GREY, LIGHT_GREY, PANEL_CHART_SIZE,
 };
 use crate::report::csv::{Row, KIND_PREP, KIND_STEP};
 use crate::report::env::EnvRecord;
@@ -38,7 +38,7 @@ fn speedup_metric(kind: &str) -> Result<&'static str> {
     }
 }
 
-/// Every cell of `kind` that has both an eager-sync and a graph median (graph above 0),
+/// Every cell of `kind` that has both an eager-sync and a graph median (finite, graph above 0),
 /// sorted by layout, family, batch size and block size.
 pub fn speedups(rows: &[Row], kind: &str) -> Result<Vec<Speedup>> {
     let metric = speedup_metric(kind)?;
@@ -80,7 +80,7 @@ pub fn speedups(rows: &[Row], kind: &str) -> Result<Vec<Speedup>> {
             let (Some(before), Some(after), emulated) = cell else {
                 return None;
             };
-            (after > 0.0).then(|| Speedup {
+            (before.is_finite() && after.is_finite() && after > 0.0).then(|| Speedup {
                 layout,
                 family,
                 batch_size,
@@ -136,11 +136,13 @@ pub fn speedup_chart(dir: &Path, rows: &[Row], env: &EnvRecord, kind: &str) -> R
     } else {
         "ITL"
     };
+    let mut subtitle = format!(
+        "median {metric} of {BEFORE_ARM} / median of {AFTER_ARM} (kind={kind}); above 1× graph is faster"
+    );
+    cap_panels(&mut panels, &mut subtitle);
     let chart = Heatmap {
         title: format!("Speedup of graph replay over eager-sync ({what})"),
-        subtitle: format!(
-            "median {metric} of {BEFORE_ARM} / median of {AFTER_ARM} (kind={kind}); above 1× graph is faster"
-        ),
+        subtitle,
         panels,
         // Never saturate on noise: the scale spans at least 0.67×–1.5×.
         extent: largest.max(1.5f64.log2()),
@@ -368,6 +370,19 @@ mod tests {
         assert!(speedups(&rows, KIND_PREP).unwrap().is_empty());
         let err = speedups(&rows, "floor").unwrap_err().to_string();
         assert!(err.contains("floor"), "{err}");
+    }
+
+    #[test]
+    fn non_finite_medians_give_no_speedup() {
+        let rows = vec![
+            row("eager-sync", 1, 4, "step_us", 40.0),
+            row("graph", 1, 4, "step_us", f64::NAN),
+            row("eager-sync", 2, 4, "step_us", f64::INFINITY),
+            row("graph", 2, 4, "step_us", 20.0),
+            row("eager-sync", 4, 4, "step_us", 40.0),
+            row("graph", 4, 4, "step_us", 0.0),
+        ];
+        assert!(speedups(&rows, KIND_PREP).unwrap().is_empty());
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! p10–p90 band around each median, and optional horizontal floor lines.
 
 use super::{
-    arm_colour, arm_order, check_batch, frame, layout_order, panel_grid, short_number, Chart,
-    Drawn, FixedTicks, Rendered, LIGHT_GREY, PANEL_CHART_SIZE,
+    arm_colour, arm_order, cap_panels, check_batch, frame, layout_order, panel_grid, short_number,
+    Chart, Drawn, FixedTicks, Rendered, LIGHT_GREY, PANEL_CHART_SIZE,
 };
 use crate::report::csv::{Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
 use crate::report::env::EnvRecord;
@@ -32,7 +32,7 @@ pub fn itl_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> 
         panels,
         env: env.clone(),
     };
-    super::write_chart(dir, "itl", PANEL_CHART_SIZE, &chart)
+    chart.write(dir, "itl")
 }
 
 /// Output throughput (`kind=step`, `throughput_tok_s`) against batch size.
@@ -48,7 +48,7 @@ pub fn throughput_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Ren
         panels,
         env: env.clone(),
     };
-    super::write_chart(dir, "throughput", PANEL_CHART_SIZE, &chart)
+    chart.write(dir, "throughput")
 }
 
 /// Prep cost per arm (`kind=prep`, `step_us`) against batch size, one panel per family,
@@ -74,17 +74,7 @@ pub fn prep_floor_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Ren
     }
     let mut panels = Vec::new();
     for ((family, (_, layout)), group) in groups {
-        // One block size per panel keeps one line per arm; the heatmap covers the others.
-        let blocks: BTreeSet<u32> = group.iter().map(|r| r.block_size).collect();
-        let block = blocks
-            .iter()
-            .copied()
-            .nth((blocks.len() - 1) / 2)
-            .unwrap_or(0);
-        let chosen: Vec<&Row> = group
-            .into_iter()
-            .filter(|r| r.block_size == block)
-            .collect();
+        let (block, chosen) = middle_block(group);
         let mut title = format!("{family} · block {block}");
         if layouts.len() > 1 {
             title = format!("{layout} · {title}");
@@ -105,7 +95,7 @@ pub fn prep_floor_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Ren
         panels,
         env: env.clone(),
     };
-    super::write_chart(dir, "prep_floor", PANEL_CHART_SIZE, &chart)
+    chart.write(dir, "prep_floor")
 }
 
 fn skipped(metric: &str) -> Rendered {
@@ -142,31 +132,27 @@ fn step_panels(rows: &[Row], metric: &str) -> Result<Option<Vec<Panel>>> {
     if step.is_empty() {
         return Ok(None);
     }
-    let variants: BTreeSet<(&str, u32)> = step
-        .iter()
-        .map(|r| (r.family.as_str(), r.block_size))
-        .collect();
-    // (layout in reading order, family, block size)
-    type PanelKey = ((usize, String), String, u32);
-    let mut groups: BTreeMap<PanelKey, Vec<&Row>> = BTreeMap::new();
+    let families: BTreeSet<&str> = step.iter().map(|r| r.family.as_str()).collect();
+    let blocks: BTreeSet<u32> = step.iter().map(|r| r.block_size).collect();
+    let mut groups: BTreeMap<((usize, String), String), Vec<&Row>> = BTreeMap::new();
     for row in step {
         groups
-            .entry((
-                layout_order(&row.layout),
-                row.family.clone(),
-                row.block_size,
-            ))
+            .entry((layout_order(&row.layout), row.family.clone()))
             .or_default()
             .push(row);
     }
     let mut panels = Vec::new();
-    for (((_, layout), family, block), group) in groups {
+    for (((_, layout), family), group) in groups {
+        let (block, group) = middle_block(group);
         let mut title = layout;
         if group.iter().any(|r| r.emulated) {
             title.push_str(" (emulated)");
         }
-        if variants.len() > 1 {
-            title.push_str(&format!(" · {family} · block {block}"));
+        if families.len() > 1 {
+            title.push_str(&format!(" · {family}"));
+        }
+        if blocks.len() > 1 {
+            title.push_str(&format!(" · block {block}"));
         }
         panels.push(Panel {
             title,
@@ -177,17 +163,37 @@ fn step_panels(rows: &[Row], metric: &str) -> Result<Option<Vec<Panel>>> {
     Ok(Some(panels))
 }
 
+/// The rows of a panel's middle block size (the lower of two middles). One block per
+/// panel keeps one line per arm and the panels readable; the speedup heatmap shows every
+/// block size.
+fn middle_block(rows: Vec<&Row>) -> (u32, Vec<&Row>) {
+    let blocks: BTreeSet<u32> = rows.iter().map(|r| r.block_size).collect();
+    let middle = blocks
+        .iter()
+        .copied()
+        .nth(blocks.len().saturating_sub(1) / 2)
+        .unwrap_or(0);
+    let chosen = rows
+        .into_iter()
+        .filter(|r| r.block_size == middle)
+        .collect();
+    (middle, chosen)
+}
+
 /// One series per arm, points sorted by batch size. Two rows for the same arm and batch
 /// size in one panel would make the line ambiguous, so they are an error.
 fn series_by_arm(rows: &[&Row]) -> Result<Vec<Series>> {
     let mut by_arm: BTreeMap<(usize, String), BTreeMap<u32, Point>> = BTreeMap::new();
     for row in rows {
         check_batch(row)?;
+        // A cell without a finite median (a failed or empty cell) has nothing to draw; a
+        // missing spread draws as no band.
+        let finite_or_median = |v: f64| if v.is_finite() { v } else { row.median };
         let point = Point {
             batch: row.batch_size,
             median: row.median,
-            p10: row.p10,
-            p90: row.p90,
+            p10: finite_or_median(row.p10),
+            p90: finite_or_median(row.p90),
         };
         let points = by_arm.entry(arm_order(&row.arm)).or_default();
         if points.insert(row.batch_size, point).is_some() {
@@ -207,7 +213,10 @@ fn series_by_arm(rows: &[&Row]) -> Result<Vec<Series>> {
         .into_iter()
         .map(|((_, arm), points)| Series {
             arm,
-            points: points.into_values().collect(),
+            points: points
+                .into_values()
+                .filter(|p| p.median.is_finite())
+                .collect(),
         })
         .collect())
 }
@@ -248,6 +257,11 @@ const FLOOR_COLOURS: [RGBColor; 3] = [
 ];
 
 impl LineChart {
+    fn write(mut self, dir: &Path, name: &str) -> Result<Rendered> {
+        cap_panels(&mut self.panels, &mut self.subtitle);
+        super::write_chart(dir, name, PANEL_CHART_SIZE, &self)
+    }
+
     fn y(&self, v: f64) -> f64 {
         if self.y_log {
             v.max(1e-3).log10()
@@ -307,6 +321,8 @@ impl LineChart {
         let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
             (lo.min(v), hi.max(v))
         });
+        // A panel whose cells are all non-finite still gets sane axes.
+        let (lo, hi) = if lo <= hi { (lo, hi) } else { (1.0, 1.0) };
         let (y_range, y_keys) = if self.y_log {
             let lo = self.y(lo) - 0.15;
             let hi = self.y(hi) + 0.15;
@@ -493,6 +509,24 @@ mod tests {
     }
 
     #[test]
+    fn step_panels_show_the_middle_block_of_each_layout() {
+        let rows: Vec<Row> = [3, 5, 8]
+            .into_iter()
+            .map(|block| {
+                let mut r = row(KIND_STEP, "graph", 1, "itl_us", f64::from(block));
+                r.block_size = block;
+                r
+            })
+            .collect();
+        let panels = step_panels(&rows, "itl_us").unwrap().unwrap();
+        assert_eq!(panels.len(), 1);
+        assert_eq!(panels[0].title, "tp1 · block 5");
+        assert_eq!(panels[0].series[0].points[0].median, 5.0);
+        let (block, chosen) = middle_block(rows.iter().take(2).collect());
+        assert_eq!((block, chosen.len()), (3, 1));
+    }
+
+    #[test]
     fn duplicate_cells_are_an_error_naming_the_cell() {
         let rows = vec![
             row(KIND_STEP, "graph", 8, "itl_us", 10.0),
@@ -500,6 +534,25 @@ mod tests {
         ];
         let err = step_panels(&rows, "itl_us").err().unwrap().to_string();
         assert!(err.contains("bs 8") && err.contains("graph"), "{err}");
+    }
+
+    #[test]
+    fn non_finite_medians_are_dropped_and_missing_spread_collapses_to_the_median() {
+        let mut no_spread = row(KIND_STEP, "graph", 2, "itl_us", 10.0);
+        no_spread.p10 = f64::NAN;
+        no_spread.p90 = f64::INFINITY;
+        let rows = vec![
+            row(KIND_STEP, "graph", 1, "itl_us", f64::NAN),
+            no_spread,
+            row(KIND_STEP, "graph", 4, "itl_us", 12.0),
+        ];
+        let panels = step_panels(&rows, "itl_us").unwrap().unwrap();
+        let points: Vec<(u32, f64, f64)> = panels[0].series[0]
+            .points
+            .iter()
+            .map(|p| (p.batch, p.p10, p.p90))
+            .collect();
+        assert_eq!(points, [(2, 10.0, 10.0), (4, 12.0 * 0.9, 12.0 * 1.1)]);
     }
 
     #[test]

@@ -237,6 +237,17 @@ fn font(size: u32) -> TextStyle<'static> {
     ("sans-serif", size).into_font().into()
 }
 
+/// Most panels one chart shows: beyond this they get too small to read.
+const MAX_PANELS: usize = 12;
+
+/// Keeps the first [`MAX_PANELS`] panels, and says so in the subtitle when some are left out.
+fn cap_panels<T>(panels: &mut Vec<T>, subtitle: &mut String) {
+    if panels.len() > MAX_PANELS {
+        subtitle.push_str(&format!(" — first {MAX_PANELS} of {} panels", panels.len()));
+        panels.truncate(MAX_PANELS);
+    }
+}
+
 /// Splits `area` into a near-square grid with one cell per panel, row by row.
 fn panel_grid<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
@@ -332,10 +343,12 @@ fn categorical(index: usize) -> RGBColor {
     COLOURS[index % COLOURS.len()]
 }
 
-/// Axis numbers short enough for a tick: 3.21, 45.4, 350, 1.2k, 35k.
+/// Axis numbers short enough for a tick: 3.21, 45.4, 350, 1.2k, 35k, 1.5M.
 fn short_number(v: f64) -> String {
     let a = v.abs();
-    if a >= 10_000.0 {
+    if a >= 1e6 {
+        format!("{}M", trimmed(v / 1e6, 1))
+    } else if a >= 10_000.0 {
         format!("{}k", trimmed(v / 1000.0, 0))
     } else if a >= 1000.0 {
         format!("{}k", trimmed(v / 1000.0, 1))
@@ -420,6 +433,18 @@ mod tests {
     }
 
     #[test]
+    fn panels_beyond_the_cap_are_dropped_with_a_note() {
+        let mut subtitle = "s".to_string();
+        let mut panels: Vec<u32> = (0..20).collect();
+        cap_panels(&mut panels, &mut subtitle);
+        assert_eq!(panels, (0..12).collect::<Vec<_>>());
+        assert!(subtitle.contains("first 12 of 20"), "{subtitle}");
+        let mut few = vec![1, 2];
+        cap_panels(&mut few, &mut subtitle);
+        assert_eq!((few.len(), subtitle.matches("panels").count()), (2, 1));
+    }
+
+    #[test]
     fn footer_names_gpu_driver_date_and_version() {
         let env = EnvRecord {
             gpu_name: "NVIDIA H200".into(),
@@ -455,6 +480,7 @@ mod tests {
         assert_eq!(short_number(1234.0), "1.2k");
         assert_eq!(short_number(2000.0), "2k");
         assert_eq!(short_number(35_000.0), "35k");
+        assert_eq!(short_number(1_500_000.0), "1.5M");
         assert_eq!(trimmed(10.0, 2), "10");
         assert_eq!(trimmed(0.669, 2), "0.67");
     }
