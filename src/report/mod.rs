@@ -2,6 +2,7 @@
 //! the markdown summary and run comparison. Nothing here needs a GPU.
 
 pub mod atomic;
+pub mod charts;
 pub mod compare;
 pub mod csv;
 pub mod env;

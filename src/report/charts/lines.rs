@@ -1,0 +1,564 @@
+//! Curves against batch size: one panel per layout (or family), one line per arm, a shaded
+//! p10–p90 band around each median, and optional horizontal floor lines.
+
+use super::{
+    arm_colour, arm_order, cap_panels, check_batch, frame, layout_order, panel_grid, short_number,
+    Chart, Drawn, FixedTicks, Rendered, LIGHT_GREY, PANEL_CHART_SIZE,
+};
+use crate::report::csv::{Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
+use crate::report::env::EnvRecord;
+use anyhow::{bail, Result};
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// The floor items drawn as horizontal lines on the prep chart.
+const FLOOR_ITEMS: [&str; 3] = ["empty-kernel", "empty-graph", "d2h-int"];
+const BAND_NOTE: &str = "line: median per cell; shaded band: p10–p90";
+
+/// Inter-token latency (`kind=step`, `itl_us`) against batch size.
+pub fn itl_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> {
+    let Some(panels) = step_panels(rows, "itl_us")? else {
+        return Ok(skipped("itl_us"));
+    };
+    let chart = LineChart {
+        title: "Inter-token latency vs batch size".into(),
+        subtitle: format!("decode-step model (kind=step, metric itl_us) — {BAND_NOTE}"),
+        y_desc: "ITL (µs per token)".into(),
+        y_log: false,
+        panels,
+        env: env.clone(),
+    };
+    chart.write(dir, "itl")
+}
+
+/// Output throughput (`kind=step`, `throughput_tok_s`) against batch size.
+pub fn throughput_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> {
+    let Some(panels) = step_panels(rows, "throughput_tok_s")? else {
+        return Ok(skipped("throughput_tok_s"));
+    };
+    let chart = LineChart {
+        title: "Output throughput vs batch size".into(),
+        subtitle: format!("decode-step model (kind=step, metric throughput_tok_s) — {BAND_NOTE}"),
+        y_desc: "output throughput (tok/s)".into(),
+        y_log: false,
+        panels,
+        env: env.clone(),
+    };
+    chart.write(dir, "throughput")
+}
+
+/// Prep cost per arm (`kind=prep`, `step_us`) against batch size, one panel per family,
+/// with the floor items (`kind=floor`, `step_us`) as horizontal lines.
+pub fn prep_floor_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> {
+    let prep: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.kind == KIND_PREP && r.metric == "step_us")
+        .collect();
+    if prep.is_empty() {
+        return Ok(Rendered::Skipped {
+            reason: "no kind=prep rows with metric step_us".into(),
+        });
+    }
+    let floors = floor_levels(rows);
+    let layouts: BTreeSet<&str> = prep.iter().map(|r| r.layout.as_str()).collect();
+    let mut groups: BTreeMap<(String, (usize, String)), Vec<&Row>> = BTreeMap::new();
+    for row in prep {
+        groups
+            .entry((row.family.clone(), layout_order(&row.layout)))
+            .or_default()
+            .push(row);
+    }
+    let mut panels = Vec::new();
+    for ((family, (_, layout)), group) in groups {
+        let (block, chosen) = middle_block(group);
+        let mut title = format!("{family} · block {block}");
+        if layouts.len() > 1 {
+            title = format!("{layout} · {title}");
+        }
+        panels.push(Panel {
+            title,
+            series: series_by_arm(&chosen)?,
+            floors: floors.clone(),
+        });
+    }
+    let chart = LineChart {
+        title: "Prep cost per arm vs the hardware floor".into(),
+        subtitle: format!(
+            "kind=prep, metric step_us, middle block size per family; dashed: floor (kind=floor step_us) — {BAND_NOTE}"
+        ),
+        y_desc: "prep time per step (µs, log scale)".into(),
+        y_log: true,
+        panels,
+        env: env.clone(),
+    };
+    chart.write(dir, "prep_floor")
+}
+
+fn skipped(metric: &str) -> Rendered {
+    Rendered::Skipped {
+        reason: format!("no kind=step rows with metric {metric}"),
+    }
+}
+
+/// The floor items present in `rows`, each the median over its rows' medians.
+fn floor_levels(rows: &[Row]) -> Vec<(String, f64)> {
+    FLOOR_ITEMS
+        .iter()
+        .filter_map(|item| {
+            let mut values: Vec<f64> = rows
+                .iter()
+                .filter(|r| r.kind == KIND_FLOOR && r.metric == "step_us" && r.arm == *item)
+                .map(|r| r.median)
+                .collect();
+            values.sort_by(f64::total_cmp);
+            values
+                .get(values.len().checked_sub(1)? / 2)
+                .map(|v| (item.to_string(), *v))
+        })
+        .collect()
+}
+
+/// Step rows of one metric, one panel per (layout, family, block size); family and block
+/// appear in the title only when the run has more than one of them.
+fn step_panels(rows: &[Row], metric: &str) -> Result<Option<Vec<Panel>>> {
+    let step: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.kind == KIND_STEP && r.metric == metric)
+        .collect();
+    if step.is_empty() {
+        return Ok(None);
+    }
+    let families: BTreeSet<&str> = step.iter().map(|r| r.family.as_str()).collect();
+    let blocks: BTreeSet<u32> = step.iter().map(|r| r.block_size).collect();
+    let mut groups: BTreeMap<((usize, String), String), Vec<&Row>> = BTreeMap::new();
+    for row in step {
+        groups
+            .entry((layout_order(&row.layout), row.family.clone()))
+            .or_default()
+            .push(row);
+    }
+    let mut panels = Vec::new();
+    for (((_, layout), family), group) in groups {
+        let (block, group) = middle_block(group);
+        let mut title = layout;
+        if group.iter().any(|r| r.emulated) {
+            title.push_str(" (emulated)");
+        }
+        if families.len() > 1 {
+            title.push_str(&format!(" · {family}"));
+        }
+        if blocks.len() > 1 {
+            title.push_str(&format!(" · block {block}"));
+        }
+        panels.push(Panel {
+            title,
+            series: series_by_arm(&group)?,
+            floors: Vec::new(),
+        });
+    }
+    Ok(Some(panels))
+}
+
+/// The rows of a panel's middle block size (the lower of two middles). One block per
+/// panel keeps one line per arm and the panels readable; the speedup heatmap shows every
+/// block size.
+fn middle_block(rows: Vec<&Row>) -> (u32, Vec<&Row>) {
+    let blocks: BTreeSet<u32> = rows.iter().map(|r| r.block_size).collect();
+    let middle = blocks
+        .iter()
+        .copied()
+        .nth(blocks.len().saturating_sub(1) / 2)
+        .unwrap_or(0);
+    let chosen = rows
+        .into_iter()
+        .filter(|r| r.block_size == middle)
+        .collect();
+    (middle, chosen)
+}
+
+/// One series per arm, points sorted by batch size. Two rows for the same arm and batch
+/// size in one panel would make the line ambiguous, so they are an error.
+fn series_by_arm(rows: &[&Row]) -> Result<Vec<Series>> {
+    let mut by_arm: BTreeMap<(usize, String), BTreeMap<u32, Point>> = BTreeMap::new();
+    for row in rows {
+        check_batch(row)?;
+        // A cell without a finite median (a failed or empty cell) has nothing to draw; a
+        // missing spread draws as no band.
+        let finite_or_median = |v: f64| if v.is_finite() { v } else { row.median };
+        let point = Point {
+            batch: row.batch_size,
+            median: row.median,
+            p10: finite_or_median(row.p10),
+            p90: finite_or_median(row.p90),
+        };
+        let points = by_arm.entry(arm_order(&row.arm)).or_default();
+        if points.insert(row.batch_size, point).is_some() {
+            bail!(
+                "two {}/{} rows for {} {} bs {} block {} layout {}; merge or drop duplicates before plotting",
+                row.kind,
+                row.metric,
+                row.family,
+                row.arm,
+                row.batch_size,
+                row.block_size,
+                row.layout
+            );
+        }
+    }
+    Ok(by_arm
+        .into_iter()
+        .map(|((_, arm), points)| Series {
+            arm,
+            points: points
+                .into_values()
+                .filter(|p| p.median.is_finite())
+                .collect(),
+        })
+        .collect())
+}
+
+struct Point {
+    batch: u32,
+    median: f64,
+    p10: f64,
+    p90: f64,
+}
+
+struct Series {
+    arm: String,
+    points: Vec<Point>,
+}
+
+struct Panel {
+    title: String,
+    series: Vec<Series>,
+    floors: Vec<(String, f64)>,
+}
+
+struct LineChart {
+    title: String,
+    subtitle: String,
+    y_desc: String,
+    /// Plot log10 of the values: prep arms and floors span orders of magnitude.
+    y_log: bool,
+    panels: Vec<Panel>,
+    env: EnvRecord,
+}
+
+const LEGEND_HEIGHT: u32 = 30;
+const FLOOR_COLOURS: [RGBColor; 3] = [
+    RGBColor(60, 60, 60),
+    RGBColor(120, 90, 160),
+    RGBColor(150, 110, 40),
+];
+
+impl LineChart {
+    fn write(mut self, dir: &Path, name: &str) -> Result<Rendered> {
+        cap_panels(&mut self.panels, &mut self.subtitle);
+        super::write_chart(dir, name, PANEL_CHART_SIZE, &self)
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        if self.y_log {
+            v.max(1e-3).log10()
+        } else {
+            v
+        }
+    }
+
+    fn arms(&self) -> Vec<String> {
+        let arms: BTreeSet<(usize, String)> = self
+            .panels
+            .iter()
+            .flat_map(|p| p.series.iter().map(|s| arm_order(&s.arm)))
+            .collect();
+        arms.into_iter().map(|(_, arm)| arm).collect()
+    }
+
+    /// One legend for all panels: the arms keep their colours across panels.
+    fn draw_legend<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<()> {
+        let mut x = 20;
+        let y = LEGEND_HEIGHT as i32 / 2;
+        let label = super::font(16).pos(Pos::new(HPos::Left, VPos::Center));
+        for arm in self.arms() {
+            let colour = arm_colour(&arm);
+            area.draw(&PathElement::new(
+                vec![(x, y), (x + 28, y)],
+                colour.stroke_width(3),
+            ))
+            .drawn()?;
+            area.draw(&Circle::new((x + 14, y), 4, colour.filled()))
+                .drawn()?;
+            area.draw(&Text::new(arm.clone(), (x + 36, y), label.clone()))
+                .drawn()?;
+            x += 60 + 9 * arm.len() as i32;
+        }
+        Ok(())
+    }
+
+    fn draw_panel<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        panel: &Panel,
+        batches: &BTreeSet<u32>,
+    ) -> Result<()> {
+        let x_of = |batch: u32| f64::from(batch).log2();
+        let first = batches.first().copied().unwrap_or(1);
+        let last = batches.last().copied().unwrap_or(1);
+        let x_range = (x_of(first) - 0.3)..(x_of(last) + 0.3);
+        let x_keys: Vec<f64> = batches.iter().map(|b| x_of(*b)).collect();
+
+        let values = panel
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().flat_map(|p| [p.median, p.p10, p.p90]))
+            .chain(panel.floors.iter().map(|(_, v)| *v))
+            .filter(|v| v.is_finite());
+        let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+        // A panel whose cells are all non-finite still gets sane axes.
+        let (lo, hi) = if lo <= hi { (lo, hi) } else { (1.0, 1.0) };
+        let (y_range, y_keys) = if self.y_log {
+            let lo = self.y(lo) - 0.15;
+            let hi = self.y(hi) + 0.15;
+            (lo..hi, log_ticks(lo, hi))
+        } else {
+            let top = if hi > 0.0 { hi * 1.1 } else { 1.0 };
+            let range = 0.0..top;
+            (range.clone(), RangedCoordf64::from(range).key_points(7))
+        };
+        let y_log = self.y_log;
+
+        let mut chart = ChartBuilder::on(area)
+            .caption(&panel.title, super::font(18))
+            .margin(8)
+            .margin_right(18)
+            .x_label_area_size(44)
+            .y_label_area_size(62)
+            .build_cartesian_2d(
+                FixedTicks::new(x_range, x_keys),
+                FixedTicks::new(y_range, y_keys),
+            )
+            .drawn()?;
+        chart
+            .configure_mesh()
+            .x_desc("batch size (requests, log2 scale)")
+            .y_desc(&self.y_desc)
+            .axis_desc_style(super::font(14))
+            .label_style(super::font(14))
+            .light_line_style(LIGHT_GREY)
+            .bold_line_style(LIGHT_GREY)
+            .x_label_formatter(&|x| format!("{}", x.exp2().round()))
+            .y_label_formatter(&|y| short_number(if y_log { 10f64.powf(*y) } else { *y }))
+            .draw()
+            .drawn()?;
+
+        for series in &panel.series {
+            let colour = arm_colour(&series.arm);
+            let band: Vec<(f64, f64)> = series
+                .points
+                .iter()
+                .map(|p| (x_of(p.batch), self.y(p.p90)))
+                .chain(
+                    series
+                        .points
+                        .iter()
+                        .rev()
+                        .map(|p| (x_of(p.batch), self.y(p.p10))),
+                )
+                .collect();
+            chart
+                .draw_series(std::iter::once(Polygon::new(
+                    band,
+                    colour.mix(0.15).filled(),
+                )))
+                .drawn()?;
+            let line: Vec<(f64, f64)> = series
+                .points
+                .iter()
+                .map(|p| (x_of(p.batch), self.y(p.median)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(line.clone(), colour.stroke_width(2)))
+                .drawn()?;
+            chart
+                .draw_series(line.into_iter().map(|p| Circle::new(p, 3, colour.filled())))
+                .drawn()?;
+        }
+
+        let (x_lo, x_hi) = (x_of(first) - 0.3, x_of(last) + 0.3);
+        for (i, (item, value)) in panel.floors.iter().enumerate() {
+            let colour = FLOOR_COLOURS[i % FLOOR_COLOURS.len()];
+            let y = self.y(*value);
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(x_lo, y), (x_hi, y)],
+                    6,
+                    4,
+                    colour.stroke_width(1),
+                ))
+                .drawn()?;
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    format!("{item} {} µs", short_number(*value)),
+                    (x_hi, y),
+                    super::font(12)
+                        .color(&colour)
+                        .pos(Pos::new(HPos::Right, VPos::Bottom)),
+                )))
+                .drawn()?;
+        }
+        Ok(())
+    }
+}
+
+impl Chart for LineChart {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()> {
+        let body = frame(root, &self.title, &self.subtitle, &self.env)?;
+        let (legend, plots) = body.split_vertically(LEGEND_HEIGHT);
+        self.draw_legend(&legend)?;
+        // One x scale for every panel, so the same batch size lines up across panels.
+        let batches: BTreeSet<u32> = self
+            .panels
+            .iter()
+            .flat_map(|p| {
+                p.series
+                    .iter()
+                    .flat_map(|s| s.points.iter().map(|p| p.batch))
+            })
+            .collect();
+        for (area, panel) in panel_grid(&plots, self.panels.len())
+            .iter()
+            .zip(&self.panels)
+        {
+            self.draw_panel(area, panel, &batches)?;
+        }
+        Ok(())
+    }
+}
+
+/// Ticks at 1, 2 and 5 times each power of ten inside `[lo, hi]` (log10 space).
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let mut ticks = Vec::new();
+    for decade in (lo.floor() as i32)..=(hi.ceil() as i32) {
+        for mantissa in [1.0f64, 2.0, 5.0] {
+            let t = f64::from(decade) + mantissa.log10();
+            if (lo..=hi).contains(&t) {
+                ticks.push(t);
+            }
+        }
+    }
+    ticks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_row as row;
+    use super::*;
+
+    #[test]
+    fn log_ticks_are_one_two_five_per_decade() {
+        let ticks: Vec<f64> = log_ticks(0.0, 2.0)
+            .into_iter()
+            .map(|t| 10f64.powf(t).round())
+            .collect();
+        assert_eq!(ticks, [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]);
+    }
+
+    #[test]
+    fn floors_take_the_median_of_each_item_and_only_step_us() {
+        let rows = vec![
+            row(KIND_FLOOR, "empty-kernel", 1, "step_us", 2.0),
+            row(KIND_FLOOR, "empty-kernel", 2, "step_us", 9.0),
+            row(KIND_FLOOR, "empty-kernel", 4, "step_us", 3.0),
+            row(KIND_FLOOR, "d2h-int", 1, "step_us", 11.0),
+            row(KIND_FLOOR, "d2h-int", 1, "other_us", 99.0),
+            row(KIND_FLOOR, "h2d-pinned", 1, "step_us", 7.0),
+        ];
+        assert_eq!(
+            floor_levels(&rows),
+            [
+                ("empty-kernel".to_string(), 3.0),
+                ("d2h-int".to_string(), 11.0)
+            ]
+        );
+    }
+
+    #[test]
+    fn step_panels_split_by_layout_and_mark_emulated() {
+        let mut tp8 = row(KIND_STEP, "graph", 1, "itl_us", 10.0);
+        tp8.layout = "tp8".into();
+        tp8.emulated = true;
+        let rows = vec![
+            tp8,
+            row(KIND_STEP, "graph", 1, "itl_us", 20.0),
+            row(KIND_STEP, "eager-sync", 2, "itl_us", 30.0),
+            row(KIND_STEP, "graph", 2, "throughput_tok_s", 30.0),
+        ];
+        let panels = step_panels(&rows, "itl_us").unwrap().unwrap();
+        let titles: Vec<&str> = panels.iter().map(|p| p.title.as_str()).collect();
+        assert_eq!(titles, ["tp1", "tp8 (emulated)"]);
+        let arms: Vec<&str> = panels[0].series.iter().map(|s| s.arm.as_str()).collect();
+        assert_eq!(arms, ["eager-sync", "graph"]);
+        assert!(step_panels(&rows, "gap_us").unwrap().is_none());
+    }
+
+    #[test]
+    fn step_panels_show_the_middle_block_of_each_layout() {
+        let rows: Vec<Row> = [3, 5, 8]
+            .into_iter()
+            .map(|block| {
+                let mut r = row(KIND_STEP, "graph", 1, "itl_us", f64::from(block));
+                r.block_size = block;
+                r
+            })
+            .collect();
+        let panels = step_panels(&rows, "itl_us").unwrap().unwrap();
+        assert_eq!(panels.len(), 1);
+        assert_eq!(panels[0].title, "tp1 · block 5");
+        assert_eq!(panels[0].series[0].points[0].median, 5.0);
+        let (block, chosen) = middle_block(rows.iter().take(2).collect());
+        assert_eq!((block, chosen.len()), (3, 1));
+    }
+
+    #[test]
+    fn duplicate_cells_are_an_error_naming_the_cell() {
+        let rows = vec![
+            row(KIND_STEP, "graph", 8, "itl_us", 10.0),
+            row(KIND_STEP, "graph", 8, "itl_us", 11.0),
+        ];
+        let err = step_panels(&rows, "itl_us").err().unwrap().to_string();
+        assert!(err.contains("bs 8") && err.contains("graph"), "{err}");
+    }
+
+    #[test]
+    fn non_finite_medians_are_dropped_and_missing_spread_collapses_to_the_median() {
+        let mut no_spread = row(KIND_STEP, "graph", 2, "itl_us", 10.0);
+        no_spread.p10 = f64::NAN;
+        no_spread.p90 = f64::INFINITY;
+        let rows = vec![
+            row(KIND_STEP, "graph", 1, "itl_us", f64::NAN),
+            no_spread,
+            row(KIND_STEP, "graph", 4, "itl_us", 12.0),
+        ];
+        let panels = step_panels(&rows, "itl_us").unwrap().unwrap();
+        let points: Vec<(u32, f64, f64)> = panels[0].series[0]
+            .points
+            .iter()
+            .map(|p| (p.batch, p.p10, p.p90))
+            .collect();
+        assert_eq!(points, [(2, 10.0, 10.0), (4, 12.0 * 0.9, 12.0 * 1.1)]);
+    }
+
+    #[test]
+    fn batch_size_zero_is_an_error() {
+        let rows = vec![row(KIND_STEP, "graph", 0, "itl_us", 10.0)];
+        let err = step_panels(&rows, "itl_us").err().unwrap().to_string();
+        assert!(err.contains("batch_size 0"), "{err}");
+    }
+}

@@ -1,0 +1,351 @@
+//! A step timeline from a Chrome trace-event file: one lane per (pid, tid), one box per
+//! complete ("X") event, so the idle gaps between host and GPU work are visible.
+
+use super::{
+    categorical, frame, short_number, Chart, Drawn, FixedTicks, Rendered, GREY, WIDE_CHART_SIZE,
+};
+use crate::report::env::EnvRecord;
+use anyhow::{bail, Context, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// A parsed trace: lanes in display order (by pid, then tid) and the spans on them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    pub lanes: Vec<Lane>,
+    pub spans: Vec<Span>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lane {
+    pub pid: i64,
+    pub tid: i64,
+    /// `<process>: <thread>`, from `process_name` / `thread_name` metadata when present.
+    pub label: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Span {
+    /// Index into [`Trace::lanes`].
+    pub lane: usize,
+    pub name: String,
+    /// Microseconds since the earliest span of the trace.
+    pub start_us: f64,
+    pub dur_us: f64,
+}
+
+/// Parses `{"traceEvents": [...]}`: `ph: "X"` events become spans, `ph: "M"` events named
+/// `process_name` / `thread_name` label the lanes, other phases are ignored.
+pub fn parse_trace(json: &str) -> Result<Trace> {
+    let root: Value = serde_json::from_str(json)
+        .context("the trace is not valid JSON; expected a Chrome trace {\"traceEvents\": [...]}")?;
+    let events = root.get("traceEvents").and_then(Value::as_array).context(
+        "the trace has no \"traceEvents\" array; expected a Chrome trace {\"traceEvents\": [...]}",
+    )?;
+
+    let mut process_names: BTreeMap<i64, String> = BTreeMap::new();
+    let mut thread_names: BTreeMap<(i64, i64), String> = BTreeMap::new();
+    let mut raw_spans: Vec<((i64, i64), String, f64, f64)> = Vec::new();
+    for (index, event) in events.iter().enumerate() {
+        let field = |key: &str| event.get(key);
+        let context = || format!("trace event #{index}");
+        match field("ph").and_then(Value::as_str) {
+            Some("X") => {
+                let number = |key: &str| {
+                    field(key)
+                        .and_then(Value::as_f64)
+                        .filter(|v| v.is_finite())
+                        .with_context(|| {
+                            format!("{}: complete event without a numeric {key:?}", context())
+                        })
+                };
+                let integer = |key: &str| {
+                    field(key).and_then(Value::as_i64).with_context(|| {
+                        format!("{}: complete event without an integer {key:?}", context())
+                    })
+                };
+                let (ts, dur) = (number("ts")?, number("dur")?);
+                if dur < 0.0 {
+                    bail!("{}: negative duration {dur} µs", context());
+                }
+                let name = field("name").and_then(Value::as_str).unwrap_or("");
+                raw_spans.push((
+                    (integer("pid")?, integer("tid")?),
+                    name.to_string(),
+                    ts,
+                    dur,
+                ));
+            }
+            Some("M") => {
+                let label = field("args")
+                    .and_then(|a| a.get("name"))
+                    .and_then(Value::as_str);
+                let pid = field("pid").and_then(Value::as_i64);
+                let tid = field("tid").and_then(Value::as_i64);
+                match (field("name").and_then(Value::as_str), label, pid, tid) {
+                    (Some("process_name"), Some(label), Some(pid), _) => {
+                        process_names.insert(pid, label.to_string());
+                    }
+                    (Some("thread_name"), Some(label), Some(pid), Some(tid)) => {
+                        thread_names.insert((pid, tid), label.to_string());
+                    }
+                    _ => {}
+                }
+            }
+            Some(_) => {}
+            None => bail!("{}: no \"ph\" (phase) string", context()),
+        }
+    }
+
+    let lane_keys: BTreeSet<(i64, i64)> = raw_spans.iter().map(|s| s.0).collect();
+    let lanes: Vec<Lane> = lane_keys
+        .iter()
+        .map(|&(pid, tid)| {
+            let process = process_names
+                .get(&pid)
+                .cloned()
+                .unwrap_or_else(|| match pid {
+                    1 => "host".into(),
+                    2 => "GPU".into(),
+                    other => format!("pid {other}"),
+                });
+            let thread = thread_names
+                .get(&(pid, tid))
+                .cloned()
+                .unwrap_or_else(|| format!("tid {tid}"));
+            Lane {
+                pid,
+                tid,
+                label: format!("{process}: {thread}"),
+            }
+        })
+        .collect();
+    let origin = raw_spans.iter().map(|s| s.2).fold(f64::INFINITY, f64::min);
+    let spans = raw_spans
+        .into_iter()
+        .map(|(key, name, ts, dur)| Span {
+            lane: lane_keys.iter().position(|k| *k == key).unwrap_or(0),
+            name,
+            start_us: ts - origin,
+            dur_us: dur,
+        })
+        .collect();
+    Ok(Trace { lanes, spans })
+}
+
+/// Parses `trace_json` and draws it as `timeline`.
+pub fn timeline_chart(dir: &Path, trace_json: &str, env: &EnvRecord) -> Result<Rendered> {
+    render(dir, &parse_trace(trace_json)?, env)
+}
+
+pub(super) fn render(dir: &Path, trace: &Trace, env: &EnvRecord) -> Result<Rendered> {
+    if trace.spans.is_empty() {
+        return Ok(Rendered::Skipped {
+            reason: "the trace has no complete (\"ph\": \"X\") events".into(),
+        });
+    }
+    let chart = Timeline {
+        trace,
+        env: env.clone(),
+    };
+    super::write_chart(dir, "timeline", WIDE_CHART_SIZE, &chart)
+}
+
+struct Timeline<'a> {
+    trace: &'a Trace,
+    env: EnvRecord,
+}
+
+/// Names beyond this many share the legend's "+N more" entry (they keep their colours).
+const LEGEND_NAMES: usize = 10;
+const LEGEND_HEIGHT: u32 = 30;
+
+impl Timeline<'_> {
+    /// Span names in first-seen order; a name's position picks its colour.
+    fn names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for span in &self.trace.spans {
+            if !names.contains(&span.name.as_str()) {
+                names.push(&span.name);
+            }
+        }
+        names
+    }
+
+    fn draw_legend<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        names: &[&str],
+    ) -> Result<()> {
+        let y = LEGEND_HEIGHT as i32 / 2;
+        let mut x = 20;
+        let style = super::font(14).pos(Pos::new(HPos::Left, VPos::Center));
+        for (i, name) in names.iter().take(LEGEND_NAMES).enumerate() {
+            area.draw(&Rectangle::new(
+                [(x, y - 7), (x + 14, y + 7)],
+                categorical(i).filled(),
+            ))
+            .drawn()?;
+            area.draw(&Text::new(name.to_string(), (x + 20, y), style.clone()))
+                .drawn()?;
+            x += 40 + 8 * name.chars().count() as i32;
+        }
+        if names.len() > LEGEND_NAMES {
+            let more = format!("+{} more", names.len() - LEGEND_NAMES);
+            area.draw(&Text::new(more, (x, y), style.color(&GREY)))
+                .drawn()?;
+        }
+        Ok(())
+    }
+}
+
+impl Chart for Timeline<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()> {
+        let trace = self.trace;
+        let subtitle = format!(
+            "Chrome trace: {} spans on {} lanes; white space inside a lane is idle time",
+            trace.spans.len(),
+            trace.lanes.len()
+        );
+        let body = frame(root, "Step timeline", &subtitle, &self.env)?;
+        let (legend, plot) = body.split_vertically(LEGEND_HEIGHT);
+        let names = self.names();
+        self.draw_legend(&legend, &names)?;
+
+        let end = trace
+            .spans
+            .iter()
+            .map(|s| s.start_us + s.dur_us)
+            .fold(0.0, f64::max);
+        let lanes = trace.lanes.len();
+        // Lane 0 at the top: plotters' y grows upwards.
+        let lane_y = |lane: usize| (lanes - 1 - lane) as f64;
+        let mut chart = ChartBuilder::on(&plot)
+            .margin(10)
+            .margin_right(24)
+            .x_label_area_size(46)
+            .y_label_area_size(170)
+            .build_cartesian_2d(
+                0.0..(end * 1.01).max(1.0),
+                FixedTicks::new(
+                    -0.5..lanes as f64 - 0.5,
+                    (0..lanes).map(|i| i as f64).collect(),
+                ),
+            )
+            .drawn()?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .x_desc("time since first span (µs)")
+            .y_desc("lane (process: thread)")
+            .axis_desc_style(super::font(14))
+            .label_style(super::font(14))
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(RGBColor(225, 225, 225))
+            .x_label_formatter(&|x| short_number(*x))
+            .y_label_formatter(&|y| {
+                let row = y.round() as usize;
+                trace
+                    .lanes
+                    .get(lanes.saturating_sub(1 + row))
+                    .map_or(String::new(), |l| l.label.clone())
+            })
+            .draw()
+            .drawn()?;
+
+        let text_style = super::font(12).pos(Pos::new(HPos::Left, VPos::Center));
+        for span in &trace.spans {
+            let colour = categorical(names.iter().position(|n| *n == span.name).unwrap_or(0));
+            let y = lane_y(span.lane);
+            let (x0, x1) = (span.start_us, span.start_us + span.dur_us);
+            chart
+                .draw_series([
+                    Rectangle::new([(x0, y - 0.32), (x1, y + 0.32)], colour.filled()),
+                    Rectangle::new(
+                        [(x0, y - 0.32), (x1, y + 0.32)],
+                        colour.mix(0.9).stroke_width(1),
+                    ),
+                ])
+                .drawn()?;
+            // Name the box only where the name fits inside it.
+            let pixels = chart.backend_coord(&(x1, y)).0 - chart.backend_coord(&(x0, y)).0;
+            if pixels > 12 + 7 * span.name.chars().count() as i32 {
+                let (left, middle) = chart.backend_coord(&(x0, y));
+                root.draw_text(&span.name, &text_style.color(&WHITE), (left + 5, middle))
+                    .drawn()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TRACE: &str = r#"{"traceEvents": [
+        {"ph": "M", "name": "thread_name", "pid": 2, "tid": 7, "args": {"name": "stream 7"}},
+        {"ph": "X", "name": "verify", "pid": 2, "tid": 7, "ts": 1030.0, "dur": 40},
+        {"ph": "X", "name": "prep", "pid": 1, "tid": 1, "ts": 1000.0, "dur": 12.5},
+        {"ph": "i", "name": "marker", "pid": 1, "tid": 1, "ts": 1001.0},
+        {"ph": "X", "name": "draft", "pid": 2, "tid": 7, "ts": 1012.5, "dur": 10}
+    ]}"#;
+
+    #[test]
+    fn lanes_are_ordered_by_pid_and_labelled_from_metadata() {
+        let trace = parse_trace(TRACE).unwrap();
+        let labels: Vec<&str> = trace.lanes.iter().map(|l| l.label.as_str()).collect();
+        assert_eq!(labels, ["host: tid 1", "GPU: stream 7"]);
+    }
+
+    #[test]
+    fn spans_start_at_the_earliest_event_and_keep_their_lane() {
+        let trace = parse_trace(TRACE).unwrap();
+        let spans: Vec<(&str, usize, f64, f64)> = trace
+            .spans
+            .iter()
+            .map(|s| (s.name.as_str(), s.lane, s.start_us, s.dur_us))
+            .collect();
+        assert_eq!(
+            spans,
+            [
+                ("verify", 1, 30.0, 40.0),
+                ("prep", 0, 0.0, 12.5),
+                ("draft", 1, 12.5, 10.0)
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_traces_are_errors_that_say_what_is_wrong() {
+        let cases = [
+            ("not json", "not valid JSON"),
+            (r#"{"events": []}"#, "traceEvents"),
+            (
+                r#"{"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": 0}]}"#,
+                "\"dur\"",
+            ),
+            (
+                r#"{"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": "0", "dur": 1}]}"#,
+                "\"ts\"",
+            ),
+            (
+                r#"{"traceEvents": [{"ph": "X", "pid": "a", "tid": 1, "ts": 0, "dur": 1}]}"#,
+                "\"pid\"",
+            ),
+            (
+                r#"{"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": 0, "dur": -1}]}"#,
+                "negative",
+            ),
+            (r#"{"traceEvents": [{"name": "x"}]}"#, "#0"),
+        ];
+        for (json, expected) in cases {
+            let err = format!("{:#}", parse_trace(json).unwrap_err());
+            assert!(err.contains(expected), "{json}: {err}");
+        }
+    }
+}

@@ -1,0 +1,437 @@
+//! Renders every chart from a small synthetic run and checks the files themselves: PNGs
+//! decode to the stated size and are not blank, SVGs carry their text, bad input is an
+//! error or a skip, never a panic.
+
+use metaprep::report::charts::{
+    itl_chart, render_all, speedup_chart, telemetry_chart, timeline_chart, ChartSet, Rendered,
+    PANEL_CHART_SIZE, WIDE_CHART_SIZE,
+};
+use metaprep::report::csv::{Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
+use metaprep::report::env::EnvRecord;
+use metaprep::report::telemetry::TelemetrySample;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+const ARMS: [&str; 4] = ["eager-sync", "eager-device", "graph", "fused"];
+const BATCHES: [u32; 6] = [1, 2, 4, 8, 16, 32];
+
+#[allow(clippy::too_many_arguments)]
+fn row(
+    kind: &str,
+    family: &str,
+    arm: &str,
+    bs: u32,
+    block: u32,
+    layout: &str,
+    metric: &str,
+    median: f64,
+) -> Row {
+    Row {
+        kind: kind.into(),
+        family: family.into(),
+        arm: arm.into(),
+        batch_size: bs,
+        block_size: block,
+        layout: layout.into(),
+        emulated: layout == "tp8",
+        metric: metric.into(),
+        unit: if metric == "throughput_tok_s" {
+            "tok/s"
+        } else {
+            "us"
+        }
+        .into(),
+        median,
+        p10: median * 0.92,
+        p90: median * 1.12,
+        ci_lo: median * 0.98,
+        ci_hi: median * 1.02,
+        samples: 500,
+        stop_reason: "ci".into(),
+        throttled: false,
+        clock_event_reasons: "0x0000000000000000".into(),
+        sm_clock_mhz: Some(1980.0),
+        mem_clock_mhz: Some(3201.0),
+        power_w: Some(420.0),
+        temp_c: Some(48.0),
+        gpu_util_pct: Some(97.0),
+    }
+}
+
+/// Extra host cost per step of each arm, in µs: the sync read costs most.
+fn arm_overhead(arm: &str) -> f64 {
+    match arm {
+        "eager-sync" => 18.0,
+        "eager-device" => 6.0,
+        "graph" => 2.0,
+        _ => 1.0,
+    }
+}
+
+fn fixture_rows() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for layout in ["tp1", "tp2", "tp8"] {
+        let tp: f64 = layout[2..].parse().unwrap();
+        for arm in ["eager-sync", "graph", "fused"] {
+            for bs in BATCHES {
+                let step_us = 40.0 / tp + 1.5 * f64::from(bs) + arm_overhead(arm);
+                let itl = step_us / 3.5;
+                let family = "dspark+dsa_target_verify";
+                rows.push(row(KIND_STEP, family, arm, bs, 5, layout, "itl_us", itl));
+                let throughput = 1e6 * f64::from(bs) / itl;
+                let metric = "throughput_tok_s";
+                rows.push(row(
+                    KIND_STEP, family, arm, bs, 5, layout, metric, throughput,
+                ));
+            }
+        }
+    }
+    for family in ["dspark_draft_block", "dsa_decode"] {
+        for block in [3, 5, 8] {
+            for arm in ARMS {
+                for bs in BATCHES {
+                    let us = 3.0 + 0.05 * f64::from(bs * block) + 4.0 * arm_overhead(arm);
+                    rows.push(row(KIND_PREP, family, arm, bs, block, "tp1", "step_us", us));
+                }
+            }
+        }
+    }
+    // One cell whose speedup is exactly 2, to find in the heatmap's annotations.
+    rows.retain(|r| !(r.kind == KIND_PREP && r.batch_size == 1 && r.block_size == 3));
+    for (arm, us) in [("eager-sync", 80.0), ("graph", 40.0)] {
+        rows.push(row(
+            KIND_PREP,
+            "dsa_decode",
+            arm,
+            1,
+            3,
+            "tp1",
+            "step_us",
+            us,
+        ));
+    }
+    for (item, us) in [
+        ("empty-kernel", 2.2),
+        ("empty-graph", 2.9),
+        ("d2h-int", 11.5),
+    ] {
+        rows.push(row(KIND_FLOOR, "floor", item, 1, 0, "tp1", "step_us", us));
+    }
+    rows
+}
+
+fn fixture_env() -> EnvRecord {
+    EnvRecord {
+        metaprep_version: "0.1.0".into(),
+        git_revision: "d9d035d".into(),
+        date: "2026-11-29T10:00:00Z".into(),
+        gpu_name: "NVIDIA H200".into(),
+        gpu_count: 1,
+        driver_version: "580.159.03".into(),
+        cuda_driver_version: "13.0".into(),
+        sm_clock_max_mhz: Some(1980),
+        power_limit_w: Some(700.0),
+        ..Default::default()
+    }
+}
+
+fn fixture_telemetry() -> Vec<TelemetrySample> {
+    (0..120)
+        .map(|i| {
+            let t = f64::from(i) * 0.25;
+            let busy = (10..100).contains(&i);
+            TelemetrySample {
+                t_s: t,
+                cell: String::new(),
+                sm_clock_mhz: if busy {
+                    1980.0 - f64::from(i % 7) * 15.0
+                } else {
+                    345.0
+                },
+                mem_clock_mhz: 3201.0,
+                power_w: if busy {
+                    420.0 + f64::from(i % 11) * 8.0
+                } else {
+                    75.0
+                },
+                temp_c: 45.0,
+                gpu_util_pct: if busy { 97.0 } else { 0.0 },
+                clock_event_reasons: match i {
+                    60..=63 => "0x0000000000000004".into(),
+                    _ if busy => "0x0000000000000000".into(),
+                    _ => "0x0000000000000001".into(),
+                },
+            }
+        })
+        .collect()
+}
+
+/// Three decode steps: host prep then GPU draft, verify and accept, with the host read in
+/// the eager step leaving the GPU idle.
+fn fixture_trace() -> String {
+    let mut events = vec![
+        r#"{"ph":"M","name":"process_name","pid":1,"args":{"name":"host"}}"#.to_string(),
+        r#"{"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"scheduler"}}"#.into(),
+        r#"{"ph":"M","name":"thread_name","pid":2,"tid":7,"args":{"name":"stream 7"}}"#.into(),
+    ];
+    let mut t = 1_000.0;
+    for _ in 0..3 {
+        let spans = [
+            (1, 1, "schedule", t, 6.0),
+            (1, 1, "prep (sync read)", t + 6.0, 22.0),
+            (2, 7, "draft fwd", t + 30.0, 35.0),
+            (2, 7, "verify fwd", t + 70.0, 60.0),
+            (2, 7, "accept", t + 131.0, 4.0),
+        ];
+        for (pid, tid, name, ts, dur) in spans {
+            events.push(format!(
+                r#"{{"ph":"X","name":"{name}","pid":{pid},"tid":{tid},"ts":{ts},"dur":{dur}}}"#
+            ));
+        }
+        t += 140.0;
+    }
+    format!(r#"{{"traceEvents":[{}]}}"#, events.join(","))
+}
+
+/// Decodes a PNG and returns its size and the number of distinct colours in it.
+fn png_facts(path: &Path) -> ((u32, u32), usize) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.color_type.samples();
+    let colours: HashSet<&[u8]> = buf[..info.buffer_size()].chunks(channels).collect();
+    ((info.width, info.height), colours.len())
+}
+
+fn svg_text(set: &ChartSet, name: &str) -> String {
+    let path = set
+        .files
+        .iter()
+        .find(|p| p.file_name().unwrap() == format!("{name}.svg").as_str())
+        .unwrap_or_else(|| panic!("{name}.svg not written: {set:?}"));
+    std::fs::read_to_string(path).unwrap()
+}
+
+fn render_fixture(dir: &Path) -> ChartSet {
+    render_all(
+        dir,
+        &fixture_rows(),
+        &fixture_env(),
+        &fixture_telemetry(),
+        Some(&fixture_trace()),
+    )
+    .unwrap()
+}
+
+#[test]
+fn every_chart_is_written_as_a_real_png_and_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = render_fixture(dir.path());
+    assert!(set.skipped.is_empty(), "{:?}", set.skipped);
+    let names = [
+        ("itl", PANEL_CHART_SIZE),
+        ("throughput", PANEL_CHART_SIZE),
+        ("speedup_prep", PANEL_CHART_SIZE),
+        ("speedup_step", PANEL_CHART_SIZE),
+        ("prep_floor", PANEL_CHART_SIZE),
+        ("telemetry", WIDE_CHART_SIZE),
+        ("timeline", WIDE_CHART_SIZE),
+    ];
+    assert_eq!(set.files.len(), 2 * names.len());
+    for (name, size) in names {
+        let png = dir.path().join("charts").join(format!("{name}.png"));
+        assert!(set.files.contains(&png), "{name}.png missing from {set:?}");
+        let (dims, colours) = png_facts(&png);
+        assert_eq!(dims, size, "{name}.png");
+        // Lines, text antialiasing and fills give hundreds of colours; a blank or
+        // single-colour canvas gives one or two.
+        assert!(colours > 50, "{name}.png has only {colours} colours");
+        let svg = svg_text(&set, name);
+        assert!(svg.starts_with("<svg"), "{name}.svg");
+        for part in ["NVIDIA H200", "580.159.03", "2026-11-29", "metaprep 0.1.0"] {
+            assert!(svg.contains(part), "{name}.svg lacks the footer's {part}");
+        }
+    }
+    // Only the finished files: no temporary file is left beside them.
+    let mut listed: Vec<PathBuf> = std::fs::read_dir(dir.path().join("charts"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    listed.sort();
+    let mut written = set.files.clone();
+    written.sort();
+    assert_eq!(listed, written);
+}
+
+#[test]
+fn svgs_hold_series_names_axis_labels_and_annotations() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = render_fixture(dir.path());
+    let expect = [
+        (
+            "itl",
+            vec![
+                "eager-sync",
+                "graph",
+                "fused",
+                "batch size",
+                "ITL (µs per token)",
+                "tp8 (emulated)",
+                "p10–p90",
+            ],
+        ),
+        (
+            "throughput",
+            vec![
+                "eager-sync",
+                "graph",
+                "fused",
+                "output throughput (tok/s)",
+                "tp2",
+            ],
+        ),
+        (
+            "prep_floor",
+            vec![
+                "eager-device",
+                "empty-kernel",
+                "empty-graph",
+                "d2h-int",
+                "prep time per step (µs",
+                "dsa_decode · block 5",
+            ],
+        ),
+        (
+            "speedup_prep",
+            vec![
+                "2.00×",
+                "batch size",
+                "block size",
+                "tp1 · dsa_decode",
+                "eager-sync",
+            ],
+        ),
+        (
+            "speedup_step",
+            vec!["tp8 (emulated) · dspark+dsa_target_verify", "batch size"],
+        ),
+        (
+            "telemetry",
+            vec![
+                "SM clock (MHz)",
+                "power (W)",
+                "time since start of run (s)",
+                "power limit 700 W",
+                "throttle reason other than idle",
+            ],
+        ),
+        (
+            "timeline",
+            vec![
+                "host: scheduler",
+                "GPU: stream 7",
+                "verify fwd",
+                "time since first span (µs)",
+            ],
+        ),
+    ];
+    for (name, parts) in expect {
+        let svg = svg_text(&set, name);
+        for part in parts {
+            assert!(svg.contains(part), "{name}.svg lacks {part:?}");
+        }
+    }
+    // Arms that exist only in prep rows stay out of the step charts' legends.
+    assert!(!svg_text(&set, "itl").contains("eager-device"));
+}
+
+#[test]
+fn a_malformed_trace_is_an_error_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = r#"{"traceEvents":[{"ph":"X","name":"prep","pid":1,"tid":1,"ts":0}]}"#;
+    let err = render_all(
+        dir.path(),
+        &fixture_rows(),
+        &fixture_env(),
+        &[],
+        Some(broken),
+    )
+    .unwrap_err();
+    assert!(format!("{err:#}").contains("\"dur\""), "{err:#}");
+    assert!(!dir.path().join("charts").exists());
+
+    let err = timeline_chart(dir.path(), "{\"traceEvents\": 3}", &fixture_env()).unwrap_err();
+    assert!(format!("{err:#}").contains("traceEvents"), "{err:#}");
+}
+
+#[test]
+fn empty_input_skips_every_chart_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = render_all(dir.path(), &[], &EnvRecord::default(), &[], None).unwrap();
+    assert!(set.files.is_empty());
+    let names: Vec<&str> = set.skipped.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "itl",
+            "throughput",
+            "speedup_prep",
+            "speedup_step",
+            "prep_floor",
+            "telemetry",
+            "timeline"
+        ]
+    );
+    assert!(set.skipped.iter().all(|(_, reason)| !reason.is_empty()));
+    assert!(!dir.path().join("charts").exists());
+
+    let no_spans =
+        r#"{"traceEvents":[{"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"x"}}]}"#;
+    assert!(matches!(
+        timeline_chart(dir.path(), no_spans, &EnvRecord::default()).unwrap(),
+        Rendered::Skipped { .. }
+    ));
+    assert!(matches!(
+        telemetry_chart(dir.path(), &[], &EnvRecord::default()).unwrap(),
+        Rendered::Skipped { .. }
+    ));
+}
+
+#[test]
+fn charts_without_their_rows_are_skipped_not_drawn_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let prep_only: Vec<Row> = fixture_rows()
+        .into_iter()
+        .filter(|r| r.kind == KIND_PREP)
+        .collect();
+    let env = fixture_env();
+    match itl_chart(dir.path(), &prep_only, &env).unwrap() {
+        Rendered::Skipped { reason } => assert!(reason.contains("itl_us"), "{reason}"),
+        other => panic!("expected a skip, got {other:?}"),
+    }
+    // Only graph rows: no eager-sync partner, so no speedup to show.
+    let graph_only: Vec<Row> = prep_only.into_iter().filter(|r| r.arm == "graph").collect();
+    assert!(matches!(
+        speedup_chart(dir.path(), &graph_only, &env, KIND_PREP).unwrap(),
+        Rendered::Skipped { .. }
+    ));
+    assert!(speedup_chart(dir.path(), &graph_only, &env, KIND_FLOOR).is_err());
+}
+
+#[test]
+fn non_finite_values_render_without_panicking() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows = fixture_rows();
+    for r in rows.iter_mut().filter(|r| r.batch_size == 4) {
+        r.median = f64::NAN;
+    }
+    let mut telemetry = fixture_telemetry();
+    telemetry[30].power_w = f64::NAN;
+    telemetry[31].sm_clock_mhz = f64::INFINITY;
+    let set = render_all(dir.path(), &rows, &fixture_env(), &telemetry, None).unwrap();
+    assert_eq!(set.files.len(), 12, "{set:?}");
+    for png in set.files.iter().filter(|p| p.extension().unwrap() == "png") {
+        assert!(png_facts(png).1 > 50, "{}", png.display());
+    }
+}
