@@ -393,36 +393,26 @@ fn kernel_name(family: Family, stage: &str) -> &'static str {
 /// The multi-kernel prep: lengths, page table (sized to the static width; eager-sync
 /// resizes it each step), and DSpark's SWA indices.
 fn staged_launches(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Vec<Launch>> {
-    let module = module_of(shape.family);
     let rows = shape.rows() as u32;
-    let f = |stage: &str| -> Result<(&'static str, _)> {
-        let name = kernel_name(shape.family, stage);
-        Ok((name, gpu.function(module, name)?))
-    };
-    let (name, func) = f("lengths")?;
-    let lengths = if shape.family == Family::DsaDecode {
-        // One block scans the whole batch for cu_seqlens_k.
-        Launch::new(name, func, (1, 1, 1), (1024, 1, 1))
-    } else {
-        Launch::new(name, func, (rows.div_ceil(THREADS), 1, 1), (THREADS, 1, 1))
-    };
     let page_width = shape.page_width() as u32;
-    let (name, func) = f("page_table")?;
-    let page = Launch::new(
-        name,
-        func,
-        (rows, page_width.div_ceil(THREADS), 1),
-        (THREADS, 1, 1),
-    );
-    let mut launches = vec![
-        args.append_to(lengths),
-        args.append_to(page).arg(page_width as i32),
-    ];
-    if shape.family == Family::DsparkDraftBlock {
-        let (name, func) = f("swa")?;
-        launches.push(args.append_to(Launch::new(name, func, (rows, 1, 1), (128, 1, 1))));
-    }
-    Ok(launches)
+    let staged = stages(shape.family).iter().filter(|&&stage| stage != "fused");
+    staged
+        .map(|&stage| {
+            let name = kernel_name(shape.family, stage);
+            let func = gpu.function(module_of(shape.family), name)?;
+            let launch = match stage {
+                // One block scans the whole batch for cu_seqlens_k.
+                "lengths" if shape.family == Family::DsaDecode => Launch::new(name, func, (1, 1, 1), (1024, 1, 1)),
+                "lengths" => Launch::new(name, func, (rows.div_ceil(THREADS), 1, 1), (THREADS, 1, 1)),
+                "page_table" => {
+                    let grid = (rows, page_width.div_ceil(THREADS), 1);
+                    return Ok(args.append_to(Launch::new(name, func, grid, (THREADS, 1, 1))).arg(page_width as i32));
+                }
+                _ => Launch::new(name, func, (rows, 1, 1), (128, 1, 1)),
+            };
+            Ok(args.append_to(launch))
+        })
+        .collect()
 }
 
 fn fused_launch(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Launch> {
