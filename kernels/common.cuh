@@ -17,16 +17,20 @@ __device__ __forceinline__ int block_of(const int* host_block, int i, int block)
     return host_block != nullptr ? host_block[i] : block;
 }
 
-// One page-table cell. Row `row` has `kv_len` live tokens; with `stride` tokens per page it
-// has ceil(kv_len / stride) live columns, and column c holds the page of token c * stride.
-// Columns past the live ones are not written: no consumer reads there (DESIGN.md).
-__device__ __forceinline__ void page_cell(int* __restrict__ out, int out_width, int row, int col,
-                                          int kv_len, int stride,
-                                          const int* __restrict__ req_to_token,
-                                          int req_stride, int pool_index) {
-    if (col < ceil_div(kv_len, stride)) {
-        out[(i64)row * out_width + col] =
-            req_to_token[(i64)pool_index * req_stride + (i64)col * stride] / stride;
+// This block's span of one page-table row. A block covers METAPREP_PAGE_COLS_PER_BLOCK
+// columns (grid.y = ceil(width / that)), so a 128k static width costs 64 blocks a row, not
+// 512. Column c holds the page of token c * stride; only the row's `live_cols` are written:
+// no consumer reads past them (DESIGN.md).
+__device__ __forceinline__ void page_row_span(int* __restrict__ out, int out_width, int row,
+                                              int live_cols, int stride,
+                                              const int* __restrict__ req_to_token,
+                                              int req_stride, int pool_index) {
+    const int begin = blockIdx.y * METAPREP_PAGE_COLS_PER_BLOCK;
+    const int end = min(live_cols, begin + METAPREP_PAGE_COLS_PER_BLOCK);
+    const int* src = req_to_token + (i64)pool_index * req_stride;
+    int* dst = out + (i64)row * out_width;
+    for (int c = begin + threadIdx.x; c < end; c += blockDim.x) {
+        dst[c] = src[(i64)c * stride] / stride;
     }
 }
 

@@ -16,10 +16,11 @@ __device__ __forceinline__ int dsa_seq_len(const DsaArgs& a, int i) {
     return i < a.live_bs ? a.seq_lens[i] : 0;
 }
 
-// Page row `row` of request row / tokens holds that request's first `kv_len` token slots.
-__device__ __forceinline__ void dsa_page_at(const DsaArgs& a, int row, int col, int kv_len) {
+// Page row `row` of request row / tokens holds that request's first `kv_len` token slots,
+// up to `col_limit` columns.
+__device__ __forceinline__ void dsa_page_row(const DsaArgs& a, int row, int kv_len, int col_limit) {
     const int i = row / a.tokens;
     if (i >= a.live_bs) return;
-    page_cell(a.page_table_1, a.page_width, row, col, kv_len, 1, a.req_to_token, a.req_stride,
-              a.req_pool_indices[i]);
+    page_row_span(a.page_table_1, a.page_width, row, min(kv_len, col_limit), 1, a.req_to_token,
+                  a.req_stride, a.req_pool_indices[i]);
 }

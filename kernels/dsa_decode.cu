@@ -34,11 +34,10 @@ __device__ void dsa_decode_lengths_block(const DsaArgs& a) {
 extern "C" __global__ void dsa_decode_lengths(DsaArgs a) { dsa_decode_lengths_block(a); }
 
 extern "C" __global__ void dsa_decode_page_table(DsaArgs a, int col_limit) {
-    const int col = blockIdx.y * blockDim.x + threadIdx.x;
-    if (col < col_limit) dsa_page_at(a, blockIdx.x, col, dsa_seq_len(a, blockIdx.x));
+    dsa_page_row(a, blockIdx.x, dsa_seq_len(a, blockIdx.x), col_limit);
 }
 
-// grid (padded_bs + 1, static column blocks): the extra row of blocks' first block does the
+// grid (padded_bs + 1, static column spans): the extra row of blocks' first block does the
 // lengths and the cumsum, the others the page table.
 extern "C" __global__ void dsa_decode_fused(DsaArgs a) {
     const int row = blockIdx.x;
@@ -46,6 +45,5 @@ extern "C" __global__ void dsa_decode_fused(DsaArgs a) {
         if (blockIdx.y == 0) dsa_decode_lengths_block(a);
         return;
     }
-    const int col = blockIdx.y * blockDim.x + threadIdx.x;
-    if (col < a.page_width) dsa_page_at(a, row, col, dsa_seq_len(a, row));
+    dsa_page_row(a, row, dsa_seq_len(a, row), a.page_width);
 }

@@ -22,13 +22,11 @@ extern "C" __global__ void dsa_draft_extend_v2_lengths(DsaArgs a) {
 }
 
 extern "C" __global__ void dsa_draft_extend_v2_page_table(DsaArgs a, int col_limit) {
-    const int col = blockIdx.y * blockDim.x + threadIdx.x;
-    if (col < col_limit) dsa_page_at(a, blockIdx.x, col, extend_row_len(a, blockIdx.x));
+    dsa_page_row(a, blockIdx.x, extend_row_len(a, blockIdx.x), col_limit);
 }
 
 extern "C" __global__ void dsa_draft_extend_v2_fused(DsaArgs a) {
     const int row = blockIdx.x;
-    const int col = blockIdx.y * blockDim.x + threadIdx.x;
-    if (col < a.page_width) dsa_page_at(a, row, col, extend_row_len(a, row));
+    dsa_page_row(a, row, extend_row_len(a, row), a.page_width);
     if (blockIdx.y == 0 && threadIdx.x == 0) extend_lengths_at(a, row);
 }

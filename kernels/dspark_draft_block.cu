@@ -48,12 +48,13 @@ __device__ __forceinline__ void dspark_swa_at(const DsparkArgs& a, int t, int k)
     a.swa_page_indices[(i64)t * a.swa_width + k] = value;
 }
 
-__device__ __forceinline__ void dspark_page_at(const DsparkArgs& a, int t, int col) {
+// Row t's page-table span, up to `col_limit` columns.
+__device__ __forceinline__ void dspark_page_row(const DsparkArgs& a, int t, int col_limit) {
     const int i = t / a.block;
     if (i >= a.live_bs) return;
     const int kv = a.seq_lens[i] + block_of(a.host_block, i, a.block);
-    page_cell(a.page_table, a.page_width, t, col, kv, METAPREP_PAGE_SIZE, a.req_to_token,
-              a.req_stride, a.req_pool_indices[i]);
+    page_row_span(a.page_table, a.page_width, t, min(ceil_div(kv, METAPREP_PAGE_SIZE), col_limit),
+                  METAPREP_PAGE_SIZE, a.req_to_token, a.req_stride, a.req_pool_indices[i]);
 }
 
 extern "C" __global__ void dspark_draft_block_lengths(DsparkArgs a) {
@@ -61,11 +62,10 @@ extern "C" __global__ void dspark_draft_block_lengths(DsparkArgs a) {
     if (t < a.padded_bs * a.block) dspark_lengths_at(a, t);
 }
 
-// grid (rows, column blocks); `col_limit` bounds the columns: the host-read max in eager-sync,
+// grid (rows, column spans); `col_limit` bounds the columns: the host-read max in eager-sync,
 // the static width otherwise.
 extern "C" __global__ void dspark_draft_block_page_table(DsparkArgs a, int col_limit) {
-    const int col = blockIdx.y * blockDim.x + threadIdx.x;
-    if (col < col_limit) dspark_page_at(a, blockIdx.x, col);
+    dspark_page_row(a, blockIdx.x, col_limit);
 }
 
 // grid (rows); threads stride over the row's SWA columns.
@@ -73,12 +73,11 @@ extern "C" __global__ void dspark_draft_block_swa(DsparkArgs a) {
     for (int k = threadIdx.x; k < a.swa_width; k += blockDim.x) dspark_swa_at(a, blockIdx.x, k);
 }
 
-// Every output in one launch: grid (rows, static column blocks); the first column block of
-// each row also writes the row's lengths and SWA cells.
+// Every output in one launch: grid (rows, static column spans); the first span of each row
+// also writes the row's lengths and SWA cells.
 extern "C" __global__ void dspark_draft_block_fused(DsparkArgs a) {
     const int t = blockIdx.x;
-    const int col = blockIdx.y * blockDim.x + threadIdx.x;
-    if (col < a.page_width) dspark_page_at(a, t, col);
+    dspark_page_row(a, t, a.page_width);
     if (blockIdx.y == 0) {
         if (threadIdx.x == 0) dspark_lengths_at(a, t);
         for (int k = threadIdx.x; k < a.swa_width; k += blockDim.x) dspark_swa_at(a, t, k);

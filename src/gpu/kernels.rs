@@ -2,7 +2,7 @@
 //! compiled at run time by NVRTC for the device's own architecture (sm_90 on H100/H200,
 //! sm_100 on B200, sm_103 on GB300).
 
-use crate::prep::family::{DSA_TOPK, PAGE_SIZE, SWA_ALIGN, SWA_WINDOW};
+use crate::prep::family::{DSA_TOPK, PAGE_COLS_PER_BLOCK, PAGE_SIZE, SWA_ALIGN, SWA_WINDOW};
 use anyhow::{anyhow, Result};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
 
@@ -56,7 +56,8 @@ impl KernelModule {
     pub fn source(self) -> String {
         let mut src = format!(
             "#define METAPREP_PAGE_SIZE {PAGE_SIZE}\n#define METAPREP_SWA_WINDOW {SWA_WINDOW}\n\
-             #define METAPREP_DSA_TOPK {DSA_TOPK}\n#define METAPREP_SWA_ALIGN {SWA_ALIGN}\n"
+             #define METAPREP_DSA_TOPK {DSA_TOPK}\n#define METAPREP_SWA_ALIGN {SWA_ALIGN}\n\
+             #define METAPREP_PAGE_COLS_PER_BLOCK {PAGE_COLS_PER_BLOCK}\n"
         );
         src.push_str(COMMON);
         if self.uses_dsa_common() {
@@ -84,5 +85,52 @@ impl KernelModule {
             ),
             other => anyhow!("NVRTC failed on kernels/{}: {other:?}", self.file_name()),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [KernelModule; 7] = [
+        KernelModule::DsparkDraftBlock,
+        KernelModule::DsaDecode,
+        KernelModule::DsaTargetVerify,
+        KernelModule::DsaDraftExtendV2,
+        KernelModule::Accept,
+        KernelModule::Floor,
+        KernelModule::Forward,
+    ];
+
+    /// NVRTC needs no GPU: CI installs it from PyPI (nvidia-cuda-nvrtc-cu12) and runs this,
+    /// so a kernel that does not compile fails CI rather than a GPU run.
+    #[test]
+    #[ignore = "needs NVRTC (libnvrtc.so on the library path); .ci/run installs it"]
+    fn every_kernel_compiles_with_nvrtc_for_hopper_and_blackwell() {
+        crate::gpu::probe::require_nvrtc().expect("NVRTC");
+        for cc in [(9, 0), (10, 0)] {
+            for module in ALL {
+                let ptx = module.compile(cc).unwrap_or_else(|e| panic!("{e:#}"));
+                assert!(ptx.to_src().contains(".entry"), "{} has no kernel", module.file_name());
+            }
+        }
+    }
+
+    #[test]
+    #[ignore = "needs NVRTC (libnvrtc.so on the library path); .ci/run installs it"]
+    fn a_compile_error_reports_the_nvrtc_log() {
+        crate::gpu::probe::require_nvrtc().expect("NVRTC");
+        let err = compile_source("broken.cu", "__global__ void broken( { }".into(), (9, 0)).unwrap_err();
+        let message = format!("{err:#}");
+        assert!(message.contains("NVRTC could not compile kernels/broken.cu for compute_90"), "{message}");
+        assert!(message.contains("error"), "the log is included: {message}");
+    }
+
+    #[test]
+    fn sources_carry_the_rust_constants() {
+        let src = KernelModule::DsaDecode.source();
+        assert!(src.contains(&format!("#define METAPREP_DSA_TOPK {DSA_TOPK}")));
+        assert!(src.contains("struct DsaArgs"), "DSA modules include dsa_common.cuh");
+        assert!(!KernelModule::DsparkDraftBlock.source().contains("struct DsaArgs"));
     }
 }

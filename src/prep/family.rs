@@ -12,6 +12,9 @@ pub const SWA_WINDOW: i32 = 128;
 pub const SWA_ALIGN: i32 = 64;
 /// DSA sparse attention reads at most this many KV entries per row.
 pub const DSA_TOPK: i32 = 2048;
+/// Page-table columns one thread block covers (a strided loop), so a wide static width
+/// does not turn into hundreds of thousands of nearly empty blocks.
+pub const PAGE_COLS_PER_BLOCK: u32 = 2048;
 /// The checker's poison: negative and not -1, so no real output can equal it.
 pub const POISON: i32 = -0x3c3c_3c3c;
 

@@ -5,7 +5,7 @@
 
 use super::accept::AcceptModel;
 use super::arm::Arm;
-use super::family::{Family, Shape, POISON};
+use super::family::{Family, Shape, PAGE_COLS_PER_BLOCK, POISON};
 use super::inputs::HostInputs;
 use crate::gpu::{capture_graph, ensure_not_capturing, Gpu, KernelModule, Launch};
 use anyhow::{Context, Result};
@@ -259,7 +259,7 @@ impl<'g> PrepPlan<'g> {
         }
         let page = &mut self.sync_launches[PAGE_LAUNCH];
         page.set_arg(COL_LIMIT_ARG, col_limit as i32);
-        page.grid.1 = col_limit.div_ceil(THREADS).max(1);
+        page.grid.1 = col_limit.div_ceil(PAGE_COLS_PER_BLOCK).max(1);
         issue_all(&mut self.sync_launches, stream)
     }
 
@@ -405,7 +405,7 @@ fn staged_launches(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Vec<Lau
                 "lengths" if shape.family == Family::DsaDecode => Launch::new(name, func, (1, 1, 1), (1024, 1, 1)),
                 "lengths" => Launch::new(name, func, (rows.div_ceil(THREADS), 1, 1), (THREADS, 1, 1)),
                 "page_table" => {
-                    let grid = (rows, page_width.div_ceil(THREADS), 1);
+                    let grid = (rows, page_width.div_ceil(PAGE_COLS_PER_BLOCK), 1);
                     return Ok(args.append_to(Launch::new(name, func, grid, (THREADS, 1, 1))).arg(page_width as i32));
                 }
                 _ => Launch::new(name, func, (rows, 1, 1), (128, 1, 1)),
@@ -424,14 +424,14 @@ fn fused_launch(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Launch> {
         Launch::new(
             name,
             func,
-            (shape.padded_bs + 1, page_width.div_ceil(1024), 1),
+            (shape.padded_bs + 1, page_width.div_ceil(PAGE_COLS_PER_BLOCK), 1),
             (1024, 1, 1),
         )
     } else {
         Launch::new(
             name,
             func,
-            (shape.rows() as u32, page_width.div_ceil(THREADS), 1),
+            (shape.rows() as u32, page_width.div_ceil(PAGE_COLS_PER_BLOCK), 1),
             (THREADS, 1, 1),
         )
     };
