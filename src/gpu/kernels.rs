@@ -68,24 +68,27 @@ impl KernelModule {
     }
 
     pub fn compile(self, compute_capability: (i32, i32)) -> Result<Ptx> {
-        let (major, minor) = compute_capability;
-        let opts = CompileOptions {
-            options: vec![
-                format!("--gpu-architecture=compute_{major}{minor}"),
-                "--std=c++17".into(),
-            ],
-            name: Some(self.file_name().into()),
-            ..Default::default()
-        };
-        compile_ptx_with_opts(self.source(), opts).map_err(|e| match e {
-            CompileError::CompileError { log, .. } => anyhow!(
-                "NVRTC could not compile kernels/{} for compute_{major}{minor}:\n{}",
-                self.file_name(),
-                log.to_string_lossy()
-            ),
-            other => anyhow!("NVRTC failed on kernels/{}: {other:?}", self.file_name()),
-        })
+        compile_source(self.file_name(), self.source(), compute_capability)
     }
+}
+
+/// Compiles one translation unit; a failure carries NVRTC's log.
+fn compile_source(file_name: &str, source: String, (major, minor): (i32, i32)) -> Result<Ptx> {
+    let opts = CompileOptions {
+        options: vec![
+            format!("--gpu-architecture=compute_{major}{minor}"),
+            "--std=c++17".into(),
+        ],
+        name: Some(file_name.into()),
+        ..Default::default()
+    };
+    compile_ptx_with_opts(source, opts).map_err(|e| match e {
+        CompileError::CompileError { log, .. } => anyhow!(
+            "NVRTC could not compile kernels/{file_name} for compute_{major}{minor}:\n{}",
+            log.to_string_lossy()
+        ),
+        other => anyhow!("NVRTC failed on kernels/{file_name}: {other:?}"),
+    })
 }
 
 #[cfg(test)]
@@ -111,7 +114,11 @@ mod tests {
         for cc in [(9, 0), (10, 0)] {
             for module in ALL {
                 let ptx = module.compile(cc).unwrap_or_else(|e| panic!("{e:#}"));
-                assert!(ptx.to_src().contains(".entry"), "{} has no kernel", module.file_name());
+                assert!(
+                    ptx.to_src().contains(".entry"),
+                    "{} has no kernel",
+                    module.file_name()
+                );
             }
         }
     }
@@ -120,9 +127,13 @@ mod tests {
     #[ignore = "needs NVRTC (libnvrtc.so on the library path); .ci/run installs it"]
     fn a_compile_error_reports_the_nvrtc_log() {
         crate::gpu::probe::require_nvrtc().expect("NVRTC");
-        let err = compile_source("broken.cu", "__global__ void broken( { }".into(), (9, 0)).unwrap_err();
+        let err =
+            compile_source("broken.cu", "__global__ void broken( { }".into(), (9, 0)).unwrap_err();
         let message = format!("{err:#}");
-        assert!(message.contains("NVRTC could not compile kernels/broken.cu for compute_90"), "{message}");
+        assert!(
+            message.contains("NVRTC could not compile kernels/broken.cu for compute_90"),
+            "{message}"
+        );
         assert!(message.contains("error"), "the log is included: {message}");
     }
 
@@ -130,7 +141,12 @@ mod tests {
     fn sources_carry_the_rust_constants() {
         let src = KernelModule::DsaDecode.source();
         assert!(src.contains(&format!("#define METAPREP_DSA_TOPK {DSA_TOPK}")));
-        assert!(src.contains("struct DsaArgs"), "DSA modules include dsa_common.cuh");
-        assert!(!KernelModule::DsparkDraftBlock.source().contains("struct DsaArgs"));
+        assert!(
+            src.contains("struct DsaArgs"),
+            "DSA modules include dsa_common.cuh"
+        );
+        assert!(!KernelModule::DsparkDraftBlock
+            .source()
+            .contains("struct DsaArgs"));
     }
 }

@@ -395,18 +395,26 @@ fn kernel_name(family: Family, stage: &str) -> &'static str {
 fn staged_launches(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Vec<Launch>> {
     let rows = shape.rows() as u32;
     let page_width = shape.page_width() as u32;
-    let staged = stages(shape.family).iter().filter(|&&stage| stage != "fused");
+    let staged = stages(shape.family)
+        .iter()
+        .filter(|&&stage| stage != "fused");
     staged
         .map(|&stage| {
             let name = kernel_name(shape.family, stage);
             let func = gpu.function(module_of(shape.family), name)?;
             let launch = match stage {
                 // One block scans the whole batch for cu_seqlens_k.
-                "lengths" if shape.family == Family::DsaDecode => Launch::new(name, func, (1, 1, 1), (1024, 1, 1)),
-                "lengths" => Launch::new(name, func, (rows.div_ceil(THREADS), 1, 1), (THREADS, 1, 1)),
+                "lengths" if shape.family == Family::DsaDecode => {
+                    Launch::new(name, func, (1, 1, 1), (1024, 1, 1))
+                }
+                "lengths" => {
+                    Launch::new(name, func, (rows.div_ceil(THREADS), 1, 1), (THREADS, 1, 1))
+                }
                 "page_table" => {
                     let grid = (rows, page_width.div_ceil(PAGE_COLS_PER_BLOCK), 1);
-                    return Ok(args.append_to(Launch::new(name, func, grid, (THREADS, 1, 1))).arg(page_width as i32));
+                    return Ok(args
+                        .append_to(Launch::new(name, func, grid, (THREADS, 1, 1)))
+                        .arg(page_width as i32));
                 }
                 _ => Launch::new(name, func, (rows, 1, 1), (128, 1, 1)),
             };
@@ -424,14 +432,22 @@ fn fused_launch(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Launch> {
         Launch::new(
             name,
             func,
-            (shape.padded_bs + 1, page_width.div_ceil(PAGE_COLS_PER_BLOCK), 1),
+            (
+                shape.padded_bs + 1,
+                page_width.div_ceil(PAGE_COLS_PER_BLOCK),
+                1,
+            ),
             (1024, 1, 1),
         )
     } else {
         Launch::new(
             name,
             func,
-            (shape.rows() as u32, page_width.div_ceil(PAGE_COLS_PER_BLOCK), 1),
+            (
+                shape.rows() as u32,
+                page_width.div_ceil(PAGE_COLS_PER_BLOCK),
+                1,
+            ),
             (THREADS, 1, 1),
         )
     };
