@@ -1,4 +1,4 @@
-//! Comma-separated list flags (`--batch-sizes 1,8,64`, `--layouts tp1,dep4`), shared by the
+//! Comma-separated list flags (`--batch-sizes 1,8,64`, `--tp tp1,dep4`), shared by the
 //! `steps` and `sweep` commands. Every error names the flag and the offending value, because
 //! a sweep that silently drops or repeats a cell wastes GPU time and skews comparisons.
 

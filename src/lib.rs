@@ -13,3 +13,4 @@ pub mod measure;
 pub mod prep;
 pub mod report;
 pub mod step;
+pub mod sweep;

@@ -28,7 +28,7 @@ fn environment_line_names_the_setup() {
          CUDA 13.0 · 2026-11-29T14:03:10Z · git `d9d035d` · metaprep 0.1.0"
     ), "{md}");
     assert!(md.contains(
-        "**Command:** `metaprep sweep --layouts tp1,tp8 --bs 1,8,64 --out results/run_small`"
+        "**Command:** `metaprep sweep --tp tp1,tp8 --batch-sizes 1,8,64 --out results/run_small`"
     ));
 }
 

@@ -106,10 +106,7 @@ impl Gpu {
 
     /// A kernel from `module`, compiling and loading the module on first use.
     pub fn function(&self, module: KernelModule, name: &str) -> Result<CudaFunction> {
-        let loaded = match self.modules.borrow().get(&module) {
-            Some(m) => Some(m.clone()),
-            None => None,
-        };
+        let loaded = self.modules.borrow().get(&module).cloned();
         let loaded = match loaded {
             Some(m) => m,
             None => {

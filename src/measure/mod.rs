@@ -3,3 +3,10 @@
 pub mod nvml;
 pub mod stats;
 pub mod stopping;
+// The GPU side: the floor, one cell's measurement, the sampling loop.
+pub mod environment;
+pub mod floor;
+pub mod prep_cell;
+pub mod rows;
+pub mod sampling;
+pub mod targets;

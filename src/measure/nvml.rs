@@ -122,7 +122,7 @@ impl Reading {
 }
 
 /// What NVML saw during one cell: medians of each reading, and the reason bits OR-ed.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CellTelemetry {
     pub sm_clock_mhz: Option<f64>,
     pub mem_clock_mhz: Option<f64>,

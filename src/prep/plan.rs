@@ -8,8 +8,10 @@ use super::arm::Arm;
 use super::family::{Family, Shape, PAGE_COLS_PER_BLOCK, POISON};
 use super::inputs::HostInputs;
 use crate::gpu::{capture_graph, ensure_not_capturing, Gpu, KernelModule, Launch};
+use crate::measure::prep_cell::StepSource;
 use anyhow::{Context, Result};
 use cudarc::driver::{result, sys, CudaGraph, CudaSlice, DevicePtr};
+use std::time::{Duration, Instant};
 
 /// Argument block of the DSpark kernels (mirrors `DsparkArgs` in the .cu file).
 #[repr(C)]
@@ -101,6 +103,8 @@ pub struct PrepPlan<'g> {
     poison: Vec<Launch>,
     host_lens: Vec<i32>,
     host_list: Vec<i32>,
+    /// Host time blocked in eager-sync's read since `take_blocked` last ran.
+    blocked: Duration,
 }
 
 impl<'g> PrepPlan<'g> {
@@ -221,6 +225,7 @@ impl<'g> PrepPlan<'g> {
             poison,
             host_lens: vec![0; shape.batch_size as usize],
             host_list: Vec::with_capacity(shape.batch_size as usize),
+            blocked: Duration::ZERO,
         })
     }
 
@@ -237,6 +242,7 @@ impl<'g> PrepPlan<'g> {
             ptr(&self.seq_lens, self.gpu),
             ptr(&self.host_block, self.gpu),
         );
+        let read_start = Instant::now();
         // SAFETY: host_lens holds batch_size elements and seq_lens at least that many; the
         // copy is pageable, so it completes before the synchronize returns.
         unsafe {
@@ -244,6 +250,7 @@ impl<'g> PrepPlan<'g> {
                 .context("reading seq_lens to the host")?;
             result::stream::synchronize(stream).context("waiting for seq_lens on the host")?;
         }
+        self.blocked += read_start.elapsed();
         self.host_list.clear();
         self.host_list
             .resize(self.shape.batch_size as usize, self.shape.block as i32);
@@ -342,6 +349,11 @@ impl<'g> PrepPlan<'g> {
         Ok(())
     }
 
+    /// Host time blocked in eager-sync's read since the last call.
+    pub fn take_blocked(&mut self) -> Duration {
+        std::mem::take(&mut self.blocked)
+    }
+
     pub fn download_outputs(&self) -> Result<Vec<Vec<i32>>> {
         let names = self.shape.outputs();
         self.outputs
@@ -357,6 +369,22 @@ impl<'g> PrepPlan<'g> {
 
     pub fn download_accepted(&self) -> Result<Vec<i32>> {
         self.gpu.download("accepted", &self.accepted)
+    }
+}
+
+/// A plan and a prepared arm: one prep per step, for the measuring harness.
+pub struct ArmSteps<'p, 'g> {
+    pub plan: &'p mut PrepPlan<'g>,
+    pub prepared: Prepared,
+}
+
+impl StepSource for ArmSteps<'_, '_> {
+    fn issue_step(&mut self) -> Result<()> {
+        self.plan.issue(&self.prepared)
+    }
+
+    fn take_blocked(&mut self) -> Duration {
+        self.plan.take_blocked()
     }
 }
 

@@ -79,9 +79,9 @@ impl Layout {
     }
 
     /// A comma list such as `tp1,tp8,dep4`; rejects empty items, duplicates and unknown
-    /// names, naming the `--layouts` flag.
+    /// names, naming the `--tp` flag.
     pub fn parse_list(s: &str) -> Result<Vec<Layout>> {
-        crate::cli_lists::parse_list(s, "--layouts", "tp1,tp8,dep4", str::parse)
+        crate::cli_lists::parse_list(s, "--tp", "tp1,tp8,dep4", str::parse)
     }
 }
 
@@ -174,14 +174,14 @@ mod tests {
         );
         let dup = format!("{:#}", Layout::parse_list("tp1,tp1").unwrap_err());
         assert!(
-            dup.contains("--layouts") && dup.contains("tp1 appears more than once"),
+            dup.contains("--tp") && dup.contains("tp1 appears more than once"),
             "{dup}"
         );
         let empty = format!("{:#}", Layout::parse_list("tp1,,tp2").unwrap_err());
-        assert!(empty.contains("--layouts: empty item"), "{empty}");
+        assert!(empty.contains("--tp: empty item"), "{empty}");
         let unknown = format!("{:#}", Layout::parse_list("tp2,tp3").unwrap_err());
         assert!(
-            unknown.contains("--layouts") && unknown.contains("`tp3` is not a layout"),
+            unknown.contains("--tp") && unknown.contains("`tp3` is not a layout"),
             "{unknown}"
         );
         assert!(Layout::parse_list("").is_err());

@@ -7,6 +7,7 @@
 //! * `metrics` — ITL, throughput, forward occupancy and host-bound gap from a timeline;
 //! * `trace` — a Chrome trace-event (Perfetto) writer for host and GPU timelines.
 
+pub mod forward;
 pub mod layout;
 pub mod metrics;
 pub mod profile;

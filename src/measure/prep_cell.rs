@@ -1,0 +1,108 @@
+//! One sweep cell: an arm's per-step cost, decomposed.
+//!
+//! * `step_us` — wall time per step, steps issued back to back, GPU done at the end.
+//! * `step_fwd_us` — the same with a stand-in forward of fixed GPU duration after each prep,
+//!   so the GPU is busy when the next step's host read lands (it then waits for the forward:
+//!   host and GPU serialise).
+//! * `host_issue_us` — host time per step spent issuing the prep, not counting the read.
+//! * `host_blocked_us` — host time per step blocked in the read (eager-sync only).
+//! * `gpu_prep_us` — device time from the prep's first to last operation (CUDA events
+//!   around each step's prep, in a separate pass so the events do not perturb the others).
+
+use super::sampling::{sample_per_step, Sampled};
+use super::stopping::StoppingRule;
+use crate::gpu::{Gpu, Launch};
+use anyhow::{Context, Result};
+use cudarc::driver::sys::CUevent_flags;
+use std::time::{Duration, Instant};
+
+/// Something that issues one step of work on the GPU's stream: a prep arm, or a floor item
+/// run through the same harness to measure the harness itself.
+pub trait StepSource {
+    fn issue_step(&mut self) -> Result<()>;
+    /// Host time spent blocked in a host read since the last call.
+    fn take_blocked(&mut self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+pub struct PrepMeasurement {
+    pub step: Sampled,
+    pub step_fwd: Option<Sampled>,
+    pub host_issue_us: Vec<f64>,
+    pub host_blocked_us: Vec<f64>,
+    pub gpu_prep_us: Vec<f64>,
+}
+
+/// Steps in the event-timed pass for `gpu_prep_us`.
+pub const EVENT_STEPS: usize = 200;
+
+pub fn measure(
+    gpu: &Gpu,
+    source: &mut dyn StepSource,
+    rule: &StoppingRule,
+    steps_per_sample: usize,
+    mut forward: Option<&mut Launch>,
+) -> Result<PrepMeasurement> {
+    let (mut host_issue_us, mut host_blocked_us) = (Vec::new(), Vec::new());
+    let step = sample_per_step(rule, steps_per_sample, |n| {
+        let start = Instant::now();
+        let mut issuing = Duration::ZERO;
+        for _ in 0..n {
+            let t = Instant::now();
+            source.issue_step()?;
+            issuing += t.elapsed();
+        }
+        gpu.sync()?;
+        let took = start.elapsed();
+        let blocked = source.take_blocked();
+        host_blocked_us.push(blocked.as_secs_f64() * 1e6 / n as f64);
+        host_issue_us.push(issuing.saturating_sub(blocked).as_secs_f64() * 1e6 / n as f64);
+        Ok(took)
+    })?;
+    let step_fwd = match forward.as_deref_mut() {
+        None => None,
+        Some(fwd) => Some(sample_per_step(rule, steps_per_sample, |n| {
+            let start = Instant::now();
+            for _ in 0..n {
+                source.issue_step()?;
+                // SAFETY: the forward stand-in takes only a duration.
+                unsafe { fwd.issue(gpu.cu_stream())? };
+            }
+            gpu.sync()?;
+            source.take_blocked();
+            Ok(start.elapsed())
+        })?),
+    };
+    let gpu_prep_us = event_timed(gpu, source, EVENT_STEPS)?;
+    Ok(PrepMeasurement {
+        step,
+        step_fwd,
+        host_issue_us,
+        host_blocked_us,
+        gpu_prep_us,
+    })
+}
+
+/// Device time of each of `steps` preps, from events recorded around it.
+fn event_timed(gpu: &Gpu, source: &mut dyn StepSource, steps: usize) -> Result<Vec<f64>> {
+    let new_event = || {
+        gpu.ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .context("creating a timing event")
+    };
+    let events: Vec<_> = (0..steps)
+        .map(|_| Ok((new_event()?, new_event()?)))
+        .collect::<Result<_>>()?;
+    for (begin, end) in &events {
+        begin.record(&gpu.stream)?;
+        source.issue_step()?;
+        end.record(&gpu.stream)?;
+    }
+    gpu.sync()?;
+    source.take_blocked();
+    events
+        .iter()
+        .map(|(b, e)| Ok(b.elapsed_ms(e)? as f64 * 1e3))
+        .collect()
+}

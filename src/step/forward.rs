@@ -1,0 +1,46 @@
+//! GPU stand-ins for a model forward: a fixed-duration spin, or a kernel that streams the
+//! bytes one GPU's forward reads.
+
+use crate::gpu::{Gpu, KernelModule, Launch};
+use anyhow::{bail, Result};
+use cudarc::driver::{CudaSlice, DevicePtr};
+
+/// A kernel that keeps the GPU busy for `us` microseconds (one block, `%globaltimer`).
+pub fn spin(gpu: &Gpu, us: f64) -> Result<Launch> {
+    if !(us.is_finite() && us > 0.0) {
+        bail!("a forward stand-in needs a positive duration in µs, got {us}");
+    }
+    let func = gpu.function(KernelModule::Forward, "spin_ns")?;
+    Ok(Launch::new("spin_ns", func, (1, 1, 1), (1, 1, 1)).arg((us * 1e3).round() as u64))
+}
+
+/// A buffer larger than L2 that the streaming kernel reads, and the sink it writes.
+pub struct StreamSource {
+    buf: CudaSlice<u8>,
+    sink: CudaSlice<u32>,
+}
+
+impl StreamSource {
+    /// A buffer of at least `bytes` and at least 4x the L2, so every pass reads HBM.
+    pub fn new(gpu: &Gpu, bytes: usize) -> Result<Self> {
+        let bytes = bytes.max(4 * gpu.info.l2_bytes as usize).div_ceil(16) * 16;
+        Ok(Self {
+            buf: gpu.alloc(bytes)?,
+            sink: gpu.alloc(1)?,
+        })
+    }
+
+    /// A launch that reads `bytes`, passing over the buffer as many times as that takes.
+    pub fn launch(&self, gpu: &Gpu, bytes: u64) -> Result<Launch> {
+        let words = bytes.div_ceil(16).max(1);
+        let func = gpu.function(KernelModule::Forward, "stream_bytes")?;
+        let blocks = (gpu.info.sm_count * 4).max(1);
+        Ok(
+            Launch::new("stream_bytes", func, (blocks, 1, 1), (512, 1, 1))
+                .arg(self.buf.device_ptr(&gpu.stream).0)
+                .arg(self.buf.len() as i64 / 16)
+                .arg(words as i64)
+                .arg(self.sink.device_ptr(&gpu.stream).0),
+        )
+    }
+}

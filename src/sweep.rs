@@ -1,0 +1,348 @@
+//! `metaprep sweep`: every arm of every family over batch size x block size x layout, with
+//! the floor measured in the same run, NVML telemetry per cell, a stopping rule on the
+//! median's confidence interval, and atomic, resumable output.
+
+use crate::gpu::Gpu;
+use crate::measure::environment::env_record;
+use crate::measure::floor::{Floor, FloorItem};
+use crate::measure::nvml::{Sampler, DEFAULT_PERIOD};
+use crate::measure::prep_cell::{measure, PrepMeasurement, StepSource};
+use crate::measure::rows::CellId;
+use crate::measure::sampling::sample_per_step;
+use crate::measure::stats::{diff_of_medians, ratio_of_medians};
+use crate::measure::stopping::StoppingRule;
+use crate::prep::accept::AcceptModel;
+use crate::prep::inputs::{generate, HostInputs, LengthRange};
+use crate::prep::plan::{ArmSteps, PrepPlan};
+use crate::prep::{Arm, Family, Shape};
+use crate::report::csv::{
+    completed_cells, rows_for_resume, write_rows, Row, KIND_FLOOR, KIND_PREP,
+};
+use crate::report::run_dir::{RESULTS_CSV, TELEMETRY_CSV};
+use crate::report::telemetry::write_samples;
+use crate::step::forward;
+use crate::step::layout::Layout;
+use anyhow::{bail, Context, Result};
+use cudarc::driver::CudaGraph;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Debug, Clone)]
+pub struct SweepConfig {
+    pub device: usize,
+    pub families: Vec<Family>,
+    pub arms: Vec<Arm>,
+    pub batch_sizes: Vec<u32>,
+    pub block_sizes: Vec<u32>,
+    pub layouts: Vec<Layout>,
+    /// GPU duration of the stand-in forward after each prep for `step_fwd_us`; 0 skips it.
+    pub forward_us: f64,
+    pub max_context: u32,
+    pub seq_lens: LengthRange,
+    pub rule: StoppingRule,
+    pub steps_per_sample: usize,
+    pub seed: u64,
+    pub out: PathBuf,
+    pub resume: bool,
+}
+
+/// The bare empty graph run through the same harness as the arms: its cost over the raw
+/// empty-graph floor is the harness's own per-step overhead.
+struct GraphSteps<'a>(&'a CudaGraph);
+
+impl StepSource for GraphSteps<'_> {
+    fn issue_step(&mut self) -> Result<()> {
+        self.0.launch().context("replaying the empty graph")
+    }
+}
+
+/// What an arm is read against: an empty graph replay for graph arms, an empty kernel
+/// launch for eager ones.
+fn floor_of(arm: Arm) -> FloorItem {
+    if arm.uses_graph() {
+        FloorItem::EmptyGraph
+    } else {
+        FloorItem::EmptyKernel
+    }
+}
+
+fn floor_cell(item: &str) -> CellId {
+    CellId {
+        kind: KIND_FLOOR,
+        family: "floor".into(),
+        arm: item.into(),
+        batch_size: 1,
+        block_size: 1,
+        layout: "tp1".into(),
+        emulated: false,
+    }
+}
+
+pub struct SweepOutcome {
+    pub dir: PathBuf,
+    pub rows: Vec<Row>,
+    pub seconds: f64,
+}
+
+pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
+    let started = Instant::now();
+    let csv_path = config.out.join(RESULTS_CSV);
+    if csv_path.exists() && !config.resume {
+        bail!(
+            "{} already exists: pass --resume to continue that sweep, or choose another --out",
+            csv_path.display()
+        );
+    }
+    let gpu = Gpu::open(config.device)?;
+    let mut rows = if config.resume {
+        rows_for_resume(&csv_path)?
+    } else {
+        Vec::new()
+    };
+    // The floor is measured again on every invocation so arms are read against a floor of
+    // the same run; older floor rows are replaced.
+    rows.retain(|r| r.kind != KIND_FLOOR);
+    let done = completed_cells(&rows);
+
+    let emulated: Vec<String> = config
+        .layouts
+        .iter()
+        .filter(|l| l.emulated(gpu.info.device_count))
+        .map(|l| {
+            format!(
+                "emulated: {l} needs {} GPUs, this host has {}; one rank's prep ran on one GPU",
+                l.gpus(),
+                gpu.info.device_count
+            )
+        })
+        .collect();
+    for note in &emulated {
+        eprintln!("metaprep: {note}");
+    }
+    let env = env_record(&gpu, emulated);
+    env.write(&config.out)?;
+    let sampler = match Sampler::start(config.device as u32, DEFAULT_PERIOD) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            eprintln!("metaprep: warning: NVML unavailable ({e}); clock, power and throttle columns stay empty");
+            None
+        }
+    };
+
+    let mut floor = Floor::new(&gpu)?;
+    let mut floor_samples: HashMap<&str, Vec<f64>> = HashMap::new();
+    for item in FloorItem::ALL {
+        let cell = floor_cell(item.name());
+        if let Some(s) = &sampler {
+            s.set_cell(&cell.label());
+        }
+        let sampled = sample_per_step(&config.rule, config.steps_per_sample, |n| {
+            floor.batch(item, n)
+        })?;
+        let telemetry = sampler.as_ref().and_then(|s| s.cell_summary(&cell.label()));
+        rows.extend(cell.summary_row(
+            "step_us",
+            "us",
+            &sampled.per_step_us,
+            sampled.stop.as_str(),
+            telemetry.as_ref(),
+        ));
+        floor_samples.insert(item.name(), sampled.per_step_us);
+    }
+    let harness = measure(
+        &gpu,
+        &mut GraphSteps(floor.empty_graph()),
+        &config.rule,
+        config.steps_per_sample,
+        None,
+    )?;
+    let cell = floor_cell("harness");
+    rows.extend(cell.summary_row(
+        "step_us",
+        "us",
+        &harness.step.per_step_us,
+        harness.step.stop.as_str(),
+        None,
+    ));
+    if let Some(overhead) = diff_of_medians(
+        &harness.step.per_step_us,
+        &floor_samples["empty-graph"],
+        config.seed,
+    ) {
+        rows.push(cell.estimate_row(
+            "overhead_us",
+            "us",
+            &overhead,
+            harness.step.per_step_us.len() as u64,
+            None,
+        ));
+    }
+    write_rows(&csv_path, &rows)?;
+
+    let mut forward = if config.forward_us > 0.0 {
+        Some(forward::spin(&gpu, config.forward_us)?)
+    } else {
+        None
+    };
+    let groups = config.layouts.len()
+        * config.batch_sizes.len()
+        * config.block_sizes.len()
+        * config.families.len();
+    let progress = indicatif::ProgressBar::new((groups * config.arms.len()) as u64);
+    progress.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} cells, ETA {eta} {msg}",
+        )
+        .expect("valid progress template"),
+    );
+    for &layout in &config.layouts {
+        for &bs in &config.batch_sizes {
+            let rank_bs = layout.rank_batch(bs);
+            for &block in &config.block_sizes {
+                let mut inputs: Option<HostInputs> = None;
+                for &family in &config.families {
+                    let cells: Vec<CellId> = config
+                        .arms
+                        .iter()
+                        .map(|arm| CellId {
+                            kind: KIND_PREP,
+                            family: family.name().into(),
+                            arm: arm.name().into(),
+                            batch_size: bs,
+                            block_size: block,
+                            layout: layout.to_string(),
+                            emulated: layout.emulated(gpu.info.device_count),
+                        })
+                        .collect();
+                    if cells.iter().all(|c| done.contains(&c.key())) {
+                        progress.inc(cells.len() as u64);
+                        continue;
+                    }
+                    let shape = Shape::new(family, rank_bs, block, config.max_context)?;
+                    let inputs = inputs.get_or_insert_with(|| {
+                        generate(
+                            &shape,
+                            config.seed ^ ((rank_bs as u64) << 32 | block as u64),
+                            config.seq_lens,
+                            false,
+                        )
+                    });
+                    let accept = AcceptModel::with_probability(
+                        0.7,
+                        block,
+                        config.seed as u32,
+                        shape.max_seq_len(),
+                    );
+                    let mut plan =
+                        PrepPlan::new(&gpu, shape, inputs, accept).with_context(|| {
+                            format!("setting up {family} bs {rank_bs} block {block}")
+                        })?;
+                    let mut step_samples: HashMap<Arm, Vec<f64>> = HashMap::new();
+                    for (&arm, cell) in config.arms.iter().zip(&cells) {
+                        progress.set_message(cell.label());
+                        let label = cell.label();
+                        if let Some(s) = &sampler {
+                            s.set_cell(&label);
+                        }
+                        let prepared = plan
+                            .prepare(arm)
+                            .with_context(|| format!("preparing {label}"))?;
+                        let mut steps = ArmSteps {
+                            plan: &mut plan,
+                            prepared,
+                        };
+                        let m = measure(
+                            &gpu,
+                            &mut steps,
+                            &config.rule,
+                            config.steps_per_sample,
+                            forward.as_mut(),
+                        )
+                        .with_context(|| format!("measuring {label}"))?;
+                        let telemetry = sampler.as_ref().and_then(|s| s.cell_summary(&label));
+                        rows.extend(arm_rows(
+                            cell,
+                            arm,
+                            &m,
+                            &floor_samples,
+                            config.seed,
+                            telemetry.as_ref(),
+                        ));
+                        step_samples.insert(arm, m.step.per_step_us);
+                        progress.inc(1);
+                    }
+                    if let (Some(sync), Some(device)) = (
+                        step_samples.get(&Arm::EagerSync),
+                        step_samples.get(&Arm::EagerDevice),
+                    ) {
+                        let cell = &cells[config
+                            .arms
+                            .iter()
+                            .position(|&a| a == Arm::EagerSync)
+                            .expect("measured")];
+                        if let Some(cost) = diff_of_medians(sync, device, config.seed) {
+                            rows.push(cell.estimate_row(
+                                "read_cost_us",
+                                "us",
+                                &cost,
+                                sync.len().min(device.len()) as u64,
+                                None,
+                            ));
+                        }
+                    }
+                    write_rows(&csv_path, &rows)?;
+                }
+            }
+        }
+    }
+    progress.finish_and_clear();
+    if let Some(s) = sampler {
+        write_samples(&config.out.join(TELEMETRY_CSV), &s.stop())?;
+    }
+    Ok(SweepOutcome {
+        dir: config.out.clone(),
+        rows,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The rows of one measured arm: its decomposition, and its cost as a multiple of its floor.
+fn arm_rows(
+    cell: &CellId,
+    arm: Arm,
+    m: &PrepMeasurement,
+    floor: &HashMap<&str, Vec<f64>>,
+    seed: u64,
+    telemetry: Option<&crate::measure::nvml::CellTelemetry>,
+) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let stop = m.step.stop.as_str();
+    rows.extend(cell.summary_row("step_us", "us", &m.step.per_step_us, stop, telemetry));
+    if let Some(fwd) = &m.step_fwd {
+        rows.extend(cell.summary_row(
+            "step_fwd_us",
+            "us",
+            &fwd.per_step_us,
+            fwd.stop.as_str(),
+            telemetry,
+        ));
+    }
+    rows.extend(cell.summary_row("host_issue_us", "us", &m.host_issue_us, stop, telemetry));
+    if arm == Arm::EagerSync {
+        rows.extend(cell.summary_row("host_blocked_us", "us", &m.host_blocked_us, stop, telemetry));
+    }
+    rows.extend(cell.summary_row("gpu_prep_us", "us", &m.gpu_prep_us, "fixed", telemetry));
+    if let Some(multiple) =
+        ratio_of_medians(&m.step.per_step_us, &floor[floor_of(arm).name()], seed)
+    {
+        rows.push(cell.estimate_row(
+            "floor_multiple",
+            "x",
+            &multiple,
+            m.step.per_step_us.len() as u64,
+            telemetry,
+        ));
+    }
+    rows
+}
