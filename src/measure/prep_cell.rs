@@ -42,7 +42,7 @@ pub fn measure(
     source: &mut dyn StepSource,
     rule: &StoppingRule,
     steps_per_sample: usize,
-    mut forward: Option<&mut Launch>,
+    forward: Option<&mut Launch>,
 ) -> Result<PrepMeasurement> {
     let (mut host_issue_us, mut host_blocked_us) = (Vec::new(), Vec::new());
     let step = sample_per_step(rule, steps_per_sample, |n| {
@@ -60,7 +60,7 @@ pub fn measure(
         host_issue_us.push(issuing.saturating_sub(blocked).as_secs_f64() * 1e6 / n as f64);
         Ok(took)
     })?;
-    let step_fwd = match forward.as_deref_mut() {
+    let step_fwd = match forward {
         None => None,
         Some(fwd) => Some(sample_per_step(rule, steps_per_sample, |n| {
             let start = Instant::now();

@@ -50,7 +50,7 @@ mod tests {
             gpu_util_pct: 12.0,
             clock_event_reasons: "0x0000000000000001".into(),
         };
-        write_samples(&path, &[sample.clone()]).unwrap();
+        write_samples(&path, std::slice::from_ref(&sample)).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(
             text.lines().next().unwrap(),
