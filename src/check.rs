@@ -6,6 +6,7 @@ use crate::gpu::Gpu;
 use crate::prep::accept::AcceptModel;
 use crate::prep::family::{Family, Shape};
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
+use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::PrepPlan;
 use crate::prep::reference::{expected, Expected, Mismatch};
 use crate::prep::rng::SplitMix64;
@@ -104,11 +105,12 @@ pub fn check_shape_arms(
     let inputs = generate(&shape, seed, range, true);
     let accept = AcceptModel::with_probability(0.7, shape.block, seed as u32, shape.max_seq_len());
     let want = trajectory(&shape, &inputs, &accept, steps);
-    let mut plan = PrepPlan::new(gpu, shape, &inputs, accept)?;
     let live = shape.batch_size as usize;
+    let lengths = DeviceLengths::new(gpu, &inputs.seq_lens, live, accept)?;
+    let mut plan = PrepPlan::new(gpu, shape, &inputs, &lengths)?;
     let mut results = Vec::new();
     for &arm in arms {
-        plan.reset()?;
+        lengths.reset()?;
         let prepared = plan.prepare(arm)?;
         let mut result = CellResult {
             family: shape.family,
@@ -132,8 +134,8 @@ pub fn check_shape_arms(
                     result.first = first.map(|m| (step, m));
                 }
             }
-            plan.issue_accept()?;
-            let lens = plan.download_seq_lens()?;
+            lengths.issue_accept()?;
+            let lens = lengths.download_seq_lens()?;
             let expected_lens = &want.seq_lens_after[step][..live];
             for (i, (&g, &e)) in lens[..live].iter().zip(expected_lens).enumerate() {
                 if g != e {
@@ -162,7 +164,8 @@ pub fn eager_sync_capture_is_refused(gpu: &Gpu, family: Family) -> Result<String
     let shape = check_shape(family, 2, 5, 1, 1 << 16)?;
     let inputs = generate(&shape, 1, LengthRange { min: 0, max: 4096 }, false);
     let accept = AcceptModel::with_probability(0.7, shape.block, 1, shape.max_seq_len());
-    let mut plan = PrepPlan::new(gpu, shape, &inputs, accept)?;
+    let lengths = DeviceLengths::new(gpu, &inputs.seq_lens, shape.batch_size as usize, accept)?;
+    let mut plan = PrepPlan::new(gpu, shape, &inputs, &lengths)?;
     plan.prepare(Arm::EagerSync)?;
     match plan.capture(Arm::EagerSync) {
         Ok(_) => bail!("capturing the eager-sync prep of {family} succeeded: the capture guard let a host read into a graph"),

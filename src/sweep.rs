@@ -13,6 +13,7 @@ use crate::measure::stats::{diff_of_medians, ratio_of_medians};
 use crate::measure::stopping::StoppingRule;
 use crate::prep::accept::AcceptModel;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
+use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{ArmSteps, PrepPlan};
 use crate::prep::{Arm, Family, Shape};
 use crate::report::csv::{
@@ -234,8 +235,10 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
                         config.seed as u32,
                         shape.max_seq_len(),
                     );
+                    let lengths =
+                        DeviceLengths::new(&gpu, &inputs.seq_lens, rank_bs as usize, accept)?;
                     let mut plan =
-                        PrepPlan::new(&gpu, shape, inputs, accept).with_context(|| {
+                        PrepPlan::new(&gpu, shape, inputs, &lengths).with_context(|| {
                             format!("setting up {family} bs {rank_bs} block {block}")
                         })?;
                     let mut step_samples: HashMap<Arm, Vec<f64>> = HashMap::new();

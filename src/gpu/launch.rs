@@ -3,7 +3,7 @@
 //! possible to what it times.
 
 use anyhow::{Context, Result};
-use cudarc::driver::{result, sys, CudaFunction};
+use cudarc::driver::{sys, CudaFunction};
 use std::ffi::c_void;
 
 pub struct Launch {
@@ -61,15 +61,24 @@ impl Launch {
     /// # Safety
     /// Every device pointer among the arguments must still be allocated, and the grid must
     /// match what the kernel expects: the owner of the buffers (a prep plan) guarantees both.
-    pub unsafe fn issue(&mut self, stream: sys::CUstream) -> Result<()> {
-        result::launch_kernel(
+    pub unsafe fn issue(&self, stream: sys::CUstream) -> Result<()> {
+        let (g, b) = (self.grid, self.block);
+        // cuLaunchKernel reads the parameter array and never writes it.
+        let params = self.params.as_ptr() as *mut *mut c_void;
+        sys::cuLaunchKernel(
             self.func.cu_function(),
-            self.grid,
-            self.block,
+            g.0,
+            g.1,
+            g.2,
+            b.0,
+            b.1,
+            b.2,
             0,
             stream,
-            &mut self.params,
+            params,
+            std::ptr::null_mut(),
         )
+        .result()
         .with_context(|| {
             format!(
                 "launching kernel {} grid {:?} block {:?}",

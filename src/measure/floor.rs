@@ -59,14 +59,13 @@ pub struct Floor<'g> {
 impl<'g> Floor<'g> {
     pub fn new(gpu: &'g Gpu) -> Result<Self> {
         let func = gpu.function(KernelModule::Floor, "empty_kernel")?;
-        let mut empty = Launch::new("empty_kernel", func.clone(), (1, 1, 1), (1, 1, 1));
+        let empty = Launch::new("empty_kernel", func, (1, 1, 1), (1, 1, 1));
         // SAFETY: the empty kernel takes no arguments.
         unsafe { empty.issue(gpu.cu_stream())? };
         gpu.sync()?;
-        let mut captured = Launch::new("empty_kernel", func, (1, 1, 1), (1, 1, 1));
         // SAFETY: as above.
         let empty_graph = capture_graph(&gpu.stream, "the empty-graph floor", || unsafe {
-            captured.issue(gpu.cu_stream())
+            empty.issue(gpu.cu_stream())
         })?;
         empty_graph.upload().context("uploading the empty graph")?;
         // SAFETY: freshly allocated pinned memory, filled before any use.

@@ -5,6 +5,7 @@ pub mod accept;
 pub mod arm;
 pub mod family;
 pub mod inputs;
+pub mod lengths;
 pub mod plan;
 pub mod reference;
 pub mod rng;

@@ -3,10 +3,10 @@
 //! kernels (a host read and a host-built list, or device tensors only) and how the kernels
 //! are launched (eagerly, or as one replay of a captured graph).
 
-use super::accept::AcceptModel;
 use super::arm::Arm;
 use super::family::{Family, Shape, PAGE_COLS_PER_BLOCK, POISON};
 use super::inputs::HostInputs;
+use super::lengths::DeviceLengths;
 use crate::gpu::{capture_graph, ensure_not_capturing, Gpu, KernelModule, Launch};
 use crate::measure::prep_cell::StepSource;
 use anyhow::{Context, Result};
@@ -86,11 +86,7 @@ pub struct Prepared {
 pub struct PrepPlan<'g> {
     gpu: &'g Gpu,
     pub shape: Shape,
-    pub accept_model: AcceptModel,
-    seq_lens: CudaSlice<i32>,
-    initial_seq_lens: CudaSlice<i32>,
-    accepted: CudaSlice<i32>,
-    step_counter: CudaSlice<u32>,
+    lengths: &'g DeviceLengths<'g>,
     /// Where eager-sync's host-built `[block] * bs` list lands.
     host_block: CudaSlice<i32>,
     outputs: Vec<CudaSlice<i32>>,
@@ -99,7 +95,6 @@ pub struct PrepPlan<'g> {
     device_launches: Vec<Launch>,
     sync_launches: Vec<Launch>,
     fused: Launch,
-    accept: Launch,
     poison: Vec<Launch>,
     host_lens: Vec<i32>,
     host_list: Vec<i32>,
@@ -108,22 +103,28 @@ pub struct PrepPlan<'g> {
 }
 
 impl<'g> PrepPlan<'g> {
+    /// A plan over `inputs` (all but the lengths, which `lengths` holds on the device).
     pub fn new(
         gpu: &'g Gpu,
         shape: Shape,
         inputs: &HostInputs,
-        accept_model: AcceptModel,
+        lengths: &'g DeviceLengths<'g>,
     ) -> Result<Self> {
+        if lengths.live_bs() != shape.batch_size as usize {
+            anyhow::bail!(
+                "the lengths hold {} requests but the {} plan has {}",
+                lengths.live_bs(),
+                shape.family,
+                shape.batch_size
+            );
+        }
         let padded = shape.padded_bs as usize;
-        let seq_lens = gpu.upload(&inputs.seq_lens)?;
-        let initial_seq_lens = gpu.upload(&inputs.seq_lens)?;
+        let seq_lens = lengths.seq_lens_ptr();
         let req_pool_indices = gpu.upload(&inputs.req_pool_indices)?;
         let req_to_token = gpu.upload(&inputs.req_to_token)?;
         let out_cache_loc = gpu.upload(&inputs.out_cache_loc)?;
         let full_to_swa = gpu.upload(&inputs.full_to_swa)?;
         let host_block = gpu.alloc::<i32>(padded)?;
-        let accepted = gpu.alloc::<i32>(padded)?;
-        let step_counter = gpu.alloc::<u32>(padded)?;
         let specs = shape.outputs();
         let outputs = specs
             .iter()
@@ -133,7 +134,7 @@ impl<'g> PrepPlan<'g> {
         let out: Vec<u64> = outputs.iter().map(|b| ptr(b, gpu)).collect();
         let args_with = |host_block_ptr: u64| match shape.family {
             Family::DsparkDraftBlock => FamilyArgs::Dspark(DsparkArgs {
-                seq_lens: ptr(&seq_lens, gpu),
+                seq_lens,
                 req_pool_indices: ptr(&req_pool_indices, gpu),
                 req_to_token: ptr(&req_to_token, gpu),
                 out_cache_loc: ptr(&out_cache_loc, gpu),
@@ -154,7 +155,7 @@ impl<'g> PrepPlan<'g> {
                     (0, out[1])
                 };
                 FamilyArgs::Dsa(DsaArgs {
-                    seq_lens: ptr(&seq_lens, gpu),
+                    seq_lens,
                     req_pool_indices: ptr(&req_pool_indices, gpu),
                     req_to_token: ptr(&req_to_token, gpu),
                     host_block: host_block_ptr,
@@ -174,21 +175,6 @@ impl<'g> PrepPlan<'g> {
         let device_launches = staged_launches(gpu, &shape, args_with(0))?;
         let sync_launches = staged_launches(gpu, &shape, args_with(ptr(&host_block, gpu)))?;
         let fused = fused_launch(gpu, &shape, args_with(0))?;
-
-        let accept = Launch::new(
-            "accept",
-            gpu.function(KernelModule::Accept, "accept")?,
-            (shape.batch_size.div_ceil(THREADS), 1, 1),
-            (THREADS, 1, 1),
-        )
-        .arg(ptr(&seq_lens, gpu))
-        .arg(ptr(&accepted, gpu))
-        .arg(ptr(&step_counter, gpu))
-        .arg(shape.batch_size as i32)
-        .arg(accept_model.block as i32)
-        .arg(accept_model.threshold)
-        .arg(accept_model.seed)
-        .arg(accept_model.max_len);
 
         let poison_fn = gpu.function(KernelModule::DsaDecode, "poison_i32")?;
         let poison = outputs
@@ -210,18 +196,13 @@ impl<'g> PrepPlan<'g> {
         Ok(Self {
             gpu,
             shape,
-            accept_model,
-            seq_lens,
-            initial_seq_lens,
-            accepted,
-            step_counter,
+            lengths,
             host_block,
             outputs,
             _inputs: vec![req_pool_indices, req_to_token, out_cache_loc, full_to_swa],
             device_launches,
             sync_launches,
             fused,
-            accept,
             poison,
             host_lens: vec![0; shape.batch_size as usize],
             host_list: Vec::with_capacity(shape.batch_size as usize),
@@ -238,10 +219,7 @@ impl<'g> PrepPlan<'g> {
     fn issue_eager_sync(&mut self) -> Result<()> {
         ensure_not_capturing(&self.gpu.stream, "seq_lens.tolist() in the eager-sync prep")?;
         let stream = self.stream();
-        let (seq_lens, host_block) = (
-            ptr(&self.seq_lens, self.gpu),
-            ptr(&self.host_block, self.gpu),
-        );
+        let (seq_lens, host_block) = (self.lengths.seq_lens_ptr(), ptr(&self.host_block, self.gpu));
         let read_start = Instant::now();
         // SAFETY: host_lens holds batch_size elements and seq_lens at least that many; the
         // copy is pageable, so it completes before the synchronize returns.
@@ -267,12 +245,12 @@ impl<'g> PrepPlan<'g> {
         let page = &mut self.sync_launches[PAGE_LAUNCH];
         page.set_arg(COL_LIMIT_ARG, col_limit as i32);
         page.grid.1 = col_limit.div_ceil(PAGE_COLS_PER_BLOCK).max(1);
-        issue_all(&mut self.sync_launches, stream)
+        issue_all(&self.sync_launches, stream)
     }
 
     fn issue_device(&mut self) -> Result<()> {
         let stream = self.stream();
-        issue_all(&mut self.device_launches, stream)
+        issue_all(&self.device_launches, stream)
     }
 
     fn issue_fused(&mut self) -> Result<()> {
@@ -324,29 +302,9 @@ impl<'g> PrepPlan<'g> {
         }
     }
 
-    /// The end of a step: advance `seq_lens` on the device by the accepted tokens.
-    pub fn issue_accept(&mut self) -> Result<()> {
-        let stream = self.stream();
-        // SAFETY: the plan owns seq_lens, accepted and step_counter.
-        unsafe { self.accept.issue(stream) }
-    }
-
     /// Fills every output with the poison so unwritten cells show.
-    pub fn poison_outputs(&mut self) -> Result<()> {
-        let stream = self.stream();
-        issue_all(&mut self.poison, stream)
-    }
-
-    /// Puts `seq_lens` and the accept counters back to their initial state.
-    pub fn reset(&mut self) -> Result<()> {
-        let stream = &self.gpu.stream;
-        stream
-            .memcpy_dtod(&self.initial_seq_lens, &mut self.seq_lens)
-            .context("resetting seq_lens")?;
-        stream
-            .memset_zeros(&mut self.step_counter)
-            .context("resetting the accept counters")?;
-        Ok(())
+    pub fn poison_outputs(&self) -> Result<()> {
+        issue_all(&self.poison, self.stream())
     }
 
     /// Host time blocked in eager-sync's read since the last call.
@@ -361,14 +319,6 @@ impl<'g> PrepPlan<'g> {
             .zip(names)
             .map(|(b, spec)| self.gpu.download(spec.name, b))
             .collect()
-    }
-
-    pub fn download_seq_lens(&self) -> Result<Vec<i32>> {
-        self.gpu.download("seq_lens", &self.seq_lens)
-    }
-
-    pub fn download_accepted(&self) -> Result<Vec<i32>> {
-        self.gpu.download("accepted", &self.accepted)
     }
 }
 
@@ -388,7 +338,7 @@ impl StepSource for ArmSteps<'_, '_> {
     }
 }
 
-fn issue_all(launches: &mut [Launch], stream: sys::CUstream) -> Result<()> {
+fn issue_all(launches: &[Launch], stream: sys::CUstream) -> Result<()> {
     for launch in launches {
         // SAFETY: launches are built by PrepPlan::new over buffers the plan owns.
         unsafe { launch.issue(stream)? };

@@ -1,0 +1,106 @@
+//! The committed lengths on the device and the accept step that advances them: one state
+//! shared by every prep plan of a step (the draft and verify metadata read the same
+//! `seq_lens`, as in a serving engine).
+
+use super::accept::AcceptModel;
+use crate::gpu::{Gpu, KernelModule, Launch};
+use anyhow::{Context, Result};
+use cudarc::driver::{result, CudaSlice, DevicePtr};
+
+pub struct DeviceLengths<'g> {
+    gpu: &'g Gpu,
+    pub accept_model: AcceptModel,
+    live_bs: usize,
+    seq_lens: CudaSlice<i32>,
+    initial: CudaSlice<i32>,
+    accepted: CudaSlice<i32>,
+    step_counter: CudaSlice<u32>,
+    accept: Launch,
+}
+
+impl<'g> DeviceLengths<'g> {
+    /// `seq_lens` holds the padded batch (padding rows 0); the first `live_bs` are requests.
+    pub fn new(
+        gpu: &'g Gpu,
+        seq_lens: &[i32],
+        live_bs: usize,
+        accept_model: AcceptModel,
+    ) -> Result<Self> {
+        let initial = gpu.upload(seq_lens)?;
+        let lengths = gpu.upload(seq_lens)?;
+        let accepted = gpu.alloc::<i32>(seq_lens.len())?;
+        let step_counter = gpu.alloc::<u32>(seq_lens.len())?;
+        let ptr = |b: &CudaSlice<_>| b.device_ptr(&gpu.stream).0;
+        let accept = Launch::new(
+            "accept",
+            gpu.function(KernelModule::Accept, "accept")?,
+            ((live_bs as u32).div_ceil(256), 1, 1),
+            (256, 1, 1),
+        )
+        .arg(ptr(&lengths))
+        .arg(accepted.device_ptr(&gpu.stream).0)
+        .arg(step_counter.device_ptr(&gpu.stream).0)
+        .arg(live_bs as i32)
+        .arg(accept_model.block as i32)
+        .arg(accept_model.threshold)
+        .arg(accept_model.seed)
+        .arg(accept_model.max_len);
+        Ok(Self {
+            gpu,
+            accept_model,
+            live_bs,
+            seq_lens: lengths,
+            initial,
+            accepted,
+            step_counter,
+            accept,
+        })
+    }
+
+    pub fn live_bs(&self) -> usize {
+        self.live_bs
+    }
+
+    /// Device address of `seq_lens`, for the prep kernels' argument blocks.
+    pub fn seq_lens_ptr(&self) -> u64 {
+        self.seq_lens.device_ptr(&self.gpu.stream).0
+    }
+
+    /// The end of a step: `seq_lens[i] += accepted[i]` on the device.
+    pub fn issue_accept(&self) -> Result<()> {
+        // SAFETY: the launch points at buffers self owns.
+        unsafe { self.accept.issue(self.gpu.cu_stream()) }
+    }
+
+    /// Puts `seq_lens` and the accept counters back to their initial state.
+    pub fn reset(&self) -> Result<()> {
+        let stream = self.gpu.cu_stream();
+        let bytes = self.seq_lens.len() * 4;
+        // SAFETY: both buffers hold seq_lens.len() i32s; the counters as many u32s.
+        unsafe {
+            result::memcpy_dtod_async(
+                self.seq_lens_ptr(),
+                self.initial.device_ptr(&self.gpu.stream).0,
+                bytes,
+                stream,
+            )
+            .context("resetting seq_lens")?;
+            result::memset_d8_async(
+                self.step_counter.device_ptr(&self.gpu.stream).0,
+                0,
+                bytes,
+                stream,
+            )
+            .context("resetting the accept counters")?;
+        }
+        Ok(())
+    }
+
+    pub fn download_seq_lens(&self) -> Result<Vec<i32>> {
+        self.gpu.download("seq_lens", &self.seq_lens)
+    }
+
+    pub fn download_accepted(&self) -> Result<Vec<i32>> {
+        self.gpu.download("accepted", &self.accepted)
+    }
+}
