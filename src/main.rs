@@ -12,6 +12,8 @@ use metaprep::prep::{Arm, Family, Shape};
 use metaprep::report::compare::{run_compare, CompareArgs, EXIT_BAD_INPUT};
 use metaprep::report::run_dir::RunDir;
 use metaprep::step::layout::Layout;
+use metaprep::step::profile::{ForwardModel, Profile};
+use metaprep::step::run::{StepsConfig, TraceRequest};
 use metaprep::sweep::{self, SweepConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,6 +41,10 @@ enum Command {
     /// Time every arm over batch size x block size x layout, with the floor measured in the
     /// same run; writes metaprep.csv, env.json and telemetry.csv to --out.
     Sweep(SweepArgs),
+    /// Run the decode-step model (scheduler work, draft prep, draft forward, verify prep,
+    /// verify forward, accept; host one step ahead) per arm, batch, block and layout: ITL,
+    /// throughput, forward occupancy and host-bound gaps, into the same CSV as `sweep`.
+    Steps(StepsArgs),
     /// Write charts (PNG + SVG) and summary.md beside a run's CSV. Needs no GPU.
     Report(ReportArgs),
     Compare(CompareArgs),
@@ -89,7 +95,7 @@ struct SweepArgs {
     #[arg(long, default_value_t = 1.0)]
     rel_ci_pct: f64,
     /// Per-metric time cap of a cell, in milliseconds (the stop reason says which ended it).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 500)]
     time_cap_ms: u64,
     /// Steps per sample: a sample is the wall time of this many steps over their count.
     #[arg(long, default_value_t = 50)]
@@ -103,6 +109,98 @@ struct SweepArgs {
     /// Continue an interrupted sweep in --out: complete cells are kept, the rest measured.
     #[arg(long)]
     resume: bool,
+}
+
+#[derive(Args)]
+struct StepsArgs {
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// Arms, comma separated: eager-sync (both metadata preps read seq_lens to the host,
+    /// which blocks the host until the GPU catches up), eager-device, graph, fused.
+    #[arg(long, default_value = "eager-sync,eager-device,graph")]
+    arms: String,
+    /// Batch sizes (requests per step), comma separated.
+    #[arg(long, default_value = "1,8,64,256")]
+    batch_sizes: String,
+    /// Draft block sizes gamma, comma separated; the verify step checks the same N tokens.
+    #[arg(long, default_value = "3,5,8")]
+    block_sizes: String,
+    /// Layouts, comma separated: tp1, tp2, tp4, tp8 (1/TP of every layer's weights per GPU,
+    /// whole batch, an all-reduce per layer) or dep2, dep4 (attention data-parallel with
+    /// bs/DP requests per GPU, experts spread over the DP GPUs, all-to-all per layer).
+    /// Layouts needing more GPUs than the host has run one rank and are marked emulated.
+    #[arg(long, default_value = "tp1,tp2,tp4,tp8,dep2,dep4")]
+    tp: String,
+    /// Target model profile for the verify forward: moe-large (DeepSeek-V3/V4-class MoE,
+    /// FP8 weights, MLA cache), draft-small, or custom (see --custom-*).
+    #[arg(long, default_value = "moe-large")]
+    model: String,
+    /// Model profile for the draft forward.
+    #[arg(long, default_value = "draft-small")]
+    draft_model: String,
+    /// Custom profile: weight bytes per layer (before the TP split).
+    #[arg(long, default_value_t = 200_000_000)]
+    custom_weight_bytes_per_layer: u64,
+    /// Custom profile: layers.
+    #[arg(long, default_value_t = 32)]
+    custom_layers: u32,
+    /// Custom profile: KV-cache bytes per token per layer.
+    #[arg(long, default_value_t = 1024)]
+    custom_kv_bytes_per_token_per_layer: u64,
+    /// Custom profile: hidden size (sizes the collectives).
+    #[arg(long, default_value_t = 4096)]
+    custom_hidden_size: u32,
+    /// Replace both forwards by a fixed GPU busy-wait of this many µs (a quick what-if that
+    /// ignores the profiles and the layout).
+    #[arg(long)]
+    forward_us: Option<f64>,
+    /// Mean tokens accepted per request per step, bonus token included (between 1 and
+    /// block + 1 for every block size).
+    #[arg(long, default_value_t = 3.51)]
+    accept_length: f64,
+    /// Host scheduler work per step (µs of busy time on the host): what the GPU waits for
+    /// once a host read has serialised host and GPU.
+    #[arg(long, default_value_t = 50.0)]
+    host_work_us: f64,
+    /// Link bandwidth the emulated collectives move their bytes at (GB/s).
+    #[arg(long, default_value_t = 450.0)]
+    link_gb_s: f64,
+    /// Measured steps per cell (the clean pass), unless the cell's time cap ends it first.
+    #[arg(long, default_value_t = 200)]
+    steps: usize,
+    /// Fewest measured steps, whatever the time cap.
+    #[arg(long, default_value_t = 30)]
+    min_steps: usize,
+    /// Time cap of a cell's clean pass, ms.
+    #[arg(long, default_value_t = 1500)]
+    cell_time_cap_ms: u64,
+    /// Warm-up steps before the measured ones.
+    #[arg(long, default_value_t = 10)]
+    warmup_steps: usize,
+    /// Steps of the timeline pass (events around each phase: occupancy, gaps, trace).
+    #[arg(long, default_value_t = 40)]
+    timeline_steps: usize,
+    /// Longest context a request may reach (tokens): the page tables' static width.
+    #[arg(long, default_value_t = 32768)]
+    max_context: u32,
+    /// Committed lengths are drawn uniformly from MIN-MAX tokens.
+    #[arg(long, default_value = "2048-8192")]
+    seq_lens: String,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output directory (default results/steps-<UTC date and time>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Continue an interrupted run in --out.
+    #[arg(long)]
+    resume: bool,
+    /// Write the timeline of --trace-cell as a Chrome trace-event JSON (opens in Perfetto):
+    /// FILE for eager-sync, FILE-<arm>.json for the other arms.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// The cell to trace, LAYOUT:BATCH:BLOCK (default: the first layout, batch and block).
+    #[arg(long)]
+    trace_cell: Option<String>,
 }
 
 #[derive(Args)]
@@ -185,6 +283,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Sweep(args) => match sweep_config(&args) {
             Ok(config) => run_sweep(&config),
+            Err(code) => Ok(code),
+        },
+        Command::Steps(args) => match steps_config(&args) {
+            Ok(config) => run_steps(&config),
             Err(code) => Ok(code),
         },
         Command::Report(args) => report(&args.run_dir),
@@ -289,6 +391,130 @@ fn run_sweep(config: &SweepConfig) -> Result<ExitCode> {
         outcome.dir.display()
     );
     println!("next: metaprep report {}", outcome.dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn forward_model(name: &str, args: &StepsArgs) -> Result<ForwardModel> {
+    if let Some(us) = args.forward_us {
+        if !(us.is_finite() && us > 0.0) {
+            anyhow::bail!("--forward-us: {us} is not a positive duration in µs");
+        }
+        return Ok(ForwardModel::FixedUs(us));
+    }
+    Ok(ForwardModel::Profile(if name == "custom" {
+        Profile::custom(
+            args.custom_weight_bytes_per_layer,
+            args.custom_layers,
+            args.custom_kv_bytes_per_token_per_layer,
+            args.custom_hidden_size,
+        )?
+    } else {
+        Profile::named(name)?
+    }))
+}
+
+fn trace_cell(s: &str) -> Result<(Layout, u32, u32)> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let [layout, bs, block] = parts.as_slice() else {
+        anyhow::bail!("--trace-cell: `{s}` is not LAYOUT:BATCH:BLOCK, such as tp4:1:5");
+    };
+    let number = |v: &str| {
+        v.parse::<u32>()
+            .ok()
+            .filter(|&n| n > 0)
+            .with_context(|| format!("--trace-cell: `{v}` is not a positive integer"))
+    };
+    Ok((layout.parse()?, number(bs)?, number(block)?))
+}
+
+fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
+    let layouts = usage(Layout::parse_list(&args.tp))?;
+    let batch_sizes = usage(parse_u32_list(&args.batch_sizes, "--batch-sizes"))?;
+    let block_sizes = usage(parse_u32_list(&args.block_sizes, "--block-sizes"))?;
+    let smallest_block = *block_sizes
+        .iter()
+        .min()
+        .expect("a parsed list is not empty");
+    if !(args.accept_length >= 1.0 && args.accept_length <= smallest_block as f64 + 1.0) {
+        return usage(Err(anyhow::anyhow!(
+            "--accept-length: {} is impossible with block {smallest_block}: a step accepts between 1 and block + 1 tokens",
+            args.accept_length
+        )));
+    }
+    for (v, flag) in [
+        (args.host_work_us, "--host-work-us"),
+        (args.link_gb_s, "--link-gb-s"),
+    ] {
+        if !(v.is_finite() && v >= 0.0) || (flag == "--link-gb-s" && v == 0.0) {
+            return usage(Err(anyhow::anyhow!("{flag}: {v} is not a usable value")));
+        }
+    }
+    if args.min_steps < 2 || args.steps < args.min_steps || args.timeline_steps < 3 {
+        return usage(Err(anyhow::anyhow!(
+            "--steps ({}) must be at least --min-steps ({}), which must be at least 2; --timeline-steps at least 3",
+            args.steps, args.min_steps
+        )));
+    }
+    let seq_lens = usage(parse_range(&args.seq_lens))?;
+    if seq_lens.max as u64 + 64 > args.max_context as u64 {
+        return usage(Err(anyhow::anyhow!(
+            "--seq-lens: lengths up to {} do not fit --max-context {}",
+            seq_lens.max,
+            args.max_context
+        )));
+    }
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "results/steps-{}",
+            chrono::Utc::now().format("%Y%m%d-%H%M%S")
+        ))
+    });
+    let cell = match &args.trace_cell {
+        Some(s) => usage(trace_cell(s))?,
+        None => (layouts[0], batch_sizes[0], block_sizes[0]),
+    };
+    let trace = args.trace.clone().map(|path| TraceRequest {
+        layout: cell.0,
+        batch_size: cell.1,
+        block: cell.2,
+        path,
+    });
+    Ok(StepsConfig {
+        device: args.device.device,
+        arms: usage(parse_list(&args.arms, "--arms", "eager-sync,graph", |s| {
+            s.parse::<Arm>().map_err(anyhow::Error::msg)
+        }))?,
+        batch_sizes,
+        block_sizes,
+        layouts,
+        target: usage(forward_model(&args.model, args).context("--model"))?,
+        draft: usage(forward_model(&args.draft_model, args).context("--draft-model"))?,
+        accept_mean: args.accept_length,
+        host_work_us: args.host_work_us,
+        link_gb_s: args.link_gb_s,
+        steps: args.steps,
+        min_steps: args.min_steps,
+        cell_time_cap: Duration::from_millis(args.cell_time_cap_ms),
+        warmup_steps: args.warmup_steps,
+        timeline_steps: args.timeline_steps,
+        max_context: args.max_context,
+        seq_lens,
+        seed: args.seed,
+        out,
+        resume: args.resume,
+        trace,
+    })
+}
+
+fn run_steps(config: &StepsConfig) -> Result<ExitCode> {
+    let outcome = metaprep::step::run::run(config)?;
+    println!(
+        "steps done in {:.0} s: {} rows in {}",
+        outcome.seconds,
+        outcome.rows.len(),
+        config.out.display()
+    );
+    println!("next: metaprep report {}", config.out.display());
     Ok(ExitCode::SUCCESS)
 }
 

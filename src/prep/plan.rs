@@ -100,6 +100,12 @@ pub struct PrepPlan<'g> {
     host_list: Vec<i32>,
     /// Host time blocked in eager-sync's read since `take_blocked` last ran.
     blocked: Duration,
+    /// When the last host read began and ended (for a trace's "blocked in read" lane).
+    last_read: Option<(Instant, Instant)>,
+    /// An event to record once the host read has returned: the step model's timeline marks
+    /// the prep's GPU work from there, so time the GPU spends waiting for the host to read,
+    /// build lists and launch is not counted as busy.
+    after_read: Option<sys::CUevent>,
 }
 
 impl<'g> PrepPlan<'g> {
@@ -207,6 +213,8 @@ impl<'g> PrepPlan<'g> {
             host_lens: vec![0; shape.batch_size as usize],
             host_list: Vec::with_capacity(shape.batch_size as usize),
             blocked: Duration::ZERO,
+            last_read: None,
+            after_read: None,
         })
     }
 
@@ -228,7 +236,14 @@ impl<'g> PrepPlan<'g> {
                 .context("reading seq_lens to the host")?;
             result::stream::synchronize(stream).context("waiting for seq_lens on the host")?;
         }
-        self.blocked += read_start.elapsed();
+        let read_end = Instant::now();
+        self.blocked += read_end - read_start;
+        self.last_read = Some((read_start, read_end));
+        if let Some(event) = self.after_read {
+            // SAFETY: the caller keeps the event alive until the step's events are read.
+            unsafe { result::event::record(event, stream) }
+                .context("recording the after-read event")?;
+        }
         self.host_list.clear();
         self.host_list
             .resize(self.shape.batch_size as usize, self.shape.block as i32);
@@ -305,6 +320,19 @@ impl<'g> PrepPlan<'g> {
     /// Fills every output with the poison so unwritten cells show.
     pub fn poison_outputs(&self) -> Result<()> {
         issue_all(&self.poison, self.stream())
+    }
+
+    /// Records `event` right after each host read returns (eager-sync only), or stops.
+    ///
+    /// # Safety
+    /// The event must stay alive for as long as it is set.
+    pub unsafe fn set_after_read_event(&mut self, event: Option<sys::CUevent>) {
+        self.after_read = event;
+    }
+
+    /// The last host read's (start, end), once.
+    pub fn take_last_read(&mut self) -> Option<(Instant, Instant)> {
+        self.last_read.take()
     }
 
     /// Host time blocked in eager-sync's read since the last call.

@@ -11,4 +11,5 @@ pub mod forward;
 pub mod layout;
 pub mod metrics;
 pub mod profile;
+pub mod run;
 pub mod trace;
