@@ -17,20 +17,24 @@ __device__ __forceinline__ int block_of(const int* host_block, int i, int block)
     return host_block != nullptr ? host_block[i] : block;
 }
 
-// This block's span of one page-table row. A block covers METAPREP_PAGE_COLS_PER_BLOCK
-// columns (grid.y = ceil(width / that)), so a 128k static width costs 64 blocks a row, not
-// 512. Column c holds the page of token c * stride; only the row's `live_cols` are written:
-// no consumer reads past them (DESIGN.md).
+// This block's share of one page-table row. A row is cut into spans of
+// METAPREP_PAGE_COLS_PER_BLOCK columns; block y of the row takes spans y, y + gridDim.y, ...
+// up to the row's `live_cols`. The host bounds gridDim.y so the grid stays near a few
+// blocks per SM however wide the static width is: a 128k-wide table at bs 256 would
+// otherwise launch 100k+ blocks that find nothing to write. Column c holds the page of
+// token c * stride; no consumer reads past the live columns, so none are written (DESIGN.md).
 __device__ __forceinline__ void page_row_span(int* __restrict__ out, int out_width, int row,
                                               int live_cols, int stride,
                                               const int* __restrict__ req_to_token,
                                               int req_stride, int pool_index) {
-    const int begin = blockIdx.y * METAPREP_PAGE_COLS_PER_BLOCK;
-    const int end = min(live_cols, begin + METAPREP_PAGE_COLS_PER_BLOCK);
     const int* src = req_to_token + (i64)pool_index * req_stride;
     int* dst = out + (i64)row * out_width;
-    for (int c = begin + threadIdx.x; c < end; c += blockDim.x) {
-        dst[c] = src[(i64)c * stride] / stride;
+    for (int begin = blockIdx.y * METAPREP_PAGE_COLS_PER_BLOCK; begin < live_cols;
+         begin += gridDim.y * METAPREP_PAGE_COLS_PER_BLOCK) {
+        const int end = min(live_cols, begin + METAPREP_PAGE_COLS_PER_BLOCK);
+        for (int c = begin + threadIdx.x; c < end; c += blockDim.x) {
+            dst[c] = src[(i64)c * stride] / stride;
+        }
     }
 }
 

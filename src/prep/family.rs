@@ -12,9 +12,21 @@ pub const SWA_WINDOW: i32 = 128;
 pub const SWA_ALIGN: i32 = 64;
 /// DSA sparse attention reads at most this many KV entries per row.
 pub const DSA_TOPK: i32 = 2048;
-/// Page-table columns one thread block covers (a strided loop), so a wide static width
-/// does not turn into hundreds of thousands of nearly empty blocks.
+/// Page-table columns in one span; a block loops over spans of its row.
 pub const PAGE_COLS_PER_BLOCK: u32 = 2048;
+/// Page-table grids aim at about this many blocks per SM in all.
+pub const PAGE_BLOCKS_PER_SM: u32 = 16;
+
+/// Column blocks per page-table row for `rows` rows whose widest needs `col_limit` columns:
+/// one per span while the grid stays under `PAGE_BLOCKS_PER_SM` blocks per SM, fewer (each
+/// looping over several spans) beyond that.
+pub fn page_grid_y(rows: u32, col_limit: u32, sm_count: u32) -> u32 {
+    let spans = col_limit.div_ceil(PAGE_COLS_PER_BLOCK).max(1);
+    let budget = (PAGE_BLOCKS_PER_SM * sm_count.max(1))
+        .div_ceil(rows.max(1))
+        .max(1);
+    spans.min(budget)
+}
 /// The checker's poison: negative and not -1, so no real output can equal it.
 pub const POISON: i32 = -0x3c3c_3c3c;
 
@@ -253,6 +265,28 @@ mod tests {
         assert_eq!(d.max_seq_len(), 994);
         assert!(Shape::new(Family::DsaDecode, 0, 5, 4096).is_err());
         assert!(Shape::new(Family::DsaDecode, 1, 5, 10).is_err());
+    }
+
+    #[test]
+    fn page_grids_stay_bounded() {
+        // H200: 132 SMs, so about 2112 blocks.
+        assert_eq!(
+            page_grid_y(1, 131072, 132),
+            64,
+            "one row: one block per span"
+        );
+        assert_eq!(
+            page_grid_y(2048, 131072, 132),
+            2,
+            "many rows: blocks loop over spans"
+        );
+        assert_eq!(page_grid_y(8192, 131072, 132), 1);
+        assert_eq!(page_grid_y(4, 3000, 132), 2, "never more blocks than spans");
+        assert_eq!(
+            page_grid_y(4, 0, 132),
+            1,
+            "an empty table still launches one block"
+        );
     }
 
     #[test]

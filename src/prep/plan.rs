@@ -4,7 +4,7 @@
 //! are launched (eagerly, or as one replay of a captured graph).
 
 use super::arm::Arm;
-use super::family::{Family, Shape, PAGE_COLS_PER_BLOCK, POISON};
+use super::family::{page_grid_y, Family, Shape, POISON};
 use super::inputs::HostInputs;
 use super::lengths::DeviceLengths;
 use crate::gpu::{capture_graph, ensure_not_capturing, Gpu, KernelModule, Launch};
@@ -259,7 +259,7 @@ impl<'g> PrepPlan<'g> {
         }
         let page = &mut self.sync_launches[PAGE_LAUNCH];
         page.set_arg(COL_LIMIT_ARG, col_limit as i32);
-        page.grid.1 = col_limit.div_ceil(PAGE_COLS_PER_BLOCK).max(1);
+        page.grid.1 = page_grid_y(page.grid.0, col_limit, self.gpu.info.sm_count);
         issue_all(&self.sync_launches, stream)
     }
 
@@ -417,7 +417,7 @@ fn staged_launches(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Vec<Lau
                     Launch::new(name, func, (rows.div_ceil(THREADS), 1, 1), (THREADS, 1, 1))
                 }
                 "page_table" => {
-                    let grid = (rows, page_width.div_ceil(PAGE_COLS_PER_BLOCK), 1);
+                    let grid = (rows, page_grid_y(rows, page_width, gpu.info.sm_count), 1);
                     return Ok(args
                         .append_to(Launch::new(name, func, grid, (THREADS, 1, 1)))
                         .arg(page_width as i32));
@@ -433,27 +433,22 @@ fn fused_launch(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Launch> {
     let name = kernel_name(shape.family, "fused");
     let func = gpu.function(module_of(shape.family), name)?;
     let page_width = shape.page_width() as u32;
+    let sms = gpu.info.sm_count;
     let launch = if shape.family == Family::DsaDecode {
         // An extra row of blocks; its first block does the lengths and the scan.
+        let rows = shape.padded_bs + 1;
         Launch::new(
             name,
             func,
-            (
-                shape.padded_bs + 1,
-                page_width.div_ceil(PAGE_COLS_PER_BLOCK),
-                1,
-            ),
+            (rows, page_grid_y(rows, page_width, sms), 1),
             (1024, 1, 1),
         )
     } else {
+        let rows = shape.rows() as u32;
         Launch::new(
             name,
             func,
-            (
-                shape.rows() as u32,
-                page_width.div_ceil(PAGE_COLS_PER_BLOCK),
-                1,
-            ),
+            (rows, page_grid_y(rows, page_width, sms), 1),
             (THREADS, 1, 1),
         )
     };
