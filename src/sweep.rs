@@ -3,7 +3,7 @@
 //! median's confidence interval, and atomic, resumable output.
 
 use crate::gpu::Gpu;
-use crate::measure::environment::env_record;
+use crate::measure::environment::env_for_run;
 use crate::measure::floor::{Floor, FloorItem};
 use crate::measure::nvml::{Sampler, DEFAULT_PERIOD};
 use crate::measure::prep_cell::{measure, PrepMeasurement, StepSource};
@@ -121,8 +121,7 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
     for note in &emulated {
         eprintln!("metaprep: {note}");
     }
-    let env = env_record(&gpu, emulated);
-    env.write(&config.out)?;
+    env_for_run(&gpu, &config.out, config.resume, emulated)?.write(&config.out)?;
     let sampler = match Sampler::start(config.device as u32, DEFAULT_PERIOD) {
         Ok(s) => Some(s),
         Err(e) => {

@@ -38,3 +38,29 @@ pub fn env_record(gpu: &Gpu, notes: Vec<String>) -> EnvRecord {
     env.cuda_driver_version = info.cuda_driver_version.clone();
     env
 }
+
+/// The record for a run in `dir`: a fresh one, or on `--resume` the run's own record with a
+/// note of the resumption, refused when the GPU differs from the one the run started on.
+pub fn env_for_run(
+    gpu: &Gpu,
+    dir: &std::path::Path,
+    resume: bool,
+    notes: Vec<String>,
+) -> anyhow::Result<EnvRecord> {
+    let fresh = env_record(gpu, notes);
+    if !resume || !dir.join(crate::report::env::ENV_FILE).exists() {
+        return Ok(fresh);
+    }
+    let mut original = EnvRecord::read(dir)?;
+    if let Err(why) = original.same_setup(&fresh) {
+        anyhow::bail!(
+            "cannot resume {} on this machine: {why}; start a new run with another --out",
+            dir.display()
+        );
+    }
+    original.notes.push(format!(
+        "resumed {} with: {}",
+        fresh.date, fresh.command_line
+    ));
+    Ok(original)
+}

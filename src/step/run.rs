@@ -20,7 +20,7 @@ use super::metrics::{StepRecord, Timeline};
 use super::profile::{ForwardModel, ForwardSpec};
 use super::trace::{HostLane, TraceBuilder};
 use crate::gpu::{Gpu, Launch};
-use crate::measure::environment::env_record;
+use crate::measure::environment::env_for_run;
 use crate::measure::nvml::{CellTelemetry, Sampler, DEFAULT_PERIOD};
 use crate::measure::rows::CellId;
 use crate::measure::stats::Estimate;
@@ -411,7 +411,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         "step model: target {}, draft {}, accept length {}, host scheduler work {} us, link {} GB/s; occupancy and gap_us from a separate pass with events around each phase",
         model_name(&config.target), model_name(&config.draft), config.accept_mean, config.host_work_us, config.link_gb_s
     ));
-    env_record(&gpu, notes).write(&config.out)?;
+    env_for_run(&gpu, &config.out, config.resume, notes)?.write(&config.out)?;
     let sampler = match Sampler::start(config.device as u32, DEFAULT_PERIOD) {
         Ok(s) => Some(s),
         Err(e) => {
