@@ -11,6 +11,7 @@ use crate::measure::rows::CellId;
 use crate::measure::sampling::sample_per_step;
 use crate::measure::stats::{diff_of_medians, ratio_of_medians};
 use crate::measure::stopping::StoppingRule;
+use crate::measure::telemetry_file::TelemetryFile;
 use crate::prep::accept::AcceptModel;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
@@ -19,8 +20,7 @@ use crate::prep::{Arm, Family, Shape};
 use crate::report::csv::{
     completed_cells, rows_for_resume, write_rows, Row, KIND_FLOOR, KIND_PREP,
 };
-use crate::report::run_dir::{RESULTS_CSV, TELEMETRY_CSV};
-use crate::report::telemetry::write_samples;
+use crate::report::run_dir::RESULTS_CSV;
 use crate::step::forward;
 use crate::step::layout::Layout;
 use anyhow::{bail, Context, Result};
@@ -129,6 +129,7 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
             None
         }
     };
+    let telemetry = TelemetryFile::open(&config.out, config.resume)?;
 
     let mut floor = Floor::new(&gpu)?;
     let mut floor_samples: HashMap<&str, Vec<f64>> = HashMap::new();
@@ -294,13 +295,14 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
                         }
                     }
                     write_rows(&csv_path, &rows)?;
+                    telemetry.write_from(sampler.as_ref())?;
                 }
             }
         }
     }
     progress.finish_and_clear();
     if let Some(s) = sampler {
-        write_samples(&config.out.join(TELEMETRY_CSV), &s.stop())?;
+        telemetry.write(s.stop())?;
     }
     Ok(SweepOutcome {
         dir: config.out.clone(),

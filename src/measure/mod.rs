@@ -10,3 +10,4 @@ pub mod prep_cell;
 pub mod rows;
 pub mod sampling;
 pub mod targets;
+pub mod telemetry_file;

@@ -265,6 +265,14 @@ impl Sampler {
         summarize_cell(readings.iter().filter(|r| r.cell == label))
     }
 
+    /// Every reading so far, in time order, as `telemetry.csv` rows; sampling goes on.
+    pub fn samples(&self) -> Vec<TelemetrySample> {
+        lock(&self.shared.readings)
+            .iter()
+            .map(Reading::to_sample)
+            .collect()
+    }
+
     /// Stops the thread and returns every reading, in time order, as `telemetry.csv` rows.
     pub fn stop(self) -> Vec<TelemetrySample> {
         let _ = self.commands.send(Command::Stop);

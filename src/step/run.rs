@@ -24,14 +24,14 @@ use crate::measure::environment::env_for_run;
 use crate::measure::nvml::{CellTelemetry, Sampler, DEFAULT_PERIOD};
 use crate::measure::rows::CellId;
 use crate::measure::stats::Estimate;
+use crate::measure::telemetry_file::TelemetryFile;
 use crate::prep::accept::AcceptModel;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{PrepPlan, Prepared};
 use crate::prep::{Arm, Family, Shape};
 use crate::report::csv::{completed_cells, rows_for_resume, write_rows, Row, KIND_STEP};
-use crate::report::run_dir::{RESULTS_CSV, TELEMETRY_CSV};
-use crate::report::telemetry::write_samples;
+use crate::report::run_dir::RESULTS_CSV;
 use anyhow::{bail, Context, Result};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaEvent;
@@ -419,6 +419,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
             None
         }
     };
+    let telemetry = TelemetryFile::open(&config.out, config.resume)?;
     let stream_source = StreamSource::new(&gpu, 1 << 30)?;
     let total_cells = config.layouts.len()
         * config.batch_sizes.len()
@@ -530,12 +531,13 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     progress.inc(1);
                 }
                 write_rows(&csv_path, &rows)?;
+                telemetry.write_from(sampler.as_ref())?;
             }
         }
     }
     progress.finish_and_clear();
     if let Some(s) = sampler {
-        write_samples(&config.out.join(TELEMETRY_CSV), &s.stop())?;
+        telemetry.write(s.stop())?;
     }
     Ok(StepsOutcome {
         rows,
