@@ -249,6 +249,13 @@ struct CheckArgs {
 }
 
 fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`metaprep compare A B | head`), as Unix tools do,
+    // instead of panicking in println!.
+    #[cfg(unix)]
+    // SAFETY: restores the default disposition of one signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,

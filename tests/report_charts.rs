@@ -78,6 +78,9 @@ fn fixture_rows() -> Vec<Row> {
                 let itl = step_us / 3.5;
                 let family = "dspark+dsa_target_verify";
                 rows.push(row(KIND_STEP, family, arm, bs, 5, layout, "itl_us", itl));
+                rows.push(row(
+                    KIND_STEP, family, arm, bs, 5, layout, "step_us", step_us,
+                ));
                 let throughput = 1e6 * f64::from(bs) / itl;
                 let metric = "throughput_tok_s";
                 rows.push(row(

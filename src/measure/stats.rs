@@ -11,8 +11,9 @@
 //!   samples below the true median is Binomial(n, ½), so `[x(l), x(n+1−l)]` (1-based ranks)
 //!   covers it with probability `1 − 2 P(B ≤ l − 1)`; we take the largest `l` keeping that at
 //!   least 95%, with the exact binomial for every n (log-space, so large n cannot underflow).
-//!   With n ≤ 5 even `[min, max]` covers less than 95% (n = 5: 93.75%); the CI is then the
-//!   whole range, the best the data can give.
+//!   With n ≤ 5 even `[min, max]` covers less than 95% (n = 5: 93.75%, n = 1: 0%), so the CI
+//!   is undefined there and reported as NaN: a one-sample "interval" of zero width would
+//!   claim a certainty the data does not have, and comparisons then say "uncertain".
 //! * **Differences and ratios of two medians** get a seeded percentile bootstrap
 //!   ([`BOOTSTRAP_RESAMPLES`] resamples), deterministic for a seed.
 
@@ -43,6 +44,8 @@ pub struct Estimate {
 pub const BOOTSTRAP_RESAMPLES: usize = 2000;
 
 const CONFIDENCE: f64 = 0.95;
+/// The fewest samples whose order statistics can cover the median with 95% (n = 6: 96.9%).
+pub const MIN_CI_SAMPLES: usize = 6;
 
 /// Summarises `samples`, dropping non-finite values; `None` when no finite value is left.
 pub fn summarize(samples: &[f64]) -> Option<Summary> {
@@ -52,12 +55,17 @@ pub fn summarize(samples: &[f64]) -> Option<Summary> {
     }
     let n = sorted.len();
     let (lo_rank, hi_rank) = median_ci_ranks(n);
+    let (ci_lo, ci_hi) = if n >= MIN_CI_SAMPLES {
+        (sorted[lo_rank - 1], sorted[hi_rank - 1])
+    } else {
+        (f64::NAN, f64::NAN)
+    };
     Some(Summary {
         median: quantile_sorted(&sorted, 0.5),
         p10: quantile_sorted(&sorted, 0.1),
         p90: quantile_sorted(&sorted, 0.9),
-        ci_lo: sorted[lo_rank - 1],
-        ci_hi: sorted[hi_rank - 1],
+        ci_lo,
+        ci_hi,
         mean: sorted.iter().sum::<f64>() / n as f64,
         samples: n,
     })
@@ -234,12 +242,17 @@ mod tests {
     }
 
     #[test]
-    fn single_sample_is_its_own_ci() {
+    fn too_few_samples_have_no_ci() {
         let s = summarize(&[3.5]).unwrap();
-        assert_eq!(
-            (s.median, s.ci_lo, s.ci_hi, s.p10, s.p90),
-            (3.5, 3.5, 3.5, 3.5, 3.5)
+        assert_eq!((s.median, s.p10, s.p90), (3.5, 3.5, 3.5));
+        assert!(
+            s.ci_lo.is_nan() && s.ci_hi.is_nan(),
+            "one sample cannot bound the median"
         );
+        let five = summarize(&[1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+        assert!(five.ci_lo.is_nan(), "n = 5 covers only 93.75%");
+        let six = summarize(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+        assert_eq!((six.ci_lo, six.ci_hi), (1.0, 6.0));
     }
 
     #[test]

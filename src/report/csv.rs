@@ -4,6 +4,7 @@
 //! Every metric of a cell is its own row so that charts, summaries and `compare` can filter
 //! without knowing which metrics exist.
 
+use crate::measure::stats::MIN_CI_SAMPLES;
 use crate::report::atomic::write_atomic;
 use anyhow::{bail, Context, Result};
 use serde::de::DeserializeOwned;
@@ -149,7 +150,17 @@ pub fn write_rows(path: &Path, rows: &[Row]) -> Result<()> {
 /// Reads a results CSV written by [`write_rows`]. Every failure names the file, the line
 /// and what to do about it.
 pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
-    read_table(path, COLUMNS)
+    let mut rows: Vec<Row> = read_table(path, COLUMNS)?;
+    // A measured median with fewer samples than any 95% interval needs has no CI, whatever
+    // an older writer put there (a one-sample "interval" of zero width claims certainty).
+    for r in rows
+        .iter_mut()
+        .filter(|r| r.stop_reason != "derived" && (r.samples as usize) < MIN_CI_SAMPLES)
+    {
+        r.ci_lo = f64::NAN;
+        r.ci_hi = f64::NAN;
+    }
+    Ok(rows)
 }
 
 /// Reads the rows a `--resume` starts from: none when the file does not exist yet (the first
@@ -392,6 +403,24 @@ mod tests {
         let path = dir.path().join("sub/metaprep.csv");
         write_rows(&path, &sample_rows()).unwrap();
         assert_eq!(read_rows(&path).unwrap(), sample_rows());
+    }
+
+    #[test]
+    fn too_few_samples_read_back_without_a_ci() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        let mut rows = sample_rows();
+        rows[0].samples = 1;
+        rows[0].stop_reason = "fixed".into();
+        (rows[0].ci_lo, rows[0].ci_hi) = (rows[0].median, rows[0].median);
+        write_rows(&path, &rows).unwrap();
+        let back = read_rows(&path).unwrap();
+        assert!(back[0].ci_lo.is_nan() && back[0].ci_hi.is_nan());
+        assert_eq!(
+            back[1..],
+            rows[1..],
+            "rows with enough samples are untouched"
+        );
     }
 
     #[test]
