@@ -54,18 +54,8 @@ enum Command {
 struct SweepArgs {
     #[command(flatten)]
     device: DeviceArgs,
-    /// Metadata families, comma separated: dspark_draft_block, dsa_decode,
-    /// dsa_target_verify, dsa_draft_extend_v2.
-    #[arg(
-        long,
-        default_value = "dspark_draft_block,dsa_decode,dsa_target_verify,dsa_draft_extend_v2"
-    )]
-    families: String,
-    /// Arms, comma separated: eager-sync (host read each step, the "before"), eager-device
-    /// (device lengths, eager launches), graph (device lengths, one graph replay), fused
-    /// (one kernel, in a graph).
-    #[arg(long, default_value = "eager-sync,eager-device,graph,fused")]
-    arms: String,
+    #[command(flatten)]
+    prep: PrepAxes,
     /// Batch sizes (requests per step), comma separated. A dep layout gives each GPU
     /// ceil(bs / dp) of them.
     #[arg(long, default_value = "1,8,64,256")]
@@ -216,13 +206,9 @@ struct DeviceArgs {
     device: usize,
 }
 
+/// The prep axes `check` and `sweep` share.
 #[derive(Args)]
-struct CheckArgs {
-    #[command(flatten)]
-    device: DeviceArgs,
-    /// Seed for the random inputs (default: a fresh one, printed so a failure can be replayed).
-    #[arg(long)]
-    seed: Option<u64>,
+struct PrepAxes {
     /// Metadata families, comma separated: dspark_draft_block, dsa_decode,
     /// dsa_target_verify, dsa_draft_extend_v2.
     #[arg(
@@ -230,9 +216,22 @@ struct CheckArgs {
         default_value = "dspark_draft_block,dsa_decode,dsa_target_verify,dsa_draft_extend_v2"
     )]
     families: String,
-    /// Arms, comma separated: eager-sync (host read each step), eager-device, graph, fused.
+    /// Arms, comma separated: eager-sync (host read each step, the "before"), eager-device
+    /// (device lengths, eager launches), graph (device lengths, one graph replay), fused
+    /// (one kernel, in a graph).
     #[arg(long, default_value = "eager-sync,eager-device,graph,fused")]
     arms: String,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// Seed for the random inputs (default: a fresh one, printed so a failure can be replayed).
+    #[arg(long)]
+    seed: Option<u64>,
+    #[command(flatten)]
+    prep: PrepAxes,
     /// Live batch sizes, comma separated (graphs pad each to the next capture size).
     #[arg(long, default_value = "1,2,3,8,64,256,1024")]
     batch_sizes: String,
@@ -333,15 +332,8 @@ fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
     };
     let config = SweepConfig {
         device: args.device.device,
-        families: usage(parse_list(
-            &args.families,
-            "--families",
-            "dsa_decode,dsa_target_verify",
-            |s| s.parse::<Family>().map_err(anyhow::Error::msg),
-        ))?,
-        arms: usage(parse_list(&args.arms, "--arms", "eager-sync,graph", |s| {
-            s.parse::<Arm>().map_err(anyhow::Error::msg)
-        }))?,
+        families: usage(families(&args.prep.families))?,
+        arms: usage(arms(&args.prep.arms))?,
         batch_sizes: usage(parse_u32_list(&args.batch_sizes, "--batch-sizes"))?,
         block_sizes: usage(parse_u32_list(&args.block_sizes, "--block-sizes"))?,
         layouts: usage(Layout::parse_list(&args.tp))?,
@@ -488,9 +480,7 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
     });
     Ok(StepsConfig {
         device: args.device.device,
-        arms: usage(parse_list(&args.arms, "--arms", "eager-sync,graph", |s| {
-            s.parse::<Arm>().map_err(anyhow::Error::msg)
-        }))?,
+        arms: usage(arms(&args.arms))?,
         batch_sizes,
         block_sizes,
         layouts,
@@ -567,18 +557,23 @@ fn info(args: &DeviceArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn families(list: &str) -> Result<Vec<Family>> {
+    parse_list(list, "--families", "dsa_decode,dsa_target_verify", |s| {
+        s.parse().map_err(anyhow::Error::msg)
+    })
+}
+
+fn arms(list: &str) -> Result<Vec<Arm>> {
+    parse_list(list, "--arms", "eager-sync,graph", |s| {
+        s.parse().map_err(anyhow::Error::msg)
+    })
+}
+
 fn check_config(args: &CheckArgs) -> Result<CheckConfig, ExitCode> {
     Ok(CheckConfig {
         seed: args.seed.unwrap_or_else(fresh_seed),
-        families: usage(parse_list(
-            &args.families,
-            "--families",
-            "dsa_decode,dsa_target_verify",
-            |s| s.parse::<Family>().map_err(anyhow::Error::msg),
-        ))?,
-        arms: usage(parse_list(&args.arms, "--arms", "eager-sync,graph", |s| {
-            s.parse::<Arm>().map_err(anyhow::Error::msg)
-        }))?,
+        families: usage(families(&args.prep.families))?,
+        arms: usage(arms(&args.prep.arms))?,
         batch_sizes: usage(parse_u32_list(&args.batch_sizes, "--batch-sizes"))?,
         block_sizes: usage(parse_u32_list(&args.block_sizes, "--block-sizes"))?,
         steps: args.steps as usize,

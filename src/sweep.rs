@@ -3,27 +3,22 @@
 //! median's confidence interval, and atomic, resumable output.
 
 use crate::gpu::Gpu;
-use crate::measure::environment::env_for_run;
 use crate::measure::floor::{Floor, FloorItem};
-use crate::measure::nvml::{Sampler, DEFAULT_PERIOD};
 use crate::measure::prep_cell::{measure, PrepMeasurement, StepSource};
 use crate::measure::rows::CellId;
+use crate::measure::run_output::{emulation_notes, existing_rows, progress, Recorder};
 use crate::measure::sampling::sample_per_step;
 use crate::measure::stats::{diff_of_medians, ratio_of_medians};
 use crate::measure::stopping::StoppingRule;
-use crate::measure::telemetry_file::TelemetryFile;
 use crate::prep::accept::AcceptModel;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{ArmSteps, PrepPlan};
 use crate::prep::{Arm, Family, Shape};
-use crate::report::csv::{
-    completed_cells, rows_for_resume, write_rows, Row, KIND_FLOOR, KIND_PREP,
-};
-use crate::report::run_dir::RESULTS_CSV;
+use crate::report::csv::{completed_cells, Row, KIND_FLOOR, KIND_PREP};
 use crate::step::forward;
 use crate::step::layout::Layout;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use cudarc::driver::CudaGraph;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -88,60 +83,28 @@ pub struct SweepOutcome {
 
 pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
     let started = Instant::now();
-    let csv_path = config.out.join(RESULTS_CSV);
-    if csv_path.exists() && !config.resume {
-        bail!(
-            "{} already exists: pass --resume to continue that sweep, or choose another --out",
-            csv_path.display()
-        );
-    }
+    let (csv_path, mut rows) = existing_rows(&config.out, config.resume)?;
     let gpu = Gpu::open(config.device)?;
-    let mut rows = if config.resume {
-        rows_for_resume(&csv_path)?
-    } else {
-        Vec::new()
-    };
     // The floor is measured again on every invocation so arms are read against a floor of
     // the same run; older floor rows are replaced.
     rows.retain(|r| r.kind != KIND_FLOOR);
     let done = completed_cells(&rows);
-
-    let emulated: Vec<String> = config
-        .layouts
-        .iter()
-        .filter(|l| l.emulated(gpu.info.device_count))
-        .map(|l| {
-            format!(
-                "emulated: {l} needs {} GPUs, this host has {}; one rank's prep ran on one GPU",
-                l.gpus(),
-                gpu.info.device_count
-            )
-        })
-        .collect();
-    for note in &emulated {
-        eprintln!("metaprep: {note}");
-    }
-    env_for_run(&gpu, &config.out, config.resume, emulated)?.write(&config.out)?;
-    let sampler = match Sampler::start(config.device as u32, DEFAULT_PERIOD) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            eprintln!("metaprep: warning: NVML unavailable ({e}); clock, power and throttle columns stay empty");
-            None
-        }
-    };
-    let telemetry = TelemetryFile::open(&config.out, config.resume)?;
+    let notes = emulation_notes(
+        &config.layouts,
+        gpu.info.device_count,
+        "one rank's prep ran on one GPU",
+    );
+    let recorder = Recorder::start(&gpu, &config.out, csv_path, config.resume, notes)?;
 
     let mut floor = Floor::new(&gpu)?;
     let mut floor_samples: HashMap<&str, Vec<f64>> = HashMap::new();
     for item in FloorItem::ALL {
         let cell = floor_cell(item.name());
-        if let Some(s) = &sampler {
-            s.set_cell(&cell.label());
-        }
+        recorder.set_cell(&cell.label());
         let sampled = sample_per_step(&config.rule, config.steps_per_sample, |n| {
             floor.batch(item, n)
         })?;
-        let telemetry = sampler.as_ref().and_then(|s| s.cell_summary(&cell.label()));
+        let telemetry = recorder.cell_telemetry(&cell.label());
         rows.extend(cell.summary_row(
             "step_us",
             "us",
@@ -179,7 +142,7 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
             None,
         ));
     }
-    write_rows(&csv_path, &rows)?;
+    recorder.save(&rows)?;
 
     let mut forward = if config.forward_us > 0.0 {
         Some(forward::spin(&gpu, config.forward_us)?)
@@ -190,13 +153,7 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
         * config.batch_sizes.len()
         * config.block_sizes.len()
         * config.families.len();
-    let progress = indicatif::ProgressBar::new((groups * config.arms.len()) as u64);
-    progress.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {pos}/{len} cells, ETA {eta} {msg}",
-        )
-        .expect("valid progress template"),
-    );
+    let progress = progress(groups * config.arms.len());
     for &layout in &config.layouts {
         for &bs in &config.batch_sizes {
             let rank_bs = layout.rank_batch(bs);
@@ -245,9 +202,7 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
                     for (&arm, cell) in config.arms.iter().zip(&cells) {
                         progress.set_message(cell.label());
                         let label = cell.label();
-                        if let Some(s) = &sampler {
-                            s.set_cell(&label);
-                        }
+                        recorder.set_cell(&label);
                         let prepared = plan
                             .prepare(arm)
                             .with_context(|| format!("preparing {label}"))?;
@@ -263,7 +218,7 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
                             forward.as_mut(),
                         )
                         .with_context(|| format!("measuring {label}"))?;
-                        let telemetry = sampler.as_ref().and_then(|s| s.cell_summary(&label));
+                        let telemetry = recorder.cell_telemetry(&label);
                         rows.extend(arm_rows(
                             cell,
                             arm,
@@ -294,16 +249,13 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
                             ));
                         }
                     }
-                    write_rows(&csv_path, &rows)?;
-                    telemetry.write_from(sampler.as_ref())?;
+                    recorder.save(&rows)?;
                 }
             }
         }
     }
     progress.finish_and_clear();
-    if let Some(s) = sampler {
-        telemetry.write(s.stop())?;
-    }
+    recorder.finish()?;
     Ok(SweepOutcome {
         dir: config.out.clone(),
         rows,

@@ -8,6 +8,7 @@ pub mod environment;
 pub mod floor;
 pub mod prep_cell;
 pub mod rows;
+pub mod run_output;
 pub mod sampling;
 pub mod targets;
 pub mod telemetry_file;

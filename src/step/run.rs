@@ -20,19 +20,17 @@ use super::metrics::{StepRecord, Timeline};
 use super::profile::{ForwardModel, ForwardSpec};
 use super::trace::{HostLane, TraceBuilder};
 use crate::gpu::{Gpu, Launch};
-use crate::measure::environment::env_for_run;
-use crate::measure::nvml::{CellTelemetry, Sampler, DEFAULT_PERIOD};
+use crate::measure::nvml::CellTelemetry;
 use crate::measure::rows::CellId;
+use crate::measure::run_output::{emulation_notes, existing_rows, progress, Recorder};
 use crate::measure::stats::Estimate;
-use crate::measure::telemetry_file::TelemetryFile;
 use crate::prep::accept::AcceptModel;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{PrepPlan, Prepared};
 use crate::prep::{Arm, Family, Shape};
-use crate::report::csv::{completed_cells, rows_for_resume, write_rows, Row, KIND_STEP};
-use crate::report::run_dir::RESULTS_CSV;
-use anyhow::{bail, Context, Result};
+use crate::report::csv::{completed_cells, Row, KIND_STEP};
+use anyhow::{Context, Result};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaEvent;
 use std::path::PathBuf;
@@ -384,54 +382,25 @@ pub struct StepsOutcome {
 
 pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
     let started = Instant::now();
-    let csv_path = config.out.join(RESULTS_CSV);
-    if csv_path.exists() && !config.resume {
-        bail!(
-            "{} already exists: pass --resume to continue those steps, or choose another --out",
-            csv_path.display()
-        );
-    }
+    let (csv_path, mut rows) = existing_rows(&config.out, config.resume)?;
     let gpu = Gpu::open(config.device)?;
-    let mut rows = if config.resume {
-        rows_for_resume(&csv_path)?
-    } else {
-        Vec::new()
-    };
     let done = completed_cells(&rows);
-    let mut notes: Vec<String> = config
-        .layouts
-        .iter()
-        .filter(|l| l.emulated(gpu.info.device_count))
-        .map(|l| format!("emulated: {l} needs {} GPUs, this host has {}; one rank ran on one GPU, collectives are busy-waits sized by their bytes at {} GB/s", l.gpus(), gpu.info.device_count, config.link_gb_s))
-        .collect();
-    for note in &notes {
-        eprintln!("metaprep: {note}");
-    }
+    let how = format!(
+        "one rank ran on one GPU, collectives are busy-waits sized by their bytes at {} GB/s",
+        config.link_gb_s
+    );
+    let mut notes = emulation_notes(&config.layouts, gpu.info.device_count, &how);
     notes.push(format!(
         "step model: target {}, draft {}, accept length {}, host scheduler work {} us, link {} GB/s; occupancy and gap_us from a separate pass with events around each phase",
         model_name(&config.target), model_name(&config.draft), config.accept_mean, config.host_work_us, config.link_gb_s
     ));
-    env_for_run(&gpu, &config.out, config.resume, notes)?.write(&config.out)?;
-    let sampler = match Sampler::start(config.device as u32, DEFAULT_PERIOD) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            eprintln!("metaprep: warning: NVML unavailable ({e}); clock, power and throttle columns stay empty");
-            None
-        }
-    };
-    let telemetry = TelemetryFile::open(&config.out, config.resume)?;
+    let recorder = Recorder::start(&gpu, &config.out, csv_path, config.resume, notes)?;
     let stream_source = StreamSource::new(&gpu, 1 << 30)?;
     let total_cells = config.layouts.len()
         * config.batch_sizes.len()
         * config.block_sizes.len()
         * config.arms.len();
-    let progress = indicatif::ProgressBar::new(total_cells as u64);
-    progress.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {pos}/{len} cells, ETA {eta} {msg}",
-        )
-        .expect("valid progress template"),
-    );
+    let progress = progress(total_cells);
     let context = (config.seq_lens.min + config.seq_lens.max) / 2;
     for &layout in &config.layouts {
         for &bs in &config.batch_sizes {
@@ -486,9 +455,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                 for (&arm, id) in config.arms.iter().zip(&cells) {
                     let label = id.label();
                     progress.set_message(label.clone());
-                    if let Some(s) = &sampler {
-                        s.set_cell(&label);
-                    }
+                    recorder.set_cell(&label);
                     let pd = cell
                         .draft
                         .prepare(arm)
@@ -518,7 +485,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     if let (Some(t), Some(request)) = (trace, request) {
                         t.write(&request.path_for(arm))?;
                     }
-                    let telemetry = sampler.as_ref().and_then(|s| s.cell_summary(&label));
+                    let telemetry = recorder.cell_telemetry(&label);
                     rows.extend(step_rows(
                         id,
                         arm,
@@ -530,15 +497,12 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     )?);
                     progress.inc(1);
                 }
-                write_rows(&csv_path, &rows)?;
-                telemetry.write_from(sampler.as_ref())?;
+                recorder.save(&rows)?;
             }
         }
     }
     progress.finish_and_clear();
-    if let Some(s) = sampler {
-        telemetry.write(s.stop())?;
-    }
+    recorder.finish()?;
     Ok(StepsOutcome {
         rows,
         seconds: started.elapsed().as_secs_f64(),

@@ -1,0 +1,147 @@
+//! What every measuring command (`sweep`, `steps`) does around its cells: refuse to
+//! overwrite a run unless resuming it, record the environment, sample NVML, keep the
+//! telemetry file current, and show progress.
+
+use super::environment::env_for_run;
+use super::nvml::{Sampler, DEFAULT_PERIOD};
+use super::telemetry_file::TelemetryFile;
+use crate::gpu::Gpu;
+use crate::report::csv::{rows_for_resume, write_rows, Row};
+use crate::report::run_dir::RESULTS_CSV;
+use crate::step::layout::Layout;
+use anyhow::{bail, Result};
+use std::path::{Path, PathBuf};
+
+/// The results CSV of a run about to start: its path and, on `--resume`, the rows an
+/// earlier invocation completed. Checked before any GPU work.
+pub fn existing_rows(out: &Path, resume: bool) -> Result<(PathBuf, Vec<Row>)> {
+    let csv_path = out.join(RESULTS_CSV);
+    if csv_path.exists() && !resume {
+        bail!(
+            "{} already exists: pass --resume to continue that run, or choose another --out",
+            csv_path.display()
+        );
+    }
+    let rows = if resume {
+        rows_for_resume(&csv_path)?
+    } else {
+        Vec::new()
+    };
+    Ok((csv_path, rows))
+}
+
+/// One line per layout that needs more GPUs than `gpus`, saying how it was emulated.
+pub fn emulation_notes(layouts: &[Layout], gpus: u32, how: &str) -> Vec<String> {
+    layouts
+        .iter()
+        .filter(|l| l.emulated(gpus))
+        .map(|l| {
+            format!(
+                "emulated: {l} needs {} GPUs, this host has {gpus}; {how}",
+                l.gpus()
+            )
+        })
+        .collect()
+}
+
+/// The recording side of a run in progress.
+pub struct Recorder {
+    pub csv_path: PathBuf,
+    pub sampler: Option<Sampler>,
+    telemetry: TelemetryFile,
+}
+
+impl Recorder {
+    /// Writes `env.json` (with `notes`, each also printed) and starts NVML sampling; without
+    /// NVML one warning is printed and the run goes on with empty telemetry columns.
+    pub fn start(
+        gpu: &Gpu,
+        out: &Path,
+        csv_path: PathBuf,
+        resume: bool,
+        notes: Vec<String>,
+    ) -> Result<Self> {
+        for note in &notes {
+            eprintln!("metaprep: {note}");
+        }
+        env_for_run(gpu, out, resume, notes)?.write(out)?;
+        let sampler = match Sampler::start(gpu.info.ordinal as u32, DEFAULT_PERIOD) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("metaprep: warning: NVML unavailable ({e}); clock, power and throttle columns stay empty");
+                None
+            }
+        };
+        Ok(Self {
+            csv_path,
+            sampler,
+            telemetry: TelemetryFile::open(out, resume)?,
+        })
+    }
+
+    /// Tags NVML samples with the cell now running.
+    pub fn set_cell(&self, label: &str) {
+        if let Some(s) = &self.sampler {
+            s.set_cell(label);
+        }
+    }
+
+    pub fn cell_telemetry(&self, label: &str) -> Option<super::nvml::CellTelemetry> {
+        self.sampler.as_ref().and_then(|s| s.cell_summary(label))
+    }
+
+    /// Rewrites the CSV and the telemetry file (both atomically) after a group of cells.
+    pub fn save(&self, rows: &[Row]) -> Result<()> {
+        write_rows(&self.csv_path, rows)?;
+        self.telemetry.write_from(self.sampler.as_ref())
+    }
+
+    /// Stops sampling and writes the final telemetry.
+    pub fn finish(self) -> Result<()> {
+        match self.sampler {
+            Some(s) => self.telemetry.write(s.stop()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A progress bar over `cells` cells with an ETA (hidden when stderr is not a terminal).
+pub fn progress(cells: usize) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(cells as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} cells, ETA {eta} {msg}",
+        )
+        .expect("valid progress template"),
+    );
+    bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_existing_run_is_refused_unless_resumed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, rows) = existing_rows(dir.path(), false).unwrap();
+        assert!(rows.is_empty());
+        write_rows(&path, &[]).unwrap();
+        let err = existing_rows(dir.path(), false).unwrap_err().to_string();
+        assert!(err.contains("--resume"), "{err}");
+        assert!(existing_rows(dir.path(), true).unwrap().1.is_empty());
+    }
+
+    #[test]
+    fn only_layouts_beyond_the_host_are_noted() {
+        let notes = emulation_notes(
+            &[Layout::Tp(1), Layout::Tp(2), Layout::Dep(4)],
+            2,
+            "one rank ran",
+        );
+        assert_eq!(
+            notes,
+            vec!["emulated: dep4 needs 4 GPUs, this host has 2; one rank ran".to_string()]
+        );
+    }
+}
