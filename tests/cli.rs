@@ -1,0 +1,143 @@
+//! The command line as a user meets it: exit codes and one-line errors, no panics, with or
+//! without a GPU.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn metaprep(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_metaprep"))
+        .args(args)
+        .output()
+        .expect("running metaprep")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn assert_clean_failure(out: &Output, code: i32, needle: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(code), "stderr: {err}");
+    assert!(err.contains(needle), "expected `{needle}` in: {err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "a panic: {err}"
+    );
+}
+
+#[test]
+fn gpu_commands_without_a_driver_exit_2_with_one_line() {
+    // SAFETY: only probes whether libcuda can be loaded.
+    let driver = unsafe { cudarc::driver::sys::is_culib_present() };
+    for command in ["info", "check"] {
+        let out = metaprep(&[command]);
+        if driver {
+            // On a GPU host the same command must simply work.
+            assert!(
+                out.status.code() == Some(0),
+                "{command} on a GPU host: {}",
+                stderr(&out)
+            );
+        } else {
+            assert_clean_failure(&out, 2, "no CUDA driver found");
+            assert_eq!(
+                stderr(&out).lines().count(),
+                1,
+                "one line: {}",
+                stderr(&out)
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_flags_are_refused_before_any_gpu_work() {
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["check", "--batch-sizes", "0"],
+            "--batch-sizes: 0 is not a valid value",
+        ),
+        (&["check", "--families", "dsa"], "unknown family 'dsa'"),
+        (&["sweep", "--tp", "tp3"], "--tp: `tp3` is not a layout"),
+        (
+            &["sweep", "--arms", "graph,graph"],
+            "--arms: graph appears more than once",
+        ),
+        (
+            &["sweep", "--seq-lens", "9000-100"],
+            "--seq-lens: 9000 is above 100",
+        ),
+        (
+            &["steps", "--accept-length", "5", "--block-sizes", "3"],
+            "--accept-length: 5 is impossible",
+        ),
+        (
+            &["steps", "--trace-cell", "tp4:x:5"],
+            "--trace-cell: `x` is not a positive integer",
+        ),
+    ];
+    for (args, needle) in cases {
+        assert_clean_failure(&metaprep(args), 2, needle);
+    }
+    assert_eq!(
+        metaprep(&["sweep", "--bogus"]).status.code(),
+        Some(2),
+        "clap's own usage error"
+    );
+}
+
+#[test]
+fn report_writes_charts_and_summary_and_refuses_bad_dirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run_small");
+    for file in ["metaprep.csv", "env.json", "telemetry.csv", "trace.json"] {
+        std::fs::copy(fixture.join(file), dir.path().join(file)).unwrap();
+    }
+    let out = metaprep(&["report", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(dir.path().join("summary.md").exists());
+    assert!(
+        dir.path().join("charts/itl.png").exists() && dir.path().join("charts/itl.svg").exists()
+    );
+
+    let empty = tempfile::tempdir().unwrap();
+    assert_clean_failure(
+        &metaprep(&["report", empty.path().to_str().unwrap()]),
+        1,
+        "has no metaprep.csv",
+    );
+    std::fs::write(empty.path().join("metaprep.csv"), "kind,family\nprep,x\n").unwrap();
+    assert_clean_failure(
+        &metaprep(&["report", empty.path().to_str().unwrap()]),
+        1,
+        "metaprep.csv",
+    );
+    assert!(
+        !empty.path().join("summary.md").exists(),
+        "no half-written output"
+    );
+}
+
+#[test]
+fn compare_gates_on_slower_cells() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let (base, slower) = (
+        fixtures.join("run_small"),
+        fixtures.join("run_small_slower"),
+    );
+    let out = metaprep(&["compare", base.to_str().unwrap(), slower.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a regression fails the gate: {}",
+        stderr(&out)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("**slower**"));
+    let same = metaprep(&["compare", base.to_str().unwrap(), base.to_str().unwrap()]);
+    assert_eq!(same.status.code(), Some(0), "{}", stderr(&same));
+    assert_clean_failure(
+        &metaprep(&["compare", "/nonexistent", base.to_str().unwrap()]),
+        2,
+        "/nonexistent",
+    );
+}
