@@ -84,6 +84,10 @@ struct SweepArgs {
     /// Stop a cell once the 95% CI of its median is within this percentage of it.
     #[arg(long, default_value_t = 1.0)]
     rel_ci_pct: f64,
+    /// Fewest samples per metric of a cell: 30 keep the bootstrap interval of the host-read
+    /// cost (eager-sync minus eager-device) tight even when each arm converges early.
+    #[arg(long, default_value_t = 30)]
+    min_samples: usize,
     /// Per-metric time cap of a cell, in milliseconds (the stop reason says which ended it).
     #[arg(long, default_value_t = 500)]
     time_cap_ms: u64,
@@ -347,6 +351,7 @@ fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
         rule: StoppingRule {
             rel_ci: usage(positive(args.rel_ci_pct, "--rel-ci-pct"))? / 100.0,
             time_cap: Duration::from_millis(args.time_cap_ms),
+            min_samples: usize::max(args.min_samples, 2),
             ..StoppingRule::default()
         },
         steps_per_sample: usage(positive(args.steps_per_sample as f64, "--steps-per-sample"))?
