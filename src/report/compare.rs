@@ -209,8 +209,18 @@ pub fn compare_rows(
     arms: Option<(&str, &str)>,
     threshold_pct: f64,
 ) -> Result<Comparison> {
-    let base_index = index_side(base, "BASE", arms.map(|(b, _)| b))?;
-    let new_index = index_side(new, "NEW", arms.map(|(_, n)| n))?;
+    // Each arm is read against its own floor (an empty graph replay for graph arms, an empty
+    // kernel launch for eager ones), so multiples of the floor do not compare across arms.
+    let across_arms = arms.is_some_and(|(b, n)| b != n);
+    let comparable = |rows: &[Row]| -> Vec<Row> {
+        rows.iter()
+            .filter(|r| !(across_arms && r.metric == "floor_multiple"))
+            .cloned()
+            .collect()
+    };
+    let (base, new) = (comparable(base), comparable(new));
+    let base_index = index_side(&base, "BASE", arms.map(|(b, _)| b))?;
+    let new_index = index_side(&new, "NEW", arms.map(|(_, n)| n))?;
     let mut comparison = Comparison::default();
     for (key, base_row) in &base_index {
         match new_index.get(key) {
@@ -240,8 +250,8 @@ pub fn compare_rows(
             "no cell of BASE matches a cell of NEW on (kind, family, batch size, block size, \
              layout, metric{}): are they runs of the same sweep? (arms in BASE: {}; in NEW: {})",
             if arms.is_some() { "" } else { ", arm" },
-            arms_of(base),
-            arms_of(new)
+            arms_of(&base),
+            arms_of(&new)
         );
     }
     Ok(comparison)
@@ -663,6 +673,32 @@ mod tests {
             error.to_string(),
             "NEW has no rows for arm `fused`; its arms are: eager-device, eager-sync, graph"
         );
+    }
+
+    #[test]
+    fn floor_multiples_do_not_compare_across_arms() {
+        let rows = vec![
+            row(
+                "prep",
+                "dsa_decode",
+                "eager-sync",
+                4,
+                "floor_multiple",
+                10.0,
+            ),
+            row("prep", "dsa_decode", "graph", 4, "floor_multiple", 12.0),
+            row("prep", "dsa_decode", "eager-sync", 4, "step_us", 40.0),
+            row("prep", "dsa_decode", "graph", 4, "step_us", 20.0),
+        ];
+        let across = compare_rows(&rows, &rows, Some(("eager-sync", "graph")), 2.0).unwrap();
+        assert_eq!(
+            across.matched.len(),
+            1,
+            "only step_us: each arm has its own floor"
+        );
+        assert!(across.only_in_base.is_empty() && across.only_in_new.is_empty());
+        let same_arm = compare_rows(&rows, &rows, None, 2.0).unwrap();
+        assert_eq!(same_arm.matched.len(), 4, "a run against itself keeps them");
     }
 
     #[test]
