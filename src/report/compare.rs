@@ -89,6 +89,11 @@ pub struct Change {
 /// `None` when a median or interval bound is not positive: a ratio means nothing there.
 pub fn relative_change(base: &Row, new: &Row) -> Option<Change> {
     let log_bounds = |row: &Row| -> Option<(f64, f64, f64)> {
+        // No interval (too few samples: NaN bounds) means no change can be called; checked
+        // before min/max, which would quietly replace a NaN bound by the median.
+        if !(row.ci_lo.is_finite() && row.ci_hi.is_finite()) {
+            return None;
+        }
         // A median outside its own interval would make a negative width; widen to hold it.
         let (lo, hi) = (row.ci_lo.min(row.median), row.ci_hi.max(row.median));
         let all_positive = [lo, row.median, hi]
@@ -672,6 +677,19 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "NEW has no rows for arm `fused`; its arms are: eager-device, eager-sync, graph"
+        );
+    }
+
+    #[test]
+    fn a_missing_interval_is_uncertain_not_certain() {
+        let base = with_ci("throughput_tok_s", 207.0, f64::NAN, f64::NAN);
+        let new = with_ci("throughput_tok_s", 198.0, f64::NAN, f64::NAN);
+        assert!(relative_change(&base, &new).is_none());
+        assert_eq!(verdict_of(&base, &new), Verdict::Uncertain);
+        assert_eq!(
+            verdict_of(&base, &base),
+            Verdict::Same,
+            "identical medians are the same"
         );
     }
 

@@ -339,10 +339,18 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
                 write!(out, " {} |", prep_cost(index, &cell, floor.map(|(v, _)| v)))?;
             }
             if has_host_read {
-                let sync = index.get(&sorted.with_arm(BASELINE_ARM), "step_us");
+                let sync_cell = sorted.with_arm(BASELINE_ARM);
+                let sync = index.get(&sync_cell, "step_us");
                 let device = index.get(&sorted.with_arm(DEVICE_ARM), "step_us");
-                let text = match (sync, device) {
-                    (Some(sync), Some(device)) => {
+                // The sweep's own bootstrap estimate when the run has one.
+                let text = match (index.get(&sync_cell, "read_cost_us"), sync, device) {
+                    (Some(cost), _, _) => format!(
+                        "{} [{}, {}]",
+                        fmt_num(cost.median),
+                        fmt_num(cost.ci_lo),
+                        fmt_num(cost.ci_hi)
+                    ),
+                    (None, Some(sync), Some(device)) => {
                         let (d, lo, hi) = difference(sync, device);
                         format!("{} [{}, {}]", fmt_num(d), fmt_num(lo), fmt_num(hi))
                     }
@@ -387,9 +395,16 @@ fn launch_floor(rows: &[Row]) -> Option<(f64, &str)> {
         .min_by(|a, b| a.0.total_cmp(&b.0))
 }
 
-/// `a − b` with a 95% interval by MOVER for a difference of independent estimates.
+/// `a − b` with a 95% interval by MOVER for a difference of independent estimates; NaN
+/// bounds when either side has no interval (too few samples).
 fn difference(a: &Row, b: &Row) -> (f64, f64, f64) {
     let d = a.median - b.median;
+    if ![a.ci_lo, a.ci_hi, b.ci_lo, b.ci_hi]
+        .iter()
+        .all(|v| v.is_finite())
+    {
+        return (d, f64::NAN, f64::NAN);
+    }
     let below = |r: &Row| (r.median - r.ci_lo).max(0.0);
     let above = |r: &Row| (r.ci_hi - r.median).max(0.0);
     (
@@ -591,6 +606,23 @@ mod tests {
         assert!((lo - (15.0 - 1.25f64.sqrt())).abs() < 1e-12, "{lo}");
         // upper: sync's upper reach (2.0) with device's lower reach (1.0)
         assert!((hi - (15.0 + 5.0f64.sqrt())).abs() < 1e-12, "{hi}");
+        device.ci_lo = f64::NAN;
+        let (d, lo, hi) = difference(&sync, &device);
+        assert_eq!(d, 15.0);
+        assert!(
+            lo.is_nan() && hi.is_nan(),
+            "no interval on one side: none on the difference"
+        );
+    }
+
+    #[test]
+    fn the_sweeps_own_read_cost_estimate_is_preferred() {
+        let mut cost = prep("eager-sync", 18.3);
+        cost.metric = "read_cost_us".into();
+        (cost.ci_lo, cost.ci_hi) = (18.0, 18.6);
+        let rows = vec![prep("eager-sync", 40.0), prep("eager-device", 25.0), cost];
+        let md = render_summary(&rows, &EnvRecord::default());
+        assert!(md.contains("18.3 [18.0, 18.6]"), "{md}");
     }
 
     #[test]
