@@ -55,8 +55,16 @@ pub fn check_shape(
     steps: usize,
     token_budget: u64,
 ) -> Result<Shape> {
-    let room = length_cap(batch_size, token_budget) + (steps as u32 + 2) * (block + 1);
-    Shape::new(family, batch_size, block, room.div_ceil(256) * 256)
+    // Validated first, so the room below cannot overflow.
+    Shape::new(family, batch_size, block, MAX_CONTEXT)?;
+    let room =
+        length_cap(batch_size, token_budget) as u64 + (steps as u64 + 2) * (block as u64 + 1);
+    Shape::new(
+        family,
+        batch_size,
+        block,
+        u32::try_from(room.div_ceil(256) * 256)?,
+    )
 }
 
 /// The expected outputs of every checked step, and the lengths after each accept.

@@ -66,8 +66,10 @@ struct SweepArgs {
     block_sizes: String,
     /// Tensor-parallel layouts, comma separated: tp1, tp2, tp4, tp8 (1/TP of every layer
     /// per GPU, whole batch) or dep2, dep4 (attention data-parallel: bs/DP per GPU). The
-    /// prep is per rank, so a layout needing more GPUs than the host has runs one rank and
-    /// is marked emulated.
+    /// prep is per rank and does not depend on the TP degree, so tp layouts measure the same
+    /// prep (only dep changes the batch a rank prepares); a layout needing more GPUs than
+    /// the host has runs one rank and is marked emulated. `metaprep steps` is where TP
+    /// changes the forward.
     #[arg(long, default_value = "tp1")]
     tp: String,
     /// GPU time of the stand-in forward launched after each prep for the step_fwd_us
@@ -365,12 +367,12 @@ fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
         }),
         resume: args.resume,
     };
-    // Shapes are validated before any GPU work.
-    for &family in &config.families {
-        for &block in &config.block_sizes {
-            usage(Shape::new(family, 1, block, config.max_context))?;
-        }
-    }
+    validate_shapes(
+        &config.families,
+        &config.batch_sizes,
+        &config.block_sizes,
+        config.max_context,
+    )?;
     if config.seq_lens.max as u64 + 64 > config.max_context as u64 {
         return usage(Err(anyhow::anyhow!(
             "--seq-lens: lengths up to {} do not fit --max-context {}: raise --max-context or lower the range",
@@ -459,6 +461,12 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
             args.steps, args.min_steps
         )));
     }
+    validate_shapes(
+        &[Family::DsparkDraftBlock, Family::DsaTargetVerify],
+        &batch_sizes,
+        &block_sizes,
+        args.max_context,
+    )?;
     let seq_lens = usage(parse_range(&args.seq_lens))?;
     if seq_lens.max as u64 + 64 > args.max_context as u64 {
         return usage(Err(anyhow::anyhow!(
@@ -574,6 +582,23 @@ fn arms(list: &str) -> Result<Vec<Arm>> {
     })
 }
 
+/// Every shape a run will build, checked before any GPU work.
+fn validate_shapes(
+    families: &[Family],
+    batch_sizes: &[u32],
+    block_sizes: &[u32],
+    max_context: u32,
+) -> Result<(), ExitCode> {
+    for &family in families {
+        for &bs in batch_sizes {
+            for &block in block_sizes {
+                usage(Shape::new(family, bs, block, max_context))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn check_config(args: &CheckArgs) -> Result<CheckConfig, ExitCode> {
     Ok(CheckConfig {
         seed: args.seed.unwrap_or_else(fresh_seed),
@@ -583,6 +608,22 @@ fn check_config(args: &CheckArgs) -> Result<CheckConfig, ExitCode> {
         block_sizes: usage(parse_u32_list(&args.block_sizes, "--block-sizes"))?,
         steps: args.steps as usize,
         token_budget: args.token_budget,
+    })
+    .and_then(|config: CheckConfig| {
+        for &family in &config.families {
+            for &bs in &config.batch_sizes {
+                for &block in &config.block_sizes {
+                    usage(check::check_shape(
+                        family,
+                        bs,
+                        block,
+                        config.steps,
+                        config.token_budget,
+                    ))?;
+                }
+            }
+        }
+        Ok(config)
     })
 }
 

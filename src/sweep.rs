@@ -177,6 +177,9 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
                         progress.inc(cells.len() as u64);
                         continue;
                     }
+                    // A group is measured whole: one resumed with some arms done replaces their rows,
+                    // so the group's derived rows (read cost) come from one invocation.
+                    rows.retain(|r| !cells.iter().any(|c| c.key() == r.cell_key()));
                     let shape = Shape::new(family, rank_bs, block, config.max_context)?;
                     let inputs = inputs.get_or_insert_with(|| {
                         generate(

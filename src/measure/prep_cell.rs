@@ -6,20 +6,30 @@
 //!   host and GPU serialise).
 //! * `host_issue_us` — host time per step spent issuing the prep, not counting the read.
 //! * `host_blocked_us` — host time per step blocked in the read (eager-sync only).
-//! * `gpu_prep_us` — device time from the prep's first to last operation (CUDA events
-//!   around each step's prep, in a separate pass so the events do not perturb the others).
+//! * `gpu_prep_us` — device time from the prep's first launch to its last kernel's end (CUDA
+//!   events, in a separate pass so they do not perturb the others). For eager-sync the start
+//!   is marked after the host read, the list and its copy; for eager arms the gaps between
+//!   their own launches are inside the span.
 
 use super::sampling::{sample_per_step, Sampled};
 use super::stopping::StoppingRule;
 use crate::gpu::{Gpu, Launch};
 use anyhow::{Context, Result};
 use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::CudaEvent;
 use std::time::{Duration, Instant};
 
 /// Something that issues one step of work on the GPU's stream: a prep arm, or a floor item
 /// run through the same harness to measure the harness itself.
 pub trait StepSource {
     fn issue_step(&mut self) -> Result<()>;
+    /// Issues one step with `start` recorded on the stream right before its GPU work begins
+    /// (after any host read): the start of the step's device span.
+    fn issue_step_marked(&mut self, gpu: &Gpu, start: &CudaEvent) -> Result<()> {
+        start.record(&gpu.stream)?;
+        self.issue_step()
+    }
+
     /// Host time spent blocked in a host read since the last call.
     fn take_blocked(&mut self) -> Duration {
         Duration::ZERO
@@ -95,8 +105,7 @@ fn event_timed(gpu: &Gpu, source: &mut dyn StepSource, steps: usize) -> Result<V
         .map(|_| Ok((new_event()?, new_event()?)))
         .collect::<Result<_>>()?;
     for (begin, end) in &events {
-        begin.record(&gpu.stream)?;
-        source.issue_step()?;
+        source.issue_step_marked(gpu, begin)?;
         end.record(&gpu.stream)?;
     }
     gpu.sync()?;

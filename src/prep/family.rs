@@ -27,6 +27,10 @@ pub fn page_grid_y(rows: u32, col_limit: u32, sm_count: u32) -> u32 {
         .max(1);
     spans.min(budget)
 }
+/// Largest block (draft tokens per request) a shape accepts; real drafters use 1 to 16.
+pub const MAX_BLOCK: u32 = 64;
+/// Largest batch a shape accepts.
+pub const MAX_BATCH: u32 = 65536;
 /// The checker's poison: negative and not -1, so no real output can equal it.
 pub const POISON: i32 = -0x3c3c_3c3c;
 
@@ -140,8 +144,10 @@ pub struct Shape {
 
 impl Shape {
     pub fn new(family: Family, batch_size: u32, block: u32, max_context: u32) -> Result<Self> {
-        if batch_size == 0 || block == 0 {
-            bail!("batch size and block size must be at least 1 (got {batch_size} and {block})");
+        if !(1..=MAX_BATCH).contains(&batch_size) || !(1..=MAX_BLOCK).contains(&block) {
+            bail!(
+                "batch size {batch_size} and block size {block} must be within 1..={MAX_BATCH} and 1..={MAX_BLOCK}"
+            );
         }
         if max_context < 2 * (block + 1) + SWA_WINDOW as u32 || max_context > (1 << 26) {
             bail!("max context {max_context} is out of range for block {block}");
@@ -265,6 +271,11 @@ mod tests {
         assert_eq!(d.max_seq_len(), 994);
         assert!(Shape::new(Family::DsaDecode, 0, 5, 4096).is_err());
         assert!(Shape::new(Family::DsaDecode, 1, 5, 10).is_err());
+        assert!(
+            Shape::new(Family::DsaDecode, 1, u32::MAX, 4096).is_err(),
+            "no overflow on huge blocks"
+        );
+        assert!(Shape::new(Family::DsaDecode, MAX_BATCH + 1, 5, 4096).is_err());
     }
 
     #[test]

@@ -30,11 +30,14 @@ pub struct LengthRange {
     pub max: u32,
 }
 
-/// Lengths where the formulas change branch; the checker puts them in the first rows.
-pub fn edge_lengths() -> Vec<i32> {
+/// Lengths where the formulas change branch, for the first rows: empty, the longest the
+/// shape allows (page reads reach the row's end, and the first accept wraps it), then the
+/// window, page and top-k boundaries.
+pub fn edge_lengths(longest: i32) -> Vec<i32> {
     let (w, page, topk) = (SWA_WINDOW, PAGE_SIZE, DSA_TOPK);
     vec![
         0,
+        longest,
         1,
         2,
         w - 1,
@@ -46,6 +49,7 @@ pub fn edge_lengths() -> Vec<i32> {
         topk - 1,
         topk,
         topk + 1,
+        longest - 1,
     ]
 }
 
@@ -67,7 +71,8 @@ pub fn generate(shape: &Shape, seed: u64, lengths: LengthRange, with_edges: bool
         })
         .collect();
     if with_edges {
-        let edges = edge_lengths().into_iter().filter(|&l| l as i64 <= max_len);
+        // Edges go in whatever the random range, up to the longest length the shape allows.
+        let edges = edge_lengths(shape.max_seq_len());
         for (slot, l) in seq_lens.iter_mut().take(live).zip(edges) {
             *slot = l;
         }
@@ -115,8 +120,8 @@ mod tests {
         assert_eq!(a.seq_lens.len(), 4);
         assert_eq!(
             &a.seq_lens[..3],
-            &[0, 1, 2],
-            "edge lengths fill the first rows"
+            &[0, shape.max_seq_len(), 1],
+            "edge lengths fill the first rows, the longest allowed among them"
         );
         assert_eq!(a.seq_lens[3], 0, "padding row");
         let mut pools = a.req_pool_indices[..3].to_vec();

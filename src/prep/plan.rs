@@ -102,10 +102,10 @@ pub struct PrepPlan<'g> {
     blocked: Duration,
     /// When the last host read began and ended (for a trace's "blocked in read" lane).
     last_read: Option<(Instant, Instant)>,
-    /// An event to record once the host read has returned: the step model's timeline marks
-    /// the prep's GPU work from there, so time the GPU spends waiting for the host to read,
-    /// build lists and launch is not counted as busy.
-    after_read: Option<sys::CUevent>,
+    /// An event eager-sync records right before its kernels launch, once the host read has
+    /// returned and the list is copied: device time spans start there, so the time the GPU
+    /// waits for the host to read, build lists and copy is not counted as prep work.
+    launch_start: Option<sys::CUevent>,
 }
 
 impl<'g> PrepPlan<'g> {
@@ -182,7 +182,7 @@ impl<'g> PrepPlan<'g> {
         let sync_launches = staged_launches(gpu, &shape, args_with(ptr(&host_block, gpu)))?;
         let fused = fused_launch(gpu, &shape, args_with(0))?;
 
-        let poison_fn = gpu.function(KernelModule::DsaDecode, "poison_i32")?;
+        let poison_fn = gpu.function(module_of(shape.family), "poison_i32")?;
         let poison = outputs
             .iter()
             .map(|b| {
@@ -214,7 +214,7 @@ impl<'g> PrepPlan<'g> {
             host_list: Vec::with_capacity(shape.batch_size as usize),
             blocked: Duration::ZERO,
             last_read: None,
-            after_read: None,
+            launch_start: None,
         })
     }
 
@@ -239,11 +239,6 @@ impl<'g> PrepPlan<'g> {
         let read_end = Instant::now();
         self.blocked += read_end - read_start;
         self.last_read = Some((read_start, read_end));
-        if let Some(event) = self.after_read {
-            // SAFETY: the caller keeps the event alive until the step's events are read.
-            unsafe { result::event::record(event, stream) }
-                .context("recording the after-read event")?;
-        }
         self.host_list.clear();
         self.host_list
             .resize(self.shape.batch_size as usize, self.shape.block as i32);
@@ -260,6 +255,11 @@ impl<'g> PrepPlan<'g> {
         let page = &mut self.sync_launches[PAGE_LAUNCH];
         page.set_arg(COL_LIMIT_ARG, col_limit as i32);
         page.grid.1 = page_grid_y(page.grid.0, col_limit, self.gpu.info.sm_count);
+        if let Some(event) = self.launch_start {
+            // SAFETY: issue_marked keeps the event alive for the duration of the call.
+            unsafe { result::event::record(event, stream) }
+                .context("recording the launch-start event")?;
+        }
         issue_all(&self.sync_launches, stream)
     }
 
@@ -322,12 +322,23 @@ impl<'g> PrepPlan<'g> {
         issue_all(&self.poison, self.stream())
     }
 
-    /// Records `event` right after each host read returns (eager-sync only), or stops.
-    ///
-    /// # Safety
-    /// The event must stay alive for as long as it is set.
-    pub unsafe fn set_after_read_event(&mut self, event: Option<sys::CUevent>) {
-        self.after_read = event;
+    /// Issues one step's prep with `start` recorded on the stream right before its kernels
+    /// launch: for eager-sync after the host read, the host-built list and its copy, for the
+    /// other arms just before the launch or replay. Device time from `start` to an event
+    /// recorded after the call is the prep's own span on the GPU.
+    pub fn issue_marked(
+        &mut self,
+        prepared: &Prepared,
+        start: &cudarc::driver::CudaEvent,
+    ) -> Result<()> {
+        if prepared.arm != Arm::EagerSync || prepared.graph.is_some() {
+            start.record(&self.gpu.stream)?;
+            return self.issue(prepared);
+        }
+        self.launch_start = Some(start.cu_event());
+        let issued = self.issue(prepared);
+        self.launch_start = None;
+        issued
     }
 
     /// The last host read's (start, end), once.
@@ -359,6 +370,10 @@ pub struct ArmSteps<'p, 'g> {
 impl StepSource for ArmSteps<'_, '_> {
     fn issue_step(&mut self) -> Result<()> {
         self.plan.issue(&self.prepared)
+    }
+
+    fn issue_step_marked(&mut self, _gpu: &Gpu, start: &cudarc::driver::CudaEvent) -> Result<()> {
+        self.plan.issue_marked(&self.prepared, start)
     }
 
     fn take_blocked(&mut self) -> Duration {

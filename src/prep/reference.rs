@@ -5,7 +5,7 @@
 //! (padding rows get fill values: 0, or -1 for SWA), and each page-table row up to its live
 //! KV length. Cells past that are never written by any arm and never checked.
 
-use super::family::{Family, OutputSpec, Shape, DSA_TOPK, PAGE_SIZE, SWA_WINDOW};
+use super::family::{Family, OutputSpec, Shape, DSA_TOPK, PAGE_SIZE, POISON, SWA_WINDOW};
 use super::inputs::HostInputs;
 
 /// Expected contents of one output: for each row, the values of its written prefix.
@@ -381,7 +381,7 @@ mod tests {
         let out = expected(&shape, &hand_inputs(&shape, &[2, 1], &[0, 1]));
         let pages = by_name(&out, "page_table_1");
         assert_eq!(pages.checked_cells(), 3);
-        let mut device = vec![crate::prep::family::POISON; pages.spec.len()];
+        let mut device = vec![POISON; pages.spec.len()];
         device[0] = 0;
         device[1] = 1;
         device[1024] = 1000;

@@ -1,10 +1,10 @@
 //! Step metrics from a measured timeline: ITL, output throughput, forward occupancy and the
 //! host-bound gap.
 //!
-//! All times are µs on **one** clock: the step loop maps device-timer intervals onto the host
-//! clock before building [`StepRecord`]s. A step's *window* runs from the previous step's
-//! completion to its own (`host_end_us`); the first step's window starts at its own
-//! `host_start_us`, as there is no earlier completion to measure from. Windows therefore tile
+//! All times are µs on **one** clock; the step loop uses the device clock (CUDA events from
+//! one anchor) for every field. A step's *window* runs from the previous step's completion
+//! to its own (`host_end_us`); the first step's window starts at its own `host_start_us`, as
+//! there is no earlier completion to measure from. Windows therefore tile
 //! the run from the first step's start to the last step's end, the span throughput and
 //! occupancy divide by.
 
@@ -13,9 +13,10 @@ use anyhow::{ensure, Result};
 /// One decode step as the step loop saw it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepRecord {
-    /// When the host began the step's scheduler work.
+    /// Where the step's window starts when it is the first: the step loop gives the previous
+    /// step's completion (its own start is unknown on the device clock).
     pub host_start_us: f64,
-    /// When the step's accepted tokens are known on the host: the step is complete.
+    /// When the step is complete: its accept has run and its tokens are known.
     pub host_end_us: f64,
     /// Kernel intervals `(start, end)` on the GPU for this step. They may overlap each other
     /// and may spill outside the step's window (an overlap scheduler runs the GPU a step

@@ -8,7 +8,10 @@
 //!   throughput;
 //! * a timeline pass with events around each phase (ten a step, a few µs of host time): GPU
 //!   busy intervals give forward occupancy and the host-bound gap, and for the traced cell
-//!   the Perfetto trace. eager-sync's prep is marked from the moment its host read returns.
+//!   the Perfetto trace. A prep phase is marked from its first launch (for eager-sync: after
+//!   the host read, the list and its copy) to its last kernel's end; for eager arms the gaps
+//!   between their own launches fall inside it. Occupancy is reported per step (1 - gap /
+//!   step wall time), so it has a median and an interval.
 //!
 //! Layouts run one rank: a layout needing more GPUs than the host has is emulated (the
 //! collective is a busy-wait sized by the bytes it would move); real ranks would each run
@@ -181,6 +184,9 @@ impl StepCell<'_> {
         cap: Duration,
     ) -> Result<Pass> {
         self.lengths.reset()?;
+        // Reads made while preparing the arms are not this pass's.
+        self.draft.take_blocked();
+        self.verify.take_blocked();
         self.gpu.sync()?;
         let anchor = self.new_events(1)?.remove(0);
         let done = self.new_events(total)?;
@@ -267,18 +273,7 @@ impl StepCell<'_> {
                     _ => None,
                 };
                 match prep {
-                    Some(plan) if arm == Arm::EagerSync => {
-                        // SAFETY: the event lives until this pass has read every event.
-                        unsafe { plan.set_after_read_event(Some(b.cu_event())) };
-                        let issued = plan.issue(if p == 0 { pd } else { pv });
-                        // SAFETY: clearing the event pointer.
-                        unsafe { plan.set_after_read_event(None) };
-                        issued?;
-                    }
-                    Some(plan) => {
-                        b.record(&self.gpu.stream)?;
-                        plan.issue(if p == 0 { pd } else { pv })?;
-                    }
+                    Some(plan) => plan.issue_marked(if p == 0 { pd } else { pv }, b)?,
                     None => {
                         b.record(&self.gpu.stream)?;
                         match p {
@@ -354,12 +349,14 @@ impl StepCell<'_> {
     }
 }
 
-/// Throughput samples over windows of steps: tokens of the window over its wall time.
+/// Throughput samples over windows of steps: tokens of the window over its wall time, times
+/// `scale`, the batch's requests per request this rank holds (bs / rank batch: 1 for tp
+/// layouts; for dep, the ranks holding the rest of the batch, which run in parallel).
 pub fn window_throughput(
     done_us: &[f64],
     tokens: &[Vec<u32>],
     window: usize,
-    ranks: u32,
+    scale: f64,
 ) -> Vec<f64> {
     (1..done_us.len())
         .step_by(window)
@@ -370,7 +367,7 @@ pub fn window_throughput(
                 .flatten()
                 .map(|&a| a as u64)
                 .sum();
-            toks as f64 * ranks as f64 / ((done_us[s + window - 1] - done_us[s - 1]) * 1e-6)
+            toks as f64 * scale / ((done_us[s + window - 1] - done_us[s - 1]) * 1e-6)
         })
         .collect()
 }
@@ -423,6 +420,9 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     progress.inc(cells.len() as u64);
                     continue;
                 }
+                // A group is measured whole: one resumed with some arms done replaces their rows,
+                // so the group's derived rows (read cost) come from one invocation.
+                rows.retain(|r| !cells.iter().any(|c| c.key() == r.cell_key()));
                 let draft_shape =
                     Shape::new(Family::DsparkDraftBlock, rank_bs, block, config.max_context)?;
                 let verify_shape =
@@ -492,7 +492,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                         &clean,
                         config.warmup_steps,
                         &timeline,
-                        layout.dp_degree(),
+                        bs as f64 / rank_bs as f64,
                         telemetry.as_ref(),
                     )?);
                     progress.inc(1);
@@ -524,7 +524,7 @@ fn step_rows(
     clean: &Pass,
     warmup: usize,
     timeline: &Timeline,
-    ranks: u32,
+    batch_scale: f64,
     telemetry: Option<&CellTelemetry>,
 ) -> Result<Vec<Row>> {
     let measured: Vec<StepRecord> = (warmup.max(1)..clean.done_us.len())
@@ -557,7 +557,7 @@ fn step_rows(
     rows.extend(id.summary_row(
         "throughput_tok_s",
         "tok/s",
-        &window_throughput(done_tail, tokens_tail, THROUGHPUT_WINDOW, ranks),
+        &window_throughput(done_tail, tokens_tail, THROUGHPUT_WINDOW, batch_scale),
         stop,
         telemetry,
     ));
@@ -565,7 +565,7 @@ fn step_rows(
         rows.extend(id.summary_row(
             "host_blocked_us",
             "us",
-            &clean.blocked_us[warmup.min(clean.blocked_us.len())..],
+            &clean.blocked_us[warmup.max(1).min(clean.blocked_us.len())..],
             stop,
             telemetry,
         ));
@@ -587,7 +587,7 @@ mod tests {
         // Steps complete every 100 µs; each of 2 requests accepts 2 tokens a step.
         let done: Vec<f64> = (0..21).map(|k| 100.0 * k as f64).collect();
         let tokens = vec![vec![2u32, 2]; 21];
-        let samples = window_throughput(&done, &tokens, 10, 1);
+        let samples = window_throughput(&done, &tokens, 10, 1.0);
         assert_eq!(samples.len(), 2);
         // 10 steps x 4 tokens over 1000 µs = 40 000 tok/s.
         assert!(
@@ -595,12 +595,12 @@ mod tests {
             "{samples:?}"
         );
         assert_eq!(
-            window_throughput(&done, &tokens, 10, 4)[0],
+            window_throughput(&done, &tokens, 10, 4.0)[0],
             160_000.0,
-            "dep ranks multiply"
+            "other ranks' requests add"
         );
         assert!(
-            window_throughput(&done[..5], &tokens[..5], 10, 1).is_empty(),
+            window_throughput(&done[..5], &tokens[..5], 10, 1.0).is_empty(),
             "no partial window"
         );
     }
