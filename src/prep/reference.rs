@@ -62,7 +62,10 @@ impl Expected {
         self.values.len()
     }
 
-    /// Compares a whole device buffer: (number of differing cells, the first of them).
+    /// Compares a whole poisoned-then-written device buffer: each row's written prefix must
+    /// equal the reference and every cell past it must still hold the poison (a kernel that
+    /// writes past a row's live length spends bandwidth no arm may spend). Returns the number
+    /// of differing cells and the first of them.
     pub fn compare(&self, device: &[i32]) -> (usize, Option<Mismatch>) {
         assert_eq!(
             device.len(),
@@ -74,11 +77,13 @@ impl Expected {
         let mut first = None;
         for r in 0..self.spec.rows {
             let want = self.row(r);
-            let got = &device[r * self.spec.width..r * self.spec.width + want.len()];
-            if want == got {
+            let row = &device[r * self.spec.width..(r + 1) * self.spec.width];
+            let (written, rest) = row.split_at(want.len());
+            if want == written && rest.iter().all(|&v| v == POISON) {
                 continue;
             }
-            for (c, (&e, &g)) in want.iter().zip(got).enumerate() {
+            let expected = want.iter().copied().chain(std::iter::repeat(POISON));
+            for (c, (e, &g)) in expected.zip(row).enumerate() {
                 if e != g {
                     count += 1;
                     first.get_or_insert(Mismatch {
@@ -388,7 +393,7 @@ mod tests {
         assert_eq!(
             pages.compare(&device),
             (0, None),
-            "cells past the live length are not checked"
+            "written prefixes right, the rest poisoned"
         );
         device[1] = 9;
         device[1024] = 8;
@@ -398,5 +403,11 @@ mod tests {
             first.unwrap().to_string(),
             "page_table_1[0, 1]: expected 1, got 9"
         );
+        device[1] = 1;
+        device[1024] = 1000;
+        device[1030] = 7;
+        let (count, first) = pages.compare(&device);
+        assert_eq!(count, 1, "a write past the live length is caught");
+        assert_eq!(first.unwrap().col, 6);
     }
 }
