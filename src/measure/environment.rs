@@ -62,5 +62,11 @@ pub fn env_for_run(
         "resumed {} with: {}",
         fresh.date, fresh.command_line
     ));
+    // Notes of the resuming invocation (a newly emulated layout, a model line) not yet there.
+    for note in fresh.notes {
+        if !original.notes.contains(&note) {
+            original.notes.push(note);
+        }
+    }
     Ok(original)
 }
