@@ -261,6 +261,38 @@ mod tests {
     }
 
     #[test]
+    fn expected_rows_fit_their_buffers_at_every_checked_shape() {
+        // The GPU tests' shapes (budget 2^20, 3 steps) and the check's extremes: a short row
+        // stride at large batch must not receive edge lengths it cannot hold.
+        for family in Family::ALL {
+            for (bs, block, budget) in [
+                (1000, 6, 1 << 20),
+                (1024, 8, 1 << 21),
+                (5, 8, 1 << 20),
+                (3, 1, 1 << 20),
+            ] {
+                let shape = check_shape(family, bs, block, 3, budget).unwrap();
+                let inputs = generate(
+                    &shape,
+                    7,
+                    LengthRange {
+                        min: 0,
+                        max: length_cap(bs, budget),
+                    },
+                    true,
+                );
+                assert!(
+                    inputs.seq_lens.iter().all(|&l| l <= shape.max_seq_len()),
+                    "{family} bs {bs}"
+                );
+                let accept = AcceptModel::with_probability(0.7, block, 7, shape.max_seq_len());
+                // push_row asserts every row fits its buffer.
+                trajectory(&shape, &inputs, &accept, 3);
+            }
+        }
+    }
+
+    #[test]
     fn seeds_differ_per_shape() {
         let a = shape_seed(1, Family::DsaDecode, 8, 5);
         assert_ne!(a, shape_seed(1, Family::DsaDecode, 8, 6));

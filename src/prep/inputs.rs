@@ -71,8 +71,10 @@ pub fn generate(shape: &Shape, seed: u64, lengths: LengthRange, with_edges: bool
         })
         .collect();
     if with_edges {
-        // Edges go in whatever the random range, up to the longest length the shape allows.
-        let edges = edge_lengths(shape.max_seq_len());
+        // Edges go in whatever the random range, but never past the longest length the
+        // shape allows (a short row stride at large batch holds no top-k edge).
+        let longest = shape.max_seq_len();
+        let edges = edge_lengths(longest).into_iter().filter(|&l| l <= longest);
         for (slot, l) in seq_lens.iter_mut().take(live).zip(edges) {
             *slot = l;
         }

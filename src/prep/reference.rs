@@ -46,10 +46,14 @@ impl Expected {
     }
 
     fn push_row(&mut self, cells: impl IntoIterator<Item = i32>) {
+        let start = self.values.len();
         self.values.extend(cells);
         self.row_start.push(self.values.len());
-        debug_assert!(
-            self.values.len() - self.row_start[self.row_start.len() - 2] <= self.spec.width
+        // A row longer than its buffer would be an input generator bug: fail at the source.
+        assert!(
+            self.values.len() - start <= self.spec.width,
+            "{} row wider than its buffer",
+            self.spec.name
         );
     }
 
