@@ -6,7 +6,9 @@ use crate::gpu::Gpu;
 use crate::measure::floor::{Floor, FloorItem};
 use crate::measure::prep_cell::{measure, PrepMeasurement, StepSource};
 use crate::measure::rows::CellId;
-use crate::measure::run_output::{emulation_notes, existing_rows, progress, Recorder};
+use crate::measure::run_output::{
+    arm_cells, emulation_notes, existing_rows, needs_measuring, progress, Recorder,
+};
 use crate::measure::sampling::sample_per_step;
 use crate::measure::stats::{diff_of_medians, ratio_of_medians};
 use crate::measure::stopping::StoppingRule;
@@ -160,26 +162,18 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
             for &block in &config.block_sizes {
                 let mut inputs: Option<HostInputs> = None;
                 for &family in &config.families {
-                    let cells: Vec<CellId> = config
-                        .arms
-                        .iter()
-                        .map(|arm| CellId {
-                            kind: KIND_PREP,
-                            family: family.name().into(),
-                            arm: arm.name().into(),
-                            batch_size: bs,
-                            block_size: block,
-                            layout: layout.to_string(),
-                            emulated: layout.emulated(gpu.info.device_count),
-                        })
-                        .collect();
-                    if cells.iter().all(|c| done.contains(&c.key())) {
-                        progress.inc(cells.len() as u64);
+                    let cells = arm_cells(
+                        KIND_PREP,
+                        family.name(),
+                        &config.arms,
+                        bs,
+                        block,
+                        layout,
+                        gpu.info.device_count,
+                    );
+                    if !needs_measuring(&cells, &done, &mut rows, &progress) {
                         continue;
                     }
-                    // A group is measured whole: one resumed with some arms done replaces their rows,
-                    // so the group's derived rows (read cost) come from one invocation.
-                    rows.retain(|r| !cells.iter().any(|c| c.key() == r.cell_key()));
                     let shape = Shape::new(family, rank_bs, block, config.max_context)?;
                     let inputs = inputs.get_or_insert_with(|| {
                         generate(

@@ -117,6 +117,46 @@ pub fn progress(cells: usize) -> indicatif::ProgressBar {
     bar
 }
 
+/// The cells of one group of a run: one per arm, at one (family, batch, block, layout).
+pub fn arm_cells(
+    kind: &'static str,
+    family: &str,
+    arms: &[crate::prep::Arm],
+    batch_size: u32,
+    block: u32,
+    layout: Layout,
+    gpus: u32,
+) -> Vec<super::rows::CellId> {
+    arms.iter()
+        .map(|arm| super::rows::CellId {
+            kind,
+            family: family.into(),
+            arm: arm.name().into(),
+            batch_size,
+            block_size: block,
+            layout: layout.to_string(),
+            emulated: layout.emulated(gpus),
+        })
+        .collect()
+}
+
+/// Whether a group still needs measuring. A group is measured whole: one that a resumed run
+/// finds partly done has its rows removed, so its derived rows (the read cost) come from one
+/// invocation; a complete one is skipped and counted as progress.
+pub fn needs_measuring(
+    cells: &[super::rows::CellId],
+    done: &std::collections::HashSet<crate::report::csv::CellKey>,
+    rows: &mut Vec<Row>,
+    progress: &indicatif::ProgressBar,
+) -> bool {
+    if cells.iter().all(|c| done.contains(&c.key())) {
+        progress.inc(cells.len() as u64);
+        return false;
+    }
+    rows.retain(|r| !cells.iter().any(|c| c.key() == r.cell_key()));
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,6 +170,55 @@ mod tests {
         let err = existing_rows(dir.path(), false).unwrap_err().to_string();
         assert!(err.contains("--resume"), "{err}");
         assert!(existing_rows(dir.path(), true).unwrap().1.is_empty());
+    }
+
+    #[test]
+    fn a_partly_done_group_is_measured_again_whole() {
+        use crate::prep::Arm;
+        let cells = arm_cells(
+            "prep",
+            "dsa_decode",
+            &[Arm::EagerSync, Arm::Graph],
+            8,
+            5,
+            Layout::Dep(2),
+            1,
+        );
+        assert!(cells.iter().all(|c| c.emulated && c.layout == "dep2"));
+        let done_row = cells[0]
+            .summary_row("step_us", "us", &[1.0; 8], "ci", None)
+            .unwrap();
+        let other = arm_cells(
+            "prep",
+            "dsa_decode",
+            &[Arm::EagerSync],
+            1,
+            5,
+            Layout::Tp(1),
+            1,
+        )[0]
+        .summary_row("step_us", "us", &[1.0; 8], "ci", None)
+        .unwrap();
+        let mut rows = vec![done_row.clone(), other.clone()];
+        let progress = indicatif::ProgressBar::hidden();
+        let done = crate::report::csv::completed_cells(&rows);
+        assert!(needs_measuring(&cells, &done, &mut rows, &progress));
+        assert_eq!(
+            rows,
+            vec![other.clone()],
+            "the group's old rows go, others stay"
+        );
+        let second = cells[1]
+            .summary_row("step_us", "us", &[1.0; 8], "ci", None)
+            .unwrap();
+        let mut rows = vec![done_row, second, other];
+        let done = crate::report::csv::completed_cells(&rows);
+        assert!(!needs_measuring(&cells, &done, &mut rows, &progress));
+        assert_eq!(
+            (rows.len(), progress.position()),
+            (3, 2),
+            "a complete group is skipped"
+        );
     }
 
     #[test]

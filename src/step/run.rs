@@ -25,7 +25,9 @@ use super::trace::{HostLane, TraceBuilder};
 use crate::gpu::{Gpu, Launch};
 use crate::measure::nvml::CellTelemetry;
 use crate::measure::rows::CellId;
-use crate::measure::run_output::{emulation_notes, existing_rows, progress, Recorder};
+use crate::measure::run_output::{
+    arm_cells, emulation_notes, existing_rows, needs_measuring, progress, Recorder,
+};
 use crate::measure::stats::Estimate;
 use crate::prep::accept::AcceptModel;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
@@ -403,26 +405,18 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         for &bs in &config.batch_sizes {
             let rank_bs = layout.rank_batch(bs);
             for &block in &config.block_sizes {
-                let cells: Vec<CellId> = config
-                    .arms
-                    .iter()
-                    .map(|arm| CellId {
-                        kind: KIND_STEP,
-                        family: STEP_FAMILY.into(),
-                        arm: arm.name().into(),
-                        batch_size: bs,
-                        block_size: block,
-                        layout: layout.to_string(),
-                        emulated: layout.emulated(gpu.info.device_count),
-                    })
-                    .collect();
-                if cells.iter().all(|c| done.contains(&c.key())) {
-                    progress.inc(cells.len() as u64);
+                let cells = arm_cells(
+                    KIND_STEP,
+                    STEP_FAMILY,
+                    &config.arms,
+                    bs,
+                    block,
+                    layout,
+                    gpu.info.device_count,
+                );
+                if !needs_measuring(&cells, &done, &mut rows, &progress) {
                     continue;
                 }
-                // A group is measured whole: one resumed with some arms done replaces their rows,
-                // so the group's derived rows (read cost) come from one invocation.
-                rows.retain(|r| !cells.iter().any(|c| c.key() == r.cell_key()));
                 let draft_shape =
                     Shape::new(Family::DsparkDraftBlock, rank_bs, block, config.max_context)?;
                 let verify_shape =
