@@ -9,7 +9,6 @@
 //!   cargo bench -- --baseline before              # before/after in two commands
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use cudarc::driver::sys::CUevent_flags;
 use metaprep::gpu::Gpu;
 use metaprep::measure::floor::{Floor, FloorItem};
 use metaprep::prep::accept::AcceptModel;
@@ -45,14 +44,8 @@ fn or_exit<T>(result: anyhow::Result<T>) -> T {
 
 /// Runs `steps` of `issue` and returns the host wall time and the device time per step.
 fn timed(gpu: &Gpu, steps: u64, mut issue: impl FnMut() -> anyhow::Result<()>) -> (Duration, f64) {
-    let event = || {
-        or_exit(
-            gpu.ctx
-                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(Into::into),
-        )
-    };
-    let (begin, end) = (event(), event());
+    let events = or_exit(gpu.timing_events(2));
+    let (begin, end) = (&events[0], &events[1]);
     let start = Instant::now();
     or_exit(begin.record(&gpu.stream).map_err(Into::into));
     for _ in 0..steps {
@@ -61,7 +54,7 @@ fn timed(gpu: &Gpu, steps: u64, mut issue: impl FnMut() -> anyhow::Result<()>) -
     or_exit(end.record(&gpu.stream).map_err(Into::into));
     or_exit(gpu.sync());
     let wall = start.elapsed();
-    let device_us = or_exit(begin.elapsed_ms(&end).map_err(Into::into)) as f64 * 1e3 / steps as f64;
+    let device_us = or_exit(begin.elapsed_ms(end).map_err(Into::into)) as f64 * 1e3 / steps as f64;
     (wall, device_us)
 }
 

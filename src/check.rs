@@ -189,6 +189,14 @@ pub fn eager_sync_capture_is_refused(gpu: &Gpu, family: Family) -> Result<String
     }
 }
 
+/// A new seed each run (time and process id), printed by the caller so a failure replays.
+pub fn fresh_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    (nanos as u64) ^ ((std::process::id() as u64) << 32)
+}
+
 /// Seed for one shape: the run seed mixed with the shape's coordinates.
 pub fn shape_seed(run_seed: u64, family: Family, batch_size: u32, block: u32) -> u64 {
     let mut rng = SplitMix64::new(

@@ -328,6 +328,26 @@ fn parse_range(s: &str) -> Result<LengthRange> {
     Ok(LengthRange { min: lo, max: hi })
 }
 
+/// `--seq-lens`, whose longest length must leave room for the drafts within `--max-context`.
+fn seq_lens_within(s: &str, max_context: u32) -> Result<LengthRange> {
+    let range = parse_range(s)?;
+    if range.max as u64 + 64 > max_context as u64 {
+        anyhow::bail!(
+            "--seq-lens: lengths up to {} do not fit --max-context {max_context}: raise --max-context or lower the range",
+            range.max
+        );
+    }
+    Ok(range)
+}
+
+/// The default `--out`: `results/<command>-<UTC date and time>`.
+fn default_out(command: &str) -> PathBuf {
+    PathBuf::from(format!(
+        "results/{command}-{}",
+        chrono::Utc::now().format("%Y%m%d-%H%M%S")
+    ))
+}
+
 fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
     let positive = |v: f64, flag: &str| {
         if v.is_finite() && v > 0.0 {
@@ -349,7 +369,7 @@ fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
             usage(positive(args.forward_us, "--forward-us"))?
         },
         max_context: args.max_context,
-        seq_lens: usage(parse_range(&args.seq_lens))?,
+        seq_lens: usage(seq_lens_within(&args.seq_lens, args.max_context))?,
         rule: StoppingRule {
             rel_ci: usage(positive(args.rel_ci_pct, "--rel-ci-pct"))? / 100.0,
             time_cap: Duration::from_millis(args.time_cap_ms),
@@ -359,12 +379,7 @@ fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
         steps_per_sample: usage(positive(args.steps_per_sample as f64, "--steps-per-sample"))?
             as usize,
         seed: args.seed,
-        out: args.out.clone().unwrap_or_else(|| {
-            PathBuf::from(format!(
-                "results/sweep-{}",
-                chrono::Utc::now().format("%Y%m%d-%H%M%S")
-            ))
-        }),
+        out: args.out.clone().unwrap_or_else(|| default_out("sweep")),
         resume: args.resume,
     };
     validate_shapes(
@@ -373,13 +388,6 @@ fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
         &config.block_sizes,
         config.max_context,
     )?;
-    if config.seq_lens.max as u64 + 64 > config.max_context as u64 {
-        return usage(Err(anyhow::anyhow!(
-            "--seq-lens: lengths up to {} do not fit --max-context {}: raise --max-context or lower the range",
-            config.seq_lens.max,
-            config.max_context
-        )));
-    }
     Ok(config)
 }
 
@@ -467,20 +475,8 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         &block_sizes,
         args.max_context,
     )?;
-    let seq_lens = usage(parse_range(&args.seq_lens))?;
-    if seq_lens.max as u64 + 64 > args.max_context as u64 {
-        return usage(Err(anyhow::anyhow!(
-            "--seq-lens: lengths up to {} do not fit --max-context {}",
-            seq_lens.max,
-            args.max_context
-        )));
-    }
-    let out = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from(format!(
-            "results/steps-{}",
-            chrono::Utc::now().format("%Y%m%d-%H%M%S")
-        ))
-    });
+    let seq_lens = usage(seq_lens_within(&args.seq_lens, args.max_context))?;
+    let out = args.out.clone().unwrap_or_else(|| default_out("steps"));
     let cell = match &args.trace_cell {
         Some(s) => usage(trace_cell(s))?,
         None => (layouts[0], batch_sizes[0], block_sizes[0]),
@@ -601,7 +597,7 @@ fn validate_shapes(
 
 fn check_config(args: &CheckArgs) -> Result<CheckConfig, ExitCode> {
     Ok(CheckConfig {
-        seed: args.seed.unwrap_or_else(fresh_seed),
+        seed: args.seed.unwrap_or_else(check::fresh_seed),
         families: usage(families(&args.prep.families))?,
         arms: usage(arms(&args.prep.arms))?,
         batch_sizes: usage(parse_u32_list(&args.batch_sizes, "--batch-sizes"))?,
@@ -625,13 +621,6 @@ fn check_config(args: &CheckArgs) -> Result<CheckConfig, ExitCode> {
         }
         Ok(config)
     })
-}
-
-fn fresh_seed() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    (nanos as u64) ^ ((std::process::id() as u64) << 32)
 }
 
 fn run_check(args: &CheckArgs, config: &CheckConfig) -> Result<ExitCode> {

@@ -10,10 +10,7 @@ fn gpu() -> Gpu {
 }
 
 fn fresh_seed() -> u64 {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
+    let seed = metaprep::check::fresh_seed();
     println!("seed {seed}");
     seed
 }

@@ -151,6 +151,18 @@ impl Gpu {
             .with_context(|| format!("copying {what} to the host"))
     }
 
+    /// `n` events that record timestamps. cudarc's `new_event(None)` disables timing, so
+    /// every timed measurement goes through here.
+    pub fn timing_events(&self, n: usize) -> Result<Vec<cudarc::driver::CudaEvent>> {
+        (0..n)
+            .map(|_| {
+                self.ctx
+                    .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                    .context("creating a timing event")
+            })
+            .collect()
+    }
+
     pub fn sync(&self) -> Result<()> {
         self.stream
             .synchronize()

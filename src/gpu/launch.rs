@@ -7,7 +7,7 @@ use cudarc::driver::{sys, CudaFunction};
 use std::ffi::c_void;
 
 pub struct Launch {
-    name: &'static str,
+    name: String,
     func: CudaFunction,
     pub grid: (u32, u32, u32),
     pub block: (u32, u32, u32),
@@ -19,13 +19,13 @@ pub struct Launch {
 
 impl Launch {
     pub fn new(
-        name: &'static str,
+        name: impl Into<String>,
         func: CudaFunction,
         grid: (u32, u32, u32),
         block: (u32, u32, u32),
     ) -> Self {
         Self {
-            name,
+            name: name.into(),
             func,
             grid,
             block,

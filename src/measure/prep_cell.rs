@@ -14,8 +14,7 @@
 use super::sampling::{sample_per_step, Sampled};
 use super::stopping::StoppingRule;
 use crate::gpu::{Gpu, Launch};
-use anyhow::{Context, Result};
-use cudarc::driver::sys::CUevent_flags;
+use anyhow::Result;
 use cudarc::driver::CudaEvent;
 use std::time::{Duration, Instant};
 
@@ -96,22 +95,17 @@ pub fn measure(
 
 /// Device time of each of `steps` preps, from events recorded around it.
 fn event_timed(gpu: &Gpu, source: &mut dyn StepSource, steps: usize) -> Result<Vec<f64>> {
-    let new_event = || {
-        gpu.ctx
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .context("creating a timing event")
-    };
-    let events: Vec<_> = (0..steps)
-        .map(|_| Ok((new_event()?, new_event()?)))
-        .collect::<Result<_>>()?;
-    for (begin, end) in &events {
+    let begin = gpu.timing_events(steps)?;
+    let end = gpu.timing_events(steps)?;
+    for (begin, end) in begin.iter().zip(&end) {
         source.issue_step_marked(gpu, begin)?;
         end.record(&gpu.stream)?;
     }
     gpu.sync()?;
     source.take_blocked();
-    events
+    begin
         .iter()
+        .zip(&end)
         .map(|(b, e)| Ok(b.elapsed_ms(e)? as f64 * 1e3))
         .collect()
 }

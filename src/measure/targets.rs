@@ -108,31 +108,10 @@ mod tests {
     use super::*;
 
     fn row(kind: &str, arm: &str, metric: &str, bs: u32, median: f64, lo: f64, hi: f64) -> Row {
-        Row {
-            kind: kind.into(),
-            family: "dsa_decode".into(),
-            arm: arm.into(),
-            batch_size: bs,
-            block_size: 5,
-            layout: "tp1".into(),
-            emulated: false,
-            metric: metric.into(),
-            unit: "us".into(),
-            median,
-            p10: f64::NAN,
-            p90: f64::NAN,
-            ci_lo: lo,
-            ci_hi: hi,
-            samples: 10,
-            stop_reason: "derived".into(),
-            throttled: false,
-            clock_event_reasons: String::new(),
-            sm_clock_mhz: None,
-            mem_clock_mhz: None,
-            power_w: None,
-            temp_c: None,
-            gpu_util_pct: None,
-        }
+        let mut row =
+            crate::report::csv::test_rows::row(kind, "dsa_decode", arm, bs, metric, median);
+        (row.ci_lo, row.ci_hi, row.stop_reason) = (lo, hi, "derived".into());
+        row
     }
 
     #[test]

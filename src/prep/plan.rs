@@ -274,14 +274,19 @@ impl<'g> PrepPlan<'g> {
         unsafe { self.fused.issue(stream) }
     }
 
+    /// Issues `arm`'s launches eagerly: what a graph arm captures, and how eager arms run.
+    fn issue_eagerly(&mut self, arm: Arm) -> Result<()> {
+        match arm {
+            Arm::EagerSync => self.issue_eager_sync(),
+            Arm::EagerDevice | Arm::Graph => self.issue_device(),
+            Arm::Fused => self.issue_fused(),
+        }
+    }
+
     /// Warms `arm` up (modules loaded, every kernel run once) and captures it if it is a
     /// graph arm. A failed capture is an error, never a fallback to eager launches.
     pub fn prepare(&mut self, arm: Arm) -> Result<Prepared> {
-        match arm {
-            Arm::EagerSync => self.issue_eager_sync()?,
-            Arm::EagerDevice | Arm::Graph => self.issue_device()?,
-            Arm::Fused => self.issue_fused()?,
-        }
+        self.issue_eagerly(arm)?;
         self.gpu
             .sync()
             .with_context(|| format!("warming up the {arm} arm"))?;
@@ -297,11 +302,7 @@ impl<'g> PrepPlan<'g> {
     pub fn capture(&mut self, arm: Arm) -> Result<CudaGraph> {
         let stream = self.gpu.stream.clone();
         let what = format!("the {} prep of {}", arm, self.shape.family);
-        let graph = capture_graph(&stream, &what, || match arm {
-            Arm::EagerSync => self.issue_eager_sync(),
-            Arm::EagerDevice | Arm::Graph => self.issue_device(),
-            Arm::Fused => self.issue_fused(),
-        })?;
+        let graph = capture_graph(&stream, &what, || self.issue_eagerly(arm))?;
         graph
             .upload()
             .with_context(|| format!("uploading the graph of {what}"))?;
@@ -310,10 +311,9 @@ impl<'g> PrepPlan<'g> {
 
     /// Issues one step's prep the way `prepared.arm` does it.
     pub fn issue(&mut self, prepared: &Prepared) -> Result<()> {
-        match (&prepared.graph, prepared.arm) {
-            (Some(graph), _) => graph.launch().context("replaying the prep graph"),
-            (None, Arm::EagerSync) => self.issue_eager_sync(),
-            (None, _) => self.issue_device(),
+        match &prepared.graph {
+            Some(graph) => graph.launch().context("replaying the prep graph"),
+            None => self.issue_eagerly(prepared.arm),
         }
     }
 
@@ -331,7 +331,7 @@ impl<'g> PrepPlan<'g> {
         prepared: &Prepared,
         start: &cudarc::driver::CudaEvent,
     ) -> Result<()> {
-        if prepared.arm != Arm::EagerSync || prepared.graph.is_some() {
+        if prepared.arm != Arm::EagerSync {
             start.record(&self.gpu.stream)?;
             return self.issue(prepared);
         }
@@ -406,9 +406,8 @@ fn stages(family: Family) -> &'static [&'static str] {
     }
 }
 
-/// Leaked once per plan and name so launches can hold a `&'static str` for their errors.
-fn kernel_name(family: Family, stage: &str) -> &'static str {
-    Box::leak(format!("{}_{stage}", family.name()).into_boxed_str())
+fn kernel_name(family: Family, stage: &str) -> String {
+    format!("{}_{stage}", family.name())
 }
 
 /// The multi-kernel prep: lengths, page table (sized to the static width; eager-sync
@@ -422,7 +421,7 @@ fn staged_launches(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Vec<Lau
     staged
         .map(|&stage| {
             let name = kernel_name(shape.family, stage);
-            let func = gpu.function(module_of(shape.family), name)?;
+            let func = gpu.function(module_of(shape.family), &name)?;
             let launch = match stage {
                 // One block scans the whole batch for cu_seqlens_k.
                 "lengths" if shape.family == Family::DsaDecode => {
@@ -446,7 +445,7 @@ fn staged_launches(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Vec<Lau
 
 fn fused_launch(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Launch> {
     let name = kernel_name(shape.family, "fused");
-    let func = gpu.function(module_of(shape.family), name)?;
+    let func = gpu.function(module_of(shape.family), &name)?;
     let page_width = shape.page_width() as u32;
     let sms = gpu.info.sm_count;
     let launch = if shape.family == Family::DsaDecode {

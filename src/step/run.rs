@@ -36,13 +36,20 @@ use crate::prep::plan::{PrepPlan, Prepared};
 use crate::prep::{Arm, Family, Shape};
 use crate::report::csv::{completed_cells, Row, KIND_STEP};
 use anyhow::{Context, Result};
-use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaEvent;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// The `family` column of step rows: the draft and verify metadata a step prepares.
 pub const STEP_FAMILY: &str = "dspark+dsa_target_verify";
+/// A step's phases, in issue order.
+const PHASES: [&str; 5] = [
+    "draft prep",
+    "draft forward",
+    "verify prep",
+    "verify forward",
+    "accept",
+];
 /// Steps per throughput sample.
 const THROUGHPUT_WINDOW: usize = 10;
 
@@ -148,15 +155,34 @@ struct Pass {
 }
 
 impl StepCell<'_> {
-    fn new_events(&self, n: usize) -> Result<Vec<CudaEvent>> {
-        (0..n)
-            .map(|_| {
-                self.gpu
-                    .ctx
-                    .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                    .context("creating an event")
-            })
-            .collect()
+    /// Issues phase `phase` of a step (see `PHASES`). With `start`, the event is recorded
+    /// right before the phase's GPU work: for a prep, after any host read it makes.
+    fn issue_phase(
+        &mut self,
+        phase: usize,
+        pd: &Prepared,
+        pv: &Prepared,
+        start: Option<&CudaEvent>,
+    ) -> Result<()> {
+        let prep = match phase {
+            0 => Some((&mut self.draft, pd)),
+            2 => Some((&mut self.verify, pv)),
+            _ => None,
+        };
+        if let Some((plan, prepared)) = prep {
+            return match start {
+                Some(event) => plan.issue_marked(prepared, event),
+                None => plan.issue(prepared),
+            };
+        }
+        if let Some(event) = start {
+            event.record(&self.gpu.stream)?;
+        }
+        match phase {
+            1 => self.draft_fwd.issue(self.gpu),
+            3 => self.verify_fwd.issue(self.gpu),
+            _ => self.lengths.issue_accept(),
+        }
     }
 
     /// Accepted tokens of the next `steps` steps, from the CPU mirror of the accept kernel.
@@ -190,8 +216,8 @@ impl StepCell<'_> {
         self.draft.take_blocked();
         self.verify.take_blocked();
         self.gpu.sync()?;
-        let anchor = self.new_events(1)?.remove(0);
-        let done = self.new_events(total)?;
+        let anchor = self.gpu.timing_events(1)?.remove(0);
+        let done = self.gpu.timing_events(total)?;
         let mut blocked_us = Vec::with_capacity(total);
         anchor.record(&self.gpu.stream)?;
         let start = Instant::now();
@@ -201,11 +227,9 @@ impl StepCell<'_> {
                 done[k - 2].synchronize()?;
             }
             busy_wait(self.host_work);
-            self.draft.issue(pd)?;
-            self.draft_fwd.issue(self.gpu)?;
-            self.verify.issue(pv)?;
-            self.verify_fwd.issue(self.gpu)?;
-            self.lengths.issue_accept()?;
+            for phase in 0..PHASES.len() {
+                self.issue_phase(phase, pd, pv, None)?;
+            }
             done[k].record(&self.gpu.stream)?;
             blocked_us
                 .push((self.draft.take_blocked() + self.verify.take_blocked()).as_secs_f64() * 1e6);
@@ -235,25 +259,18 @@ impl StepCell<'_> {
         steps: usize,
         mut trace: Option<&mut TraceBuilder>,
     ) -> Result<Timeline> {
-        const PHASES: [&str; 5] = [
-            "draft prep",
-            "draft forward",
-            "verify prep",
-            "verify forward",
-            "accept",
-        ];
         self.lengths.reset()?;
         self.gpu.sync()?;
-        let anchor = self.new_events(1)?.remove(0);
-        let begin = self.new_events(steps * PHASES.len())?;
-        let end = self.new_events(steps * PHASES.len())?;
+        let anchor = self.gpu.timing_events(1)?.remove(0);
+        let begin = self.gpu.timing_events(steps * PHASES.len())?;
+        let end = self.gpu.timing_events(steps * PHASES.len())?;
         anchor.record(&self.gpu.stream)?;
         anchor.synchronize()?;
         let host0 = Instant::now();
         let host_us = |t: Instant| t.saturating_duration_since(host0).as_secs_f64() * 1e6;
         for k in 0..steps {
             if k >= 2 {
-                end[(k - 2) * PHASES.len() + 4].synchronize()?;
+                end[(k - 1) * PHASES.len() - 1].synchronize()?;
             }
             let s0 = Instant::now();
             busy_wait(self.host_work);
@@ -269,22 +286,7 @@ impl StepCell<'_> {
             for (p, name) in PHASES.iter().enumerate() {
                 let (b, e) = (&begin[k * PHASES.len() + p], &end[k * PHASES.len() + p]);
                 let t0 = Instant::now();
-                let prep = match p {
-                    0 => Some(&mut self.draft),
-                    2 => Some(&mut self.verify),
-                    _ => None,
-                };
-                match prep {
-                    Some(plan) => plan.issue_marked(if p == 0 { pd } else { pv }, b)?,
-                    None => {
-                        b.record(&self.gpu.stream)?;
-                        match p {
-                            1 => self.draft_fwd.issue(self.gpu)?,
-                            3 => self.verify_fwd.issue(self.gpu)?,
-                            _ => self.lengths.issue_accept()?,
-                        }
-                    }
-                }
+                self.issue_phase(p, pd, pv, Some(b))?;
                 e.record(&self.gpu.stream)?;
                 if let Some(t) = trace.as_deref_mut() {
                     t.host_span(

@@ -388,31 +388,12 @@ fn check_batch(row: &Row) -> Result<()> {
 /// A plausible row for unit tests; callers adjust the fields they test.
 #[cfg(test)]
 fn test_row(kind: &str, arm: &str, bs: u32, metric: &str, median: f64) -> Row {
-    Row {
-        kind: kind.into(),
-        family: "dsa_decode".into(),
-        arm: arm.into(),
-        batch_size: bs,
-        block_size: 4,
-        layout: "tp1".into(),
-        emulated: false,
-        metric: metric.into(),
-        unit: "us".into(),
-        median,
-        p10: median * 0.9,
-        p90: median * 1.1,
-        ci_lo: median * 0.95,
-        ci_hi: median * 1.05,
-        samples: 100,
-        stop_reason: "ci".into(),
-        throttled: false,
-        clock_event_reasons: String::new(),
-        sm_clock_mhz: None,
-        mem_clock_mhz: None,
-        power_w: None,
-        temp_c: None,
-        gpu_util_pct: None,
-    }
+    let mut row = crate::report::csv::test_rows::row(kind, "dsa_decode", arm, bs, metric, median);
+    row.block_size = 4;
+    // The chart tests read these spreads back.
+    (row.p10, row.p90) = (median * 0.9, median * 1.1);
+    (row.ci_lo, row.ci_hi) = (median * 0.95, median * 1.05);
+    row
 }
 
 #[cfg(test)]
