@@ -11,6 +11,7 @@ use metaprep::prep::inputs::LengthRange;
 use metaprep::prep::{Arm, Family, Shape};
 use metaprep::report::compare::{run_compare, CompareArgs, EXIT_BAD_INPUT};
 use metaprep::report::run_dir::RunDir;
+use metaprep::step::host_profile::{HostProfile, Item};
 use metaprep::step::layout::Layout;
 use metaprep::step::profile::{ForwardModel, Profile};
 use metaprep::step::run::{StepsConfig, TraceRequest};
@@ -47,6 +48,10 @@ enum Command {
     Steps(StepsArgs),
     /// Write charts (PNG + SVG) and summary.md beside a run's CSV. Needs no GPU.
     Report(ReportArgs),
+    /// Derive a host profile (`steps --host-profile`) from a PyTorch profiler Chrome trace:
+    /// per-op cost, reads, graph launches, the step's host program and each prep's ops.
+    /// Needs no GPU.
+    Calibrate(CalibrateArgs),
     Compare(CompareArgs),
 }
 
@@ -112,8 +117,9 @@ struct StepsArgs {
     #[command(flatten)]
     device: DeviceArgs,
     /// Arms, comma separated: eager-sync (both metadata preps read seq_lens to the host,
-    /// which blocks the host until the GPU catches up), eager-device, graph, fused.
-    #[arg(long, default_value = "eager-sync,eager-device,graph")]
+    /// which blocks the host until the GPU catches up), eager-device, graph, graph-upload
+    /// (graph replay with `[block] * bs` copied up before each replay), fused.
+    #[arg(long, default_value = "eager-sync,eager-device,graph,graph-upload")]
     arms: String,
     /// Batch sizes (requests per step), comma separated.
     #[arg(long, default_value = "1,8,64,256")]
@@ -154,13 +160,23 @@ struct StepsArgs {
     /// block + 1 for every block size).
     #[arg(long, default_value_t = 3.51)]
     accept_length: f64,
-    /// Host scheduler work per step (µs of busy time on the host): what the GPU waits for
-    /// once a host read has serialised host and GPU.
-    #[arg(long, default_value_t = 50.0)]
-    host_work_us: f64,
+    /// The host program of a step and what each piece costs: `pytorch` (measured from
+    /// PyTorch on an H200 by scripts/calibrate_torch.py: framework ops per prep at their
+    /// measured host cost), `native` (the Rust harness's own launches and reads, nothing
+    /// added), or a JSON file (written by scripts/calibrate_torch.py or `metaprep calibrate`;
+    /// host-profiles/README.md documents every field).
+    #[arg(long, default_value = "pytorch")]
+    host_profile: String,
+    /// Replace the µs of the program's `scheduler` host segment (a what-if).
+    #[arg(long)]
+    host_work_us: Option<f64>,
     /// Link bandwidth the emulated collectives move their bytes at (GB/s).
     #[arg(long, default_value_t = 450.0)]
     link_gb_s: f64,
+    /// Latency of one collective (µs), added to bytes / bandwidth. Default: by GPU count,
+    /// 4.5/4.8/7.8 µs at 2/4/8 GPUs (a custom all-reduce on H100, sgl-project/sglang#2904).
+    #[arg(long)]
+    collective_latency_us: Option<f64>,
     /// Measured steps per cell (the clean pass), unless the cell's time cap ends it first.
     #[arg(long, default_value_t = 200)]
     steps: usize,
@@ -200,6 +216,25 @@ struct StepsArgs {
 }
 
 #[derive(Args)]
+struct CalibrateArgs {
+    /// A Chrome trace from `torch.profiler` (`export_chrome_trace`), each decode step inside
+    /// `record_function("step")` (or `prof.step()`), its parts named `scheduler`,
+    /// `draft prep`, `draft forward`, `verify prep`, `verify forward`, `accept`, ... as
+    /// scripts/calibrate_torch.py records them.
+    trace: PathBuf,
+    /// The profile whose values stand where the trace shows nothing (an arm it did not run,
+    /// a foreign engine's program): native, pytorch or a JSON file.
+    #[arg(long, default_value = "pytorch")]
+    base: String,
+    /// Where to write the derived profile (JSON); it must not exist yet, unless --force.
+    #[arg(long)]
+    out: PathBuf,
+    /// Replace --out if it exists.
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Args)]
 struct ReportArgs {
     /// A run directory written by `metaprep sweep` or `metaprep steps`.
     run_dir: PathBuf,
@@ -223,9 +258,13 @@ struct PrepAxes {
     )]
     families: String,
     /// Arms, comma separated: eager-sync (host read each step, the "before"), eager-device
-    /// (device lengths, eager launches), graph (device lengths, one graph replay), fused
-    /// (one kernel, in a graph).
-    #[arg(long, default_value = "eager-sync,eager-device,graph,fused")]
+    /// (device lengths, eager launches), graph (device lengths, one graph replay),
+    /// graph-upload (graph, but `[block] * bs` copied up from the host before each replay, as
+    /// the merged DSA draft-extend path does), fused (one kernel, in a graph).
+    #[arg(
+        long,
+        default_value = "eager-sync,eager-device,graph,graph-upload,fused"
+    )]
     arms: String,
 }
 
@@ -302,6 +341,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Err(code) => Ok(code),
         },
         Command::Report(args) => report(&args.run_dir),
+        Command::Calibrate(args) => calibrate(&args),
         Command::Compare(args) => match run_compare(&args) {
             Ok(outcome) => {
                 print!("{}", outcome.markdown);
@@ -427,6 +467,25 @@ fn forward_model(name: &str, args: &StepsArgs) -> Result<ForwardModel> {
     }))
 }
 
+/// The `--host-profile`, with `--host-work-us` replacing its scheduler segment.
+fn host_program(args: &StepsArgs) -> Result<HostProfile> {
+    let mut host = HostProfile::load(&args.host_profile)?;
+    if let Some(v) = args.host_work_us {
+        let scheduler = host.program.iter_mut().find_map(|item| match item {
+            Item::Host { name, us, .. } if name == "scheduler" => Some(us),
+            _ => None,
+        });
+        let Some(us) = scheduler else {
+            anyhow::bail!(
+                "--host-work-us: host profile `{}` has no `scheduler` segment to replace",
+                host.name
+            );
+        };
+        *us = v;
+    }
+    Ok(host)
+}
+
 fn trace_cell(s: &str) -> Result<(Layout, u32, u32)> {
     let parts: Vec<&str> = s.split(':').collect();
     let [layout, bs, block] = parts.as_slice() else {
@@ -457,12 +516,17 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
     }
     for (v, flag) in [
         (args.host_work_us, "--host-work-us"),
-        (args.link_gb_s, "--link-gb-s"),
+        (Some(args.link_gb_s), "--link-gb-s"),
+        (args.collective_latency_us, "--collective-latency-us"),
     ] {
-        if !(v.is_finite() && v >= 0.0) || (flag == "--link-gb-s" && v == 0.0) {
-            return usage(Err(anyhow::anyhow!("{flag}: {v} is not a usable value")));
+        let Some(v) = v else { continue };
+        if !(v.is_finite() && (0.0..=1e6).contains(&v)) || (flag == "--link-gb-s" && v == 0.0) {
+            return usage(Err(anyhow::anyhow!(
+                "{flag}: {v} is not a usable value (give a number between 0 and 1e6)"
+            )));
         }
     }
+    let host = usage(host_program(args))?;
     if args.min_steps < 2 || args.steps < args.min_steps || args.timeline_steps < 3 {
         return usage(Err(anyhow::anyhow!(
             "--steps ({}) must be at least --min-steps ({}), which must be at least 2; --timeline-steps at least 3",
@@ -496,8 +560,9 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         target: usage(forward_model(&args.model, args).context("--model"))?,
         draft: usage(forward_model(&args.draft_model, args).context("--draft-model"))?,
         accept_mean: args.accept_length,
-        host_work_us: args.host_work_us,
+        host,
         link_gb_s: args.link_gb_s,
+        collective_latency_us: args.collective_latency_us,
         steps: args.steps,
         min_steps: args.min_steps,
         cell_time_cap: Duration::from_millis(args.cell_time_cap_ms),
@@ -524,6 +589,31 @@ fn run_steps(config: &StepsConfig) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
+    let derived = (|| {
+        let base = HostProfile::load(&args.base).context("--base")?;
+        if args.out.exists() && !args.force {
+            anyhow::bail!(
+                "--out {} exists: choose another path or pass --force to replace it",
+                args.out.display()
+            );
+        }
+        if args.out == args.trace {
+            anyhow::bail!("--out is the trace itself: choose another path");
+        }
+        metaprep::step::calibrate::calibrate_trace(&args.trace, &base)
+    })();
+    let calibration = match usage(derived) {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+    metaprep::report::atomic::write_atomic(&args.out, calibration.profile.to_json().as_bytes())?;
+    println!("{}", calibration.report);
+    println!("wrote {}", args.out.display());
+    println!("next: metaprep steps --host-profile {}", args.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 fn report(dir: &std::path::Path) -> Result<ExitCode> {
     let run = RunDir::open(dir)?;
     let charts = metaprep::report::charts::render_all(
@@ -531,7 +621,10 @@ fn report(dir: &std::path::Path) -> Result<ExitCode> {
         &run.rows,
         &run.env,
         &run.telemetry,
-        run.trace_json.as_deref(),
+        &run.traces
+            .iter()
+            .map(|(name, json)| (name.as_str(), json.as_str()))
+            .collect::<Vec<_>>(),
     )?;
     let summary = metaprep::report::summary::write_summary(dir, &run.rows, &run.env)?;
     println!(

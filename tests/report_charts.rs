@@ -222,7 +222,7 @@ fn render_fixture(dir: &Path) -> ChartSet {
         &fixture_rows(),
         &fixture_env(),
         &fixture_telemetry(),
-        Some(&fixture_trace()),
+        &[("trace.json", &fixture_trace())],
     )
     .unwrap()
 }
@@ -235,6 +235,8 @@ fn every_chart_is_written_as_a_real_png_and_svg() {
     let names = [
         ("itl", PANEL_CHART_SIZE),
         ("throughput", PANEL_CHART_SIZE),
+        ("throughput_change", PANEL_CHART_SIZE),
+        ("itl_change", PANEL_CHART_SIZE),
         ("speedup_prep", PANEL_CHART_SIZE),
         ("speedup_step", PANEL_CHART_SIZE),
         ("prep_floor", PANEL_CHART_SIZE),
@@ -335,8 +337,12 @@ fn svgs_hold_series_names_axis_labels_and_annotations() {
                 "host: scheduler",
                 "GPU: stream 7",
                 "verify fwd",
-                "time since first span (µs)",
+                "time from the first span shown (µs)",
             ],
+        ),
+        (
+            "throughput_change",
+            vec!["eager-sync (0%)", "95% interval of the change"],
         ),
     ];
     for (name, parts) in expect {
@@ -358,10 +364,11 @@ fn a_malformed_trace_is_an_error_and_writes_nothing() {
         &fixture_rows(),
         &fixture_env(),
         &[],
-        Some(broken),
+        &[("trace.json", broken)],
     )
     .unwrap_err();
     assert!(format!("{err:#}").contains("\"dur\""), "{err:#}");
+    assert!(format!("{err:#}").contains("trace.json"), "{err:#}");
     assert!(!dir.path().join("charts").exists());
 
     let err = timeline_chart(dir.path(), "{\"traceEvents\": 3}", &fixture_env()).unwrap_err();
@@ -371,7 +378,7 @@ fn a_malformed_trace_is_an_error_and_writes_nothing() {
 #[test]
 fn empty_input_skips_every_chart_with_a_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let set = render_all(dir.path(), &[], &EnvRecord::default(), &[], None).unwrap();
+    let set = render_all(dir.path(), &[], &EnvRecord::default(), &[], &[]).unwrap();
     assert!(set.files.is_empty());
     let names: Vec<&str> = set.skipped.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
@@ -379,6 +386,8 @@ fn empty_input_skips_every_chart_with_a_reason() {
         [
             "itl",
             "throughput",
+            "throughput_change",
+            "itl_change",
             "speedup_prep",
             "speedup_step",
             "prep_floor",
@@ -432,8 +441,8 @@ fn non_finite_values_render_without_panicking() {
     let mut telemetry = fixture_telemetry();
     telemetry[30].power_w = f64::NAN;
     telemetry[31].sm_clock_mhz = f64::INFINITY;
-    let set = render_all(dir.path(), &rows, &fixture_env(), &telemetry, None).unwrap();
-    assert_eq!(set.files.len(), 12, "{set:?}");
+    let set = render_all(dir.path(), &rows, &fixture_env(), &telemetry, &[]).unwrap();
+    assert_eq!(set.files.len(), 16, "{set:?}");
     for png in set.files.iter().filter(|p| p.extension().unwrap() == "png") {
         assert!(png_facts(png).1 > 50, "{}", png.display());
     }

@@ -152,8 +152,7 @@ fn fixture_run_has_every_part() {
     let run = fixture();
     assert_eq!(run.rows.len(), 437);
     assert_eq!(run.telemetry.len(), 60);
-    let trace: serde_json::Value =
-        serde_json::from_str(run.trace_json.as_deref().unwrap()).unwrap();
+    let trace: serde_json::Value = serde_json::from_str(&run.traces[0].1).unwrap();
     let events = trace["traceEvents"].as_array().unwrap();
     assert!(events.iter().any(|e| e["ph"] == "X" && e["pid"] == 1));
     assert!(events.iter().any(|e| e["ph"] == "X" && e["pid"] == 2));

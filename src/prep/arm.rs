@@ -1,4 +1,4 @@
-//! The four ways to run one prep plan.
+//! The ways to run one prep plan.
 
 use std::fmt;
 use std::str::FromStr;
@@ -12,24 +12,45 @@ pub enum Arm {
     EagerDevice,
     /// Device tensors only, captured once into a CUDA graph and replayed each step.
     Graph,
+    /// The graph arm as merged in the engine's DSA draft-extend path: before each replay the
+    /// host builds `[block] * bs` and copies it up from pageable memory (the kernels read
+    /// that copy), where caching it as a device constant was suggested and not taken.
+    GraphUpload,
     /// One kernel writing every output of the family, captured in a graph.
     Fused,
 }
 
 impl Arm {
-    pub const ALL: [Arm; 4] = [Arm::EagerSync, Arm::EagerDevice, Arm::Graph, Arm::Fused];
+    pub const ALL: [Arm; 5] = [
+        Arm::EagerSync,
+        Arm::EagerDevice,
+        Arm::Graph,
+        Arm::GraphUpload,
+        Arm::Fused,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Arm::EagerSync => "eager-sync",
             Arm::EagerDevice => "eager-device",
             Arm::Graph => "graph",
+            Arm::GraphUpload => "graph-upload",
             Arm::Fused => "fused",
         }
     }
 
+    /// True for the arm that reads device lengths to the host each step.
+    pub fn reads_host(self) -> bool {
+        self == Arm::EagerSync
+    }
+
+    /// True for arms whose kernels read the host-built `[block] * bs` list.
+    pub fn uses_host_list(self) -> bool {
+        matches!(self, Arm::EagerSync | Arm::GraphUpload)
+    }
+
     pub fn uses_graph(self) -> bool {
-        matches!(self, Arm::Graph | Arm::Fused)
+        matches!(self, Arm::Graph | Arm::GraphUpload | Arm::Fused)
     }
 }
 
@@ -43,7 +64,7 @@ impl FromStr for Arm {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Arm::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
-            format!("unknown arm '{s}': use one of eager-sync, eager-device, graph, fused")
+            format!("unknown arm '{s}': use one of eager-sync, eager-device, graph, graph-upload, fused")
         })
     }
 }

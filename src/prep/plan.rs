@@ -94,6 +94,8 @@ pub struct PrepPlan<'g> {
     _inputs: Vec<CudaSlice<i32>>,
     device_launches: Vec<Launch>,
     sync_launches: Vec<Launch>,
+    /// graph-upload's kernels: static widths, the block list from `host_block`.
+    upload_launches: Vec<Launch>,
     fused: Launch,
     poison: Vec<Launch>,
     host_lens: Vec<i32>,
@@ -180,6 +182,7 @@ impl<'g> PrepPlan<'g> {
         };
         let device_launches = staged_launches(gpu, &shape, args_with(0))?;
         let sync_launches = staged_launches(gpu, &shape, args_with(ptr(&host_block, gpu)))?;
+        let upload_launches = staged_launches(gpu, &shape, args_with(ptr(&host_block, gpu)))?;
         let fused = fused_launch(gpu, &shape, args_with(0))?;
 
         let poison_fn = gpu.function(module_of(shape.family), "poison_i32")?;
@@ -208,6 +211,7 @@ impl<'g> PrepPlan<'g> {
             _inputs: vec![req_pool_indices, req_to_token, out_cache_loc, full_to_swa],
             device_launches,
             sync_launches,
+            upload_launches,
             fused,
             poison,
             host_lens: vec![0; shape.batch_size as usize],
@@ -222,12 +226,13 @@ impl<'g> PrepPlan<'g> {
         self.gpu.cu_stream()
     }
 
-    /// eager-sync: read `seq_lens` to the host (`.tolist()`), build `[block] * bs` and the
-    /// max length there, copy the list back, and launch with a grid sized by that max.
-    fn issue_eager_sync(&mut self) -> Result<()> {
+    /// eager-sync's host inputs: read `seq_lens` to the host (`.tolist()`), build
+    /// `[block] * bs` and the max length there, copy the list back, and size the page-table
+    /// grid by that max. Returns when the read is back and the copy issued.
+    pub fn read_host_lengths(&mut self) -> Result<()> {
         ensure_not_capturing(&self.gpu.stream, "seq_lens.tolist() in the eager-sync prep")?;
         let stream = self.stream();
-        let (seq_lens, host_block) = (self.lengths.seq_lens_ptr(), ptr(&self.host_block, self.gpu));
+        let seq_lens = self.lengths.seq_lens_ptr();
         let read_start = Instant::now();
         // SAFETY: host_lens holds batch_size elements and seq_lens at least that many; the
         // copy is pageable, so it completes before the synchronize returns.
@@ -239,48 +244,73 @@ impl<'g> PrepPlan<'g> {
         let read_end = Instant::now();
         self.blocked += read_end - read_start;
         self.last_read = Some((read_start, read_end));
-        self.host_list.clear();
-        self.host_list
-            .resize(self.shape.batch_size as usize, self.shape.block as i32);
         let col_limit = self
             .shape
             .family
             .host_col_limit(&self.host_lens, self.shape.block);
-        // SAFETY: host_block holds padded_bs >= batch_size elements; a pageable copy is
-        // staged before the call returns, so host_list may change afterwards.
-        unsafe {
-            result::memcpy_htod_async(host_block, &self.host_list[..], stream)
-                .context("copying the host-built block list to the device")?;
-        }
+        self.copy_host_list()?;
         let page = &mut self.sync_launches[PAGE_LAUNCH];
         page.set_arg(COL_LIMIT_ARG, col_limit as i32);
         page.grid.1 = page_grid_y(page.grid.0, col_limit, self.gpu.info.sm_count);
-        if let Some(event) = self.launch_start {
-            // SAFETY: issue_marked keeps the event alive for the duration of the call.
-            unsafe { result::event::record(event, stream) }
-                .context("recording the launch-start event")?;
+        Ok(())
+    }
+
+    /// Builds `[block] * bs` on the host and copies it up from pageable memory, as
+    /// `torch.tensor([block] * bs, device=...)` does: eager-sync's list, and the constant
+    /// graph-upload copies before each replay.
+    pub fn copy_host_list(&mut self) -> Result<()> {
+        ensure_not_capturing(&self.gpu.stream, "copying the host-built block list up")?;
+        self.host_list.clear();
+        self.host_list
+            .resize(self.shape.batch_size as usize, self.shape.block as i32);
+        // SAFETY: host_block holds padded_bs >= batch_size elements; a pageable copy is
+        // staged before the call returns, so host_list may change afterwards.
+        unsafe {
+            result::memcpy_htod_async(
+                ptr(&self.host_block, self.gpu),
+                &self.host_list[..],
+                self.stream(),
+            )
+            .context("copying the host-built block list to the device")
         }
-        issue_all(&self.sync_launches, stream)
     }
 
-    fn issue_device(&mut self) -> Result<()> {
-        let stream = self.stream();
-        issue_all(&self.device_launches, stream)
+    /// The kernels `arm` launches each step (eagerly, or captured into its graph).
+    fn kernels(&self, arm: Arm) -> &[Launch] {
+        match arm {
+            Arm::EagerSync => &self.sync_launches,
+            Arm::EagerDevice | Arm::Graph => &self.device_launches,
+            Arm::GraphUpload => &self.upload_launches,
+            Arm::Fused => std::slice::from_ref(&self.fused),
+        }
     }
 
-    fn issue_fused(&mut self) -> Result<()> {
-        let stream = self.stream();
-        // SAFETY: the plan owns every buffer the launch points at.
-        unsafe { self.fused.issue(stream) }
+    /// How many kernels `arm` launches eagerly.
+    pub fn kernel_count(&self, arm: Arm) -> usize {
+        self.kernels(arm).len()
     }
 
-    /// Issues `arm`'s launches eagerly: what a graph arm captures, and how eager arms run.
+    /// Launches `arm`'s kernel `index` (eager arms: a framework issues them one op at a
+    /// time, with host work between). eager-sync's must follow `read_host_lengths`.
+    pub fn issue_kernel(&self, arm: Arm, index: usize) -> Result<()> {
+        // SAFETY: launches are built by PrepPlan::new over buffers the plan owns.
+        unsafe { self.kernels(arm)[index].issue(self.stream()) }
+    }
+
+    /// Issues `arm`'s launches eagerly, with its host inputs first: how eager arms run and
+    /// graph arms warm up.
     fn issue_eagerly(&mut self, arm: Arm) -> Result<()> {
         match arm {
-            Arm::EagerSync => self.issue_eager_sync(),
-            Arm::EagerDevice | Arm::Graph => self.issue_device(),
-            Arm::Fused => self.issue_fused(),
+            Arm::EagerSync => self.read_host_lengths()?,
+            Arm::GraphUpload => self.copy_host_list()?,
+            _ => {}
         }
+        if let Some(event) = self.launch_start.filter(|_| arm == Arm::EagerSync) {
+            // SAFETY: issue_marked keeps the event alive for the duration of the call.
+            unsafe { result::event::record(event, self.stream()) }
+                .context("recording the launch-start event")?;
+        }
+        issue_all(self.kernels(arm), self.stream())
     }
 
     /// Warms `arm` up (modules loaded, every kernel run once) and captures it if it is a
@@ -290,9 +320,10 @@ impl<'g> PrepPlan<'g> {
         self.gpu
             .sync()
             .with_context(|| format!("warming up the {arm} arm"))?;
-        let graph = match arm {
-            Arm::Graph | Arm::Fused => Some(self.capture(arm)?),
-            Arm::EagerSync | Arm::EagerDevice => None,
+        let graph = if arm.uses_graph() {
+            Some(self.capture(arm)?)
+        } else {
+            None
         };
         Ok(Prepared { arm, graph })
     }
@@ -302,18 +333,35 @@ impl<'g> PrepPlan<'g> {
     pub fn capture(&mut self, arm: Arm) -> Result<CudaGraph> {
         let stream = self.gpu.stream.clone();
         let what = format!("the {} prep of {}", arm, self.shape.family);
-        let graph = capture_graph(&stream, &what, || self.issue_eagerly(arm))?;
+        // graph-upload's copy is host work before each replay, never part of the graph.
+        let graph = capture_graph(&stream, &what, || match arm {
+            Arm::GraphUpload => issue_all(self.kernels(arm), self.stream()),
+            _ => self.issue_eagerly(arm),
+        })?;
         graph
             .upload()
             .with_context(|| format!("uploading the graph of {what}"))?;
         Ok(graph)
     }
 
+    /// Replays a graph arm's graph (graph-upload: without its copy, see `copy_host_list`).
+    pub fn replay(&self, prepared: &Prepared) -> Result<()> {
+        let graph = prepared
+            .graph
+            .as_ref()
+            .with_context(|| format!("the {} arm has no graph to replay", prepared.arm))?;
+        graph.launch().context("replaying the prep graph")
+    }
+
     /// Issues one step's prep the way `prepared.arm` does it.
     pub fn issue(&mut self, prepared: &Prepared) -> Result<()> {
-        match &prepared.graph {
-            Some(graph) => graph.launch().context("replaying the prep graph"),
-            None => self.issue_eagerly(prepared.arm),
+        match prepared.arm {
+            Arm::GraphUpload => {
+                self.copy_host_list()?;
+                self.replay(prepared)
+            }
+            arm if arm.uses_graph() => self.replay(prepared),
+            arm => self.issue_eagerly(arm),
         }
     }
 

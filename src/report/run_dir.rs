@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 pub const RESULTS_CSV: &str = "metaprep.csv";
 pub const TELEMETRY_CSV: &str = "telemetry.csv";
 pub const TRACE_JSON: &str = "trace.json";
+/// The traces a steps run writes for its traced cell: eager-sync, then graph replay.
+pub const TRACES: [&str; 2] = [TRACE_JSON, "trace-graph.json"];
 
 /// The header of `telemetry.csv`, in `TelemetrySample` field order.
 pub const TELEMETRY_COLUMNS: &[&str] = &[
@@ -31,8 +33,9 @@ pub struct RunDir {
     pub env: EnvRecord,
     /// Empty when the run wrote no `telemetry.csv` (no NVML).
     pub telemetry: Vec<TelemetrySample>,
-    /// The text of `trace.json` when the run wrote one; the timeline chart parses it.
-    pub trace_json: Option<String>,
+    /// `(file name, text)` of `trace.json` and `trace-graph.json`, those the run wrote, in
+    /// that order; the timeline chart draws them one above the other.
+    pub traces: Vec<(String, String)>,
 }
 
 impl RunDir {
@@ -67,21 +70,21 @@ impl RunDir {
         } else {
             Vec::new()
         };
-        let trace_path = dir.join(TRACE_JSON);
-        let trace_json = if trace_path.exists() {
-            Some(
-                std::fs::read_to_string(&trace_path)
-                    .with_context(|| format!("reading {}", trace_path.display()))?,
-            )
-        } else {
-            None
-        };
+        let mut traces = Vec::new();
+        for name in TRACES {
+            let path = dir.join(name);
+            if path.exists() {
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                traces.push((name.to_string(), text));
+            }
+        }
         Ok(RunDir {
             path: dir.to_path_buf(),
             rows,
             env,
             telemetry,
-            trace_json,
+            traces,
         })
     }
 }
@@ -135,7 +138,7 @@ mod tests {
         assert_eq!(run.rows.len(), 1);
         assert_eq!(run.env, test_env());
         assert!(run.telemetry.is_empty());
-        assert!(run.trace_json.is_none());
+        assert!(run.traces.is_empty());
 
         let mut writer = ::csv::Writer::from_writer(Vec::new());
         writer.serialize(sample()).unwrap();
@@ -143,7 +146,10 @@ mod tests {
         std::fs::write(dir.path().join(TRACE_JSON), "{\"traceEvents\":[]}").unwrap();
         let run = RunDir::open(dir.path()).unwrap();
         assert_eq!(run.telemetry, vec![sample()]);
-        assert_eq!(run.trace_json.as_deref(), Some("{\"traceEvents\":[]}"));
+        assert_eq!(
+            run.traces,
+            [("trace.json".to_string(), "{\"traceEvents\":[]}".to_string())]
+        );
     }
 
     #[test]

@@ -1,15 +1,22 @@
-//! The decode-step model: one speculative-decoding step is host scheduler work → draft
-//! metadata prep → draft forward → verify metadata prep → verify forward → accept.
+//! The decode-step model: one speculative-decoding step is a host program (scheduler work →
+//! draft metadata prep → draft forward → host work between phases → verify metadata prep →
+//! verify forward → accept), run for real with the host one step ahead of the GPU.
 //!
 //! Pure CPU pieces live here; the GPU step loop builds on them:
 //! * `layout` — TP / DEP layouts, per-GPU batch, emulation when GPUs are short;
 //! * `profile` — bytes a forward streams and its collectives move, per model profile;
+//! * `host_profile` — the host program of a step and its measured costs (JSON files);
+//! * `calibrate` — a host profile derived from a PyTorch profiler trace;
+//! * `program` — the program op by op, and a simulation of it for tests;
 //! * `metrics` — ITL, throughput, forward occupancy and host-bound gap from a timeline;
 //! * `trace` — a Chrome trace-event (Perfetto) writer for host and GPU timelines.
 
+pub mod calibrate;
 pub mod forward;
+pub mod host_profile;
 pub mod layout;
 pub mod metrics;
 pub mod profile;
+pub mod program;
 pub mod run;
 pub mod trace;

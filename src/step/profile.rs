@@ -10,8 +10,8 @@
 //! read), block-quantisation scales, the three dense layers at the bottom of DeepSeek-V3
 //! (modelled as MoE layers: their MLP has about the bytes of the 9 experts a token reads),
 //! DSA sparse attention reading at most top-k KV entries per query (we read the whole
-//! context, an upper bound at long context), and collective latency (time follows bytes
-//! only).
+//! context, an upper bound at long context). Each collective costs α + bytes / β
+//! ([`Link`]), with α from a cited public figure.
 
 use super::layout::Layout;
 use anyhow::{bail, ensure, Result};
@@ -235,6 +235,18 @@ impl Profile {
         }
     }
 
+    /// Collectives one GPU joins per layer: two all-reduces under tpN (N > 1), a dispatch
+    /// and a combine all-to-all under dep over a model with experts, else none.
+    pub fn collectives_per_layer(&self, layout: Layout) -> u32 {
+        match layout {
+            Layout::Tp(_) if layout.tp_degree() > 1 => ALL_REDUCES_PER_LAYER as u32,
+            Layout::Dep(_) if self.moe.is_some() && layout.dp_degree() > 1 => {
+                ALL_TO_ALLS_PER_LAYER as u32
+            }
+            _ => 0,
+        }
+    }
+
     /// Bytes one GPU sends through collectives in one layer for `tokens` tokens per request:
     /// under tpN two ring all-reduces of the hidden states, each sending 2·(N−1)/N of them;
     /// under depN a dispatch and a combine all-to-all, each sending every token's hidden
@@ -268,6 +280,29 @@ impl Moe {
     }
 }
 
+/// How collectives cost time: α + bytes / β per collective.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Link {
+    /// β, GB/s (10⁹ B/s).
+    pub gb_s: f64,
+    /// α, µs per collective.
+    pub latency_us: f64,
+}
+
+/// Where the default α comes from.
+pub const COLLECTIVE_LATENCY_SOURCE: &str = "by GPU count, 4.5/4.8/7.8 us at 2/4/8 GPUs: the      SGLang/TensorRT-LLM custom all-reduce on H100 at 32 KB (sgl-project/sglang#2904); the      dep all-to-alls take the all-reduce's figure at the same GPU count (no public figure      for a small all-to-all was found)";
+
+/// The default α of one collective on `layout`'s GPUs (see [`COLLECTIVE_LATENCY_SOURCE`]);
+/// 0 on one GPU.
+pub fn collective_latency_us(layout: Layout) -> f64 {
+    match layout.gpus() {
+        1 => 0.0,
+        2 => 4.5,
+        3 | 4 => 4.8,
+        _ => 7.8,
+    }
+}
+
 /// Time to move `bytes` at `link_gb_s` (1 GB/s = 10⁹ B/s), in µs.
 pub fn collective_us(bytes: u64, link_gb_s: f64) -> Result<f64> {
     ensure!(
@@ -287,7 +322,7 @@ impl ForwardModel {
         rank_batch: u32,
         context_len: u32,
         tokens_per_request: u32,
-        link_gb_s: f64,
+        link: Link,
     ) -> Result<ForwardSpec> {
         match self {
             ForwardModel::FixedUs(us) => {
@@ -305,7 +340,15 @@ impl ForwardModel {
                     profile.forward_bytes(layout, rank_batch, context_len, tokens_per_request);
                 let per_layer =
                     profile.collective_bytes_per_layer(layout, rank_batch, tokens_per_request);
-                let spin_us = collective_us(per_layer, link_gb_s)? * f64::from(profile.layers);
+                ensure!(
+                    link.latency_us.is_finite() && link.latency_us >= 0.0,
+                    "collective latency {} us is not a duration",
+                    link.latency_us
+                );
+                let collectives = f64::from(profile.collectives_per_layer(layout));
+                let spin_us = (collective_us(per_layer, link.gb_s)?
+                    + collectives * link.latency_us)
+                    * f64::from(profile.layers);
                 Ok(ForwardSpec {
                     stream_bytes: bytes.total,
                     spin_us,
@@ -318,6 +361,32 @@ impl ForwardModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn link(gb_s: f64, latency_us: f64) -> Link {
+        Link { gb_s, latency_us }
+    }
+
+    #[test]
+    fn collective_latency_adds_per_collective_and_layer() {
+        let p = large();
+        let layout = Layout::Tp(4);
+        let without = ForwardModel::Profile(p.clone())
+            .spec(layout, 1, 1000, 4, link(450.0, 0.0))
+            .unwrap();
+        let with = ForwardModel::Profile(p.clone())
+            .spec(layout, 1, 1000, 4, link(450.0, 5.0))
+            .unwrap();
+        // Two all-reduces per layer, 61 layers, 5 µs each.
+        assert!((with.spin_us - without.spin_us - 2.0 * 61.0 * 5.0).abs() < 1e-9);
+        assert_eq!(p.collectives_per_layer(Layout::Tp(1)), 0);
+        assert_eq!(p.collectives_per_layer(Layout::Dep(4)), 2);
+        assert_eq!(dense().collectives_per_layer(Layout::Dep(4)), 0);
+        assert_eq!(collective_latency_us(Layout::Tp(1)), 0.0);
+        assert!(collective_latency_us(Layout::Tp(8)) > collective_latency_us(Layout::Tp(2)));
+        assert!(ForwardModel::Profile(p)
+            .spec(layout, 1, 1, 1, link(450.0, f64::NAN))
+            .is_err());
+    }
 
     fn large() -> Profile {
         Profile::named("moe-large").unwrap()
@@ -484,14 +553,14 @@ mod tests {
         let p = large();
         let layout = Layout::Tp(2);
         let spec = ForwardModel::Profile(p.clone())
-            .spec(layout, 1, 1000, 4, 100.0)
+            .spec(layout, 1, 1000, 4, link(100.0, 0.0))
             .unwrap();
         assert_eq!(spec.stream_bytes, p.forward_bytes(layout, 1, 1000, 4).total);
         let per_layer_us = (2 * 4 * 7168 * 2) as f64 / 100e3;
         assert!((spec.spin_us - 61.0 * per_layer_us).abs() < 1e-9);
 
         let fixed = ForwardModel::FixedUs(20.0)
-            .spec(layout, 64, 1000, 4, 100.0)
+            .spec(layout, 64, 1000, 4, link(100.0, 0.0))
             .unwrap();
         assert_eq!(
             fixed,
@@ -501,11 +570,13 @@ mod tests {
             }
         );
         assert!(ForwardModel::FixedUs(-1.0)
-            .spec(layout, 1, 1, 1, 1.0)
+            .spec(layout, 1, 1, 1, link(1.0, 0.0))
             .is_err());
         assert!(ForwardModel::FixedUs(f64::NAN)
-            .spec(layout, 1, 1, 1, 1.0)
+            .spec(layout, 1, 1, 1, link(1.0, 0.0))
             .is_err());
-        assert!(ForwardModel::Profile(p).spec(layout, 1, 1, 1, 0.0).is_err());
+        assert!(ForwardModel::Profile(p.clone())
+            .spec(layout, 1, 1, 1, link(0.0, 0.0))
+            .is_err());
     }
 }

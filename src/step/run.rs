@@ -1,12 +1,14 @@
-//! The decode-step model on the GPU: host scheduler work -> draft metadata (the arm under
-//! test) -> draft forward -> verify metadata -> verify forward -> accept, with the host
-//! allowed to run one step ahead of the GPU, as an overlap scheduler does.
+//! The decode-step model on the GPU: the host program of a [`HostProfile`] (scheduler work,
+//! draft metadata prep (the arm under test), draft forward, host work between phases,
+//! verify prep, verify forward, accept), run for real with the host allowed one step ahead
+//! of the GPU, as an overlap scheduler does. Host segments are busy-waits, launches and
+//! reads are real: whatever a read exposes shows on the GPU timeline by itself.
 //!
 //! Each cell runs twice:
 //! * a clean pass, one CUDA event per step (the one the one-step-ahead rule waits on, so it
 //!   costs nothing extra): step wall times and completions on the device clock give ITL and
 //!   throughput;
-//! * a timeline pass with events around each phase (ten a step, a few µs of host time): GPU
+//! * a timeline pass with events around each GPU item (ten a step, a few µs of host time): GPU
 //!   busy intervals give forward occupancy and the host-bound gap, and for the traced cell
 //!   the Perfetto trace. A prep phase is marked from its first launch (for eager-sync: after
 //!   the host read, the list and its copy) to its last kernel's end; for eager arms the gaps
@@ -18,11 +20,15 @@
 //! this loop on their own GPU and stream, with the collective a real NCCL call.
 
 use super::forward::{spin, StreamSource};
+use super::host_profile::{HostProfile, Item, Phase};
 use super::layout::Layout;
 use super::metrics::{StepRecord, Timeline};
-use super::profile::{ForwardModel, ForwardSpec};
+use super::profile::{
+    collective_latency_us, ForwardModel, ForwardSpec, Link, COLLECTIVE_LATENCY_SOURCE,
+};
+use super::program::{prep_sequence, span_start, OpLaunch, PrepStep};
 use super::trace::{HostLane, TraceBuilder};
-use crate::gpu::{Gpu, Launch};
+use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
 use crate::measure::nvml::CellTelemetry;
 use crate::measure::rows::CellId;
 use crate::measure::run_output::{
@@ -36,22 +42,18 @@ use crate::prep::plan::{PrepPlan, Prepared};
 use crate::prep::{Arm, Family, Shape};
 use crate::report::csv::{completed_cells, Row, KIND_STEP};
 use anyhow::{Context, Result};
-use cudarc::driver::CudaEvent;
+use cudarc::driver::{CudaEvent, CudaGraph};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// The `family` column of step rows: the draft and verify metadata a step prepares.
 pub const STEP_FAMILY: &str = "dspark+dsa_target_verify";
-/// A step's phases, in issue order.
-const PHASES: [&str; 5] = [
-    "draft prep",
-    "draft forward",
-    "verify prep",
-    "verify forward",
-    "accept",
-];
+/// GPU items of a step (draft prep, draft forward, verify prep, verify forward, accept).
+const GPU_ITEMS: usize = 5;
 /// Steps per throughput sample.
 const THROUGHPUT_WINDOW: usize = 10;
+/// Idle reads timed to learn what the harness's own read costs before the profile's top-up.
+const IDLE_READS: usize = 21;
 
 #[derive(Debug, Clone)]
 pub struct StepsConfig {
@@ -63,8 +65,11 @@ pub struct StepsConfig {
     pub target: ForwardModel,
     pub draft: ForwardModel,
     pub accept_mean: f64,
-    pub host_work_us: f64,
+    /// The host program and its costs.
+    pub host: HostProfile,
     pub link_gb_s: f64,
+    /// Per-collective latency; `None` takes [`collective_latency_us`]'s cited default.
+    pub collective_latency_us: Option<f64>,
     /// Measured steps of the clean pass (fewer when the cell's time cap ends it first).
     pub steps: usize,
     pub min_steps: usize,
@@ -128,11 +133,140 @@ impl Forward {
     }
 }
 
-fn busy_wait(d: Duration) {
-    let start = Instant::now();
-    while start.elapsed() < d {
+/// Spins the host until `until` (host work a framework would be doing).
+fn spin_until(until: Instant) {
+    while Instant::now() < until {
         std::hint::spin_loop();
     }
+}
+
+fn us(v: f64) -> Duration {
+    Duration::from_secs_f64(v.max(0.0) * 1e-6)
+}
+
+/// One host span of the timeline pass, for the trace.
+struct HostSpan {
+    lane: HostLane,
+    name: String,
+    start: Instant,
+    end: Instant,
+}
+
+/// The begin and end events of one step's GPU items, in program order.
+struct Marks<'e> {
+    begin: &'e [CudaEvent],
+    end: &'e [CudaEvent],
+}
+
+/// The host costs of a cell's program, as durations.
+struct HostCosts {
+    profile: HostProfile,
+    /// What the profile's read costs beyond the harness's own idle read.
+    read_top_up: Duration,
+}
+
+/// What a prep needs to run its sequence.
+struct PrepRun<'a, 'g> {
+    gpu: &'g Gpu,
+    plan: &'a mut PrepPlan<'g>,
+    /// The kernel each framework op of this prep launches.
+    kernel: &'a Launch,
+    costs: &'a HostCosts,
+    /// Host time blocked in syncing uploads (graph-upload).
+    upload_blocked: &'a mut Duration,
+}
+
+impl PrepRun<'_, '_> {
+    /// Runs `seq` (see [`prep_sequence`]), recording `begin` where the prep's GPU span starts.
+    fn run(
+        &mut self,
+        arm: Arm,
+        phase: Phase,
+        seq: &[PrepStep],
+        prepared: &StepPrep,
+        begin: Option<&CudaEvent>,
+        log: &mut Option<&mut Vec<HostSpan>>,
+    ) -> Result<()> {
+        let profile = &self.costs.profile;
+        let op = us(profile.prep_op_us(phase, arm));
+        let mark = span_start(seq, profile.upload_syncs.value);
+        for (i, step) in seq.iter().enumerate() {
+            if let (true, Some(event)) = (i == mark, begin) {
+                event.record(&self.gpu.stream)?;
+            }
+            let t0 = Instant::now();
+            match *step {
+                PrepStep::Read => {
+                    self.plan.read_host_lengths()?;
+                    if let (Some(log), Some((r0, r1))) =
+                        (log.as_deref_mut(), self.plan.take_last_read())
+                    {
+                        log.push(HostSpan {
+                            lane: HostLane::BlockedInRead,
+                            name: "seq_lens.tolist()".into(),
+                            start: r0,
+                            end: r1,
+                        });
+                    }
+                    spin_until(Instant::now() + self.costs.read_top_up);
+                }
+                PrepStep::Op(launch) => {
+                    match launch {
+                        Some(OpLaunch::Empty) => {
+                            // SAFETY: a framework kernel takes only a duration.
+                            unsafe { self.kernel.issue(self.gpu.cu_stream())? }
+                        }
+                        Some(OpLaunch::Kernel(k)) => self.plan.issue_kernel(arm, k)?,
+                        None => {}
+                    }
+                    spin_until(t0 + op);
+                }
+                PrepStep::Kernel(k) => self.plan.issue_kernel(arm, k)?,
+                PrepStep::Upload => {
+                    self.plan.copy_host_list()?;
+                    if profile.upload_syncs.value {
+                        // torch.tensor(list, device=...) copies with memcpy_and_sync.
+                        self.gpu.sync()?;
+                        *self.upload_blocked += t0.elapsed();
+                    }
+                    spin_until(t0 + us(profile.upload_us.value));
+                }
+                PrepStep::Replay => {
+                    match &prepared.framework {
+                        Some(graph) => graph.launch().context("replaying the prep graph")?,
+                        None => self.plan.replay(&prepared.plan)?,
+                    }
+                    spin_until(t0 + us(profile.graph_launch_us.value));
+                }
+            }
+        }
+        if let (true, Some(event)) = (mark == seq.len(), begin) {
+            event.record(&self.gpu.stream)?;
+        }
+        Ok(())
+    }
+}
+
+/// One prep of an arm made ready: the plan's own (warmed up, captured), and for graph arms
+/// under a framework profile the graph of the framework's whole captured prep.
+struct StepPrep {
+    plan: Prepared,
+    framework: Option<CudaGraph>,
+}
+
+/// A kernel a framework op launches: a spin of the profile's `kernel_us`, or an empty kernel.
+fn framework_kernel(gpu: &Gpu, us: f64) -> Result<Launch> {
+    let launch = if us > 0.0 {
+        spin(gpu, us)?
+    } else {
+        let func = gpu.function(KernelModule::Floor, "empty_kernel")?;
+        Launch::new("empty_kernel", func, (1, 1, 1), (1, 1, 1))
+    };
+    // Loaded and run once here: a module cannot load inside a capture.
+    // SAFETY: both kernels take only a duration, or nothing.
+    unsafe { launch.issue(gpu.cu_stream())? };
+    gpu.sync()?;
+    Ok(launch)
 }
 
 /// Everything one (layout, batch, block) needs, shared by its arms.
@@ -143,7 +277,13 @@ struct StepCell<'g> {
     verify: PrepPlan<'g>,
     draft_fwd: Forward,
     verify_fwd: Forward,
-    host_work: Duration,
+    /// The kernels framework ops launch: the draft prep's, the verify prep's, and those of
+    /// host items and accept.
+    draft_kernel: Launch,
+    verify_kernel: Launch,
+    host_kernel: Launch,
+    costs: HostCosts,
+    upload_blocked: Duration,
     initial: Vec<i32>,
 }
 
@@ -154,35 +294,199 @@ struct Pass {
     blocked_us: Vec<f64>,
 }
 
+/// An arm's prep sequences, built once per cell.
+struct ArmProgram {
+    arm: Arm,
+    draft: Vec<PrepStep>,
+    verify: Vec<PrepStep>,
+}
+
 impl StepCell<'_> {
-    /// Issues phase `phase` of a step (see `PHASES`). With `start`, the event is recorded
-    /// right before the phase's GPU work: for a prep, after any host read it makes.
-    fn issue_phase(
-        &mut self,
-        phase: usize,
-        pd: &Prepared,
-        pv: &Prepared,
-        start: Option<&CudaEvent>,
-    ) -> Result<()> {
-        let prep = match phase {
-            0 => Some((&mut self.draft, pd)),
-            2 => Some((&mut self.verify, pv)),
-            _ => None,
+    fn program(&self, arm: Arm) -> ArmProgram {
+        let seq = |phase, plan: &PrepPlan| {
+            prep_sequence(
+                arm,
+                self.costs.profile.arm_ops(phase, arm),
+                plan.kernel_count(arm),
+            )
         };
-        if let Some((plan, prepared)) = prep {
-            return match start {
-                Some(event) => plan.issue_marked(prepared, event),
-                None => plan.issue(prepared),
-            };
+        ArmProgram {
+            arm,
+            draft: seq(Phase::Draft, &self.draft),
+            verify: seq(Phase::Verify, &self.verify),
         }
-        if let Some(event) = start {
-            event.record(&self.gpu.stream)?;
+    }
+
+    /// Makes `arm`'s prep for `phase` ready. A graph arm whose eager-device counterpart
+    /// issues framework kernels captures those too, in the order the eager prep launches
+    /// them, so a replay does the GPU work the framework's captured prep does.
+    fn prepare(&mut self, phase: Phase, arm: Arm) -> Result<StepPrep> {
+        let (plan, kernel) = match phase {
+            Phase::Draft => (&mut self.draft, &self.draft_kernel),
+            Phase::Verify => (&mut self.verify, &self.verify_kernel),
+        };
+        let prepared = plan.prepare(arm)?;
+        let eager = self.costs.profile.arm_ops(phase, Arm::EagerDevice);
+        if !matches!(arm, Arm::Graph | Arm::GraphUpload) || eager.launches == 0 {
+            return Ok(StepPrep {
+                plan: prepared,
+                framework: None,
+            });
         }
-        match phase {
-            1 => self.draft_fwd.issue(self.gpu),
-            3 => self.verify_fwd.issue(self.gpu),
-            _ => self.lengths.issue_accept(),
+        let seq = prep_sequence(Arm::EagerDevice, eager, plan.kernel_count(arm));
+        let what = format!(
+            "the {arm} prep of {} with its framework kernels",
+            plan.shape.family
+        );
+        let graph = capture_graph(&self.gpu.stream, &what, || {
+            for step in &seq {
+                match *step {
+                    PrepStep::Op(Some(OpLaunch::Empty)) => {
+                        // SAFETY: a framework kernel takes only a duration.
+                        unsafe { kernel.issue(self.gpu.cu_stream())? }
+                    }
+                    PrepStep::Op(Some(OpLaunch::Kernel(k))) | PrepStep::Kernel(k) => {
+                        plan.issue_kernel(arm, k)?
+                    }
+                    _ => {}
+                }
+            }
+            Ok(())
+        })?;
+        graph
+            .upload()
+            .with_context(|| format!("uploading the graph of {what}"))?;
+        Ok(StepPrep {
+            plan: prepared,
+            framework: Some(graph),
+        })
+    }
+
+    /// Median host time of the harness's own read with the GPU idle.
+    fn idle_read(&mut self) -> Result<Duration> {
+        let mut times = Vec::with_capacity(IDLE_READS);
+        for _ in 0..IDLE_READS {
+            self.gpu.sync()?;
+            let t0 = Instant::now();
+            self.draft.read_host_lengths()?;
+            times.push(t0.elapsed());
         }
+        self.gpu.sync()?;
+        self.draft.take_blocked();
+        self.draft.take_last_read();
+        times.sort();
+        Ok(times[IDLE_READS / 2])
+    }
+
+    /// Runs one step of `program`: every item of the host program in order. With `marks`,
+    /// each GPU item is bracketed by its events; with `log`, host spans are kept.
+    fn run_step(
+        &mut self,
+        program: &ArmProgram,
+        pd: &StepPrep,
+        pv: &StepPrep,
+        marks: Option<Marks>,
+        mut log: Option<&mut Vec<HostSpan>>,
+    ) -> Result<()> {
+        let profile = &self.costs.profile;
+        let op = us(profile.op_us.value);
+        let launch = us(profile.graph_launch_us.value);
+        let stream = self.gpu.cu_stream();
+        let mut gpu_item = 0;
+        for item in &profile.program {
+            let t0 = Instant::now();
+            let begin = marks.as_ref().map(|m| &m.begin[gpu_item]);
+            match item {
+                Item::Host { us: busy, ops, .. } => {
+                    spin_until(t0 + us(*busy));
+                    for _ in 0..*ops {
+                        let slot = Instant::now();
+                        // SAFETY: a framework kernel takes only a duration.
+                        unsafe { self.host_kernel.issue(stream)? };
+                        spin_until(slot + op);
+                    }
+                }
+                Item::DraftPrep | Item::VerifyPrep => {
+                    let (phase, plan, seq, prepared, kernel) = if *item == Item::DraftPrep {
+                        (
+                            Phase::Draft,
+                            &mut self.draft,
+                            &program.draft,
+                            pd,
+                            &self.draft_kernel,
+                        )
+                    } else {
+                        (
+                            Phase::Verify,
+                            &mut self.verify,
+                            &program.verify,
+                            pv,
+                            &self.verify_kernel,
+                        )
+                    };
+                    PrepRun {
+                        gpu: self.gpu,
+                        plan,
+                        kernel,
+                        costs: &self.costs,
+                        upload_blocked: &mut self.upload_blocked,
+                    }
+                    .run(program.arm, phase, seq, prepared, begin, &mut log)?;
+                }
+                Item::DraftForward | Item::VerifyForward => {
+                    if let Some(event) = begin {
+                        event.record(&self.gpu.stream)?;
+                    }
+                    let forward = if *item == Item::DraftForward {
+                        &self.draft_fwd
+                    } else {
+                        &self.verify_fwd
+                    };
+                    forward.issue(self.gpu)?;
+                    spin_until(t0 + launch);
+                }
+                Item::Accept { ops } => {
+                    if let Some(event) = begin {
+                        event.record(&self.gpu.stream)?;
+                    }
+                    self.lengths.issue_accept()?;
+                    spin_until(t0 + op);
+                    for _ in 1..*ops {
+                        let slot = Instant::now();
+                        // SAFETY: a framework kernel takes only a duration.
+                        unsafe { self.host_kernel.issue(stream)? };
+                        spin_until(slot + op);
+                    }
+                }
+            }
+            if item.is_gpu() {
+                if let Some(m) = &marks {
+                    m.end[gpu_item].record(&self.gpu.stream)?;
+                }
+                gpu_item += 1;
+            }
+            if let Some(log) = log.as_deref_mut() {
+                let lane = if item.is_gpu() {
+                    HostLane::Launch
+                } else {
+                    HostLane::Scheduler
+                };
+                log.push(HostSpan {
+                    lane,
+                    name: item.label().to_string(),
+                    start: t0,
+                    end: Instant::now(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Host time blocked in reads and syncing uploads since the last call.
+    fn take_blocked(&mut self) -> Duration {
+        self.draft.take_blocked()
+            + self.verify.take_blocked()
+            + std::mem::take(&mut self.upload_blocked)
     }
 
     /// Accepted tokens of the next `steps` steps, from the CPU mirror of the accept kernel.
@@ -205,17 +509,17 @@ impl StepCell<'_> {
     /// The clean pass: `total` steps, one event each; stops early (after `min_total`) at the cap.
     fn clean_pass(
         &mut self,
-        pd: &Prepared,
-        pv: &Prepared,
+        program: &ArmProgram,
+        pd: &StepPrep,
+        pv: &StepPrep,
         total: usize,
         min_total: usize,
         cap: Duration,
     ) -> Result<Pass> {
         self.lengths.reset()?;
-        // Reads made while preparing the arms are not this pass's.
-        self.draft.take_blocked();
-        self.verify.take_blocked();
         self.gpu.sync()?;
+        // Reads made while preparing the arms are not this pass's.
+        self.take_blocked();
         let anchor = self.gpu.timing_events(1)?.remove(0);
         let done = self.gpu.timing_events(total)?;
         let mut blocked_us = Vec::with_capacity(total);
@@ -226,13 +530,9 @@ impl StepCell<'_> {
             if k >= 2 {
                 done[k - 2].synchronize()?;
             }
-            busy_wait(self.host_work);
-            for phase in 0..PHASES.len() {
-                self.issue_phase(phase, pd, pv, None)?;
-            }
+            self.run_step(program, pd, pv, None, None)?;
             done[k].record(&self.gpu.stream)?;
-            blocked_us
-                .push((self.draft.take_blocked() + self.verify.take_blocked()).as_secs_f64() * 1e6);
+            blocked_us.push(self.take_blocked().as_secs_f64() * 1e6);
             ran = k + 1;
             if ran >= min_total && start.elapsed() > cap {
                 break;
@@ -250,96 +550,74 @@ impl StepCell<'_> {
         })
     }
 
-    /// The timeline pass: events around every phase, host spans, optional trace.
+    /// The timeline pass: events around every GPU item, host spans, optional trace.
     fn timeline_pass(
         &mut self,
-        arm: Arm,
-        pd: &Prepared,
-        pv: &Prepared,
+        program: &ArmProgram,
+        pd: &StepPrep,
+        pv: &StepPrep,
         steps: usize,
         mut trace: Option<&mut TraceBuilder>,
     ) -> Result<Timeline> {
         self.lengths.reset()?;
         self.gpu.sync()?;
         let anchor = self.gpu.timing_events(1)?.remove(0);
-        let begin = self.gpu.timing_events(steps * PHASES.len())?;
-        let end = self.gpu.timing_events(steps * PHASES.len())?;
+        let begin = self.gpu.timing_events(steps * GPU_ITEMS)?;
+        let end = self.gpu.timing_events(steps * GPU_ITEMS)?;
         anchor.record(&self.gpu.stream)?;
         anchor.synchronize()?;
         let host0 = Instant::now();
         let host_us = |t: Instant| t.saturating_duration_since(host0).as_secs_f64() * 1e6;
+        let mut spans = Vec::new();
         for k in 0..steps {
             if k >= 2 {
-                end[(k - 1) * PHASES.len() - 1].synchronize()?;
+                end[(k - 1) * GPU_ITEMS - 1].synchronize()?;
             }
-            let s0 = Instant::now();
-            busy_wait(self.host_work);
+            let marks = Marks {
+                begin: &begin[k * GPU_ITEMS..(k + 1) * GPU_ITEMS],
+                end: &end[k * GPU_ITEMS..(k + 1) * GPU_ITEMS],
+            };
+            let log = trace.is_some().then_some(&mut spans);
+            self.run_step(program, pd, pv, Some(marks), log)?;
+            self.take_blocked();
             if let Some(t) = trace.as_deref_mut() {
-                t.host_span(
-                    HostLane::Scheduler,
-                    "scheduler work",
-                    host_us(s0),
-                    host_us(Instant::now()) - host_us(s0),
-                    k as u64,
-                )?;
-            }
-            for (p, name) in PHASES.iter().enumerate() {
-                let (b, e) = (&begin[k * PHASES.len() + p], &end[k * PHASES.len() + p]);
-                let t0 = Instant::now();
-                self.issue_phase(p, pd, pv, Some(b))?;
-                e.record(&self.gpu.stream)?;
-                if let Some(t) = trace.as_deref_mut() {
+                for s in spans.drain(..) {
                     t.host_span(
-                        HostLane::Launch,
-                        name,
-                        host_us(t0),
-                        host_us(Instant::now()) - host_us(t0),
+                        s.lane,
+                        &s.name,
+                        host_us(s.start),
+                        (s.end - s.start).as_secs_f64() * 1e6,
                         k as u64,
                     )?;
-                    let read = if p == 0 {
-                        self.draft.take_last_read()
-                    } else if p == 2 {
-                        self.verify.take_last_read()
-                    } else {
-                        None
-                    };
-                    if let Some((r0, r1)) = read {
-                        t.host_span(
-                            HostLane::BlockedInRead,
-                            "seq_lens.tolist()",
-                            host_us(r0),
-                            (r1 - r0).as_secs_f64() * 1e6,
-                            k as u64,
-                        )?;
-                    }
                 }
             }
-            self.draft.take_blocked();
-            self.verify.take_blocked();
         }
         self.gpu.sync()?;
         let device_us = |e: &CudaEvent| -> Result<f64> { Ok(anchor.elapsed_ms(e)? as f64 * 1e3) };
         let tokens = self.tokens(steps);
+        let labels: Vec<&str> = self
+            .costs
+            .profile
+            .program
+            .iter()
+            .filter(|i| i.is_gpu())
+            .map(Item::label)
+            .collect();
         let mut records = Vec::with_capacity(steps);
         let mut previous_done = 0.0;
         for k in 0..steps {
-            let mut busy = Vec::with_capacity(PHASES.len());
-            for (p, name) in PHASES.iter().enumerate() {
+            let mut busy = Vec::with_capacity(GPU_ITEMS);
+            for (p, name) in labels.iter().enumerate() {
                 let (b, e) = (
-                    device_us(&begin[k * PHASES.len() + p])?,
-                    device_us(&end[k * PHASES.len() + p])?,
+                    device_us(&begin[k * GPU_ITEMS + p])?,
+                    device_us(&end[k * GPU_ITEMS + p])?,
                 );
                 busy.push((b, e));
                 if let Some(t) = trace.as_deref_mut() {
-                    let label = if p == 0 || p == 2 {
-                        format!("{name} ({arm})")
-                    } else {
-                        name.to_string()
-                    };
-                    t.gpu_span(0, &label, b, (e - b).max(0.0), k as u64)?;
+                    t.gpu_span(0, name, b, (e - b).max(0.0), k as u64)?;
                 }
             }
-            let done = busy[PHASES.len() - 1].1;
+            let done = busy[GPU_ITEMS - 1].1;
             records.push(StepRecord {
                 host_start_us: previous_done,
                 host_end_us: done,
@@ -391,9 +669,18 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         config.link_gb_s
     );
     let mut notes = emulation_notes(&config.layouts, gpu.info.device_count, &how);
+    let latency = match config.collective_latency_us {
+        Some(v) => format!("{v} us per collective"),
+        None => format!("per-collective latency {COLLECTIVE_LATENCY_SOURCE}"),
+    };
     notes.push(format!(
-        "step model: target {}, draft {}, accept length {}, host scheduler work {} us, link {} GB/s; occupancy and gap_us from a separate pass with events around each phase",
-        model_name(&config.target), model_name(&config.draft), config.accept_mean, config.host_work_us, config.link_gb_s
+        "step model: target {}, draft {}, accept length {}, link {} GB/s, {latency}; occupancy and gap_us from a separate pass with events around each GPU item",
+        model_name(&config.target), model_name(&config.draft), config.accept_mean, config.link_gb_s
+    ));
+    notes.push(format!(
+        "{}; program: {}",
+        config.host.describe(),
+        program_line(&config.host)
     ));
     let recorder = Recorder::start(&gpu, &config.out, csv_path, config.resume, notes)?;
     let stream_source = StreamSource::new(&gpu, 1 << 30)?;
@@ -436,8 +723,13 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     draft_shape.max_seq_len(),
                 )?;
                 let lengths = DeviceLengths::new(&gpu, &inputs.seq_lens, rank_bs as usize, accept)?;
-                let spec =
-                    |m: &ForwardModel| m.spec(layout, rank_bs, context, block, config.link_gb_s);
+                let link = Link {
+                    gb_s: config.link_gb_s,
+                    latency_us: config
+                        .collective_latency_us
+                        .unwrap_or_else(|| collective_latency_us(layout)),
+                };
+                let spec = |m: &ForwardModel| m.spec(layout, rank_bs, context, block, link);
                 let mut cell = StepCell {
                     gpu: &gpu,
                     lengths: &lengths,
@@ -445,23 +737,35 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     verify: PrepPlan::new(&gpu, verify_shape, &inputs, &lengths)?,
                     draft_fwd: Forward::new(&gpu, spec(&config.draft)?, &stream_source)?,
                     verify_fwd: Forward::new(&gpu, spec(&config.target)?, &stream_source)?,
-                    host_work: Duration::from_secs_f64(config.host_work_us * 1e-6),
+                    draft_kernel: framework_kernel(&gpu, config.host.prep_kernel_us(Phase::Draft))?,
+                    verify_kernel: framework_kernel(
+                        &gpu,
+                        config.host.prep_kernel_us(Phase::Verify),
+                    )?,
+                    host_kernel: framework_kernel(&gpu, config.host.kernel_us.value)?,
+                    costs: HostCosts {
+                        profile: config.host.clone(),
+                        read_top_up: Duration::ZERO,
+                    },
+                    upload_blocked: Duration::ZERO,
                     initial: inputs.seq_lens.clone(),
                 };
+                let idle_read = cell.idle_read()?;
+                cell.costs.read_top_up = us(config.host.read_us.value).saturating_sub(idle_read);
                 for (&arm, id) in config.arms.iter().zip(&cells) {
                     let label = id.label();
                     progress.set_message(label.clone());
                     recorder.set_cell(&label);
                     let pd = cell
-                        .draft
-                        .prepare(arm)
+                        .prepare(Phase::Draft, arm)
                         .with_context(|| format!("preparing the draft metadata of {label}"))?;
                     let pv = cell
-                        .verify
-                        .prepare(arm)
+                        .prepare(Phase::Verify, arm)
                         .with_context(|| format!("preparing the verify metadata of {label}"))?;
+                    let program = cell.program(arm);
                     let total = config.warmup_steps + config.steps;
                     let clean = cell.clean_pass(
+                        &program,
                         &pd,
                         &pv,
                         total,
@@ -475,9 +779,18 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     let mut trace = request.map(|_| TraceBuilder::new());
                     if let Some(t) = trace.as_mut() {
                         t.set_arm(arm.name());
+                        t.set_title(&format!(
+                            "{arm}: {layout} bs {bs} block {block}, host profile `{}`",
+                            config.host.name
+                        ));
                     }
-                    let timeline =
-                        cell.timeline_pass(arm, &pd, &pv, config.timeline_steps, trace.as_mut())?;
+                    let timeline = cell.timeline_pass(
+                        &program,
+                        &pd,
+                        &pv,
+                        config.timeline_steps,
+                        trace.as_mut(),
+                    )?;
                     if let (Some(t), Some(request)) = (trace, request) {
                         t.write(&request.path_for(arm))?;
                     }
@@ -503,6 +816,20 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         rows,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The program in one line: `scheduler 50us > draft prep > ...`.
+fn program_line(host: &HostProfile) -> String {
+    host.program
+        .iter()
+        .map(|item| match item {
+            Item::Host { name, us, ops, .. } => {
+                format!("{name} {:.0}us", host.host_item_us(*us, *ops))
+            }
+            other => other.label().to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" > ")
 }
 
 fn model_name(m: &ForwardModel) -> String {
@@ -557,7 +884,7 @@ fn step_rows(
         stop,
         telemetry,
     ));
-    if arm == Arm::EagerSync {
+    if arm.reads_host() || arm == Arm::GraphUpload {
         rows.extend(id.summary_row(
             "host_blocked_us",
             "us",

@@ -18,7 +18,7 @@ pub const GPU_PID: u32 = 2;
 /// What the host thread was doing during a span.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostLane {
-    /// Scheduler work before the prep.
+    /// Host work with no GPU work of its own (scheduler, sampling, ...).
     Scheduler,
     /// Issuing kernels, copies and graph launches.
     Launch,
@@ -44,7 +44,7 @@ impl HostLane {
 
     pub fn name(self) -> &'static str {
         match self {
-            HostLane::Scheduler => "scheduler",
+            HostLane::Scheduler => "host work",
             HostLane::Launch => "launch",
             HostLane::BlockedInRead => "blocked in read",
         }
@@ -54,6 +54,8 @@ impl HostLane {
 /// Collects spans, then renders or writes the trace.
 #[derive(Debug, Default)]
 pub struct TraceBuilder {
+    /// Written as `otherData.title`: what the trace shows (arm, cell, host profile).
+    title: Option<String>,
     arm: Option<String>,
     spans: Vec<Value>,
     gpu_streams: BTreeSet<u32>,
@@ -68,6 +70,11 @@ impl TraceBuilder {
     /// after another).
     pub fn set_arm(&mut self, arm: &str) {
         self.arm = Some(arm.to_string());
+    }
+
+    /// Names the trace (the timeline chart's panel title).
+    pub fn set_title(&mut self, title: &str) {
+        self.title = Some(title.to_string());
     }
 
     pub fn host_span(
@@ -153,7 +160,11 @@ impl TraceBuilder {
             events.push(thread_name(GPU_PID, stream, &format!("stream {stream}")));
         }
         events.extend(self.spans.iter().cloned());
-        json!({ "traceEvents": events, "displayTimeUnit": "ns" }).to_string()
+        let mut trace = json!({ "traceEvents": events, "displayTimeUnit": "ns" });
+        if let Some(title) = &self.title {
+            trace["otherData"] = json!({ "title": title });
+        }
+        trace.to_string()
     }
 
     pub fn write(&self, path: &Path) -> Result<()> {
@@ -226,7 +237,10 @@ mod tests {
 
     #[test]
     fn names_processes_and_lanes() {
-        let v = parsed(&sample());
+        let mut t = sample();
+        t.set_title("eager-sync: tp4 bs 1 block 5");
+        let v = parsed(&t);
+        assert_eq!(v["otherData"]["title"], "eager-sync: tp4 bs 1 block 5");
         assert_eq!(named(&v, "process_name", HOST_PID), vec![(0, "host")]);
         assert_eq!(
             named(&v, "process_name", GPU_PID),
@@ -234,7 +248,7 @@ mod tests {
         );
         assert_eq!(
             named(&v, "thread_name", HOST_PID),
-            vec![(1, "scheduler"), (2, "launch"), (3, "blocked in read")]
+            vec![(1, "host work"), (2, "launch"), (3, "blocked in read")]
         );
         // Only the streams that carried spans are named.
         assert_eq!(

@@ -5,6 +5,7 @@ use super::{
     arm_colour, arm_order, cap_panels, check_batch, frame, layout_order, panel_grid, short_number,
     Chart, Drawn, FixedTicks, Rendered, LIGHT_GREY, PANEL_CHART_SIZE,
 };
+use crate::report::compare::relative_change;
 use crate::report::csv::{Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
 use crate::report::env::EnvRecord;
 use anyhow::{bail, Result};
@@ -18,6 +19,8 @@ use std::path::Path;
 /// The floor items drawn as horizontal lines on the prep chart.
 const FLOOR_ITEMS: [&str; 3] = ["empty-kernel", "empty-graph", "d2h-int"];
 const BAND_NOTE: &str = "line: median per cell; shaded band: p10–p90";
+/// The "before" every step change is measured against.
+const BASELINE_ARM: &str = "eager-sync";
 
 /// Inter-token latency (`kind=step`, `itl_us`) against batch size.
 pub fn itl_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> {
@@ -26,7 +29,10 @@ pub fn itl_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> 
     };
     let chart = LineChart {
         title: "Inter-token latency vs batch size".into(),
-        subtitle: format!("decode-step model (kind=step, metric itl_us) — {BAND_NOTE}"),
+        subtitle: format!(
+            "decode-step model (kind=step, metric itl_us) — {BAND_NOTE}; {}",
+            host_profile_note(env)
+        ),
         y_desc: "ITL (µs per token)".into(),
         y_log: false,
         panels,
@@ -42,13 +48,93 @@ pub fn throughput_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Ren
     };
     let chart = LineChart {
         title: "Output throughput vs batch size".into(),
-        subtitle: format!("decode-step model (kind=step, metric throughput_tok_s) — {BAND_NOTE}"),
+        subtitle: format!(
+            "decode-step model (kind=step, metric throughput_tok_s) — {BAND_NOTE}; {}",
+            host_profile_note(env)
+        ),
         y_desc: "output throughput (tok/s)".into(),
         y_log: false,
         panels,
         env: env.clone(),
     };
     chart.write(dir, "throughput")
+}
+
+/// Each arm's change of a step metric against eager-sync (`throughput_tok_s` or `itl_us`),
+/// in percent, with the 95% interval of the change as the band: the difference users quote
+/// is what the eye sees, not two nearly identical lines.
+pub fn step_change_chart(
+    dir: &Path,
+    rows: &[Row],
+    env: &EnvRecord,
+    metric: &str,
+) -> Result<Rendered> {
+    let changes: Vec<Row> = rows
+        .iter()
+        .filter(|r| r.kind == KIND_STEP && r.metric == metric && r.arm != BASELINE_ARM)
+        .filter_map(|r| {
+            let base = rows.iter().find(|b| {
+                b.kind == KIND_STEP
+                    && b.metric == metric
+                    && b.arm == BASELINE_ARM
+                    && (
+                        b.family.as_str(),
+                        b.batch_size,
+                        b.block_size,
+                        b.layout.as_str(),
+                    ) == (
+                        r.family.as_str(),
+                        r.batch_size,
+                        r.block_size,
+                        r.layout.as_str(),
+                    )
+            })?;
+            let change = relative_change(base, r);
+            let mut row = r.clone();
+            row.metric = format!("{metric}_change_pct");
+            row.median = change
+                .as_ref()
+                .map_or((r.median / base.median - 1.0) * 100.0, |c| c.pct);
+            row.p10 = change.as_ref().map_or(f64::NAN, |c| c.lo_pct);
+            row.p90 = change.as_ref().map_or(f64::NAN, |c| c.hi_pct);
+            Some(row)
+        })
+        .collect();
+    let name = format!("{metric}_change_pct");
+    let Some(mut panels) = step_panels(&changes, &name)? else {
+        return Ok(skipped(metric));
+    };
+    for panel in &mut panels {
+        panel.floors = vec![(format!("{BASELINE_ARM} (0%)"), 0.0)];
+    }
+    let (what, file) = if metric == "itl_us" {
+        ("ITL", "itl_change")
+    } else {
+        ("Throughput", "throughput_change")
+    };
+    let chart = LineChart {
+        title: format!("{what} change against {BASELINE_ARM}"),
+        subtitle: format!(
+            "decode-step model, {metric}: arm / {BASELINE_ARM} − 1 per cell; band: 95% interval of the change; {}",
+            host_profile_note(env)
+        ),
+        y_desc: format!("{what} change vs {BASELINE_ARM} (%)"),
+        y_log: false,
+        panels,
+        env: env.clone(),
+    };
+    chart.write(dir, file)
+}
+
+/// The host profile a steps run used, from its notes, for chart subtitles.
+fn host_profile_note(env: &EnvRecord) -> String {
+    env.notes
+        .iter()
+        .find_map(|n| n.strip_prefix("host profile `"))
+        .and_then(|n| n.split('`').next())
+        .map_or("host profile not recorded".to_string(), |name| {
+            format!("host profile `{name}` (see summary.md for its source)")
+        })
 }
 
 /// Prep cost per arm (`kind=prep`, `step_us`) against batch size, one panel per family,
@@ -117,7 +203,7 @@ fn floor_levels(rows: &[Row]) -> Vec<(String, f64)> {
             values.sort_by(f64::total_cmp);
             values
                 .get(values.len().checked_sub(1)? / 2)
-                .map(|v| (item.to_string(), *v))
+                .map(|v| (format!("{item} {} µs", short_number(*v)), *v))
         })
         .collect()
 }
@@ -405,7 +491,7 @@ impl LineChart {
                 .drawn()?;
             chart
                 .draw_series(std::iter::once(Text::new(
-                    format!("{item} {} µs", short_number(*value)),
+                    item.clone(),
                     (x_hi, y),
                     super::font(12)
                         .color(&colour)
@@ -483,8 +569,8 @@ mod tests {
         assert_eq!(
             floor_levels(&rows),
             [
-                ("empty-kernel".to_string(), 3.0),
-                ("d2h-int".to_string(), 11.0)
+                ("empty-kernel 3 µs".to_string(), 3.0),
+                ("d2h-int 11 µs".to_string(), 11.0)
             ]
         );
     }

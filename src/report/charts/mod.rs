@@ -14,7 +14,7 @@ mod timeline;
 
 pub use clocks::telemetry_chart;
 pub use heatmap::{speedup_chart, speedups, Speedup};
-pub use lines::{itl_chart, prep_floor_chart, throughput_chart};
+pub use lines::{itl_chart, prep_floor_chart, step_change_chart, throughput_chart};
 pub use timeline::{parse_trace, timeline_chart, Lane, Span, Trace};
 
 use crate::report::atomic::write_atomic;
@@ -56,29 +56,44 @@ pub struct ChartSet {
 
 /// Renders every chart whose data exists into `<dir>/charts/<name>.{png,svg}`.
 ///
-/// The trace is parsed first, so a malformed trace fails before any file is written.
+/// `traces` are `(file name, JSON)` pairs, drawn as stacked timeline panels in order. They
+/// are parsed first, so a malformed trace fails, naming its file, before any file is written.
 pub fn render_all(
     dir: &Path,
     rows: &[Row],
     env: &EnvRecord,
     telemetry: &[TelemetrySample],
-    trace_json: Option<&str>,
+    traces: &[(&str, &str)],
 ) -> Result<ChartSet> {
-    let trace = trace_json.map(parse_trace).transpose()?;
+    let traces = traces
+        .iter()
+        .map(|(name, json)| {
+            let mut trace =
+                parse_trace(json).with_context(|| format!("reading the trace {name}"))?;
+            trace.title.get_or_insert_with(|| name.to_string());
+            Ok(trace)
+        })
+        .collect::<Result<Vec<_>>>()?;
     let outcomes = [
         ("itl", itl_chart(dir, rows, env)?),
         ("throughput", throughput_chart(dir, rows, env)?),
+        (
+            "throughput_change",
+            step_change_chart(dir, rows, env, "throughput_tok_s")?,
+        ),
+        ("itl_change", step_change_chart(dir, rows, env, "itl_us")?),
         ("speedup_prep", speedup_chart(dir, rows, env, KIND_PREP)?),
         ("speedup_step", speedup_chart(dir, rows, env, KIND_STEP)?),
         ("prep_floor", prep_floor_chart(dir, rows, env)?),
         ("telemetry", telemetry_chart(dir, telemetry, env)?),
         (
             "timeline",
-            match &trace {
-                Some(trace) => timeline::render(dir, trace, env)?,
-                None => Rendered::Skipped {
+            if traces.is_empty() {
+                Rendered::Skipped {
                     reason: "no Chrome trace given".into(),
-                },
+                }
+            } else {
+                timeline::render(dir, &traces, env)?
             },
         ),
     ];
@@ -312,7 +327,13 @@ fn layout_order(layout: &str) -> (usize, String) {
 
 /// Arms from the "before" to the "after", so legends read in the design's order.
 fn arm_order(arm: &str) -> (usize, String) {
-    const KNOWN: [&str; 4] = ["eager-sync", "eager-device", "graph", "fused"];
+    const KNOWN: [&str; 5] = [
+        "eager-sync",
+        "eager-device",
+        "graph-upload",
+        "graph",
+        "fused",
+    ];
     let rank = KNOWN.iter().position(|k| *k == arm).unwrap_or(KNOWN.len());
     (rank, arm.to_string())
 }
@@ -323,15 +344,15 @@ fn arm_colour(arm: &str) -> RGBColor {
         "eager-sync" => RGBColor(214, 39, 40),
         "eager-device" => RGBColor(255, 127, 14),
         "graph" => RGBColor(31, 119, 180),
+        "graph-upload" => RGBColor(148, 103, 189),
         "fused" => RGBColor(44, 160, 44),
         other => categorical(other.bytes().map(usize::from).sum()),
     }
 }
 
-/// Tableau-10 minus the four arm colours, for anything else that needs a category colour.
+/// Tableau-10 minus the five arm colours, for anything else that needs a category colour.
 fn categorical(index: usize) -> RGBColor {
-    const COLOURS: [RGBColor; 8] = [
-        RGBColor(148, 103, 189),
+    const COLOURS: [RGBColor; 7] = [
         RGBColor(140, 86, 75),
         RGBColor(227, 119, 194),
         RGBColor(127, 127, 127),

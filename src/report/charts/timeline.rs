@@ -1,5 +1,7 @@
-//! A step timeline from a Chrome trace-event file: one lane per (pid, tid), one box per
-//! complete ("X") event, so the idle gaps between host and GPU work are visible.
+//! A step timeline from Chrome trace-event files: one panel per trace (eager-sync above
+//! graph when a steps run wrote both), each cropped to three steps from the middle of the
+//! pass and drawn on one shared time scale, one lane per (pid, tid), one box per complete
+//! ("X") event, so the GPU's idle gaps after a host read are visible at their own size.
 
 use super::{
     categorical, frame, short_number, Chart, Drawn, FixedTicks, Rendered, GREY, WIDE_CHART_SIZE,
@@ -16,6 +18,8 @@ use std::path::Path;
 /// A parsed trace: lanes in display order (by pid, then tid) and the spans on them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trace {
+    /// `otherData.title` (metaprep writes the arm and the cell there).
+    pub title: Option<String>,
     pub lanes: Vec<Lane>,
     pub spans: Vec<Span>,
 }
@@ -36,6 +40,8 @@ pub struct Span {
     /// Microseconds since the earliest span of the trace.
     pub start_us: f64,
     pub dur_us: f64,
+    /// `args.step`, when the event has one.
+    pub step: Option<u64>,
 }
 
 /// Parses `{"traceEvents": [...]}`: `ph: "X"` events become spans, `ph: "M"` events named
@@ -49,7 +55,9 @@ pub fn parse_trace(json: &str) -> Result<Trace> {
 
     let mut process_names: BTreeMap<i64, String> = BTreeMap::new();
     let mut thread_names: BTreeMap<(i64, i64), String> = BTreeMap::new();
-    let mut raw_spans: Vec<((i64, i64), String, f64, f64)> = Vec::new();
+    // (lane key, name, ts, dur, step)
+    type RawSpan = ((i64, i64), String, f64, f64, Option<u64>);
+    let mut raw_spans: Vec<RawSpan> = Vec::new();
     for (index, event) in events.iter().enumerate() {
         let field = |key: &str| event.get(key);
         let context = || format!("trace event #{index}");
@@ -73,11 +81,15 @@ pub fn parse_trace(json: &str) -> Result<Trace> {
                     bail!("{}: negative duration {dur} µs", context());
                 }
                 let name = field("name").and_then(Value::as_str).unwrap_or("");
+                let step = field("args")
+                    .and_then(|a| a.get("step"))
+                    .and_then(Value::as_u64);
                 raw_spans.push((
                     (integer("pid")?, integer("tid")?),
                     name.to_string(),
                     ts,
                     dur,
+                    step,
                 ));
             }
             Some("M") => {
@@ -127,48 +139,126 @@ pub fn parse_trace(json: &str) -> Result<Trace> {
     let origin = raw_spans.iter().map(|s| s.2).fold(f64::INFINITY, f64::min);
     let spans = raw_spans
         .into_iter()
-        .map(|(key, name, ts, dur)| Span {
+        .map(|(key, name, ts, dur, step)| Span {
             lane: lane_keys.iter().position(|k| *k == key).unwrap_or(0),
             name,
             start_us: ts - origin,
             dur_us: dur,
+            step,
         })
         .collect();
-    Ok(Trace { lanes, spans })
+    let title = root
+        .get("otherData")
+        .and_then(|d| d.get("title"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    Ok(Trace {
+        title,
+        lanes,
+        spans,
+    })
 }
 
 /// Parses `trace_json` and draws it as `timeline`.
 pub fn timeline_chart(dir: &Path, trace_json: &str, env: &EnvRecord) -> Result<Rendered> {
-    render(dir, &parse_trace(trace_json)?, env)
+    render(dir, &[parse_trace(trace_json)?], env)
 }
 
-pub(super) fn render(dir: &Path, trace: &Trace, env: &EnvRecord) -> Result<Rendered> {
-    if trace.spans.is_empty() {
+/// Steps each panel shows.
+const WINDOW_STEPS: u64 = 3;
+
+/// Draws `traces` as stacked panels of `timeline`.
+pub(super) fn render(dir: &Path, traces: &[Trace], env: &EnvRecord) -> Result<Rendered> {
+    let windows: Vec<Trace> = traces
+        .iter()
+        .filter(|t| !t.spans.is_empty())
+        .map(window)
+        .collect();
+    if windows.is_empty() {
         return Ok(Rendered::Skipped {
             reason: "the trace has no complete (\"ph\": \"X\") events".into(),
         });
     }
     let chart = Timeline {
-        trace,
+        traces: windows,
         env: env.clone(),
     };
-    super::write_chart(dir, "timeline", WIDE_CHART_SIZE, &chart)
+    let height = WIDE_CHART_SIZE.1.max(180 + 300 * chart.traces.len() as u32);
+    super::write_chart(dir, "timeline", (WIDE_CHART_SIZE.0, height), &chart)
 }
 
-struct Timeline<'a> {
-    trace: &'a Trace,
+/// The spans of `WINDOW_STEPS` steps from the middle of the trace, re-based to start at 0;
+/// a trace without step numbers is kept whole.
+fn window(trace: &Trace) -> Trace {
+    let steps: BTreeSet<u64> = trace.spans.iter().filter_map(|s| s.step).collect();
+    let chosen: Vec<&Span> = if steps.len() as u64 > WINDOW_STEPS {
+        let first = *steps
+            .iter()
+            .nth((steps.len() - WINDOW_STEPS as usize) / 2)
+            .unwrap_or(&0);
+        let range = first..first + WINDOW_STEPS;
+        trace
+            .spans
+            .iter()
+            .filter(|s| s.step.is_some_and(|k| range.contains(&k)))
+            .collect()
+    } else {
+        trace.spans.iter().collect()
+    };
+    let origin = chosen
+        .iter()
+        .map(|s| s.start_us)
+        .fold(f64::INFINITY, f64::min);
+    Trace {
+        title: trace.title.clone(),
+        lanes: trace.lanes.clone(),
+        spans: chosen
+            .into_iter()
+            .map(|s| Span {
+                start_us: s.start_us - origin,
+                ..s.clone()
+            })
+            .collect(),
+    }
+}
+
+struct Timeline {
+    traces: Vec<Trace>,
     env: EnvRecord,
 }
 
 /// Names beyond this many share the legend's "+N more" entry (they keep their colours).
-const LEGEND_NAMES: usize = 10;
+const LEGEND_NAMES: usize = 12;
 const LEGEND_HEIGHT: u32 = 30;
 
-impl Timeline<'_> {
-    /// Span names in first-seen order; a name's position picks its colour.
+/// Distinct colours for span names (Tableau 10 plus two), so no two legend entries share one.
+const SPAN_COLOURS: [RGBColor; 12] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+    RGBColor(0, 0, 128),
+    RGBColor(128, 0, 0),
+];
+
+fn span_colour(index: usize) -> RGBColor {
+    SPAN_COLOURS
+        .get(index)
+        .copied()
+        .unwrap_or_else(|| categorical(index))
+}
+
+impl Timeline {
+    /// Span names in first-seen order over every panel; a name's position picks its colour.
     fn names(&self) -> Vec<&str> {
         let mut names: Vec<&str> = Vec::new();
-        for span in &self.trace.spans {
+        for span in self.traces.iter().flat_map(|t| &t.spans) {
             if !names.contains(&span.name.as_str()) {
                 names.push(&span.name);
             }
@@ -187,12 +277,12 @@ impl Timeline<'_> {
         for (i, name) in names.iter().take(LEGEND_NAMES).enumerate() {
             area.draw(&Rectangle::new(
                 [(x, y - 7), (x + 14, y + 7)],
-                categorical(i).filled(),
+                span_colour(i).filled(),
             ))
             .drawn()?;
             area.draw(&Text::new(name.to_string(), (x + 20, y), style.clone()))
                 .drawn()?;
-            x += 40 + 8 * name.chars().count() as i32;
+            x += 30 + 7 * name.chars().count() as i32;
         }
         if names.len() > LEGEND_NAMES {
             let more = format!("+{} more", names.len() - LEGEND_NAMES);
@@ -201,34 +291,28 @@ impl Timeline<'_> {
         }
         Ok(())
     }
-}
 
-impl Chart for Timeline<'_> {
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()> {
-        let trace = self.trace;
-        let subtitle = format!(
-            "Chrome trace: {} spans on {} lanes; white space inside a lane is idle time",
-            trace.spans.len(),
-            trace.lanes.len()
-        );
-        let body = frame(root, "Step timeline", &subtitle, &self.env)?;
-        let (legend, plot) = body.split_vertically(LEGEND_HEIGHT);
-        let names = self.names();
-        self.draw_legend(&legend, &names)?;
-
-        let end = trace
-            .spans
-            .iter()
-            .map(|s| s.start_us + s.dur_us)
-            .fold(0.0, f64::max);
+    fn draw_panel<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        trace: &Trace,
+        index: usize,
+        end: f64,
+        names: &[&str],
+    ) -> Result<()> {
         let lanes = trace.lanes.len();
         // Lane 0 at the top: plotters' y grows upwards.
         let lane_y = |lane: usize| (lanes - 1 - lane) as f64;
-        let mut chart = ChartBuilder::on(&plot)
+        let title = trace
+            .title
+            .clone()
+            .unwrap_or_else(|| format!("trace {}", index + 1));
+        let mut chart = ChartBuilder::on(area)
+            .caption(title, super::font(16))
             .margin(10)
             .margin_right(24)
             .x_label_area_size(46)
-            .y_label_area_size(170)
+            .y_label_area_size(230)
             .build_cartesian_2d(
                 0.0..(end * 1.01).max(1.0),
                 FixedTicks::new(
@@ -240,8 +324,7 @@ impl Chart for Timeline<'_> {
         chart
             .configure_mesh()
             .disable_y_mesh()
-            .x_desc("time since first span (µs)")
-            .y_desc("lane (process: thread)")
+            .x_desc("time from the first span shown (µs)")
             .axis_desc_style(super::font(14))
             .label_style(super::font(14))
             .light_line_style(TRANSPARENT)
@@ -259,7 +342,7 @@ impl Chart for Timeline<'_> {
 
         let text_style = super::font(12).pos(Pos::new(HPos::Left, VPos::Center));
         for span in &trace.spans {
-            let colour = categorical(names.iter().position(|n| *n == span.name).unwrap_or(0));
+            let colour = span_colour(names.iter().position(|n| *n == span.name).unwrap_or(0));
             let y = lane_y(span.lane);
             let (x0, x1) = (span.start_us, span.start_us + span.dur_us);
             chart
@@ -275,9 +358,35 @@ impl Chart for Timeline<'_> {
             let pixels = chart.backend_coord(&(x1, y)).0 - chart.backend_coord(&(x0, y)).0;
             if pixels > 12 + 7 * span.name.chars().count() as i32 {
                 let (left, middle) = chart.backend_coord(&(x0, y));
-                root.draw_text(&span.name, &text_style.color(&WHITE), (left + 5, middle))
+                area.draw_text(&span.name, &text_style.color(&WHITE), (left + 5, middle))
                     .drawn()?;
             }
+        }
+        Ok(())
+    }
+}
+
+impl Chart for Timeline {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()> {
+        let spans: usize = self.traces.iter().map(|t| t.spans.len()).sum();
+        let subtitle = format!(
+            "{} steps per panel from the middle of each pass, one time scale; {spans} spans; \
+             white space in the GPU lane is idle time",
+            WINDOW_STEPS
+        );
+        let body = frame(root, "Step timeline", &subtitle, &self.env)?;
+        let (legend, plots) = body.split_vertically(LEGEND_HEIGHT);
+        let names = self.names();
+        self.draw_legend(&legend, &names)?;
+        let end = self
+            .traces
+            .iter()
+            .flat_map(|t| &t.spans)
+            .map(|s| s.start_us + s.dur_us)
+            .fold(0.0, f64::max);
+        let panels = plots.split_evenly((self.traces.len(), 1));
+        for (i, (area, trace)) in panels.iter().zip(&self.traces).enumerate() {
+            self.draw_panel(area, trace, i, end, &names)?;
         }
         Ok(())
     }
