@@ -159,6 +159,9 @@ def parse_args(argv):
     p.add_argument("--arms", type=arm_list, default=",".join(ARMS),
                    help="arms of the reference grid")
     p.add_argument("--steps", type=int, default=150, help="measured steps per grid cell")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="each cell's steps are split over this many rounds, the arms of a "
+                        "(forward, batch) interleaved in each, so host drift hits them alike")
     p.add_argument("--warmup", type=int, default=20, help="unmeasured steps before them")
     p.add_argument("--scheduler-us", type=float, default=50.0,
                    help="host busy-wait standing in for the scheduler, per step")
@@ -169,7 +172,7 @@ def parse_args(argv):
     p.add_argument("--max-context", type=int, default=32768,
                    help="columns of req_to_token (and the static page-table width)")
     p.add_argument("--seed", type=int, default=1, help="seed of every random input")
-    p.add_argument("--trace-steps", type=int, default=8, help="steps in each exported trace")
+    p.add_argument("--trace-steps", type=int, default=4, help="steps in each exported trace")
     p.add_argument("--quick", action="store_true",
                    help="smoke run: 30 steps, 5 warm-up, 100 reps, forward 1000 us, batch 1 "
                         "(replaces those flags)")
@@ -183,6 +186,8 @@ def parse_args(argv):
         p.error("--block must be at least 1")
     if args.steps < 1 or args.warmup < 1 or args.trace_steps < 1:
         p.error("--steps, --warmup and --trace-steps must be at least 1")
+    if not 1 <= args.rounds <= args.steps:
+        p.error("--rounds must be between 1 and --steps")
     if args.scheduler_us < 0:
         p.error("--scheduler-us must not be negative")
     if not 1 <= args.accept_length <= args.block + 1:
@@ -543,6 +548,15 @@ def no_mark(_name):
     return contextlib.nullcontext()
 
 
+def timed_prep(state, prep, arm):
+    """Runs prep(arm); returns its host µs and the µs from its first read's return to its end
+    (meaningful for eager-sync only)."""
+    start = time.perf_counter_ns()
+    prep(arm)
+    end = time.perf_counter_ns()
+    return (end - start) / 1e3, (end - state.read_done_ns) / 1e3
+
+
 def run_loop(state, forwards, arm, warmup, steps, scheduler_us, annotate=False):
     """The reference step loop; returns each measured step's GPU µs and host µs samples:
     `prep` (both preps), `draft` and `verify` (each prep), `draft_post_read` and
@@ -563,30 +577,24 @@ def run_loop(state, forwards, arm, warmup, steps, scheduler_us, annotate=False):
             with mark("scheduler"):
                 spin(scheduler_us)
             with mark("draft prep"):
-                t0 = time.perf_counter_ns()
-                state.draft_prep(arm)
-                t1 = time.perf_counter_ns()
-                draft_read = state.read_done_ns
+                draft_us, draft_post_read_us = timed_prep(state, state.draft_prep, arm)
             with mark("draft forward"):
                 draft_forward.replay()
             with mark("sampling"):
                 state.sampling()
             with mark("verify prep"):
-                t2 = time.perf_counter_ns()
-                state.verify_prep(arm)
-                t3 = time.perf_counter_ns()
-                verify_read = state.read_done_ns
+                verify_us, verify_post_read_us = timed_prep(state, state.verify_prep, arm)
             with mark("verify forward"):
                 verify_forward.replay()
             with mark("accept"):
                 state.accept(k)
             done[k].record()
-        host["prep"].append((t1 - t0 + t3 - t2) / 1e3)
-        host["draft"].append((t1 - t0) / 1e3)
-        host["verify"].append((t3 - t2) / 1e3)
+        host["prep"].append(draft_us + verify_us)
+        host["draft"].append(draft_us)
+        host["verify"].append(verify_us)
         if arm == "eager-sync":
-            host["draft_post_read"].append((t1 - draft_read) / 1e3)
-            host["verify_post_read"].append((t3 - verify_read) / 1e3)
+            host["draft_post_read"].append(draft_post_read_us)
+            host["verify_post_read"].append(verify_post_read_us)
     torch.cuda.synchronize()
     step_us = [done[k - 1].elapsed_time(done[k]) * 1e3 for k in range(warmup, total)]
     return step_us, {key: v[warmup:] for key, v in host.items()}
@@ -635,9 +643,12 @@ def write_reference(path, cells):
     write_atomic(path, text.getvalue())
 
 
-def prep_entries(preps):
-    """host_profile.json's `preps` arm entries for one family, from its measurements."""
+def prep_entries(preps, upload_ops):
+    """host_profile.json's `preps` arm entries for one family, from its measurements.
+    `upload_ops`: the ops of the upload itself, which the profile's upload_us covers."""
     sync, device, graph = preps["eager-sync"], preps["eager-device"], preps["graph"]
+    upload = preps["graph-upload"]
+    around_upload = max(upload["ops"] + upload["reads"] - upload_ops, 0)
     if sync["reads"] < 1:
         raise RuntimeError("the eager-sync prep shows no synchronising call in its profile; "
                            f"its listing: {sync['listing']}")
@@ -650,6 +661,8 @@ def prep_entries(preps):
                          "op_us": device["op_us"]},
         "kernel_us": r3(graph["gpu_us"]["median"] / max(device["launches"], 1)),
         "graph": {"ops": graph["ops"], "launches": graph["launches"]},
+        "graph_upload": {"ops": around_upload,
+                         "launches": min(upload["launches"], around_upload)},
     }
 
 
@@ -663,9 +676,9 @@ PREP_SOURCES = {
 }
 
 
-def host_profile(meta, micro, probes, preps, sampling, accept, args):
+def host_profile(meta, micro, probes, preps, sampling, accept, upload, args):
     reps = args.reps
-    upload, tolist = probes["upload"], probes["tolist"]
+    upload_probe, tolist = probes["upload"], probes["tolist"]
     return {
         "name": "pytorch",
         "source": f"scripts/calibrate_torch.py on {meta['gpu']}, torch {meta['torch']}, "
@@ -684,9 +697,9 @@ def host_profile(meta, micro, probes, preps, sampling, accept, args):
         "upload_us": {"value": micro["upload_us"]["median"],
                       "source": f"median host time of torch.tensor([5], dtype=int32, "
                                 f"device='cuda'), GPU idle, {reps} reps"},
-        "upload_syncs": {"value": upload["waits"],
+        "upload_syncs": {"value": upload_probe["waits"],
                          "source": f"the same upload issued behind a {SLEEP_PROBE_US} us "
-                                   f"torch.cuda._sleep took {upload['median_us']:.0f} us (median "
+                                   f"torch.cuda._sleep took {upload_probe['median_us']:.0f} us (median "
                                    f"of {SYNC_PROBE_TRIALS}); .tolist() took "
                                    f"{tolist['median_us']:.0f} us the same way"},
         "preps": {
@@ -697,7 +710,7 @@ def host_profile(meta, micro, probes, preps, sampling, accept, args):
                                f"{format_number(TRACE_FORWARD_US)} us, bs 1, {args.steps} steps) "
                                "over the ops (eager-sync: from the first read's return, less "
                                "the later reads at read_us, over the ops after it)",
-                     **prep_entries(preps[family])}
+                     **prep_entries(preps[family], upload["ops"] + upload["reads"])}
             for family in FAMILIES
         },
         "program": [
@@ -802,21 +815,32 @@ def main(argv=None):
     # 4. The reference grid.
     cells = []
     n_cells = len(args.batch_sizes) * len(args.forward_us) * len(args.arms)
+    per_round = max(1, args.steps // args.rounds)
     for bs in args.batch_sizes:
         state = state1 if bs == 1 else StepState(bs, args)
         for fwd in args.forward_us:
+            samples = {arm: {"step": [], "prep": [], "round_medians": []} for arm in args.arms}
+            for r in range(args.rounds):
+                # Rotate the arms' order each round, so none always runs first.
+                order = args.arms[r % len(args.arms):] + args.arms[:r % len(args.arms)]
+                for arm in order:
+                    step_us, host = run_loop(state, forwards[fwd], arm, args.warmup, per_round,
+                                             args.scheduler_us)
+                    samples[arm]["step"] += step_us
+                    samples[arm]["prep"] += host["prep"]
+                    samples[arm]["round_medians"].append(r3(float(np.median(step_us))))
             for arm in args.arms:
-                step_us, host = run_loop(state, forwards[fwd], arm, args.warmup, args.steps,
-                                         args.scheduler_us)
-                prep_us = host["prep"]
+                got = samples[arm]
                 cell = {"forward_us": fwd, "batch_size": bs, "block": args.block, "arm": arm,
-                        "step_us": summarize(step_us), "host_prep_us": summarize(prep_us),
-                        "step_us_samples": [r3(v) for v in step_us],
-                        "host_prep_us_samples": [r3(v) for v in prep_us]}
+                        "step_us": summarize(got["step"]), "host_prep_us": summarize(got["prep"]),
+                        "round_medians_us": got["round_medians"],
+                        "step_us_samples": [r3(v) for v in got["step"]],
+                        "host_prep_us_samples": [r3(v) for v in got["prep"]]}
                 cells.append(cell)
                 log(f"[{len(cells)}/{n_cells}] forward {format_number(fwd)} us, bs {bs}, {arm}: "
                     f"step {cell['step_us']['median']} us (p10 {cell['step_us']['p10']}, "
-                    f"p90 {cell['step_us']['p90']}), host prep {cell['host_prep_us']['median']} us")
+                    f"p90 {cell['step_us']['p90']}; rounds {got['round_medians']}), "
+                    f"host prep {cell['host_prep_us']['median']} us")
     write_reference(os.path.join(args.out, "reference.csv"), cells)
 
     # 5. Op counts, from the profiler (started only now: CUPTI stays hooked once it has run).
@@ -840,11 +864,12 @@ def main(argv=None):
                 + (f", {entry['op_us']} us per op" if "op_us" in entry else ""))
     sampling = count_ops(state1.sampling)
     accept = count_ops(functools.partial(state1.accept, 0))
+    upload = count_ops(micro_calls["upload_us"])
     state1.reset()
     log(f"sampling: {sampling['ops']} ops; accept: {accept['ops']} ops")
 
     write_json(os.path.join(args.out, "host_profile.json"),
-               host_profile(meta, micro, probes, preps, sampling, accept, args))
+               host_profile(meta, micro, probes, preps, sampling, accept, upload, args))
     write_json(os.path.join(args.out, "calibration.json"), {
         **meta,
         "args": vars(args),
@@ -855,6 +880,7 @@ def main(argv=None):
         "preps": preps,
         "sampling": sampling,
         "accept": accept,
+        "upload": upload,
         "reference": cells,
     })
 

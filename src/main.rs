@@ -45,7 +45,7 @@ enum Command {
     /// Run the decode-step model (scheduler work, draft prep, draft forward, verify prep,
     /// verify forward, accept; host one step ahead) per arm, batch, block and layout: ITL,
     /// throughput, forward occupancy and host-bound gaps, into the same CSV as `sweep`.
-    Steps(StepsArgs),
+    Steps(Box<StepsArgs>),
     /// Write charts (PNG + SVG) and summary.md beside a run's CSV. Needs no GPU.
     Report(ReportArgs),
     /// Derive a host profile (`steps --host-profile`) from a PyTorch profiler Chrome trace:
@@ -170,6 +170,12 @@ struct StepsArgs {
     /// Replace the µs of the program's `scheduler` host segment (a what-if).
     #[arg(long)]
     host_work_us: Option<f64>,
+    /// What-if factors on every host cost of the profile (host segments and per-op costs;
+    /// reads, launches and op counts stay as measured), comma separated, such as 0.5,1,2,4:
+    /// each factor runs the whole grid again, its rows' family marked `host x<factor>`, and
+    /// `report` charts graph's throughput gain against it.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    host_scale: Vec<f64>,
     /// Link bandwidth the emulated collectives move their bytes at (GB/s).
     #[arg(long, default_value_t = 450.0)]
     link_gb_s: f64,
@@ -527,6 +533,17 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         }
     }
     let host = usage(host_program(args))?;
+    for &scale in &args.host_scale {
+        usage(host.scaled(scale))?;
+    }
+    if args
+        .host_scale
+        .iter()
+        .enumerate()
+        .any(|(i, s)| args.host_scale[..i].contains(s))
+    {
+        return usage(Err(anyhow::anyhow!("--host-scale lists a factor twice")));
+    }
     if args.min_steps < 2 || args.steps < args.min_steps || args.timeline_steps < 3 {
         return usage(Err(anyhow::anyhow!(
             "--steps ({}) must be at least --min-steps ({}), which must be at least 2; --timeline-steps at least 3",
@@ -561,6 +578,7 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         draft: usage(forward_model(&args.draft_model, args).context("--draft-model"))?,
         accept_mean: args.accept_length,
         host,
+        host_scales: args.host_scale.clone(),
         link_gb_s: args.link_gb_s,
         collective_latency_us: args.collective_latency_us,
         steps: args.steps,

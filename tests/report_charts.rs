@@ -6,7 +6,7 @@ use metaprep::report::charts::{
     itl_chart, render_all, speedup_chart, telemetry_chart, timeline_chart, ChartSet, Rendered,
     PANEL_CHART_SIZE, WIDE_CHART_SIZE,
 };
-use metaprep::report::csv::{Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
+use metaprep::report::csv::{step_family, Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
 use metaprep::report::env::EnvRecord;
 use metaprep::report::telemetry::TelemetrySample;
 use std::collections::HashSet;
@@ -86,6 +86,27 @@ fn fixture_rows() -> Vec<Row> {
                 rows.push(row(
                     KIND_STEP, family, arm, bs, 5, layout, metric, throughput,
                 ));
+            }
+        }
+    }
+    // A what-if over the host scale: eager-sync's host overhead grows with it.
+    for scale in [0.5, 2.0, 4.0] {
+        let family = step_family(scale);
+        for layout in ["tp1", "tp8"] {
+            for arm in ["eager-sync", "graph"] {
+                for bs in [1, 8] {
+                    let host = if arm == "eager-sync" {
+                        30.0 * scale
+                    } else {
+                        2.0
+                    };
+                    let step_us = 40.0 + 1.5 * f64::from(bs) + host;
+                    let throughput = 3.5e6 * f64::from(bs) / step_us;
+                    let metric = "throughput_tok_s";
+                    rows.push(row(
+                        KIND_STEP, &family, arm, bs, 5, layout, metric, throughput,
+                    ));
+                }
             }
         }
     }
@@ -237,6 +258,7 @@ fn every_chart_is_written_as_a_real_png_and_svg() {
         ("throughput", PANEL_CHART_SIZE),
         ("throughput_change", PANEL_CHART_SIZE),
         ("itl_change", PANEL_CHART_SIZE),
+        ("host_scale", PANEL_CHART_SIZE),
         ("speedup_prep", PANEL_CHART_SIZE),
         ("speedup_step", PANEL_CHART_SIZE),
         ("prep_floor", PANEL_CHART_SIZE),
@@ -344,6 +366,10 @@ fn svgs_hold_series_names_axis_labels_and_annotations() {
             "throughput_change",
             vec!["eager-sync (0%)", "95% interval of the change"],
         ),
+        (
+            "host_scale",
+            vec!["bs 1", "bs 8", "tp1", "tp8", "host cost scale", "4x"],
+        ),
     ];
     for (name, parts) in expect {
         let svg = svg_text(&set, name);
@@ -388,6 +414,7 @@ fn empty_input_skips_every_chart_with_a_reason() {
             "throughput",
             "throughput_change",
             "itl_change",
+            "host_scale",
             "speedup_prep",
             "speedup_step",
             "prep_floor",
@@ -442,7 +469,7 @@ fn non_finite_values_render_without_panicking() {
     telemetry[30].power_w = f64::NAN;
     telemetry[31].sm_clock_mhz = f64::INFINITY;
     let set = render_all(dir.path(), &rows, &fixture_env(), &telemetry, &[]).unwrap();
-    assert_eq!(set.files.len(), 16, "{set:?}");
+    assert_eq!(set.files.len(), 18, "{set:?}");
     for png in set.files.iter().filter(|p| p.extension().unwrap() == "png") {
         assert!(png_facts(png).1 > 50, "{}", png.display());
     }

@@ -18,12 +18,39 @@ pub const KIND_PREP: &str = "prep"; // one arm's metadata prep, timed per step
 pub const KIND_FLOOR: &str = "floor"; // empty launch, empty graph, bare D2H/H2D round trips
 pub const KIND_STEP: &str = "step"; // the whole decode-step model
 
+/// The `family` column of step rows: the draft and verify metadata a step prepares.
+pub const STEP_FAMILY: &str = "dspark+dsa_target_verify";
+/// How a step row's family names a what-if host scale: `dspark+dsa_target_verify host x2`.
+const HOST_SCALE_MARK: &str = " host x";
+
+/// The `family` of step rows run at host scale `scale` (plain [`STEP_FAMILY`] at 1).
+pub fn step_family(scale: f64) -> String {
+    if scale == 1.0 {
+        STEP_FAMILY.to_string()
+    } else {
+        format!("{STEP_FAMILY}{HOST_SCALE_MARK}{scale}")
+    }
+}
+
+/// The host scale a step row's family names: 1 for a plain family, `None` for one whose
+/// scale does not parse.
+pub fn host_scale_of(family: &str) -> Option<f64> {
+    match family.split_once(HOST_SCALE_MARK) {
+        None => Some(1.0),
+        Some((_, scale)) => scale
+            .parse()
+            .ok()
+            .filter(|s: &f64| s.is_finite() && *s > 0.0),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     /// `prep`, `floor` or `step`.
     pub kind: String,
     /// Metadata family (`dspark_draft_block`, `dsa_decode`, ...); `floor` for floor rows;
-    /// for step rows, the family pair the step prepares (`dspark+dsa_target_verify`).
+    /// for step rows, the family pair the step prepares (`dspark+dsa_target_verify`), with
+    /// ` host x<scale>` after it for what-if host scales other than 1.
     pub family: String,
     /// `eager-sync`, `eager-device`, `graph`, `fused`; for floor rows the floor item
     /// (`empty-kernel`, `empty-graph`, `d2h-int`, `h2d-pinned`, `h2d-pageable`).

@@ -494,7 +494,7 @@ pub(crate) fn layout_rank(layout: &str) -> u8 {
 
 /// Table order of arms: from the "before" to the closest to the floor.
 pub(crate) fn arm_rank(arm: &str) -> u8 {
-    [BASELINE_ARM, DEVICE_ARM, "graph", "fused"]
+    [BASELINE_ARM, DEVICE_ARM, "graph-upload", "graph", "fused"]
         .iter()
         .position(|a| *a == arm)
         .map_or(u8::MAX, |p| p as u8)

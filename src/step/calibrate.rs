@@ -418,6 +418,25 @@ fn percentile(values: &[f64], p: f64) -> Option<f64> {
     Some(v[lo] + (v[hi] - v[lo]) * (rank - lo as f64))
 }
 
+/// A derived value with its source, or the base profile's where the trace has none.
+fn derived(
+    value: Option<f64>,
+    source: impl FnOnce() -> String,
+    base: &Sourced<f64>,
+    kept: &str,
+) -> Sourced<f64> {
+    match value {
+        Some(v) => Sourced {
+            value: round3(v),
+            source: source(),
+        },
+        None => Sourced {
+            value: base.value,
+            source: format!("{kept}; {}", base.source),
+        },
+    }
+}
+
 fn median(values: &[f64]) -> Option<f64> {
     percentile(values, 50.0)
 }
@@ -747,59 +766,49 @@ impl<'t> Analysis<'t> {
             .filter(|t| !t.sync)
             .map(|t| t.span.dur())
             .collect();
-        let op_us = match median(&plain) {
-            Some(v) => Sourced {
-                value: round3(v),
-                source: format!(
-                    "{from}: median duration of {} top-level cpu_ops that do not sync, main thread, {n_steps} steps",
-                    plain.len()
-                ),
+        let op_us = derived(
+            median(&plain),
+            || {
+                format!(
+                "{from}: median duration of {} top-level cpu_ops that do not sync, main thread, {n_steps} steps",
+                plain.len()
+            )
             },
-            None => Sourced {
-                value: base.op_us.value,
-                source: format!("{}; {}", kept("no top-level cpu_op that does not sync inside its steps"), base.op_us.source),
-            },
-        };
+            &base.op_us,
+            &kept("no top-level cpu_op that does not sync inside its steps"),
+        );
         let reads: Vec<f64> = step_tops
             .iter()
             .filter(|t| t.read())
             .map(|t| t.span.dur() - self.read_wait(t.span))
             .collect();
-        let read_us = match median(&reads) {
-            Some(v) => Sourced {
-                value: round3(v),
-                source: format!(
-                    "{from}: median over {} reads (top-level cpu_ops that sync and are not uploads) in {n_steps} steps of each read's duration less its wait for the GPU (until the last GPU work that ended while it blocked)",
-                    reads.len()
-                ),
+        let read_us = derived(
+            median(&reads),
+            || {
+                format!(
+                "{from}: median over {} reads (top-level cpu_ops that sync and are not uploads) in {n_steps} steps of each read's duration less its wait for the GPU (until the last GPU work that ended while it blocked)",
+                reads.len()
+            )
             },
-            None => Sourced {
-                value: base.read_us.value,
-                source: format!("{}; {}", kept("no read inside its steps"), base.read_us.source),
-            },
-        };
+            &base.read_us,
+            &kept("no read inside its steps"),
+        );
         let graphs: Vec<f64> = step_rts
             .iter()
             .filter(|r| r.kind.graph)
             .map(|r| r.span.dur())
             .collect();
-        let graph_launch_us = match median(&graphs) {
-            Some(v) => Sourced {
-                value: round3(v),
-                source: format!(
+        let graph_launch_us = derived(
+            median(&graphs),
+            || {
+                format!(
                     "{from}: median duration of {} cudaGraphLaunch calls in {n_steps} steps",
                     graphs.len()
-                ),
+                )
             },
-            None => Sourced {
-                value: base.graph_launch_us.value,
-                source: format!(
-                    "{}; {}",
-                    kept("no cudaGraphLaunch inside its steps"),
-                    base.graph_launch_us.source
-                ),
-            },
-        };
+            &base.graph_launch_us,
+            &kept("no cudaGraphLaunch inside its steps"),
+        );
         // GPU work launched from the steps: the host side is in the steps, the GPU side may
         // run later, so take GPU intervals that start inside a step.
         let gpu_durs: Vec<f64> = self
@@ -809,23 +818,17 @@ impl<'t> Analysis<'t> {
             .filter(|g| self.steps.iter().any(|s| g.ts >= s.ts && g.ts <= s.end))
             .map(|g| g.dur())
             .collect();
-        let kernel_us = match median(&gpu_durs) {
-            Some(v) => Sourced {
-                value: round3(v),
-                source: format!(
-                    "{from}: median duration of {} GPU kernels and copies starting inside {n_steps} steps",
-                    gpu_durs.len()
-                ),
+        let kernel_us = derived(
+            median(&gpu_durs),
+            || {
+                format!(
+                "{from}: median duration of {} GPU kernels and copies starting inside {n_steps} steps",
+                gpu_durs.len()
+            )
             },
-            None => Sourced {
-                value: base.kernel_us.value,
-                source: format!(
-                    "{}; {}",
-                    kept("no GPU event inside its steps"),
-                    base.kernel_us.source
-                ),
-            },
-        };
+            &base.kernel_us,
+            &kept("no GPU event inside its steps"),
+        );
         let uploads: Vec<&TopOp> = step_tops.iter().copied().filter(|t| t.upload).collect();
         let upload_durs: Vec<f64> = uploads.iter().map(|t| t.span.dur()).collect();
         let (upload_us, upload_syncs) = match median(&upload_durs) {
@@ -1005,6 +1008,7 @@ impl<'t> Analysis<'t> {
                     eager_sync: ArmOps::default(),
                     eager_device: ArmOps::default(),
                     graph: ArmOps::default(),
+                    graph_upload: None,
                     kernel_us: None,
                 });
                 let mut prep = base_prep.clone();

@@ -21,7 +21,8 @@
 //!       "source": "...",
 //!       "eager_sync":   { "ops": 12, "launches": 9, "reads": 1, "ops_before_read": 0 },
 //!       "eager_device": { "ops": 11, "launches": 9 },
-//!       "graph":        { "ops": 0,  "launches": 0 }
+//!       "graph":        { "ops": 0,  "launches": 0 },
+//!       "graph_upload": { "ops": 4,  "launches": 0 }
 //!     },
 //!     "dsa_target_verify": { ... }
 //!   },
@@ -102,6 +103,10 @@ pub struct PrepOps {
     /// Host ops around a graph replay (copies into static inputs), for graph and fused.
     #[serde(default)]
     pub graph: ArmOps,
+    /// graph-upload's host ops around its upload and replay (the copy of the uploaded list
+    /// into the graph's input, ...), the upload itself not counted; absent: `graph`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_upload: Option<ArmOps>,
     /// GPU µs one of this prep's framework kernels takes (its graph replay's GPU time over
     /// its launching ops), when measured; else the profile's `kernel_us`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -243,6 +248,7 @@ impl HostProfile {
                 ("eager_sync", prep.eager_sync),
                 ("eager_device", prep.eager_device),
                 ("graph", prep.graph),
+                ("graph_upload", prep.graph_upload.unwrap_or_default()),
             ] {
                 let at = format!("preps.{}.{arm}", family.name());
                 ensure!(ops.launches <= ops.ops, "{at}: more launches than ops");
@@ -328,7 +334,8 @@ impl HostProfile {
         match arm {
             Arm::EagerSync => prep.eager_sync,
             Arm::EagerDevice => prep.eager_device,
-            Arm::Graph | Arm::GraphUpload | Arm::Fused => prep.graph,
+            Arm::GraphUpload => prep.graph_upload.unwrap_or(prep.graph),
+            Arm::Graph | Arm::Fused => prep.graph,
         }
     }
 

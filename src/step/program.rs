@@ -296,6 +296,7 @@ mod tests {
             eager_sync: ops(before + after, 0, 1, before),
             eager_device: ops(before + after, 0, 0, 0),
             graph: ops(0, 0, 0, 0),
+            graph_upload: None,
             kernel_us: None,
         };
         HostProfile {

@@ -40,19 +40,18 @@ use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{PrepPlan, Prepared};
 use crate::prep::{Arm, Family, Shape};
-use crate::report::csv::{completed_cells, Row, KIND_STEP};
+use crate::report::csv::{completed_cells, step_family, Row, KIND_STEP};
 use anyhow::{Context, Result};
 use cudarc::driver::{CudaEvent, CudaGraph};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// The `family` column of step rows: the draft and verify metadata a step prepares.
-pub const STEP_FAMILY: &str = "dspark+dsa_target_verify";
 /// GPU items of a step (draft prep, draft forward, verify prep, verify forward, accept).
 const GPU_ITEMS: usize = 5;
 /// Steps per throughput sample.
 const THROUGHPUT_WINDOW: usize = 10;
-/// Idle reads timed to learn what the harness's own read costs before the profile's top-up.
+/// Idle reads (and uploads) timed to learn what the harness's own cost before the profile's
+/// top-up.
 const IDLE_READS: usize = 21;
 
 #[derive(Debug, Clone)]
@@ -67,6 +66,8 @@ pub struct StepsConfig {
     pub accept_mean: f64,
     /// The host program and its costs.
     pub host: HostProfile,
+    /// What-if factors on every host cost (1 = as measured); each adds a set of cells.
+    pub host_scales: Vec<f64>,
     pub link_gb_s: f64,
     /// Per-collective latency; `None` takes [`collective_latency_us`]'s cited default.
     pub collective_latency_us: Option<f64>,
@@ -163,6 +164,8 @@ struct HostCosts {
     profile: HostProfile,
     /// What the profile's read costs beyond the harness's own idle read.
     read_top_up: Duration,
+    /// What the profile's upload costs beyond the harness's own idle upload.
+    upload_top_up: Duration,
 }
 
 /// What a prep needs to run its sequence.
@@ -229,7 +232,9 @@ impl PrepRun<'_, '_> {
                         self.gpu.sync()?;
                         *self.upload_blocked += t0.elapsed();
                     }
-                    spin_until(t0 + us(profile.upload_us.value));
+                    // The profile's cost is the upload's with the GPU idle: the host pays it
+                    // on top of any wait, as after a read.
+                    spin_until(Instant::now() + self.costs.upload_top_up);
                 }
                 PrepStep::Replay => {
                     match &prepared.framework {
@@ -362,20 +367,29 @@ impl StepCell<'_> {
         })
     }
 
-    /// Median host time of the harness's own read with the GPU idle.
-    fn idle_read(&mut self) -> Result<Duration> {
-        let mut times = Vec::with_capacity(IDLE_READS);
+    /// Median host times of the harness's own read and syncing upload with the GPU idle:
+    /// what the profile's `read_us` and `upload_us` top up.
+    fn idle_host_costs(&mut self) -> Result<(Duration, Duration)> {
+        let mut reads = Vec::with_capacity(IDLE_READS);
+        let mut uploads = Vec::with_capacity(IDLE_READS);
         for _ in 0..IDLE_READS {
             self.gpu.sync()?;
             let t0 = Instant::now();
             self.draft.read_host_lengths()?;
-            times.push(t0.elapsed());
+            reads.push(t0.elapsed());
+            self.gpu.sync()?;
+            let t0 = Instant::now();
+            self.draft.copy_host_list()?;
+            self.gpu.sync()?;
+            uploads.push(t0.elapsed());
         }
-        self.gpu.sync()?;
         self.draft.take_blocked();
         self.draft.take_last_read();
-        times.sort();
-        Ok(times[IDLE_READS / 2])
+        let median = |mut v: Vec<Duration>| {
+            v.sort();
+            v[v.len() / 2]
+        };
+        Ok((median(reads), median(uploads)))
     }
 
     /// Runs one step of `program`: every item of the host program in order. With `marks`,
@@ -684,7 +698,8 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
     ));
     let recorder = Recorder::start(&gpu, &config.out, csv_path, config.resume, notes)?;
     let stream_source = StreamSource::new(&gpu, 1 << 30)?;
-    let total_cells = config.layouts.len()
+    let total_cells = config.host_scales.len()
+        * config.layouts.len()
         * config.batch_sizes.len()
         * config.block_sizes.len()
         * config.arms.len();
@@ -694,16 +709,26 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         for &bs in &config.batch_sizes {
             let rank_bs = layout.rank_batch(bs);
             for &block in &config.block_sizes {
-                let cells = arm_cells(
-                    KIND_STEP,
-                    STEP_FAMILY,
-                    &config.arms,
-                    bs,
-                    block,
-                    layout,
-                    gpu.info.device_count,
-                );
-                if !needs_measuring(&cells, &done, &mut rows, &progress) {
+                // One group per (layout, batch, block): every host scale's cells, measured whole.
+                let groups: Vec<(f64, Vec<CellId>)> = config
+                    .host_scales
+                    .iter()
+                    .map(|&scale| {
+                        let family = step_family(scale);
+                        let cells = arm_cells(
+                            KIND_STEP,
+                            &family,
+                            &config.arms,
+                            bs,
+                            block,
+                            layout,
+                            gpu.info.device_count,
+                        );
+                        (scale, cells)
+                    })
+                    .collect();
+                let all: Vec<CellId> = groups.iter().flat_map(|(_, c)| c.clone()).collect();
+                if !needs_measuring(&all, &done, &mut rows, &progress) {
                     continue;
                 }
                 let draft_shape =
@@ -746,65 +771,73 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     costs: HostCosts {
                         profile: config.host.clone(),
                         read_top_up: Duration::ZERO,
+                        upload_top_up: Duration::ZERO,
                     },
                     upload_blocked: Duration::ZERO,
                     initial: inputs.seq_lens.clone(),
                 };
-                let idle_read = cell.idle_read()?;
+                let (idle_read, idle_upload) = cell.idle_host_costs()?;
                 cell.costs.read_top_up = us(config.host.read_us.value).saturating_sub(idle_read);
-                for (&arm, id) in config.arms.iter().zip(&cells) {
-                    let label = id.label();
-                    progress.set_message(label.clone());
-                    recorder.set_cell(&label);
-                    let pd = cell
-                        .prepare(Phase::Draft, arm)
-                        .with_context(|| format!("preparing the draft metadata of {label}"))?;
-                    let pv = cell
-                        .prepare(Phase::Verify, arm)
-                        .with_context(|| format!("preparing the verify metadata of {label}"))?;
-                    let program = cell.program(arm);
-                    let total = config.warmup_steps + config.steps;
-                    let clean = cell.clean_pass(
-                        &program,
-                        &pd,
-                        &pv,
-                        total,
-                        config.warmup_steps + config.min_steps,
-                        config.cell_time_cap,
-                    )?;
-                    let request = config
-                        .trace
-                        .as_ref()
-                        .filter(|t| (t.layout, t.batch_size, t.block) == (layout, bs, block));
-                    let mut trace = request.map(|_| TraceBuilder::new());
-                    if let Some(t) = trace.as_mut() {
-                        t.set_arm(arm.name());
-                        t.set_title(&format!(
-                            "{arm}: {layout} bs {bs} block {block}, host profile `{}`",
-                            config.host.name
-                        ));
+                cell.costs.upload_top_up =
+                    us(config.host.upload_us.value).saturating_sub(idle_upload);
+                for (scale, cells) in &groups {
+                    cell.costs.profile = config.host.scaled(*scale)?;
+                    let traced = *scale == config.host_scales[0];
+                    for (&arm, id) in config.arms.iter().zip(cells) {
+                        let label = id.label();
+                        progress.set_message(label.clone());
+                        recorder.set_cell(&label);
+                        let pd = cell
+                            .prepare(Phase::Draft, arm)
+                            .with_context(|| format!("preparing the draft metadata of {label}"))?;
+                        let pv = cell
+                            .prepare(Phase::Verify, arm)
+                            .with_context(|| format!("preparing the verify metadata of {label}"))?;
+                        let program = cell.program(arm);
+                        let total = config.warmup_steps + config.steps;
+                        let clean = cell.clean_pass(
+                            &program,
+                            &pd,
+                            &pv,
+                            total,
+                            config.warmup_steps + config.min_steps,
+                            config.cell_time_cap,
+                        )?;
+                        let request = config
+                            .trace
+                            .as_ref()
+                            .filter(|t| (t.layout, t.batch_size, t.block) == (layout, bs, block))
+                            .filter(|_| traced);
+                        let mut trace = request.map(|_| TraceBuilder::new());
+                        if let Some(t) = trace.as_mut() {
+                            t.set_arm(arm.name());
+                            t.set_title(&format!(
+                                "{arm}: {layout} bs {bs} block {block}, host profile `{}` x{scale}",
+                                config.host.name
+                            ));
+                        }
+                        let timeline = cell.timeline_pass(
+                            &program,
+                            &pd,
+                            &pv,
+                            config.timeline_steps,
+                            trace.as_mut(),
+                        )?;
+                        if let (Some(t), Some(request)) = (trace, request) {
+                            t.write(&request.path_for(arm))?;
+                        }
+                        let telemetry = recorder.cell_telemetry(&label);
+                        rows.extend(step_rows(
+                            id,
+                            arm,
+                            &clean,
+                            config.warmup_steps,
+                            &timeline,
+                            bs as f64 / rank_bs as f64,
+                            telemetry.as_ref(),
+                        )?);
+                        progress.inc(1);
                     }
-                    let timeline = cell.timeline_pass(
-                        &program,
-                        &pd,
-                        &pv,
-                        config.timeline_steps,
-                        trace.as_mut(),
-                    )?;
-                    if let (Some(t), Some(request)) = (trace, request) {
-                        t.write(&request.path_for(arm))?;
-                    }
-                    let telemetry = recorder.cell_telemetry(&label);
-                    rows.extend(step_rows(
-                        id,
-                        arm,
-                        &clean,
-                        config.warmup_steps,
-                        &timeline,
-                        bs as f64 / rank_bs as f64,
-                        telemetry.as_ref(),
-                    )?);
-                    progress.inc(1);
                 }
                 recorder.save(&rows)?;
             }

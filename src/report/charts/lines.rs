@@ -6,7 +6,7 @@ use super::{
     Chart, Drawn, FixedTicks, Rendered, LIGHT_GREY, PANEL_CHART_SIZE,
 };
 use crate::report::compare::relative_change;
-use crate::report::csv::{Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
+use crate::report::csv::{host_scale_of, Row, KIND_FLOOR, KIND_PREP, KIND_STEP, STEP_FAMILY};
 use crate::report::env::EnvRecord;
 use anyhow::{bail, Result};
 use plotters::coord::types::RangedCoordf64;
@@ -19,8 +19,9 @@ use std::path::Path;
 /// The floor items drawn as horizontal lines on the prep chart.
 const FLOOR_ITEMS: [&str; 3] = ["empty-kernel", "empty-graph", "d2h-int"];
 const BAND_NOTE: &str = "line: median per cell; shaded band: p10–p90";
-/// The "before" every step change is measured against.
+/// The "before" every step change is measured against, and the "after".
 const BASELINE_ARM: &str = "eager-sync";
+const AFTER_ARM: &str = "graph";
 
 /// Inter-token latency (`kind=step`, `itl_us`) against batch size.
 pub fn itl_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> {
@@ -28,6 +29,7 @@ pub fn itl_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> 
         return Ok(skipped("itl_us"));
     };
     let chart = LineChart {
+        x_axis: XAxis::BatchSize,
         title: "Inter-token latency vs batch size".into(),
         subtitle: format!(
             "decode-step model (kind=step, metric itl_us) — {BAND_NOTE}; {}",
@@ -47,6 +49,7 @@ pub fn throughput_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Ren
         return Ok(skipped("throughput_tok_s"));
     };
     let chart = LineChart {
+        x_axis: XAxis::BatchSize,
         title: "Output throughput vs batch size".into(),
         subtitle: format!(
             "decode-step model (kind=step, metric throughput_tok_s) — {BAND_NOTE}; {}",
@@ -73,22 +76,7 @@ pub fn step_change_chart(
         .iter()
         .filter(|r| r.kind == KIND_STEP && r.metric == metric && r.arm != BASELINE_ARM)
         .filter_map(|r| {
-            let base = rows.iter().find(|b| {
-                b.kind == KIND_STEP
-                    && b.metric == metric
-                    && b.arm == BASELINE_ARM
-                    && (
-                        b.family.as_str(),
-                        b.batch_size,
-                        b.block_size,
-                        b.layout.as_str(),
-                    ) == (
-                        r.family.as_str(),
-                        r.batch_size,
-                        r.block_size,
-                        r.layout.as_str(),
-                    )
-            })?;
+            let base = baseline_of(rows, r)?;
             let change = relative_change(base, r);
             let mut row = r.clone();
             row.metric = format!("{metric}_change_pct");
@@ -101,29 +89,145 @@ pub fn step_change_chart(
         })
         .collect();
     let name = format!("{metric}_change_pct");
-    let Some(mut panels) = step_panels(&changes, &name)? else {
+    let Some(panels) = step_panels(&changes, &name)? else {
         return Ok(skipped(metric));
     };
-    for panel in &mut panels {
-        panel.floors = vec![(format!("{BASELINE_ARM} (0%)"), 0.0)];
-    }
     let (what, file) = if metric == "itl_us" {
         ("ITL", "itl_change")
     } else {
         ("Throughput", "throughput_change")
     };
-    let chart = LineChart {
-        title: format!("{what} change against {BASELINE_ARM}"),
+    change_chart(
+        XAxis::BatchSize,
+        format!("{what} change against {BASELINE_ARM}"),
+        format!("decode-step model, {metric}: arm / {BASELINE_ARM} − 1 per cell"),
+        what,
+        panels,
+        env,
+    )
+    .write(dir, file)
+}
+
+/// Graph's throughput change against eager-sync over the what-if host scale (`steps
+/// --host-scale`): one panel per batch size, one line per layout, the band the change's 95%
+/// interval. Where the line leaves zero is where the fix starts to matter.
+pub fn host_scale_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> {
+    let metric = "throughput_tok_s";
+    let scales: BTreeSet<u64> = rows
+        .iter()
+        .filter(|r| r.kind == KIND_STEP)
+        .filter_map(|r| host_scale_of(&r.family).map(f64::to_bits))
+        .collect();
+    if scales.len() < 2 {
+        return Ok(Rendered::Skipped {
+            reason: "no steps run with more than one --host-scale".into(),
+        });
+    }
+    let step = |r: &&Row| r.kind == KIND_STEP && r.metric == metric;
+    let mut panels: BTreeMap<u32, BTreeMap<(usize, String), Vec<Point>>> = BTreeMap::new();
+    for after in rows.iter().filter(step).filter(|r| r.arm == AFTER_ARM) {
+        let Some(scale) = host_scale_of(&after.family) else {
+            bail!(
+                "step row family `{}` names no readable host scale; expected `{STEP_FAMILY} host x<factor>`",
+                after.family
+            );
+        };
+        let Some(base) = baseline_of(rows, after) else {
+            continue;
+        };
+        let change = relative_change(base, after);
+        let pct = change
+            .as_ref()
+            .map_or((after.median / base.median - 1.0) * 100.0, |c| c.pct);
+        if !pct.is_finite() {
+            continue;
+        }
+        panels
+            .entry(after.batch_size)
+            .or_default()
+            .entry(layout_order(&after.layout))
+            .or_default()
+            .push(Point {
+                key: (scale * 1000.0).round() as u32,
+                median: pct,
+                p10: change.as_ref().map_or(pct, |c| c.lo_pct),
+                p90: change.as_ref().map_or(pct, |c| c.hi_pct),
+            });
+    }
+    if panels.is_empty() {
+        return Ok(skipped(metric));
+    }
+    let panels = panels
+        .into_iter()
+        .map(|(bs, layouts)| Panel {
+            title: format!("bs {bs}"),
+            series: layouts
+                .into_iter()
+                .map(|((_, layout), mut points)| {
+                    points.sort_by_key(|p| p.key);
+                    Series {
+                        arm: layout,
+                        points,
+                    }
+                })
+                .collect(),
+            floors: Vec::new(),
+        })
+        .collect();
+    change_chart(
+        XAxis::HostScaleMilli,
+        format!("Where the fix matters: {AFTER_ARM}'s throughput change vs host cost"),
+        format!("{AFTER_ARM} / {BASELINE_ARM} − 1 of throughput_tok_s, one line per layout"),
+        "Throughput",
+        panels,
+        env,
+    )
+    .write(dir, "host_scale")
+}
+
+/// A chart of changes against eager-sync in percent, with a 0% line on every panel.
+fn change_chart(
+    x_axis: XAxis,
+    title: String,
+    what_is_drawn: String,
+    quantity: &str,
+    mut panels: Vec<Panel>,
+    env: &EnvRecord,
+) -> LineChart {
+    for panel in &mut panels {
+        panel.floors = vec![(format!("{BASELINE_ARM} (0%)"), 0.0)];
+    }
+    LineChart {
+        x_axis,
+        title,
         subtitle: format!(
-            "decode-step model, {metric}: arm / {BASELINE_ARM} − 1 per cell; band: 95% interval of the change; {}",
+            "{what_is_drawn}; band: 95% interval of the change; {}",
             host_profile_note(env)
         ),
-        y_desc: format!("{what} change vs {BASELINE_ARM} (%)"),
+        y_desc: format!("{quantity} change vs {BASELINE_ARM} (%)"),
         y_log: false,
         panels,
         env: env.clone(),
-    };
-    chart.write(dir, file)
+    }
+}
+
+/// The eager-sync row of `row`'s cell and metric: what a step change is measured against.
+fn baseline_of<'a>(rows: &'a [Row], row: &Row) -> Option<&'a Row> {
+    rows.iter().find(|b| {
+        b.arm == BASELINE_ARM
+            && (
+                b.kind.as_str(),
+                b.metric.as_str(),
+                b.family.as_str(),
+                b.layout.as_str(),
+            ) == (
+                row.kind.as_str(),
+                row.metric.as_str(),
+                row.family.as_str(),
+                row.layout.as_str(),
+            )
+            && (b.batch_size, b.block_size) == (row.batch_size, row.block_size)
+    })
 }
 
 /// The host profile a steps run used, from its notes, for chart subtitles.
@@ -172,6 +276,7 @@ pub fn prep_floor_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Ren
         });
     }
     let chart = LineChart {
+        x_axis: XAxis::BatchSize,
         title: "Prep cost per arm vs the hardware floor".into(),
         subtitle: format!(
             "kind=prep, metric step_us, middle block size per family; dashed: floor (kind=floor step_us) — {BAND_NOTE}"
@@ -276,7 +381,7 @@ fn series_by_arm(rows: &[&Row]) -> Result<Vec<Series>> {
         // missing spread draws as no band.
         let finite_or_median = |v: f64| if v.is_finite() { v } else { row.median };
         let point = Point {
-            batch: row.batch_size,
+            key: row.batch_size,
             median: row.median,
             p10: finite_or_median(row.p10),
             p90: finite_or_median(row.p90),
@@ -308,7 +413,8 @@ fn series_by_arm(rows: &[&Row]) -> Result<Vec<Series>> {
 }
 
 struct Point {
-    batch: u32,
+    /// Where the point sits on the x axis, as [`XAxis`] reads it.
+    key: u32,
     median: f64,
     p10: f64,
     p90: f64,
@@ -325,7 +431,42 @@ struct Panel {
     floors: Vec<(String, f64)>,
 }
 
+/// What a chart's x axis shows. Points carry their x as an integer key.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum XAxis {
+    /// Requests per step, log2 scale.
+    BatchSize,
+    /// The what-if factor on every host cost, in thousandths, log2 scale.
+    HostScaleMilli,
+}
+
+impl XAxis {
+    fn x(self, key: u32) -> f64 {
+        match self {
+            XAxis::BatchSize => f64::from(key).log2(),
+            XAxis::HostScaleMilli => (f64::from(key) / 1000.0).log2(),
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            XAxis::BatchSize => "batch size (requests, log2 scale)",
+            XAxis::HostScaleMilli => {
+                "host cost scale (every host segment and op x this, log2 scale)"
+            }
+        }
+    }
+
+    fn label(self, x: f64) -> String {
+        match self {
+            XAxis::BatchSize => format!("{}", x.exp2().round()),
+            XAxis::HostScaleMilli => format!("{}x", short_number(x.exp2())),
+        }
+    }
+}
+
 struct LineChart {
+    x_axis: XAxis,
     title: String,
     subtitle: String,
     y_desc: String,
@@ -392,7 +533,8 @@ impl LineChart {
         panel: &Panel,
         batches: &BTreeSet<u32>,
     ) -> Result<()> {
-        let x_of = |batch: u32| f64::from(batch).log2();
+        let axis = self.x_axis;
+        let x_of = |key: u32| axis.x(key);
         let first = batches.first().copied().unwrap_or(1);
         let last = batches.last().copied().unwrap_or(1);
         let x_range = (x_of(first) - 0.3)..(x_of(last) + 0.3);
@@ -414,8 +556,10 @@ impl LineChart {
             let hi = self.y(hi) + 0.15;
             (lo..hi, log_ticks(lo, hi))
         } else {
+            // Zero stays in view; changes below it (a lower ITL) get room too.
+            let bottom = if lo < 0.0 { lo * 1.1 } else { 0.0 };
             let top = if hi > 0.0 { hi * 1.1 } else { 1.0 };
-            let range = 0.0..top;
+            let range = bottom..top;
             (range.clone(), RangedCoordf64::from(range).key_points(7))
         };
         let y_log = self.y_log;
@@ -433,13 +577,13 @@ impl LineChart {
             .drawn()?;
         chart
             .configure_mesh()
-            .x_desc("batch size (requests, log2 scale)")
+            .x_desc(axis.description())
             .y_desc(&self.y_desc)
             .axis_desc_style(super::font(14))
             .label_style(super::font(14))
             .light_line_style(LIGHT_GREY)
             .bold_line_style(LIGHT_GREY)
-            .x_label_formatter(&|x| format!("{}", x.exp2().round()))
+            .x_label_formatter(&|x| axis.label(*x))
             .y_label_formatter(&|y| short_number(if y_log { 10f64.powf(*y) } else { *y }))
             .draw()
             .drawn()?;
@@ -449,13 +593,13 @@ impl LineChart {
             let band: Vec<(f64, f64)> = series
                 .points
                 .iter()
-                .map(|p| (x_of(p.batch), self.y(p.p90)))
+                .map(|p| (x_of(p.key), self.y(p.p90)))
                 .chain(
                     series
                         .points
                         .iter()
                         .rev()
-                        .map(|p| (x_of(p.batch), self.y(p.p10))),
+                        .map(|p| (x_of(p.key), self.y(p.p10))),
                 )
                 .collect();
             chart
@@ -467,7 +611,7 @@ impl LineChart {
             let line: Vec<(f64, f64)> = series
                 .points
                 .iter()
-                .map(|p| (x_of(p.batch), self.y(p.median)))
+                .map(|p| (x_of(p.key), self.y(p.median)))
                 .collect();
             chart
                 .draw_series(LineSeries::new(line.clone(), colour.stroke_width(2)))
@@ -512,11 +656,7 @@ impl Chart for LineChart {
         let batches: BTreeSet<u32> = self
             .panels
             .iter()
-            .flat_map(|p| {
-                p.series
-                    .iter()
-                    .flat_map(|s| s.points.iter().map(|p| p.batch))
-            })
+            .flat_map(|p| p.series.iter().flat_map(|s| s.points.iter().map(|p| p.key)))
             .collect();
         for (area, panel) in panel_grid(&plots, self.panels.len())
             .iter()
@@ -636,7 +776,7 @@ mod tests {
         let points: Vec<(u32, f64, f64)> = panels[0].series[0]
             .points
             .iter()
-            .map(|p| (p.batch, p.p10, p.p90))
+            .map(|p| (p.key, p.p10, p.p90))
             .collect();
         assert_eq!(points, [(2, 10.0, 10.0), (4, 12.0 * 0.9, 12.0 * 1.1)]);
     }

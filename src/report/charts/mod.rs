@@ -14,7 +14,9 @@ mod timeline;
 
 pub use clocks::telemetry_chart;
 pub use heatmap::{speedup_chart, speedups, Speedup};
-pub use lines::{itl_chart, prep_floor_chart, step_change_chart, throughput_chart};
+pub use lines::{
+    host_scale_chart, itl_chart, prep_floor_chart, step_change_chart, throughput_chart,
+};
 pub use timeline::{parse_trace, timeline_chart, Lane, Span, Trace};
 
 use crate::report::atomic::write_atomic;
@@ -82,6 +84,7 @@ pub fn render_all(
             step_change_chart(dir, rows, env, "throughput_tok_s")?,
         ),
         ("itl_change", step_change_chart(dir, rows, env, "itl_us")?),
+        ("host_scale", host_scale_chart(dir, rows, env)?),
         ("speedup_prep", speedup_chart(dir, rows, env, KIND_PREP)?),
         ("speedup_step", speedup_chart(dir, rows, env, KIND_STEP)?),
         ("prep_floor", prep_floor_chart(dir, rows, env)?),
@@ -338,9 +341,16 @@ fn arm_order(arm: &str) -> (usize, String) {
     (rank, arm.to_string())
 }
 
-/// One fixed colour per known arm, so the same arm looks the same in every chart.
+/// One fixed colour per known arm (and per layout, for charts whose lines are layouts), so
+/// the same series looks the same in every chart and no two known ones share a colour.
 fn arm_colour(arm: &str) -> RGBColor {
     match arm {
+        "tp1" => RGBColor(140, 86, 75),
+        "tp2" => RGBColor(227, 119, 194),
+        "tp4" => RGBColor(23, 190, 207),
+        "tp8" => RGBColor(188, 189, 34),
+        "dep2" => RGBColor(127, 127, 127),
+        "dep4" => RGBColor(0, 0, 128),
         "eager-sync" => RGBColor(214, 39, 40),
         "eager-device" => RGBColor(255, 127, 14),
         "graph" => RGBColor(31, 119, 180),

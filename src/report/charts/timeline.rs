@@ -231,27 +231,21 @@ struct Timeline {
 const LEGEND_NAMES: usize = 12;
 const LEGEND_HEIGHT: u32 = 30;
 
-/// Distinct colours for span names (Tableau 10 plus two), so no two legend entries share one.
-const SPAN_COLOURS: [RGBColor; 12] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
+/// Colours past the seven categorical ones, so twelve span names get distinct colours.
+const MORE_SPAN_COLOURS: [RGBColor; 5] = [
     RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-    RGBColor(188, 189, 34),
-    RGBColor(23, 190, 207),
+    RGBColor(44, 160, 44),
     RGBColor(0, 0, 128),
     RGBColor(128, 0, 0),
 ];
 
+/// The colour of the span name at `index`: distinct for the first twelve names.
 fn span_colour(index: usize) -> RGBColor {
-    SPAN_COLOURS
-        .get(index)
-        .copied()
-        .unwrap_or_else(|| categorical(index))
+    match index.checked_sub(7) {
+        Some(more) if more < MORE_SPAN_COLOURS.len() => MORE_SPAN_COLOURS[more],
+        _ => categorical(index),
+    }
 }
 
 impl Timeline {
