@@ -90,3 +90,82 @@ fn any_host_read_inside_a_capture_is_an_error() {
     // The stream is usable afterwards.
     assert_eq!(gpu.download("after", &buf).unwrap(), vec![1, 2, 3]);
 }
+
+/// The step model's host program on the GPU: every arm runs the `pytorch` profile's program
+/// (framework ops with their kernels, reads where the engine reads, graph arms replaying the
+/// framework's captured prep, graph-upload's syncing copy), writes every metric, and the
+/// read exposes the host work after it: eager-sync's step is far longer than graph's.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
+    use metaprep::prep::inputs::LengthRange;
+    use metaprep::step::host_profile::HostProfile;
+    use metaprep::step::layout::Layout;
+    use metaprep::step::profile::ForwardModel;
+    use metaprep::step::run::{run, StepsConfig, TraceRequest};
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.json");
+    let config = StepsConfig {
+        device: 0,
+        arms: Arm::ALL.to_vec(),
+        batch_sizes: vec![1, 3],
+        block_sizes: vec![5],
+        layouts: vec![Layout::Tp(1)],
+        target: ForwardModel::FixedUs(200.0),
+        draft: ForwardModel::FixedUs(200.0),
+        accept_mean: 3.0,
+        host: HostProfile::load("pytorch").unwrap(),
+        host_scales: vec![1.0],
+        link_gb_s: 450.0,
+        collective_latency_us: None,
+        steps: 30,
+        min_steps: 10,
+        cell_time_cap: Duration::from_secs(2),
+        warmup_steps: 3,
+        timeline_steps: 8,
+        max_context: 32768,
+        seq_lens: LengthRange { min: 2048, max: 8192 },
+        seed: metaprep::check::fresh_seed(),
+        out: dir.path().join("run"),
+        resume: false,
+        trace: Some(TraceRequest {
+            layout: Layout::Tp(1),
+            batch_size: 1,
+            block: 5,
+            path: trace.clone(),
+        }),
+    };
+    let outcome = run(&config).unwrap();
+    let median = |arm: &str, bs: u32, metric: &str| {
+        let row = outcome
+            .rows
+            .iter()
+            .find(|r| r.arm == arm && r.batch_size == bs && r.metric == metric)
+            .unwrap_or_else(|| panic!("no {metric} row for {arm} bs {bs}"));
+        assert!(row.median.is_finite(), "{arm} bs {bs} {metric}: {row:?}");
+        row.median
+    };
+    for arm in Arm::ALL {
+        for bs in [1, 3] {
+            for metric in ["step_us", "itl_us", "throughput_tok_s", "gap_us"] {
+                assert!(median(arm.name(), bs, metric) >= 0.0);
+            }
+            let occupancy = median(arm.name(), bs, "occupancy");
+            assert!(occupancy > 0.0 && occupancy <= 1.0, "{arm}: {occupancy}");
+        }
+    }
+    for arm in ["eager-sync", "graph-upload"] {
+        assert!(median(arm, 1, "host_blocked_us") > 0.0, "{arm} blocks the host");
+    }
+    // About 90 framework ops follow eager-sync's reads each step, at ~10 µs each: the GPU
+    // waits for them, while graph replay hides its host work behind the 2 x 200 µs forwards.
+    let (sync, graph) = (median("eager-sync", 1, "step_us"), median("graph", 1, "step_us"));
+    assert!(sync > graph + 300.0, "eager-sync {sync} µs, graph {graph} µs");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    for span in ["seq_lens.tolist()", "sampling", "verify prep", "otherData"] {
+        assert!(text.contains(span), "the eager-sync trace lacks {span}");
+    }
+    assert!(dir.path().join("trace-graph-upload.json").exists());
+}
