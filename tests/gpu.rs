@@ -126,7 +126,10 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
         warmup_steps: 3,
         timeline_steps: 8,
         max_context: 32768,
-        seq_lens: LengthRange { min: 2048, max: 8192 },
+        seq_lens: LengthRange {
+            min: 2048,
+            max: 8192,
+        },
         seed: metaprep::check::fresh_seed(),
         out: dir.path().join("run"),
         resume: false,
@@ -157,12 +160,21 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
         }
     }
     for arm in ["eager-sync", "graph-upload"] {
-        assert!(median(arm, 1, "host_blocked_us") > 0.0, "{arm} blocks the host");
+        assert!(
+            median(arm, 1, "host_blocked_us") > 0.0,
+            "{arm} blocks the host"
+        );
     }
     // About 90 framework ops follow eager-sync's reads each step, at ~10 µs each: the GPU
     // waits for them, while graph replay hides its host work behind the 2 x 200 µs forwards.
-    let (sync, graph) = (median("eager-sync", 1, "step_us"), median("graph", 1, "step_us"));
-    assert!(sync > graph + 300.0, "eager-sync {sync} µs, graph {graph} µs");
+    let (sync, graph) = (
+        median("eager-sync", 1, "step_us"),
+        median("graph", 1, "step_us"),
+    );
+    assert!(
+        sync > graph + 300.0,
+        "eager-sync {sync} µs, graph {graph} µs"
+    );
     let text = std::fs::read_to_string(&trace).unwrap();
     for span in ["seq_lens.tolist()", "sampling", "verify prep", "otherData"] {
         assert!(text.contains(span), "the eager-sync trace lacks {span}");

@@ -141,6 +141,9 @@ pub fn speedup_chart(dir: &Path, rows: &[Row], env: &EnvRecord, kind: &str) -> R
     let mut subtitle = format!(
         "median {metric} of {BEFORE_ARM} / median of {AFTER_ARM} (kind={kind}); above 1× graph is faster"
     );
+    if kind == KIND_STEP {
+        subtitle.push_str(&format!("; {}", super::host_profile_note(env)));
+    }
     cap_panels(&mut panels, &mut subtitle);
     let chart = Heatmap {
         title: format!("Speedup of graph replay over eager-sync ({what})"),

@@ -33,7 +33,7 @@ pub fn itl_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> 
         title: "Inter-token latency vs batch size".into(),
         subtitle: format!(
             "decode-step model (kind=step, metric itl_us) — {BAND_NOTE}; {}",
-            host_profile_note(env)
+            super::host_profile_note(env)
         ),
         y_desc: "ITL (µs per token)".into(),
         y_log: false,
@@ -53,7 +53,7 @@ pub fn throughput_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Ren
         title: "Output throughput vs batch size".into(),
         subtitle: format!(
             "decode-step model (kind=step, metric throughput_tok_s) — {BAND_NOTE}; {}",
-            host_profile_note(env)
+            super::host_profile_note(env)
         ),
         y_desc: "output throughput (tok/s)".into(),
         y_log: false,
@@ -202,7 +202,7 @@ fn change_chart(
         title,
         subtitle: format!(
             "{what_is_drawn}; band: 95% interval of the change; {}",
-            host_profile_note(env)
+            super::host_profile_note(env)
         ),
         y_desc: format!("{quantity} change vs {BASELINE_ARM} (%)"),
         y_log: false,
@@ -228,17 +228,6 @@ fn baseline_of<'a>(rows: &'a [Row], row: &Row) -> Option<&'a Row> {
             )
             && (b.batch_size, b.block_size) == (row.batch_size, row.block_size)
     })
-}
-
-/// The host profile a steps run used, from its notes, for chart subtitles.
-fn host_profile_note(env: &EnvRecord) -> String {
-    env.notes
-        .iter()
-        .find_map(|n| n.strip_prefix("host profile `"))
-        .and_then(|n| n.split('`').next())
-        .map_or("host profile not recorded".to_string(), |name| {
-            format!("host profile `{name}` (see summary.md for its source)")
-        })
 }
 
 /// Prep cost per arm (`kind=prep`, `step_us`) against batch size, one panel per family,

@@ -110,6 +110,17 @@ pub fn render_all(
     Ok(set)
 }
 
+/// The host profile a steps run used, from its notes, for chart subtitles.
+pub(super) fn host_profile_note(env: &EnvRecord) -> String {
+    env.notes
+        .iter()
+        .find_map(|n| n.strip_prefix("host profile `"))
+        .and_then(|n| n.split('`').next())
+        .map_or("host profile not recorded".to_string(), |name| {
+            format!("host profile `{name}` (see summary.md for its source)")
+        })
+}
+
 /// A chart's data, drawable on any plotters backend.
 trait Chart {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>;
