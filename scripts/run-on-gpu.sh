@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Run from inside a bundle (scripts/bundle.sh) on a GPU host with no Rust toolchain.
 #
-#   ./run-on-gpu.sh [STAGE...]     stages: info check tests sweep bench steps (default: all)
+#   ./run-on-gpu.sh [STAGE...]     stages: info check tests sweep bench calibrate steps
+#                                  (default: all)
+#
+# calibrate needs python3 with torch (CUDA): it measures PyTorch's host costs into
+# out/calibration/host_profile.json, runs the PyTorch reference step loop, runs `steps` with
+# that profile at forward 100/1000/5000 µs, and writes out/validation.md (model against loop);
+# the steps stage then uses that profile instead of the built-in one.
 #
 # Logs and result folders go to ${OUT:-./out}/. Extra flags for the sweep and steps stages
 # come from SWEEP_FLAGS and STEPS_FLAGS.
@@ -10,7 +16,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/out}
 mkdir -p "$out"
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(info check tests sweep bench steps)
+[ ${#stages[@]} -eq 0 ] && stages=(info check tests sweep bench calibrate steps)
+profile=pytorch
 status=0
 run() { local name=$1; shift; echo "== $name: $*"; "$@" 2>&1 | tee "$out/$name.log"; local rc=${PIPESTATUS[0]}; echo "== $name exit $rc"; [ "$rc" -eq 0 ] || status=1; }
 for stage in "${stages[@]}"; do
@@ -21,9 +28,20 @@ for stage in "${stages[@]}"; do
         # shellcheck disable=SC2086
         sweep) run sweep "$here/metaprep" sweep --out "$out/sweep" ${SWEEP_FLAGS:-} ;;
         bench) (cd "$here" && for b in benches/*; do run bench "$b" --bench; done) ;;
+        calibrate)
+            run calibrate python3 "$here/calibrate_torch.py" --out "$out/calibration"
+            if [ -f "$out/calibration/host_profile.json" ]; then
+                profile=$out/calibration/host_profile.json
+                for f in 100 1000 5000; do
+                    run "validate-f$f" "$here/metaprep" steps --host-profile "$profile" --forward-us $f \
+                        --tp tp1 --batch-sizes 1,8,64 --block-sizes 5 \
+                        --arms eager-sync,eager-device,graph,graph-upload --out "$out/validate-f$f"
+                done
+                python3 "$here/compare_reference.py" "$out" > "$out/validation.md" || status=1
+            fi ;;
         # shellcheck disable=SC2086
-        steps) run steps "$here/metaprep" steps --out "$out/steps" --trace "$out/steps/trace.json" ${STEPS_FLAGS:-} ;;
-        *) echo "unknown stage $stage: use info check tests sweep bench steps"; exit 2 ;;
+        steps) run steps "$here/metaprep" steps --host-profile "$profile" --out "$out/steps" --trace "$out/steps/trace.json" ${STEPS_FLAGS:-} ;;
+        *) echo "unknown stage $stage: use info check tests sweep bench calibrate steps"; exit 2 ;;
     esac
 done
 exit $status
