@@ -26,7 +26,10 @@ use std::time::Duration;
     version,
     about = "What a host read of device sequence lengths costs a speculative-decoding step, \
              and what graph replay with device-only lengths wins back.",
-    long_about = None
+    long_about = None,
+    after_help = "Exit codes: 0 ok; 1 `compare` found a regression, or a command failed while \
+                  running; 2 a bad flag or bad input (refused before any GPU work); 3 no GPU, \
+                  CUDA driver or NVRTC."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -312,13 +315,16 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("metaprep: error: {e:#}");
             if e.downcast_ref::<GpuUnavailable>().is_some() {
-                ExitCode::from(2)
+                ExitCode::from(EXIT_NO_GPU)
             } else {
                 ExitCode::FAILURE
             }
         }
     }
 }
+
+/// No GPU, driver or NVRTC: distinct from a bad flag, so a script can tell them apart.
+const EXIT_NO_GPU: u8 = 3;
 
 /// Bad flag values exit 2, like clap's own usage errors, before any GPU work.
 fn usage<T>(parsed: Result<T>) -> Result<T, ExitCode> {
@@ -395,6 +401,11 @@ fn default_out(command: &str) -> PathBuf {
 }
 
 fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
+    if args.resume && args.out.is_none() {
+        return usage(Err(anyhow::anyhow!(
+            "--resume continues the run in --out DIR: name that directory"
+        )));
+    }
     let positive = |v: f64, flag: &str| {
         if v.is_finite() && v > 0.0 {
             Ok(v)
@@ -402,6 +413,25 @@ fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
             Err(anyhow::anyhow!("{flag}: {v} is not a positive number"))
         }
     };
+    // One second of stand-in forward, an hour per cell: beyond them a value is a typo.
+    if args.forward_us.is_nan() || args.forward_us > 1e6 {
+        return usage(Err(anyhow::anyhow!(
+            "--forward-us: {} µs is more than a second: give microseconds, such as 20",
+            args.forward_us
+        )));
+    }
+    if args.time_cap_ms == 0 || args.time_cap_ms > 3_600_000 {
+        return usage(Err(anyhow::anyhow!(
+            "--time-cap-ms: {} is not a time cap between 1 ms and an hour",
+            args.time_cap_ms
+        )));
+    }
+    if args.min_samples < 2 {
+        return usage(Err(anyhow::anyhow!(
+            "--min-samples: {} is too few: an interval needs at least 2 samples (30 by default)",
+            args.min_samples
+        )));
+    }
     let config = SweepConfig {
         device: args.device.device,
         families: usage(families(&args.prep.families))?,
@@ -419,7 +449,7 @@ fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
         rule: StoppingRule {
             rel_ci: usage(positive(args.rel_ci_pct, "--rel-ci-pct"))? / 100.0,
             time_cap: Duration::from_millis(args.time_cap_ms),
-            min_samples: usize::max(args.min_samples, 2),
+            min_samples: args.min_samples,
             ..StoppingRule::default()
         },
         steps_per_sample: usage(positive(args.steps_per_sample as f64, "--steps-per-sample"))?
@@ -456,8 +486,8 @@ fn run_sweep(config: &SweepConfig) -> Result<ExitCode> {
 
 fn forward_model(name: &str, args: &StepsArgs) -> Result<ForwardModel> {
     if let Some(us) = args.forward_us {
-        if !(us.is_finite() && us > 0.0) {
-            anyhow::bail!("--forward-us: {us} is not a positive duration in µs");
+        if !(us.is_finite() && us > 0.0 && us <= 1e6) {
+            anyhow::bail!("--forward-us: {us} is not a duration in µs between 0 and a second");
         }
         return Ok(ForwardModel::FixedUs(us));
     }
@@ -544,6 +574,12 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
     {
         return usage(Err(anyhow::anyhow!("--host-scale lists a factor twice")));
     }
+    if args.cell_time_cap_ms == 0 || args.cell_time_cap_ms > 3_600_000 {
+        return usage(Err(anyhow::anyhow!(
+            "--cell-time-cap-ms: {} is not a time cap between 1 ms and an hour",
+            args.cell_time_cap_ms
+        )));
+    }
     if args.min_steps < 2 || args.steps < args.min_steps || args.timeline_steps < 3 {
         return usage(Err(anyhow::anyhow!(
             "--steps ({}) must be at least --min-steps ({}), which must be at least 2; --timeline-steps at least 3",
@@ -557,11 +593,33 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         args.max_context,
     )?;
     let seq_lens = usage(seq_lens_within(&args.seq_lens, args.max_context))?;
+    if args.resume && args.out.is_none() {
+        return usage(Err(anyhow::anyhow!(
+            "--resume continues the run in --out DIR: name that directory"
+        )));
+    }
+    if args.trace_cell.is_some() && args.trace.is_none() {
+        return usage(Err(anyhow::anyhow!(
+            "--trace-cell picks the cell --trace writes: give --trace FILE too"
+        )));
+    }
     let out = args.out.clone().unwrap_or_else(|| default_out("steps"));
     let cell = match &args.trace_cell {
         Some(s) => usage(trace_cell(s))?,
         None => (layouts[0], batch_sizes[0], block_sizes[0]),
     };
+    if !(layouts.contains(&cell.0)
+        && batch_sizes.contains(&cell.1)
+        && block_sizes.contains(&cell.2))
+    {
+        return usage(Err(anyhow::anyhow!(
+            "--trace-cell {}:{}:{} is not a cell of this run (--tp, --batch-sizes, --block-sizes): \
+             no trace would be written",
+            cell.0,
+            cell.1,
+            cell.2
+        )));
+    }
     let trace = args.trace.clone().map(|path| TraceRequest {
         layout: cell.0,
         batch_size: cell.1,

@@ -26,7 +26,7 @@ fn assert_clean_failure(out: &Output, code: i32, needle: &str) {
 }
 
 #[test]
-fn gpu_commands_without_a_driver_exit_2_with_one_line() {
+fn gpu_commands_without_a_driver_exit_3_with_one_line() {
     // SAFETY: only probes whether libcuda can be loaded.
     let driver = unsafe { cudarc::driver::sys::is_culib_present() };
     for command in ["info", "check"] {
@@ -39,7 +39,7 @@ fn gpu_commands_without_a_driver_exit_2_with_one_line() {
                 stderr(&out)
             );
         } else {
-            assert_clean_failure(&out, 2, "no CUDA driver found");
+            assert_clean_failure(&out, 3, "no CUDA driver found");
             assert_eq!(
                 stderr(&out).lines().count(),
                 1,
@@ -52,7 +52,7 @@ fn gpu_commands_without_a_driver_exit_2_with_one_line() {
 
 #[test]
 fn bad_flags_are_refused_before_any_gpu_work() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 17] = [
         (
             &["check", "--batch-sizes", "0"],
             "--batch-sizes: 0 is not a valid value",
@@ -72,8 +72,36 @@ fn bad_flags_are_refused_before_any_gpu_work() {
             "--accept-length: 5 is impossible",
         ),
         (
-            &["steps", "--trace-cell", "tp4:x:5"],
+            &["steps", "--trace", "t.json", "--trace-cell", "tp4:x:5"],
             "--trace-cell: `x` is not a positive integer",
+        ),
+        (
+            &["steps", "--trace", "t.json", "--trace-cell", "tp4:3:5"],
+            "is not a cell of this run",
+        ),
+        (
+            &["steps", "--trace-cell", "tp1:1:5"],
+            "give --trace FILE too",
+        ),
+        (
+            &["steps", "--resume"],
+            "--resume continues the run in --out DIR",
+        ),
+        (
+            &["sweep", "--resume"],
+            "--resume continues the run in --out DIR",
+        ),
+        (&["sweep", "--forward-us", "1e12"], "more than a second"),
+        (&["sweep", "--time-cap-ms", "0"], "--time-cap-ms: 0"),
+        (
+            &["sweep", "--min-samples", "0"],
+            "--min-samples: 0 is too few",
+        ),
+        (&["steps", "--forward-us", "1e12"], "between 0 and a second"),
+        (&["steps", "--host-work-us", "1e12"], "--host-work-us"),
+        (
+            &["steps", "--cell-time-cap-ms", "0"],
+            "--cell-time-cap-ms: 0",
         ),
     ];
     for (args, needle) in cases {

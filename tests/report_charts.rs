@@ -402,6 +402,32 @@ fn a_malformed_trace_is_an_error_and_writes_nothing() {
 }
 
 #[test]
+fn a_chart_without_data_this_time_is_removed_not_left_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    render_fixture(dir.path());
+    let charts = dir.path().join("charts");
+    assert!(charts.join("itl.png").exists() && charts.join("timeline.svg").exists());
+    let user_file = charts.join("notes.txt");
+    std::fs::write(&user_file, "mine").unwrap();
+    let prep_only: Vec<Row> = fixture_rows()
+        .into_iter()
+        .filter(|r| r.kind != KIND_STEP)
+        .collect();
+    let set = render_all(dir.path(), &prep_only, &fixture_env(), &[], &[]).unwrap();
+    for name in ["itl", "throughput", "timeline", "telemetry"] {
+        assert!(set.skipped.iter().any(|(n, _)| n == name), "{name}");
+        for ext in ["png", "svg"] {
+            assert!(
+                !charts.join(format!("{name}.{ext}")).exists(),
+                "{name}.{ext} left"
+            );
+        }
+    }
+    assert!(charts.join("prep_floor.png").exists());
+    assert!(user_file.exists(), "only charts report draws are removed");
+}
+
+#[test]
 fn empty_input_skips_every_chart_with_a_reason() {
     let dir = tempfile::tempdir().unwrap();
     let set = render_all(dir.path(), &[], &EnvRecord::default(), &[], &[]).unwrap();

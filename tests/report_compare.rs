@@ -232,12 +232,57 @@ fn csv_files_work_with_and_without_env_json_beside_them() {
 }
 
 #[test]
-fn out_file_gets_the_same_markdown() {
+fn out_file_gets_the_same_markdown_and_replaces_only_its_own_reports() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("reports/compare.md");
+    let out = dir.path().join("compare.md");
     let run = fixture("run_small");
     let outcome = compare(&[path(&run), path(&run), "--out", path(&out)]).unwrap();
-    assert_eq!(std::fs::read_to_string(out).unwrap(), outcome.markdown);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), outcome.markdown);
+    // Its own report is replaced; anything else is refused and left as it was.
+    compare(&[path(&run), path(&run), "--out", path(&out)]).unwrap();
+    let notes = dir.path().join("notes.md");
+    std::fs::write(&notes, "my notes").unwrap();
+    let error = format!(
+        "{:#}",
+        compare(&[path(&run), path(&run), "--out", path(&notes)]).unwrap_err()
+    );
+    assert!(error.contains("not a report `compare` wrote"), "{error}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes");
+}
+
+#[test]
+fn out_never_overwrites_an_input_or_creates_folders() {
+    let copy = tempfile::tempdir().unwrap();
+    for file in ["metaprep.csv", "env.json", "telemetry.csv"] {
+        std::fs::copy(fixture("run_small").join(file), copy.path().join(file)).unwrap();
+    }
+    let csv = copy.path().join("metaprep.csv");
+    let before = std::fs::read(&csv).unwrap();
+    let other = tempfile::tempdir().unwrap();
+    for (out, needle) in [
+        (csv.clone(), "one of the compared inputs"),
+        (copy.path().join("env.json"), "not a report `compare` wrote"),
+        (copy.path().join("new/dir/compare.md"), "does not exist"),
+        (copy.path().to_path_buf(), "one of the compared inputs"),
+        (other.path().to_path_buf(), "is a directory"),
+    ] {
+        let error = format!(
+            "{:#}",
+            compare(&[path(&csv), path(copy.path()), "--out", path(&out)]).unwrap_err()
+        );
+        assert!(error.contains(needle), "{}: {error}", out.display());
+    }
+    assert_eq!(
+        std::fs::read(&csv).unwrap(),
+        before,
+        "the input is untouched"
+    );
+    assert!(!copy.path().join("new").exists());
+    let error = format!(
+        "{:#}",
+        compare(&[path(&csv), path(&csv), "--threshold", "1e9"]).unwrap_err()
+    );
+    assert!(error.contains("between 0 and 100"), "{error}");
 }
 
 #[test]

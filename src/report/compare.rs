@@ -355,14 +355,55 @@ fn load_input(path: &Path) -> Result<Input> {
     })
 }
 
+/// The first line of every report `compare` writes: `--out` replaces only such a file.
+const REPORT_HEADER: &str = "## metaprep compare";
+
+/// Refuses an `--out` that would overwrite an input, a file `compare` did not write (a run's
+/// CSV or env.json among them), or need folders created (a typo should not grow a tree).
+fn check_out(out: &Path, inputs: &[&Path]) -> Result<()> {
+    let name = out.display();
+    let resolved = |p: &Path| std::fs::canonicalize(p).ok();
+    if let Some(out_real) = resolved(out) {
+        if inputs
+            .iter()
+            .any(|input| resolved(input).as_ref() == Some(&out_real))
+        {
+            bail!("--out {name} is one of the compared inputs: choose another file");
+        }
+    }
+    match out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) if !parent.is_dir() => bail!(
+            "--out {name}: the folder {} does not exist; create it first",
+            parent.display()
+        ),
+        _ => {}
+    }
+    if out.is_dir() {
+        bail!("--out {name} is a directory: name a markdown file");
+    }
+    if out.exists() {
+        let text = std::fs::read_to_string(out).unwrap_or_default();
+        if !text.starts_with(REPORT_HEADER) {
+            bail!(
+                "--out {name} exists and is not a report `compare` wrote: choose another file \
+                 (compare replaces only its own reports)"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Runs `metaprep compare`: loads both sides, refuses mismatched setups unless allowed,
 /// compares, writes `--out` if given, and returns the markdown for the caller to print.
 pub fn run_compare(args: &CompareArgs) -> Result<CompareOutcome> {
-    if !args.threshold.is_finite() || args.threshold < 0.0 {
+    if !args.threshold.is_finite() || !(0.0..=100.0).contains(&args.threshold) {
         bail!(
-            "--threshold {} is not a percentage ≥ 0: pass e.g. `--threshold 2`",
+            "--threshold {} is not a percentage between 0 and 100: pass e.g. `--threshold 2`",
             args.threshold
         );
+    }
+    if let Some(out) = &args.out {
+        check_out(out, &[&args.base, &args.new])?;
     }
     let base = load_input(&args.base)?;
     let new = load_input(&args.new)?;
@@ -407,7 +448,7 @@ fn render_comparison(
     warnings: &[String],
 ) -> Result<String> {
     let mut out = String::new();
-    writeln!(out, "## metaprep compare\n")?;
+    writeln!(out, "{REPORT_HEADER}\n")?;
     for (side, input) in [("BASE", base), ("NEW", new)] {
         write!(
             out,
