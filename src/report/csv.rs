@@ -178,6 +178,18 @@ pub fn write_rows(path: &Path, rows: &[Row]) -> Result<()> {
 /// and what to do about it.
 pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
     let mut rows: Vec<Row> = read_table(path, COLUMNS)?;
+    for (i, row) in rows.iter().enumerate() {
+        // Records are one line each, after the header.
+        check_values(row).map_err(|why| {
+            anyhow::anyhow!(
+                "{} line {}: {} {}: {why}: fix or delete that line",
+                path.display(),
+                i + 2,
+                row.cell_key(),
+                row.metric
+            )
+        })?;
+    }
     // A measured median with fewer samples than any 95% interval needs has no CI, whatever
     // an older writer put there (a one-sample "interval" of zero width claims certainty).
     for r in rows
@@ -188,6 +200,30 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
         r.ci_hi = f64::NAN;
     }
     Ok(rows)
+}
+
+/// Why a row's numbers cannot be a measurement: a median that is not a number, an infinite
+/// value, or a negative time, rate or ratio (a derived row, a difference, may be negative).
+fn check_values(row: &Row) -> std::result::Result<(), String> {
+    if row.median.is_nan() {
+        return Err("the median is not a number".into());
+    }
+    let values = [
+        ("median", row.median),
+        ("p10", row.p10),
+        ("p90", row.p90),
+        ("ci_lo", row.ci_lo),
+        ("ci_hi", row.ci_hi),
+    ];
+    if let Some((name, v)) = values.iter().find(|(_, v)| v.is_infinite()) {
+        return Err(format!("{name} is {v}"));
+    }
+    if row.stop_reason != "derived" {
+        if let Some((name, v)) = values.iter().find(|(_, v)| *v < 0.0) {
+            return Err(format!("{name} {v} {} is negative", row.unit));
+        }
+    }
+    Ok(())
 }
 
 /// Reads the rows a `--resume` starts from: none when the file does not exist yet (the first
