@@ -58,6 +58,13 @@ pub fn env_for_run(
             dir.display()
         );
     }
+    if let Some(why) = resume_difference(&original, &fresh) {
+        anyhow::bail!(
+            "cannot resume {}: {why}; resume with the same command, or start a new run with \
+             another --out",
+            dir.display()
+        );
+    }
     original.notes.push(format!(
         "resumed {} with: {}",
         fresh.date, fresh.command_line
@@ -69,4 +76,84 @@ pub fn env_for_run(
         }
     }
     Ok(original)
+}
+
+/// What makes `fresh` not a continuation of `original`: another command (flags, seed,
+/// axes; the program's path and `--resume` aside), or another host profile or model line.
+fn resume_difference(original: &EnvRecord, fresh: &EnvRecord) -> Option<String> {
+    let args = |command: &str| -> Vec<String> {
+        command
+            .split_whitespace()
+            .skip(1)
+            .filter(|a| *a != "--resume")
+            .map(str::to_string)
+            .collect()
+    };
+    let (before, now) = (args(&original.command_line), args(&fresh.command_line));
+    if before != now {
+        return Some(format!(
+            "the run was started as `{}`, this is `{}`",
+            before.join(" "),
+            now.join(" ")
+        ));
+    }
+    // The setting lines a steps run records: the same flags may name a changed profile file.
+    let settings = |env: &EnvRecord| -> Vec<String> {
+        env.notes
+            .iter()
+            .filter(|n| n.starts_with("host profile `") || n.starts_with("step model:"))
+            .cloned()
+            .collect()
+    };
+    let (before, now) = (settings(original), settings(fresh));
+    (before != now).then(|| {
+        format!(
+            "its settings differ: it recorded {:?}, this run would record {:?}",
+            before, now
+        )
+    })
+}
+
+#[cfg(test)]
+mod resume_tests {
+    use super::*;
+
+    fn env(command: &str, notes: &[&str]) -> EnvRecord {
+        EnvRecord {
+            command_line: command.into(),
+            notes: notes.iter().map(|n| n.to_string()).collect(),
+            ..EnvRecord::default()
+        }
+    }
+
+    #[test]
+    fn a_resume_must_repeat_the_command_and_settings() {
+        let original = env(
+            "/a/metaprep steps --out r --seed 1",
+            &["host profile `pytorch` (x)"],
+        );
+        let same = env(
+            "bundle/metaprep steps --out r --seed 1 --resume",
+            &["host profile `pytorch` (x)"],
+        );
+        assert_eq!(resume_difference(&original, &same), None);
+        let seed = env(
+            "metaprep steps --out r --seed 2 --resume",
+            &["host profile `pytorch` (x)"],
+        );
+        let why = resume_difference(&original, &seed).unwrap();
+        assert!(why.contains("--seed 2"), "{why}");
+        let profile = env(
+            "metaprep steps --out r --seed 1 --resume",
+            &["host profile `pytorch` (y)"],
+        );
+        let why = resume_difference(&original, &profile).unwrap();
+        assert!(why.contains("settings differ"), "{why}");
+        // Notes that are not settings (emulation, resumption) may differ.
+        let notes = env(
+            "metaprep steps --out r --seed 1 --resume",
+            &["host profile `pytorch` (x)", "tp8 emulated"],
+        );
+        assert_eq!(resume_difference(&original, &notes), None);
+    }
 }
