@@ -732,6 +732,11 @@ fn info(args: &DeviceArgs) -> Result<ExitCode> {
     println!("  CUDA (driver)       {}", i.cuda_driver_version);
     println!("  NVRTC               {}", i.nvrtc_version);
     println!("  devices visible     {}", i.device_count);
+    println!(
+        "host {} ({})",
+        std::env::consts::ARCH,
+        metaprep::measure::environment::cpu_model()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

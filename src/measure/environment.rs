@@ -16,6 +16,8 @@ pub fn env_record(gpu: &Gpu, notes: Vec<String>) -> EnvRecord {
         hostname: std::fs::read_to_string("/etc/hostname")
             .map(|s| s.trim().to_string())
             .unwrap_or_default(),
+        host_arch: std::env::consts::ARCH.into(),
+        cpu_model: cpu_model(),
         gpu_name: info.name.clone(),
         gpu_count: info.device_count,
         compute_capability: format!(
@@ -37,6 +39,29 @@ pub fn env_record(gpu: &Gpu, notes: Vec<String>) -> EnvRecord {
     // The driver's CUDA version comes from the driver API, which is the one kernels run on.
     env.cuda_driver_version = info.cuda_driver_version.clone();
     env
+}
+
+/// The CPU model from /proc/cpuinfo: x86's `model name`, or on Arm (Grace) its implementer
+/// and part numbers; empty where neither is there.
+pub fn cpu_model() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    cpu_model_from(&info)
+}
+
+fn cpu_model_from(cpuinfo: &str) -> String {
+    let field = |key: &str| {
+        cpuinfo.lines().find_map(|line| {
+            let (k, v) = line.split_once(':')?;
+            (k.trim() == key).then(|| v.trim().to_string())
+        })
+    };
+    if let Some(model) = field("model name") {
+        return model;
+    }
+    match (field("CPU implementer"), field("CPU part")) {
+        (Some(implementer), Some(part)) => format!("Arm implementer {implementer} part {part}"),
+        _ => String::new(),
+    }
 }
 
 /// The record for a run in `dir`: a fresh one, or on `--resume` the run's own record with a
@@ -117,6 +142,15 @@ fn resume_difference(original: &EnvRecord, fresh: &EnvRecord) -> Option<String> 
 #[cfg(test)]
 mod resume_tests {
     use super::*;
+
+    #[test]
+    fn cpu_models_of_x86_and_grace() {
+        let x86 = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t: x\n";
+        assert_eq!(cpu_model_from(x86), "Intel(R) Xeon(R) Platinum 8480+");
+        let grace = "processor\t: 0\nCPU implementer\t: 0x41\nCPU part\t: 0xd4f\n";
+        assert_eq!(cpu_model_from(grace), "Arm implementer 0x41 part 0xd4f");
+        assert_eq!(cpu_model_from(""), "");
+    }
 
     fn env(command: &str, notes: &[&str]) -> EnvRecord {
         EnvRecord {

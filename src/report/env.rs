@@ -16,6 +16,11 @@ pub struct EnvRecord {
     /// RFC 3339, UTC.
     pub date: String,
     pub hostname: String,
+    /// The host's architecture (`x86_64`, `aarch64`) and CPU model; empty in older records.
+    #[serde(default)]
+    pub host_arch: String,
+    #[serde(default)]
+    pub cpu_model: String,
     pub gpu_name: String,
     pub gpu_count: u32,
     pub compute_capability: String,
@@ -104,6 +109,8 @@ pub(crate) fn test_env() -> EnvRecord {
         command_line: "metaprep sweep --out results/x".into(),
         date: "2026-11-29T10:00:00Z".into(),
         hostname: "gpu-host".into(),
+        host_arch: "x86_64".into(),
+        cpu_model: "Intel(R) Xeon(R) Platinum 8480+".into(),
         gpu_name: "NVIDIA H200".into(),
         gpu_count: 1,
         compute_capability: "9.0".into(),
