@@ -66,7 +66,10 @@ fn prep_tables_show_cost_floor_multiple_and_host_read() {
     let run = fixture();
     let md = render_summary(&run.rows, &run.env);
     let dspark = section(&md, "### Metadata prep — dspark_draft_block, tp1\n");
-    assert!(dspark.contains("floor = 4.50 µs, empty-kernel"));
+    assert!(
+        dspark.contains("eager arms over empty-kernel 4.50 µs; graph arms over empty-graph"),
+        "{dspark}"
+    );
     assert!(dspark.contains("| bs | block | eager-sync | eager-device | graph | host read (µs) |"));
     // eager-sync 62.1284 µs (13.8×), eager-device 45.5795, graph 26.4; host read
     // 62.1284 − 45.5795 = 16.55 with MOVER bounds from ci 61.8177–62.4856 and 45.3516–45.8416.

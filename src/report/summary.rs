@@ -281,7 +281,7 @@ fn fmt_ratio(row: &Row) -> String {
 }
 
 fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result {
-    let floor = launch_floor(index.rows);
+    let floors = launch_floors(index.rows);
     for (group, cells) in index.groups(KIND_PREP) {
         let arms: BTreeSet<(u8, &str)> = cells
             .iter()
@@ -301,9 +301,17 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
         if emulated {
             writeln!(out, "{}\n", emulated_note(&group.layout, env))?;
         }
-        write!(out, "Per-step cost, median µs (multiple of the floor")?;
-        if let Some((value, item)) = &floor {
-            write!(out, "; floor = {} µs, {item}", fmt_num(*value))?;
+        write!(
+            out,
+            "Per-step cost, median µs (multiple of the arm's launch floor"
+        )?;
+        for (item, arms) in [
+            ("empty-kernel", "eager arms"),
+            ("empty-graph", "graph arms"),
+        ] {
+            if let Some(value) = floors.get(item) {
+                write!(out, "; {arms} over {item} {} µs", fmt_num(*value))?;
+            }
         }
         write!(out, ")")?;
         if has_host_read {
@@ -336,7 +344,8 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
             write!(out, "| {bs} | {block} |")?;
             for (_, arm) in &arms {
                 let cell = sorted.with_arm(arm);
-                write!(out, " {} |", prep_cost(index, &cell, floor.map(|(v, _)| v)))?;
+                let floor = floors.get(floor_of_arm(arm)).copied();
+                write!(out, " {} |", prep_cost(index, &cell, floor))?;
             }
             if has_host_read {
                 let sync_cell = sorted.with_arm(BASELINE_ARM);
@@ -385,14 +394,26 @@ fn prep_cost(index: &Index, cell: &CellKey, floor_us: Option<f64>) -> String {
     text
 }
 
-/// The cheaper of an empty kernel launch and an empty graph launch in µs, with its name.
-fn launch_floor(rows: &[Row]) -> Option<(f64, &str)> {
-    rows.iter()
-        .filter(|r| {
-            r.kind == KIND_FLOOR && r.unit == "us" && LAUNCH_FLOORS.contains(&r.arm.as_str())
-        })
-        .map(|r| (r.median, r.arm.as_str()))
-        .min_by(|a, b| a.0.total_cmp(&b.0))
+/// The launch floors of a run (empty kernel, empty graph), µs: each item's lowest median.
+fn launch_floors(rows: &[Row]) -> BTreeMap<&str, f64> {
+    let mut floors: BTreeMap<&str, f64> = BTreeMap::new();
+    for r in rows.iter().filter(|r| {
+        r.kind == KIND_FLOOR && r.unit == "us" && LAUNCH_FLOORS.contains(&r.arm.as_str())
+    }) {
+        let floor = floors.entry(r.arm.as_str()).or_insert(r.median);
+        *floor = floor.min(r.median);
+    }
+    floors
+}
+
+/// The floor an arm is read against, as the sweep forms `floor_multiple`: arms that replay
+/// a graph against the empty graph, eager arms against the empty kernel.
+fn floor_of_arm(arm: &str) -> &'static str {
+    if ["graph", "graph-upload", "fused"].contains(&arm) {
+        "empty-graph"
+    } else {
+        "empty-kernel"
+    }
 }
 
 /// `a − b` with a 95% interval by MOVER for a difference of independent estimates; NaN
@@ -664,8 +685,14 @@ mod tests {
             row(KIND_FLOOR, "floor", "d2h-int", 1, "step_us", 2.0), // not a launch floor
         ];
         let text = render_summary(&rows, &test_env());
-        assert!(text.contains("floor = 4.50 µs, empty-kernel"), "{text}");
-        assert!(text.contains("| 4 | 5 | 22.5 (5.0×) |"), "{text}");
+        assert!(
+            text.contains(
+                "eager arms over empty-kernel 4.50 µs; graph arms over empty-graph 6.00 µs"
+            ),
+            "{text}"
+        );
+        // The graph arm is read against the empty graph: 22.5 / 6.0.
+        assert!(text.contains("| 4 | 5 | 22.5 (3.8×) |"), "{text}");
         // Only eager-sync and eager-device together give a host-read column.
         assert!(!text.contains("host read (µs)"), "{text}");
         let kernel = text.find("| empty-kernel |").unwrap();
