@@ -323,6 +323,33 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--resume` continues the run in `--out`: without one there is nothing to continue.
+fn resume_target(resume: bool, out: &Option<PathBuf>) -> Result<()> {
+    if resume && out.is_none() {
+        anyhow::bail!("--resume continues the run in --out DIR: name that directory");
+    }
+    Ok(())
+}
+
+/// A time cap flag in ms: at least 1 ms, at most an hour (beyond that a value is a typo).
+fn time_cap(ms: u64, flag: &str) -> Result<Duration> {
+    if ms == 0 || ms > 3_600_000 {
+        anyhow::bail!("{flag}: {ms} is not a time cap between 1 ms and an hour");
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+/// A stand-in forward of `--forward-us`: positive, at most a second.
+fn forward_us(us: f64) -> Result<f64> {
+    if !(us.is_finite() && us > 0.0 && us <= 1e6) {
+        anyhow::bail!(
+            "--forward-us: {us} is not a duration in µs between 0 and a second (more than a \
+             second is a typo: give microseconds, such as 20)"
+        );
+    }
+    Ok(us)
+}
+
 /// No GPU, driver or NVRTC: distinct from a bad flag, so a script can tell them apart.
 const EXIT_NO_GPU: u8 = 3;
 
@@ -401,11 +428,7 @@ fn default_out(command: &str) -> PathBuf {
 }
 
 fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
-    if args.resume && args.out.is_none() {
-        return usage(Err(anyhow::anyhow!(
-            "--resume continues the run in --out DIR: name that directory"
-        )));
-    }
+    usage(resume_target(args.resume, &args.out))?;
     let positive = |v: f64, flag: &str| {
         if v.is_finite() && v > 0.0 {
             Ok(v)
@@ -413,19 +436,7 @@ fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
             Err(anyhow::anyhow!("{flag}: {v} is not a positive number"))
         }
     };
-    // One second of stand-in forward, an hour per cell: beyond them a value is a typo.
-    if args.forward_us.is_nan() || args.forward_us > 1e6 {
-        return usage(Err(anyhow::anyhow!(
-            "--forward-us: {} µs is more than a second: give microseconds, such as 20",
-            args.forward_us
-        )));
-    }
-    if args.time_cap_ms == 0 || args.time_cap_ms > 3_600_000 {
-        return usage(Err(anyhow::anyhow!(
-            "--time-cap-ms: {} is not a time cap between 1 ms and an hour",
-            args.time_cap_ms
-        )));
-    }
+    let time_cap = usage(time_cap(args.time_cap_ms, "--time-cap-ms"))?;
     if args.min_samples < 2 {
         return usage(Err(anyhow::anyhow!(
             "--min-samples: {} is too few: an interval needs at least 2 samples (30 by default)",
@@ -442,13 +453,13 @@ fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
         forward_us: if args.forward_us == 0.0 {
             0.0
         } else {
-            usage(positive(args.forward_us, "--forward-us"))?
+            usage(forward_us(args.forward_us))?
         },
         max_context: args.max_context,
         seq_lens: usage(seq_lens_within(&args.seq_lens, args.max_context))?,
         rule: StoppingRule {
             rel_ci: usage(positive(args.rel_ci_pct, "--rel-ci-pct"))? / 100.0,
-            time_cap: Duration::from_millis(args.time_cap_ms),
+            time_cap,
             min_samples: args.min_samples,
             ..StoppingRule::default()
         },
@@ -486,10 +497,7 @@ fn run_sweep(config: &SweepConfig) -> Result<ExitCode> {
 
 fn forward_model(name: &str, args: &StepsArgs) -> Result<ForwardModel> {
     if let Some(us) = args.forward_us {
-        if !(us.is_finite() && us > 0.0 && us <= 1e6) {
-            anyhow::bail!("--forward-us: {us} is not a duration in µs between 0 and a second");
-        }
-        return Ok(ForwardModel::FixedUs(us));
+        return Ok(ForwardModel::FixedUs(forward_us(us)?));
     }
     Ok(ForwardModel::Profile(if name == "custom" {
         Profile::custom(
@@ -574,12 +582,7 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
     {
         return usage(Err(anyhow::anyhow!("--host-scale lists a factor twice")));
     }
-    if args.cell_time_cap_ms == 0 || args.cell_time_cap_ms > 3_600_000 {
-        return usage(Err(anyhow::anyhow!(
-            "--cell-time-cap-ms: {} is not a time cap between 1 ms and an hour",
-            args.cell_time_cap_ms
-        )));
-    }
+    let cell_time_cap = usage(time_cap(args.cell_time_cap_ms, "--cell-time-cap-ms"))?;
     if args.min_steps < 2 || args.steps < args.min_steps || args.timeline_steps < 3 {
         return usage(Err(anyhow::anyhow!(
             "--steps ({}) must be at least --min-steps ({}), which must be at least 2; --timeline-steps at least 3",
@@ -593,11 +596,7 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         args.max_context,
     )?;
     let seq_lens = usage(seq_lens_within(&args.seq_lens, args.max_context))?;
-    if args.resume && args.out.is_none() {
-        return usage(Err(anyhow::anyhow!(
-            "--resume continues the run in --out DIR: name that directory"
-        )));
-    }
+    usage(resume_target(args.resume, &args.out))?;
     if args.trace_cell.is_some() && args.trace.is_none() {
         return usage(Err(anyhow::anyhow!(
             "--trace-cell picks the cell --trace writes: give --trace FILE too"
@@ -641,7 +640,7 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         collective_latency_us: args.collective_latency_us,
         steps: args.steps,
         min_steps: args.min_steps,
-        cell_time_cap: Duration::from_millis(args.cell_time_cap_ms),
+        cell_time_cap,
         warmup_steps: args.warmup_steps,
         timeline_steps: args.timeline_steps,
         max_context: args.max_context,

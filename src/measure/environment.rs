@@ -123,14 +123,7 @@ fn resume_difference(original: &EnvRecord, fresh: &EnvRecord) -> Option<String> 
         ));
     }
     // The setting lines a steps run records: the same flags may name a changed profile file.
-    let settings = |env: &EnvRecord| -> Vec<String> {
-        env.notes
-            .iter()
-            .filter(|n| n.starts_with("host profile `") || n.starts_with("step model:"))
-            .cloned()
-            .collect()
-    };
-    let (before, now) = (settings(original), settings(fresh));
+    let (before, now) = (original.setting_notes(), fresh.setting_notes());
     (before != now).then(|| {
         format!(
             "its settings differ: it recorded {:?}, this run would record {:?}",

@@ -44,11 +44,6 @@ impl Arm {
         self == Arm::EagerSync
     }
 
-    /// True for arms whose kernels read the host-built `[block] * bs` list.
-    pub fn uses_host_list(self) -> bool {
-        matches!(self, Arm::EagerSync | Arm::GraphUpload)
-    }
-
     pub fn uses_graph(self) -> bool {
         matches!(self, Arm::Graph | Arm::GraphUpload | Arm::Fused)
     }

@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 
 /// The environment record's file name inside a run directory.
 pub const ENV_FILE: &str = "env.json";
+/// How the notes of a steps run begin the lines that record its settings: the host profile
+/// (`host profile `NAME` (...)`) and the step model. Charts and `--resume` read them back.
+pub const HOST_PROFILE_NOTE: &str = "host profile `";
+pub const STEP_MODEL_NOTE: &str = "step model:";
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EnvRecord {
@@ -41,6 +45,23 @@ pub struct EnvRecord {
 }
 
 impl EnvRecord {
+    /// The name of the host profile a steps run recorded in its notes.
+    pub fn host_profile(&self) -> Option<&str> {
+        self.notes
+            .iter()
+            .find_map(|n| n.strip_prefix(HOST_PROFILE_NOTE))
+            .and_then(|n| n.split('`').next())
+    }
+
+    /// The notes that record a run's settings (host profile, step model).
+    pub fn setting_notes(&self) -> Vec<&str> {
+        self.notes
+            .iter()
+            .map(String::as_str)
+            .filter(|n| n.starts_with(HOST_PROFILE_NOTE) || n.starts_with(STEP_MODEL_NOTE))
+            .collect()
+    }
+
     /// Writes `<dir>/env.json` atomically and returns its path.
     pub fn write(&self, dir: &Path) -> Result<PathBuf> {
         let path = dir.join(ENV_FILE);

@@ -55,6 +55,7 @@
 //! * `program` — the step, in order. A `host` item costs `us` plus `ops` × `op_us`.
 
 use crate::prep::{Arm, Family};
+use crate::report::env::HOST_PROFILE_NOTE;
 use anyhow::{bail, ensure, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -181,6 +182,24 @@ pub struct HostProfile {
     pub program: Vec<Item>,
 }
 
+/// The items that put work on the GPU, each exactly once in every program, in this order.
+pub const GPU_ITEMS_IN_ORDER: [Item; 5] = [
+    Item::DraftPrep,
+    Item::DraftForward,
+    Item::VerifyPrep,
+    Item::VerifyForward,
+    Item::Accept { ops: 0 },
+];
+
+/// A duration field of a profile: finite, from 0 to a second.
+fn check_us(field: &str, v: f64) -> Result<()> {
+    ensure!(
+        v.is_finite() && (0.0..=1e6).contains(&v),
+        "{field} = {v} is not a duration in µs between 0 and 1e6"
+    );
+    Ok(())
+}
+
 /// The families a step prepares: the draft block, then the verify.
 pub const STEP_FAMILIES: [(Phase, Family); 2] = [
     (Phase::Draft, Family::DsparkDraftBlock),
@@ -224,18 +243,14 @@ impl HostProfile {
     }
 
     fn validate(&self) -> Result<()> {
-        let durations = [
+        for (field, v) in [
             ("op_us", self.op_us.value),
             ("kernel_us", self.kernel_us.value),
             ("read_us", self.read_us.value),
             ("graph_launch_us", self.graph_launch_us.value),
             ("upload_us", self.upload_us.value),
-        ];
-        for (field, v) in durations {
-            ensure!(
-                v.is_finite() && (0.0..=1e6).contains(&v),
-                "{field} = {v} is not a duration in µs between 0 and 1e6"
-            );
+        ] {
+            check_us(field, v)?;
         }
         for (_, family) in STEP_FAMILIES {
             let prep = self.preps.get(family.name()).with_context(|| {
@@ -257,10 +272,7 @@ impl HostProfile {
                     "{at}: ops_before_read is more than ops"
                 );
                 if let Some(v) = ops.op_us {
-                    ensure!(
-                        v.is_finite() && (0.0..=1e6).contains(&v),
-                        "{at}: op_us = {v}"
-                    );
+                    check_us(&format!("{at}.op_us"), v)?;
                 }
                 ensure!(
                     arm == "eager_sync" || ops.reads == 0,
@@ -268,11 +280,7 @@ impl HostProfile {
                 );
             }
             if let Some(v) = prep.kernel_us {
-                ensure!(
-                    v.is_finite() && (0.0..=1e6).contains(&v),
-                    "preps.{}.kernel_us = {v}",
-                    family.name()
-                );
+                check_us(&format!("preps.{}.kernel_us", family.name()), v)?;
             }
             ensure!(
                 prep.eager_sync.reads >= 1,
@@ -280,49 +288,29 @@ impl HostProfile {
                 family.name()
             );
         }
-        let count = |want: &Item| {
-            self.program
-                .iter()
-                .filter(|i| std::mem::discriminant(*i) == std::mem::discriminant(want))
-                .count()
-        };
-        let position = |want: &Item| {
-            self.program
-                .iter()
-                .position(|i| std::mem::discriminant(i) == std::mem::discriminant(want))
-        };
-        for item in [
-            Item::DraftPrep,
-            Item::DraftForward,
-            Item::VerifyPrep,
-            Item::VerifyForward,
-            Item::Accept { ops: 0 },
-        ] {
+        let positions = GPU_ITEMS_IN_ORDER.map(|want| {
+            let at: Vec<usize> = (0..self.program.len())
+                .filter(|&i| {
+                    std::mem::discriminant(&self.program[i]) == std::mem::discriminant(&want)
+                })
+                .collect();
+            (want, at)
+        });
+        for (item, at) in &positions {
             ensure!(
-                count(&item) == 1,
+                at.len() == 1,
                 "`program` must hold exactly one `{}` item, it holds {}",
                 item.label(),
-                count(&item)
+                at.len()
             );
         }
-        let order = [
-            Item::DraftPrep,
-            Item::DraftForward,
-            Item::VerifyPrep,
-            Item::VerifyForward,
-            Item::Accept { ops: 0 },
-        ]
-        .map(|i| position(&i));
         ensure!(
-            order.windows(2).all(|w| w[0] < w[1]),
+            positions.windows(2).all(|w| w[0].1[0] < w[1].1[0]),
             "`program` must order draft prep, draft forward, verify prep, verify forward, accept"
         );
         for item in &self.program {
             if let Item::Host { name, us, .. } = item {
-                ensure!(
-                    us.is_finite() && (0.0..=1e6).contains(us),
-                    "host item `{name}`: us = {us} is not a duration in µs between 0 and 1e6"
-                );
+                check_us(&format!("host item `{name}`: us"), *us)?;
             }
         }
         Ok(())
@@ -385,7 +373,7 @@ impl HostProfile {
     /// One line for notes and summaries: the name, the key costs and where they came from.
     pub fn describe(&self) -> String {
         format!(
-            "host profile `{}` (op {:.1} us, read {:.1} us, graph launch {:.1} us; {})",
+            "{HOST_PROFILE_NOTE}{}` (op {:.1} us, read {:.1} us, graph launch {:.1} us; {})",
             self.name,
             self.op_us.value,
             self.read_us.value,

@@ -20,7 +20,7 @@
 //! this loop on their own GPU and stream, with the collective a real NCCL call.
 
 use super::forward::{spin, StreamSource};
-use super::host_profile::{HostProfile, Item, Phase};
+use super::host_profile::{HostProfile, Item, Phase, GPU_ITEMS_IN_ORDER};
 use super::layout::Layout;
 use super::metrics::{StepRecord, Timeline};
 use super::profile::{
@@ -41,13 +41,14 @@ use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{PrepPlan, Prepared};
 use crate::prep::{Arm, Family, Shape};
 use crate::report::csv::{completed_cells, step_family, Row, KIND_STEP};
+use crate::report::env::STEP_MODEL_NOTE;
 use anyhow::{Context, Result};
-use cudarc::driver::{CudaEvent, CudaGraph};
+use cudarc::driver::{sys, CudaEvent, CudaGraph};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// GPU items of a step (draft prep, draft forward, verify prep, verify forward, accept).
-const GPU_ITEMS: usize = 5;
+const GPU_ITEMS: usize = GPU_ITEMS_IN_ORDER.len();
 /// Steps per throughput sample.
 const THROUGHPUT_WINDOW: usize = 10;
 /// Idle reads (and uploads) timed to learn what the harness's own cost before the profile's
@@ -159,13 +160,62 @@ struct Marks<'e> {
     end: &'e [CudaEvent],
 }
 
-/// The host costs of a cell's program, as durations.
+/// The host costs of a cell's program, as durations, converted once outside the timed loops.
 struct HostCosts {
     profile: HostProfile,
+    /// One framework op of a host item or of accept.
+    op: Duration,
+    /// One graph replay's launch (forwards, graph arms).
+    graph_launch: Duration,
     /// What the profile's read costs beyond the harness's own idle read.
     read_top_up: Duration,
     /// What the profile's upload costs beyond the harness's own idle upload.
     upload_top_up: Duration,
+}
+
+impl HostCosts {
+    /// `profile`'s costs, with the harness's own idle read and upload costs taken off the
+    /// profile's (the step loop tops its real read and copy up to them).
+    fn new(profile: HostProfile, idle_read: Duration, idle_upload: Duration) -> HostCosts {
+        HostCosts {
+            op: us(profile.op_us.value),
+            graph_launch: us(profile.graph_launch_us.value),
+            read_top_up: us(profile.read_us.value).saturating_sub(idle_read),
+            upload_top_up: us(profile.upload_us.value).saturating_sub(idle_upload),
+            profile,
+        }
+    }
+}
+
+/// One framework op: launch `kernel` (if any), then let the host be busy until the op's
+/// host cost `op` has passed since it began.
+fn framework_op(kernel: Option<&Launch>, stream: sys::CUstream, op: Duration) -> Result<()> {
+    let start = Instant::now();
+    if let Some(kernel) = kernel {
+        // SAFETY: framework kernels take only a duration, or nothing.
+        unsafe { kernel.issue(stream)? };
+    }
+    spin_until(start + op);
+    Ok(())
+}
+
+/// Launches what prep step `step` launches: a framework kernel or one of the plan's own.
+/// Host time, reads, copies and replays are the caller's.
+fn launch_of(
+    step: PrepStep,
+    kernel: &Launch,
+    plan: &PrepPlan,
+    arm: Arm,
+    stream: sys::CUstream,
+) -> Result<()> {
+    match step {
+        PrepStep::Op(Some(OpLaunch::Empty)) => {
+            // SAFETY: a framework kernel takes only a duration, or nothing.
+            unsafe { kernel.issue(stream) }
+        }
+        PrepStep::Op(Some(OpLaunch::Kernel(k))) | PrepStep::Kernel(k) => plan.issue_kernel(arm, k),
+        _ => Ok(()),
+    }
 }
 
 /// What a prep needs to run its sequence.
@@ -180,25 +230,22 @@ struct PrepRun<'a, 'g> {
 }
 
 impl PrepRun<'_, '_> {
-    /// Runs `seq` (see [`prep_sequence`]), recording `begin` where the prep's GPU span starts.
+    /// Runs `prep` (see [`prep_sequence`]), recording `begin` where its GPU span starts.
     fn run(
         &mut self,
         arm: Arm,
-        phase: Phase,
-        seq: &[PrepStep],
+        prep: &PrepProgram,
         prepared: &StepPrep,
         begin: Option<&CudaEvent>,
         log: &mut Option<&mut Vec<HostSpan>>,
     ) -> Result<()> {
-        let profile = &self.costs.profile;
-        let op = us(profile.prep_op_us(phase, arm));
-        let mark = span_start(seq, profile.upload_syncs.value);
-        for (i, step) in seq.iter().enumerate() {
-            if let (true, Some(event)) = (i == mark, begin) {
+        let stream = self.gpu.cu_stream();
+        for (i, &step) in prep.steps.iter().enumerate() {
+            if let (true, Some(event)) = (i == prep.span_start, begin) {
                 event.record(&self.gpu.stream)?;
             }
             let t0 = Instant::now();
-            match *step {
+            match step {
                 PrepStep::Read => {
                     self.plan.read_host_lengths()?;
                     if let (Some(log), Some((r0, r1))) =
@@ -213,21 +260,14 @@ impl PrepRun<'_, '_> {
                     }
                     spin_until(Instant::now() + self.costs.read_top_up);
                 }
-                PrepStep::Op(launch) => {
-                    match launch {
-                        Some(OpLaunch::Empty) => {
-                            // SAFETY: a framework kernel takes only a duration.
-                            unsafe { self.kernel.issue(self.gpu.cu_stream())? }
-                        }
-                        Some(OpLaunch::Kernel(k)) => self.plan.issue_kernel(arm, k)?,
-                        None => {}
-                    }
-                    spin_until(t0 + op);
+                PrepStep::Op(_) => {
+                    launch_of(step, self.kernel, self.plan, arm, stream)?;
+                    spin_until(t0 + prep.op);
                 }
-                PrepStep::Kernel(k) => self.plan.issue_kernel(arm, k)?,
+                PrepStep::Kernel(_) => launch_of(step, self.kernel, self.plan, arm, stream)?,
                 PrepStep::Upload => {
                     self.plan.copy_host_list()?;
-                    if profile.upload_syncs.value {
+                    if self.costs.profile.upload_syncs.value {
                         // torch.tensor(list, device=...) copies with memcpy_and_sync.
                         self.gpu.sync()?;
                         *self.upload_blocked += t0.elapsed();
@@ -241,11 +281,11 @@ impl PrepRun<'_, '_> {
                         Some(graph) => graph.launch().context("replaying the prep graph")?,
                         None => self.plan.replay(&prepared.plan)?,
                     }
-                    spin_until(t0 + us(profile.graph_launch_us.value));
+                    spin_until(t0 + self.costs.graph_launch);
                 }
             }
         }
-        if let (true, Some(event)) = (mark == seq.len(), begin) {
+        if let (true, Some(event)) = (prep.span_start == prep.steps.len(), begin) {
             event.record(&self.gpu.stream)?;
         }
         Ok(())
@@ -299,21 +339,32 @@ struct Pass {
     blocked_us: Vec<f64>,
 }
 
-/// An arm's prep sequences, built once per cell.
+/// One prep's host actions with what the timed loop needs of them, worked out once.
+struct PrepProgram {
+    steps: Vec<PrepStep>,
+    /// Host time of one of its framework ops.
+    op: Duration,
+    /// The step before which its GPU span begins (see [`span_start`]).
+    span_start: usize,
+}
+
+/// An arm's prep programs, built once per cell.
 struct ArmProgram {
     arm: Arm,
-    draft: Vec<PrepStep>,
-    verify: Vec<PrepStep>,
+    draft: PrepProgram,
+    verify: PrepProgram,
 }
 
 impl StepCell<'_> {
     fn program(&self, arm: Arm) -> ArmProgram {
+        let profile = &self.costs.profile;
         let seq = |phase, plan: &PrepPlan| {
-            prep_sequence(
-                arm,
-                self.costs.profile.arm_ops(phase, arm),
-                plan.kernel_count(arm),
-            )
+            let steps = prep_sequence(arm, profile.arm_ops(phase, arm), plan.kernel_count(arm));
+            PrepProgram {
+                op: us(profile.prep_op_us(phase, arm)),
+                span_start: span_start(&steps, profile.upload_syncs.value),
+                steps,
+            }
         };
         ArmProgram {
             arm,
@@ -343,20 +394,10 @@ impl StepCell<'_> {
             "the {arm} prep of {} with its framework kernels",
             plan.shape.family
         );
+        let stream = self.gpu.cu_stream();
         let graph = capture_graph(&self.gpu.stream, &what, || {
-            for step in &seq {
-                match *step {
-                    PrepStep::Op(Some(OpLaunch::Empty)) => {
-                        // SAFETY: a framework kernel takes only a duration.
-                        unsafe { kernel.issue(self.gpu.cu_stream())? }
-                    }
-                    PrepStep::Op(Some(OpLaunch::Kernel(k))) | PrepStep::Kernel(k) => {
-                        plan.issue_kernel(arm, k)?
-                    }
-                    _ => {}
-                }
-            }
-            Ok(())
+            seq.iter()
+                .try_for_each(|&step| launch_of(step, kernel, plan, arm, stream))
         })?;
         graph
             .upload()
@@ -402,41 +443,24 @@ impl StepCell<'_> {
         marks: Option<Marks>,
         mut log: Option<&mut Vec<HostSpan>>,
     ) -> Result<()> {
-        let profile = &self.costs.profile;
-        let op = us(profile.op_us.value);
-        let launch = us(profile.graph_launch_us.value);
+        let (op, launch) = (self.costs.op, self.costs.graph_launch);
         let stream = self.gpu.cu_stream();
         let mut gpu_item = 0;
-        for item in &profile.program {
+        for item in &self.costs.profile.program {
             let t0 = Instant::now();
             let begin = marks.as_ref().map(|m| &m.begin[gpu_item]);
             match item {
                 Item::Host { us: busy, ops, .. } => {
                     spin_until(t0 + us(*busy));
                     for _ in 0..*ops {
-                        let slot = Instant::now();
-                        // SAFETY: a framework kernel takes only a duration.
-                        unsafe { self.host_kernel.issue(stream)? };
-                        spin_until(slot + op);
+                        framework_op(Some(&self.host_kernel), stream, op)?;
                     }
                 }
                 Item::DraftPrep | Item::VerifyPrep => {
-                    let (phase, plan, seq, prepared, kernel) = if *item == Item::DraftPrep {
-                        (
-                            Phase::Draft,
-                            &mut self.draft,
-                            &program.draft,
-                            pd,
-                            &self.draft_kernel,
-                        )
+                    let (plan, prep, prepared, kernel) = if *item == Item::DraftPrep {
+                        (&mut self.draft, &program.draft, pd, &self.draft_kernel)
                     } else {
-                        (
-                            Phase::Verify,
-                            &mut self.verify,
-                            &program.verify,
-                            pv,
-                            &self.verify_kernel,
-                        )
+                        (&mut self.verify, &program.verify, pv, &self.verify_kernel)
                     };
                     PrepRun {
                         gpu: self.gpu,
@@ -445,7 +469,7 @@ impl StepCell<'_> {
                         costs: &self.costs,
                         upload_blocked: &mut self.upload_blocked,
                     }
-                    .run(program.arm, phase, seq, prepared, begin, &mut log)?;
+                    .run(program.arm, prep, prepared, begin, &mut log)?;
                 }
                 Item::DraftForward | Item::VerifyForward => {
                     if let Some(event) = begin {
@@ -463,13 +487,11 @@ impl StepCell<'_> {
                     if let Some(event) = begin {
                         event.record(&self.gpu.stream)?;
                     }
+                    // The first op launches the accept kernel itself.
                     self.lengths.issue_accept()?;
                     spin_until(t0 + op);
                     for _ in 1..*ops {
-                        let slot = Instant::now();
-                        // SAFETY: a framework kernel takes only a duration.
-                        unsafe { self.host_kernel.issue(stream)? };
-                        spin_until(slot + op);
+                        framework_op(Some(&self.host_kernel), stream, op)?;
                     }
                 }
             }
@@ -688,7 +710,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         None => format!("per-collective latency {COLLECTIVE_LATENCY_SOURCE}"),
     };
     notes.push(format!(
-        "step model: target {}, draft {}, accept length {}, link {} GB/s, {latency}; occupancy and gap_us from a separate pass with events around each GPU item",
+        "{STEP_MODEL_NOTE} target {}, draft {}, accept length {}, link {} GB/s, {latency}; occupancy and gap_us from a separate pass with events around each GPU item",
         model_name(&config.target), model_name(&config.draft), config.accept_mean, config.link_gb_s
     ));
     notes.push(format!(
@@ -768,20 +790,15 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                         config.host.prep_kernel_us(Phase::Verify),
                     )?,
                     host_kernel: framework_kernel(&gpu, config.host.kernel_us.value)?,
-                    costs: HostCosts {
-                        profile: config.host.clone(),
-                        read_top_up: Duration::ZERO,
-                        upload_top_up: Duration::ZERO,
-                    },
+                    // Each host scale sets its own costs below, once the idle costs are known.
+                    costs: HostCosts::new(config.host.clone(), Duration::ZERO, Duration::ZERO),
                     upload_blocked: Duration::ZERO,
                     initial: inputs.seq_lens.clone(),
                 };
                 let (idle_read, idle_upload) = cell.idle_host_costs()?;
-                cell.costs.read_top_up = us(config.host.read_us.value).saturating_sub(idle_read);
-                cell.costs.upload_top_up =
-                    us(config.host.upload_us.value).saturating_sub(idle_upload);
                 for (scale, cells) in &groups {
-                    cell.costs.profile = config.host.scaled(*scale)?;
+                    cell.costs =
+                        HostCosts::new(config.host.scaled(*scale)?, idle_read, idle_upload);
                     let traced = *scale == config.host_scales[0];
                     for (&arm, id) in config.arms.iter().zip(cells) {
                         let label = id.label();

@@ -6,14 +6,16 @@ use super::{
     Chart, Drawn, FixedTicks, Rendered, LIGHT_GREY, PANEL_CHART_SIZE,
 };
 use crate::report::compare::relative_change;
-use crate::report::csv::{host_scale_of, Row, KIND_FLOOR, KIND_PREP, KIND_STEP, STEP_FAMILY};
+use crate::report::csv::{
+    host_scale_of, CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP, STEP_FAMILY,
+};
 use crate::report::env::EnvRecord;
 use anyhow::{bail, Result};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 /// The floor items drawn as horizontal lines on the prep chart.
@@ -72,19 +74,14 @@ pub fn step_change_chart(
     env: &EnvRecord,
     metric: &str,
 ) -> Result<Rendered> {
+    let base = baselines(rows, metric);
     let changes: Vec<Row> = rows
         .iter()
         .filter(|r| r.kind == KIND_STEP && r.metric == metric && r.arm != BASELINE_ARM)
         .filter_map(|r| {
-            let base = baseline_of(rows, r)?;
-            let change = relative_change(base, r);
             let mut row = r.clone();
             row.metric = format!("{metric}_change_pct");
-            row.median = change
-                .as_ref()
-                .map_or((r.median / base.median - 1.0) * 100.0, |c| c.pct);
-            row.p10 = change.as_ref().map_or(f64::NAN, |c| c.lo_pct);
-            row.p90 = change.as_ref().map_or(f64::NAN, |c| c.hi_pct);
+            (row.median, row.p10, row.p90) = change_pct(base_of(&base, r)?, r);
             Some(row)
         })
         .collect();
@@ -123,22 +120,22 @@ pub fn host_scale_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Ren
             reason: "no steps run with more than one --host-scale".into(),
         });
     }
-    let step = |r: &&Row| r.kind == KIND_STEP && r.metric == metric;
+    let base = baselines(rows, metric);
     let mut panels: BTreeMap<u32, BTreeMap<(usize, String), Vec<Point>>> = BTreeMap::new();
-    for after in rows.iter().filter(step).filter(|r| r.arm == AFTER_ARM) {
+    for after in rows
+        .iter()
+        .filter(|r| r.kind == KIND_STEP && r.metric == metric && r.arm == AFTER_ARM)
+    {
         let Some(scale) = host_scale_of(&after.family) else {
             bail!(
                 "step row family `{}` names no readable host scale; expected `{STEP_FAMILY} host x<factor>`",
                 after.family
             );
         };
-        let Some(base) = baseline_of(rows, after) else {
+        let Some(base) = base_of(&base, after) else {
             continue;
         };
-        let change = relative_change(base, after);
-        let pct = change
-            .as_ref()
-            .map_or((after.median / base.median - 1.0) * 100.0, |c| c.pct);
+        let (pct, lo, hi) = change_pct(base, after);
         if !pct.is_finite() {
             continue;
         }
@@ -150,8 +147,8 @@ pub fn host_scale_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Ren
             .push(Point {
                 key: (scale * 1000.0).round() as u32,
                 median: pct,
-                p10: change.as_ref().map_or(pct, |c| c.lo_pct),
-                p90: change.as_ref().map_or(pct, |c| c.hi_pct),
+                p10: lo,
+                p90: hi,
             });
     }
     if panels.is_empty() {
@@ -211,23 +208,33 @@ fn change_chart(
     }
 }
 
-/// The eager-sync row of `row`'s cell and metric: what a step change is measured against.
-fn baseline_of<'a>(rows: &'a [Row], row: &Row) -> Option<&'a Row> {
-    rows.iter().find(|b| {
-        b.arm == BASELINE_ARM
-            && (
-                b.kind.as_str(),
-                b.metric.as_str(),
-                b.family.as_str(),
-                b.layout.as_str(),
-            ) == (
-                row.kind.as_str(),
-                row.metric.as_str(),
-                row.family.as_str(),
-                row.layout.as_str(),
-            )
-            && (b.batch_size, b.block_size) == (row.batch_size, row.block_size)
-    })
+/// The eager-sync step rows of `metric`, by cell: what a step change is measured against.
+fn baselines<'a>(rows: &'a [Row], metric: &str) -> HashMap<CellKey, &'a Row> {
+    rows.iter()
+        .filter(|r| r.kind == KIND_STEP && r.metric == metric && r.arm == BASELINE_ARM)
+        .map(|r| (r.cell_key(), r))
+        .collect()
+}
+
+/// `row`'s baseline: the eager-sync row of its cell.
+fn base_of<'a>(baselines: &HashMap<CellKey, &'a Row>, row: &Row) -> Option<&'a Row> {
+    let key = CellKey {
+        arm: BASELINE_ARM.to_string(),
+        ..row.cell_key()
+    };
+    baselines.get(&key).copied()
+}
+
+/// `new` against `base` in percent, with the change's 95% interval; where either side has
+/// no interval the band collapses onto the change.
+fn change_pct(base: &Row, new: &Row) -> (f64, f64, f64) {
+    match relative_change(base, new) {
+        Some(c) => (c.pct, c.lo_pct, c.hi_pct),
+        None => {
+            let pct = (new.median / base.median - 1.0) * 100.0;
+            (pct, pct, pct)
+        }
+    }
 }
 
 /// Prep cost per arm (`kind=prep`, `step_us`) against batch size, one panel per family,

@@ -115,10 +115,7 @@ pub fn render_all(
 
 /// The host profile a steps run used, from its notes, for chart subtitles.
 pub(super) fn host_profile_note(env: &EnvRecord) -> String {
-    env.notes
-        .iter()
-        .find_map(|n| n.strip_prefix("host profile `"))
-        .and_then(|n| n.split('`').next())
+    env.host_profile()
         .map_or("host profile not recorded".to_string(), |name| {
             format!("host profile `{name}` (see summary.md for its source)")
         })
