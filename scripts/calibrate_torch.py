@@ -37,6 +37,7 @@ is first started, so CUPTI's hooks cannot slow it down.
 
 import argparse
 import contextlib
+import copy
 import csv
 import functools
 import io
@@ -144,6 +145,32 @@ def length_range(text):
     return lo, hi
 
 
+def cpu_choice(text):
+    """argparse type: a CPU number, `auto` or `off`."""
+    if text in ("auto", "off"):
+        return text
+    try:
+        cpu = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"`{text}` is not a CPU: give a number, auto or off")
+    if cpu < 0:
+        raise argparse.ArgumentTypeError(f"`{text}` is not a CPU: give a number, auto or off")
+    return cpu
+
+
+def pin_thread(choice):
+    """Pins this thread as metaprep's --cpu does; returns the CPU, or None for `off`."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if choice == "off":
+        return None
+    cpu = allowed[-1] if choice == "auto" else choice
+    if cpu not in allowed:
+        raise SystemExit(f"calibrate_torch: --cpu {cpu} is not one of the CPUs this process may "
+                         f"run on ({allowed}); pick one of them, or --cpu auto")
+    os.sched_setaffinity(0, {cpu})  # pid 0: the calling thread only, on Linux
+    return cpu
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -159,7 +186,7 @@ def parse_args(argv):
     p.add_argument("--arms", type=arm_list, default=",".join(ARMS),
                    help="arms of the reference grid")
     p.add_argument("--steps", type=int, default=150, help="measured steps per grid cell")
-    p.add_argument("--rounds", type=int, default=3,
+    p.add_argument("--rounds", type=int, default=5,
                    help="each cell's steps are split over this many rounds, the arms of a "
                         "(forward, batch) interleaved in each, so host drift hits them alike")
     p.add_argument("--warmup", type=int, default=20, help="unmeasured steps before them")
@@ -172,6 +199,10 @@ def parse_args(argv):
     p.add_argument("--max-context", type=int, default=32768,
                    help="columns of req_to_token (and the static page-table width)")
     p.add_argument("--seed", type=int, default=1, help="seed of every random input")
+    p.add_argument("--cpu", type=cpu_choice, default="auto",
+                   help="CPU to pin the measuring thread to once CUDA is up: a number, auto (the "
+                        "last CPU this process may run on, as metaprep's --cpu auto) or off; "
+                        "unpinned, PyTorch's op costs after a wait move by up to 2x")
     p.add_argument("--trace-steps", type=int, default=4, help="steps in each exported trace")
     p.add_argument("--quick", action="store_true",
                    help="smoke run: 30 steps, 5 warm-up, 100 reps, forward 1000 us, batch 1 "
@@ -557,6 +588,9 @@ def timed_prep(state, prep, arm):
     return (end - start) / 1e3, (end - state.read_done_ns) / 1e3
 
 
+HOST_KEYS = ("prep", "draft", "verify", "draft_post_read", "verify_post_read")
+
+
 def run_loop(state, forwards, arm, warmup, steps, scheduler_us, annotate=False):
     """The reference step loop; returns each measured step's GPU µs and host µs samples:
     `prep` (both preps), `draft` and `verify` (each prep), `draft_post_read` and
@@ -569,7 +603,7 @@ def run_loop(state, forwards, arm, warmup, steps, scheduler_us, annotate=False):
     state.reset()
     total = warmup + steps
     done = [torch.cuda.Event(enable_timing=True) for _ in range(total)]
-    host = {key: [] for key in ("prep", "draft", "verify", "draft_post_read", "verify_post_read")}
+    host = {key: [] for key in HOST_KEYS}
     for k in range(total):
         with mark("step"):
             if k >= 2:
@@ -660,10 +694,26 @@ def prep_entries(preps, upload_ops):
         "eager_device": {"ops": device["ops"], "launches": device["launches"],
                          "op_us": device["op_us"]},
         "kernel_us": r3(graph["gpu_us"]["median"] / max(device["launches"], 1)),
+        "kernel_us_by_batch": {str(bs): r3(v["median"] / max(device["launches"], 1))
+                               for bs, v in graph["gpu_us_by_batch"].items()},
         "graph": {"ops": graph["ops"], "launches": graph["launches"]},
         "graph_upload": {"ops": around_upload,
                          "launches": min(upload["launches"], around_upload)},
     }
+
+
+def in_loop_op_us(entry, arm, host, key, micro):
+    """An eager prep's op cost from its host time inside a running loop (`host`: run_loop's
+    host samples, `key`: draft or verify): eager-device, its host time over its ops;
+    eager-sync, the time from its first read's return to its end, less the later reads at
+    read_us, over the ops after that read."""
+    if arm == "eager-sync":
+        post = summarize(host[f"{key}_post_read"])
+        own = post["median"] - (entry["reads"] - 1) * micro["read_us"]["median"]
+        ops = max(entry["ops"] - entry["ops_before_read"], 1)
+        return {"in_loop_post_read_us": post, "op_us": r3(max(own, 0.0) / ops)}
+    in_loop = summarize(host[key])
+    return {"in_loop_host_us": in_loop, "op_us": r3(in_loop["median"] / entry["ops"])}
 
 
 PREP_SOURCES = {
@@ -676,11 +726,18 @@ PREP_SOURCES = {
 }
 
 
-def host_profile(meta, micro, probes, preps, sampling, accept, upload, args):
+def host_profile(meta, micro, probes, preps, sampling, accept, upload, args, in_loop_at=None):
+    """The host profile; `in_loop_at` (forward µs, batch size) names the grid cell whose own
+    loop measured the eager preps' op costs, else they come from the separate in-loop run."""
     reps = args.reps
+    where = (f"forward {format_number(TRACE_FORWARD_US)} us, bs 1, {args.steps} steps"
+             if in_loop_at is None else
+             f"the reference grid's cell forward {format_number(in_loop_at[0])} us, "
+             f"bs {in_loop_at[1]}, {args.rounds} rounds")
     upload_probe, tolist = probes["upload"], probes["tolist"]
     return {
-        "name": "pytorch",
+        "name": "pytorch" if in_loop_at is None else
+                f"pytorch-f{format_number(in_loop_at[0])}-bs{in_loop_at[1]}",
         "source": f"scripts/calibrate_torch.py on {meta['gpu']}, torch {meta['torch']}, "
                   f"CUDA {meta['cuda']}, {meta['date']}",
         "op_us": {"value": micro["op_us"]["median"],
@@ -705,9 +762,9 @@ def host_profile(meta, micro, probes, preps, sampling, accept, upload, args):
         "preps": {
             family: {"source": PREP_SOURCES[family] + "; kernel_us = GPU time of one graph "
                                f"replay of the prep ({preps[family]['graph']['gpu_us']['median']}"
-                               " us, CUDA events, GPU idle) / the eager-device launching ops; "
-                               "op_us = in-loop host time (forward "
-                               f"{format_number(TRACE_FORWARD_US)} us, bs 1, {args.steps} steps) "
+                               " us, CUDA events, GPU idle) / the eager-device launching ops, "
+                               "kernel_us_by_batch the same at each batch size of the grid; "
+                               f"op_us = in-loop host time ({where}) "
                                "over the ops (eager-sync: from the first read's return, less "
                                "the later reads at read_us, over the ops after it)",
                      **prep_entries(preps[family], upload["ops"] + upload["reads"])}
@@ -761,8 +818,12 @@ def main(argv=None):
     # 1. Micro-benchmarks, GPU idle before each call.
     cycles_per_us, rates = calibrate_sleep()
     log(f"_sleep: {cycles_per_us:.1f} cycles/us")
+    meta["cpu"] = pin_thread(args.cpu)  # CUDA's own threads exist now and keep the whole mask
+    log(f"measuring thread pinned to CPU {meta['cpu']}" if meta["cpu"] is not None
+        else "measuring thread not pinned (--cpu off)")
     x = torch.zeros(1, dtype=torch.int32, device=dev)
-    state1 = StepState(1, args)
+    states = {bs: StepState(bs, args) for bs in sorted({1, *args.batch_sizes})}
+    state1 = states[1]
     one_kernel = capture(lambda: x.add_(1))
     micro_calls = {
         "op_us": lambda: x.add_(1),
@@ -800,6 +861,15 @@ def main(argv=None):
         s = summarize(device_times_us(functools.partial(prep, "graph"), prep_calls))
         preps[family]["graph"]["gpu_us"] = s
         log(f"{family} graph: GPU {s['median']} us per replay (median of {s['reps']})")
+    # ... and at each batch size of the grid: bigger batches, bigger kernels.
+    for family, key in zip(FAMILIES, ("draft_prep", "verify_prep")):
+        by_batch = {}
+        for bs, state in states.items():
+            prep = functools.partial(getattr(state, key), "graph")
+            by_batch[bs] = summarize(device_times_us(prep, prep_calls))
+        preps[family]["graph"]["gpu_us_by_batch"] = by_batch
+        log(f"{family} graph: GPU us per replay by batch size: "
+            + ", ".join(f"bs {bs} {v['median']}" for bs, v in by_batch.items()))
 
     # 3. Host time per prep inside a running step loop (forward TRACE_FORWARD_US, bs 1), its
     # own run before the reference grid: an op costs more there than alone on an idle GPU.
@@ -817,9 +887,10 @@ def main(argv=None):
     n_cells = len(args.batch_sizes) * len(args.forward_us) * len(args.arms)
     per_round = max(1, args.steps // args.rounds)
     for bs in args.batch_sizes:
-        state = state1 if bs == 1 else StepState(bs, args)
+        state = states[bs]
         for fwd in args.forward_us:
-            samples = {arm: {"step": [], "prep": [], "round_medians": []} for arm in args.arms}
+            samples = {arm: {"step": [], "prep": [], "round_medians": [],
+                             "host": {key: [] for key in HOST_KEYS}} for arm in args.arms}
             for r in range(args.rounds):
                 # Rotate the arms' order each round, so none always runs first.
                 order = args.arms[r % len(args.arms):] + args.arms[:r % len(args.arms)]
@@ -828,6 +899,8 @@ def main(argv=None):
                                              args.scheduler_us)
                     samples[arm]["step"] += step_us
                     samples[arm]["prep"] += host["prep"]
+                    for key in HOST_KEYS:
+                        samples[arm]["host"][key] += host[key]
                     samples[arm]["round_medians"].append(r3(float(np.median(step_us))))
             for arm in args.arms:
                 got = samples[arm]
@@ -835,7 +908,8 @@ def main(argv=None):
                         "step_us": summarize(got["step"]), "host_prep_us": summarize(got["prep"]),
                         "round_medians_us": got["round_medians"],
                         "step_us_samples": [r3(v) for v in got["step"]],
-                        "host_prep_us_samples": [r3(v) for v in got["prep"]]}
+                        "host_prep_us_samples": [r3(v) for v in got["prep"]],
+                        "host_us": got["host"]}
                 cells.append(cell)
                 log(f"[{len(cells)}/{n_cells}] forward {format_number(fwd)} us, bs {bs}, {arm}: "
                     f"step {cell['step_us']['median']} us (p10 {cell['step_us']['p10']}, "
@@ -844,21 +918,13 @@ def main(argv=None):
     write_reference(os.path.join(args.out, "reference.csv"), cells)
 
     # 5. Op counts, from the profiler (started only now: CUPTI stays hooked once it has run).
-    # An eager prep's op cost is its in-loop host time over its ops: for eager-sync, the time
-    # from its first read's return to its end, less the later reads, over the ops after it.
     for family, prep, key in zip(FAMILIES, (state1.draft_prep, state1.verify_prep),
                                  ("draft", "verify")):
         for arm in ARMS:
             entry = preps[family][arm]
             entry.update(count_ops(functools.partial(prep, arm)))
-            if arm == "eager-sync":
-                post = summarize(in_loop[arm][f"{key}_post_read"])
-                own = post["median"] - (entry["reads"] - 1) * micro["read_us"]["median"]
-                entry["in_loop_post_read_us"] = post
-                entry["op_us"] = r3(max(own, 0.0) / max(entry["ops"] - entry["ops_before_read"], 1))
-            elif arm == "eager-device":
-                entry["in_loop_host_us"] = summarize(in_loop[arm][key])
-                entry["op_us"] = r3(entry["in_loop_host_us"]["median"] / entry["ops"])
+            if arm in in_loop:
+                entry.update(in_loop_op_us(entry, arm, in_loop[arm], key, micro))
             log(f"{family} {arm}: {entry['ops']} ops, {entry['launches']} launching, "
                 f"{entry['reads']} reads ({entry['ops_before_read']} ops before the first)"
                 + (f", {entry['op_us']} us per op" if "op_us" in entry else ""))
@@ -870,6 +936,24 @@ def main(argv=None):
 
     write_json(os.path.join(args.out, "host_profile.json"),
                host_profile(meta, micro, probes, preps, sampling, accept, upload, args))
+    # One profile per grid cell with the eager preps' op costs that cell's own loop measured:
+    # this host's Python speed drifts by up to 2x within seconds (round medians above), which
+    # no single profile predicts; these let the validation feed the model the host costs the
+    # loop had, so what it tests is the host program's ordering and exposure.
+    os.makedirs(os.path.join(args.out, "cells"), exist_ok=True)
+    for fwd in args.forward_us:
+        for bs in args.batch_sizes:
+            own = {c["arm"]: c["host_us"] for c in cells
+                   if (c["forward_us"], c["batch_size"]) == (fwd, bs) and c["arm"] in in_loop}
+            cell_preps = copy.deepcopy(preps)
+            for family, key in zip(FAMILIES, ("draft", "verify")):
+                for arm, host in own.items():
+                    cell_preps[family][arm].update(
+                        in_loop_op_us(cell_preps[family][arm], arm, host, key, micro))
+            profile = host_profile(meta, micro, probes, cell_preps, sampling, accept, upload, args,
+                                   in_loop_at=(fwd, bs))
+            write_json(os.path.join(args.out, "cells", f"f{format_number(fwd)}-bs{bs}.json"),
+                       profile)
     write_json(os.path.join(args.out, "calibration.json"), {
         **meta,
         "args": vars(args),

@@ -6,7 +6,8 @@
 #
 # calibrate needs python3 with torch (CUDA): it measures PyTorch's host costs into
 # out/calibration/host_profile.json, runs the PyTorch reference step loop, runs `steps` with
-# that profile at forward 100/1000/5000 µs, and writes out/validation.md (model against loop);
+# that profile at forward 100/1000/5000 µs and once per grid cell with that cell's own in-loop
+# op costs (calibration/cells/), and writes out/validation.md (model against loop);
 # the steps stage then uses that profile instead of the built-in one.
 #
 # Logs and result folders go to ${OUT:-./out}/. Extra flags for the sweep and steps stages
@@ -36,6 +37,13 @@ for stage in "${stages[@]}"; do
                     run "validate-f$f" "$here/metaprep" steps --host-profile "$profile" --forward-us $f \
                         --tp tp1 --batch-sizes 1,8,64 --block-sizes 5 \
                         --arms eager-sync,eager-device,graph,graph-upload --out "$out/validate-f$f"
+                done
+                # Each grid cell again, with that cell's own in-loop op costs (see compare_reference.py).
+                for cell in "$out"/calibration/cells/*.json; do
+                    name=$(basename "$cell" .json); f=${name%-bs*}; f=${f#f}; bs=${name#*-bs}
+                    run "validate-$name" "$here/metaprep" steps --host-profile "$cell" --forward-us "$f" \
+                        --tp tp1 --batch-sizes "$bs" --block-sizes 5 \
+                        --arms eager-sync,eager-device,graph,graph-upload --out "$out/validate-cells/$name"
                 done
                 python3 "$here/compare_reference.py" "$out" > "$out/validation.md" || status=1
             fi ;;

@@ -5,6 +5,7 @@ use clap::{Args, Parser, Subcommand};
 use metaprep::check::{self, CheckConfig};
 use metaprep::cli_lists::{parse_list, parse_u32_list};
 use metaprep::gpu::{Gpu, GpuUnavailable};
+use metaprep::measure::pin::CpuPin;
 use metaprep::measure::stopping::StoppingRule;
 use metaprep::measure::targets;
 use metaprep::prep::inputs::LengthRange;
@@ -63,6 +64,8 @@ struct SweepArgs {
     #[command(flatten)]
     device: DeviceArgs,
     #[command(flatten)]
+    pin: PinArgs,
+    #[command(flatten)]
     prep: PrepAxes,
     /// Batch sizes (requests per step), comma separated. A dep layout gives each GPU
     /// ceil(bs / dp) of them.
@@ -119,6 +122,8 @@ struct SweepArgs {
 struct StepsArgs {
     #[command(flatten)]
     device: DeviceArgs,
+    #[command(flatten)]
+    pin: PinArgs,
     /// Arms, comma separated: eager-sync (both metadata preps read seq_lens to the host,
     /// which blocks the host until the GPU catches up), eager-device, graph, graph-upload
     /// (graph replay with `[block] * bs` copied up before each replay), fused.
@@ -247,6 +252,17 @@ struct CalibrateArgs {
 struct ReportArgs {
     /// A run directory written by `metaprep sweep` or `metaprep steps`.
     run_dir: PathBuf,
+}
+
+/// Where the measuring thread runs.
+#[derive(Args)]
+struct PinArgs {
+    /// CPU to pin the measuring thread to once the GPU is open: a CPU number, `auto` (the
+    /// last CPU this process may run on) or `off`. Unpinned, the OS moves the thread between
+    /// cores, and host costs of a few µs move by tens of percent with it. env.json records
+    /// the CPU and its cpufreq governor where readable.
+    #[arg(long, default_value = "auto")]
+    cpu: CpuPin,
 }
 
 #[derive(Args)]
@@ -445,6 +461,7 @@ fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
     }
     let config = SweepConfig {
         device: args.device.device,
+        cpu: args.pin.cpu,
         families: usage(families(&args.prep.families))?,
         arms: usage(arms(&args.prep.arms))?,
         batch_sizes: usage(parse_u32_list(&args.batch_sizes, "--batch-sizes"))?,
@@ -627,6 +644,7 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
     });
     Ok(StepsConfig {
         device: args.device.device,
+        cpu: args.pin.cpu,
         arms: usage(arms(&args.arms))?,
         batch_sizes,
         block_sizes,

@@ -4,6 +4,7 @@
 
 use crate::gpu::Gpu;
 use crate::measure::floor::{Floor, FloorItem};
+use crate::measure::pin::{pin_current_thread, pin_note, CpuPin};
 use crate::measure::prep_cell::{measure, PrepMeasurement, StepSource};
 use crate::measure::rows::CellId;
 use crate::measure::run_output::{
@@ -29,6 +30,8 @@ use std::time::Instant;
 #[derive(Debug, Clone)]
 pub struct SweepConfig {
     pub device: usize,
+    /// Where the measuring thread is pinned once the GPU is open.
+    pub cpu: CpuPin,
     pub families: Vec<Family>,
     pub arms: Vec<Arm>,
     pub batch_sizes: Vec<u32>,
@@ -91,11 +94,12 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
     // the same run; older floor rows are replaced.
     rows.retain(|r| r.kind != KIND_FLOOR);
     let done = completed_cells(&rows);
-    let notes = emulation_notes(
+    let mut notes = emulation_notes(
         &config.layouts,
         gpu.info.device_count,
         "one rank's prep ran on one GPU",
     );
+    notes.push(pin_note(pin_current_thread(config.cpu)?));
     let recorder = Recorder::start(&gpu, &config.out, csv_path, config.resume, notes)?;
 
     let mut floor = Floor::new(&gpu)?;

@@ -108,6 +108,7 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.json");
     let config = StepsConfig {
+        cpu: metaprep::measure::pin::CpuPin::Auto,
         device: 0,
         arms: Arm::ALL.to_vec(),
         batch_sizes: vec![1, 3],

@@ -6,6 +6,7 @@ pub mod stopping;
 // The GPU side: the floor, one cell's measurement, the sampling loop.
 pub mod environment;
 pub mod floor;
+pub mod pin;
 pub mod prep_cell;
 pub mod rows;
 pub mod run_output;

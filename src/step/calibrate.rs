@@ -1010,6 +1010,7 @@ impl<'t> Analysis<'t> {
                     graph: ArmOps::default(),
                     graph_upload: None,
                     kernel_us: None,
+                    kernel_us_by_batch: None,
                 });
                 let mut prep = base_prep.clone();
                 match arm {

@@ -43,7 +43,7 @@
 //! * `kernel_us` — GPU time of one small framework kernel (a prep may override it with its
 //!   own: its graph replay's GPU time over its launching ops); framework ops launch a spin
 //!   of that length, and graph arms capture the same kernels, so the GPU does the work the
-//!   framework's kernels do.
+//!   framework's kernels do. `preps.<family>.kernel_us_by_batch` gives it per batch size.
 //! * `read_us` — host time of one read (`.tolist()`) with the GPU idle, so the wait for the
 //!   GPU is not in it; the step loop tops its own real read up to this.
 //! * `graph_launch_us` — host time of one graph replay (the forwards and the graph arms).
@@ -112,6 +112,11 @@ pub struct PrepOps {
     /// its launching ops), when measured; else the profile's `kernel_us`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_us: Option<f64>,
+    /// The same, measured at several per-GPU batch sizes (bigger batches, bigger kernels);
+    /// between two of them linear in the batch size, beyond them the nearest. Takes
+    /// precedence over `kernel_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_us_by_batch: Option<BTreeMap<u32, f64>>,
 }
 
 /// Which of the step's two preps or forwards.
@@ -282,6 +287,14 @@ impl HostProfile {
             if let Some(v) = prep.kernel_us {
                 check_us(&format!("preps.{}.kernel_us", family.name()), v)?;
             }
+            if let Some(by_batch) = &prep.kernel_us_by_batch {
+                let at = format!("preps.{}.kernel_us_by_batch", family.name());
+                ensure!(!by_batch.is_empty(), "{at}: give at least one batch size");
+                ensure!(!by_batch.contains_key(&0), "{at}: batch sizes start at 1");
+                for (bs, &v) in by_batch {
+                    check_us(&format!("{at}.{bs}"), v)?;
+                }
+            }
             ensure!(
                 prep.eager_sync.reads >= 1,
                 "preps.{}.eager_sync: the eager-sync arm reads at least once",
@@ -332,11 +345,13 @@ impl HostProfile {
         self.arm_ops(phase, arm).op_us.unwrap_or(self.op_us.value)
     }
 
-    /// GPU µs of one framework kernel of `phase`'s prep.
-    pub fn prep_kernel_us(&self, phase: Phase) -> f64 {
-        self.preps[family_of(phase).name()]
-            .kernel_us
-            .unwrap_or(self.kernel_us.value)
+    /// GPU µs of one framework kernel of `phase`'s prep at per-GPU batch size `batch`.
+    pub fn prep_kernel_us(&self, phase: Phase, batch: u32) -> f64 {
+        let prep = &self.preps[family_of(phase).name()];
+        match &prep.kernel_us_by_batch {
+            Some(by_batch) => interpolate(by_batch, batch),
+            None => prep.kernel_us.unwrap_or(self.kernel_us.value),
+        }
     }
 
     /// Host µs of a `host` item.
@@ -380,6 +395,20 @@ impl HostProfile {
             self.graph_launch_us.value,
             self.source
         )
+    }
+}
+
+/// `points` (batch size → µs, not empty) at `batch`: linear between the two measured batch
+/// sizes around it, the nearest one's value beyond them.
+fn interpolate(points: &BTreeMap<u32, f64>, batch: u32) -> f64 {
+    let below = points.range(..=batch).next_back();
+    let above = points.range(batch..).next();
+    match (below, above) {
+        (Some((&b0, &v0)), Some((&b1, &v1))) if b1 > b0 => {
+            v0 + (v1 - v0) * f64::from(batch - b0) / f64::from(b1 - b0)
+        }
+        (Some((_, &v)), _) | (None, Some((_, &v))) => v,
+        (None, None) => unreachable!("validated: kernel_us_by_batch is not empty"),
     }
 }
 
@@ -461,6 +490,40 @@ mod tests {
             .unwrap()
             .remove("dspark_draft_block");
         assert!(parse_err(&v).contains("dspark_draft_block"));
+    }
+
+    #[test]
+    fn kernel_time_follows_the_batch_size_between_measured_points() {
+        let mut v = native_json();
+        v["preps"]["dsa_target_verify"]["kernel_us"] = serde_json::json!(9.0);
+        v["preps"]["dsa_target_verify"]["kernel_us_by_batch"] =
+            serde_json::json!({"1": 2.0, "8": 3.4, "64": 8.0});
+        let p = HostProfile::parse(&v.to_string()).unwrap();
+        let at = |bs| p.prep_kernel_us(Phase::Verify, bs);
+        assert_eq!(at(1), 2.0);
+        assert!((at(4) - 2.6).abs() < 1e-12, "{}", at(4)); // 2 + 1.4 * 3/7
+        assert_eq!(at(64), 8.0);
+        assert_eq!(at(256), 8.0, "beyond the last point: the nearest");
+        // The per-batch table wins over the single value; the other family keeps its own.
+        assert_eq!(
+            p.prep_kernel_us(Phase::Draft, 8),
+            p.preps["dspark_draft_block"]
+                .kernel_us
+                .unwrap_or(p.kernel_us.value)
+        );
+
+        v["preps"]["dsa_target_verify"]["kernel_us_by_batch"] = serde_json::json!({"0": 1.0});
+        assert!(
+            parse_err(&v).contains("batch sizes start at 1"),
+            "{}",
+            parse_err(&v)
+        );
+        v["preps"]["dsa_target_verify"]["kernel_us_by_batch"] = serde_json::json!({"8": -1.0});
+        assert!(
+            parse_err(&v).contains("kernel_us_by_batch.8"),
+            "{}",
+            parse_err(&v)
+        );
     }
 
     #[test]

@@ -298,6 +298,7 @@ mod tests {
             graph: ops(0, 0, 0, 0),
             graph_upload: None,
             kernel_us: None,
+            kernel_us_by_batch: None,
         };
         HostProfile {
             name: "test".into(),

@@ -30,6 +30,7 @@ use super::program::{prep_sequence, span_start, OpLaunch, PrepStep};
 use super::trace::{HostLane, TraceBuilder};
 use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
 use crate::measure::nvml::CellTelemetry;
+use crate::measure::pin::{pin_current_thread, pin_note, CpuPin};
 use crate::measure::rows::CellId;
 use crate::measure::run_output::{
     arm_cells, emulation_notes, existing_rows, needs_measuring, progress, Recorder,
@@ -58,6 +59,8 @@ const IDLE_READS: usize = 21;
 #[derive(Debug, Clone)]
 pub struct StepsConfig {
     pub device: usize,
+    /// Where the measuring thread is pinned once the GPU is open.
+    pub cpu: CpuPin,
     pub arms: Vec<Arm>,
     pub batch_sizes: Vec<u32>,
     pub block_sizes: Vec<u32>,
@@ -705,6 +708,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         config.link_gb_s
     );
     let mut notes = emulation_notes(&config.layouts, gpu.info.device_count, &how);
+    notes.push(pin_note(pin_current_thread(config.cpu)?));
     let latency = match config.collective_latency_us {
         Some(v) => format!("{v} us per collective"),
         None => format!("per-collective latency {COLLECTIVE_LATENCY_SOURCE}"),
@@ -784,10 +788,13 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     verify: PrepPlan::new(&gpu, verify_shape, &inputs, &lengths)?,
                     draft_fwd: Forward::new(&gpu, spec(&config.draft)?, &stream_source)?,
                     verify_fwd: Forward::new(&gpu, spec(&config.target)?, &stream_source)?,
-                    draft_kernel: framework_kernel(&gpu, config.host.prep_kernel_us(Phase::Draft))?,
+                    draft_kernel: framework_kernel(
+                        &gpu,
+                        config.host.prep_kernel_us(Phase::Draft, rank_bs),
+                    )?,
                     verify_kernel: framework_kernel(
                         &gpu,
-                        config.host.prep_kernel_us(Phase::Verify),
+                        config.host.prep_kernel_us(Phase::Verify, rank_bs),
                     )?,
                     host_kernel: framework_kernel(&gpu, config.host.kernel_us.value)?,
                     // Each host scale sets its own costs below, once the idle costs are known.

@@ -1,0 +1,185 @@
+//! Pinning the measuring thread to one CPU.
+//!
+//! Host costs of a few µs move by tens of percent when the OS migrates the measuring thread:
+//! a wait that yields can wake on another core with cold caches. On the H200 host (a KVM
+//! guest), the median host time of PyTorch's draft prep right after a 1 ms `.tolist()` wait
+//! was 1.96× its idle value unpinned and 1.05× pinned (results/2026-11-29-h200-pinning/). The thread is
+//! pinned after the CUDA context exists, so the driver's own threads keep the whole mask.
+
+use anyhow::{bail, ensure, Result};
+use std::fmt;
+use std::str::FromStr;
+
+/// Where `--cpu` puts the measuring thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuPin {
+    /// The last CPU the process may run on (the first ones take most interrupts).
+    Auto,
+    Core(usize),
+    /// Leave the thread to the OS scheduler.
+    Off,
+}
+
+impl FromStr for CpuPin {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim() {
+            "auto" => Ok(CpuPin::Auto),
+            "off" => Ok(CpuPin::Off),
+            n => match n.parse::<usize>() {
+                Ok(core) => Ok(CpuPin::Core(core)),
+                Err(_) => bail!("`{s}` is not a CPU: give a CPU number, `auto` or `off`"),
+            },
+        }
+    }
+}
+
+impl fmt::Display for CpuPin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CpuPin::Auto => f.write_str("auto"),
+            CpuPin::Core(n) => write!(f, "{n}"),
+            CpuPin::Off => f.write_str("off"),
+        }
+    }
+}
+
+/// The CPUs the calling thread may run on, ascending.
+pub fn allowed_cpus() -> Result<Vec<usize>> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes at most its size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    ensure!(
+        rc == 0,
+        "reading this thread's CPU affinity: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: CPU_ISSET reads within the set for indices below CPU_SETSIZE.
+    Ok((0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
+/// Pins the calling thread as `pin` says; returns the CPU it is now bound to, if any.
+pub fn pin_current_thread(pin: CpuPin) -> Result<Option<usize>> {
+    let allowed = allowed_cpus()?;
+    let cpu = match pin {
+        CpuPin::Off => return Ok(None),
+        CpuPin::Auto => *allowed
+            .last()
+            .ok_or_else(|| anyhow::anyhow!("this thread may run on no CPU"))?,
+        CpuPin::Core(n) => {
+            ensure!(
+                allowed.contains(&n),
+                "--cpu {n} is not one of the CPUs this process may run on ({}); pick one of \
+                 them, or --cpu auto",
+                ranges(&allowed)
+            );
+            n
+        }
+    };
+    // SAFETY: as in allowed_cpus; CPU_SET writes within the set because cpu < CPU_SETSIZE.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    ensure!(
+        rc == 0,
+        "pinning the measuring thread to CPU {cpu}: {}",
+        std::io::Error::last_os_error()
+    );
+    Ok(Some(cpu))
+}
+
+/// The cpufreq governor of `cpu`, where the host exposes it (VMs often do not).
+pub fn governor(cpu: usize) -> Option<String> {
+    std::fs::read_to_string(format!(
+        "/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor"
+    ))
+    .ok()
+    .map(|s| s.trim().to_string())
+}
+
+/// The env.json note for where the measuring thread ran.
+pub fn pin_note(pinned: Option<usize>) -> String {
+    let allowed = allowed_cpus().map(|a| ranges(&a)).unwrap_or_default();
+    match pinned {
+        Some(cpu) => format!(
+            "{PIN_NOTE}pinned to CPU {cpu} of {allowed} (cpufreq governor: {})",
+            governor(cpu).unwrap_or_else(|| "not readable".into())
+        ),
+        None => format!("{PIN_NOTE}not pinned (--cpu off), CPUs {allowed}"),
+    }
+}
+
+/// Prefix of [`pin_note`]'s line.
+pub const PIN_NOTE: &str = "measuring thread: ";
+
+/// `[0, 1, 2, 5]` → `0-2,5`.
+fn ranges(cpus: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let start = cpus[i];
+        while i + 1 < cpus.len() && cpus[i + 1] == cpus[i] + 1 {
+            i += 1;
+        }
+        out.push(if cpus[i] == start {
+            start.to_string()
+        } else {
+            format!("{start}-{}", cpus[i])
+        });
+        i += 1;
+    }
+    out.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_cpu_choices() {
+        assert_eq!("auto".parse::<CpuPin>().unwrap(), CpuPin::Auto);
+        assert_eq!("off".parse::<CpuPin>().unwrap(), CpuPin::Off);
+        assert_eq!("3".parse::<CpuPin>().unwrap(), CpuPin::Core(3));
+        let err = "-1".parse::<CpuPin>().unwrap_err().to_string();
+        assert!(err.contains("not a CPU"), "{err}");
+    }
+
+    #[test]
+    fn cpu_lists_print_as_ranges() {
+        assert_eq!(ranges(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(ranges(&[4]), "4");
+        assert_eq!(ranges(&[]), "");
+    }
+
+    #[test]
+    fn auto_pins_to_the_last_allowed_cpu_and_off_leaves_the_mask() {
+        // A fresh thread, so the test runner's own thread keeps its mask.
+        std::thread::spawn(|| {
+            let allowed = allowed_cpus().unwrap();
+            assert_eq!(pin_current_thread(CpuPin::Off).unwrap(), None);
+            assert_eq!(allowed_cpus().unwrap(), allowed);
+            let cpu = pin_current_thread(CpuPin::Auto).unwrap().unwrap();
+            assert_eq!(cpu, *allowed.last().unwrap());
+            assert_eq!(allowed_cpus().unwrap(), vec![cpu]);
+            assert!(pin_note(Some(cpu)).contains(&format!("pinned to CPU {cpu}")));
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_cpu_outside_the_mask_is_refused_by_name() {
+        std::thread::spawn(|| {
+            let err = pin_current_thread(CpuPin::Core(100_000))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("--cpu 100000 is not one of the CPUs"), "{err}");
+        })
+        .join()
+        .unwrap();
+    }
+}
