@@ -58,16 +58,6 @@ impl StepSource for GraphSteps<'_> {
     }
 }
 
-/// What an arm is read against: an empty graph replay for graph arms, an empty kernel
-/// launch for eager ones.
-fn floor_of(arm: Arm) -> FloorItem {
-    if arm.uses_graph() {
-        FloorItem::EmptyGraph
-    } else {
-        FloorItem::EmptyKernel
-    }
-}
-
 fn floor_cell(item: &str) -> CellId {
     CellId {
         kind: KIND_FLOOR,
@@ -290,9 +280,11 @@ fn arm_rows(
         rows.extend(cell.summary_row("host_blocked_us", "us", &m.host_blocked_us, stop, telemetry));
     }
     rows.extend(cell.summary_row("gpu_prep_us", "us", &m.gpu_prep_us, "fixed", telemetry));
-    if let Some(multiple) =
-        ratio_of_medians(&m.step.per_step_us, &floor[floor_of(arm).name()], seed)
-    {
+    if let Some(multiple) = ratio_of_medians(
+        &m.step.per_step_us,
+        &floor[FloorItem::of_arm(arm).name()],
+        seed,
+    ) {
         rows.push(cell.estimate_row(
             "floor_multiple",
             "x",

@@ -1,7 +1,9 @@
-//! `metaprep compare` on the fixture runs: verdicts, exit codes, refusals, bad input.
+//! `metaprep compare` on the fixture runs: verdicts, exit codes, refusals, floors, bad input.
 
 use clap::{CommandFactory, Parser};
 use metaprep::report::compare::{run_compare, CompareArgs, CompareOutcome};
+use metaprep::report::csv::{read_rows, write_rows, Row};
+use metaprep::report::env::EnvRecord;
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
@@ -53,7 +55,7 @@ fn a_run_against_itself_is_all_same() {
     let run = fixture("run_small");
     let outcome = compare(&[path(&run), path(&run)]).unwrap();
     assert_eq!(outcome.exit_code(), 0);
-    assert!(outcome.markdown.contains("**0 slower · 0 faster · 437 same · 0 uncertain** (437 matched; 0 only in BASE, 0 only in NEW)"), "{}", outcome.markdown);
+    assert!(outcome.markdown.contains("**0 slower · 0 faster · 432 same · 0 uncertain** (432 matched; 0 only in BASE, 0 only in NEW)"), "{}", outcome.markdown);
     assert!(outcome.markdown.contains("_No cell changed beyond ±2%._"));
 }
 
@@ -69,8 +71,9 @@ fn the_regression_is_found_and_fails_the_gate() {
     assert!(outcome.any_slower);
     // 12 dspark graph prep cells × (step_us, floor_multiple) + 2 tp8 bs=1 graph step cells
     // × 4 metrics are slower; one tp1 step cell improved in 3 metrics; one prep cell is noisy.
+    // The 5 floor rows get no verdict.
     assert!(
-        md.contains("**32 slower · 3 faster · 400 same · 2 uncertain**"),
+        md.contains("**32 slower · 3 faster · 395 same · 2 uncertain**"),
         "{md}"
     );
     // prep,dspark_draft_block,graph,1,3,tp1: step_us 20.3 µs → 23.4 µs (+15%)
@@ -80,7 +83,9 @@ fn the_regression_is_found_and_fails_the_gate() {
         "step_us",
     );
     assert!(
-        prep.ends_with("| 20.3 | 23.4 | +15.0% | [+14.1, +15.9] | **slower** |"),
+        prep.ends_with(
+            "| 20.3 | 23.4 | +15.0% | [+14.1, +15.9] | +14.8% [+13.7, +15.9] | **slower** |"
+        ),
         "{prep}"
     );
     // Throughput went down: slower although the number is lower.
@@ -90,7 +95,7 @@ fn the_regression_is_found_and_fails_the_gate() {
         "throughput_tok_s",
     );
     assert!(
-        tokps.ends_with("| 7,941 | 7,233 | -8.9% | [-9.7, -8.1] | **slower** |"),
+        tokps.ends_with("| 7,941 | 7,233 | -8.9% | [-9.7, -8.1] | — | **slower** |"),
         "{tokps}"
     );
     // Throughput went up: faster.
@@ -100,7 +105,7 @@ fn the_regression_is_found_and_fails_the_gate() {
         "throughput_tok_s",
     );
     assert!(
-        better.ends_with("| +5.2% | [+4.3, +6.2] | **faster** |"),
+        better.ends_with("| +5.2% | [+4.3, +6.2] | — | **faster** |"),
         "{better}"
     );
     let noisy = line(
@@ -109,7 +114,7 @@ fn the_regression_is_found_and_fails_the_gate() {
         "step_us",
     );
     assert!(
-        noisy.ends_with("| +2.5% | [-0.6, +6.1] | uncertain |"),
+        noisy.ends_with("| +2.5% | [-0.6, +6.1] | +2.4% [-0.7, +6.1] | uncertain |"),
         "{noisy}"
     );
     let same = line(
@@ -120,7 +125,11 @@ fn the_regression_is_found_and_fails_the_gate() {
     assert!(same.ends_with("| same |"), "{same}");
     // Driver and revision differ between the fixtures: allowed, and shown.
     assert!(md.contains("driver 580.159.03") && md.contains("driver 580.172.01"));
-    assert!(!md.contains("setups differ"));
+    assert!(
+        md.contains("(shown, never refused): driver: `580.159.03` vs `580.172.01`; git revision: `d9d035d` vs `e4f5a6b`."),
+        "{md}"
+    );
+    assert!(!md.contains("settings differ"));
 }
 
 #[test]
@@ -140,7 +149,7 @@ fn the_threshold_moves_the_verdicts() {
     assert!(
         outcome
             .markdown
-            .contains("**2 slower · 0 faster · 435 same · 0 uncertain**"),
+            .contains("**2 slower · 0 faster · 430 same · 0 uncertain**"),
         "{}",
         outcome.markdown
     );
@@ -183,32 +192,232 @@ fn two_arms_of_one_run() {
     assert_eq!(outcome.exit_code(), 0, "{md}");
 }
 
-#[test]
-fn different_hardware_is_refused_unless_allowed() {
+/// Rewrites the env.json of a run directory.
+fn edit_env(dir: &Path, edit: impl FnOnce(&mut EnvRecord)) {
+    let mut env = EnvRecord::read(dir).unwrap();
+    edit(&mut env);
+    env.write(dir).unwrap();
+}
+
+/// A copy of run_small_slower recorded as a steps run with other axes, seed and host profile;
+/// its --tp lists run_small's layouts in another order, and it names another --trace.
+fn other_settings() -> tempfile::TempDir {
     let other = copy_of("run_small_slower");
-    let env_path = other.path().join("env.json");
-    let env = std::fs::read_to_string(&env_path).unwrap();
-    std::fs::write(
-        &env_path,
-        env.replace("\"gpu_count\": 1", "\"gpu_count\": 8"),
-    )
-    .unwrap();
+    edit_env(other.path(), |env| {
+        env.command_line = "metaprep steps --tp tp8,tp1 --batch-sizes 1,8 --seed 7 \
+                            --out results/elsewhere --trace t.json"
+            .into();
+        env.notes.push("host profile `pytorch` (op 7.9 us)".into());
+    });
+    other
+}
+
+/// The differences `other_settings` makes against run_small, BASE first.
+const SETTING_DIFFERENCES: [&str; 4] = [
+    "command: `sweep` vs `steps`",
+    "--batch-sizes: `1,8,64` vs `1,8`",
+    "--seed: not given (its default) vs `7`",
+    "host profile: not recorded vs `` `pytorch` (op 7.9 us) ``",
+];
+
+#[test]
+fn differing_settings_are_refused_with_exit_2_naming_each() {
+    let other = other_settings();
     let base = fixture("run_small");
-    let error = format!(
-        "{:#}",
-        compare(&[path(&base), path(other.path())]).unwrap_err()
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_metaprep"))
+        .args(["compare", path(&base), path(other.path())])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(out.stdout.is_empty(), "no report on refusal");
+    assert!(
+        stderr.contains(&format!(
+            "different settings (BASE vs NEW: {})",
+            SETTING_DIFFERENCES.join("; ")
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--allow-mismatch"), "{stderr}");
+    // Layouts in another order, another --out and --trace, another driver and revision:
+    // none of them is a setting that differs.
+    for not_named in ["--tp", "--out", "--trace", "driver", "git"] {
+        assert!(
+            !stderr.contains(not_named),
+            "{not_named} named in: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn allow_mismatch_compares_and_lists_the_differences_at_the_top() {
+    let other = other_settings();
+    let base = fixture("run_small");
+    let outcome = compare(&[path(&base), path(other.path()), "--allow-mismatch"]).unwrap();
+    let md = &outcome.markdown;
+    let warning = md
+        .find("> ⚠ settings differ (BASE vs NEW); compared because of --allow-mismatch:")
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(warning < md.find("**32 slower").unwrap(), "{md}");
+    for difference in SETTING_DIFFERENCES {
+        let item = md
+            .find(&format!("> - {difference}\n"))
+            .unwrap_or_else(|| panic!("{difference} in {md}"));
+        assert!(item < md.find("### Cells").unwrap(), "{md}");
+    }
+    assert_eq!(
+        outcome.exit_code(),
+        1,
+        "the regression still fails the gate"
+    );
+}
+
+#[test]
+fn another_machine_is_shown_not_refused() {
+    let other = copy_of("run_small");
+    edit_env(other.path(), |env| {
+        env.gpu_name = "NVIDIA H100 80GB HBM3".into();
+        env.gpu_count = 8;
+        env.cpu_model = "Intel(R) Xeon(R) Platinum 8468".into();
+    });
+    let base = fixture("run_small");
+    let outcome = compare(&[path(&base), path(other.path())]).unwrap();
+    assert!(
+        outcome.markdown.contains(
+            "(shown, never refused): GPU: `NVIDIA H200` vs `NVIDIA H100 80GB HBM3`; GPU count: \
+             `1` vs `8`; CPU: not recorded vs `Intel(R) Xeon(R) Platinum 8468`."
+        ),
+        "{}",
+        outcome.markdown
+    );
+    assert_eq!(outcome.exit_code(), 0);
+}
+
+/// Scales a row's median and every quantile and bound with it.
+fn scale(row: &mut Row, factor: f64) {
+    for v in [
+        &mut row.median,
+        &mut row.p10,
+        &mut row.p90,
+        &mut row.ci_lo,
+        &mut row.ci_hi,
+    ] {
+        *v *= factor;
+    }
+}
+
+#[test]
+fn floors_get_no_verdict_and_never_fail_the_gate() {
+    let slower_machine = copy_of("run_small");
+    let csv = slower_machine.path().join("metaprep.csv");
+    let mut rows = read_rows(&csv).unwrap();
+    for row in rows.iter_mut().filter(|r| r.kind == "floor") {
+        scale(row, 1.5);
+    }
+    write_rows(&csv, &rows).unwrap();
+    let base = fixture("run_small");
+    let outcome = compare(&[path(&base), path(slower_machine.path())]).unwrap();
+    let md = &outcome.markdown;
+    assert_eq!(outcome.exit_code(), 0, "{md}");
+    assert!(
+        md.contains("**0 slower · 0 faster · 432 same · 0 uncertain**"),
+        "{md}"
     );
     assert!(
-        error.contains("different setups (BASE vs NEW: gpu_count 1 vs 8)"),
-        "{error}"
+        md.contains("| empty-kernel | step_us (us) | 4.50 | 6.75 | +50.0% | [+49.1, +50.9] |\n"),
+        "{md}"
     );
-    assert!(error.contains("--allow-mismatch"), "{error}");
+    assert!(
+        md.contains("| d2h-int | step_us (us) | 17.9 | 26.8 | +50.0% |"),
+        "{md}"
+    );
+    assert!(
+        !md.contains("| floor | floor |"),
+        "no floor row among the cells: {md}"
+    );
+    // The arms stood still while the floors rose by half: against their floor they fell by
+    // a third.
+    let eager = line(
+        md,
+        "| prep | dspark_draft_block | tp1 | 1 | 3 | eager-sync |",
+        "step_us",
+    );
+    assert!(
+        eager.contains("| +0.0% | [-0.8, +0.8] | -33.3% [-34.0, -32.7] |"),
+        "{eager}"
+    );
+    assert!(eager.ends_with("| same |"), "{eager}");
+}
 
-    let outcome = compare(&[path(&base), path(other.path()), "--allow-mismatch"]).unwrap();
-    assert!(outcome
-        .markdown
-        .contains("⚠ setups differ (BASE vs NEW: gpu_count 1 vs 8)"));
-    assert_eq!(outcome.exit_code(), 1);
+/// A run of one prep cell's eager-sync and graph step_us rows and the two launch floors,
+/// cut from run_small, with these medians.
+fn synthetic_run(empty_kernel: f64, empty_graph: f64, eager: f64, graph: f64) -> tempfile::TempDir {
+    let dir = copy_of("run_small");
+    let csv = dir.path().join("metaprep.csv");
+    let rows = read_rows(&csv).unwrap();
+    let pick = |kind: &str, arm: &str, median: f64| {
+        let mut row = rows
+            .iter()
+            .find(|r| {
+                r.kind == kind
+                    && r.arm == arm
+                    && r.metric == "step_us"
+                    && (kind == "floor" || (r.family == "dsa_target_verify" && r.batch_size == 8))
+            })
+            .unwrap()
+            .clone();
+        let factor = median / row.median;
+        scale(&mut row, factor);
+        (row.ci_lo, row.ci_hi) = (median * 0.99, median * 1.01);
+        row
+    };
+    let picked = vec![
+        pick("floor", "empty-kernel", empty_kernel),
+        pick("floor", "empty-graph", empty_graph),
+        pick("prep", "eager-sync", eager),
+        pick("prep", "graph", graph),
+    ];
+    write_rows(&csv, &picked).unwrap();
+    dir
+}
+
+#[test]
+fn change_vs_floor_reads_each_arm_against_its_own_floor() {
+    // Both arms 20% slower; the empty kernel doubled, the empty graph stood still.
+    let base = synthetic_run(5.0, 2.0, 50.0, 10.0);
+    let new = synthetic_run(10.0, 2.0, 60.0, 12.0);
+    let outcome = compare(&[path(base.path()), path(new.path())]).unwrap();
+    let md = &outcome.markdown;
+    // Eager against the empty kernel: (60 / 10) / (50 / 5) − 1 = −40%; four ±1% intervals
+    // make ±0.02 on the log scale: 0.6·e^∓0.02 − 1.
+    let eager = line(md, "| prep | dsa_target_verify | tp1 | 8 |", "step_us");
+    assert!(eager.contains("| eager-sync |"), "{eager}");
+    assert!(
+        eager.ends_with(
+            "| 50.0 | 60.0 | +20.0% | [+18.3, +21.7] | -40.0% [-41.2, -38.8] | **slower** |"
+        ),
+        "{eager}"
+    );
+    // Graph against the empty graph: (12 / 2) / (10 / 2) − 1 = +20%.
+    let graph = md
+        .lines()
+        .find(|l| l.contains("| dsa_target_verify |") && l.contains("| graph |"))
+        .unwrap();
+    assert!(
+        graph.ends_with(
+            "| 10.0 | 12.0 | +20.0% | [+18.3, +21.7] | +20.0% [+17.6, +22.4] | **slower** |"
+        ),
+        "{graph}"
+    );
+    assert!(
+        md.contains("| empty-kernel | step_us (us) | 5.00 | 10.0 | +100.0% |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("**2 slower · 0 faster · 0 same · 0 uncertain** (2 matched"),
+        "{md}"
+    );
+    assert_eq!(outcome.exit_code(), 1, "verdicts stay on the raw times");
 }
 
 #[test]
@@ -217,14 +426,14 @@ fn csv_files_work_with_and_without_env_json_beside_them() {
     let new = fixture("run_small_slower").join("metaprep.csv");
     let outcome = compare(&[path(&base), path(&new)]).unwrap();
     assert_eq!(outcome.exit_code(), 1);
-    assert!(!outcome.markdown.contains("setup not checked"));
+    assert!(!outcome.markdown.contains("settings not checked"));
 
     let bare = tempfile::tempdir().unwrap();
     let csv = bare.path().join("before.csv");
     std::fs::copy(&base, &csv).unwrap();
     let outcome = compare(&[path(&csv), path(&base)]).unwrap();
     assert!(
-        outcome.markdown.contains("⚠ setup not checked"),
+        outcome.markdown.contains("⚠ settings not checked"),
         "{}",
         outcome.markdown
     );
@@ -364,7 +573,8 @@ fn help_explains_every_flag() {
         "[default: 2]",
         "--out <FILE>",
         "--allow-mismatch",
-        "driver and git revision may always differ",
+        "lists the differences at the top",
+        "Machine differences (GPU, driver, CPU, git revision) never need it",
     ] {
         assert!(help.contains(text), "help lacks {text:?}:\n{help}");
     }
@@ -391,4 +601,7 @@ fn as_a_subcommand_the_help_explains_verdicts_and_exit_status() {
         .to_string();
     assert!(help.contains("Exit status: 0, or 1 when"), "{help}");
     assert!(help.contains("`uncertain`"), "{help}");
+    assert!(help.contains("Runs whose settings differ"), "{help}");
+    assert!(help.contains("floors get no verdict"), "{help}");
+    assert!(help.contains("change vs floor"), "{help}");
 }

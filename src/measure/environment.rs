@@ -3,7 +3,7 @@
 
 use super::nvml;
 use crate::gpu::Gpu;
-use crate::report::env::EnvRecord;
+use crate::report::env::{describe, EnvRecord};
 
 /// Builds the record; without NVML, the NVML fields stay empty and a note says why.
 pub fn env_record(gpu: &Gpu, notes: Vec<String>) -> EnvRecord {
@@ -65,7 +65,7 @@ fn cpu_model_from(cpuinfo: &str) -> String {
 }
 
 /// The record for a run in `dir`: a fresh one, or on `--resume` the run's own record with a
-/// note of the resumption, refused when the GPU differs from the one the run started on.
+/// note of the resumption (see [`resumed_record`]).
 pub fn env_for_run(
     gpu: &Gpu,
     dir: &std::path::Path,
@@ -76,6 +76,12 @@ pub fn env_for_run(
     if !resume || !dir.join(crate::report::env::ENV_FILE).exists() {
         return Ok(fresh);
     }
+    resumed_record(dir, fresh)
+}
+
+/// The record of the run in `dir` continued by the invocation `fresh` describes, refused when
+/// the GPU differs from the one the run started on or any setting differs.
+fn resumed_record(dir: &std::path::Path, fresh: EnvRecord) -> anyhow::Result<EnvRecord> {
     let mut original = EnvRecord::read(dir)?;
     if let Err(why) = original.same_setup(&fresh) {
         anyhow::bail!(
@@ -83,11 +89,14 @@ pub fn env_for_run(
             dir.display()
         );
     }
-    if let Some(why) = resume_difference(&original, &fresh) {
+    // The same settings `compare` checks: command, flags and axes, host profile and model.
+    let differences = original.setting_differences(&fresh);
+    if !differences.is_empty() {
         anyhow::bail!(
-            "cannot resume {}: {why}; resume with the same command, or start a new run with \
-             another --out",
-            dir.display()
+            "cannot resume {}: its settings differ from this command's (the run vs now: {}); \
+             resume with the same command, or start a new run with another --out",
+            dir.display(),
+            describe(&differences)
         );
     }
     original.notes.push(format!(
@@ -103,35 +112,6 @@ pub fn env_for_run(
     Ok(original)
 }
 
-/// What makes `fresh` not a continuation of `original`: another command (flags, seed,
-/// axes; the program's path and `--resume` aside), or another host profile or model line.
-fn resume_difference(original: &EnvRecord, fresh: &EnvRecord) -> Option<String> {
-    let args = |command: &str| -> Vec<String> {
-        command
-            .split_whitespace()
-            .skip(1)
-            .filter(|a| *a != "--resume")
-            .map(str::to_string)
-            .collect()
-    };
-    let (before, now) = (args(&original.command_line), args(&fresh.command_line));
-    if before != now {
-        return Some(format!(
-            "the run was started as `{}`, this is `{}`",
-            before.join(" "),
-            now.join(" ")
-        ));
-    }
-    // The setting lines a steps run records: the same flags may name a changed profile file.
-    let (before, now) = (original.setting_notes(), fresh.setting_notes());
-    (before != now).then(|| {
-        format!(
-            "its settings differ: it recorded {:?}, this run would record {:?}",
-            before, now
-        )
-    })
-}
-
 #[cfg(test)]
 mod resume_tests {
     use super::*;
@@ -145,42 +125,41 @@ mod resume_tests {
         assert_eq!(cpu_model_from(""), "");
     }
 
-    fn env(command: &str, notes: &[&str]) -> EnvRecord {
-        EnvRecord {
-            command_line: command.into(),
-            notes: notes.iter().map(|n| n.to_string()).collect(),
-            ..EnvRecord::default()
-        }
-    }
-
     #[test]
-    fn a_resume_must_repeat_the_command_and_settings() {
-        let original = env(
-            "/a/metaprep steps --out r --seed 1",
-            &["host profile `pytorch` (x)"],
-        );
-        let same = env(
+    fn a_resume_must_repeat_the_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let original = EnvRecord {
+            command_line: "/a/metaprep steps --out r --seed 1".into(),
+            notes: vec!["host profile `pytorch` (x)".into()],
+            ..EnvRecord::default()
+        };
+        original.write(dir.path()).unwrap();
+        let resumed = |command: &str, notes: &[&str]| {
+            let fresh = EnvRecord {
+                command_line: command.into(),
+                notes: notes.iter().map(|n| n.to_string()).collect(),
+                date: "later".into(),
+                ..EnvRecord::default()
+            };
+            resumed_record(dir.path(), fresh).map_err(|e| e.to_string())
+        };
+        let record = resumed(
             "bundle/metaprep steps --out r --seed 1 --resume",
-            &["host profile `pytorch` (x)"],
-        );
-        assert_eq!(resume_difference(&original, &same), None);
-        let seed = env(
-            "metaprep steps --out r --seed 2 --resume",
-            &["host profile `pytorch` (x)"],
-        );
-        let why = resume_difference(&original, &seed).unwrap();
-        assert!(why.contains("--seed 2"), "{why}");
-        let profile = env(
-            "metaprep steps --out r --seed 1 --resume",
-            &["host profile `pytorch` (y)"],
-        );
-        let why = resume_difference(&original, &profile).unwrap();
-        assert!(why.contains("settings differ"), "{why}");
-        // Notes that are not settings (emulation, resumption) may differ.
-        let notes = env(
-            "metaprep steps --out r --seed 1 --resume",
             &["host profile `pytorch` (x)", "tp8 emulated"],
+        )
+        .unwrap();
+        // Notes that are not settings (emulation, resumption) may be added.
+        assert_eq!(record.command_line, original.command_line);
+        assert!(record.notes.contains(&"tp8 emulated".to_string()));
+        let why = resumed(
+            "metaprep steps --out r --seed 2 --resume",
+            &["host profile `pytorch` (y)"],
+        )
+        .unwrap_err();
+        assert!(why.contains("--seed: `1` vs `2`"), "{why}");
+        assert!(
+            why.contains("host profile: `` `pytorch` (x) `` vs `` `pytorch` (y) ``"),
+            "{why}"
         );
-        assert_eq!(resume_difference(&original, &notes), None);
     }
 }

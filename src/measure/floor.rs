@@ -2,6 +2,7 @@
 //! the GPU. An arm's cost is read against these.
 
 use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
+use crate::prep::Arm;
 use anyhow::{Context, Result};
 use cudarc::driver::{result, CudaGraph, CudaSlice, DevicePtr, PinnedHostSlice};
 use std::time::{Duration, Instant};
@@ -31,6 +32,16 @@ impl FloorItem {
         FloorItem::H2dPinned,
         FloorItem::H2dPageable,
     ];
+
+    /// What an arm is read against: an empty graph replay for graph arms, an empty kernel
+    /// launch for eager ones.
+    pub fn of_arm(arm: Arm) -> FloorItem {
+        if arm.uses_graph() {
+            FloorItem::EmptyGraph
+        } else {
+            FloorItem::EmptyKernel
+        }
+    }
 
     pub fn name(self) -> &'static str {
         match self {

@@ -12,20 +12,27 @@
 //! ending in `_us`) and for `floor_multiple`; higher is better for throughput (`tok/s`) and
 //! forward `occupancy`. A metric of unknown direction that moved beyond the threshold is
 //! reported as `changed` and does not fail the comparison.
+//!
+//! **Settings and machine.** Two runs compare only when they were asked to measure the same
+//! thing: the settings `--resume` also checks ([`EnvRecord::setting_differences`]) must
+//! agree unless `--allow-mismatch`. The machine (GPU, driver, CPU, build) may differ: it is
+//! shown, and the floors (rows of kind `floor`) say how it moved. They get no verdict; an
+//! arm's "change vs floor" divides its metric by the floor it is read against first.
 
 use crate::report::atomic::write_atomic;
-use crate::report::csv::{read_rows, Row};
-use crate::report::env::EnvRecord;
+use crate::report::csv::{read_rows, Row, KIND_FLOOR, KIND_PREP};
+use crate::report::env::{describe, Difference, EnvRecord};
 use crate::report::run_dir::RunDir;
 use crate::report::summary::{
-    arm_rank, code, fmt_interval, fmt_num, fmt_pct, kind_rank, layout_rank, table_cell,
+    arm_rank, code, floor_of_arm, floor_rank, fmt_interval, fmt_num, fmt_pct, kind_rank,
+    launch_floors, layout_rank, table_cell,
 };
 use anyhow::{bail, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-/// Exit status for bad input (unreadable runs, mismatched setups, nothing to compare).
+/// Exit status for bad input (unreadable runs, mismatched settings, nothing to compare).
 pub const EXIT_BAD_INPUT: u8 = 2;
 
 /// Compare two runs (or two arms of one run) cell by cell.
@@ -33,8 +40,18 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 /// Each matched cell and metric gets the change of its median in percent with a 95%
 /// interval and a verdict: `same` (interval inside ±threshold), `faster` / `slower` (the
 /// whole interval beyond the threshold in the better / worse direction; lower is better for
-/// times, higher for throughput and occupancy) or `uncertain`. Exit status: 0, or 1 when
-/// any cell got slower (to gate CI), or 2 on bad input.
+/// times, higher for throughput and occupancy) or `uncertain`. An arm's times also show
+/// their "change vs floor": the change of the metric divided by the floor the arm is read
+/// against (eager arms the empty kernel, graph arms the empty graph).
+///
+/// Runs whose settings differ (sweep vs steps, any flag that changes what is measured: seed,
+/// axes, forward model, host profile, ...; not --out, --trace, --trace-cell, --device or
+/// --resume) are refused, naming each difference, unless --allow-mismatch. The machine
+/// (GPU, driver, CPU, git revision) may differ: the report's Environment section shows it
+/// and how each floor moved; floors get no verdict and never fail the comparison.
+///
+/// Exit status: 0, or 1 when any cell got slower (to gate CI), or 2 on bad input or
+/// differing settings.
 #[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct CompareArgs {
     /// The "before" run: a run directory (`results/<run>/`) or a results CSV file.
@@ -56,8 +73,9 @@ pub struct CompareArgs {
     /// Also write the markdown report to FILE (replaced atomically).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Compare even when the two runs' env.json differ in GPU model, GPU count or compute
-    /// capability (driver and git revision may always differ); the report says so.
+    /// Compare even when the two runs' settings differ (their env.json's command, flags and
+    /// axes, forward model or host profile); the report lists the differences at the top.
+    /// Machine differences (GPU, driver, CPU, git revision) never need it: they are shown.
     #[arg(long)]
     pub allow_mismatch: bool,
 }
@@ -88,6 +106,12 @@ pub struct Change {
 /// NEW/BASE − 1 in percent, interval by MOVER on the log scale (see the module docs).
 /// `None` when a median or interval bound is not positive: a ratio means nothing there.
 pub fn relative_change(base: &Row, new: &Row) -> Option<Change> {
+    ratio_change(&[new], &[base])
+}
+
+/// Π numerators / Π denominators − 1 in percent, of independent medians, with its interval
+/// by MOVER on the log scale: each term's reach towards a bound adds in quadrature.
+fn ratio_change(numerators: &[&Row], denominators: &[&Row]) -> Option<Change> {
     let log_bounds = |row: &Row| -> Option<(f64, f64, f64)> {
         // No interval (too few samples: NaN bounds) means no change can be called; checked
         // before min/max, which would quietly replace a NaN bound by the median.
@@ -101,11 +125,21 @@ pub fn relative_change(base: &Row, new: &Row) -> Option<Change> {
             .all(|v| v.is_finite() && *v > 0.0);
         all_positive.then(|| (lo.ln(), row.median.ln(), hi.ln()))
     };
-    let (base_lo, base_mid, base_hi) = log_bounds(base)?;
-    let (new_lo, new_mid, new_hi) = log_bounds(new)?;
-    let log_ratio = new_mid - base_mid;
-    let lower = log_ratio - (new_mid - new_lo).hypot(base_hi - base_mid);
-    let upper = log_ratio + (new_hi - new_mid).hypot(base_mid - base_lo);
+    let (mut log_ratio, mut down, mut up) = (0.0, 0.0, 0.0);
+    let terms = numerators.iter().map(|r| (r, true));
+    for (row, numerator) in terms.chain(denominators.iter().map(|r| (r, false))) {
+        let (lo, mid, hi) = log_bounds(row)?;
+        // A denominator's high end pulls the ratio down, its low end up.
+        let (below, above) = if numerator {
+            (mid - lo, hi - mid)
+        } else {
+            (hi - mid, mid - lo)
+        };
+        log_ratio += if numerator { mid } else { -mid };
+        down += below * below;
+        up += above * above;
+    }
+    let (lower, upper) = (log_ratio - down.sqrt(), log_ratio + up.sqrt());
     let pct = |log: f64| log.exp_m1() * 100.0;
     Some(Change {
         pct: pct(log_ratio),
@@ -123,13 +157,17 @@ pub enum Better {
 }
 
 pub fn better_direction(metric: &str, unit: &str) -> Better {
-    match (metric, unit) {
-        (_, "us" | "ns" | "ms" | "s") | ("floor_multiple", _) => Better::Lower,
-        (_, "tok/s") | ("occupancy", _) => Better::Higher,
-        (m, _) if m.ends_with("_us") => Better::Lower,
-        (m, _) if m.ends_with("_tok_s") => Better::Higher,
-        _ => Better::Unknown,
+    if is_time(metric, unit) || metric == "floor_multiple" {
+        Better::Lower
+    } else if unit == "tok/s" || metric == "occupancy" || metric.ends_with("_tok_s") {
+        Better::Higher
+    } else {
+        Better::Unknown
     }
+}
+
+fn is_time(metric: &str, unit: &str) -> bool {
+    matches!(unit, "us" | "ns" | "ms" | "s") || metric.ends_with("_us")
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,14 +224,29 @@ pub struct Matched {
     pub base: Row,
     pub new: Row,
     pub change: Option<Change>,
+    /// The change of the metric over the floor each side's arm is read against; `None` for
+    /// rows not read against a floor (no prep time, a side without that floor, or two arms
+    /// read against different floors).
+    pub vs_floor: Option<Change>,
     pub verdict: Verdict,
+}
+
+/// One floor item and metric on both sides: how the machine moved, with no verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FloorMove {
+    pub base: Row,
+    pub new: Row,
+    pub change: Option<Change>,
 }
 
 /// Everything [`compare_rows`] found.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Comparison {
-    /// In table order: kind, family, layout, batch size, block size, arm, metric.
+    /// In table order: kind, family, layout, batch size, block size, arm, metric. Floor
+    /// rows are not here but in `floors`.
     pub matched: Vec<Matched>,
+    /// In the summary's floor order: empty kernel, empty graph, D2H, H2D, the rest.
+    pub floors: Vec<FloorMove>,
     /// Cells and metrics present on one side only, as readable labels.
     pub only_in_base: Vec<String>,
     pub only_in_new: Vec<String>,
@@ -207,7 +260,8 @@ impl Comparison {
 
 /// Matches rows on (kind, family, batch size, block size, layout, metric) and arm. With
 /// `arms = Some((base_arm, new_arm))` only those arms are taken from each side and matched
-/// with each other. Fails when a side holds a cell twice or when nothing matches.
+/// with each other. Floor rows are matched apart, item with item, and get no verdict. Fails
+/// when a side holds a cell twice or when no cell but floors matches.
 pub fn compare_rows(
     base: &[Row],
     new: &[Row],
@@ -224,33 +278,77 @@ pub fn compare_rows(
             .collect()
     };
     let (base, new) = (comparable(base), comparable(new));
-    let base_index = index_side(&base, "BASE", arms.map(|(b, _)| b))?;
-    let new_index = index_side(&new, "NEW", arms.map(|(_, n)| n))?;
-    let mut comparison = Comparison::default();
-    for (key, base_row) in &base_index {
-        match new_index.get(key) {
-            Some(new_row) => {
-                let (change, verdict) = judge(base_row, new_row, threshold_pct);
-                comparison.matched.push(Matched {
-                    base: (*base_row).clone(),
-                    new: (*new_row).clone(),
-                    change,
-                    verdict,
-                });
-            }
-            None => comparison.only_in_base.push(label(base_row)),
+    let is_floor = |r: &&Row| r.kind == KIND_FLOOR;
+    let base_index = index_side(
+        base.iter().filter(|r| !is_floor(r)),
+        "BASE",
+        arms.map(|(b, _)| b),
+    )?;
+    let new_index = index_side(
+        new.iter().filter(|r| !is_floor(r)),
+        "NEW",
+        arms.map(|(_, n)| n),
+    )?;
+    for (index, rows, side, arm) in [
+        (&base_index, &base, "BASE", arms.map(|(b, _)| b)),
+        (&new_index, &new, "NEW", arms.map(|(_, n)| n)),
+    ] {
+        if !index.is_empty() {
+            continue;
         }
+        if let Some(arm) = arm {
+            bail!(
+                "{side} has no rows for arm `{arm}`; its arms are: {}",
+                arms_of(rows)
+            );
+        }
+        bail!("{side} has no result rows (floors aside): nothing to compare");
     }
-    comparison.only_in_new = new_index
-        .iter()
-        .filter(|(key, _)| !base_index.contains_key(key))
-        .map(|(_, row)| label(row))
+    // Floors match item with item whichever arms are compared.
+    let base_floor_index = index_side(base.iter().filter(is_floor), "BASE", None)?;
+    let new_floor_index = index_side(new.iter().filter(is_floor), "NEW", None)?;
+    let (base_floors, new_floors) = (launch_floors(&base), launch_floors(&new));
+    let vs_floor = |base_row: &Row, new_row: &Row| -> Option<Change> {
+        if base_row.kind != KIND_PREP || !is_time(&new_row.metric, &new_row.unit) {
+            return None;
+        }
+        let item = floor_of_arm(&base_row.arm);
+        // An eager arm against a graph arm has no common floor to read both against.
+        if floor_of_arm(&new_row.arm) != item {
+            return None;
+        }
+        let (base_floor, new_floor) = (base_floors.get(item)?, new_floors.get(item)?);
+        ratio_change(&[new_row, base_floor], &[base_row, new_floor])
+    };
+
+    let mut comparison = Comparison::default();
+    let (pairs, only_in_base, only_in_new) = pair_up(&base_index, &new_index);
+    for (base_row, new_row) in pairs {
+        let (change, verdict) = judge(base_row, new_row, threshold_pct);
+        comparison.matched.push(Matched {
+            base: base_row.clone(),
+            new: new_row.clone(),
+            change,
+            vs_floor: vs_floor(base_row, new_row),
+            verdict,
+        });
+    }
+    let (floors, floors_only_in_base, floors_only_in_new) =
+        pair_up(&base_floor_index, &new_floor_index);
+    comparison.floors = floors
+        .into_iter()
+        .map(|(base_row, new_row)| FloorMove {
+            base: base_row.clone(),
+            new: new_row.clone(),
+            change: relative_change(base_row, new_row),
+        })
         .collect();
+    comparison
+        .floors
+        .sort_by_key(|f| (floor_rank(&f.base.arm), f.base.arm.clone()));
+    comparison.only_in_base = [only_in_base, floors_only_in_base].concat();
+    comparison.only_in_new = [only_in_new, floors_only_in_new].concat();
     if comparison.matched.is_empty() {
-        let arms_of = |rows: &[Row]| {
-            let arms: BTreeSet<&str> = rows.iter().map(|r| r.arm.as_str()).collect();
-            arms.into_iter().collect::<Vec<_>>().join(", ")
-        };
         bail!(
             "no cell of BASE matches a cell of NEW on (kind, family, batch size, block size, \
              layout, metric{}): are they runs of the same sweep? (arms in BASE: {}; in NEW: {})",
@@ -260,6 +358,31 @@ pub fn compare_rows(
         );
     }
     Ok(comparison)
+}
+
+fn arms_of(rows: &[Row]) -> String {
+    let arms: BTreeSet<&str> = rows.iter().map(|r| r.arm.as_str()).collect();
+    arms.into_iter().collect::<Vec<_>>().join(", ")
+}
+
+/// The rows both sides hold, paired in table order, and labels of those one side holds.
+type Paired<'a> = (Vec<(&'a Row, &'a Row)>, Vec<String>, Vec<String>);
+
+fn pair_up<'a>(
+    base: &BTreeMap<MatchKey, &'a Row>,
+    new: &BTreeMap<MatchKey, &'a Row>,
+) -> Paired<'a> {
+    let pairs = base
+        .iter()
+        .filter_map(|(key, b)| new.get(key).map(|n| (*b, *n)))
+        .collect();
+    let only = |side: &BTreeMap<MatchKey, &Row>, other: &BTreeMap<MatchKey, &Row>| {
+        side.iter()
+            .filter(|(key, _)| !other.contains_key(*key))
+            .map(|(_, row)| label(row))
+            .collect()
+    };
+    (pairs, only(base, new), only(new, base))
 }
 
 /// The key a row is matched on; its field order is the table order.
@@ -277,13 +400,14 @@ struct MatchKey {
     metric: String,
 }
 
+/// A side's rows by match key, only those of `arm` when given; fails on a cell held twice.
 fn index_side<'a>(
-    rows: &'a [Row],
+    rows: impl Iterator<Item = &'a Row>,
     side: &str,
     arm: Option<&str>,
 ) -> Result<BTreeMap<MatchKey, &'a Row>> {
     let mut index = BTreeMap::new();
-    for row in rows.iter().filter(|r| arm.is_none_or(|a| r.arm == a)) {
+    for row in rows.filter(|r| arm.is_none_or(|a| r.arm == a)) {
         // In arm mode the arm is what differs between the sides, so it is not matched on.
         let matched_arm = if arm.is_some() { "" } else { row.arm.as_str() };
         let key = MatchKey {
@@ -306,16 +430,6 @@ fn index_side<'a>(
                 row.metric
             );
         }
-    }
-    if index.is_empty() {
-        if let Some(arm) = arm {
-            let arms: BTreeSet<&str> = rows.iter().map(|r| r.arm.as_str()).collect();
-            bail!(
-                "{side} has no rows for arm `{arm}`; its arms are: {}",
-                arms.into_iter().collect::<Vec<_>>().join(", ")
-            );
-        }
-        bail!("{side} has no result rows: nothing to compare");
     }
     Ok(index)
 }
@@ -393,7 +507,7 @@ fn check_out(out: &Path, inputs: &[&Path]) -> Result<()> {
     Ok(())
 }
 
-/// Runs `metaprep compare`: loads both sides, refuses mismatched setups unless allowed,
+/// Runs `metaprep compare`: loads both sides, refuses differing settings unless allowed,
 /// compares, writes `--out` if given, and returns the markdown for the caller to print.
 pub fn run_compare(args: &CompareArgs) -> Result<CompareOutcome> {
     if !args.threshold.is_finite() || !(0.0..=100.0).contains(&args.threshold) {
@@ -408,28 +522,43 @@ pub fn run_compare(args: &CompareArgs) -> Result<CompareOutcome> {
     let base = load_input(&args.base)?;
     let new = load_input(&args.new)?;
     let mut warnings = Vec::new();
+    let mut machine = Vec::new();
     match (&base.env, &new.env) {
         (Some(base_env), Some(new_env)) => {
-            if let Err(difference) = base_env.same_setup(new_env) {
+            let settings = base_env.setting_differences(new_env);
+            if !settings.is_empty() {
                 if !args.allow_mismatch {
                     bail!(
-                        "BASE and NEW ran on different setups (BASE vs NEW: {difference}), so \
-                         their numbers are not comparable: compare runs of the same GPU model \
-                         and count, or pass --allow-mismatch to compare anyway"
+                        "BASE and NEW were run with different settings (BASE vs NEW: {}), so \
+                         they did not measure the same thing: rerun one with the other's \
+                         settings, or pass --allow-mismatch to compare anyway",
+                        describe(&settings)
                     );
                 }
-                warnings.push(format!(
-                    "⚠ setups differ (BASE vs NEW: {difference}); compared because of \
-                     --allow-mismatch"
-                ));
+                let mut warning = "⚠ settings differ (BASE vs NEW); compared because of \
+                                   --allow-mismatch:"
+                    .to_string();
+                for difference in &settings {
+                    write!(warning, "\n> - {difference}")?;
+                }
+                warnings.push(warning);
             }
+            machine = base_env.machine_differences(new_env);
         }
-        _ => warnings
-            .push("⚠ setup not checked: a side is a CSV without an env.json beside it".to_string()),
+        _ => warnings.push(
+            "⚠ settings not checked: a side is a CSV without an env.json beside it".to_string(),
+        ),
     }
     let arms = args.base_arm.as_deref().zip(args.new_arm.as_deref());
     let comparison = compare_rows(&base.rows, &new.rows, arms, args.threshold)?;
-    let markdown = render_comparison(&comparison, &base, &new, arms, args.threshold, &warnings)?;
+    let markdown = render_comparison(
+        &comparison,
+        [&base, &new],
+        arms,
+        args.threshold,
+        &warnings,
+        &machine,
+    )?;
     if let Some(out) = &args.out {
         write_atomic(out, markdown.as_bytes())?;
     }
@@ -441,11 +570,11 @@ pub fn run_compare(args: &CompareArgs) -> Result<CompareOutcome> {
 
 fn render_comparison(
     comparison: &Comparison,
-    base: &Input,
-    new: &Input,
+    [base, new]: [&Input; 2],
     arms: Option<(&str, &str)>,
     threshold: f64,
     warnings: &[String],
+    machine: &[Difference],
 ) -> Result<String> {
     let mut out = String::new();
     writeln!(out, "{REPORT_HEADER}\n")?;
@@ -486,7 +615,9 @@ fn render_comparison(
          from each median's 95% interval). Threshold ±{threshold}%: `same` = interval inside \
          it; `faster` / `slower` = whole interval beyond it in the better / worse direction \
          (lower is better for times and floor multiples, higher for throughput and \
-         occupancy); `uncertain` otherwise.\n"
+         occupancy); `uncertain` otherwise. Change vs floor = the same change of an arm's time \
+         over the floor it is read against (eager arms: empty-kernel; graph arms: \
+         empty-graph), so what the machine did cancels out; verdicts are on the time itself.\n"
     )?;
     writeln!(
         out,
@@ -503,6 +634,8 @@ fn render_comparison(
         comparison.only_in_base.len(),
         comparison.only_in_new.len(),
     )?;
+    write_environment(&mut out, comparison, machine)?;
+    writeln!(out, "### Cells\n")?;
     let (same, changed): (Vec<&Matched>, Vec<&Matched>) = comparison
         .matched
         .iter()
@@ -541,14 +674,77 @@ fn render_comparison(
     Ok(out)
 }
 
-fn write_table(out: &mut String, rows: &[&Matched], arms: Option<(&str, &str)>) -> Result<()> {
+/// The machine's differences and how each floor moved: no verdicts here.
+fn write_environment(
+    out: &mut String,
+    comparison: &Comparison,
+    machine: &[Difference],
+) -> Result<()> {
+    if machine.is_empty() && comparison.floors.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "### Environment\n")?;
+    if !machine.is_empty() {
+        writeln!(
+            out,
+            "Machine and build, BASE vs NEW (shown, never refused): {}.\n",
+            describe(machine)
+        )?;
+    }
+    if comparison.floors.is_empty() {
+        return Ok(());
+    }
     writeln!(
         out,
-        "| kind | family | layout | bs | block | arm | metric | BASE | NEW | change | 95% interval | verdict |"
+        "The floors measure the machine, not the code: they get no verdict and never fail the \
+         comparison.\n"
     )?;
     writeln!(
         out,
-        "|---|---|---|---:|---:|---|---|---:|---:|---:|---|---|"
+        "| floor | metric | BASE | NEW | change | 95% interval |"
+    )?;
+    writeln!(out, "|---|---|---:|---:|---:|---|")?;
+    for floor in &comparison.floors {
+        let (change, interval) = change_cells(floor.change);
+        writeln!(
+            out,
+            "| {}{} | {} | {} | {} | {change} | {interval} |",
+            table_cell(&floor.base.arm),
+            throttled_mark(&floor.base, &floor.new),
+            table_cell(&format!("{} ({})", floor.base.metric, floor.base.unit)),
+            fmt_num(floor.base.median),
+            fmt_num(floor.new.median),
+        )?;
+    }
+    writeln!(out)?;
+    Ok(())
+}
+
+/// The change and its interval as two table cells, `n/a` without one.
+fn change_cells(change: Option<Change>) -> (String, String) {
+    match change {
+        Some(c) => (fmt_pct(c.pct), fmt_interval(c.lo_pct, c.hi_pct)),
+        None => ("n/a".to_string(), "n/a".to_string()),
+    }
+}
+
+fn throttled_mark(base: &Row, new: &Row) -> &'static str {
+    match (base.throttled, new.throttled) {
+        (true, true) => " ⚠ both throttled",
+        (true, false) => " ⚠ BASE throttled",
+        (false, true) => " ⚠ NEW throttled",
+        (false, false) => "",
+    }
+}
+
+fn write_table(out: &mut String, rows: &[&Matched], arms: Option<(&str, &str)>) -> Result<()> {
+    writeln!(
+        out,
+        "| kind | family | layout | bs | block | arm | metric | BASE | NEW | change | 95% interval | change vs floor | verdict |"
+    )?;
+    writeln!(
+        out,
+        "|---|---|---|---:|---:|---|---|---:|---:|---:|---|---|---|"
     )?;
     for m in rows {
         let arm = match arms {
@@ -564,19 +760,13 @@ fn write_table(out: &mut String, rows: &[&Matched], arms: Option<(&str, &str)>) 
             Verdict::Slower | Verdict::Faster => format!("**{}**", m.verdict.as_str()),
             v => v.as_str().to_string(),
         };
-        let throttled = match (m.base.throttled, m.new.throttled) {
-            (true, true) => " ⚠ both throttled",
-            (true, false) => " ⚠ BASE throttled",
-            (false, true) => " ⚠ NEW throttled",
-            (false, false) => "",
-        };
-        let (change, interval) = match m.change {
-            Some(c) => (fmt_pct(c.pct), fmt_interval(c.lo_pct, c.hi_pct)),
-            None => ("n/a".to_string(), "n/a".to_string()),
-        };
+        let (change, interval) = change_cells(m.change);
+        let vs_floor = m.vs_floor.map_or("—".to_string(), |c| {
+            format!("{} {}", fmt_pct(c.pct), fmt_interval(c.lo_pct, c.hi_pct))
+        });
         writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}{} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}{} |",
             table_cell(&m.base.kind),
             table_cell(&m.base.family),
             table_cell(&layout),
@@ -588,8 +778,9 @@ fn write_table(out: &mut String, rows: &[&Matched], arms: Option<(&str, &str)>) 
             fmt_num(m.new.median),
             change,
             interval,
+            vs_floor,
             verdict,
-            throttled
+            throttled_mark(&m.base, &m.new)
         )?;
     }
     writeln!(out)?;
@@ -758,6 +949,64 @@ mod tests {
         assert!(across.only_in_base.is_empty() && across.only_in_new.is_empty());
         let same_arm = compare_rows(&rows, &rows, None, 2.0).unwrap();
         assert_eq!(same_arm.matched.len(), 4, "a run against itself keeps them");
+    }
+
+    #[test]
+    fn floors_are_moves_without_verdicts_and_yardsticks_for_arms() {
+        let floor = |item: &str, median: f64| row("floor", "floor", item, 1, "step_us", median);
+        let base = vec![
+            floor("empty-kernel", 5.0),
+            floor("empty-graph", 2.0),
+            row("prep", "dsa_decode", "eager-sync", 4, "step_us", 50.0),
+            row("prep", "dsa_decode", "eager-device", 4, "step_us", 30.0),
+            row("prep", "dsa_decode", "graph", 4, "step_us", 10.0),
+        ];
+        let mut new = base.clone();
+        new[0] = floor("empty-kernel", 10.0);
+        let comparison = compare_rows(&base, &new, None, 2.0).unwrap();
+        assert_eq!(comparison.matched.len(), 3, "floors are not cells");
+        assert_eq!(comparison.count(Verdict::Same), 3);
+        let moved: Vec<(&str, f64)> = comparison
+            .floors
+            .iter()
+            .map(|f| (f.base.arm.as_str(), f.change.unwrap().pct.round()))
+            .collect();
+        assert_eq!(moved, [("empty-kernel", 100.0), ("empty-graph", 0.0)]);
+        let vs_floor = |arm: &str| {
+            let m = comparison
+                .matched
+                .iter()
+                .find(|m| m.base.arm == arm)
+                .unwrap();
+            m.vs_floor.unwrap().pct.round()
+        };
+        assert_eq!(vs_floor("eager-sync"), -50.0);
+        assert_eq!(vs_floor("graph"), 0.0);
+
+        // Two arms read against one floor share a yardstick; eager against graph does not.
+        let arms = |b, n| {
+            compare_rows(&base, &new, Some((b, n)), 2.0)
+                .unwrap()
+                .matched
+        };
+        let eager = arms("eager-sync", "eager-device");
+        assert_eq!(
+            eager[0].vs_floor.unwrap().pct.round(),
+            -70.0,
+            "(30/10)/(50/5)"
+        );
+        assert_eq!(arms("eager-sync", "graph")[0].vs_floor, None);
+        // Floors still move in arm mode; a side without floors leaves the column empty.
+        assert_eq!(
+            compare_rows(&base, &new, Some(("eager-sync", "graph")), 2.0)
+                .unwrap()
+                .floors
+                .len(),
+            2
+        );
+        let bare = compare_rows(&base[2..], &new, None, 2.0).unwrap();
+        assert!(bare.matched.iter().all(|m| m.vs_floor.is_none()));
+        assert_eq!(bare.only_in_new.len(), 2, "the floors only NEW has");
     }
 
     #[test]

@@ -1,14 +1,18 @@
 //! The environment record (`env.json`) written beside every run's CSV.
 
 use crate::report::atomic::write_atomic;
+use crate::report::summary::code;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// The environment record's file name inside a run directory.
 pub const ENV_FILE: &str = "env.json";
 /// How the notes of a steps run begin the lines that record its settings: the host profile
-/// (`host profile `NAME` (...)`) and the step model. Charts and `--resume` read them back.
+/// (`host profile `NAME` (...)`) and the step model. Charts, `--resume` and `compare` read
+/// them back.
 pub const HOST_PROFILE_NOTE: &str = "host profile `";
 pub const STEP_MODEL_NOTE: &str = "step model:";
 
@@ -53,15 +57,6 @@ impl EnvRecord {
             .and_then(|n| n.split('`').next())
     }
 
-    /// The notes that record a run's settings (host profile, step model).
-    pub fn setting_notes(&self) -> Vec<&str> {
-        self.notes
-            .iter()
-            .map(String::as_str)
-            .filter(|n| n.starts_with(HOST_PROFILE_NOTE) || n.starts_with(STEP_MODEL_NOTE))
-            .collect()
-    }
-
     /// Writes `<dir>/env.json` atomically and returns its path.
     pub fn write(&self, dir: &Path) -> Result<PathBuf> {
         let path = dir.join(ENV_FILE);
@@ -93,31 +88,170 @@ impl EnvRecord {
     }
 
     /// `Ok` when two runs measured the same hardware: same GPU model, GPU count and compute
-    /// capability. Driver, CUDA and git revision may differ, since a before/after pair is
-    /// usually two builds or two driver versions on one machine. The error names every field
-    /// that differs, `self`'s value first.
+    /// capability, as `--resume` needs. The error names every such field that differs,
+    /// `self`'s value first.
     pub fn same_setup(&self, other: &EnvRecord) -> Result<(), String> {
-        let mut differences = Vec::new();
-        if self.gpu_name != other.gpu_name {
-            differences.push(format!("GPU `{}` vs `{}`", self.gpu_name, other.gpu_name));
-        }
-        if self.gpu_count != other.gpu_count {
-            differences.push(format!(
-                "gpu_count {} vs {}",
-                self.gpu_count, other.gpu_count
-            ));
-        }
-        if self.compute_capability != other.compute_capability {
-            differences.push(format!(
-                "compute capability {} vs {}",
-                self.compute_capability, other.compute_capability
-            ));
-        }
+        let mut differences = self.machine_differences(other);
+        differences.retain(|d| HARDWARE.contains(&d.name.as_str()));
         if differences.is_empty() {
             Ok(())
         } else {
-            Err(differences.join(", "))
+            Err(describe(&differences))
         }
+    }
+
+    /// The machine and build a run measured on, field by field: what `compare` shows and
+    /// never refuses (a before/after pair is often two builds, drivers or hosts).
+    fn machine(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("GPU", self.gpu_name.clone()),
+            ("GPU count", self.gpu_count.to_string()),
+            ("compute capability", self.compute_capability.clone()),
+            ("driver", self.driver_version.clone()),
+            ("CUDA", self.cuda_driver_version.clone()),
+            ("NVRTC", self.nvrtc_version.clone()),
+            (
+                "power limit (W)",
+                self.power_limit_w.map_or(String::new(), |w| w.to_string()),
+            ),
+            ("CPU", self.cpu_model.clone()),
+            ("host architecture", self.host_arch.clone()),
+            ("host", self.hostname.clone()),
+            ("metaprep", self.metaprep_version.clone()),
+            ("git revision", self.git_revision.clone()),
+        ]
+    }
+
+    /// Where the machines (and builds) of two runs differ, `self`'s value first.
+    pub fn machine_differences(&self, other: &EnvRecord) -> Vec<Difference> {
+        self.machine()
+            .into_iter()
+            .zip(other.machine())
+            .filter(|((_, this), (_, that))| this != that)
+            .map(|((name, this), (_, that))| Difference {
+                name: name.to_string(),
+                // An empty field was not recorded (an older record, no NVML).
+                this: Some(this).filter(|v| !v.is_empty()),
+                other: Some(that).filter(|v| !v.is_empty()),
+            })
+            .collect()
+    }
+
+    /// What a run was asked to measure, keyed by (rank, name) in report order: its subcommand
+    /// (`command`), every flag of its command line but those in [`NOT_SETTINGS`] (the
+    /// program's path aside), and the notes that record resolved settings (`host profile`,
+    /// `step model`).
+    fn settings(&self) -> BTreeMap<(u8, String), String> {
+        let mut settings = BTreeMap::new();
+        let mut command = Vec::new();
+        let mut args = self.command_line.split_whitespace().skip(1).peekable();
+        while let Some(arg) = args.next() {
+            if !arg.starts_with("--") {
+                command.push(arg);
+                continue;
+            }
+            let (flag, value) = match arg.split_once('=') {
+                Some((flag, value)) => (flag, value),
+                None => (arg, args.next_if(|a| !a.starts_with("--")).unwrap_or("")),
+            };
+            if NOT_SETTINGS.contains(&flag) {
+                continue;
+            }
+            // A repeated flag (`--host-scale 1 --host-scale 2`) adds to its list.
+            settings
+                .entry((1, flag.to_string()))
+                .and_modify(|v: &mut String| {
+                    v.push(',');
+                    v.push_str(value);
+                })
+                .or_insert_with(|| value.to_string());
+        }
+        if !command.is_empty() {
+            settings.insert((0, "command".to_string()), command.join(" "));
+        }
+        for (name, prefix) in [
+            ("host profile", HOST_PROFILE_NOTE),
+            ("step model", STEP_MODEL_NOTE),
+        ] {
+            let notes: Vec<&str> = self
+                .notes
+                .iter()
+                .filter(|n| n.starts_with(prefix))
+                // Each note begins with its name; a profile's name keeps its backticks.
+                .map(|n| n[name.len()..].trim_start_matches(':').trim())
+                .collect();
+            if !notes.is_empty() {
+                settings.insert((2, name.to_string()), notes.join("; "));
+            }
+        }
+        settings
+    }
+
+    /// Every setting (see [`EnvRecord::settings`]) two runs recorded differently, `self`'s
+    /// value first: the command, then flags by name, then the setting notes. A comma list is
+    /// compared as a set, since the order of an axis is the order cells ran in, not what
+    /// they measure. `--resume` refuses any difference; `compare` unless `--allow-mismatch`.
+    pub fn setting_differences(&self, other: &EnvRecord) -> Vec<Difference> {
+        let (mine, theirs) = (self.settings(), other.settings());
+        fn as_set(value: &str) -> BTreeSet<&str> {
+            value.split(',').map(str::trim).collect()
+        }
+        let names: BTreeSet<&(u8, String)> = mine.keys().chain(theirs.keys()).collect();
+        names
+            .into_iter()
+            .filter(|key| {
+                mine.get(*key).map(String::as_str).map(as_set)
+                    != theirs.get(*key).map(String::as_str).map(as_set)
+            })
+            .map(|key| Difference {
+                name: key.1.clone(),
+                this: mine.get(key).cloned(),
+                other: theirs.get(key).cloned(),
+            })
+            .collect()
+    }
+}
+
+/// Flags that say where a run writes, which GPU of the host it takes, or that it continues
+/// one: not what it measures.
+const NOT_SETTINGS: [&str; 5] = ["--out", "--resume", "--trace", "--trace-cell", "--device"];
+
+/// The machine fields `--resume` refuses to change: the numbers of another GPU would mix in.
+const HARDWARE: [&str; 3] = ["GPU", "GPU count", "compute capability"];
+
+/// A setting or machine field two runs recorded differently; `None` where a run did not
+/// record it (a flag not given takes its default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    pub name: String,
+    pub this: Option<String>,
+    pub other: Option<String>,
+}
+
+/// Differences as one line: `a: `1` vs `2`; b: ...` (values may hold commas).
+pub fn describe(differences: &[Difference]) -> String {
+    differences
+        .iter()
+        .map(Difference::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl fmt::Display for Difference {
+    /// `name: `this` vs `other``.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let value = |v: &Option<String>| match v {
+            Some(v) => code(v),
+            None if self.name.starts_with("--") => "not given (its default)".to_string(),
+            None => "not recorded".to_string(),
+        };
+        write!(
+            f,
+            "{}: {} vs {}",
+            self.name,
+            value(&self.this),
+            value(&self.other)
+        )
     }
 }
 
@@ -187,6 +321,20 @@ mod tests {
         other.git_revision = "abcdef0".into();
         other.hostname = "other-host".into();
         assert_eq!(test_env().same_setup(&other), Ok(()));
+        let shown: Vec<String> = test_env()
+            .machine_differences(&other)
+            .iter()
+            .map(Difference::to_string)
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "driver: `580.159.03` vs `590.10`",
+                "CUDA: `13.0` vs `13.1`",
+                "host: `gpu-host` vs `other-host`",
+                "git revision: `d9d035d` vs `abcdef0`",
+            ]
+        );
     }
 
     #[test]
@@ -194,11 +342,72 @@ mod tests {
         let mut other = test_env();
         other.gpu_name = "NVIDIA H100 80GB HBM3".into();
         let error = test_env().same_setup(&other).unwrap_err();
-        assert_eq!(error, "GPU `NVIDIA H200` vs `NVIDIA H100 80GB HBM3`");
+        assert_eq!(error, "GPU: `NVIDIA H200` vs `NVIDIA H100 80GB HBM3`");
         other.gpu_count = 8;
         other.compute_capability = "10.0".into();
+        other.cpu_model = String::new();
         let error = test_env().same_setup(&other).unwrap_err();
-        assert!(error.contains("gpu_count 1 vs 8"), "{error}");
-        assert!(error.contains("compute capability 9.0 vs 10.0"), "{error}");
+        assert!(error.contains("GPU count: `1` vs `8`"), "{error}");
+        assert!(
+            error.contains("compute capability: `9.0` vs `10.0`"),
+            "{error}"
+        );
+        assert!(
+            !error.contains("CPU"),
+            "the CPU is no reason to refuse: {error}"
+        );
+        let cpu = test_env().machine_differences(&other).pop().unwrap();
+        assert_eq!(
+            cpu.to_string(),
+            "CPU: `Intel(R) Xeon(R) Platinum 8480+` vs not recorded"
+        );
+    }
+
+    fn run(command: &str, notes: &[&str]) -> EnvRecord {
+        EnvRecord {
+            command_line: command.into(),
+            notes: notes.iter().map(|n| n.to_string()).collect(),
+            ..test_env()
+        }
+    }
+
+    fn differences(a: &EnvRecord, b: &EnvRecord) -> Vec<String> {
+        a.setting_differences(b)
+            .iter()
+            .map(Difference::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn settings_come_from_the_command_line_and_the_setting_notes() {
+        let base = run(
+            "/a/metaprep sweep --tp tp1,tp8 --seed 1 --out r/a --device 0",
+            &["emulated: tp8 needs 8 GPUs"],
+        );
+        // Another program path, output, device, flag order, list order, `--flag=value`
+        // spelling, `--resume` and a note that is no setting: the same settings.
+        let same = run(
+            "bundle/metaprep sweep --seed=1 --out=r/b --tp tp8,tp1 --device 1 --resume",
+            &[],
+        );
+        assert_eq!(differences(&base, &same), Vec::<String>::new());
+        let other = run(
+            "metaprep steps --tp tp1 --host-scale 1 --host-scale 2 --trace t.json",
+            &[
+                "step model: target moe-large, draft draft-small",
+                "host profile `pytorch` (op 7.9 us)",
+            ],
+        );
+        assert_eq!(
+            differences(&base, &other),
+            [
+                "command: `sweep` vs `steps`",
+                "--host-scale: not given (its default) vs `1,2`",
+                "--seed: `1` vs not given (its default)",
+                "--tp: `tp1,tp8` vs `tp1`",
+                "host profile: not recorded vs `` `pytorch` (op 7.9 us) ``",
+                "step model: not recorded vs `target moe-large, draft draft-small`",
+            ]
+        );
     }
 }

@@ -5,6 +5,7 @@
 //! cost (eager-sync − eager-device) gets its interval by MOVER for a difference. Every
 //! table is sorted by fixed keys, so the same rows always give the same text.
 
+use crate::measure::floor::FloorItem;
 use crate::report::atomic::write_atomic;
 use crate::report::compare::relative_change;
 use crate::report::csv::{CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
@@ -309,8 +310,8 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
             ("empty-kernel", "eager arms"),
             ("empty-graph", "graph arms"),
         ] {
-            if let Some(value) = floors.get(item) {
-                write!(out, "; {arms} over {item} {} µs", fmt_num(*value))?;
+            if let Some(floor) = floors.get(item) {
+                write!(out, "; {arms} over {item} {} µs", fmt_num(floor.median))?;
             }
         }
         write!(out, ")")?;
@@ -344,7 +345,7 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
             write!(out, "| {bs} | {block} |")?;
             for (_, arm) in &arms {
                 let cell = sorted.with_arm(arm);
-                let floor = floors.get(floor_of_arm(arm)).copied();
+                let floor = floors.get(floor_of_arm(arm)).map(|r| r.median);
                 write!(out, " {} |", prep_cost(index, &cell, floor))?;
             }
             if has_host_read {
@@ -394,26 +395,27 @@ fn prep_cost(index: &Index, cell: &CellKey, floor_us: Option<f64>) -> String {
     text
 }
 
-/// The launch floors of a run (empty kernel, empty graph), µs: each item's lowest median.
-fn launch_floors(rows: &[Row]) -> BTreeMap<&str, f64> {
-    let mut floors: BTreeMap<&str, f64> = BTreeMap::new();
+/// The launch floors of a run (empty kernel, empty graph): each item's row with the
+/// lowest median.
+pub(crate) fn launch_floors(rows: &[Row]) -> BTreeMap<&str, &Row> {
+    let mut floors: BTreeMap<&str, &Row> = BTreeMap::new();
     for r in rows.iter().filter(|r| {
         r.kind == KIND_FLOOR && r.unit == "us" && LAUNCH_FLOORS.contains(&r.arm.as_str())
     }) {
-        let floor = floors.entry(r.arm.as_str()).or_insert(r.median);
-        *floor = floor.min(r.median);
+        let floor = floors.entry(r.arm.as_str()).or_insert(r);
+        if r.median < floor.median {
+            *floor = r;
+        }
     }
     floors
 }
 
 /// The floor an arm is read against, as the sweep forms `floor_multiple`: arms that replay
-/// a graph against the empty graph, eager arms against the empty kernel.
-fn floor_of_arm(arm: &str) -> &'static str {
-    if ["graph", "graph-upload", "fused"].contains(&arm) {
-        "empty-graph"
-    } else {
-        "empty-kernel"
-    }
+/// a graph against the empty graph, eager arms (and unknown ones) against the empty kernel.
+pub(crate) fn floor_of_arm(arm: &str) -> &'static str {
+    arm.parse()
+        .map_or(FloorItem::EmptyKernel, FloorItem::of_arm)
+        .name()
 }
 
 /// `a − b` with a 95% interval by MOVER for a difference of independent estimates; NaN
@@ -484,7 +486,8 @@ fn write_floors(out: &mut String, index: &Index) -> fmt::Result {
     writeln!(out)
 }
 
-fn floor_rank(item: &str) -> u8 {
+/// Table order of floor items: launches, then copies, then anything else.
+pub(crate) fn floor_rank(item: &str) -> u8 {
     [
         "empty-kernel",
         "empty-graph",
