@@ -176,6 +176,16 @@ mod resume_tests {
         );
         let why = resume_difference(&original, &profile).unwrap();
         assert!(why.contains("settings differ"), "{why}");
+        // Another GPU's memory may leave other cells out.
+        let memory = env(
+            "metaprep steps --out r --seed 1 --resume",
+            &[
+                "host profile `pytorch` (x)",
+                "memory per GPU: 80.0 GiB (device)",
+            ],
+        );
+        let why = resume_difference(&original, &memory).unwrap();
+        assert!(why.contains("memory per GPU"), "{why}");
         // Notes that are not settings (emulation, resumption) may differ.
         let notes = env(
             "metaprep steps --out r --seed 1 --resume",

@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 /// The environment record's file name inside a run directory.
 pub const ENV_FILE: &str = "env.json";
 /// How the notes of a steps run begin the lines that record its settings: the host profile
-/// (`host profile `NAME` (...)`) and the step model. Charts and `--resume` read them back.
+/// (`host profile `NAME` (...)`), the step model, and the memory per GPU with the cells left
+/// out as not deployable. Charts and `--resume` read them back.
 pub const HOST_PROFILE_NOTE: &str = "host profile `";
 pub const STEP_MODEL_NOTE: &str = "step model:";
+pub const MEMORY_NOTE: &str = "memory per GPU:";
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EnvRecord {
@@ -53,12 +55,16 @@ impl EnvRecord {
             .and_then(|n| n.split('`').next())
     }
 
-    /// The notes that record a run's settings (host profile, step model).
+    /// The notes that record a run's settings (host profile, step model, memory per GPU).
     pub fn setting_notes(&self) -> Vec<&str> {
         self.notes
             .iter()
             .map(String::as_str)
-            .filter(|n| n.starts_with(HOST_PROFILE_NOTE) || n.starts_with(STEP_MODEL_NOTE))
+            .filter(|n| {
+                [HOST_PROFILE_NOTE, STEP_MODEL_NOTE, MEMORY_NOTE]
+                    .iter()
+                    .any(|prefix| n.starts_with(prefix))
+            })
             .collect()
     }
 
