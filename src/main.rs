@@ -14,8 +14,9 @@ use metaprep::report::compare::{run_compare, CompareArgs, EXIT_BAD_INPUT};
 use metaprep::report::run_dir::RunDir;
 use metaprep::step::host_profile::{HostProfile, Item};
 use metaprep::step::layout::Layout;
+use metaprep::step::memory::{GpuMemory, NotDeployable};
 use metaprep::step::profile::{ForwardModel, Profile};
-use metaprep::step::run::{StepsConfig, TraceRequest};
+use metaprep::step::run::{Cell, StepsConfig, TraceRequest};
 use metaprep::sweep::{self, SweepConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -139,8 +140,15 @@ struct StepsArgs {
     /// whole batch, an all-reduce per layer) or dep2, dep4 (attention data-parallel with
     /// bs/DP requests per GPU, experts spread over the DP GPUs, all-to-all per layer).
     /// Layouts needing more GPUs than the host has run one rank and are marked emulated.
-    #[arg(long, default_value = "tp1,tp2,tp4,tp8,dep2,dep4")]
-    tp: String,
+    /// Only cells one GPU can hold run (target and draft weights plus KV cache within 90% of
+    /// its memory); the others are left out with a note. Default: all six; a layout named
+    /// here that holds no batch of the run is refused.
+    #[arg(long)]
+    tp: Option<String>,
+    /// Memory of one GPU in GiB, to plan for another GPU than this one (default: the
+    /// device's own total memory). Decides which layouts and batches fit (see --tp).
+    #[arg(long, allow_negative_numbers = true)]
+    gpu_memory_gib: Option<f64>,
     /// Target model profile for the verify forward: moe-large (DeepSeek-V3/V4-class MoE,
     /// FP8 weights, MLA cache), draft-small, or custom (see --custom-*).
     #[arg(long, default_value = "moe-large")]
@@ -332,6 +340,9 @@ fn main() -> ExitCode {
             eprintln!("metaprep: error: {e:#}");
             if e.downcast_ref::<GpuUnavailable>().is_some() {
                 ExitCode::from(EXIT_NO_GPU)
+            } else if e.downcast_ref::<NotDeployable>().is_some() {
+                // Known only once the memory per GPU is, which may take opening the device.
+                ExitCode::from(EXIT_BAD_INPUT)
             } else {
                 ExitCode::FAILURE
             }
@@ -547,7 +558,7 @@ fn host_program(args: &StepsArgs) -> Result<HostProfile> {
     Ok(host)
 }
 
-fn trace_cell(s: &str) -> Result<(Layout, u32, u32)> {
+fn trace_cell(s: &str) -> Result<Cell> {
     let parts: Vec<&str> = s.split(':').collect();
     let [layout, bs, block] = parts.as_slice() else {
         anyhow::bail!("--trace-cell: `{s}` is not LAYOUT:BATCH:BLOCK, such as tp4:1:5");
@@ -562,7 +573,11 @@ fn trace_cell(s: &str) -> Result<(Layout, u32, u32)> {
 }
 
 fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
-    let layouts = usage(Layout::parse_list(&args.tp))?;
+    let layouts = match &args.tp {
+        Some(list) => usage(Layout::parse_list(list))?,
+        None => Layout::all().to_vec(),
+    };
+    let gpu_memory = usage(args.gpu_memory_gib.map(GpuMemory::from_gib).transpose())?;
     let batch_sizes = usage(parse_u32_list(&args.batch_sizes, "--batch-sizes"))?;
     let block_sizes = usage(parse_u32_list(&args.block_sizes, "--block-sizes"))?;
     let smallest_block = *block_sizes
@@ -620,28 +635,17 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         )));
     }
     let out = args.out.clone().unwrap_or_else(|| default_out("steps"));
-    let cell = match &args.trace_cell {
-        Some(s) => usage(trace_cell(s))?,
-        None => (layouts[0], batch_sizes[0], block_sizes[0]),
-    };
-    if !(layouts.contains(&cell.0)
-        && batch_sizes.contains(&cell.1)
-        && block_sizes.contains(&cell.2))
-    {
-        return usage(Err(anyhow::anyhow!(
-            "--trace-cell {}:{}:{} is not a cell of this run (--tp, --batch-sizes, --block-sizes): \
-             no trace would be written",
-            cell.0,
-            cell.1,
-            cell.2
-        )));
+    let cell = usage(args.trace_cell.as_deref().map(trace_cell).transpose())?;
+    if let Some((layout, bs, block)) = cell {
+        if !(layouts.contains(&layout) && batch_sizes.contains(&bs) && block_sizes.contains(&block))
+        {
+            return usage(Err(anyhow::anyhow!(
+                "--trace-cell {layout}:{bs}:{block} is not a cell of this run (--tp, \
+                 --batch-sizes, --block-sizes): no trace would be written"
+            )));
+        }
     }
-    let trace = args.trace.clone().map(|path| TraceRequest {
-        layout: cell.0,
-        batch_size: cell.1,
-        block: cell.2,
-        path,
-    });
+    let trace = args.trace.clone().map(|path| TraceRequest { cell, path });
     Ok(StepsConfig {
         device: args.device.device,
         cpu: args.pin.cpu,
@@ -649,6 +653,8 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         batch_sizes,
         block_sizes,
         layouts,
+        layouts_named: args.tp.is_some(),
+        gpu_memory,
         target: usage(forward_model(&args.model, args).context("--model"))?,
         draft: usage(forward_model(&args.draft_model, args).context("--draft-model"))?,
         accept_mean: args.accept_length,

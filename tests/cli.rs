@@ -115,6 +115,59 @@ fn bad_flags_are_refused_before_any_gpu_work() {
 }
 
 #[test]
+fn layouts_a_gpu_cannot_hold_are_refused_before_any_gpu_work() {
+    // moe-large + draft-small at tp1 hold 668 GiB per GPU; an H200 of 141 GiB leaves 126.9.
+    let out = metaprep(&["steps", "--tp", "tp1", "--gpu-memory-gib", "141"]);
+    assert_clean_failure(&out, 2, "tp1 at bs 1 needs 668.2 GiB per GPU");
+    let err = stderr(&out);
+    for needle in [
+        "126.9 GiB left for them on a GPU of 141.0 GiB (--gpu-memory-gib)",
+        "use tp8, or pass --gpu-memory-gib",
+    ] {
+        assert!(err.contains(needle), "expected `{needle}` in: {err}");
+    }
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    // tp8 holds the weights, but not the MLA cache of 256 requests of 5120 tokens.
+    assert_clean_failure(
+        &metaprep(&[
+            "steps",
+            "--tp",
+            "tp8",
+            "--batch-sizes",
+            "256",
+            "--gpu-memory-gib",
+            "141",
+        ]),
+        2,
+        "tp8 at bs 256 needs 170.7 GiB per GPU",
+    );
+    assert_clean_failure(
+        &metaprep(&[
+            "steps",
+            "--tp",
+            "tp8",
+            "--batch-sizes",
+            "1,256",
+            "--gpu-memory-gib",
+            "141",
+            "--trace",
+            "t.json",
+            "--trace-cell",
+            "tp8:256:5",
+        ]),
+        2,
+        "--trace-cell tp8:256:5 names a cell left out",
+    );
+    for (bad, shown) in [("0", "0"), ("-1", "-1"), ("nan", "NaN"), ("inf", "inf")] {
+        assert_clean_failure(
+            &metaprep(&["steps", "--gpu-memory-gib", bad]),
+            2,
+            &format!("--gpu-memory-gib: {shown} is not a memory size"),
+        );
+    }
+}
+
+#[test]
 fn report_writes_charts_and_summary_and_refuses_bad_dirs() {
     let dir = tempfile::tempdir().unwrap();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run_small");

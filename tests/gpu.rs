@@ -114,6 +114,8 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
         batch_sizes: vec![1, 3],
         block_sizes: vec![5],
         layouts: vec![Layout::Tp(1)],
+        layouts_named: true,
+        gpu_memory: None,
         target: ForwardModel::FixedUs(200.0),
         draft: ForwardModel::FixedUs(200.0),
         accept_mean: 3.0,
@@ -135,9 +137,7 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
         out: dir.path().join("run"),
         resume: false,
         trace: Some(TraceRequest {
-            layout: Layout::Tp(1),
-            batch_size: 1,
-            block: 5,
+            cell: Some((Layout::Tp(1), 1, 5)),
             path: trace.clone(),
         }),
     };

@@ -161,5 +161,15 @@ mod resume_tests {
             why.contains("host profile: `` `pytorch` (x) `` vs `` `pytorch` (y) ``"),
             "{why}"
         );
+        // Another GPU's memory may leave other cells out.
+        let why = resumed(
+            "metaprep steps --out r --seed 1 --resume",
+            &[
+                "host profile `pytorch` (x)",
+                "memory per GPU: 80.0 GiB (device)",
+            ],
+        )
+        .unwrap_err();
+        assert!(why.contains("memory per GPU"), "{why}");
     }
 }

@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 /// The environment record's file name inside a run directory.
 pub const ENV_FILE: &str = "env.json";
 /// How the notes of a steps run begin the lines that record its settings: the host profile
-/// (`host profile `NAME` (...)`) and the step model. Charts, `--resume` and `compare` read
-/// them back.
+/// (`host profile `NAME` (...)`), the step model, and the memory per GPU with the cells left
+/// out as not deployable. Charts, `--resume` and `compare` read them back.
 pub const HOST_PROFILE_NOTE: &str = "host profile `";
 pub const STEP_MODEL_NOTE: &str = "step model:";
+pub const MEMORY_NOTE: &str = "memory per GPU:";
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EnvRecord {
@@ -172,6 +173,7 @@ impl EnvRecord {
         for (name, prefix) in [
             ("host profile", HOST_PROFILE_NOTE),
             ("step model", STEP_MODEL_NOTE),
+            ("memory per GPU", MEMORY_NOTE),
         ] {
             let notes: Vec<&str> = self
                 .notes

@@ -1,5 +1,6 @@
 //! Model profiles: how many bytes one GPU's forward reads and how many bytes its collectives
-//! move, so the stand-in forward kernels take the time a real forward would on that GPU.
+//! move, so the stand-in forward kernels take the time a real forward would on that GPU, and
+//! how many bytes the GPU holds, so `steps` runs only layouts that fit (`memory`).
 //!
 //! A decode forward is memory-bound: its time follows the weights and KV cache it streams.
 //! The profiles below are round-figure **assumptions** derived from the public DeepSeek-V3
@@ -35,6 +36,12 @@ pub struct Profile {
     pub moe: Option<Moe>,
     /// Output head read once per forward (split by TP, whole under dep).
     pub head_weight_bytes: u64,
+    /// Input embedding table, split as the head. A forward reads only its tokens' rows, so it
+    /// counts toward the memory a GPU holds, not toward the bytes a forward streams.
+    pub embedding_bytes: u64,
+    /// A drafter that uses its target's embedding and head (DeepSeek-V3's MTP block does):
+    /// next to a target with a head of the same size, it holds neither of its own.
+    pub shares_target_vocab: bool,
     /// KV cache bytes one token of context costs in one layer.
     pub kv_bytes_per_token_per_layer: u64,
     /// Per-head caches (MHA/GQA) are split across TP ranks; an MLA latent cache is shared by
@@ -52,12 +59,31 @@ pub struct Moe {
     pub expert_weight_bytes: u64,
 }
 
-/// Bytes one GPU streams in one forward.
+/// Weight and KV bytes of one GPU: those a forward streams ([`Profile::forward_bytes`]) or
+/// those it holds ([`Profile::held_bytes`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ForwardBytes {
+pub struct GpuBytes {
     pub weights: u64,
     pub kv: u64,
     pub total: u64,
+}
+
+impl GpuBytes {
+    pub fn new(weights: u64, kv: u64) -> GpuBytes {
+        GpuBytes {
+            weights,
+            kv,
+            total: weights + kv,
+        }
+    }
+}
+
+impl std::ops::Add for GpuBytes {
+    type Output = GpuBytes;
+
+    fn add(self, other: GpuBytes) -> GpuBytes {
+        GpuBytes::new(self.weights + other.weights, self.kv + other.kv)
+    }
 }
 
 /// What the lead's step loop launches for one forward: a kernel streaming `stream_bytes`
@@ -143,14 +169,17 @@ impl Profile {
             dense_weight_bytes_per_layer: v3_dense_per_layer,
             moe,
             head_weight_bytes: V3_VOCAB * V3_HIDDEN * BF16_BYTES,
+            embedding_bytes: V3_VOCAB * V3_HIDDEN * BF16_BYTES,
             kv_bytes_per_token_per_layer: V3_KV_BYTES_PER_TOKEN_PER_LAYER,
             kv_split_by_tp: false,
+            shares_target_vocab: false,
         };
         match name {
             "moe-large" => Ok(v3),
             "draft-small" => Ok(Profile {
                 layers: 1,
                 dense_weight_bytes_per_layer: v3_dense_per_layer + MTP_EH_PROJ_PARAMS * FP8_BYTES,
+                shares_target_vocab: true,
                 ..v3
             }),
             "custom" => bail!(
@@ -191,8 +220,10 @@ impl Profile {
             dense_weight_bytes_per_layer: weight_bytes_per_layer,
             moe: None,
             head_weight_bytes: 0,
+            embedding_bytes: 0,
             kv_bytes_per_token_per_layer,
             kv_split_by_tp: true,
+            shares_target_vocab: false,
         })
     }
 
@@ -210,7 +241,7 @@ impl Profile {
         rank_batch: u32,
         context_len: u32,
         tokens_per_request: u32,
-    ) -> ForwardBytes {
+    ) -> GpuBytes {
         let tp = u64::from(layout.tp_degree());
         let dp = layout.dp_degree();
         let routed_per_layer = self.moe.map_or(0.0, |moe| {
@@ -223,16 +254,50 @@ impl Profile {
         let per_layer = (self.dense_weight_bytes_per_layer / tp) as f64 + routed_per_layer;
         let weights =
             (per_layer * f64::from(self.layers)).round() as u64 + self.head_weight_bytes / tp;
-        let kv_tp = if self.kv_split_by_tp { tp } else { 1 };
-        let kv = u64::from(rank_batch)
+        GpuBytes::new(weights, self.kv_bytes(layout, rank_batch, context_len))
+    }
+
+    /// Bytes one GPU of `layout` holds: every weight stored there, not only those a forward
+    /// reads, plus the KV cache of its `rank_batch` requests at `context_len` tokens (the
+    /// cache [`Self::forward_bytes`] reads). Split as there: dense weights, head and
+    /// embedding by TP (whole under dep); under tp 1/TP of every routed expert, under dep
+    /// E/DP whole experts (rounded up: the busiest GPU). `vocab: false` leaves out the head
+    /// and embedding, for a drafter using the target's. Activations and workspace are not
+    /// counted: see [`super::memory::RESERVED_FRACTION`].
+    pub fn held_bytes(
+        &self,
+        layout: Layout,
+        rank_batch: u32,
+        context_len: u32,
+        vocab: bool,
+    ) -> GpuBytes {
+        let tp = u64::from(layout.tp_degree());
+        let routed = self.moe.map_or(0, |moe| {
+            u64::from(moe.routed_experts.div_ceil(layout.dp_degree())) * moe.expert_weight_bytes
+        });
+        let per_layer = (self.dense_weight_bytes_per_layer + routed) / tp;
+        let vocab_bytes = if vocab {
+            (self.head_weight_bytes + self.embedding_bytes) / tp
+        } else {
+            0
+        };
+        GpuBytes::new(
+            per_layer * u64::from(self.layers) + vocab_bytes,
+            self.kv_bytes(layout, rank_batch, context_len),
+        )
+    }
+
+    /// KV cache of `rank_batch` requests of `context_len` tokens on one GPU of `layout`.
+    fn kv_bytes(&self, layout: Layout, rank_batch: u32, context_len: u32) -> u64 {
+        let kv_tp = if self.kv_split_by_tp {
+            u64::from(layout.tp_degree())
+        } else {
+            1
+        };
+        u64::from(rank_batch)
             * u64::from(context_len)
             * (self.kv_bytes_per_token_per_layer / kv_tp)
-            * u64::from(self.layers);
-        ForwardBytes {
-            weights,
-            kv,
-            total: weights + kv,
-        }
+            * u64::from(self.layers)
     }
 
     /// Collectives one GPU joins per layer: two all-reduces under tpN (N > 1), a dispatch

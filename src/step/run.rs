@@ -22,6 +22,7 @@
 use super::forward::{spin, StreamSource};
 use super::host_profile::{HostProfile, Item, Phase, GPU_ITEMS_IN_ORDER};
 use super::layout::Layout;
+use super::memory::{Deployment, GpuMemory, NotDeployable};
 use super::metrics::{StepRecord, Timeline};
 use super::profile::{
     collective_latency_us, ForwardModel, ForwardSpec, Link, COLLECTIVE_LATENCY_SOURCE,
@@ -65,6 +66,10 @@ pub struct StepsConfig {
     pub batch_sizes: Vec<u32>,
     pub block_sizes: Vec<u32>,
     pub layouts: Vec<Layout>,
+    /// `--tp` named the layouts: one that fits no batch is refused rather than left out.
+    pub layouts_named: bool,
+    /// `--gpu-memory-gib`: the memory per GPU to plan for instead of the device's own.
+    pub gpu_memory: Option<GpuMemory>,
     pub target: ForwardModel,
     pub draft: ForwardModel,
     pub accept_mean: f64,
@@ -90,11 +95,13 @@ pub struct StepsConfig {
     pub trace: Option<TraceRequest>,
 }
 
+/// A cell of the grid: layout, batch size, block size.
+pub type Cell = (Layout, u32, u32);
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceRequest {
-    pub layout: Layout,
-    pub batch_size: u32,
-    pub block: u32,
+    /// `--trace-cell`'s layout, batch and block; `None`: the first cell the run measures.
+    pub cell: Option<Cell>,
     /// The eager-sync arm's trace; other arms' go beside it with `-<arm>` before `.json`.
     pub path: PathBuf,
 }
@@ -698,16 +705,76 @@ pub struct StepsOutcome {
     pub seconds: f64,
 }
 
+/// What the run measures on GPUs of `memory`: the cells they hold ([`Deployment::plan`];
+/// every cell under `--forward-us`, which models no weights), and the cell `--trace` writes.
+fn plan(
+    config: &StepsConfig,
+    context: u32,
+    memory: GpuMemory,
+) -> Result<(Deployment, Option<Cell>)> {
+    let deployment = match (&config.target, &config.draft) {
+        (ForwardModel::Profile(target), ForwardModel::Profile(draft)) => Deployment::plan(
+            target,
+            draft,
+            &config.layouts,
+            config.layouts_named,
+            &config.batch_sizes,
+            context,
+            memory,
+        )?,
+        _ => Deployment::unchecked(&config.layouts, &config.batch_sizes),
+    };
+    let traced = traced_cell(config, &deployment)?;
+    Ok((deployment, traced))
+}
+
+/// The cell `--trace` writes: `--trace-cell`'s, which must be one the GPU holds, or else the
+/// first cell the run measures.
+fn traced_cell(config: &StepsConfig, deployment: &Deployment) -> Result<Option<Cell>> {
+    let Some(trace) = &config.trace else {
+        return Ok(None);
+    };
+    let Some((layout, bs, block)) = trace.cell else {
+        let (layout, batches) = &deployment.cells[0];
+        return Ok(Some((*layout, batches[0], config.block_sizes[0])));
+    };
+    match deployment
+        .left_out
+        .iter()
+        .find(|e| (e.layout, e.batch_size) == (layout, bs))
+    {
+        Some(e) => Err(NotDeployable {
+            advice: format!(
+                "--trace-cell {layout}:{bs}:{block} names a cell left out: trace one that fits"
+            ),
+            ..e.clone()
+        }
+        .into()),
+        None => Ok(Some((layout, bs, block))),
+    }
+}
+
 pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
     let started = Instant::now();
     let (csv_path, mut rows) = existing_rows(&config.out, config.resume)?;
+    let context = (config.seq_lens.min + config.seq_lens.max) / 2;
+    // A planned memory is checked before the GPU opens, the device's once it is open: either
+    // way before any measurement.
+    let planned = config
+        .gpu_memory
+        .map(|memory| plan(config, context, memory))
+        .transpose()?;
     let gpu = Gpu::open(config.device)?;
+    let (deployment, trace_cell) = match planned {
+        Some(p) => p,
+        None => plan(config, context, GpuMemory::device(gpu.info.memory_bytes))?,
+    };
     let done = completed_cells(&rows);
     let how = format!(
         "one rank ran on one GPU, collectives are busy-waits sized by their bytes at {} GB/s",
         config.link_gb_s
     );
-    let mut notes = emulation_notes(&config.layouts, gpu.info.device_count, &how);
+    let mut notes = emulation_notes(&deployment.layouts(), gpu.info.device_count, &how);
     notes.push(pin_note(pin_current_thread(config.cpu)?));
     let latency = match config.collective_latency_us {
         Some(v) => format!("{v} us per collective"),
@@ -722,17 +789,16 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         config.host.describe(),
         program_line(&config.host)
     ));
+    notes.push(deployment.note());
     let recorder = Recorder::start(&gpu, &config.out, csv_path, config.resume, notes)?;
     let stream_source = StreamSource::new(&gpu, 1 << 30)?;
     let total_cells = config.host_scales.len()
-        * config.layouts.len()
-        * config.batch_sizes.len()
+        * deployment.cells.iter().map(|(_, b)| b.len()).sum::<usize>()
         * config.block_sizes.len()
         * config.arms.len();
     let progress = progress(total_cells);
-    let context = (config.seq_lens.min + config.seq_lens.max) / 2;
-    for &layout in &config.layouts {
-        for &bs in &config.batch_sizes {
+    for &(layout, ref batch_sizes) in &deployment.cells {
+        for &bs in batch_sizes {
             let rank_bs = layout.rank_batch(bs);
             for &block in &config.block_sizes {
                 // One group per (layout, batch, block): every host scale's cells, measured whole.
@@ -830,7 +896,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                         let request = config
                             .trace
                             .as_ref()
-                            .filter(|t| (t.layout, t.batch_size, t.block) == (layout, bs, block))
+                            .filter(|_| trace_cell == Some((layout, bs, block)))
                             .filter(|_| traced);
                         let mut trace = request.map(|_| TraceBuilder::new());
                         if let Some(t) = trace.as_mut() {
@@ -988,9 +1054,7 @@ mod tests {
     #[test]
     fn trace_paths_per_arm() {
         let t = TraceRequest {
-            layout: Layout::Tp(4),
-            batch_size: 1,
-            block: 5,
+            cell: Some((Layout::Tp(4), 1, 5)),
             path: PathBuf::from("out/trace.json"),
         };
         assert_eq!(t.path_for(Arm::EagerSync), PathBuf::from("out/trace.json"));
