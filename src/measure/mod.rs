@@ -8,6 +8,7 @@ pub mod environment;
 pub mod floor;
 pub mod pin;
 pub mod prep_cell;
+pub mod rounds;
 pub mod rows;
 pub mod run_output;
 pub mod sampling;

@@ -1,7 +1,8 @@
 //! Turning measurements into tidy CSV rows.
 
 use super::nvml::{reasons_hex, CellTelemetry};
-use super::stats::{summarize, Estimate};
+use super::rounds::over_rounds;
+use super::stats::{summarize, Estimate, Summary};
 use crate::report::csv::{CellKey, Row};
 
 /// The coordinates every row of one cell shares.
@@ -76,7 +77,18 @@ impl CellId {
         telemetry: Option<&CellTelemetry>,
     ) -> Option<Row> {
         let s = summarize(samples)?;
-        Some(Row {
+        Some(self.row_of(metric, unit, &s, stop, telemetry))
+    }
+
+    fn row_of(
+        &self,
+        metric: &str,
+        unit: &str,
+        s: &Summary,
+        stop: &str,
+        telemetry: Option<&CellTelemetry>,
+    ) -> Row {
+        Row {
             median: s.median,
             p10: s.p10,
             p90: s.p90,
@@ -85,7 +97,21 @@ impl CellId {
             samples: s.samples as u64,
             stop_reason: stop.into(),
             ..self.base(metric, unit, telemetry)
-        })
+        }
+    }
+
+    /// A metric measured in rounds: the median of the rounds' medians with its interval
+    /// between rounds (see [`super::rounds`]). `None` when there is no finite sample.
+    pub fn rounds_row(
+        &self,
+        metric: &str,
+        unit: &str,
+        rounds: &[Vec<f64>],
+        stop: &str,
+        telemetry: Option<&CellTelemetry>,
+    ) -> Option<Row> {
+        let s = over_rounds(rounds)?;
+        Some(self.row_of(metric, unit, &s, stop, telemetry))
     }
 
     /// A derived metric (a difference or ratio of medians): the point and its bootstrap
