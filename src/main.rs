@@ -17,6 +17,7 @@ use metaprep::step::layout::Layout;
 use metaprep::step::memory::{GpuMemory, NotDeployable};
 use metaprep::step::profile::{ForwardModel, Profile};
 use metaprep::step::run::{Cell, StepsConfig, TraceRequest};
+use metaprep::step::stop::StepRounds;
 use metaprep::sweep::{self, SweepConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -130,9 +131,15 @@ struct StepsArgs {
     /// (graph replay with `[block] * bs` copied up before each replay), fused.
     #[arg(long, default_value = "eager-sync,eager-device,graph,graph-upload")]
     arms: String,
-    /// Batch sizes (requests per step), comma separated.
-    #[arg(long, default_value = "1,8,64,256")]
-    batch_sizes: String,
+    /// Batch sizes (requests per step), comma separated. Default: 1,4,16,64, the small
+    /// batches where a read's exposed host work matters; with --full, 1,2,4,8,16,32,64,128,256.
+    /// Batch sizes a layout's GPUs cannot hold are left out.
+    #[arg(long)]
+    batch_sizes: Option<String>,
+    /// The full grid: every batch size from 1 to 256 in powers of two (instead of 1,4,16,64),
+    /// on every layout that fits. Takes several times the default's time.
+    #[arg(long)]
+    full: bool,
     /// Draft block sizes gamma, comma separated; the verify step checks the same N tokens.
     #[arg(long, default_value = "3,5,8")]
     block_sizes: String,
@@ -199,21 +206,33 @@ struct StepsArgs {
     /// 4.5/4.8/7.8 µs at 2/4/8 GPUs (a custom all-reduce on H100, sgl-project/sglang#2904).
     #[arg(long)]
     collective_latency_us: Option<f64>,
-    /// Measured steps per cell (the clean pass), unless the cell's time cap ends it first.
-    #[arg(long, default_value_t = 200)]
-    steps: usize,
-    /// Fewest measured steps, whatever the time cap.
+    /// A cell (layout, batch, block) runs its arms in rounds, back to back in each round:
+    /// measured steps of one arm's clean pass in one round.
     #[arg(long, default_value_t = 30)]
-    min_steps: usize,
-    /// Time cap of a cell's clean pass, ms.
-    #[arg(long, default_value_t = 1500)]
+    round_steps: usize,
+    /// Fewest rounds per cell (6 at least: fewer round medians give no 95% interval).
+    #[arg(long, default_value_t = 6)]
+    min_rounds: usize,
+    /// Most rounds per cell.
+    #[arg(long, default_value_t = 20)]
+    max_rounds: usize,
+    /// A cell stops once every arm's step time against eager-sync's (paired within rounds)
+    /// has a 95% interval within ± this many percentage points, after --min-rounds.
+    #[arg(long, default_value_t = 0.5)]
+    precision_pct: f64,
+    /// Time cap of one cell, all its arms and rounds, ms: it stops there, precise or not
+    /// (its rows' stop_reason says which).
+    #[arg(long, default_value_t = 15_000)]
     cell_time_cap_ms: u64,
-    /// Warm-up steps before the measured ones.
+    /// Warm-up steps before each clean pass's measured ones.
     #[arg(long, default_value_t = 10)]
     warmup_steps: usize,
-    /// Steps of the timeline pass (events around each phase: occupancy, gaps, trace).
+    /// Steps of each arm's timeline pass (events around each phase: occupancy, gaps, trace).
     #[arg(long, default_value_t = 40)]
     timeline_steps: usize,
+    /// Time cap of each timeline pass, ms (3 steps at least).
+    #[arg(long, default_value_t = 1000)]
+    timeline_cap_ms: u64,
     /// Longest context a request may reach (tokens): the page tables' static width.
     #[arg(long, default_value_t = 32768)]
     max_context: u32,
@@ -572,13 +591,26 @@ fn trace_cell(s: &str) -> Result<Cell> {
     Ok((layout.parse()?, number(bs)?, number(block)?))
 }
 
+/// `steps`' default batch sizes: small batches, where a read's exposed host work matters.
+const DEFAULT_STEP_BATCHES: &str = "1,4,16,64";
+/// `steps --full`'s.
+const FULL_STEP_BATCHES: &str = "1,2,4,8,16,32,64,128,256";
+
 fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
     let layouts = match &args.tp {
         Some(list) => usage(Layout::parse_list(list))?,
         None => Layout::all().to_vec(),
     };
     let gpu_memory = usage(args.gpu_memory_gib.map(GpuMemory::from_gib).transpose())?;
-    let batch_sizes = usage(parse_u32_list(&args.batch_sizes, "--batch-sizes"))?;
+    let default_batches = if args.full {
+        FULL_STEP_BATCHES
+    } else {
+        DEFAULT_STEP_BATCHES
+    };
+    let batch_sizes = usage(parse_u32_list(
+        args.batch_sizes.as_deref().unwrap_or(default_batches),
+        "--batch-sizes",
+    ))?;
     let block_sizes = usage(parse_u32_list(&args.block_sizes, "--block-sizes"))?;
     let smallest_block = *block_sizes
         .iter()
@@ -614,11 +646,18 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
     {
         return usage(Err(anyhow::anyhow!("--host-scale lists a factor twice")));
     }
-    let cell_time_cap = usage(time_cap(args.cell_time_cap_ms, "--cell-time-cap-ms"))?;
-    if args.min_steps < 2 || args.steps < args.min_steps || args.timeline_steps < 3 {
+    let rounds = usage(StepRounds::new(
+        args.min_rounds,
+        args.max_rounds,
+        args.round_steps,
+        args.precision_pct,
+        usage(time_cap(args.cell_time_cap_ms, "--cell-time-cap-ms"))?,
+    ))?;
+    let timeline_cap = usage(time_cap(args.timeline_cap_ms, "--timeline-cap-ms"))?;
+    if args.timeline_steps < 3 {
         return usage(Err(anyhow::anyhow!(
-            "--steps ({}) must be at least --min-steps ({}), which must be at least 2; --timeline-steps at least 3",
-            args.steps, args.min_steps
+            "--timeline-steps ({}) must be at least 3",
+            args.timeline_steps
         )));
     }
     validate_shapes(
@@ -662,11 +701,10 @@ fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         host_scales: args.host_scale.clone(),
         link_gb_s: args.link_gb_s,
         collective_latency_us: args.collective_latency_us,
-        steps: args.steps,
-        min_steps: args.min_steps,
-        cell_time_cap,
+        rounds,
         warmup_steps: args.warmup_steps,
         timeline_steps: args.timeline_steps,
+        timeline_cap,
         max_context: args.max_context,
         seq_lens,
         seed: args.seed,

@@ -103,6 +103,7 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
     use metaprep::step::layout::Layout;
     use metaprep::step::profile::ForwardModel;
     use metaprep::step::run::{run, StepsConfig, TraceRequest};
+    use metaprep::step::stop::StepRounds;
     use std::time::Duration;
 
     let dir = tempfile::tempdir().unwrap();
@@ -123,11 +124,10 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
         host_scales: vec![1.0],
         link_gb_s: 450.0,
         collective_latency_us: None,
-        steps: 30,
-        min_steps: 10,
-        cell_time_cap: Duration::from_secs(2),
+        rounds: StepRounds::new(6, 8, 20, 0.5, Duration::from_secs(3)).unwrap(),
         warmup_steps: 3,
         timeline_steps: 8,
+        timeline_cap: Duration::from_secs(1),
         max_context: 32768,
         seq_lens: LengthRange {
             min: 2048,
@@ -176,6 +176,24 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
         sync > graph + 300.0,
         "eager-sync {sync} µs, graph {graph} µs"
     );
+    // Each arm against eager-sync, paired within the cell's rounds: graph gains, with an
+    // interval, and every row says why its cell stopped.
+    let ratio = outcome
+        .rows
+        .iter()
+        .find(|r| r.arm == "graph" && r.batch_size == 1 && r.metric == "step_ratio_vs_eager_sync")
+        .expect("a paired ratio row");
+    assert!(
+        ratio.median < 1.0 && ratio.ci_lo <= ratio.median && ratio.median <= ratio.ci_hi,
+        "{ratio:?}"
+    );
+    assert!(ratio.samples >= 6, "{ratio:?}");
+    for row in outcome.rows.iter().filter(|r| r.metric == "step_us") {
+        assert!(
+            ["precision", "time-cap", "max-rounds"].contains(&row.stop_reason.as_str()),
+            "{row:?}"
+        );
+    }
     let text = std::fs::read_to_string(&trace).unwrap();
     for span in ["seq_lens.tolist()", "sampling", "verify prep", "otherData"] {
         assert!(text.contains(span), "the eager-sync trace lacks {span}");

@@ -148,8 +148,15 @@ fn sorted_finite(samples: &[f64]) -> Vec<f64> {
     sorted
 }
 
+/// Type-7 quantile `p` in [0, 1] of `samples` (non-finite ones dropped); `None` when none
+/// is finite.
+pub fn quantile(samples: &[f64], p: f64) -> Option<f64> {
+    let sorted = sorted_finite(samples);
+    (!sorted.is_empty()).then(|| quantile_sorted(&sorted, p))
+}
+
 /// Type-7 quantile of a non-empty sorted slice, `p` in [0, 1].
-fn quantile_sorted(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn quantile_sorted(sorted: &[f64], p: f64) -> f64 {
     let h = (sorted.len() - 1) as f64 * p;
     let below = h.floor() as usize;
     let above = (below + 1).min(sorted.len() - 1);

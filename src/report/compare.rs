@@ -20,7 +20,7 @@
 //! arm's "change vs floor" divides its metric by the floor it is read against first.
 
 use crate::report::atomic::write_atomic;
-use crate::report::csv::{read_rows, Row, KIND_FLOOR, KIND_PREP};
+use crate::report::csv::{read_rows, Row, KIND_FLOOR, KIND_PREP, STEP_RATIO_METRIC};
 use crate::report::env::{describe, Difference, EnvRecord};
 use crate::report::run_dir::RunDir;
 use crate::report::summary::{
@@ -157,7 +157,7 @@ pub enum Better {
 }
 
 pub fn better_direction(metric: &str, unit: &str) -> Better {
-    if is_time(metric, unit) || metric == "floor_multiple" {
+    if is_time(metric, unit) || metric == "floor_multiple" || metric == STEP_RATIO_METRIC {
         Better::Lower
     } else if unit == "tok/s" || metric == "occupancy" || metric.ends_with("_tok_s") {
         Better::Higher

@@ -19,6 +19,9 @@ pub const KIND_FLOOR: &str = "floor"; // empty launch, empty graph, bare D2H/H2D
 pub const KIND_STEP: &str = "step"; // the whole decode-step model
 
 /// The `family` column of step rows: the draft and verify metadata a step prepares.
+/// An arm's step time over eager-sync's in the same cell, paired within rounds (lower:
+/// the arm gains).
+pub const STEP_RATIO_METRIC: &str = "step_ratio_vs_eager_sync";
 pub const STEP_FAMILY: &str = "dspark+dsa_target_verify";
 /// How a step row's family names a what-if host scale: `dspark+dsa_target_verify host x2`.
 const HOST_SCALE_MARK: &str = " host x";

@@ -8,7 +8,7 @@
 use crate::measure::floor::FloorItem;
 use crate::report::atomic::write_atomic;
 use crate::report::compare::relative_change;
-use crate::report::csv::{CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
+use crate::report::csv::{CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP, STEP_RATIO_METRIC};
 use crate::report::env::EnvRecord;
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -221,9 +221,9 @@ fn write_steps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
         }
         writeln!(
             out,
-            "| bs | block | arm | throughput (tok/s) | Δ throughput vs {BASELINE_ARM} | ITL median (µs) | ITL p90 (µs) | Δ ITL vs {BASELINE_ARM} | forward occupancy | host-bound gap (µs) |"
+            "| bs | block | arm | throughput (tok/s) | Δ throughput vs {BASELINE_ARM} | ITL median (µs) | ITL p90 (µs) | Δ ITL vs {BASELINE_ARM} | Δ step vs {BASELINE_ARM}, paired | forward occupancy | host-bound gap (µs) |"
         )?;
-        writeln!(out, "|---:|---:|---|---:|---|---:|---:|---|---:|---:|")?;
+        writeln!(out, "|---:|---:|---|---:|---|---:|---:|---|---|---:|---:|")?;
         for sorted in &cells {
             let cell = &sorted.cell;
             let baseline = sorted.with_arm(BASELINE_ARM);
@@ -245,9 +245,19 @@ fn write_steps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
             let median = |name: &str| metric(name).map_or("—".to_string(), |r| fmt_num(r.median));
             let itl_p90 = metric("itl_us").map_or("—".to_string(), |r| fmt_num(r.p90));
             let occupancy = metric("occupancy").map_or("—".to_string(), fmt_ratio);
+            // The run's own ratio to eager-sync, formed inside each round (steps with rounds).
+            let paired = match metric(STEP_RATIO_METRIC) {
+                _ if cell.arm == BASELINE_ARM => "baseline".to_string(),
+                Some(r) => format!(
+                    "{} {}",
+                    fmt_pct((r.median - 1.0) * 100.0),
+                    fmt_interval((r.ci_lo - 1.0) * 100.0, (r.ci_hi - 1.0) * 100.0)
+                ),
+                None => "—".to_string(),
+            };
             writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 cell.batch_size,
                 cell.block_size,
                 arm_label(index, cell),
@@ -256,6 +266,7 @@ fn write_steps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
                 median("itl_us"),
                 itl_p90,
                 change("itl_us"),
+                paired,
                 occupancy,
                 median("gap_us"),
             )?;
@@ -657,17 +668,23 @@ mod tests {
             step("eager-sync", "itl_us", 200.0),
             step("graph", "itl_us", 160.0),
             step("graph", "occupancy", 0.975),
+            Row {
+                ci_lo: 0.870,
+                ci_hi: 0.890,
+                ..step("graph", STEP_RATIO_METRIC, 0.880)
+            },
         ];
         let text = render_summary(&rows, &test_env());
         assert!(
             text.contains(
-                "| 1 | 5 | eager-sync | 1,000 | baseline | 200 | 210 | baseline | — | — |"
+                "| 1 | 5 | eager-sync | 1,000 | baseline | 200 | 210 | baseline | baseline | — | — |"
             ),
             "{text}"
         );
         let graph = text.lines().find(|l| l.contains("| graph |")).unwrap();
         assert!(graph.contains("| 1,250 | +25.0% ["), "{graph}");
         assert!(graph.contains("| 160 | 168 | -20.0% ["), "{graph}");
+        assert!(graph.contains("| -12.0% [-13.0, -11.0] |"), "{graph}");
         assert!(graph.contains("| 97.5% |"), "{graph}");
     }
 
@@ -676,7 +693,10 @@ mod tests {
         let rows = vec![step("graph", "itl_us", 160.0)];
         let text = render_summary(&rows, &test_env());
         let graph = text.lines().find(|l| l.contains("| graph |")).unwrap();
-        assert_eq!(graph, "| 1 | 5 | graph | — | — | 160 | 168 | — | — | — |");
+        assert_eq!(
+            graph,
+            "| 1 | 5 | graph | — | — | 160 | 168 | — | — | — | — |"
+        );
     }
 
     #[test]

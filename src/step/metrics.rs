@@ -8,6 +8,7 @@
 //! the run from the first step's start to the last step's end, the span throughput and
 //! occupancy divide by.
 
+use crate::measure::stats::quantile_sorted;
 use anyhow::{ensure, Result};
 
 /// One decode step as the step loop saw it.
@@ -154,12 +155,12 @@ impl Timeline {
         let gaps = sorted(self.gap_per_step_us());
         StepSummary {
             steps: self.steps.len(),
-            itl_median_us: quantile(&itl, 0.5),
-            itl_p90_us: quantile(&itl, 0.9),
-            itl_p99_us: quantile(&itl, 0.99),
+            itl_median_us: quantile_sorted(&itl, 0.5),
+            itl_p90_us: quantile_sorted(&itl, 0.9),
+            itl_p99_us: quantile_sorted(&itl, 0.99),
             throughput_tok_s: self.throughput_tok_s(),
             occupancy: self.occupancy(),
-            gap_median_us: quantile(&gaps, 0.5),
+            gap_median_us: quantile_sorted(&gaps, 0.5),
         }
     }
 
@@ -194,13 +195,6 @@ fn merge(mut intervals: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
 fn sorted(mut values: Vec<f64>) -> Vec<f64> {
     values.sort_by(f64::total_cmp);
     values
-}
-
-/// Linear-interpolation quantile of sorted, non-empty values (NumPy's default).
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    let h = (sorted.len() - 1) as f64 * q;
-    let (lo, hi) = (h.floor() as usize, h.ceil() as usize);
-    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
 }
 
 #[cfg(test)]
@@ -296,11 +290,11 @@ mod tests {
     #[test]
     fn quantile_interpolates_linearly() {
         let v = [1.0, 2.0, 3.0, 4.0];
-        assert!(close(quantile(&v, 0.5), 2.5));
-        assert!(close(quantile(&v, 0.9), 3.7));
-        assert!(close(quantile(&v, 0.0), 1.0));
-        assert!(close(quantile(&v, 1.0), 4.0));
-        assert!(close(quantile(&[7.0], 0.99), 7.0));
+        assert!(close(quantile_sorted(&v, 0.5), 2.5));
+        assert!(close(quantile_sorted(&v, 0.9), 3.7));
+        assert!(close(quantile_sorted(&v, 0.0), 1.0));
+        assert!(close(quantile_sorted(&v, 1.0), 4.0));
+        assert!(close(quantile_sorted(&[7.0], 0.99), 7.0));
     }
 
     fn rejected(steps: Vec<StepRecord>, needle: &str) {

@@ -9,6 +9,7 @@
 //! * `host_profile` — the host program of a step and its measured costs (JSON files);
 //! * `calibrate` — a host profile derived from a PyTorch profiler trace;
 //! * `program` — the program op by op, and a simulation of it for tests;
+//! * `stop` — when a cell stops: rounds, until its arms against eager-sync are precise;
 //! * `metrics` — ITL, throughput, forward occupancy and host-bound gap from a timeline;
 //! * `trace` — a Chrome trace-event (Perfetto) writer for host and GPU timelines.
 
@@ -21,4 +22,5 @@ pub mod metrics;
 pub mod profile;
 pub mod program;
 pub mod run;
+pub mod stop;
 pub mod trace;

@@ -28,6 +28,7 @@ use super::profile::{
     collective_latency_us, ForwardModel, ForwardSpec, Link, COLLECTIVE_LATENCY_SOURCE,
 };
 use super::program::{prep_sequence, span_start, OpLaunch, PrepStep};
+use super::stop::{step_ratio, StepRounds};
 use super::trace::{HostLane, TraceBuilder};
 use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
 use crate::measure::nvml::CellTelemetry;
@@ -36,13 +37,13 @@ use crate::measure::rows::CellId;
 use crate::measure::run_output::{
     arm_cells, emulation_notes, existing_rows, needs_measuring, progress, Recorder,
 };
-use crate::measure::stats::Estimate;
+use crate::measure::stats::{quantile, Estimate};
 use crate::prep::accept::AcceptModel;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{PrepPlan, Prepared};
 use crate::prep::{Arm, Family, Shape};
-use crate::report::csv::{completed_cells, step_family, Row, KIND_STEP};
+use crate::report::csv::{completed_cells, step_family, Row, KIND_STEP, STEP_RATIO_METRIC};
 use crate::report::env::STEP_MODEL_NOTE;
 use anyhow::{Context, Result};
 use cudarc::driver::{sys, CudaEvent, CudaGraph};
@@ -80,12 +81,13 @@ pub struct StepsConfig {
     pub link_gb_s: f64,
     /// Per-collective latency; `None` takes [`collective_latency_us`]'s cited default.
     pub collective_latency_us: Option<f64>,
-    /// Measured steps of the clean pass (fewer when the cell's time cap ends it first).
-    pub steps: usize,
-    pub min_steps: usize,
-    pub cell_time_cap: Duration,
+    /// How a cell's clean passes run in rounds and when it stops.
+    pub rounds: StepRounds,
+    /// Unmeasured steps before each clean pass.
     pub warmup_steps: usize,
+    /// Steps of each arm's timeline pass, unless `timeline_cap` ends it first.
     pub timeline_steps: usize,
+    pub timeline_cap: Duration,
     pub max_context: u32,
     pub seq_lens: LengthRange,
     pub seed: u64,
@@ -552,15 +554,13 @@ impl StepCell<'_> {
             .collect()
     }
 
-    /// The clean pass: `total` steps, one event each; stops early (after `min_total`) at the cap.
+    /// The clean pass: `total` steps, one event each.
     fn clean_pass(
         &mut self,
         program: &ArmProgram,
         pd: &StepPrep,
         pv: &StepPrep,
         total: usize,
-        min_total: usize,
-        cap: Duration,
     ) -> Result<Pass> {
         self.lengths.reset()?;
         self.gpu.sync()?;
@@ -570,8 +570,6 @@ impl StepCell<'_> {
         let done = self.gpu.timing_events(total)?;
         let mut blocked_us = Vec::with_capacity(total);
         anchor.record(&self.gpu.stream)?;
-        let start = Instant::now();
-        let mut ran = 0;
         for k in 0..total {
             if k >= 2 {
                 done[k - 2].synchronize()?;
@@ -579,30 +577,28 @@ impl StepCell<'_> {
             self.run_step(program, pd, pv, None, None)?;
             done[k].record(&self.gpu.stream)?;
             blocked_us.push(self.take_blocked().as_secs_f64() * 1e6);
-            ran = k + 1;
-            if ran >= min_total && start.elapsed() > cap {
-                break;
-            }
         }
         self.gpu.sync()?;
-        let done_us = done[..ran]
+        let done_us = done
             .iter()
             .map(|e| Ok(anchor.elapsed_ms(e)? as f64 * 1e3))
             .collect::<Result<_>>()?;
         Ok(Pass {
             done_us,
-            tokens: self.tokens(ran),
+            tokens: self.tokens(total),
             blocked_us,
         })
     }
 
-    /// The timeline pass: events around every GPU item, host spans, optional trace.
+    /// The timeline pass: events around every GPU item, host spans, optional trace; `steps`
+    /// steps, or fewer (3 at least) once `cap` has passed.
     fn timeline_pass(
         &mut self,
         program: &ArmProgram,
         pd: &StepPrep,
         pv: &StepPrep,
         steps: usize,
+        cap: Duration,
         mut trace: Option<&mut TraceBuilder>,
     ) -> Result<Timeline> {
         self.lengths.reset()?;
@@ -615,10 +611,15 @@ impl StepCell<'_> {
         let host0 = Instant::now();
         let host_us = |t: Instant| t.saturating_duration_since(host0).as_secs_f64() * 1e6;
         let mut spans = Vec::new();
+        let mut ran = 0;
         for k in 0..steps {
+            if k >= 3 && host0.elapsed() > cap {
+                break;
+            }
             if k >= 2 {
                 end[(k - 1) * GPU_ITEMS - 1].synchronize()?;
             }
+            ran = k + 1;
             let marks = Marks {
                 begin: &begin[k * GPU_ITEMS..(k + 1) * GPU_ITEMS],
                 end: &end[k * GPU_ITEMS..(k + 1) * GPU_ITEMS],
@@ -640,6 +641,7 @@ impl StepCell<'_> {
         }
         self.gpu.sync()?;
         let device_us = |e: &CudaEvent| -> Result<f64> { Ok(anchor.elapsed_ms(e)? as f64 * 1e3) };
+        let steps = ran;
         let tokens = self.tokens(steps);
         let labels: Vec<&str> = self
             .costs
@@ -873,26 +875,49 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     cell.costs =
                         HostCosts::new(config.host.scaled(*scale)?, idle_read, idle_upload);
                     let traced = *scale == config.host_scales[0];
-                    for (&arm, id) in config.arms.iter().zip(cells) {
-                        let label = id.label();
-                        progress.set_message(label.clone());
-                        recorder.set_cell(&label);
+                    let labels: Vec<String> = cells.iter().map(CellId::label).collect();
+                    progress.set_message(format!("{layout} bs {bs} block {block} x{scale}"));
+                    // Every arm made ready once; the rounds then run them back to back.
+                    let mut ready = Vec::with_capacity(config.arms.len());
+                    for (&arm, label) in config.arms.iter().zip(&labels) {
                         let pd = cell
                             .prepare(Phase::Draft, arm)
                             .with_context(|| format!("preparing the draft metadata of {label}"))?;
                         let pv = cell
                             .prepare(Phase::Verify, arm)
                             .with_context(|| format!("preparing the verify metadata of {label}"))?;
-                        let program = cell.program(arm);
-                        let total = config.warmup_steps + config.steps;
-                        let clean = cell.clean_pass(
-                            &program,
-                            &pd,
-                            &pv,
-                            total,
-                            config.warmup_steps + config.min_steps,
-                            config.cell_time_cap,
-                        )?;
+                        ready.push((cell.program(arm), pd, pv));
+                    }
+                    let batch_scale = bs as f64 / rank_bs as f64;
+                    let mut measured: Vec<ArmRounds> =
+                        config.arms.iter().map(|_| ArmRounds::default()).collect();
+                    let cell_start = Instant::now();
+                    let stop = loop {
+                        let round = measured[0].step_us.len();
+                        // Rotated each round, so no arm always runs first after another.
+                        for i in (0..ready.len()).map(|i| (i + round) % ready.len()) {
+                            recorder.set_cell(&labels[i]);
+                            let (program, pd, pv) = &ready[i];
+                            let total = config.warmup_steps + config.rounds.steps;
+                            let clean = cell.clean_pass(program, pd, pv, total)?;
+                            measured[i].push(&clean, config.warmup_steps, batch_scale)?;
+                        }
+                        let step_us: Vec<Vec<Vec<f64>>> =
+                            measured.iter().map(|m| m.step_us.clone()).collect();
+                        if let Some(why) = config.rounds.check(
+                            &config.arms,
+                            &step_us,
+                            round + 1,
+                            cell_start.elapsed(),
+                        ) {
+                            break why;
+                        }
+                    };
+                    let eager_sync = config.arms.iter().position(|&a| a == Arm::EagerSync);
+                    for (i, ((&arm, id), (program, pd, pv))) in
+                        config.arms.iter().zip(cells).zip(&ready).enumerate()
+                    {
+                        recorder.set_cell(&labels[i]);
                         let request = config
                             .trace
                             .as_ref()
@@ -907,26 +932,40 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                             ));
                         }
                         let timeline = cell.timeline_pass(
-                            &program,
-                            &pd,
-                            &pv,
+                            program,
+                            pd,
+                            pv,
                             config.timeline_steps,
+                            config.timeline_cap,
                             trace.as_mut(),
                         )?;
                         if let (Some(t), Some(request)) = (trace, request) {
                             t.write(&request.path_for(arm))?;
                         }
-                        let telemetry = recorder.cell_telemetry(&label);
+                        let against_sync = eager_sync
+                            .filter(|&s| s != i)
+                            .and_then(|s| step_ratio(&measured[i].step_us, &measured[s].step_us));
+                        let telemetry = recorder.cell_telemetry(&labels[i]);
                         rows.extend(step_rows(
                             id,
                             arm,
-                            &clean,
-                            config.warmup_steps,
+                            &measured[i],
+                            stop,
+                            against_sync,
                             &timeline,
-                            bs as f64 / rank_bs as f64,
                             telemetry.as_ref(),
-                        )?);
-                        progress.inc(1);
+                        ));
+                    }
+                    progress.inc(config.arms.len() as u64);
+                    if progress.is_hidden() {
+                        // No terminal (a log file): the same progress, one line per cell.
+                        eprintln!(
+                            "{}/{} cells in {:.0} s, ETA {:.0} s ({layout} bs {bs} block {block} x{scale}: {stop})",
+                            progress.position(),
+                            progress.length().unwrap_or(0),
+                            progress.elapsed().as_secs_f64(),
+                            progress.eta().as_secs_f64()
+                        );
                     }
                 }
                 recorder.save(&rows)?;
@@ -962,66 +1001,91 @@ fn model_name(m: &ForwardModel) -> String {
     }
 }
 
-/// The rows of one step cell: ITL, throughput, step time and blocked time from the clean
-/// pass (after its warm-up), occupancy and gaps from the timeline pass.
+/// One arm's clean passes of a cell, round by round, each pass's warm-up left out.
+#[derive(Default)]
+struct ArmRounds {
+    step_us: Vec<Vec<f64>>,
+    itl_us: Vec<Vec<f64>>,
+    throughput_tok_s: Vec<Vec<f64>>,
+    blocked_us: Vec<Vec<f64>>,
+}
+
+impl ArmRounds {
+    /// Adds one round's clean pass; `batch_scale` as in [`window_throughput`].
+    fn push(&mut self, clean: &Pass, warmup: usize, batch_scale: f64) -> Result<()> {
+        let first = warmup.max(1);
+        let measured: Vec<StepRecord> = (first..clean.done_us.len())
+            .map(|k| StepRecord {
+                host_start_us: clean.done_us[k - 1],
+                host_end_us: clean.done_us[k],
+                gpu_busy: Vec::new(),
+                tokens_per_request: clean.tokens[k].clone(),
+            })
+            .collect();
+        let steps = Timeline::new(measured).context("the clean pass")?;
+        self.itl_us.push(steps.itl_samples_us());
+        self.step_us.push(steps.step_wall_us());
+        self.throughput_tok_s.push(window_throughput(
+            &clean.done_us[first - 1..],
+            &clean.tokens[first - 1..],
+            THROUGHPUT_WINDOW,
+            batch_scale,
+        ));
+        self.blocked_us
+            .push(clean.blocked_us[first.min(clean.blocked_us.len())..].to_vec());
+        Ok(())
+    }
+}
+
+/// The rows of one step cell: ITL, throughput, step time and blocked time from its rounds
+/// (each the median of round medians with the interval between rounds), its step time over
+/// eager-sync's paired within rounds, occupancy and gaps from the timeline pass.
 fn step_rows(
     id: &CellId,
     arm: Arm,
-    clean: &Pass,
-    warmup: usize,
+    rounds: &ArmRounds,
+    stop: &str,
+    against_sync: Option<Estimate>,
     timeline: &Timeline,
-    batch_scale: f64,
     telemetry: Option<&CellTelemetry>,
-) -> Result<Vec<Row>> {
-    let measured: Vec<StepRecord> = (warmup.max(1)..clean.done_us.len())
-        .map(|k| StepRecord {
-            host_start_us: clean.done_us[k - 1],
-            host_end_us: clean.done_us[k],
-            gpu_busy: Vec::new(),
-            tokens_per_request: clean.tokens[k].clone(),
-        })
-        .collect();
-    let steps = Timeline::new(measured).context("the clean pass")?;
-    let stop = "fixed";
+) -> Vec<Row> {
     let mut rows = Vec::new();
-    rows.extend(id.summary_row("itl_us", "us", &steps.itl_samples_us(), stop, telemetry));
-    let p99 = steps.summary().itl_p99_us;
-    rows.push(id.estimate_row(
-        "itl_p99_us",
-        "us",
-        &Estimate {
+    rows.extend(id.rounds_row("itl_us", "us", &rounds.itl_us, stop, telemetry));
+    let itl = rounds.itl_us.concat();
+    if let Some(p99) = quantile(&itl, 0.99) {
+        let point = Estimate {
             point: p99,
             lo: f64::NAN,
             hi: f64::NAN,
-        },
-        steps.itl_samples_us().len() as u64,
-        telemetry,
-    ));
-    rows.extend(id.summary_row("step_us", "us", &steps.step_wall_us(), stop, telemetry));
-    let done_tail = &clean.done_us[warmup.max(1) - 1..];
-    let tokens_tail = &clean.tokens[warmup.max(1) - 1..];
-    rows.extend(id.summary_row(
+        };
+        rows.push(id.estimate_row("itl_p99_us", "us", &point, itl.len() as u64, telemetry));
+    }
+    rows.extend(id.rounds_row("step_us", "us", &rounds.step_us, stop, telemetry));
+    rows.extend(id.rounds_row(
         "throughput_tok_s",
         "tok/s",
-        &window_throughput(done_tail, tokens_tail, THROUGHPUT_WINDOW, batch_scale),
+        &rounds.throughput_tok_s,
         stop,
         telemetry,
     ));
     if arm.reads_host() || arm == Arm::GraphUpload {
-        rows.extend(id.summary_row(
-            "host_blocked_us",
-            "us",
-            &clean.blocked_us[warmup.max(1).min(clean.blocked_us.len())..],
-            stop,
+        rows.extend(id.rounds_row("host_blocked_us", "us", &rounds.blocked_us, stop, telemetry));
+    }
+    if let Some(ratio) = against_sync {
+        rows.push(id.estimate_row(
+            STEP_RATIO_METRIC,
+            "x",
+            &ratio,
+            rounds.step_us.len() as u64,
             telemetry,
         ));
     }
     let walls = timeline.step_wall_us();
     let gaps = timeline.gap_per_step_us();
     let occupancy: Vec<f64> = walls.iter().zip(&gaps).map(|(w, g)| 1.0 - g / w).collect();
-    rows.extend(id.summary_row("occupancy", "ratio", &occupancy, stop, telemetry));
-    rows.extend(id.summary_row("gap_us", "us", &gaps, stop, telemetry));
-    Ok(rows)
+    rows.extend(id.summary_row("occupancy", "ratio", &occupancy, "timeline", telemetry));
+    rows.extend(id.summary_row("gap_us", "us", &gaps, "timeline", telemetry));
+    rows
 }
 
 #[cfg(test)]
