@@ -892,16 +892,27 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     let mut measured: Vec<ArmRounds> =
                         config.arms.iter().map(|_| ArmRounds::default()).collect();
                     let cell_start = Instant::now();
+                    let mut step_seen: Option<f64> = None;
                     let stop = loop {
                         let round = measured[0].step_us.len();
+                        let (warmup, steps) =
+                            config
+                                .rounds
+                                .pass_length(ready.len(), step_seen, config.warmup_steps);
                         // Rotated each round, so no arm always runs first after another.
                         for i in (0..ready.len()).map(|i| (i + round) % ready.len()) {
                             recorder.set_cell(&labels[i]);
                             let (program, pd, pv) = &ready[i];
-                            let total = config.warmup_steps + config.rounds.steps;
-                            let clean = cell.clean_pass(program, pd, pv, total)?;
-                            measured[i].push(&clean, config.warmup_steps, batch_scale)?;
+                            let clean = cell.clean_pass(program, pd, pv, warmup + steps)?;
+                            measured[i].push(&clean, warmup, batch_scale)?;
                         }
+                        let last: Vec<f64> = measured
+                            .iter()
+                            .filter_map(|m| m.step_us.last())
+                            .flatten()
+                            .copied()
+                            .collect();
+                        step_seen = Some(last.iter().sum::<f64>() / last.len().max(1) as f64);
                         let step_us: Vec<Vec<Vec<f64>>> =
                             measured.iter().map(|m| m.step_us.clone()).collect();
                         if let Some(why) = config.rounds.check(

@@ -7,8 +7,10 @@
 //! summarised over rounds ([`crate::measure::rounds::paired`]). After `min` rounds the cell
 //! stops as soon as every such ratio's 95% interval is within ±`precision_pct` percentage
 //! points (`precision`); or when the cell has run `cap` (`time-cap`), or `max` rounds
-//! (`max-rounds`). Without eager-sync among the arms, each arm's own step time over rounds
-//! must be within ±`precision_pct` percent instead.
+//! (`max-rounds`). A cell always runs `min` rounds: with long steps its passes get shorter
+//! instead ([`StepRounds::pass_length`]), so those rounds take about the cap. Without
+//! eager-sync among the arms, each arm's own step time over rounds must be within
+//! ±`precision_pct` percent instead.
 
 use crate::measure::rounds::{half_width, over_rounds, paired, MIN_ROUNDS};
 use crate::measure::stats::Estimate;
@@ -65,13 +67,33 @@ impl StepRounds {
         rounds_done: usize,
         elapsed: Duration,
     ) -> Option<&'static str> {
-        if rounds_done >= self.min && self.precise(arms, step_us) {
+        if rounds_done < self.min {
+            return None;
+        }
+        if self.precise(arms, step_us) {
             return Some("precision");
         }
         if elapsed >= self.cap {
             return Some("time-cap");
         }
         (rounds_done >= self.max).then_some("max-rounds")
+    }
+
+    /// Warm-up and measured steps of each arm's pass in the next round, given the mean step
+    /// time seen so far (`None` before the first round): `warmup` and `steps` while a round
+    /// of all `arms` fits in cap / (min + 1); fewer for long steps (3 warm-up and 5 measured
+    /// at least), so the `min` rounds a cell always runs take about its cap.
+    pub fn pass_length(&self, arms: usize, step_us: Option<f64>, warmup: usize) -> (usize, usize) {
+        let Some(step_us) = step_us.filter(|s| *s > 0.0) else {
+            return (warmup, self.steps);
+        };
+        let budget_us = self.cap.as_secs_f64() * 1e6 / (self.min + 1) as f64 / arms.max(1) as f64;
+        let fits = (budget_us / step_us) as usize;
+        if fits >= warmup + self.steps {
+            return (warmup, self.steps);
+        }
+        let warm = warmup.min((fits / 4).max(3));
+        (warm, fits.saturating_sub(warm).clamp(5, self.steps))
     }
 
     fn precise(&self, arms: &[Arm], step_us: &[Vec<Vec<f64>>]) -> bool {
@@ -144,6 +166,18 @@ mod tests {
             rule(6, 60_000).check(&arms, &noisy, 6, Duration::ZERO),
             Some("max-rounds")
         );
+        // The cap never cuts a cell below its minimum rounds.
+        assert_eq!(r.check(&arms, &five, 5, Duration::from_secs(61)), None);
+    }
+
+    #[test]
+    fn long_steps_get_shorter_passes_so_the_minimum_rounds_fit_the_cap() {
+        // 60 s cap, 6 rounds at least: 60 s / 7 / 4 arms = 2.14 s per pass.
+        let r = rule(20, 60_000);
+        assert_eq!(r.pass_length(4, None, 10), (10, 30));
+        assert_eq!(r.pass_length(4, Some(5_000.0), 10), (10, 30)); // 428 steps fit
+        assert_eq!(r.pass_length(4, Some(100_000.0), 10), (5, 16)); // 21 fit
+        assert_eq!(r.pass_length(4, Some(1_000_000.0), 10), (3, 5)); // 2 fit: the floor
     }
 
     #[test]
