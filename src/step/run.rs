@@ -796,7 +796,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         * deployment.cells.iter().map(|(_, b)| b.len()).sum::<usize>()
         * config.block_sizes.len()
         * config.arms.len();
-    let progress = progress(total_cells);
+    let progress = progress(total_cells, "cells");
     for &(layout, ref batch_sizes) in &deployment.cells {
         for &bs in batch_sizes {
             let rank_bs = layout.rank_batch(bs);
