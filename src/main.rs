@@ -6,6 +6,7 @@ use metaprep::check::{self, CheckConfig};
 use metaprep::cli_lists::{parse_list, parse_u32_list};
 use metaprep::gpu::{Gpu, GpuUnavailable};
 use metaprep::measure::pin::CpuPin;
+use metaprep::measure::rounds::MIN_ROUNDS;
 use metaprep::measure::stopping::StoppingRule;
 use metaprep::measure::targets;
 use metaprep::prep::inputs::LengthRange;
@@ -45,8 +46,9 @@ enum Command {
     Info(DeviceArgs),
     /// Check every family x arm against the CPU reference, bit for bit, on random inputs.
     Check(CheckArgs),
-    /// Time every arm over batch size x block size x layout, with the floor measured in the
-    /// same run; writes metaprep.csv, env.json and telemetry.csv to --out.
+    /// Time every arm over batch size x block size x layout in rounds (see --rounds), with the
+    /// floor measured in every round; writes metaprep.csv, env.json and telemetry.csv to
+    /// --out.
     Sweep(SweepArgs),
     /// Run the decode-step model (scheduler work, draft prep, draft forward, verify prep,
     /// verify forward, accept; host one step ahead) per arm, batch, block and layout: ITL,
@@ -96,26 +98,46 @@ struct SweepArgs {
     /// Committed lengths are drawn uniformly from MIN-MAX tokens.
     #[arg(long, default_value = "2048-8192")]
     seq_lens: String,
-    /// Stop a cell once the 95% CI of its median is within this percentage of it.
+    /// Rounds every cell is measured in. Each round measures the floor, then visits every
+    /// cell group (the arms of one family, layout, batch and block, back to back) in a
+    /// fresh order drawn from --seed and the round; a cell's row is the median of its rounds'
+    /// medians, its 95% interval the spread between rounds, so drift during the run widens
+    /// it. 6 is the fewest whose medians give a distribution-free 95% interval; fewer are
+    /// refused.
+    #[arg(long, default_value_t = MIN_ROUNDS)]
+    rounds: usize,
+    /// Most rounds a cell group gets: after --rounds, a group gets another round only while
+    /// an arm's step_us interval is wider than --rel-ci-pct (or 20 ns) or its host-read
+    /// cost's (eager-sync − eager-device, paired by round) wider than ±1% or ±0.3 µs, and
+    /// until its time cap; the rows' stop_reason says which ended it (precision, max-rounds,
+    /// time-cap).
+    #[arg(long, default_value_t = 12)]
+    max_rounds: usize,
+    /// Precision aimed at, in percent of the median: inside a round, a cell stops sampling
+    /// once the 95% CI of its median is within it; over rounds, a group stops once every
+    /// arm's step_us interval between rounds is within it.
     #[arg(long, default_value_t = 1.0)]
     rel_ci_pct: f64,
-    /// Fewest samples per metric of a cell: 30 keep the bootstrap interval of the host-read
-    /// cost (eager-sync minus eager-device) tight even when each arm converges early.
-    #[arg(long, default_value_t = 30)]
+    /// Fewest samples per metric of a cell in each round (10 give the round's median an
+    /// interval that no single outlier holds open).
+    #[arg(long, default_value_t = 10)]
     min_samples: usize,
-    /// Per-metric time cap of a cell, in milliseconds (the stop reason says which ended it).
-    #[arg(long, default_value_t = 500)]
+    /// Time cap of a cell per metric over all its rounds, in milliseconds: each round's
+    /// sampling stops at this / --rounds, and a group gets no round beyond --rounds once its
+    /// measuring time reaches its cells' caps together.
+    #[arg(long, default_value_t = 300)]
     time_cap_ms: u64,
     /// Steps per sample: a sample is the wall time of this many steps over their count.
     #[arg(long, default_value_t = 50)]
     steps_per_sample: usize,
-    /// Seed for the random inputs.
+    /// Seed for the random inputs and the rounds' visiting orders.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Output directory (default results/sweep-<UTC date and time>).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Continue an interrupted sweep in --out: complete cells are kept, the rest measured.
+    /// Continue an interrupted sweep in --out: cell groups whose rounds had stopped are kept,
+    /// every other group is measured again from its first round.
     #[arg(long)]
     resume: bool,
 }
@@ -396,6 +418,9 @@ fn forward_us(us: f64) -> Result<f64> {
     Ok(us)
 }
 
+/// More rounds than any sweep needs: a larger --max-rounds is a typo.
+const MAX_ROUNDS: usize = 100;
+
 /// No GPU, driver or NVRTC: distinct from a bad flag, so a script can tell them apart.
 const EXIT_NO_GPU: u8 = 3;
 
@@ -485,8 +510,22 @@ fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
     let time_cap = usage(time_cap(args.time_cap_ms, "--time-cap-ms"))?;
     if args.min_samples < 2 {
         return usage(Err(anyhow::anyhow!(
-            "--min-samples: {} is too few: an interval needs at least 2 samples (30 by default)",
+            "--min-samples: {} is too few: an interval needs at least 2 samples (10 by default)",
             args.min_samples
+        )));
+    }
+    if args.rounds < MIN_ROUNDS {
+        return usage(Err(anyhow::anyhow!(
+            "--rounds: {} is too few: the medians of {MIN_ROUNDS} rounds are the fewest that \
+             give a 95% interval, and a row without one can never be called faster or slower",
+            args.rounds
+        )));
+    }
+    if args.max_rounds < args.rounds || args.max_rounds > MAX_ROUNDS {
+        return usage(Err(anyhow::anyhow!(
+            "--max-rounds: {} must be between --rounds ({}) and {MAX_ROUNDS}",
+            args.max_rounds,
+            args.rounds
         )));
     }
     let config = SweepConfig {
@@ -510,6 +549,8 @@ fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
             min_samples: args.min_samples,
             ..StoppingRule::default()
         },
+        rounds: args.rounds,
+        max_rounds: args.max_rounds,
         steps_per_sample: usage(positive(args.steps_per_sample as f64, "--steps-per-sample"))?
             as usize,
         seed: args.seed,
@@ -532,11 +573,25 @@ fn run_sweep(config: &SweepConfig) -> Result<ExitCode> {
         Some(outcome.seconds),
     ));
     metaprep::report::atomic::write_atomic(&outcome.dir.join("targets.md"), table.as_bytes())?;
+    // What ended each cell's rounds, and how many it got: where the time went.
+    let mut stops: std::collections::BTreeMap<(&str, u32), usize> = Default::default();
+    for r in outcome
+        .rows
+        .iter()
+        .filter(|r| r.kind == metaprep::report::csv::KIND_PREP && r.metric == "step_us")
+    {
+        *stops.entry((r.stop_reason.as_str(), r.rounds)).or_default() += 1;
+    }
+    let stops: Vec<String> = stops
+        .iter()
+        .map(|((reason, rounds), cells)| format!("{cells} {reason} at {rounds}"))
+        .collect();
     println!(
-        "sweep done in {:.0} s: {} rows in {}\n\n{table}",
+        "sweep done in {:.0} s: {} rows in {}; cells by what stopped their rounds and when: {}\n\n{table}",
         outcome.seconds,
         outcome.rows.len(),
-        outcome.dir.display()
+        outcome.dir.display(),
+        stops.join(", ")
     );
     println!("next: metaprep report {}", outcome.dir.display());
     Ok(ExitCode::SUCCESS)

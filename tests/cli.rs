@@ -52,7 +52,7 @@ fn gpu_commands_without_a_driver_exit_3_with_one_line() {
 
 #[test]
 fn bad_flags_are_refused_before_any_gpu_work() {
-    let cases: [(&[&str], &str); 17] = [
+    let cases: [(&[&str], &str); 20] = [
         (
             &["check", "--batch-sizes", "0"],
             "--batch-sizes: 0 is not a valid value",
@@ -96,6 +96,18 @@ fn bad_flags_are_refused_before_any_gpu_work() {
         (
             &["sweep", "--min-samples", "0"],
             "--min-samples: 0 is too few",
+        ),
+        (
+            &["sweep", "--rounds", "5"],
+            "--rounds: 5 is too few: the medians of 6 rounds",
+        ),
+        (
+            &["sweep", "--rounds", "8", "--max-rounds", "7"],
+            "--max-rounds: 7 must be between --rounds (8) and 100",
+        ),
+        (
+            &["sweep", "--max-rounds", "1000"],
+            "--max-rounds: 1000 must be between",
         ),
         (&["steps", "--forward-us", "1e12"], "between 0 and a second"),
         (&["steps", "--host-work-us", "1e12"], "--host-work-us"),
@@ -221,4 +233,22 @@ fn compare_gates_on_slower_cells() {
         2,
         "/nonexistent",
     );
+}
+
+#[test]
+fn sweep_help_explains_rounds() {
+    let out = metaprep(&["sweep", "--help"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for text in [
+        "--rounds <ROUNDS>",
+        "6 is the fewest whose medians give a distribution-free 95% interval",
+        "[default: 6]",
+        "--max-rounds <MAX_ROUNDS>",
+        "precision, max-rounds, time-cap",
+        "[default: 12]",
+        "each round's sampling stops at this / --rounds",
+    ] {
+        assert!(help.contains(text), "sweep --help lacks {text:?}:\n{help}");
+    }
 }

@@ -200,3 +200,104 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
     }
     assert!(dir.path().join("trace-graph-upload.json").exists());
 }
+
+/// A small sweep in rounds: every prep and floor row says its rounds and what stopped them,
+/// the paired rows are there, and `--resume` of a finished run keeps every group's rows.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_sweep_measures_in_rounds_and_resumes_whole_groups() {
+    use metaprep::measure::stopping::StoppingRule;
+    use metaprep::prep::inputs::LengthRange;
+    use metaprep::report::csv::{KIND_FLOOR, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
+    use metaprep::step::layout::Layout;
+    use metaprep::sweep::{run, SweepConfig};
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = SweepConfig {
+        device: 0,
+        cpu: metaprep::measure::pin::CpuPin::Auto,
+        families: vec![Family::DsaDecode],
+        arms: vec![Arm::EagerSync, Arm::EagerDevice, Arm::Graph],
+        batch_sizes: vec![1, 8],
+        block_sizes: vec![5],
+        layouts: vec![Layout::Tp(1)],
+        forward_us: 20.0,
+        max_context: 32768,
+        seq_lens: LengthRange {
+            min: 2048,
+            max: 8192,
+        },
+        rule: StoppingRule {
+            time_cap: Duration::from_millis(200),
+            ..StoppingRule::default()
+        },
+        rounds: 6,
+        max_rounds: 7,
+        steps_per_sample: 50,
+        seed: 1,
+        out: dir.path().join("run"),
+        resume: false,
+    };
+    let first = run(&config).unwrap();
+    // What identifies a prep row's measurement (NaN p10/p90 of derived rows aside).
+    let prep_of = |rows: &[metaprep::report::csv::Row]| -> Vec<_> {
+        rows.iter()
+            .filter(|r| r.kind == KIND_PREP)
+            .map(|r| {
+                (
+                    r.cell_key(),
+                    r.metric.clone(),
+                    r.median.to_bits(),
+                    r.rounds,
+                    r.samples,
+                )
+            })
+            .collect()
+    };
+    let prep = prep_of(&first.rows);
+    // Per group: 3 arms x 5 metrics, eager-sync's host_blocked_us and read_cost_us, and two
+    // arms' step_ratio_vs_eager_sync.
+    assert_eq!(prep.len(), 2 * (3 * 5 + 4));
+    for r in first
+        .rows
+        .iter()
+        .filter(|r| r.kind == KIND_PREP || r.kind == KIND_FLOOR)
+    {
+        assert!((6..=7).contains(&r.rounds), "{r:?}");
+        let reasons: &[&str] = if r.stop_reason == "derived" {
+            &["derived"]
+        } else {
+            &["precision", "max-rounds", "time-cap"]
+        };
+        assert!(reasons.contains(&r.stop_reason.as_str()), "{r:?}");
+        assert!(
+            r.ci_lo.is_finite() && r.ci_hi.is_finite(),
+            "six rounds give an interval: {r:?}"
+        );
+    }
+    let find = |arm: &str, bs: u32, metric: &str| {
+        first
+            .rows
+            .iter()
+            .find(|r| r.arm == arm && r.batch_size == bs && r.metric == metric)
+            .unwrap_or_else(|| panic!("no {metric} for {arm} bs {bs}"))
+    };
+    for bs in [1, 8] {
+        assert!(find("eager-sync", bs, "read_cost_us").median > 0.0);
+        assert!(find("graph", bs, STEP_RATIO_VS_EAGER_SYNC).median < 1.0);
+        find("eager-device", bs, STEP_RATIO_VS_EAGER_SYNC);
+        find("graph", bs, "floor_multiple");
+    }
+    find("harness", 1, "overhead_us");
+    println!("{} rows in {:.1} s", first.rows.len(), first.seconds);
+
+    // A resumed finished run measures only the floor again.
+    config.resume = true;
+    let again = run(&config).unwrap();
+    assert_eq!(
+        prep_of(&again.rows),
+        prep,
+        "every group's rows kept as they were"
+    );
+}

@@ -47,6 +47,7 @@ fn row(
         ci_lo: median * 0.98,
         ci_hi: median * 1.02,
         samples: 500,
+        rounds: 0,
         stop_reason: "ci".into(),
         throttled: false,
         clock_event_reasons: "0x0000000000000000".into(),

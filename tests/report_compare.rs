@@ -155,6 +155,76 @@ fn the_threshold_moves_the_verdicts() {
     );
 }
 
+/// A copy of a fixture run as a metaprep before rounds wrote it: no `rounds` column.
+fn before_rounds(name: &str) -> tempfile::TempDir {
+    let dir = copy_of(name);
+    let csv_path = dir.path().join("metaprep.csv");
+    let mut reader = csv::Reader::from_path(&csv_path).unwrap();
+    let headers = reader.headers().unwrap().clone();
+    let at = headers.iter().position(|h| h == "rounds").unwrap();
+    let drop = |record: &csv::StringRecord| {
+        let mut fields: Vec<String> = record.iter().map(String::from).collect();
+        fields.remove(at);
+        fields
+    };
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    writer.write_record(drop(&headers)).unwrap();
+    for record in reader.records() {
+        writer.write_record(drop(&record.unwrap())).unwrap();
+    }
+    std::fs::write(&csv_path, writer.into_inner().unwrap()).unwrap();
+    dir
+}
+
+#[test]
+fn a_sweep_from_before_rounds_is_read_with_a_warning_and_capped_verdicts() {
+    let old = before_rounds("run_small");
+    assert!(read_rows(&old.path().join("metaprep.csv"))
+        .unwrap()
+        .iter()
+        .all(|r| r.rounds == 0));
+    // Against itself: its 288 prep rows cannot be called the same, its 144 step rows can.
+    let outcome = compare(&[path(old.path()), path(old.path())]).unwrap();
+    let md = &outcome.markdown;
+    assert!(
+        md.contains("**0 slower · 0 faster · 144 same · 288 uncertain** (432 matched"),
+        "{md}"
+    );
+    let warning = md
+        .lines()
+        .find(|l| l.starts_with("> ⚠ BASE and NEW were measured without rounds"))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(
+        warning.contains("±35% (step_us, step_fwd_us) or ±75%"),
+        "{warning}"
+    );
+    assert_eq!(outcome.exit_code(), 0);
+
+    // Against the regressed run measured in rounds: the +15% graph prep is within the
+    // run-to-run noise of the old side; the steps' regression still fails the gate.
+    let outcome = compare(&[path(old.path()), path(&fixture("run_small_slower"))]).unwrap();
+    let md = &outcome.markdown;
+    assert!(md.contains("> ⚠ BASE was measured without rounds"), "{md}");
+    let prep = line(
+        md,
+        "| prep | dspark_draft_block | tp1 | 1 | 3 | graph |",
+        "step_us",
+    );
+    assert!(
+        prep.ends_with("| +15.0% | [+14.1, +15.9] | +14.8% [+13.7, +15.9] | uncertain |"),
+        "{prep}"
+    );
+    // The steps' 8 slower and 3 faster stand; all 288 prep rows are uncertain.
+    assert!(
+        md.contains("**8 slower · 3 faster · 133 same · 288 uncertain**"),
+        "{md}"
+    );
+    assert_eq!(outcome.exit_code(), 1);
+    // Two runs measured in rounds get no such warning.
+    let fresh = compare(&[path(&fixture("run_small")), path(&fixture("run_small"))]).unwrap();
+    assert!(!fresh.markdown.contains("without rounds"));
+}
+
 #[test]
 fn two_arms_of_one_run() {
     let run = fixture("run_small");

@@ -1,14 +1,17 @@
-//! Timing support that needs no GPU: statistics, the stopping rule, and NVML telemetry.
+//! Timing support that needs no GPU: statistics, the stopping rules, rounds and their order,
+//! and NVML telemetry.
 
 pub mod nvml;
+pub mod rounds;
+pub mod schedule;
 pub mod stats;
 pub mod stopping;
+pub mod sweep_rounds;
 // The GPU side: the floor, one cell's measurement, the sampling loop.
 pub mod environment;
 pub mod floor;
 pub mod pin;
 pub mod prep_cell;
-pub mod rounds;
 pub mod rows;
 pub mod run_output;
 pub mod sampling;

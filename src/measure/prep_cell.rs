@@ -1,4 +1,5 @@
-//! One sweep cell: an arm's per-step cost, decomposed.
+//! One sweep cell: an arm's per-step cost, decomposed. A sweep calls [`measure`] once per
+//! round of the cell, with the within-round stopping rule.
 //!
 //! * `step_us` — wall time per step, steps issued back to back, GPU done at the end.
 //! * `step_fwd_us` — the same with a stand-in forward of fixed GPU duration after each prep,
@@ -43,7 +44,7 @@ pub struct PrepMeasurement {
     pub gpu_prep_us: Vec<f64>,
 }
 
-/// Steps in the event-timed pass for `gpu_prep_us`.
+/// Steps in the event-timed pass for `gpu_prep_us` (in a sweep, each round's).
 pub const EVENT_STEPS: usize = 200;
 
 pub fn measure(

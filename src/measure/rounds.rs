@@ -36,20 +36,32 @@ pub fn over_rounds(rounds: &[Vec<f64>]) -> Option<Summary> {
     })
 }
 
+/// A quantity of two cells formed inside each round and summarised over rounds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Paired {
+    /// The median over rounds and its order-statistic 95% interval (NaN bounds below
+    /// [`MIN_ROUNDS`] rounds).
+    pub estimate: Estimate,
+    /// Rounds both cells measured: those the estimate is over.
+    pub rounds: usize,
+}
+
 /// `stat(median of a's round, median of b's round)` for each round both measured,
-/// summarised over rounds: the median and its order-statistic 95% interval (NaN bounds
-/// below [`MIN_ROUNDS`] rounds). `None` when no round has both.
-pub fn paired(a: &[Vec<f64>], b: &[Vec<f64>], stat: impl Fn(f64, f64) -> f64) -> Option<Estimate> {
+/// summarised over rounds. `None` when no round has both.
+pub fn paired(a: &[Vec<f64>], b: &[Vec<f64>], stat: impl Fn(f64, f64) -> f64) -> Option<Paired> {
     let per_round: Vec<f64> = a
         .iter()
         .zip(b)
         .filter_map(|(ra, rb)| Some(stat(summarize(ra)?.median, summarize(rb)?.median)))
         .collect();
     let s = summarize(&per_round)?;
-    Some(Estimate {
-        point: s.median,
-        lo: s.ci_lo,
-        hi: s.ci_hi,
+    Some(Paired {
+        estimate: Estimate {
+            point: s.median,
+            lo: s.ci_lo,
+            hi: s.ci_hi,
+        },
+        rounds: s.samples,
     })
 }
 
@@ -103,6 +115,8 @@ mod tests {
             .map(|&l| vec![1.1 * l, 1.1 * (l + 0.5), 1.1 * (l - 0.5)])
             .collect();
         let ratio = paired(&a, &b, |x, y| x / y).unwrap();
+        assert_eq!(ratio.rounds, 7);
+        let ratio = ratio.estimate;
         assert!((ratio.point - 1.1).abs() < 1e-12);
         assert!(half_width(&ratio) < 1e-9, "{ratio:?}");
         // Unpaired, the same data's intervals are as wide as the drift.
@@ -112,6 +126,7 @@ mod tests {
         let mut b_short = b.clone();
         b_short[2].clear();
         let diff = paired(&a, &b_short, |x, y| x - y).unwrap();
-        assert!(diff.point > 0.0);
+        assert_eq!(diff.rounds, 6);
+        assert!(diff.estimate.point > 0.0);
     }
 }

@@ -1,7 +1,7 @@
 //! Turning measurements into tidy CSV rows.
 
 use super::nvml::{reasons_hex, CellTelemetry};
-use super::rounds::over_rounds;
+use super::rounds::{over_rounds, paired, round_medians};
 use super::stats::{summarize, Estimate, Summary};
 use crate::report::csv::{CellKey, Row};
 
@@ -55,6 +55,7 @@ impl CellId {
             ci_lo: f64::NAN,
             ci_hi: f64::NAN,
             samples: 0,
+            rounds: 0,
             stop_reason: String::new(),
             throttled: t.throttled,
             clock_event_reasons: t.reasons_or.map(reasons_hex).unwrap_or_default(),
@@ -111,11 +112,40 @@ impl CellId {
         telemetry: Option<&CellTelemetry>,
     ) -> Option<Row> {
         let s = over_rounds(rounds)?;
-        Some(self.row_of(metric, unit, &s, stop, telemetry))
+        Some(Row {
+            rounds: round_medians(rounds).len() as u32,
+            ..self.row_of(metric, unit, &s, stop, telemetry)
+        })
     }
 
-    /// A derived metric (a difference or ratio of medians): the point and its bootstrap
-    /// interval; p10 and p90 are not defined for it and stay NaN.
+    /// A derived metric of two cells measured in rounds, `stat(a's round median, b's)` formed
+    /// inside each round and summarised over rounds (see [`super::rounds::paired`]); its
+    /// sample count is the smaller side's. `None` when no round has both.
+    pub fn paired_row(
+        &self,
+        metric: &str,
+        unit: &str,
+        (a, b): (&[Vec<f64>], &[Vec<f64>]),
+        stat: impl Fn(f64, f64) -> f64,
+        telemetry: Option<&CellTelemetry>,
+    ) -> Option<Row> {
+        let p = paired(a, b, stat)?;
+        let finite =
+            |rounds: &[Vec<f64>]| rounds.iter().flatten().filter(|v| v.is_finite()).count() as u64;
+        Some(Row {
+            rounds: p.rounds as u32,
+            ..self.estimate_row(
+                metric,
+                unit,
+                &p.estimate,
+                finite(a).min(finite(b)),
+                telemetry,
+            )
+        })
+    }
+
+    /// A derived metric (a difference or ratio): the point and its interval; p10 and p90 are
+    /// not defined for it and stay NaN.
     pub fn estimate_row(
         &self,
         metric: &str,
@@ -189,6 +219,37 @@ mod tests {
             ("", None),
             "no NVML: empty columns"
         );
+    }
+
+    #[test]
+    fn rounds_rows_count_rounds_and_paired_rows_pair_them() {
+        // Eight rounds drifting by ±10%; the second cell is 2 µs cheaper in every round.
+        let levels = [20.0, 22.0, 18.0, 21.0, 19.5, 20.5, 22.5, 17.5];
+        let a: Vec<Vec<f64>> = levels.iter().map(|&l| vec![l, l + 0.1, l - 0.1]).collect();
+        let b: Vec<Vec<f64>> = levels
+            .iter()
+            .map(|&l| vec![l - 2.0, l - 1.9, l - 2.1, l - 2.0])
+            .collect();
+        let row = cell()
+            .rounds_row("step_us", "us", &a, "precision", None)
+            .unwrap();
+        assert_eq!((row.rounds, row.samples), (8, 24));
+        assert_eq!(row.stop_reason, "precision");
+        // Eight round medians: the interval is their whole range, drift included.
+        assert_eq!((row.ci_lo, row.ci_hi), (17.5, 22.5));
+        let cost = cell()
+            .paired_row("read_cost_us", "us", (&a, &b), |x, y| x - y, None)
+            .unwrap();
+        assert_eq!((cost.rounds, cost.samples), (8, 24));
+        assert_eq!(cost.stop_reason, "derived");
+        assert!((cost.median - 2.0).abs() < 1e-9, "{}", cost.median);
+        assert!(
+            cost.ci_hi - cost.ci_lo < 1e-9,
+            "drift both cells share cancels"
+        );
+        assert!(cell()
+            .paired_row("read_cost_us", "us", (&a, &[]), |x, y| x - y, None)
+            .is_none());
     }
 
     #[test]

@@ -105,13 +105,14 @@ impl Recorder {
     }
 }
 
-/// A progress bar over `cells` cells with an ETA (hidden when stderr is not a terminal).
-pub fn progress(cells: usize) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(cells as u64);
+/// A progress bar over `count` `units` (cells, or a sweep's cell visits over its rounds)
+/// with an ETA (hidden when stderr is not a terminal).
+pub fn progress(count: usize, units: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(count as u64);
     bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {pos}/{len} cells, ETA {eta} {msg}",
-        )
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{elapsed_precise}} [{{bar:30}}] {{pos}}/{{len}} {units}, ETA {{eta}} {{msg}}"
+        ))
         .expect("valid progress template"),
     );
     bar

@@ -14,8 +14,8 @@
 //!   With n ≤ 5 even `[min, max]` covers less than 95% (n = 5: 93.75%, n = 1: 0%), so the CI
 //!   is undefined there and reported as NaN: a one-sample "interval" of zero width would
 //!   claim a certainty the data does not have, and comparisons then say "uncertain".
-//! * **Differences and ratios of two medians** get a seeded percentile bootstrap
-//!   ([`BOOTSTRAP_RESAMPLES`] resamples), deterministic for a seed.
+//! * **Differences and ratios** of two cells are formed round by round, where both ran back
+//!   to back, and summarised like any other values (see [`super::rounds::paired`]).
 
 /// Summary of one cell's samples.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -38,10 +38,6 @@ pub struct Estimate {
     pub lo: f64,
     pub hi: f64,
 }
-
-/// Bootstrap resamples for [`diff_of_medians`] and [`ratio_of_medians`]: 2000 puts the
-/// Monte-Carlo error of a 2.5% / 97.5% percentile well below the interval's own width.
-pub const BOOTSTRAP_RESAMPLES: usize = 2000;
 
 const CONFIDENCE: f64 = 0.95;
 /// The fewest samples whose order statistics can cover the median with 95% (n = 6: 96.9%).
@@ -79,66 +75,6 @@ pub fn rel_half_width(summary: &Summary) -> f64 {
         0.0
     } else {
         half / summary.median.abs()
-    }
-}
-
-/// Median of `a` minus median of `b` with a 95% percentile-bootstrap interval.
-/// `None` when either side has no finite value.
-pub fn diff_of_medians(a: &[f64], b: &[f64], seed: u64) -> Option<Estimate> {
-    bootstrap(a, b, seed, |ma, mb| ma - mb)
-}
-
-/// Median of `a` over median of `b` with a 95% percentile-bootstrap interval.
-/// `None` when either side has no finite value or `b` has a value ≤ 0 (times are positive,
-/// and a non-positive denominator would make resampled ratios infinite or meaningless).
-pub fn ratio_of_medians(a: &[f64], b: &[f64], seed: u64) -> Option<Estimate> {
-    if b.iter().any(|&x| x.is_finite() && x <= 0.0) {
-        return None;
-    }
-    bootstrap(a, b, seed, |ma, mb| ma / mb)
-}
-
-fn bootstrap(a: &[f64], b: &[f64], seed: u64, stat: impl Fn(f64, f64) -> f64) -> Option<Estimate> {
-    let a = sorted_finite(a);
-    let b = sorted_finite(b);
-    if a.is_empty() || b.is_empty() {
-        return None;
-    }
-    let point = stat(quantile_sorted(&a, 0.5), quantile_sorted(&b, 0.5));
-    let mut rng = SplitMix64(seed);
-    let mut scratch_a = vec![0.0; a.len()];
-    let mut scratch_b = vec![0.0; b.len()];
-    let mut stats: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
-        .map(|_| {
-            let ma = resampled_median(&a, &mut scratch_a, &mut rng);
-            let mb = resampled_median(&b, &mut scratch_b, &mut rng);
-            stat(ma, mb)
-        })
-        .collect();
-    stats.sort_unstable_by(f64::total_cmp);
-    let tail = (1.0 - CONFIDENCE) / 2.0;
-    Some(Estimate {
-        point,
-        lo: quantile_sorted(&stats, tail),
-        hi: quantile_sorted(&stats, 1.0 - tail),
-    })
-}
-
-/// Draws `from.len()` values with replacement into `scratch` and returns their median.
-fn resampled_median(from: &[f64], scratch: &mut [f64], rng: &mut SplitMix64) -> f64 {
-    for slot in scratch.iter_mut() {
-        *slot = from[rng.below(from.len())];
-    }
-    let n = scratch.len();
-    let mid = n / 2;
-    let (below, upper, _) = scratch.select_nth_unstable_by(mid, f64::total_cmp);
-    let upper = *upper;
-    if n % 2 == 1 {
-        upper
-    } else {
-        // The lower middle value is the largest of the elements partitioned below `mid`.
-        let lower = below.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        (lower + upper) / 2.0
     }
 }
 
@@ -188,31 +124,14 @@ fn median_ci_ranks(n: usize) -> (usize, usize) {
     (lo_rank, n + 1 - lo_rank)
 }
 
-/// SplitMix64 (Steele, Lea & Flood 2014): tiny, fast, and good enough to drive resampling.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform index in `0..n` by Lemire's multiply-shift (bias below 2⁻⁴⁰ for our n).
-    fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prep::rng::SplitMix64;
 
     /// Deterministic pseudo-random values in [0, 1) for synthetic noise.
     fn uniform(seed: u64, n: usize) -> Vec<f64> {
-        let mut rng = SplitMix64(seed);
+        let mut rng = SplitMix64::new(seed);
         (0..n)
             .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
             .collect()
@@ -326,55 +245,5 @@ mod tests {
         assert!(close(rel_half_width(&s), 0.03));
         let zero = Summary { median: 0.0, ..s };
         assert!(rel_half_width(&zero).is_infinite());
-    }
-
-    #[test]
-    fn resampled_median_handles_odd_and_even_n() {
-        // Resampling a constant gives the constant; a two-point set gives one of 1, 1.5, 2.
-        let mut rng = SplitMix64(1);
-        assert_eq!(resampled_median(&[4.0; 3], &mut [0.0; 3], &mut rng), 4.0);
-        for _ in 0..50 {
-            let m = resampled_median(&[1.0, 2.0], &mut [0.0; 2], &mut rng);
-            assert!([1.0, 1.5, 2.0].contains(&m), "{m}");
-        }
-    }
-
-    #[test]
-    fn bootstrap_is_deterministic_for_a_seed() {
-        let a: Vec<f64> = uniform(1, 200).iter().map(|u| 40.0 + u).collect();
-        let b: Vec<f64> = uniform(2, 200).iter().map(|u| 20.0 + u).collect();
-        assert_eq!(diff_of_medians(&a, &b, 42), diff_of_medians(&a, &b, 42));
-        assert_ne!(diff_of_medians(&a, &b, 42), diff_of_medians(&a, &b, 43));
-    }
-
-    #[test]
-    fn diff_interval_covers_true_difference() {
-        // A ~ 42 ± 1, B ~ 24 ± 1 (both symmetric): true difference of medians is 18.
-        let a: Vec<f64> = uniform(11, 300).iter().map(|u| 41.0 + 2.0 * u).collect();
-        let b: Vec<f64> = uniform(12, 300).iter().map(|u| 23.0 + 2.0 * u).collect();
-        let d = diff_of_medians(&a, &b, 5).unwrap();
-        assert!(d.lo <= 18.0 && 18.0 <= d.hi, "{d:?}");
-        assert!(d.lo <= d.point && d.point <= d.hi, "{d:?}");
-        assert!(d.hi - d.lo < 0.5, "interval too wide: {d:?}");
-    }
-
-    #[test]
-    fn ratio_interval_covers_true_ratio() {
-        // A ~ 30 ± 0.5, B ~ 10 ± 0.5: true ratio of medians is 3.
-        let a: Vec<f64> = uniform(21, 300).iter().map(|u| 29.5 + u).collect();
-        let b: Vec<f64> = uniform(22, 300).iter().map(|u| 9.5 + u).collect();
-        let r = ratio_of_medians(&a, &b, 9).unwrap();
-        assert!(r.lo <= 3.0 && 3.0 <= r.hi, "{r:?}");
-        assert!(r.hi - r.lo < 0.1, "interval too wide: {r:?}");
-    }
-
-    #[test]
-    fn bootstrap_rejects_empty_and_nonpositive_denominators() {
-        assert!(diff_of_medians(&[], &[1.0], 0).is_none());
-        assert!(diff_of_medians(&[1.0], &[f64::NAN], 0).is_none());
-        assert!(ratio_of_medians(&[1.0, 2.0], &[1.0, 0.0], 0).is_none());
-        // Constant inputs give a zero-width interval at the exact value.
-        let r = ratio_of_medians(&[6.0; 5], &[2.0; 7], 0).unwrap();
-        assert_eq!((r.point, r.lo, r.hi), (3.0, 3.0, 3.0));
     }
 }

@@ -1,6 +1,7 @@
-//! When to stop sampling a sweep cell.
+//! When to stop measuring a sweep cell: inside a round, and when to stop adding rounds.
 //!
-//! A cell stops as soon as one of these holds, checked in this order:
+//! **Inside a round** a cell's samples stop as soon as one of these holds, checked in this
+//! order ([`StoppingRule`]):
 //! 1. **converged** (`ci`): at least `min_samples` finite samples, and the 95% CI of the
 //!    median is within `rel_ci` of the median — or its half-width is at most `abs_ci_us`.
 //!    The absolute floor exists for sub-µs cells (empty launches, tiny copies), where 1% is a
@@ -8,9 +9,31 @@
 //! 2. **sample cap** (`sample-cap`): `max_samples` samples taken, counting non-finite ones so
 //!    that a broken timer cannot loop forever;
 //! 3. **time cap** (`time-cap`): `time_cap` elapsed.
+//!
+//! That only sets how well one round's median is known. **What is reported** is the median
+//! over rounds with its interval between rounds (see [`super::rounds`]), so whether a group
+//! of cells (the arms of one family, layout, batch and block) gets another round is decided
+//! on those intervals ([`RoundsRule`]), after each round, in this order:
+//! 1. fewer than `min_rounds` rounds: always another round (fewer give no interval);
+//! 2. **precision** (`precision`): every arm's `step_us` interval within `rel_ci` of its
+//!    median or at most `abs_ci_us` wide each side (the within-round rule's bar), and the
+//!    read cost's (eager-sync − eager-device, paired) half-width at most
+//!    [`READ_COST_REL_CI`] of its value or [`READ_COST_ABS_CI_US`];
+//! 3. **max rounds** (`max-rounds`): `max_rounds` rounds measured;
+//! 4. **time cap** (`time-cap`): the group's measuring time over its rounds reached
+//!    `time_cap`.
+//!
+//! A stopped group is measured no more; the others go on, visited in the next round's fresh
+//! order. Only the group's own rows stop: the floor is measured at the start of every round
+//! (so every round's arms have that round's floor) and stops by the same rule on its items.
 
-use super::stats::{rel_half_width, summarize};
+use super::rounds::{half_width, Paired};
+use super::stats::{rel_half_width, summarize, Summary};
 use std::time::Duration;
+
+/// The read cost's precision bar: a 95% half-width within 1% of the cost or 0.3 µs.
+pub const READ_COST_REL_CI: f64 = 0.01;
+pub const READ_COST_ABS_CI_US: f64 = 0.3;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoppingRule {
@@ -62,11 +85,7 @@ impl StoppingRule {
     /// `Some(reason)` once the cell should stop, given its samples (µs) and time spent.
     pub fn check(&self, samples: &[f64], elapsed: Duration) -> Option<StopReason> {
         if let Some(summary) = summarize(samples) {
-            let half_width = (summary.ci_hi - summary.ci_lo) / 2.0;
-            let within_abs = self.abs_ci_us.is_some_and(|abs| half_width <= abs);
-            if summary.samples >= self.min_samples
-                && (rel_half_width(&summary) <= self.rel_ci || within_abs)
-            {
+            if summary.samples >= self.min_samples && self.precise(&summary) {
                 return Some(StopReason::Converged);
             }
         }
@@ -77,6 +96,86 @@ impl StoppingRule {
             return Some(StopReason::TimeCap);
         }
         None
+    }
+
+    /// Whether a median's 95% interval is within `rel_ci` of it or `abs_ci_us` each side
+    /// (never without an interval).
+    fn precise(&self, s: &Summary) -> bool {
+        let half_width = (s.ci_hi - s.ci_lo) / 2.0;
+        let within_abs = self.abs_ci_us.is_some_and(|abs| half_width <= abs);
+        rel_half_width(s) <= self.rel_ci || within_abs
+    }
+
+    /// The rule for one of `rounds` rounds: the time cap shared out between them.
+    pub fn per_round(&self, rounds: usize) -> StoppingRule {
+        StoppingRule {
+            time_cap: self.time_cap / rounds.max(1) as u32,
+            ..self.clone()
+        }
+    }
+}
+
+/// When a group of cells stops adding rounds (see the module docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundsRule {
+    pub min_rounds: usize,
+    pub max_rounds: usize,
+    /// The precision every arm's `step_us` must reach; its time cap and sample counts are
+    /// the within-round rule's and not used here.
+    pub step: StoppingRule,
+    /// The group's measuring time (all its cells, all rounds) after which it gets no further
+    /// round beyond `min_rounds`.
+    pub time_cap: Duration,
+}
+
+/// Why a group's rounds stopped: the `stop_reason` of the rows measured in them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoundsStop {
+    Precision,
+    MaxRounds,
+    TimeCap,
+}
+
+impl RoundsStop {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoundsStop::Precision => "precision",
+            RoundsStop::MaxRounds => "max-rounds",
+            RoundsStop::TimeCap => "time-cap",
+        }
+    }
+}
+
+impl RoundsRule {
+    /// `Some(reason)` once a group should get no further round, given its rounds so far,
+    /// each arm's `step_us` over those rounds, its paired read cost (when it has both eager
+    /// arms) and its measuring time. A `None` step summary (no finite sample) is imprecise.
+    pub fn check(
+        &self,
+        rounds: usize,
+        steps: &[Option<Summary>],
+        read_cost: Option<&Paired>,
+        elapsed: Duration,
+    ) -> Option<RoundsStop> {
+        if rounds < self.min_rounds {
+            return None;
+        }
+        let steps_precise = steps
+            .iter()
+            .all(|s| s.as_ref().is_some_and(|s| self.step.precise(s)));
+        let read_precise = read_cost.is_none_or(|cost| {
+            let bar = (READ_COST_REL_CI * cost.estimate.point.abs()).max(READ_COST_ABS_CI_US);
+            half_width(&cost.estimate) <= bar
+        });
+        if steps_precise && read_precise {
+            Some(RoundsStop::Precision)
+        } else if rounds >= self.max_rounds {
+            Some(RoundsStop::MaxRounds)
+        } else if elapsed >= self.time_cap {
+            Some(RoundsStop::TimeCap)
+        } else {
+            None
+        }
     }
 }
 
@@ -166,6 +265,105 @@ mod tests {
         assert_eq!(rule().check(&samples, SHORT), None);
         samples.push(5.0);
         assert_eq!(rule().check(&samples, SHORT), Some(StopReason::Converged));
+    }
+
+    #[test]
+    fn a_round_gets_its_share_of_the_time_cap() {
+        let r = rule().per_round(6);
+        assert_eq!(r.time_cap, rule().time_cap / 6);
+        assert_eq!(
+            (r.min_samples, r.rel_ci),
+            (rule().min_samples, rule().rel_ci)
+        );
+    }
+
+    fn rounds_rule() -> RoundsRule {
+        RoundsRule {
+            min_rounds: 6,
+            max_rounds: 10,
+            step: StoppingRule::default(),
+            time_cap: Duration::from_secs(2),
+        }
+    }
+
+    /// `n` rounds of a cell at `level` µs whose round medians spread by `spread` (relative).
+    fn rounds_at(level: f64, spread: f64, n: usize) -> Vec<Vec<f64>> {
+        (0..n)
+            .map(|i| {
+                let m = level * (1.0 + spread * noise(i));
+                vec![m * 0.999, m, m * 1.001]
+            })
+            .collect()
+    }
+
+    fn check_rounds(
+        rule: &RoundsRule,
+        arms: &[Vec<Vec<f64>>],
+        read: bool,
+        elapsed: Duration,
+    ) -> Option<RoundsStop> {
+        use crate::measure::rounds::{over_rounds, paired};
+        let rounds = arms[0].len();
+        let steps: Vec<_> = arms.iter().map(|a| over_rounds(a)).collect();
+        let cost = paired(&arms[0], &arms[1], |x, y| x - y);
+        let cost = if read { cost.as_ref() } else { None };
+        rule.check(rounds, &steps, cost, elapsed)
+    }
+
+    #[test]
+    fn rounds_stop_at_precision_once_min_rounds_are_in() {
+        let r = rounds_rule();
+        // Round medians within ±0.2%: precise, but not before the sixth round.
+        let tight = [rounds_at(40.0, 0.004, 6), rounds_at(20.0, 0.004, 6)];
+        assert_eq!(
+            check_rounds(&r, &tight, true, SHORT),
+            Some(RoundsStop::Precision)
+        );
+        let five = [tight[0][..5].to_vec(), tight[1][..5].to_vec()];
+        assert_eq!(
+            check_rounds(&r, &five, true, r.time_cap * 2),
+            None,
+            "min rounds first"
+        );
+        assert_eq!(RoundsStop::Precision.as_str(), "precision");
+    }
+
+    #[test]
+    fn rounds_go_on_while_an_arm_or_the_read_cost_is_wide() {
+        let r = rounds_rule();
+        // One arm drifts by ±10% between rounds: not precise; more rounds until the cap.
+        let drifting = [rounds_at(40.0, 0.2, 6), rounds_at(20.0, 0.004, 6)];
+        assert_eq!(check_rounds(&r, &drifting, false, SHORT), None);
+        let at_max = [rounds_at(40.0, 0.2, 10), rounds_at(20.0, 0.004, 10)];
+        assert_eq!(
+            check_rounds(&r, &at_max, false, SHORT),
+            Some(RoundsStop::MaxRounds)
+        );
+        assert_eq!(
+            check_rounds(&r, &drifting, false, r.time_cap),
+            Some(RoundsStop::TimeCap)
+        );
+        assert_eq!(RoundsStop::MaxRounds.as_str(), "max-rounds");
+        assert_eq!(RoundsStop::TimeCap.as_str(), "time-cap");
+        // Both arms' rounds within ±0.9% of their medians (each precise). Drifting together,
+        // their difference moves by ±0.18 µs: precise. Drifting apart, by ±0.53 µs: wider
+        // than max(1% of 20 µs, 0.3 µs), so the read cost holds the group back.
+        let alternating = |level: f64, swing: f64| -> Vec<Vec<f64>> {
+            (0..6)
+                .map(|i| vec![level + swing * (i % 2) as f64])
+                .collect()
+        };
+        let together = [alternating(40.0, 0.7), alternating(20.0, 0.35)];
+        assert_eq!(
+            check_rounds(&r, &together, true, SHORT),
+            Some(RoundsStop::Precision)
+        );
+        let apart = [alternating(40.0, 0.7), alternating(20.35, -0.35)];
+        assert_eq!(
+            check_rounds(&r, &apart, false, SHORT),
+            Some(RoundsStop::Precision)
+        );
+        assert_eq!(check_rounds(&r, &apart, true, SHORT), None);
     }
 
     #[test]

@@ -8,10 +8,25 @@
 //! than the "box" bound `[lo_new/hi_base, hi_new/lo_base] − 1`, which would push verdicts
 //! needlessly towards `uncertain`.
 //!
+//! **Which noise the intervals hold.** A sweep measures every cell in rounds spread over
+//! the run (see [`crate::measure::rounds`]): its rows' intervals come from the spread between
+//! rounds, so they hold the drift of the host and GPU during a run, and two runs compare as
+//! above. A sweep by a metaprep before rounds (its CSV has no `rounds` column, read as 0) took
+//! each cell's interval from consecutive batches of one stretch, which misses that drift:
+//! two back-to-back default sweeps of one binary on an H200 then called 34% (unpinned) and
+//! 43% (pinned) of rows faster or slower (`results/2026-11-29-h200-pinning/compare-*.md`). A prep
+//! row without rounds on either side is therefore read with a warning, and its verdict is
+//! `uncertain` unless it is `faster`, `slower` or `changed` with the whole interval beyond a
+//! noise floor: [`NOISE_FLOOR_STEP_PCT`] for `step_us` and `step_fwd_us`,
+//! [`NOISE_FLOOR_HOST_PCT`] for the other metrics (host-side, or host-paced like an eager
+//! arm's `gpu_prep_us` and `floor_multiple`). Rows of `steps` runs are not measured in
+//! rounds and are compared as before.
+//!
 //! **Direction.** "Faster" means better: lower is better for times (unit `us`, metrics
-//! ending in `_us`) and for `floor_multiple`; higher is better for throughput (`tok/s`) and
-//! forward `occupancy`. A metric of unknown direction that moved beyond the threshold is
-//! reported as `changed` and does not fail the comparison.
+//! ending in `_us`), for `floor_multiple` and for `step_ratio_vs_eager_sync`; higher is
+//! better for throughput (`tok/s`) and forward `occupancy`. A metric of unknown direction
+//! that moved beyond the threshold is reported as `changed` and does not fail the
+//! comparison.
 //!
 //! **Settings and machine.** Two runs compare only when they were asked to measure the same
 //! thing: the settings `--resume` also checks ([`EnvRecord::setting_differences`]) must
@@ -20,7 +35,7 @@
 //! arm's "change vs floor" divides its metric by the floor it is read against first.
 
 use crate::report::atomic::write_atomic;
-use crate::report::csv::{read_rows, Row, KIND_FLOOR, KIND_PREP, STEP_RATIO_METRIC};
+use crate::report::csv::{read_rows, Row, KIND_FLOOR, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
 use crate::report::env::{describe, Difference, EnvRecord};
 use crate::report::run_dir::RunDir;
 use crate::report::summary::{
@@ -34,6 +49,22 @@ use std::path::{Path, PathBuf};
 
 /// Exit status for bad input (unreadable runs, mismatched settings, nothing to compare).
 pub const EXIT_BAD_INPUT: u8 = 2;
+
+/// The change in percent within which `compare` calls a cell `same` unless told otherwise;
+/// `summary.md`'s arm-against-arm verdicts use it too.
+pub const DEFAULT_THRESHOLD_PCT: f64 = 2.0;
+
+/// How far a `step_us` or `step_fwd_us` of a sweep without rounds must move for a verdict:
+/// the widest A/A change seen, by the end of its interval nearer zero, between two
+/// back-to-back default sweeps of one binary on an H200 was 21.9% pinned (eager-device
+/// `step_us` at bs 256) and 30.3% unpinned (`step_fwd_us` reached 11.6% and 14.1%;
+/// `results/2026-11-29-h200-pinning/compare-{pinned,unpinned}.md`), rounded up.
+pub const NOISE_FLOOR_STEP_PCT: f64 = 35.0;
+
+/// The same for every other metric of such a sweep: there `host_issue_us` reached 55.4%
+/// pinned and 72.0% unpinned, `gpu_prep_us` 36.6% and 25.7%, `floor_multiple` 25.9% and
+/// 27.8%, `read_cost_us` 22.2% and 30.8%, `host_blocked_us` 9.1% and 49.4%; rounded up.
+pub const NOISE_FLOOR_HOST_PCT: f64 = 75.0;
 
 /// Compare two runs (or two arms of one run) cell by cell.
 ///
@@ -67,8 +98,11 @@ pub struct CompareArgs {
     #[arg(long, value_name = "ARM", requires = "base_arm")]
     pub new_arm: Option<String>,
     /// Change in percent that counts as noise: a cell is `same` when its whole interval lies
-    /// within ±PCT, and `faster`/`slower` only when its whole interval lies beyond it.
-    #[arg(long, value_name = "PCT", default_value_t = 2.0)]
+    /// within ±PCT, and `faster`/`slower` only when its whole interval lies beyond it. A
+    /// sweep by a metaprep before measurement rounds is read with a warning: its prep cells
+    /// are `uncertain` unless they moved beyond the run-to-run noise measured on an H200
+    /// (35% for step_us and step_fwd_us, 75% for the other metrics).
+    #[arg(long, value_name = "PCT", default_value_t = DEFAULT_THRESHOLD_PCT)]
     pub threshold: f64,
     /// Also write the markdown report to FILE (replaced atomically).
     #[arg(long, value_name = "FILE")]
@@ -101,6 +135,21 @@ pub struct Change {
     pub pct: f64,
     pub lo_pct: f64,
     pub hi_pct: f64,
+}
+
+/// The change a ratio row (NEW over BASE formed inside each round, such as
+/// `step_ratio_vs_eager_sync`) states: its median and interval less 1, in percent. `None`
+/// without an interval.
+pub fn change_of_ratio(row: &Row) -> Option<Change> {
+    let pct = |x: f64| (x - 1.0) * 100.0;
+    [row.median, row.ci_lo, row.ci_hi]
+        .iter()
+        .all(|v| v.is_finite())
+        .then(|| Change {
+            pct: pct(row.median),
+            lo_pct: pct(row.ci_lo),
+            hi_pct: pct(row.ci_hi),
+        })
 }
 
 /// NEW/BASE − 1 in percent, interval by MOVER on the log scale (see the module docs).
@@ -157,7 +206,7 @@ pub enum Better {
 }
 
 pub fn better_direction(metric: &str, unit: &str) -> Better {
-    if is_time(metric, unit) || metric == "floor_multiple" || metric == STEP_RATIO_METRIC {
+    if is_time(metric, unit) || metric == "floor_multiple" || metric == STEP_RATIO_VS_EAGER_SYNC {
         Better::Lower
     } else if unit == "tok/s" || metric == "occupancy" || metric.ends_with("_tok_s") {
         Better::Higher
@@ -180,6 +229,14 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// As tables show it: a call of faster or slower in bold.
+    pub fn marked(self) -> String {
+        match self {
+            Verdict::Slower | Verdict::Faster => format!("**{}**", self.as_str()),
+            v => v.as_str().to_string(),
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Same => "same",
@@ -202,20 +259,64 @@ pub fn judge(base: &Row, new: &Row, threshold_pct: f64) -> (Option<Change>, Verd
         };
         return (None, verdict);
     };
+    let better = better_direction(&new.metric, &new.unit);
+    (
+        Some(change),
+        verdict_on_change(&change, better, threshold_pct),
+    )
+}
+
+/// The verdict on a change: `same` inside ±threshold, `faster` / `slower` (or `changed`
+/// for an unknown direction) wholly beyond it, `uncertain` otherwise.
+pub fn verdict_on_change(change: &Change, better: Better, threshold_pct: f64) -> Verdict {
     let t = threshold_pct;
-    let verdict = if change.lo_pct >= -t && change.hi_pct <= t {
+    if change.lo_pct >= -t && change.hi_pct <= t {
         Verdict::Same
     } else if change.lo_pct > t || change.hi_pct < -t {
         let went_up = change.lo_pct > t;
-        match (better_direction(&new.metric, &new.unit), went_up) {
+        match (better, went_up) {
             (Better::Higher, true) | (Better::Lower, false) => Verdict::Faster,
             (Better::Higher, false) | (Better::Lower, true) => Verdict::Slower,
             (Better::Unknown, _) => Verdict::Changed,
         }
     } else {
         Verdict::Uncertain
-    };
-    (Some(change), verdict)
+    }
+}
+
+/// Whether a row's interval misses the drift between rounds: a prep row of a sweep by a
+/// metaprep before rounds (see the module docs).
+fn without_rounds(row: &Row) -> bool {
+    row.kind == KIND_PREP && row.rounds == 0
+}
+
+/// Whether a side holds prep rows measured without rounds.
+fn measured_without_rounds(rows: &[Row]) -> bool {
+    rows.iter().any(without_rounds)
+}
+
+/// The noise floor of a metric of a sweep without rounds.
+pub fn noise_floor_pct(metric: &str) -> f64 {
+    match metric {
+        "step_us" | "step_fwd_us" => NOISE_FLOOR_STEP_PCT,
+        _ => NOISE_FLOOR_HOST_PCT,
+    }
+}
+
+/// A verdict on a row without rounds: kept when it calls a move and the whole interval lies
+/// beyond the metric's noise floor, `uncertain` otherwise.
+fn capped(change: Option<Change>, verdict: Verdict, metric: &str) -> Verdict {
+    let floor = noise_floor_pct(metric);
+    let beyond = change.is_some_and(|c| c.lo_pct > floor || c.hi_pct < -floor);
+    let calls_a_move = matches!(
+        verdict,
+        Verdict::Faster | Verdict::Slower | Verdict::Changed
+    );
+    if beyond && calls_a_move {
+        verdict
+    } else {
+        Verdict::Uncertain
+    }
 }
 
 /// One matched cell and metric.
@@ -269,11 +370,15 @@ pub fn compare_rows(
     threshold_pct: f64,
 ) -> Result<Comparison> {
     // Each arm is read against its own floor (an empty graph replay for graph arms, an empty
-    // kernel launch for eager ones), so multiples of the floor do not compare across arms.
+    // kernel launch for eager ones), so multiples of the floor do not compare across arms;
+    // an arm's ratio to eager-sync is already an arm against an arm.
     let across_arms = arms.is_some_and(|(b, n)| b != n);
     let comparable = |rows: &[Row]| -> Vec<Row> {
         rows.iter()
-            .filter(|r| !(across_arms && r.metric == "floor_multiple"))
+            .filter(|r| {
+                !(across_arms
+                    && (r.metric == "floor_multiple" || r.metric == STEP_RATIO_VS_EAGER_SYNC))
+            })
             .cloned()
             .collect()
     };
@@ -324,7 +429,10 @@ pub fn compare_rows(
     let mut comparison = Comparison::default();
     let (pairs, only_in_base, only_in_new) = pair_up(&base_index, &new_index);
     for (base_row, new_row) in pairs {
-        let (change, verdict) = judge(base_row, new_row, threshold_pct);
+        let (change, mut verdict) = judge(base_row, new_row, threshold_pct);
+        if without_rounds(base_row) || without_rounds(new_row) {
+            verdict = capped(change, verdict, &new_row.metric);
+        }
         comparison.matched.push(Matched {
             base: base_row.clone(),
             new: new_row.clone(),
@@ -549,6 +657,25 @@ pub fn run_compare(args: &CompareArgs) -> Result<CompareOutcome> {
             "⚠ settings not checked: a side is a CSV without an env.json beside it".to_string(),
         ),
     }
+    let sides_without_rounds: Vec<&str> = [("BASE", &base), ("NEW", &new)]
+        .into_iter()
+        .filter(|(_, input)| measured_without_rounds(&input.rows))
+        .map(|(side, _)| side)
+        .collect();
+    if !sides_without_rounds.is_empty() {
+        warnings.push(format!(
+            "⚠ {} {} measured without rounds (a sweep by a metaprep before them): intervals \
+             from one stretch miss the drift between runs, so prep cells are `uncertain` \
+             unless they moved beyond ±{NOISE_FLOOR_STEP_PCT}% (step_us, step_fwd_us) or \
+             ±{NOISE_FLOOR_HOST_PCT}% (other metrics), the A/A noise measured on an H200.",
+            sides_without_rounds.join(" and "),
+            if sides_without_rounds.len() == 1 {
+                "was"
+            } else {
+                "were"
+            }
+        ));
+    }
     let arms = args.base_arm.as_deref().zip(args.new_arm.as_deref());
     let comparison = compare_rows(&base.rows, &new.rows, arms, args.threshold)?;
     let markdown = render_comparison(
@@ -756,10 +883,7 @@ fn write_table(out: &mut String, rows: &[&Matched], arms: Option<(&str, &str)>) 
         } else {
             m.base.layout.clone()
         };
-        let verdict = match m.verdict {
-            Verdict::Slower | Verdict::Faster => format!("**{}**", m.verdict.as_str()),
-            v => v.as_str().to_string(),
-        };
+        let verdict = m.verdict.marked();
         let (change, interval) = change_cells(m.change);
         let vs_floor = m.vs_floor.map_or("—".to_string(), |c| {
             format!("{} {}", fmt_pct(c.pct), fmt_interval(c.lo_pct, c.hi_pct))
@@ -792,7 +916,7 @@ mod tests {
     use super::*;
     use crate::report::csv::test_rows::row;
 
-    /// A row with an explicit interval.
+    /// A row with an explicit interval (measured in rounds, as a sweep's are).
     fn with_ci(metric: &str, median: f64, lo: f64, hi: f64) -> Row {
         let mut r = row("prep", "dsa_decode", "graph", 4, metric, median);
         (r.ci_lo, r.ci_hi) = (lo, hi);
@@ -829,6 +953,10 @@ mod tests {
     #[test]
     fn direction_follows_unit_and_metric() {
         assert_eq!(better_direction("step_us", "us"), Better::Lower);
+        assert_eq!(
+            better_direction(STEP_RATIO_VS_EAGER_SYNC, "x"),
+            Better::Lower
+        );
         assert_eq!(better_direction("gap_us", "us"), Better::Lower);
         assert_eq!(better_direction("floor_multiple", "x"), Better::Lower);
         assert_eq!(
@@ -864,6 +992,69 @@ mod tests {
         let busy = with_ci("occupancy", 0.9, 0.89, 0.91);
         let idle = with_ci("occupancy", 0.7, 0.69, 0.71);
         assert_eq!(verdict_of(&busy, &idle), Verdict::Slower);
+    }
+
+    #[test]
+    fn a_ratio_row_states_its_change() {
+        let mut ratio = with_ci(STEP_RATIO_VS_EAGER_SYNC, 0.4, 0.39, 0.42);
+        ratio.unit = "x".into();
+        let c = change_of_ratio(&ratio).unwrap();
+        assert!((c.pct + 60.0).abs() < 1e-9 && (c.lo_pct + 61.0).abs() < 1e-9);
+        assert!((c.hi_pct + 58.0).abs() < 1e-9, "{c:?}");
+        assert_eq!(verdict_on_change(&c, Better::Lower, 2.0), Verdict::Faster);
+        ratio.ci_lo = f64::NAN;
+        assert_eq!(change_of_ratio(&ratio), None);
+    }
+
+    #[test]
+    fn rows_without_rounds_need_a_change_beyond_the_noise_floor() {
+        // A prep row of a sweep before rounds.
+        let old = |metric: &str, median: f64| Row {
+            rounds: 0,
+            ..with_ci(metric, median, median * 0.99, median * 1.01)
+        };
+        let verdict = |b: &Row, n: &Row| {
+            compare_rows(std::slice::from_ref(b), std::slice::from_ref(n), None, 2.0)
+                .unwrap()
+                .matched[0]
+                .verdict
+        };
+        // +10% with a tight interval: slower between two runs measured in rounds...
+        let base = with_ci("step_us", 100.0, 99.0, 101.0);
+        let new = with_ci("step_us", 110.0, 109.0, 111.0);
+        assert_eq!(verdict(&base, &new), Verdict::Slower);
+        // ...but within the run-to-run noise when either side has no rounds.
+        assert_eq!(verdict(&old("step_us", 100.0), &new), Verdict::Uncertain);
+        assert_eq!(verdict(&base, &old("step_us", 110.0)), Verdict::Uncertain);
+        // `same` is capped too: an interval from one stretch cannot show that.
+        assert_eq!(verdict(&base, &base), Verdict::Same);
+        assert_eq!(verdict(&old("step_us", 100.0), &base), Verdict::Uncertain);
+        // Beyond the floor (35% for step times) the verdict stands.
+        assert_eq!(
+            verdict(&old("step_us", 100.0), &old("step_us", 200.0)),
+            Verdict::Slower
+        );
+        // Host-side metrics have a wider floor: +50% is not enough, +100% or -80% is.
+        let host = |m| old("host_issue_us", m);
+        assert_eq!(verdict(&host(10.0), &host(15.0)), Verdict::Uncertain);
+        assert_eq!(verdict(&host(10.0), &host(20.0)), Verdict::Slower);
+        assert_eq!(verdict(&host(50.0), &host(10.0)), Verdict::Faster);
+        assert_eq!(verdict(&host(20.0), &host(10.0)), Verdict::Uncertain);
+        // Step rows are never measured in rounds and are judged as they are.
+        let step = |m| {
+            let mut r = row("step", "dspark+dsa_target_verify", "graph", 1, "itl_us", m);
+            (r.ci_lo, r.ci_hi) = (m * 0.99, m * 1.01);
+            r
+        };
+        assert_eq!(step(1.0).rounds, 0);
+        assert_eq!(verdict(&step(100.0), &step(110.0)), Verdict::Slower);
+        assert_eq!(
+            (
+                noise_floor_pct("step_fwd_us"),
+                noise_floor_pct("read_cost_us")
+            ),
+            (NOISE_FLOOR_STEP_PCT, NOISE_FLOOR_HOST_PCT)
+        );
     }
 
     #[test]

@@ -18,10 +18,10 @@ pub const KIND_PREP: &str = "prep"; // one arm's metadata prep, timed per step
 pub const KIND_FLOOR: &str = "floor"; // empty launch, empty graph, bare D2H/H2D round trips
 pub const KIND_STEP: &str = "step"; // the whole decode-step model
 
+/// The paired ratio of an arm's step time over eager-sync's, formed inside each round.
+pub const STEP_RATIO_VS_EAGER_SYNC: &str = "step_ratio_vs_eager_sync";
+
 /// The `family` column of step rows: the draft and verify metadata a step prepares.
-/// An arm's step time over eager-sync's in the same cell, paired within rounds (lower:
-/// the arm gains).
-pub const STEP_RATIO_METRIC: &str = "step_ratio_vs_eager_sync";
 pub const STEP_FAMILY: &str = "dspark+dsa_target_verify";
 /// How a step row's family names a what-if host scale: `dspark+dsa_target_verify host x2`.
 const HOST_SCALE_MARK: &str = " host x";
@@ -66,7 +66,8 @@ pub struct Row {
     /// True when the layout needs more GPUs than the run had and one rank ran on one GPU.
     pub emulated: bool,
     /// Metric name, e.g. `step_us`, `gpu_prep_us`, `host_issue_us`, `host_blocked_us`,
-    /// `floor_multiple`, `itl_us`, `throughput_tok_s`, `occupancy`, `gap_us`.
+    /// `floor_multiple`, `read_cost_us`, `step_ratio_vs_eager_sync`, `itl_us`,
+    /// `throughput_tok_s`, `occupancy`, `gap_us`.
     pub metric: String,
     /// `us`, `tok/s`, `ratio`, `x`.
     pub unit: String,
@@ -76,8 +77,17 @@ pub struct Row {
     /// 95% confidence interval of the median.
     pub ci_lo: f64,
     pub ci_hi: f64,
+    /// Finite samples behind the median (over all rounds of a row measured in rounds).
     pub samples: u64,
-    /// `ci` (converged), `time-cap`, `sample-cap` or `fixed`.
+    /// Rounds the row was measured in (`sweep`: its median is the median of the rounds'
+    /// medians and its interval spans the rounds); 0 for a row measured in one stretch
+    /// (`steps`, and every row of a sweep by a metaprep before rounds, whose CSV has no such
+    /// column).
+    #[serde(default)]
+    pub rounds: u32,
+    /// Measured in rounds: `precision`, `max-rounds` or `time-cap` (what stopped the cell's
+    /// rounds); in one stretch: `ci` (converged), `time-cap`, `sample-cap` or `fixed`;
+    /// `derived` for a difference or ratio of other rows.
     pub stop_reason: String,
     /// NVML saw a throttle / clock-event reason other than idle during the cell.
     pub throttled: bool,
@@ -109,6 +119,7 @@ pub const COLUMNS: &[&str] = &[
     "ci_lo",
     "ci_hi",
     "samples",
+    "rounds",
     "stop_reason",
     "throttled",
     "clock_event_reasons",
@@ -118,6 +129,9 @@ pub const COLUMNS: &[&str] = &[
     "temp_c",
     "gpu_util_pct",
 ];
+
+/// Columns an older metaprep did not write: a file without them reads with their defaults.
+const OPTIONAL_COLUMNS: &[&str] = &["rounds"];
 
 /// Identifies one cell of a sweep: every metric row of a cell shares it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -180,7 +194,7 @@ pub fn write_rows(path: &Path, rows: &[Row]) -> Result<()> {
 /// Reads a results CSV written by [`write_rows`]. Every failure names the file, the line
 /// and what to do about it.
 pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
-    let mut rows: Vec<Row> = read_table(path, COLUMNS)?;
+    let mut rows: Vec<Row> = read_table(path, COLUMNS, OPTIONAL_COLUMNS)?;
     for (i, row) in rows.iter().enumerate() {
         // Records are one line each, after the header.
         check_values(row).map_err(|why| {
@@ -240,8 +254,13 @@ pub fn rows_for_resume(path: &Path) -> Result<Vec<Row>> {
     }
 }
 
-/// Reads a CSV whose header must hold exactly `columns` (in any order) into `T`s.
-pub(crate) fn read_table<T: DeserializeOwned>(path: &Path, columns: &[&str]) -> Result<Vec<T>> {
+/// Reads a CSV whose header must hold exactly `columns` (in any order), less any of
+/// `optional` (which `T` must default), into `T`s.
+pub(crate) fn read_table<T: DeserializeOwned>(
+    path: &Path,
+    columns: &[&str],
+    optional: &[&str],
+) -> Result<Vec<T>> {
     let name = path.display();
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
@@ -265,7 +284,7 @@ pub(crate) fn read_table<T: DeserializeOwned>(path: &Path, columns: &[&str]) -> 
         .headers()
         .with_context(|| format!("{name} line 1: cannot read the header"))?
         .clone();
-    check_header(&name.to_string(), &headers, columns)?;
+    check_header(&name.to_string(), &headers, columns, optional)?;
 
     let mut items = Vec::new();
     let mut records = reader.records().peekable();
@@ -302,12 +321,17 @@ pub(crate) fn read_table<T: DeserializeOwned>(path: &Path, columns: &[&str]) -> 
 
 /// Names the missing and unexpected columns; the order of columns does not matter because
 /// fields are matched by name.
-fn check_header(name: &str, headers: &csv::StringRecord, columns: &[&str]) -> Result<()> {
+fn check_header(
+    name: &str,
+    headers: &csv::StringRecord,
+    columns: &[&str],
+    optional: &[&str],
+) -> Result<()> {
     let found: Vec<&str> = headers.iter().collect();
     let missing: Vec<&str> = columns
         .iter()
         .copied()
-        .filter(|c| !found.contains(c))
+        .filter(|c| !found.contains(c) && !optional.contains(c))
         .collect();
     let unexpected: Vec<&str> = found
         .iter()
@@ -378,7 +402,8 @@ fn describe_field_error(
 pub(crate) mod test_rows {
     use super::Row;
 
-    /// A converged, unthrottled row with a ±1% interval around `median`.
+    /// A converged, unthrottled row with a ±1% interval around `median`; measured in six
+    /// rounds unless it is a `step` row (steps has no rounds).
     pub fn row(kind: &str, family: &str, arm: &str, bs: u32, metric: &str, median: f64) -> Row {
         let unit = match metric {
             "throughput_tok_s" => "tok/s",
@@ -402,6 +427,7 @@ pub(crate) mod test_rows {
             ci_lo: median * 0.99,
             ci_hi: median * 1.01,
             samples: 500,
+            rounds: if kind == super::KIND_STEP { 0 } else { 6 },
             stop_reason: "ci".into(),
             throttled: false,
             clock_event_reasons: "0x0000000000000000".into(),
@@ -524,6 +550,34 @@ mod tests {
     }
 
     #[test]
+    fn a_csv_from_before_rounds_reads_with_zero_rounds() {
+        let text = good_text();
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let headers = reader.headers().unwrap().clone();
+        let at = headers.iter().position(|h| h == "rounds").unwrap();
+        let drop = |record: &csv::StringRecord| -> Vec<String> {
+            let mut fields: Vec<String> = record.iter().map(String::from).collect();
+            fields.remove(at);
+            fields
+        };
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        writer.write_record(drop(&headers)).unwrap();
+        for record in reader.records() {
+            writer.write_record(drop(&record.unwrap())).unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let old = String::from_utf8(writer.into_inner().unwrap()).unwrap();
+        assert!(!old.lines().next().unwrap().contains("rounds"));
+        assert!(sample_rows().iter().all(|r| r.rounds == 6));
+        let rows = read_rows(&write_file(&dir, &old)).unwrap();
+        let without_rounds: Vec<Row> = sample_rows()
+            .into_iter()
+            .map(|r| Row { rounds: 0, ..r })
+            .collect();
+        assert_eq!(rows, without_rounds);
+    }
+
+    #[test]
     fn missing_file_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("nope.csv");
@@ -575,7 +629,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let error = error_of(&write_file(&dir, &(lines.join("\n") + "\n")));
         assert!(
-            error.contains("line 3: 3 fields where the header has 23"),
+            error.contains("line 3: 3 fields where the header has 24"),
             "{error}"
         );
     }

@@ -66,7 +66,7 @@ impl RunDir {
         let env = EnvRecord::read(dir)?;
         let telemetry_path = dir.join(TELEMETRY_CSV);
         let telemetry = if telemetry_path.exists() {
-            read_table(&telemetry_path, TELEMETRY_COLUMNS)?
+            read_table(&telemetry_path, TELEMETRY_COLUMNS, &[])?
         } else {
             Vec::new()
         };

@@ -1,14 +1,24 @@
 //! `summary.md`: a run's results as the "Speed tests" section of a pull request.
 //!
-//! Changes against `eager-sync` are the change of the median with a 95% interval computed
-//! as in `compare` (MOVER on the log scale, from each median's 95% interval); the host-read
-//! cost (eager-sync − eager-device) gets its interval by MOVER for a difference. Every
-//! table is sorted by fixed keys, so the same rows always give the same text.
+//! Changes of a decode step against `eager-sync` are the change of the median with a 95%
+//! interval computed as in `compare` (MOVER on the log scale, from each median's 95%
+//! interval). A sweep's prep arms are set against `eager-sync` by its paired rows instead:
+//! `step_ratio_vs_eager_sync`, each arm's step time over eager-sync's formed inside each
+//! round, where both ran back to back (see [`crate::measure::sweep_rounds`]), with the
+//! verdict `compare` would give at its default threshold. The host-read cost
+//! (eager-sync − eager-device) is the sweep's paired `read_cost_us`, or for a run without
+//! one the difference of the medians with its interval by MOVER. Every table is sorted by
+//! fixed keys, so the same rows always give the same text.
 
 use crate::measure::floor::FloorItem;
 use crate::report::atomic::write_atomic;
-use crate::report::compare::relative_change;
-use crate::report::csv::{CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP, STEP_RATIO_METRIC};
+use crate::report::compare::{
+    better_direction, change_of_ratio, relative_change, verdict_on_change, Verdict,
+    DEFAULT_THRESHOLD_PCT,
+};
+use crate::report::csv::{
+    CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC,
+};
 use crate::report::env::EnvRecord;
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -246,7 +256,7 @@ fn write_steps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
             let itl_p90 = metric("itl_us").map_or("—".to_string(), |r| fmt_num(r.p90));
             let occupancy = metric("occupancy").map_or("—".to_string(), fmt_ratio);
             // The run's own ratio to eager-sync, formed inside each round (steps with rounds).
-            let paired = match metric(STEP_RATIO_METRIC) {
+            let paired = match metric(STEP_RATIO_VS_EAGER_SYNC) {
                 _ if cell.arm == BASELINE_ARM => "baseline".to_string(),
                 Some(r) => format!(
                     "{} {}",
@@ -363,7 +373,7 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
                 let sync_cell = sorted.with_arm(BASELINE_ARM);
                 let sync = index.get(&sync_cell, "step_us");
                 let device = index.get(&sorted.with_arm(DEVICE_ARM), "step_us");
-                // The sweep's own bootstrap estimate when the run has one.
+                // The sweep's own paired estimate when the run has one.
                 let text = match (index.get(&sync_cell, "read_cost_us"), sync, device) {
                     (Some(cost), _, _) => format!(
                         "{} [{}, {}]",
@@ -382,8 +392,76 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
             writeln!(out)?;
         }
         writeln!(out)?;
+        write_against_baseline(out, index, &cells, &arms)?;
     }
     Ok(())
+}
+
+/// The arms of one prep group against eager-sync, from the sweep's paired ratios: change of
+/// `step_us` in percent, its 95% interval between rounds, and `compare`'s verdict. Nothing
+/// for a run without those rows.
+fn write_against_baseline(
+    out: &mut String,
+    index: &Index,
+    cells: &BTreeSet<SortedCell>,
+    arms: &BTreeSet<(u8, &str)>,
+) -> fmt::Result {
+    let ratio = |cell: &CellKey| index.get(cell, STEP_RATIO_VS_EAGER_SYNC);
+    let others: Vec<&str> = arms
+        .iter()
+        .map(|(_, arm)| *arm)
+        .filter(|arm| cells.iter().any(|c| ratio(&c.with_arm(arm)).is_some()))
+        .collect();
+    if others.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "Against {BASELINE_ARM}: each arm's step_us over {BASELINE_ARM}'s, formed in every \
+         round (the two ran back to back) and summarised over rounds: change [95% interval \
+         between rounds] and the verdict `compare` gives at ±{DEFAULT_THRESHOLD_PCT}%.\n"
+    )?;
+    write!(out, "| bs | block |")?;
+    for arm in &others {
+        write!(out, " {} vs {BASELINE_ARM} |", table_cell(arm))?;
+    }
+    writeln!(out)?;
+    writeln!(out, "|---:|---:|{}", "---|".repeat(others.len()))?;
+    let shapes: BTreeSet<(u32, u32)> = cells.iter().map(|c| (c.batch_size, c.block_size)).collect();
+    for (bs, block) in shapes {
+        write!(out, "| {bs} | {block} |")?;
+        for arm in &others {
+            let cell = cells
+                .iter()
+                .find(|c| (c.batch_size, c.block_size) == (bs, block))
+                .map(|c| c.with_arm(arm));
+            let text = cell
+                .as_ref()
+                .and_then(ratio)
+                .map_or("—".to_string(), paired_change);
+            write!(out, " {text} |")?;
+        }
+        writeln!(out)?;
+    }
+    writeln!(out)
+}
+
+/// "-42.0% [-43.1, -40.8] **faster**": a paired ratio row as a change with its verdict.
+fn paired_change(row: &Row) -> String {
+    let better = better_direction(&row.metric, &row.unit);
+    match change_of_ratio(row) {
+        Some(c) => format!(
+            "{} {} {}",
+            fmt_pct(c.pct),
+            fmt_interval(c.lo_pct, c.hi_pct),
+            verdict_on_change(&c, better, DEFAULT_THRESHOLD_PCT).marked()
+        ),
+        None => format!(
+            "{} [n/a] {}",
+            fmt_pct((row.median - 1.0) * 100.0),
+            Verdict::Uncertain.as_str()
+        ),
+    }
 }
 
 /// "45.2 (10.0×)": the arm's per-step cost and its multiple of the floor, taken from the
@@ -661,6 +739,74 @@ mod tests {
     }
 
     #[test]
+    fn prep_arms_are_set_against_eager_sync_by_their_paired_ratios() {
+        let ratio = |arm: &str, bs: u32, median: f64, lo: f64, hi: f64| {
+            let mut r = row(
+                KIND_PREP,
+                "dsa_decode",
+                arm,
+                bs,
+                STEP_RATIO_VS_EAGER_SYNC,
+                median,
+            );
+            (r.unit, r.ci_lo, r.ci_hi, r.stop_reason) = ("x".into(), lo, hi, "derived".into());
+            (r.p10, r.p90) = (f64::NAN, f64::NAN);
+            r
+        };
+        let step = |arm: &str, bs: u32, median: f64| {
+            row(KIND_PREP, "dsa_decode", arm, bs, "step_us", median)
+        };
+        let rows = vec![
+            step("eager-sync", 1, 40.0),
+            step("eager-device", 1, 22.0),
+            step("graph", 1, 10.0),
+            step("eager-sync", 8, 40.0),
+            step("graph", 8, 40.0),
+            ratio("eager-device", 1, 0.55, 0.54, 0.56),
+            ratio("graph", 1, 0.25, 0.245, 0.26),
+            ratio("graph", 8, 1.0, 0.995, 1.01),
+            ratio("eager-device", 8, 1.1, 1.05, 1.15),
+            step("eager-device", 8, 44.0),
+        ];
+        // Through the CSV, as `report` reads a run.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        crate::report::csv::write_rows(&path, &rows).unwrap();
+        let rows = crate::report::csv::read_rows(&path).unwrap();
+        let md = render_summary(&rows, &test_env());
+        assert!(
+            md.contains("| bs | block | eager-device vs eager-sync | graph vs eager-sync |\n|---:|---:|---|---|\n"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| 1 | 5 | -45.0% [-46.0, -44.0] **faster** | -75.0% [-75.5, -74.0] **faster** |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 8 | 5 | +10.0% [+5.0, +15.0] **slower** | +0.0% [-0.5, +1.0] same |"),
+            "{md}"
+        );
+        // An interval straddling the threshold is uncertain; a cell without a ratio is a dash.
+        let mut rows = rows;
+        rows.retain(|r| !(r.arm == "eager-device" && r.batch_size == 8));
+        rows.iter_mut()
+            .filter(|r| {
+                r.arm == "graph" && r.metric == STEP_RATIO_VS_EAGER_SYNC && r.batch_size == 8
+            })
+            .for_each(|r| (r.median, r.ci_lo, r.ci_hi) = (0.99, 0.97, 1.01));
+        let md = render_summary(&rows, &test_env());
+        assert!(
+            md.contains("| 8 | 5 | — | -1.0% [-3.0, +1.0] uncertain |"),
+            "{md}"
+        );
+        // A run without paired rows (steps, or a sweep before rounds) gets no such table.
+        rows.retain(|r| r.metric != STEP_RATIO_VS_EAGER_SYNC);
+        assert!(!render_summary(&rows, &test_env()).contains("vs eager-sync |"));
+    }
+
+    #[test]
     fn step_table_shows_change_against_eager_sync() {
         let rows = vec![
             step("eager-sync", "throughput_tok_s", 1000.0),
@@ -671,7 +817,7 @@ mod tests {
             Row {
                 ci_lo: 0.870,
                 ci_hi: 0.890,
-                ..step("graph", STEP_RATIO_METRIC, 0.880)
+                ..step("graph", STEP_RATIO_VS_EAGER_SYNC, 0.880)
             },
         ];
         let text = render_summary(&rows, &test_env());

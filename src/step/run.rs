@@ -28,7 +28,7 @@ use super::profile::{
     collective_latency_us, ForwardModel, ForwardSpec, Link, COLLECTIVE_LATENCY_SOURCE,
 };
 use super::program::{prep_sequence, span_start, OpLaunch, PrepStep};
-use super::stop::{step_ratio, StepRounds};
+use super::stop::StepRounds;
 use super::trace::{HostLane, TraceBuilder};
 use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
 use crate::measure::nvml::CellTelemetry;
@@ -43,7 +43,7 @@ use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{PrepPlan, Prepared};
 use crate::prep::{Arm, Family, Shape};
-use crate::report::csv::{completed_cells, step_family, Row, KIND_STEP, STEP_RATIO_METRIC};
+use crate::report::csv::{completed_cells, step_family, Row, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
 use crate::report::env::STEP_MODEL_NOTE;
 use anyhow::{Context, Result};
 use cudarc::driver::{sys, CudaEvent, CudaGraph};
@@ -798,7 +798,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         * deployment.cells.iter().map(|(_, b)| b.len()).sum::<usize>()
         * config.block_sizes.len()
         * config.arms.len();
-    let progress = progress(total_cells);
+    let progress = progress(total_cells, "cells");
     for &(layout, ref batch_sizes) in &deployment.cells {
         for &bs in batch_sizes {
             let rank_bs = layout.rank_batch(bs);
@@ -953,9 +953,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                         if let (Some(t), Some(request)) = (trace, request) {
                             t.write(&request.path_for(arm))?;
                         }
-                        let against_sync = eager_sync
-                            .filter(|&s| s != i)
-                            .and_then(|s| step_ratio(&measured[i].step_us, &measured[s].step_us));
+                        let against_sync = eager_sync.filter(|&s| s != i).map(|s| &measured[s]);
                         let telemetry = recorder.cell_telemetry(&labels[i]);
                         rows.extend(step_rows(
                             id,
@@ -1056,7 +1054,7 @@ fn step_rows(
     arm: Arm,
     rounds: &ArmRounds,
     stop: &str,
-    against_sync: Option<Estimate>,
+    eager_sync: Option<&ArmRounds>,
     timeline: &Timeline,
     telemetry: Option<&CellTelemetry>,
 ) -> Vec<Row> {
@@ -1082,12 +1080,12 @@ fn step_rows(
     if arm.reads_host() || arm == Arm::GraphUpload {
         rows.extend(id.rounds_row("host_blocked_us", "us", &rounds.blocked_us, stop, telemetry));
     }
-    if let Some(ratio) = against_sync {
-        rows.push(id.estimate_row(
-            STEP_RATIO_METRIC,
+    if let Some(sync) = eager_sync {
+        rows.extend(id.paired_row(
+            STEP_RATIO_VS_EAGER_SYNC,
             "x",
-            &ratio,
-            rounds.step_us.len() as u64,
+            (&rounds.step_us, &sync.step_us),
+            |arm, sync| arm / sync,
             telemetry,
         ));
     }

@@ -116,7 +116,7 @@ impl StepRounds {
 
 /// An arm's step time over eager-sync's, paired within rounds.
 pub fn step_ratio(arm: &[Vec<f64>], eager_sync: &[Vec<f64>]) -> Option<Estimate> {
-    paired(arm, eager_sync, |a, s| a / s)
+    paired(arm, eager_sync, |a, s| a / s).map(|p| p.estimate)
 }
 
 #[cfg(test)]
