@@ -1034,10 +1034,12 @@ impl ArmRounds {
         let steps = Timeline::new(measured).context("the clean pass")?;
         self.itl_us.push(steps.itl_samples_us());
         self.step_us.push(steps.step_wall_us());
+        // A pass shorter than the window (long steps) is one window, not none.
+        let window = THROUGHPUT_WINDOW.min(clean.done_us.len().saturating_sub(first));
         self.throughput_tok_s.push(window_throughput(
             &clean.done_us[first - 1..],
             &clean.tokens[first - 1..],
-            THROUGHPUT_WINDOW,
+            window.max(1),
             batch_scale,
         ));
         self.blocked_us
@@ -1100,6 +1102,21 @@ fn step_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_round_shorter_than_the_throughput_window_still_gives_one_window() {
+        // 3 warm-up and 5 measured steps, 100 µs apart, 2 requests accepting 2 tokens each.
+        let pass = Pass {
+            done_us: (0..8).map(|k| 100.0 * k as f64).collect(),
+            tokens: vec![vec![2, 2]; 8],
+            blocked_us: vec![0.0; 8],
+        };
+        let mut rounds = ArmRounds::default();
+        rounds.push(&pass, 3, 1.0).unwrap();
+        assert_eq!(rounds.step_us[0].len(), 5);
+        // 5 steps x 4 tokens over 500 µs.
+        assert_eq!(rounds.throughput_tok_s[0], vec![40_000.0]);
+    }
 
     #[test]
     fn throughput_windows_count_tokens_over_their_wall_time() {
