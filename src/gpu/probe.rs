@@ -1,10 +1,10 @@
 //! Find the CUDA driver and NVRTC before the first cudarc call: with dynamic loading, cudarc
-//! panics (with a backtrace) when a library is missing; we want one clear line and exit 2.
+//! panics (with a backtrace) when a library is missing; we want one clear line and exit 3 (no GPU or driver).
 
 use std::fmt;
 
 /// No CUDA driver, no NVRTC or no device: the command needs a GPU host. `main` maps this
-/// error to exit code 2.
+/// error to exit code 3.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuUnavailable(pub String);
 
