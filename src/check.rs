@@ -2,6 +2,7 @@
 //! inputs (fresh seed, printed), poisoned outputs, and several steps with `seq_lens`
 //! advanced on the device by `accept` between them.
 
+use crate::axes::Arm;
 use crate::gpu::Gpu;
 use crate::prep::accept::AcceptModel;
 use crate::prep::family::{Family, Shape};
@@ -9,8 +10,7 @@ use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::PrepPlan;
 use crate::prep::reference::{expected, Expected, Mismatch};
-use crate::prep::rng::SplitMix64;
-use crate::prep::Arm;
+use crate::stats::rng::SplitMix64;
 use anyhow::{bail, Context, Result};
 
 /// Longest context a check draws (128k tokens).

@@ -2,6 +2,8 @@
 //! `steps` and `sweep` commands. Every error names the flag and the offending value, because
 //! a sweep that silently drops or repeats a cell wastes GPU time and skews comparisons.
 
+use crate::axes::{Arm, Layout};
+use crate::prep::Family;
 use anyhow::{bail, Result};
 use std::fmt::Display;
 
@@ -56,6 +58,25 @@ pub fn parse_u32_list(s: &str, flag: &str) -> Result<Vec<u32>> {
             ),
         }
     })
+}
+
+/// `--families`: metadata families such as `dsa_decode,dsa_target_verify`.
+pub fn families(list: &str) -> Result<Vec<Family>> {
+    parse_list(list, "--families", "dsa_decode,dsa_target_verify", |s| {
+        s.parse().map_err(anyhow::Error::msg)
+    })
+}
+
+/// `--arms`: arms such as `eager-sync,graph`.
+pub fn arms(list: &str) -> Result<Vec<Arm>> {
+    parse_list(list, "--arms", "eager-sync,graph", |s| {
+        s.parse().map_err(anyhow::Error::msg)
+    })
+}
+
+/// `--tp`: layouts such as `tp1,tp8,dep4`.
+pub fn layouts(list: &str) -> Result<Vec<Layout>> {
+    parse_list(list, "--tp", "tp1,tp8,dep4", str::parse)
 }
 
 #[cfg(test)]
@@ -135,5 +156,26 @@ mod tests {
         assert!(e.contains("--batch-sizes: 8 appears more than once"), "{e}");
         // "+8" and "8" are the same value.
         assert!(err("8,+8").contains("appears more than once"));
+    }
+
+    #[test]
+    fn layouts_accept_and_reject() {
+        assert_eq!(
+            layouts("tp1, dep4,tp8").unwrap(),
+            vec![Layout::Tp(1), Layout::Dep(4), Layout::Tp(8)]
+        );
+        let dup = format!("{:#}", layouts("tp1,tp1").unwrap_err());
+        assert!(
+            dup.contains("--tp") && dup.contains("tp1 appears more than once"),
+            "{dup}"
+        );
+        let empty = format!("{:#}", layouts("tp1,,tp2").unwrap_err());
+        assert!(empty.contains("--tp: empty item"), "{empty}");
+        let unknown = format!("{:#}", layouts("tp2,tp3").unwrap_err());
+        assert!(
+            unknown.contains("--tp") && unknown.contains("`tp3` is not a layout"),
+            "{unknown}"
+        );
+        assert!(layouts("").is_err());
     }
 }

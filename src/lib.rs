@@ -6,11 +6,14 @@
 //! one plan; `measure` times them (events, stopping rule, statistics, NVML); `step` models a
 //! decode step across TP layouts; `report` writes and reads CSVs, charts and summaries.
 
+pub mod axes;
 pub mod check;
 pub mod cli_lists;
 pub mod gpu;
 pub mod measure;
 pub mod prep;
 pub mod report;
+pub mod results;
+pub mod stats;
 pub mod step;
 pub mod sweep;

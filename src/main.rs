@@ -2,19 +2,19 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use metaprep::axes::layout::Layout;
 use metaprep::check::{self, CheckConfig};
-use metaprep::cli_lists::{parse_list, parse_u32_list};
+use metaprep::cli_lists::{arms, families, layouts, parse_u32_list};
 use metaprep::gpu::{Gpu, GpuUnavailable};
 use metaprep::measure::pin::CpuPin;
-use metaprep::measure::rounds::MIN_ROUNDS;
-use metaprep::measure::stopping::StoppingRule;
 use metaprep::measure::targets;
 use metaprep::prep::inputs::LengthRange;
-use metaprep::prep::{Arm, Family, Shape};
+use metaprep::prep::{Family, Shape};
 use metaprep::report::compare::{run_compare, CompareArgs, EXIT_BAD_INPUT};
-use metaprep::report::run_dir::RunDir;
+use metaprep::results::run_dir::RunDir;
+use metaprep::stats::rounds::MIN_ROUNDS;
+use metaprep::stats::stopping::StoppingRule;
 use metaprep::step::host_profile::{HostProfile, Item};
-use metaprep::step::layout::Layout;
 use metaprep::step::memory::{GpuMemory, NotDeployable};
 use metaprep::step::profile::{ForwardModel, Profile};
 use metaprep::step::run::{Cell, StepsConfig, TraceRequest};
@@ -535,7 +535,7 @@ fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
         arms: usage(arms(&args.prep.arms))?,
         batch_sizes: usage(parse_u32_list(&args.batch_sizes, "--batch-sizes"))?,
         block_sizes: usage(parse_u32_list(&args.block_sizes, "--block-sizes"))?,
-        layouts: usage(Layout::parse_list(&args.tp))?,
+        layouts: usage(layouts(&args.tp))?,
         forward_us: if args.forward_us == 0.0 {
             0.0
         } else {
@@ -572,13 +572,13 @@ fn run_sweep(config: &SweepConfig) -> Result<ExitCode> {
         &outcome.rows,
         Some(outcome.seconds),
     ));
-    metaprep::report::atomic::write_atomic(&outcome.dir.join("targets.md"), table.as_bytes())?;
+    metaprep::results::atomic::write_atomic(&outcome.dir.join("targets.md"), table.as_bytes())?;
     // What ended each cell's rounds, and how many it got: where the time went.
     let mut stops: std::collections::BTreeMap<(&str, u32), usize> = Default::default();
     for r in outcome
         .rows
         .iter()
-        .filter(|r| r.kind == metaprep::report::csv::KIND_PREP && r.metric == "step_us")
+        .filter(|r| r.kind == metaprep::results::csv::KIND_PREP && r.metric == "step_us")
     {
         *stops.entry((r.stop_reason.as_str(), r.rounds)).or_default() += 1;
     }
@@ -653,7 +653,7 @@ const FULL_STEP_BATCHES: &str = "1,2,4,8,16,32,64,128,256";
 
 fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
     let layouts = match &args.tp {
-        Some(list) => usage(Layout::parse_list(list))?,
+        Some(list) => usage(layouts(list))?,
         None => Layout::all().to_vec(),
     };
     let gpu_memory = usage(args.gpu_memory_gib.map(GpuMemory::from_gib).transpose())?;
@@ -799,7 +799,7 @@ fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };
-    metaprep::report::atomic::write_atomic(&args.out, calibration.profile.to_json().as_bytes())?;
+    metaprep::results::atomic::write_atomic(&args.out, calibration.profile.to_json().as_bytes())?;
     println!("{}", calibration.report);
     println!("wrote {}", args.out.display());
     println!("next: metaprep steps --host-profile {}", args.out.display());
@@ -854,18 +854,6 @@ fn info(args: &DeviceArgs) -> Result<ExitCode> {
         metaprep::measure::environment::cpu_model()
     );
     Ok(ExitCode::SUCCESS)
-}
-
-fn families(list: &str) -> Result<Vec<Family>> {
-    parse_list(list, "--families", "dsa_decode,dsa_target_verify", |s| {
-        s.parse().map_err(anyhow::Error::msg)
-    })
-}
-
-fn arms(list: &str) -> Result<Vec<Arm>> {
-    parse_list(list, "--arms", "eager-sync,graph", |s| {
-        s.parse().map_err(anyhow::Error::msg)
-    })
 }
 
 /// Every shape a run will build, checked before any GPU work.

@@ -3,13 +3,13 @@
 //!
 //! **Rounds.** The run is measured in rounds, so that the host's and GPU's drift over the
 //! run lands between rounds, where the reported intervals see it (see
-//! [`crate::measure::rounds`]). Each round measures the floor first, then visits every cell
+//! [`crate::stats::rounds`]). Each round measures the floor first, then visits every cell
 //! group still measuring (the arms of one family, layout, batch size and block size, back to
 //! back) in a fresh seeded order ([`crate::measure::schedule`]). Inside a round a cell takes a
 //! small budget: the within-round stopping rule with `--min-samples` and its time cap shared
 //! out between `--rounds` rounds. After `--rounds` rounds, a group gets further rounds only
 //! while its reported intervals are wide, up to `--max-rounds` or its time cap
-//! ([`crate::measure::stopping`]); then its rows are formed ([`crate::measure::sweep_rounds`])
+//! ([`crate::stats::stopping`]); then its rows are formed ([`crate::measure::sweep_rounds`])
 //! and written.
 //!
 //! **Resume.** A group's rows are written when its rounds stop, all at once, so the CSV only
@@ -17,26 +17,29 @@
 //! measures every other group from its first round. Rows written without rounds (by a
 //! metaprep before rounds) are not kept: their groups are measured again.
 
+use crate::axes::layout::Layout;
+use crate::axes::Arm;
+use crate::axes::FloorItem;
+use crate::gpu::StepSource;
 use crate::gpu::{Gpu, Launch};
-use crate::measure::floor::{Floor, FloorItem};
+use crate::measure::floor::Floor;
 use crate::measure::pin::{pin_current_thread, pin_note, CpuPin};
-use crate::measure::prep_cell::{measure, StepSource};
+use crate::measure::prep_cell::measure;
 use crate::measure::rows::CellId;
 use crate::measure::run_output::{
     arm_cells, emulation_notes, existing_rows, needs_measuring, progress, Recorder,
 };
 use crate::measure::sampling::sample_per_step;
 use crate::measure::schedule::round_order;
-use crate::measure::stopping::{RoundsRule, RoundsStop, StoppingRule};
 use crate::measure::sweep_rounds::{floor_cell, FloorRounds, GroupRounds, HARNESS};
 use crate::prep::accept::AcceptModel;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{ArmSteps, PrepPlan};
-use crate::prep::{Arm, Family, Shape};
-use crate::report::csv::{completed_cells, CellKey, Row, KIND_FLOOR, KIND_PREP};
+use crate::prep::{Family, Shape};
+use crate::results::csv::{completed_cells, CellKey, Row, KIND_FLOOR, KIND_PREP};
+use crate::stats::stopping::{RoundsRule, RoundsStop, StoppingRule};
 use crate::step::forward;
-use crate::step::layout::Layout;
 use anyhow::{Context, Result};
 use cudarc::driver::CudaGraph;
 use indicatif::ProgressBar;
@@ -60,7 +63,7 @@ pub struct SweepConfig {
     pub seq_lens: LengthRange,
     /// The within-round rule; its time cap is a cell's per metric over all its rounds.
     pub rule: StoppingRule,
-    /// Rounds every group gets (at least [`crate::measure::rounds::MIN_ROUNDS`]).
+    /// Rounds every group gets (at least [`crate::stats::rounds::MIN_ROUNDS`]).
     pub rounds: usize,
     /// Rounds a group whose intervals stay wide may get.
     pub max_rounds: usize,

@@ -1,9 +1,10 @@
 //! Tests that need a CUDA GPU. Run them on a GPU host with
 //! `cargo test --release -- --ignored` (or the bundle's `tests/gpu-*` executable with `--ignored`).
 
+use metaprep::axes::Arm;
 use metaprep::check::{check_shape, check_shape_arms, eager_sync_capture_is_refused, shape_seed};
 use metaprep::gpu::{capture_graph, Gpu};
-use metaprep::prep::{Arm, Family};
+use metaprep::prep::Family;
 
 fn gpu() -> Gpu {
     Gpu::open(0).expect("these tests need a CUDA GPU")
@@ -98,9 +99,9 @@ fn any_host_read_inside_a_capture_is_an_error() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
+    use metaprep::axes::layout::Layout;
     use metaprep::prep::inputs::LengthRange;
     use metaprep::step::host_profile::HostProfile;
-    use metaprep::step::layout::Layout;
     use metaprep::step::profile::ForwardModel;
     use metaprep::step::run::{run, StepsConfig, TraceRequest};
     use metaprep::step::stop::StepRounds;
@@ -206,10 +207,10 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_sweep_measures_in_rounds_and_resumes_whole_groups() {
-    use metaprep::measure::stopping::StoppingRule;
+    use metaprep::axes::layout::Layout;
     use metaprep::prep::inputs::LengthRange;
-    use metaprep::report::csv::{KIND_FLOOR, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
-    use metaprep::step::layout::Layout;
+    use metaprep::results::csv::{KIND_FLOOR, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
+    use metaprep::stats::stopping::StoppingRule;
     use metaprep::sweep::{run, SweepConfig};
     use std::time::Duration;
 
@@ -241,7 +242,7 @@ fn the_sweep_measures_in_rounds_and_resumes_whole_groups() {
     };
     let first = run(&config).unwrap();
     // What identifies a prep row's measurement (NaN p10/p90 of derived rows aside).
-    let prep_of = |rows: &[metaprep::report::csv::Row]| -> Vec<_> {
+    let prep_of = |rows: &[metaprep::results::csv::Row]| -> Vec<_> {
         rows.iter()
             .filter(|r| r.kind == KIND_PREP)
             .map(|r| {

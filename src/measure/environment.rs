@@ -3,7 +3,7 @@
 
 use super::nvml;
 use crate::gpu::Gpu;
-use crate::report::env::{describe, EnvRecord};
+use crate::results::env::{describe, EnvRecord};
 
 /// Builds the record; without NVML, the NVML fields stay empty and a note says why.
 pub fn env_record(gpu: &Gpu, notes: Vec<String>) -> EnvRecord {
@@ -73,7 +73,7 @@ pub fn env_for_run(
     notes: Vec<String>,
 ) -> anyhow::Result<EnvRecord> {
     let fresh = env_record(gpu, notes);
-    if !resume || !dir.join(crate::report::env::ENV_FILE).exists() {
+    if !resume || !dir.join(crate::results::env::ENV_FILE).exists() {
         return Ok(fresh);
     }
     resumed_record(dir, fresh)

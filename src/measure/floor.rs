@@ -1,58 +1,14 @@
 //! The floor, measured in the same run as the arms: the cheapest things a step can ask of
 //! the GPU. An arm's cost is read against these.
 
+use crate::axes::FloorItem;
 use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
-use crate::prep::Arm;
 use anyhow::{Context, Result};
 use cudarc::driver::{result, CudaGraph, CudaSlice, DevicePtr, PinnedHostSlice};
 use std::time::{Duration, Instant};
 
 /// Ints in the small host-to-device copies: a host-built list like `[block] * bs`.
 pub const SMALL_COPY_INTS: usize = 64;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FloorItem {
-    /// One empty kernel launch.
-    EmptyKernel,
-    /// One replay of a graph holding one empty kernel.
-    EmptyGraph,
-    /// One int device-to-host into pageable memory and a stream sync: the bare `.item()`.
-    D2hInt,
-    /// A small host-to-device copy from pinned memory.
-    H2dPinned,
-    /// A small host-to-device copy from pageable memory (`torch.tensor(list, device=...)`).
-    H2dPageable,
-}
-
-impl FloorItem {
-    pub const ALL: [FloorItem; 5] = [
-        FloorItem::EmptyKernel,
-        FloorItem::EmptyGraph,
-        FloorItem::D2hInt,
-        FloorItem::H2dPinned,
-        FloorItem::H2dPageable,
-    ];
-
-    /// What an arm is read against: an empty graph replay for graph arms, an empty kernel
-    /// launch for eager ones.
-    pub fn of_arm(arm: Arm) -> FloorItem {
-        if arm.uses_graph() {
-            FloorItem::EmptyGraph
-        } else {
-            FloorItem::EmptyKernel
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            FloorItem::EmptyKernel => "empty-kernel",
-            FloorItem::EmptyGraph => "empty-graph",
-            FloorItem::D2hInt => "d2h-int",
-            FloorItem::H2dPinned => "h2d-pinned",
-            FloorItem::H2dPageable => "h2d-pageable",
-        }
-    }
-}
 
 pub struct Floor<'g> {
     gpu: &'g Gpu,

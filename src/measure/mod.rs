@@ -2,10 +2,7 @@
 //! and NVML telemetry.
 
 pub mod nvml;
-pub mod rounds;
 pub mod schedule;
-pub mod stats;
-pub mod stopping;
 pub mod sweep_rounds;
 // The GPU side: the floor, one cell's measurement, the sampling loop.
 pub mod environment;

@@ -9,9 +9,9 @@
 //! NVML numbers devices in PCI order and ignores `CUDA_VISIBLE_DEVICES`: index 0 here is not
 //! necessarily CUDA device 0 when that variable reorders or hides devices.
 
-use super::stats::summarize;
-use crate::report::env::EnvRecord;
-use crate::report::telemetry::TelemetrySample;
+use crate::results::env::EnvRecord;
+use crate::results::telemetry::TelemetrySample;
+use crate::stats::summary::summarize;
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::error::{nvml_sym, nvml_try, NvmlError};

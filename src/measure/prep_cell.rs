@@ -13,28 +13,10 @@
 //!   their own launches are inside the span.
 
 use super::sampling::{sample_per_step, Sampled};
-use super::stopping::StoppingRule;
-use crate::gpu::{Gpu, Launch};
+use crate::gpu::{Gpu, Launch, StepSource};
+use crate::stats::stopping::StoppingRule;
 use anyhow::Result;
-use cudarc::driver::CudaEvent;
 use std::time::{Duration, Instant};
-
-/// Something that issues one step of work on the GPU's stream: a prep arm, or a floor item
-/// run through the same harness to measure the harness itself.
-pub trait StepSource {
-    fn issue_step(&mut self) -> Result<()>;
-    /// Issues one step with `start` recorded on the stream right before its GPU work begins
-    /// (after any host read): the start of the step's device span.
-    fn issue_step_marked(&mut self, gpu: &Gpu, start: &CudaEvent) -> Result<()> {
-        start.record(&gpu.stream)?;
-        self.issue_step()
-    }
-
-    /// Host time spent blocked in a host read since the last call.
-    fn take_blocked(&mut self) -> Duration {
-        Duration::ZERO
-    }
-}
 
 pub struct PrepMeasurement {
     pub step: Sampled,

@@ -1,9 +1,9 @@
 //! Turning measurements into tidy CSV rows.
 
 use super::nvml::{reasons_hex, CellTelemetry};
-use super::rounds::{over_rounds, paired, round_medians};
-use super::stats::{summarize, Estimate, Summary};
-use crate::report::csv::{CellKey, Row};
+use crate::results::csv::{CellKey, Row};
+use crate::stats::rounds::{over_rounds, paired, round_medians};
+use crate::stats::summary::{summarize, Estimate, Summary};
 
 /// The coordinates every row of one cell shares.
 #[derive(Debug, Clone)]

@@ -5,10 +5,10 @@
 use super::environment::env_for_run;
 use super::nvml::{Sampler, DEFAULT_PERIOD};
 use super::telemetry_file::TelemetryFile;
+use crate::axes::layout::Layout;
 use crate::gpu::Gpu;
-use crate::report::csv::{rows_for_resume, write_rows, Row};
-use crate::report::run_dir::RESULTS_CSV;
-use crate::step::layout::Layout;
+use crate::results::csv::{rows_for_resume, write_rows, Row};
+use crate::results::run_dir::RESULTS_CSV;
 use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};
 
@@ -122,7 +122,7 @@ pub fn progress(count: usize, units: &str) -> indicatif::ProgressBar {
 pub fn arm_cells(
     kind: &'static str,
     family: &str,
-    arms: &[crate::prep::Arm],
+    arms: &[crate::axes::Arm],
     batch_size: u32,
     block: u32,
     layout: Layout,
@@ -146,7 +146,7 @@ pub fn arm_cells(
 /// invocation; a complete one is skipped and counted as progress.
 pub fn needs_measuring(
     cells: &[super::rows::CellId],
-    done: &std::collections::HashSet<crate::report::csv::CellKey>,
+    done: &std::collections::HashSet<crate::results::csv::CellKey>,
     rows: &mut Vec<Row>,
     progress: &indicatif::ProgressBar,
 ) -> bool {
@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn a_partly_done_group_is_measured_again_whole() {
-        use crate::prep::Arm;
+        use crate::axes::Arm;
         let cells = arm_cells(
             "prep",
             "dsa_decode",
@@ -202,7 +202,7 @@ mod tests {
         .unwrap();
         let mut rows = vec![done_row.clone(), other.clone()];
         let progress = indicatif::ProgressBar::hidden();
-        let done = crate::report::csv::completed_cells(&rows);
+        let done = crate::results::csv::completed_cells(&rows);
         assert!(needs_measuring(&cells, &done, &mut rows, &progress));
         assert_eq!(
             rows,
@@ -213,7 +213,7 @@ mod tests {
             .summary_row("step_us", "us", &[1.0; 8], "ci", None)
             .unwrap();
         let mut rows = vec![done_row, second, other];
-        let done = crate::report::csv::completed_cells(&rows);
+        let done = crate::results::csv::completed_cells(&rows);
         assert!(!needs_measuring(&cells, &done, &mut rows, &progress));
         assert_eq!(
             (rows.len(), progress.position()),

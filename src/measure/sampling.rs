@@ -1,6 +1,6 @@
 //! The sampling loop: run batches of steps until the stopping rule says enough.
 
-use super::stopping::{StopReason, StoppingRule};
+use crate::stats::stopping::{StopReason, StoppingRule};
 use anyhow::Result;
 use std::time::{Duration, Instant};
 

@@ -7,7 +7,7 @@
 //! order rotated by one each round, so drift during a group hits all its arms alike and no
 //! arm always runs first.
 
-use crate::prep::rng::SplitMix64;
+use crate::stats::rng::SplitMix64;
 
 /// One group's turn in a round: the group's index and its arms' indices in visiting order.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,14 +12,14 @@
 //!   empty graph for graph arms) in the same round;
 //! * `overhead_us` (the harness): the harness's `step_us` − the empty graph's.
 
-use super::floor::FloorItem;
 use super::nvml::CellTelemetry;
 use super::prep_cell::PrepMeasurement;
-use super::rounds::{over_rounds, paired, Paired};
 use super::rows::CellId;
-use super::stopping::{RoundsRule, RoundsStop};
-use crate::prep::Arm;
-use crate::report::csv::{Row, KIND_FLOOR, STEP_RATIO_VS_EAGER_SYNC};
+use crate::axes::Arm;
+use crate::axes::FloorItem;
+use crate::results::csv::{Row, KIND_FLOOR, STEP_RATIO_VS_EAGER_SYNC};
+use crate::stats::rounds::{over_rounds, paired, Paired};
+use crate::stats::stopping::{RoundsRule, RoundsStop};
 use std::time::Duration;
 
 /// The floor row of the empty graph run through the arms' harness.
@@ -246,8 +246,8 @@ impl FloorRounds {
 mod tests {
     use super::*;
     use crate::measure::sampling::Sampled;
-    use crate::measure::stopping::{StopReason, StoppingRule};
-    use crate::report::csv::KIND_PREP;
+    use crate::results::csv::KIND_PREP;
+    use crate::stats::stopping::{StopReason, StoppingRule};
 
     /// A round's samples around `level`, tight inside the round.
     fn samples(level: f64) -> Vec<f64> {

@@ -2,7 +2,7 @@
 //! a timed test): the graph arm near the empty-graph floor, a small harness overhead, a
 //! tightly resolved host-read cost, and a short default sweep.
 
-use crate::report::csv::{Row, KIND_FLOOR, KIND_PREP};
+use crate::results::csv::{Row, KIND_FLOOR, KIND_PREP};
 use std::fmt::Write;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -109,7 +109,7 @@ mod tests {
 
     fn row(kind: &str, arm: &str, metric: &str, bs: u32, median: f64, lo: f64, hi: f64) -> Row {
         let mut row =
-            crate::report::csv::test_rows::row(kind, "dsa_decode", arm, bs, metric, median);
+            crate::results::csv::test_rows::row(kind, "dsa_decode", arm, bs, metric, median);
         (row.ci_lo, row.ci_hi, row.stop_reason) = (lo, hi, "derived".into());
         row
     }

@@ -2,8 +2,8 @@
 //! cells so an interrupted run keeps its telemetry, and continued on `--resume`.
 
 use super::nvml::Sampler;
-use crate::report::run_dir::TELEMETRY_CSV;
-use crate::report::telemetry::{write_samples, TelemetrySample};
+use crate::results::run_dir::TELEMETRY_CSV;
+use crate::results::telemetry::{write_samples, TelemetrySample};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 

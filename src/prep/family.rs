@@ -1,19 +1,10 @@
 //! The four metadata families (DESIGN.md), their constants and static output shapes.
 
+use crate::gpu::kernels::{PAGE_COLS_PER_BLOCK, PAGE_SIZE, SWA_ALIGN, SWA_WINDOW};
 use anyhow::{bail, Result};
 use std::fmt;
 use std::str::FromStr;
 
-/// Tokens per KV page for the DSpark page table.
-pub const PAGE_SIZE: i32 = 256;
-/// Sliding-window width for DSpark's SWA indices.
-pub const SWA_WINDOW: i32 = 128;
-/// SWA rows are padded to a multiple of this many columns.
-pub const SWA_ALIGN: i32 = 64;
-/// DSA sparse attention reads at most this many KV entries per row.
-pub const DSA_TOPK: i32 = 2048;
-/// Page-table columns in one span; a block loops over spans of its row.
-pub const PAGE_COLS_PER_BLOCK: u32 = 2048;
 /// Page-table grids aim at about this many blocks per SM in all.
 pub const PAGE_BLOCKS_PER_SM: u32 = 16;
 

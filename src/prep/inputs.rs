@@ -1,8 +1,9 @@
 //! Random, seeded prep inputs: lengths, the request pool's token table, new-token slots and
 //! the full-to-SWA slot map. The same seed gives the same inputs on any machine.
 
-use super::family::{Shape, DSA_TOPK, PAGE_SIZE, SWA_WINDOW};
-use super::rng::SplitMix64;
+use super::family::Shape;
+use crate::gpu::kernels::{DSA_TOPK, PAGE_SIZE, SWA_WINDOW};
+use crate::stats::rng::SplitMix64;
 
 /// Slots in the full KV pool (values of `req_to_token` and `out_cache_loc`).
 pub const KV_SLOTS: i32 = 1 << 22;

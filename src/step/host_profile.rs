@@ -54,8 +54,9 @@
 //!   The plan's own kernels take the last launch slots; the others launch an empty kernel.
 //! * `program` — the step, in order. A `host` item costs `us` plus `ops` × `op_us`.
 
-use crate::prep::{Arm, Family};
-use crate::report::env::HOST_PROFILE_NOTE;
+use crate::axes::Arm;
+use crate::prep::Family;
+use crate::results::env::HOST_PROFILE_NOTE;
 use anyhow::{bail, ensure, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

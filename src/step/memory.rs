@@ -4,9 +4,9 @@
 //! could hold times a step no engine runs: the default grid leaves it out, and a layout named
 //! with `--tp` that holds none of the run's batches is refused before any measurement.
 
-use super::layout::Layout;
 use super::profile::{GpuBytes, Profile};
-use crate::report::env::MEMORY_NOTE;
+use crate::axes::Layout;
+use crate::results::env::MEMORY_NOTE;
 use anyhow::{ensure, Result};
 use std::fmt;
 

@@ -8,7 +8,7 @@
 //! the run from the first step's start to the last step's end, the span throughput and
 //! occupancy divide by.
 
-use crate::measure::stats::quantile_sorted;
+use crate::stats::summary::quantile_sorted;
 use anyhow::{ensure, Result};
 
 /// One decode step as the step loop saw it.

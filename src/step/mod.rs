@@ -3,7 +3,6 @@
 //! verify forward → accept), run for real with the host one step ahead of the GPU.
 //!
 //! Pure CPU pieces live here; the GPU step loop builds on them:
-//! * `layout` — TP / DEP layouts, per-GPU batch, emulation when GPUs are short;
 //! * `profile` — bytes a forward streams and its collectives move, per model profile;
 //! * `memory` — the bytes one GPU holds, and which cells of a run fit its memory;
 //! * `host_profile` — the host program of a step and its measured costs (JSON files);
@@ -16,7 +15,6 @@
 pub mod calibrate;
 pub mod forward;
 pub mod host_profile;
-pub mod layout;
 pub mod memory;
 pub mod metrics;
 pub mod profile;

@@ -14,7 +14,7 @@
 //! context, an upper bound at long context). Each collective costs α + bytes / β
 //! ([`Link`]), with α from a cited public figure.
 
-use super::layout::Layout;
+use crate::axes::Layout;
 use anyhow::{bail, ensure, Result};
 
 /// Names accepted by [`Profile::named`], plus `custom`, which is built from size flags.

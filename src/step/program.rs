@@ -6,7 +6,7 @@
 //! host work after it and hides the work before it), without a GPU.
 
 use super::host_profile::{ArmOps, HostProfile, Item, Phase};
-use crate::prep::Arm;
+use crate::axes::Arm;
 
 /// One host action of a prep, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

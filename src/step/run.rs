@@ -21,7 +21,6 @@
 
 use super::forward::{spin, StreamSource};
 use super::host_profile::{HostProfile, Item, Phase, GPU_ITEMS_IN_ORDER};
-use super::layout::Layout;
 use super::memory::{Deployment, GpuMemory, NotDeployable};
 use super::metrics::{StepRecord, Timeline};
 use super::profile::{
@@ -30,6 +29,8 @@ use super::profile::{
 use super::program::{prep_sequence, span_start, OpLaunch, PrepStep};
 use super::stop::StepRounds;
 use super::trace::{HostLane, TraceBuilder};
+use crate::axes::Arm;
+use crate::axes::Layout;
 use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
 use crate::measure::nvml::CellTelemetry;
 use crate::measure::pin::{pin_current_thread, pin_note, CpuPin};
@@ -37,14 +38,14 @@ use crate::measure::rows::CellId;
 use crate::measure::run_output::{
     arm_cells, emulation_notes, existing_rows, needs_measuring, progress, Recorder,
 };
-use crate::measure::stats::{quantile, Estimate};
 use crate::prep::accept::AcceptModel;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{PrepPlan, Prepared};
-use crate::prep::{Arm, Family, Shape};
-use crate::report::csv::{completed_cells, step_family, Row, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
-use crate::report::env::STEP_MODEL_NOTE;
+use crate::prep::{Family, Shape};
+use crate::results::csv::{completed_cells, step_family, Row, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
+use crate::results::env::STEP_MODEL_NOTE;
+use crate::stats::summary::{quantile, Estimate};
 use anyhow::{Context, Result};
 use cudarc::driver::{sys, CudaEvent, CudaGraph};
 use std::path::PathBuf;

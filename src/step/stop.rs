@@ -4,7 +4,7 @@
 //! round (their order rotated), every arm's clean pass `steps` measured steps long. What a
 //! pull request quotes is an arm's step time against eager-sync's, so that is the quantity
 //! the cell stops on: each arm's step time over eager-sync's, formed inside each round and
-//! summarised over rounds ([`crate::measure::rounds::paired`]). After `min` rounds the cell
+//! summarised over rounds ([`crate::stats::rounds::paired`]). After `min` rounds the cell
 //! stops as soon as every such ratio's 95% interval is within ±`precision_pct` percentage
 //! points (`precision`); or when the cell has run `cap` (`time-cap`), or `max` rounds
 //! (`max-rounds`). A cell always runs `min` rounds: with long steps its passes get shorter
@@ -12,9 +12,9 @@
 //! eager-sync among the arms, each arm's own step time over rounds must be within
 //! ±`precision_pct` percent instead.
 
-use crate::measure::rounds::{half_width, over_rounds, paired, MIN_ROUNDS};
-use crate::measure::stats::Estimate;
-use crate::prep::Arm;
+use crate::axes::Arm;
+use crate::stats::rounds::{half_width, over_rounds, paired, MIN_ROUNDS};
+use crate::stats::summary::Estimate;
 use anyhow::{ensure, Result};
 use std::time::Duration;
 

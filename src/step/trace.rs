@@ -6,7 +6,7 @@
 //! (complete) events with `ts` and `dur` in µs (fractional µs are kept, hence
 //! `displayTimeUnit: "ns"`), and `args` carrying the step index and the arm.
 
-use crate::report::atomic::write_atomic;
+use crate::results::atomic::write_atomic;
 use anyhow::{ensure, Result};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;

@@ -4,8 +4,8 @@
 //! Every metric of a cell is its own row so that charts, summaries and `compare` can filter
 //! without knowing which metrics exist.
 
-use crate::measure::stats::MIN_CI_SAMPLES;
-use crate::report::atomic::write_atomic;
+use crate::results::atomic::write_atomic;
+use crate::stats::summary::MIN_CI_SAMPLES;
 use anyhow::{bail, Context, Result};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};

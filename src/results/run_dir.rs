@@ -1,9 +1,9 @@
 //! A run directory, `results/<run>/`, read back as a whole: the results CSV, the
 //! environment record, and the optional telemetry and Chrome trace.
 
-use crate::report::csv::{read_rows, read_table, Row};
-use crate::report::env::EnvRecord;
-use crate::report::telemetry::TelemetrySample;
+use crate::results::csv::{read_rows, read_table, Row};
+use crate::results::env::EnvRecord;
+use crate::results::telemetry::{TelemetrySample, TELEMETRY_COLUMNS};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -13,18 +13,6 @@ pub const TELEMETRY_CSV: &str = "telemetry.csv";
 pub const TRACE_JSON: &str = "trace.json";
 /// The traces a steps run writes for its traced cell: eager-sync, then graph replay.
 pub const TRACES: [&str; 2] = [TRACE_JSON, "trace-graph.json"];
-
-/// The header of `telemetry.csv`, in `TelemetrySample` field order.
-pub const TELEMETRY_COLUMNS: &[&str] = &[
-    "t_s",
-    "cell",
-    "sm_clock_mhz",
-    "mem_clock_mhz",
-    "power_w",
-    "temp_c",
-    "gpu_util_pct",
-    "clock_event_reasons",
-];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunDir {
@@ -92,9 +80,9 @@ impl RunDir {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::csv::test_rows::row;
-    use crate::report::csv::write_rows;
-    use crate::report::env::test_env;
+    use crate::results::csv::test_rows::row;
+    use crate::results::csv::write_rows;
+    use crate::results::env::test_env;
 
     fn sample() -> TelemetrySample {
         TelemetrySample {

@@ -77,12 +77,6 @@ impl Layout {
     pub fn emulated(self, available_gpus: u32) -> bool {
         self.gpus() > available_gpus
     }
-
-    /// A comma list such as `tp1,tp8,dep4`; rejects empty items, duplicates and unknown
-    /// names, naming the `--tp` flag.
-    pub fn parse_list(s: &str) -> Result<Vec<Layout>> {
-        crate::cli_lists::parse_list(s, "--tp", "tp1,tp8,dep4", str::parse)
-    }
 }
 
 impl fmt::Display for Layout {
@@ -164,26 +158,5 @@ mod tests {
     fn degenerate_degrees_do_not_divide_by_zero() {
         assert_eq!(Layout::Dep(0).rank_batch(5), 5);
         assert_eq!(Layout::Tp(0).tp_degree(), 1);
-    }
-
-    #[test]
-    fn parse_list_accepts_and_rejects() {
-        assert_eq!(
-            Layout::parse_list("tp1, dep4,tp8").unwrap(),
-            vec![Layout::Tp(1), Layout::Dep(4), Layout::Tp(8)]
-        );
-        let dup = format!("{:#}", Layout::parse_list("tp1,tp1").unwrap_err());
-        assert!(
-            dup.contains("--tp") && dup.contains("tp1 appears more than once"),
-            "{dup}"
-        );
-        let empty = format!("{:#}", Layout::parse_list("tp1,,tp2").unwrap_err());
-        assert!(empty.contains("--tp: empty item"), "{empty}");
-        let unknown = format!("{:#}", Layout::parse_list("tp2,tp3").unwrap_err());
-        assert!(
-            unknown.contains("--tp") && unknown.contains("`tp3` is not a layout"),
-            "{unknown}"
-        );
-        assert!(Layout::parse_list("").is_err());
     }
 }

@@ -28,7 +28,7 @@
 //! (so every round's arms have that round's floor) and stops by the same rule on its items.
 
 use super::rounds::{half_width, Paired};
-use super::stats::{rel_half_width, summarize, Summary};
+use super::summary::{rel_half_width, summarize, Summary};
 use std::time::Duration;
 
 /// The read cost's precision bar: a 95% half-width within 1% of the cost or 0.3 µs.
@@ -302,7 +302,7 @@ mod tests {
         read: bool,
         elapsed: Duration,
     ) -> Option<RoundsStop> {
-        use crate::measure::rounds::{over_rounds, paired};
+        use crate::stats::rounds::{over_rounds, paired};
         let rounds = arms[0].len();
         let steps: Vec<_> = arms.iter().map(|a| over_rounds(a)).collect();
         let cost = paired(&arms[0], &arms[1], |x, y| x - y);

@@ -127,7 +127,7 @@ fn median_ci_ranks(n: usize) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prep::rng::SplitMix64;
+    use crate::stats::rng::SplitMix64;
 
     /// Deterministic pseudo-random values in [0, 1) for synthetic noise.
     fn uniform(seed: u64, n: usize) -> Vec<f64> {

@@ -11,7 +11,7 @@
 //!   the same way: a paired estimate, which drift common to both arms does not widen.
 //! * The samples inside a round are the within-round stopping rule's concern only.
 
-use super::stats::{summarize, Estimate, Summary, MIN_CI_SAMPLES};
+use super::summary::{summarize, Estimate, Summary, MIN_CI_SAMPLES};
 
 /// The fewest rounds whose medians give a 95% interval (6: `[min, max]` covers 96.9%).
 pub const MIN_ROUNDS: usize = MIN_CI_SAMPLES;

@@ -2,6 +2,18 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The header of `telemetry.csv`, in `TelemetrySample` field order.
+pub const TELEMETRY_COLUMNS: &[&str] = &[
+    "t_s",
+    "cell",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "power_w",
+    "temp_c",
+    "gpu_util_pct",
+    "clock_event_reasons",
+];
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TelemetrySample {
     /// Seconds since the start of the run.
@@ -21,7 +33,7 @@ pub struct TelemetrySample {
 pub fn write_samples(path: &std::path::Path, samples: &[TelemetrySample]) -> anyhow::Result<()> {
     let mut writer = csv::Writer::from_writer(Vec::new());
     if samples.is_empty() {
-        writer.write_record(crate::report::run_dir::TELEMETRY_COLUMNS)?;
+        writer.write_record(TELEMETRY_COLUMNS)?;
     }
     for s in samples {
         writer.serialize(s)?;
@@ -29,7 +41,7 @@ pub fn write_samples(path: &std::path::Path, samples: &[TelemetrySample]) -> any
     let bytes = writer
         .into_inner()
         .map_err(|e| anyhow::anyhow!("encoding telemetry: {e}"))?;
-    crate::report::atomic::write_atomic(path, &bytes)
+    crate::results::atomic::write_atomic(path, &bytes)
 }
 
 #[cfg(test)]
@@ -52,10 +64,7 @@ mod tests {
         };
         write_samples(&path, std::slice::from_ref(&sample)).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(
-            text.lines().next().unwrap(),
-            crate::report::run_dir::TELEMETRY_COLUMNS.join(",")
-        );
+        assert_eq!(text.lines().next().unwrap(), TELEMETRY_COLUMNS.join(","));
         let back: Vec<TelemetrySample> = csv::Reader::from_path(&path)
             .unwrap()
             .deserialize()

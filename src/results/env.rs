@@ -1,7 +1,6 @@
 //! The environment record (`env.json`) written beside every run's CSV.
 
-use crate::report::atomic::write_atomic;
-use crate::report::summary::code;
+use crate::results::atomic::write_atomic;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -255,6 +254,19 @@ impl fmt::Display for Difference {
             value(&self.other)
         )
     }
+}
+
+/// Inline code that survives backticks in `text`: the fence is longer than any run of
+/// backticks inside.
+pub fn code(text: &str) -> String {
+    let longest_run = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest_run + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
 }
 
 /// A filled-in record for tests across the report modules.
