@@ -8,7 +8,7 @@
 
 pub mod axes;
 pub mod check;
-pub mod cli_lists;
+pub mod cli;
 pub mod gpu;
 pub mod measure;
 pub mod prep;
