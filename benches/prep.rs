@@ -11,14 +11,15 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use metaprep::axes::layout::Layout;
 use metaprep::axes::Arm;
+use metaprep::axes::Family;
 use metaprep::axes::FloorItem;
 use metaprep::gpu::Gpu;
-use metaprep::measure::floor::Floor;
+use metaprep::harness::floor::Floor;
 use metaprep::prep::accept::AcceptModel;
 use metaprep::prep::inputs::{generate, LengthRange};
 use metaprep::prep::lengths::DeviceLengths;
 use metaprep::prep::plan::PrepPlan;
-use metaprep::prep::{Family, Shape};
+use metaprep::prep::Shape;
 use std::time::{Duration, Instant};
 
 const BATCH_SIZES: [u32; 4] = [1, 8, 64, 256];

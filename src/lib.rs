@@ -7,13 +7,12 @@
 //! decode step across TP layouts; `report` writes and reads CSVs, charts and summaries.
 
 pub mod axes;
-pub mod check;
 pub mod cli;
 pub mod gpu;
-pub mod measure;
+pub mod harness;
+pub mod model;
 pub mod prep;
 pub mod report;
 pub mod results;
+pub mod runs;
 pub mod stats;
-pub mod step;
-pub mod sweep;

@@ -3,8 +3,8 @@
 use clap::Parser;
 use metaprep::cli::{self, Cli};
 use metaprep::gpu::GpuUnavailable;
+use metaprep::model::memory::NotDeployable;
 use metaprep::report::compare::EXIT_BAD_INPUT;
-use metaprep::step::memory::NotDeployable;
 use std::process::ExitCode;
 
 /// No GPU, driver or NVRTC: distinct from a bad flag, so a script can tell them apart.

@@ -1,7 +1,7 @@
 //! `metaprep calibrate`: a host profile from a PyTorch profiler trace.
 
 use super::common::usage;
-use crate::step::host_profile::HostProfile;
+use crate::model::host_profile::HostProfile;
 use anyhow::{Context, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -38,7 +38,7 @@ pub(crate) fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
         if args.out == args.trace {
             anyhow::bail!("--out is the trace itself: choose another path");
         }
-        crate::step::calibrate::calibrate_trace(&args.trace, &base)
+        crate::model::calibrate::calibrate_trace(&args.trace, &base)
     })();
     let calibration = match usage(derived) {
         Ok(c) => c,

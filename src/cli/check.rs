@@ -1,9 +1,9 @@
 //! `metaprep check`: its flags, their validation, and the check against the CPU reference.
 
 use super::common::{usage, DeviceArgs, PrepAxes};
-use crate::check::{self, CheckConfig};
 use crate::cli::lists::{arms, families, parse_u32_list};
 use crate::gpu::Gpu;
+use crate::runs::check::{self, CheckConfig};
 use anyhow::{Context, Result};
 use clap::Args;
 use std::process::ExitCode;

@@ -1,8 +1,9 @@
 //! The flags several commands share, and the validation of shared values.
 
-use crate::measure::pin::CpuPin;
+use crate::axes::Family;
+use crate::harness::pin::CpuPin;
 use crate::prep::inputs::LengthRange;
-use crate::prep::{Family, Shape};
+use crate::prep::Shape;
 use anyhow::{Context, Result};
 use clap::Args;
 use std::path::PathBuf;

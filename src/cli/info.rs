@@ -25,7 +25,7 @@ pub(crate) fn info(args: &DeviceArgs) -> Result<ExitCode> {
     println!(
         "host {} ({})",
         std::env::consts::ARCH,
-        crate::measure::environment::cpu_model()
+        crate::harness::environment::cpu_model()
     );
     Ok(ExitCode::SUCCESS)
 }

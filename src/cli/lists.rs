@@ -2,8 +2,8 @@
 //! `steps` and `sweep` commands. Every error names the flag and the offending value, because
 //! a sweep that silently drops or repeats a cell wastes GPU time and skews comparisons.
 
+use crate::axes::Family;
 use crate::axes::{Arm, Layout};
-use crate::prep::Family;
 use anyhow::{bail, Result};
 use std::fmt::Display;
 

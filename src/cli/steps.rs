@@ -5,13 +5,13 @@ use super::common::{
     DeviceArgs, PinArgs,
 };
 use crate::axes::layout::Layout;
+use crate::axes::Family;
 use crate::cli::lists::{arms, layouts, parse_u32_list};
-use crate::prep::Family;
-use crate::step::host_profile::{HostProfile, Item};
-use crate::step::memory::GpuMemory;
-use crate::step::profile::{ForwardModel, Profile};
-use crate::step::run::{Cell, StepsConfig, TraceRequest};
-use crate::step::stop::StepRounds;
+use crate::model::host_profile::{HostProfile, Item};
+use crate::model::memory::GpuMemory;
+use crate::model::profile::{ForwardModel, Profile};
+use crate::model::stop::StepRounds;
+use crate::runs::steps::{Cell, StepsConfig, TraceRequest};
 use anyhow::{Context, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -326,7 +326,7 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
 }
 
 pub(crate) fn run_steps(config: &StepsConfig) -> Result<ExitCode> {
-    let outcome = crate::step::run::run(config)?;
+    let outcome = crate::runs::steps::run(config)?;
     println!(
         "steps done in {:.0} s: {} rows in {}",
         outcome.seconds,

@@ -5,10 +5,10 @@ use super::common::{
     DeviceArgs, PinArgs, PrepAxes,
 };
 use crate::cli::lists::{arms, families, layouts, parse_u32_list};
-use crate::measure::targets;
+use crate::report::targets;
+use crate::runs::sweep::{self, SweepConfig};
 use crate::stats::rounds::MIN_ROUNDS;
 use crate::stats::stopping::StoppingRule;
-use crate::sweep::{self, SweepConfig};
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;

@@ -108,7 +108,7 @@ pub fn generate(shape: &Shape, seed: u64, lengths: LengthRange, with_edges: bool
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prep::family::Family;
+    use crate::axes::Family;
 
     #[test]
     fn inputs_are_seeded_in_range_and_padded() {

@@ -8,4 +8,4 @@ pub mod lengths;
 pub mod plan;
 pub mod reference;
 
-pub use family::{Family, OutputSpec, Shape};
+pub use family::{OutputSpec, Shape};

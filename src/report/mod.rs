@@ -6,3 +6,4 @@ pub mod charts;
 pub mod compare;
 pub mod format;
 pub mod summary;
+pub mod targets;

@@ -5,11 +5,11 @@
 //! run lands between rounds, where the reported intervals see it (see
 //! [`crate::stats::rounds`]). Each round measures the floor first, then visits every cell
 //! group still measuring (the arms of one family, layout, batch size and block size, back to
-//! back) in a fresh seeded order ([`crate::measure::schedule`]). Inside a round a cell takes a
+//! back) in a fresh seeded order ([`crate::harness::schedule`]). Inside a round a cell takes a
 //! small budget: the within-round stopping rule with `--min-samples` and its time cap shared
 //! out between `--rounds` rounds. After `--rounds` rounds, a group gets further rounds only
 //! while its reported intervals are wide, up to `--max-rounds` or its time cap
-//! ([`crate::stats::stopping`]); then its rows are formed ([`crate::measure::sweep_rounds`])
+//! ([`crate::stats::stopping`]); then its rows are formed ([`crate::runs::sweep_rounds`])
 //! and written.
 //!
 //! **Resume.** A group's rows are written when its rounds stop, all at once, so the CSV only
@@ -19,27 +19,28 @@
 
 use crate::axes::layout::Layout;
 use crate::axes::Arm;
+use crate::axes::Family;
 use crate::axes::FloorItem;
 use crate::gpu::StepSource;
 use crate::gpu::{Gpu, Launch};
-use crate::measure::floor::Floor;
-use crate::measure::pin::{pin_current_thread, pin_note, CpuPin};
-use crate::measure::prep_cell::measure;
-use crate::measure::rows::CellId;
-use crate::measure::run_output::{
+use crate::harness::floor::Floor;
+use crate::harness::pin::{pin_current_thread, pin_note, CpuPin};
+use crate::harness::prep_cell::measure;
+use crate::harness::rows::CellId;
+use crate::harness::run_output::{
     arm_cells, emulation_notes, existing_rows, needs_measuring, progress, Recorder,
 };
-use crate::measure::sampling::sample_per_step;
-use crate::measure::schedule::round_order;
-use crate::measure::sweep_rounds::{floor_cell, FloorRounds, GroupRounds, HARNESS};
+use crate::harness::sampling::sample_per_step;
+use crate::harness::schedule::round_order;
+use crate::model::forward;
 use crate::prep::accept::AcceptModel;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{ArmSteps, PrepPlan};
-use crate::prep::{Family, Shape};
+use crate::prep::Shape;
 use crate::results::csv::{completed_cells, CellKey, Row, KIND_FLOOR, KIND_PREP};
+use crate::runs::sweep_rounds::{floor_cell, FloorRounds, GroupRounds, HARNESS};
 use crate::stats::stopping::{RoundsRule, RoundsStop, StoppingRule};
-use crate::step::forward;
 use anyhow::{Context, Result};
 use cudarc::driver::CudaGraph;
 use indicatif::ProgressBar;

@@ -205,7 +205,7 @@ pub fn simulate(profile: &HostProfile, arm: Arm, gpu: SimGpu, steps: usize) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::step::host_profile::{PrepOps, Sourced};
+    use crate::model::host_profile::{PrepOps, Sourced};
     use std::collections::BTreeMap;
 
     fn ops(ops: u32, launches: u32, reads: u32, before: u32) -> ArmOps {

@@ -3,9 +3,10 @@
 //! advanced on the device by `accept` between them.
 
 use crate::axes::Arm;
+use crate::axes::Family;
 use crate::gpu::Gpu;
 use crate::prep::accept::AcceptModel;
-use crate::prep::family::{Family, Shape};
+use crate::prep::family::Shape;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::PrepPlan;

@@ -19,30 +19,31 @@
 //! collective is a busy-wait sized by the bytes it would move); real ranks would each run
 //! this loop on their own GPU and stream, with the collective a real NCCL call.
 
-use super::forward::{spin, StreamSource};
-use super::host_profile::{HostProfile, Item, Phase, GPU_ITEMS_IN_ORDER};
-use super::memory::{Deployment, GpuMemory, NotDeployable};
-use super::metrics::{StepRecord, Timeline};
-use super::profile::{
-    collective_latency_us, ForwardModel, ForwardSpec, Link, COLLECTIVE_LATENCY_SOURCE,
-};
-use super::program::{prep_sequence, span_start, OpLaunch, PrepStep};
-use super::stop::StepRounds;
-use super::trace::{HostLane, TraceBuilder};
 use crate::axes::Arm;
+use crate::axes::Family;
 use crate::axes::Layout;
 use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
-use crate::measure::nvml::CellTelemetry;
-use crate::measure::pin::{pin_current_thread, pin_note, CpuPin};
-use crate::measure::rows::CellId;
-use crate::measure::run_output::{
+use crate::harness::nvml::CellTelemetry;
+use crate::harness::pin::{pin_current_thread, pin_note, CpuPin};
+use crate::harness::rows::CellId;
+use crate::harness::run_output::{
     arm_cells, emulation_notes, existing_rows, needs_measuring, progress, Recorder,
 };
+use crate::model::forward::{spin, StreamSource};
+use crate::model::host_profile::{HostProfile, Item, Phase, GPU_ITEMS_IN_ORDER};
+use crate::model::memory::{Deployment, GpuMemory, NotDeployable};
+use crate::model::metrics::{StepRecord, Timeline};
+use crate::model::profile::{
+    collective_latency_us, ForwardModel, ForwardSpec, Link, COLLECTIVE_LATENCY_SOURCE,
+};
+use crate::model::program::{prep_sequence, span_start, OpLaunch, PrepStep};
+use crate::model::stop::StepRounds;
+use crate::model::trace::{HostLane, TraceBuilder};
 use crate::prep::accept::AcceptModel;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{PrepPlan, Prepared};
-use crate::prep::{Family, Shape};
+use crate::prep::Shape;
 use crate::results::csv::{completed_cells, step_family, Row, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
 use crate::results::env::STEP_MODEL_NOTE;
 use crate::stats::summary::{quantile, Estimate};

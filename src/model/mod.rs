@@ -2,7 +2,10 @@
 //! draft metadata prep → draft forward → host work between phases → verify metadata prep →
 //! verify forward → accept), run for real with the host one step ahead of the GPU.
 //!
-//! Pure CPU pieces live here; the GPU step loop builds on them:
+//! Pure CPU pieces live here, with the stand-in forward; the GPU step loop
+//! (`runs::steps`) builds on them:
+//! * `forward` — GPU stand-ins for a forward: a fixed-duration spin, or a kernel streaming
+//!   the bytes one GPU's forward reads;
 //! * `profile` — bytes a forward streams and its collectives move, per model profile;
 //! * `memory` — the bytes one GPU holds, and which cells of a run fit its memory;
 //! * `host_profile` — the host program of a step and its measured costs (JSON files);
@@ -19,6 +22,5 @@ pub mod memory;
 pub mod metrics;
 pub mod profile;
 pub mod program;
-pub mod run;
 pub mod stop;
 pub mod trace;

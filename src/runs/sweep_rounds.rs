@@ -12,11 +12,11 @@
 //!   empty graph for graph arms) in the same round;
 //! * `overhead_us` (the harness): the harness's `step_us` − the empty graph's.
 
-use super::nvml::CellTelemetry;
-use super::prep_cell::PrepMeasurement;
-use super::rows::CellId;
 use crate::axes::Arm;
 use crate::axes::FloorItem;
+use crate::harness::nvml::CellTelemetry;
+use crate::harness::prep_cell::PrepMeasurement;
+use crate::harness::rows::CellId;
 use crate::results::csv::{Row, KIND_FLOOR, STEP_RATIO_VS_EAGER_SYNC};
 use crate::stats::rounds::{over_rounds, paired, Paired};
 use crate::stats::stopping::{RoundsRule, RoundsStop};
@@ -245,7 +245,7 @@ impl FloorRounds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::sampling::Sampled;
+    use crate::harness::sampling::Sampled;
     use crate::results::csv::KIND_PREP;
     use crate::stats::stopping::{StopReason, StoppingRule};
 

@@ -55,7 +55,7 @@
 //! * `program` — the step, in order. A `host` item costs `us` plus `ops` × `op_us`.
 
 use crate::axes::Arm;
-use crate::prep::Family;
+use crate::axes::Family;
 use crate::results::env::HOST_PROFILE_NOTE;
 use anyhow::{bail, ensure, Context, Result};
 use serde::{Deserialize, Serialize};
