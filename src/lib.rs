@@ -1,10 +1,8 @@
 //! metaprep: what a host read of device sequence lengths costs a speculative-decoding step,
 //! and what graph replay with device-only lengths wins back.
 //!
-//! Layers, bottom up: `gpu` owns the driver (context, NVRTC modules, graphs, the capture
-//! guard); `prep` holds the metadata families, their CPU reference and the four arms over
-//! one plan; `measure` times them (events, stopping rule, statistics, NVML); `step` models a
-//! decode step across TP layouts; `report` writes and reads CSVs, charts and summaries.
+//! The floors and the import rule are in ARCHITECTURE.md: `cli → runs → {harness, model,
+//! prep} → gpu`; everything may use `results`, `stats` and `axes`; `report` reads `results`.
 
 pub mod axes;
 pub mod cli;

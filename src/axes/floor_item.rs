@@ -1,5 +1,5 @@
 //! The floor items: the cheapest things a step can ask of the GPU, which an arm's cost is
-//! read against (measured by `measure::floor`).
+//! read against (measured by `harness::floor`).
 
 use crate::axes::Arm;
 

@@ -102,7 +102,7 @@ impl CellId {
     }
 
     /// A metric measured in rounds: the median of the rounds' medians with its interval
-    /// between rounds (see [`super::rounds`]). `None` when there is no finite sample.
+    /// between rounds (see [`crate::stats::rounds`]). `None` when there is no finite sample.
     pub fn rounds_row(
         &self,
         metric: &str,
@@ -119,7 +119,7 @@ impl CellId {
     }
 
     /// A derived metric of two cells measured in rounds, `stat(a's round median, b's)` formed
-    /// inside each round and summarised over rounds (see [`super::rounds::paired`]); its
+    /// inside each round and summarised over rounds (see [`crate::stats::rounds::paired`]); its
     /// sample count is the smaller side's. `None` when no round has both.
     pub fn paired_row(
         &self,

@@ -4,7 +4,7 @@
 //!
 //! * A cell's estimate is the median of its rounds' medians, and its 95% interval the
 //!   distribution-free interval of that median over the round medians (order statistics, as
-//!   in [`super::stats`]): [`MIN_ROUNDS`] rounds at least, or there is no interval. p10, p90
+//!   in [`super::summary`]): [`MIN_ROUNDS`] rounds at least, or there is no interval. p10, p90
 //!   and the sample count are those of all rounds' samples together.
 //! * A quantity formed from two arms (an arm's step time over eager-sync's, the read cost) is
 //!   formed inside each round, where the two ran back to back, and summarised over rounds
