@@ -9,14 +9,17 @@
 //!   cargo bench -- --baseline before              # before/after in two commands
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use metaprep::axes::layout::Layout;
+use metaprep::axes::Arm;
+use metaprep::axes::Family;
+use metaprep::axes::FloorItem;
 use metaprep::gpu::Gpu;
-use metaprep::measure::floor::{Floor, FloorItem};
+use metaprep::harness::floor::Floor;
 use metaprep::prep::accept::AcceptModel;
 use metaprep::prep::inputs::{generate, LengthRange};
 use metaprep::prep::lengths::DeviceLengths;
 use metaprep::prep::plan::PrepPlan;
-use metaprep::prep::{Arm, Family, Shape};
-use metaprep::step::layout::Layout;
+use metaprep::prep::Shape;
 use std::time::{Duration, Instant};
 
 const BATCH_SIZES: [u32; 4] = [1, 8, 64, 256];

@@ -1,16 +1,16 @@
 //! metaprep: what a host read of device sequence lengths costs a speculative-decoding step,
 //! and what graph replay with device-only lengths wins back.
 //!
-//! Layers, bottom up: `gpu` owns the driver (context, NVRTC modules, graphs, the capture
-//! guard); `prep` holds the metadata families, their CPU reference and the four arms over
-//! one plan; `measure` times them (events, stopping rule, statistics, NVML); `step` models a
-//! decode step across TP layouts; `report` writes and reads CSVs, charts and summaries.
+//! The floors and the import rule are in ARCHITECTURE.md: `cli → runs → {harness, model,
+//! prep} → gpu`; everything may use `results`, `stats` and `axes`; `report` reads `results`.
 
-pub mod check;
-pub mod cli_lists;
+pub mod axes;
+pub mod cli;
 pub mod gpu;
-pub mod measure;
+pub mod harness;
+pub mod model;
 pub mod prep;
 pub mod report;
-pub mod step;
-pub mod sweep;
+pub mod results;
+pub mod runs;
+pub mod stats;

@@ -1,8 +1,8 @@
 //! `metaprep calibrate` on a real trace: the PyTorch reference loop recorded on the H200 by
 //! scripts/calibrate_torch.py (committed under results/), and the CLI's refusals.
 
-use metaprep::step::calibrate::calibrate_trace;
-use metaprep::step::host_profile::{HostProfile, Item};
+use metaprep::model::calibrate::calibrate_trace;
+use metaprep::model::host_profile::{HostProfile, Item};
 use std::path::Path;
 use std::process::Command;
 

@@ -1,16 +1,19 @@
 //! Tests that need a CUDA GPU. Run them on a GPU host with
 //! `cargo test --release -- --ignored` (or the bundle's `tests/gpu-*` executable with `--ignored`).
 
-use metaprep::check::{check_shape, check_shape_arms, eager_sync_capture_is_refused, shape_seed};
+use metaprep::axes::Arm;
+use metaprep::axes::Family;
 use metaprep::gpu::{capture_graph, Gpu};
-use metaprep::prep::{Arm, Family};
+use metaprep::runs::check::{
+    check_shape, check_shape_arms, eager_sync_capture_is_refused, shape_seed,
+};
 
 fn gpu() -> Gpu {
     Gpu::open(0).expect("these tests need a CUDA GPU")
 }
 
 fn fresh_seed() -> u64 {
-    let seed = metaprep::check::fresh_seed();
+    let seed = metaprep::runs::check::fresh_seed();
     println!("seed {seed}");
     seed
 }
@@ -98,18 +101,18 @@ fn any_host_read_inside_a_capture_is_an_error() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
+    use metaprep::axes::layout::Layout;
+    use metaprep::model::host_profile::HostProfile;
+    use metaprep::model::profile::ForwardModel;
+    use metaprep::model::stop::StepRounds;
     use metaprep::prep::inputs::LengthRange;
-    use metaprep::step::host_profile::HostProfile;
-    use metaprep::step::layout::Layout;
-    use metaprep::step::profile::ForwardModel;
-    use metaprep::step::run::{run, StepsConfig, TraceRequest};
-    use metaprep::step::stop::StepRounds;
+    use metaprep::runs::steps::{run, StepsConfig, TraceRequest};
     use std::time::Duration;
 
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.json");
     let config = StepsConfig {
-        cpu: metaprep::measure::pin::CpuPin::Auto,
+        cpu: metaprep::harness::pin::CpuPin::Auto,
         device: 0,
         arms: Arm::ALL.to_vec(),
         batch_sizes: vec![1, 3],
@@ -133,7 +136,7 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
             min: 2048,
             max: 8192,
         },
-        seed: metaprep::check::fresh_seed(),
+        seed: metaprep::runs::check::fresh_seed(),
         out: dir.path().join("run"),
         resume: false,
         trace: Some(TraceRequest {
@@ -206,17 +209,17 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_sweep_measures_in_rounds_and_resumes_whole_groups() {
-    use metaprep::measure::stopping::StoppingRule;
+    use metaprep::axes::layout::Layout;
     use metaprep::prep::inputs::LengthRange;
-    use metaprep::report::csv::{KIND_FLOOR, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
-    use metaprep::step::layout::Layout;
-    use metaprep::sweep::{run, SweepConfig};
+    use metaprep::results::csv::{KIND_FLOOR, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
+    use metaprep::runs::sweep::{run, SweepConfig};
+    use metaprep::stats::stopping::StoppingRule;
     use std::time::Duration;
 
     let dir = tempfile::tempdir().unwrap();
     let mut config = SweepConfig {
         device: 0,
-        cpu: metaprep::measure::pin::CpuPin::Auto,
+        cpu: metaprep::harness::pin::CpuPin::Auto,
         families: vec![Family::DsaDecode],
         arms: vec![Arm::EagerSync, Arm::EagerDevice, Arm::Graph],
         batch_sizes: vec![1, 8],
@@ -241,7 +244,7 @@ fn the_sweep_measures_in_rounds_and_resumes_whole_groups() {
     };
     let first = run(&config).unwrap();
     // What identifies a prep row's measurement (NaN p10/p90 of derived rows aside).
-    let prep_of = |rows: &[metaprep::report::csv::Row]| -> Vec<_> {
+    let prep_of = |rows: &[metaprep::results::csv::Row]| -> Vec<_> {
         rows.iter()
             .filter(|r| r.kind == KIND_PREP)
             .map(|r| {

@@ -6,9 +6,9 @@ use metaprep::report::charts::{
     itl_chart, render_all, speedup_chart, telemetry_chart, timeline_chart, ChartSet, Rendered,
     PANEL_CHART_SIZE, WIDE_CHART_SIZE,
 };
-use metaprep::report::csv::{step_family, Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
-use metaprep::report::env::EnvRecord;
-use metaprep::report::telemetry::TelemetrySample;
+use metaprep::results::csv::{step_family, Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
+use metaprep::results::env::EnvRecord;
+use metaprep::results::telemetry::TelemetrySample;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 

@@ -2,8 +2,8 @@
 
 use clap::{CommandFactory, Parser};
 use metaprep::report::compare::{run_compare, CompareArgs, CompareOutcome};
-use metaprep::report::csv::{read_rows, write_rows, Row};
-use metaprep::report::env::EnvRecord;
+use metaprep::results::csv::{read_rows, write_rows, Row};
+use metaprep::results::env::EnvRecord;
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {

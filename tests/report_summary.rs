@@ -1,8 +1,8 @@
 //! The summary of the fixture run: its tables must show the fixture's numbers.
 
-use metaprep::report::csv::Row;
-use metaprep::report::run_dir::RunDir;
 use metaprep::report::summary::{render_summary, write_summary};
+use metaprep::results::csv::Row;
+use metaprep::results::run_dir::RunDir;
 use std::path::Path;
 
 fn fixture() -> RunDir {

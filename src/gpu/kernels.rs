@@ -2,9 +2,21 @@
 //! compiled at run time by NVRTC for the device's own architecture (sm_90 on H100/H200,
 //! sm_100 on B200, sm_103 on GB300).
 
-use crate::prep::family::{DSA_TOPK, PAGE_COLS_PER_BLOCK, PAGE_SIZE, SWA_ALIGN, SWA_WINDOW};
 use anyhow::{anyhow, Result};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
+
+// The geometry compiled into the kernels (`#define`d by `source`); the prep shapes and
+// the CPU reference use the same values.
+/// Tokens per KV page for the DSpark page table.
+pub const PAGE_SIZE: i32 = 256;
+/// Sliding-window width for DSpark's SWA indices.
+pub const SWA_WINDOW: i32 = 128;
+/// SWA rows are padded to a multiple of this many columns.
+pub const SWA_ALIGN: i32 = 64;
+/// DSA sparse attention reads at most this many KV entries per row.
+pub const DSA_TOPK: i32 = 2048;
+/// Page-table columns in one span; a block loops over spans of its row.
+pub const PAGE_COLS_PER_BLOCK: u32 = 2048;
 
 const COMMON: &str = include_str!("../../kernels/common.cuh");
 const DSA_COMMON: &str = include_str!("../../kernels/dsa_common.cuh");

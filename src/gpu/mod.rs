@@ -8,9 +8,11 @@ pub mod context;
 pub mod kernels;
 pub mod launch;
 pub mod probe;
+pub mod step_source;
 
 pub use capture::{capture_graph, ensure_not_capturing};
 pub use context::{DeviceInfo, Gpu};
 pub use kernels::KernelModule;
 pub use launch::Launch;
 pub use probe::GpuUnavailable;
+pub use step_source::StepSource;

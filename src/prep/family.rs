@@ -1,19 +1,9 @@
 //! The four metadata families (DESIGN.md), their constants and static output shapes.
 
+use crate::axes::Family;
+use crate::gpu::kernels::{PAGE_COLS_PER_BLOCK, PAGE_SIZE, SWA_ALIGN, SWA_WINDOW};
 use anyhow::{bail, Result};
-use std::fmt;
-use std::str::FromStr;
 
-/// Tokens per KV page for the DSpark page table.
-pub const PAGE_SIZE: i32 = 256;
-/// Sliding-window width for DSpark's SWA indices.
-pub const SWA_WINDOW: i32 = 128;
-/// SWA rows are padded to a multiple of this many columns.
-pub const SWA_ALIGN: i32 = 64;
-/// DSA sparse attention reads at most this many KV entries per row.
-pub const DSA_TOPK: i32 = 2048;
-/// Page-table columns in one span; a block loops over spans of its row.
-pub const PAGE_COLS_PER_BLOCK: u32 = 2048;
 /// Page-table grids aim at about this many blocks per SM in all.
 pub const PAGE_BLOCKS_PER_SM: u32 = 16;
 
@@ -34,40 +24,8 @@ pub const MAX_BATCH: u32 = 65536;
 /// The checker's poison: negative and not -1, so no real output can equal it.
 pub const POISON: i32 = -0x3c3c_3c3c;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Family {
-    DsparkDraftBlock,
-    DsaDecode,
-    DsaTargetVerify,
-    DsaDraftExtendV2,
-}
-
+/// What the eager-sync arm of a family sizes from lengths it read on the host.
 impl Family {
-    pub const ALL: [Family; 4] = [
-        Family::DsparkDraftBlock,
-        Family::DsaDecode,
-        Family::DsaTargetVerify,
-        Family::DsaDraftExtendV2,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Family::DsparkDraftBlock => "dspark_draft_block",
-            Family::DsaDecode => "dsa_decode",
-            Family::DsaTargetVerify => "dsa_target_verify",
-            Family::DsaDraftExtendV2 => "dsa_draft_extend_v2",
-        }
-    }
-
-    /// Rows per request: the draft block for DSpark, N draft tokens for verify and
-    /// draft-extend, one for decode.
-    pub fn tokens_per_request(self, block: u32) -> u32 {
-        match self {
-            Family::DsaDecode => 1,
-            _ => block,
-        }
-    }
-
     /// The page-table columns the eager-sync arm sizes its launch to, from lengths it read
     /// on the host: what `seq_lens.max().item()` buys the eager path.
     pub fn host_col_limit(self, seq_lens: &[i32], block: u32) -> u32 {
@@ -77,27 +35,6 @@ impl Family {
             Family::DsaDecode | Family::DsaDraftExtendV2 => max_len,
             Family::DsaTargetVerify => max_len + block,
         }
-    }
-}
-
-impl fmt::Display for Family {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Family {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Family::ALL
-            .into_iter()
-            .find(|f| f.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown family '{s}': use one of dspark_draft_block, dsa_decode, \
-                 dsa_target_verify, dsa_draft_extend_v2"
-                )
-            })
     }
 }
 

@@ -1,8 +1,9 @@
 //! Random, seeded prep inputs: lengths, the request pool's token table, new-token slots and
 //! the full-to-SWA slot map. The same seed gives the same inputs on any machine.
 
-use super::family::{Shape, DSA_TOPK, PAGE_SIZE, SWA_WINDOW};
-use super::rng::SplitMix64;
+use super::family::Shape;
+use crate::gpu::kernels::{DSA_TOPK, PAGE_SIZE, SWA_WINDOW};
+use crate::stats::rng::SplitMix64;
 
 /// Slots in the full KV pool (values of `req_to_token` and `out_cache_loc`).
 pub const KV_SLOTS: i32 = 1 << 22;
@@ -107,7 +108,7 @@ pub fn generate(shape: &Shape, seed: u64, lengths: LengthRange, with_edges: bool
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prep::family::Family;
+    use crate::axes::Family;
 
     #[test]
     fn inputs_are_seeded_in_range_and_padded() {

@@ -2,13 +2,10 @@
 //! one plan (`eager-sync`, `eager-device`, `graph`, `fused`).
 
 pub mod accept;
-pub mod arm;
 pub mod family;
 pub mod inputs;
 pub mod lengths;
 pub mod plan;
 pub mod reference;
-pub mod rng;
 
-pub use arm::Arm;
-pub use family::{Family, OutputSpec, Shape};
+pub use family::{OutputSpec, Shape};

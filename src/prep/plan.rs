@@ -3,12 +3,13 @@
 //! kernels (a host read and a host-built list, or device tensors only) and how the kernels
 //! are launched (eagerly, or as one replay of a captured graph).
 
-use super::arm::Arm;
-use super::family::{page_grid_y, Family, Shape, POISON};
+use super::family::{page_grid_y, Shape, POISON};
 use super::inputs::HostInputs;
 use super::lengths::DeviceLengths;
+use crate::axes::Arm;
+use crate::axes::Family;
+use crate::gpu::StepSource;
 use crate::gpu::{capture_graph, ensure_not_capturing, Gpu, KernelModule, Launch};
-use crate::measure::prep_cell::StepSource;
 use anyhow::{Context, Result};
 use cudarc::driver::{result, sys, CudaGraph, CudaSlice, DevicePtr};
 use std::time::{Duration, Instant};

@@ -5,8 +5,10 @@
 //! (padding rows get fill values: 0, or -1 for SWA), and each page-table row up to its live
 //! KV length. Cells past that are never written by any arm and never checked.
 
-use super::family::{Family, OutputSpec, Shape, DSA_TOPK, PAGE_SIZE, POISON, SWA_WINDOW};
+use super::family::{OutputSpec, Shape, POISON};
 use super::inputs::HostInputs;
+use crate::axes::Family;
+use crate::gpu::kernels::{DSA_TOPK, PAGE_SIZE, SWA_WINDOW};
 
 /// Expected contents of one output: for each row, the values of its written prefix.
 #[derive(Debug, Clone, PartialEq)]

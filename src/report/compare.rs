@@ -9,7 +9,7 @@
 //! needlessly towards `uncertain`.
 //!
 //! **Which noise the intervals hold.** A sweep measures every cell in rounds spread over
-//! the run (see [`crate::measure::rounds`]): its rows' intervals come from the spread between
+//! the run (see [`crate::stats::rounds`]): its rows' intervals come from the spread between
 //! rounds, so they hold the drift of the host and GPU during a run, and two runs compare as
 //! above. A sweep by a metaprep before rounds (its CSV has no `rounds` column, read as 0) took
 //! each cell's interval from consecutive batches of one stretch, which misses that drift:
@@ -34,14 +34,17 @@
 //! shown, and the floors (rows of kind `floor`) say how it moved. They get no verdict; an
 //! arm's "change vs floor" divides its metric by the floor it is read against first.
 
-use crate::report::atomic::write_atomic;
-use crate::report::csv::{read_rows, Row, KIND_FLOOR, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
-use crate::report::env::{describe, Difference, EnvRecord};
-use crate::report::run_dir::RunDir;
-use crate::report::summary::{
-    arm_rank, code, floor_of_arm, floor_rank, fmt_interval, fmt_num, fmt_pct, kind_rank,
-    launch_floors, layout_rank, table_cell,
+use crate::report::change::{
+    is_time, judge, ratio_change, relative_change, Change, Verdict, DEFAULT_THRESHOLD_PCT,
 };
+use crate::report::format::{
+    arm_rank, floor_of_arm, floor_rank, fmt_interval, fmt_num, fmt_pct, kind_rank, launch_floors,
+    layout_rank, table_cell,
+};
+use crate::results::atomic::write_atomic;
+use crate::results::csv::{read_rows, Row, KIND_FLOOR, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
+use crate::results::env::{code, describe, Difference, EnvRecord};
+use crate::results::run_dir::RunDir;
 use anyhow::{bail, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
@@ -49,10 +52,6 @@ use std::path::{Path, PathBuf};
 
 /// Exit status for bad input (unreadable runs, mismatched settings, nothing to compare).
 pub const EXIT_BAD_INPUT: u8 = 2;
-
-/// The change in percent within which `compare` calls a cell `same` unless told otherwise;
-/// `summary.md`'s arm-against-arm verdicts use it too.
-pub const DEFAULT_THRESHOLD_PCT: f64 = 2.0;
 
 /// How far a `step_us` or `step_fwd_us` of a sweep without rounds must move for a verdict:
 /// the widest A/A change seen, by the end of its interval nearer zero, between two
@@ -126,161 +125,6 @@ impl CompareOutcome {
     /// [`run_compare`]; exit with [`EXIT_BAD_INPUT`] then.
     pub fn exit_code(&self) -> u8 {
         u8::from(self.any_slower)
-    }
-}
-
-/// Relative change of NEW's median over BASE's, in percent, with its 95% interval.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Change {
-    pub pct: f64,
-    pub lo_pct: f64,
-    pub hi_pct: f64,
-}
-
-/// The change a ratio row (NEW over BASE formed inside each round, such as
-/// `step_ratio_vs_eager_sync`) states: its median and interval less 1, in percent. `None`
-/// without an interval.
-pub fn change_of_ratio(row: &Row) -> Option<Change> {
-    let pct = |x: f64| (x - 1.0) * 100.0;
-    [row.median, row.ci_lo, row.ci_hi]
-        .iter()
-        .all(|v| v.is_finite())
-        .then(|| Change {
-            pct: pct(row.median),
-            lo_pct: pct(row.ci_lo),
-            hi_pct: pct(row.ci_hi),
-        })
-}
-
-/// NEW/BASE − 1 in percent, interval by MOVER on the log scale (see the module docs).
-/// `None` when a median or interval bound is not positive: a ratio means nothing there.
-pub fn relative_change(base: &Row, new: &Row) -> Option<Change> {
-    ratio_change(&[new], &[base])
-}
-
-/// Π numerators / Π denominators − 1 in percent, of independent medians, with its interval
-/// by MOVER on the log scale: each term's reach towards a bound adds in quadrature.
-fn ratio_change(numerators: &[&Row], denominators: &[&Row]) -> Option<Change> {
-    let log_bounds = |row: &Row| -> Option<(f64, f64, f64)> {
-        // No interval (too few samples: NaN bounds) means no change can be called; checked
-        // before min/max, which would quietly replace a NaN bound by the median.
-        if !(row.ci_lo.is_finite() && row.ci_hi.is_finite()) {
-            return None;
-        }
-        // A median outside its own interval would make a negative width; widen to hold it.
-        let (lo, hi) = (row.ci_lo.min(row.median), row.ci_hi.max(row.median));
-        let all_positive = [lo, row.median, hi]
-            .iter()
-            .all(|v| v.is_finite() && *v > 0.0);
-        all_positive.then(|| (lo.ln(), row.median.ln(), hi.ln()))
-    };
-    let (mut log_ratio, mut down, mut up) = (0.0, 0.0, 0.0);
-    let terms = numerators.iter().map(|r| (r, true));
-    for (row, numerator) in terms.chain(denominators.iter().map(|r| (r, false))) {
-        let (lo, mid, hi) = log_bounds(row)?;
-        // A denominator's high end pulls the ratio down, its low end up.
-        let (below, above) = if numerator {
-            (mid - lo, hi - mid)
-        } else {
-            (hi - mid, mid - lo)
-        };
-        log_ratio += if numerator { mid } else { -mid };
-        down += below * below;
-        up += above * above;
-    }
-    let (lower, upper) = (log_ratio - down.sqrt(), log_ratio + up.sqrt());
-    let pct = |log: f64| log.exp_m1() * 100.0;
-    Some(Change {
-        pct: pct(log_ratio),
-        lo_pct: pct(lower),
-        hi_pct: pct(upper),
-    })
-}
-
-/// Which way a metric improves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Better {
-    Lower,
-    Higher,
-    Unknown,
-}
-
-pub fn better_direction(metric: &str, unit: &str) -> Better {
-    if is_time(metric, unit) || metric == "floor_multiple" || metric == STEP_RATIO_VS_EAGER_SYNC {
-        Better::Lower
-    } else if unit == "tok/s" || metric == "occupancy" || metric.ends_with("_tok_s") {
-        Better::Higher
-    } else {
-        Better::Unknown
-    }
-}
-
-fn is_time(metric: &str, unit: &str) -> bool {
-    matches!(unit, "us" | "ns" | "ms" | "s") || metric.ends_with("_us")
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Slower,
-    Uncertain,
-    Changed,
-    Faster,
-    Same,
-}
-
-impl Verdict {
-    /// As tables show it: a call of faster or slower in bold.
-    pub fn marked(self) -> String {
-        match self {
-            Verdict::Slower | Verdict::Faster => format!("**{}**", self.as_str()),
-            v => v.as_str().to_string(),
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Same => "same",
-            Verdict::Faster => "faster",
-            Verdict::Slower => "slower",
-            Verdict::Uncertain => "uncertain",
-            Verdict::Changed => "changed",
-        }
-    }
-}
-
-/// The verdict of one cell and metric. Without a change interval (a zero or negative
-/// median) identical medians are `same` and anything else is `uncertain`.
-pub fn judge(base: &Row, new: &Row, threshold_pct: f64) -> (Option<Change>, Verdict) {
-    let Some(change) = relative_change(base, new) else {
-        let verdict = if base.median == new.median {
-            Verdict::Same
-        } else {
-            Verdict::Uncertain
-        };
-        return (None, verdict);
-    };
-    let better = better_direction(&new.metric, &new.unit);
-    (
-        Some(change),
-        verdict_on_change(&change, better, threshold_pct),
-    )
-}
-
-/// The verdict on a change: `same` inside ±threshold, `faster` / `slower` (or `changed`
-/// for an unknown direction) wholly beyond it, `uncertain` otherwise.
-pub fn verdict_on_change(change: &Change, better: Better, threshold_pct: f64) -> Verdict {
-    let t = threshold_pct;
-    if change.lo_pct >= -t && change.hi_pct <= t {
-        Verdict::Same
-    } else if change.lo_pct > t || change.hi_pct < -t {
-        let went_up = change.lo_pct > t;
-        match (better, went_up) {
-            (Better::Higher, true) | (Better::Lower, false) => Verdict::Faster,
-            (Better::Higher, false) | (Better::Lower, true) => Verdict::Slower,
-            (Better::Unknown, _) => Verdict::Changed,
-        }
-    } else {
-        Verdict::Uncertain
     }
 }
 
@@ -558,7 +402,7 @@ fn load_input(path: &Path) -> Result<Input> {
     if path.is_file() {
         let rows = read_rows(path)?;
         let dir = path.parent().unwrap_or(Path::new("."));
-        let env = if dir.join(crate::report::env::ENV_FILE).is_file() {
+        let env = if dir.join(crate::results::env::ENV_FILE).is_file() {
             Some(EnvRecord::read(dir)?)
         } else {
             None
@@ -914,7 +758,8 @@ fn write_table(out: &mut String, rows: &[&Matched], arms: Option<(&str, &str)>) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::csv::test_rows::row;
+    use crate::report::change::{better_direction, change_of_ratio, verdict_on_change, Better};
+    use crate::results::csv::test_rows::row;
 
     /// A row with an explicit interval (measured in rounds, as a sweep's are).
     fn with_ci(metric: &str, median: f64, lo: f64, hi: f64) -> Row {

@@ -4,35 +4,31 @@
 //! interval computed as in `compare` (MOVER on the log scale, from each median's 95%
 //! interval). A sweep's prep arms are set against `eager-sync` by its paired rows instead:
 //! `step_ratio_vs_eager_sync`, each arm's step time over eager-sync's formed inside each
-//! round, where both ran back to back (see [`crate::measure::sweep_rounds`]), with the
+//! round, where both ran back to back (see [`crate::runs::sweep_rounds`]), with the
 //! verdict `compare` would give at its default threshold. The host-read cost
 //! (eager-sync − eager-device) is the sweep's paired `read_cost_us`, or for a run without
 //! one the difference of the medians with its interval by MOVER. Every table is sorted by
 //! fixed keys, so the same rows always give the same text.
 
-use crate::measure::floor::FloorItem;
-use crate::report::atomic::write_atomic;
-use crate::report::compare::{
+use crate::report::change::{
     better_direction, change_of_ratio, relative_change, verdict_on_change, Verdict,
     DEFAULT_THRESHOLD_PCT,
 };
-use crate::report::csv::{
+use crate::report::format::{
+    arm_rank, floor_of_arm, floor_rank, fmt_interval, fmt_num, fmt_pct, launch_floors, layout_rank,
+    table_cell, BASELINE_ARM, DEVICE_ARM,
+};
+use crate::results::atomic::write_atomic;
+use crate::results::csv::{
     CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC,
 };
-use crate::report::env::EnvRecord;
+use crate::results::env::{code, EnvRecord};
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::{self, Write};
 use std::path::{Path, PathBuf};
 
 pub const SUMMARY_FILE: &str = "summary.md";
-
-/// The arm every other arm is measured against: the "before" of the design.
-const BASELINE_ARM: &str = "eager-sync";
-const DEVICE_ARM: &str = "eager-device";
-/// Floor items whose cheaper one is the floor a prep's cost is a multiple of: the least
-/// it can cost to put any work on the GPU.
-const LAUNCH_FLOORS: [&str; 2] = ["empty-kernel", "empty-graph"];
 
 /// Writes `<dir>/summary.md` atomically and returns its path.
 pub fn write_summary(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<PathBuf> {
@@ -484,29 +480,6 @@ fn prep_cost(index: &Index, cell: &CellKey, floor_us: Option<f64>) -> String {
     text
 }
 
-/// The launch floors of a run (empty kernel, empty graph): each item's row with the
-/// lowest median.
-pub(crate) fn launch_floors(rows: &[Row]) -> BTreeMap<&str, &Row> {
-    let mut floors: BTreeMap<&str, &Row> = BTreeMap::new();
-    for r in rows.iter().filter(|r| {
-        r.kind == KIND_FLOOR && r.unit == "us" && LAUNCH_FLOORS.contains(&r.arm.as_str())
-    }) {
-        let floor = floors.entry(r.arm.as_str()).or_insert(r);
-        if r.median < floor.median {
-            *floor = r;
-        }
-    }
-    floors
-}
-
-/// The floor an arm is read against, as the sweep forms `floor_multiple`: arms that replay
-/// a graph against the empty graph, eager arms (and unknown ones) against the empty kernel.
-pub(crate) fn floor_of_arm(arm: &str) -> &'static str {
-    arm.parse()
-        .map_or(FloorItem::EmptyKernel, FloorItem::of_arm)
-        .name()
-}
-
 /// `a − b` with a 95% interval by MOVER for a difference of independent estimates; NaN
 /// bounds when either side has no interval (too few samples).
 fn difference(a: &Row, b: &Row) -> (f64, f64, f64) {
@@ -575,100 +548,11 @@ fn write_floors(out: &mut String, index: &Index) -> fmt::Result {
     writeln!(out)
 }
 
-/// Table order of floor items: launches, then copies, then anything else.
-pub(crate) fn floor_rank(item: &str) -> u8 {
-    [
-        "empty-kernel",
-        "empty-graph",
-        "d2h-int",
-        "h2d-pinned",
-        "h2d-pageable",
-    ]
-    .iter()
-    .position(|i| *i == item)
-    .map_or(u8::MAX, |p| p as u8)
-}
-
-/// Table order of kinds: the step (what a PR reader wants first), then prep, then floor.
-pub(crate) fn kind_rank(kind: &str) -> u8 {
-    [KIND_STEP, KIND_PREP, KIND_FLOOR]
-        .iter()
-        .position(|k| *k == kind)
-        .map_or(u8::MAX, |p| p as u8)
-}
-
-/// Table order of layouts: by parallelism, not alphabetically (`tp8` before `dep2`).
-pub(crate) fn layout_rank(layout: &str) -> u8 {
-    ["tp1", "tp2", "tp4", "tp8", "dep2", "dep4"]
-        .iter()
-        .position(|l| *l == layout)
-        .map_or(u8::MAX, |p| p as u8)
-}
-
-/// Table order of arms: from the "before" to the closest to the floor.
-pub(crate) fn arm_rank(arm: &str) -> u8 {
-    [BASELINE_ARM, DEVICE_ARM, "graph-upload", "graph", "fused"]
-        .iter()
-        .position(|a| *a == arm)
-        .map_or(u8::MAX, |p| p as u8)
-}
-
-/// A number with as many digits as its size deserves: 2,280 · 412 · 45.2 · 4.50.
-pub(crate) fn fmt_num(value: f64) -> String {
-    if !value.is_finite() {
-        return "n/a".to_string();
-    }
-    let magnitude = value.abs();
-    if magnitude >= 1000.0 {
-        let digits = format!("{:.0}", magnitude);
-        let mut grouped = String::new();
-        for (i, digit) in digits.chars().enumerate() {
-            if i > 0 && (digits.len() - i) % 3 == 0 {
-                grouped.push(',');
-            }
-            grouped.push(digit);
-        }
-        format!("{}{grouped}", if value < 0.0 { "-" } else { "" })
-    } else if magnitude >= 100.0 {
-        format!("{value:.0}")
-    } else if magnitude >= 10.0 {
-        format!("{value:.1}")
-    } else {
-        format!("{value:.2}")
-    }
-}
-
-pub(crate) fn fmt_pct(pct: f64) -> String {
-    format!("{pct:+.1}%")
-}
-
-pub(crate) fn fmt_interval(lo_pct: f64, hi_pct: f64) -> String {
-    format!("[{lo_pct:+.1}, {hi_pct:+.1}]")
-}
-
-/// Text safe inside a markdown table cell: a `|` would end the cell.
-pub(crate) fn table_cell(text: &str) -> String {
-    text.replace('|', "\\|")
-}
-
-/// Inline code that survives backticks in `text`: the fence is longer than any run of
-/// backticks inside.
-pub(crate) fn code(text: &str) -> String {
-    let longest_run = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    let fence = "`".repeat(longest_run + 1);
-    let pad = if text.starts_with('`') || text.ends_with('`') {
-        " "
-    } else {
-        ""
-    };
-    format!("{fence}{pad}{text}{pad}{fence}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::csv::test_rows::row;
-    use crate::report::env::test_env;
+    use crate::results::csv::test_rows::row;
+    use crate::results::env::test_env;
 
     fn step(arm: &str, metric: &str, median: f64) -> Row {
         row(
@@ -771,8 +655,8 @@ mod tests {
         // Through the CSV, as `report` reads a run.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("metaprep.csv");
-        crate::report::csv::write_rows(&path, &rows).unwrap();
-        let rows = crate::report::csv::read_rows(&path).unwrap();
+        crate::results::csv::write_rows(&path, &rows).unwrap();
+        let rows = crate::results::csv::read_rows(&path).unwrap();
         let md = render_summary(&rows, &test_env());
         assert!(
             md.contains("| bs | block | eager-device vs eager-sync | graph vs eager-sync |\n|---:|---:|---|---|\n"),

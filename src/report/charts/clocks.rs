@@ -2,8 +2,8 @@
 //! the limits from the environment record and the samples where the GPU was throttled.
 
 use super::{frame, trimmed, Chart, Drawn, Rendered, GREY, LIGHT_GREY, WIDE_CHART_SIZE};
-use crate::report::env::EnvRecord;
-use crate::report::telemetry::TelemetrySample;
+use crate::results::env::EnvRecord;
+use crate::results::telemetry::TelemetrySample;
 use anyhow::{bail, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;

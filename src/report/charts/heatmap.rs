@@ -5,8 +5,8 @@ use super::{
     cap_panels, check_batch, frame, layout_order, panel_grid, trimmed, Chart, Drawn, FixedTicks,
     Rendered, GREY, LIGHT_GREY, PANEL_CHART_SIZE,
 };
-use crate::report::csv::{Row, KIND_PREP, KIND_STEP};
-use crate::report::env::EnvRecord;
+use crate::results::csv::{Row, KIND_PREP, KIND_STEP};
+use crate::results::env::EnvRecord;
 use anyhow::{bail, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;

@@ -5,11 +5,11 @@ use super::{
     arm_colour, arm_order, cap_panels, check_batch, frame, layout_order, panel_grid, short_number,
     Chart, Drawn, FixedTicks, Rendered, LIGHT_GREY, PANEL_CHART_SIZE,
 };
-use crate::report::compare::relative_change;
-use crate::report::csv::{
+use crate::report::change::relative_change;
+use crate::results::csv::{
     host_scale_of, CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP, STEP_FAMILY,
 };
-use crate::report::env::EnvRecord;
+use crate::results::env::EnvRecord;
 use anyhow::{bail, Result};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;

@@ -19,10 +19,10 @@ pub use lines::{
 };
 pub use timeline::{parse_trace, timeline_chart, Lane, Span, Trace};
 
-use crate::report::atomic::write_atomic;
-use crate::report::csv::{Row, KIND_PREP, KIND_STEP};
-use crate::report::env::EnvRecord;
-use crate::report::telemetry::TelemetrySample;
+use crate::results::atomic::write_atomic;
+use crate::results::csv::{Row, KIND_PREP, KIND_STEP};
+use crate::results::env::EnvRecord;
+use crate::results::telemetry::TelemetrySample;
 use anyhow::{anyhow, Context, Result};
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::types::RangedCoordf64;
@@ -446,7 +446,7 @@ fn check_batch(row: &Row) -> Result<()> {
 /// A plausible row for unit tests; callers adjust the fields they test.
 #[cfg(test)]
 fn test_row(kind: &str, arm: &str, bs: u32, metric: &str, median: f64) -> Row {
-    let mut row = crate::report::csv::test_rows::row(kind, "dsa_decode", arm, bs, metric, median);
+    let mut row = crate::results::csv::test_rows::row(kind, "dsa_decode", arm, bs, metric, median);
     row.block_size = 4;
     // The chart tests read these spreads back.
     (row.p10, row.p90) = (median * 0.9, median * 1.1);

@@ -6,7 +6,7 @@
 use super::{
     categorical, frame, short_number, Chart, Drawn, FixedTicks, Rendered, GREY, WIDE_CHART_SIZE,
 };
-use crate::report::env::EnvRecord;
+use crate::results::env::EnvRecord;
 use anyhow::{bail, Context, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;

@@ -1,0 +1,31 @@
+//! `metaprep info`: the GPU and the host.
+
+use super::common::DeviceArgs;
+use crate::gpu::Gpu;
+use anyhow::Result;
+use std::process::ExitCode;
+
+pub(crate) fn info(args: &DeviceArgs) -> Result<ExitCode> {
+    let gpu = Gpu::open(args.device)?;
+    let i = &gpu.info;
+    println!("GPU {}: {}", i.ordinal, i.name);
+    println!(
+        "  compute capability  {}.{}",
+        i.compute_capability.0, i.compute_capability.1
+    );
+    println!("  SMs                 {}", i.sm_count);
+    println!("  L2                  {} MiB", i.l2_bytes >> 20);
+    println!(
+        "  memory              {:.1} GiB",
+        i.memory_bytes as f64 / (1u64 << 30) as f64
+    );
+    println!("  CUDA (driver)       {}", i.cuda_driver_version);
+    println!("  NVRTC               {}", i.nvrtc_version);
+    println!("  devices visible     {}", i.device_count);
+    println!(
+        "host {} ({})",
+        std::env::consts::ARCH,
+        crate::harness::environment::cpu_model()
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,95 @@
+//! The command line: clap's arguments per command (one file each), the flags they share,
+//! and each command's Args -> Config with every flag validated before any GPU work.
+
+pub mod calibrate;
+pub mod check;
+pub mod common;
+pub mod info;
+pub mod lists;
+pub mod report;
+pub mod steps;
+pub mod sweep;
+
+use crate::report::compare::{run_compare, CompareArgs, EXIT_BAD_INPUT};
+use anyhow::Result;
+use calibrate::CalibrateArgs;
+use check::CheckArgs;
+use clap::{Parser, Subcommand};
+use common::DeviceArgs;
+use report::ReportArgs;
+use std::process::ExitCode;
+use steps::StepsArgs;
+use sweep::SweepArgs;
+
+#[derive(Parser)]
+#[command(
+    name = "metaprep",
+    version,
+    about = "What a host read of device sequence lengths costs a speculative-decoding step, \
+             and what graph replay with device-only lengths wins back.",
+    long_about = None,
+    after_help = "Exit codes: 0 ok; 1 `compare` found a regression, or a command failed while \
+                  running; 2 a bad flag or bad input (refused before any GPU work); 3 no GPU, \
+                  CUDA driver or NVRTC."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Print the GPU: name, compute capability, SMs, L2, memory, driver and CUDA versions.
+    Info(DeviceArgs),
+    /// Check every family x arm against the CPU reference, bit for bit, on random inputs.
+    Check(CheckArgs),
+    /// Time every arm over batch size x block size x layout in rounds (see --rounds), with the
+    /// floor measured in every round; writes metaprep.csv, env.json and telemetry.csv to
+    /// --out.
+    Sweep(SweepArgs),
+    /// Run the decode-step model (scheduler work, draft prep, draft forward, verify prep,
+    /// verify forward, accept; host one step ahead) per arm, batch, block and layout: ITL,
+    /// throughput, forward occupancy and host-bound gaps, into the same CSV as `sweep`.
+    Steps(Box<StepsArgs>),
+    /// Write charts (PNG + SVG) and summary.md beside a run's CSV. Needs no GPU.
+    Report(ReportArgs),
+    /// Derive a host profile (`steps --host-profile`) from a PyTorch profiler Chrome trace:
+    /// per-op cost, reads, graph launches, the step's host program and each prep's ops.
+    /// Needs no GPU.
+    Calibrate(CalibrateArgs),
+    Compare(CompareArgs),
+}
+
+/// Runs a parsed command line: bad flags exit 2 here, before any GPU work.
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Info(args) => info::info(&args),
+        Command::Check(args) => {
+            let config = match check::check_config(&args) {
+                Ok(c) => c,
+                Err(code) => return Ok(code),
+            };
+            check::run_check(&args, &config)
+        }
+        Command::Sweep(args) => match sweep::sweep_config(&args) {
+            Ok(config) => sweep::run_sweep(&config),
+            Err(code) => Ok(code),
+        },
+        Command::Steps(args) => match steps::steps_config(&args) {
+            Ok(config) => steps::run_steps(&config),
+            Err(code) => Ok(code),
+        },
+        Command::Report(args) => report::report(&args.run_dir),
+        Command::Calibrate(args) => calibrate::calibrate(&args),
+        Command::Compare(args) => match run_compare(&args) {
+            Ok(outcome) => {
+                print!("{}", outcome.markdown);
+                Ok(ExitCode::from(outcome.exit_code()))
+            }
+            Err(e) => {
+                eprintln!("metaprep: error: {e:#}");
+                Ok(ExitCode::from(EXIT_BAD_INPUT))
+            }
+        },
+    }
+}

@@ -1,0 +1,338 @@
+//! `metaprep steps`: its flags, their validation, and the run.
+
+use super::common::{
+    default_out, forward_us, resume_target, seq_lens_within, time_cap, usage, validate_shapes,
+    DeviceArgs, PinArgs,
+};
+use crate::axes::layout::Layout;
+use crate::axes::Family;
+use crate::cli::lists::{arms, layouts, parse_u32_list};
+use crate::model::host_profile::{HostProfile, Item};
+use crate::model::memory::GpuMemory;
+use crate::model::profile::{ForwardModel, Profile};
+use crate::model::stop::StepRounds;
+use crate::runs::steps::{Cell, StepsConfig, TraceRequest};
+use anyhow::{Context, Result};
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct StepsArgs {
+    #[command(flatten)]
+    pub(crate) device: DeviceArgs,
+    #[command(flatten)]
+    pub(crate) pin: PinArgs,
+    /// Arms, comma separated: eager-sync (both metadata preps read seq_lens to the host,
+    /// which blocks the host until the GPU catches up), eager-device, graph, graph-upload
+    /// (graph replay with `[block] * bs` copied up before each replay), fused.
+    #[arg(long, default_value = "eager-sync,eager-device,graph,graph-upload")]
+    pub(crate) arms: String,
+    /// Batch sizes (requests per step), comma separated. Default: 1,4,16,64, the small
+    /// batches where a read's exposed host work matters; with --full, 1,2,4,8,16,32,64,128,256.
+    /// Batch sizes a layout's GPUs cannot hold are left out.
+    #[arg(long)]
+    pub(crate) batch_sizes: Option<String>,
+    /// The full grid: every batch size from 1 to 256 in powers of two (instead of 1,4,16,64),
+    /// on every layout that fits. Takes several times the default's time.
+    #[arg(long)]
+    pub(crate) full: bool,
+    /// Draft block sizes gamma, comma separated; the verify step checks the same N tokens.
+    #[arg(long, default_value = "3,5,8")]
+    pub(crate) block_sizes: String,
+    /// Layouts, comma separated: tp1, tp2, tp4, tp8 (1/TP of every layer's weights per GPU,
+    /// whole batch, an all-reduce per layer) or dep2, dep4 (attention data-parallel with
+    /// bs/DP requests per GPU, experts spread over the DP GPUs, all-to-all per layer).
+    /// Layouts needing more GPUs than the host has run one rank and are marked emulated.
+    /// Only cells one GPU can hold run (target and draft weights plus KV cache within 90% of
+    /// its memory); the others are left out with a note. Default: all six; a layout named
+    /// here that holds no batch of the run is refused.
+    #[arg(long)]
+    pub(crate) tp: Option<String>,
+    /// Memory of one GPU in GiB, to plan for another GPU than this one (default: the
+    /// device's own total memory). Decides which layouts and batches fit (see --tp).
+    #[arg(long, allow_negative_numbers = true)]
+    pub(crate) gpu_memory_gib: Option<f64>,
+    /// Target model profile for the verify forward: moe-large (DeepSeek-V3/V4-class MoE,
+    /// FP8 weights, MLA cache), draft-small, or custom (see --custom-*).
+    #[arg(long, default_value = "moe-large")]
+    pub(crate) model: String,
+    /// Model profile for the draft forward.
+    #[arg(long, default_value = "draft-small")]
+    pub(crate) draft_model: String,
+    /// Custom profile: weight bytes per layer (before the TP split).
+    #[arg(long, default_value_t = 200_000_000)]
+    pub(crate) custom_weight_bytes_per_layer: u64,
+    /// Custom profile: layers.
+    #[arg(long, default_value_t = 32)]
+    pub(crate) custom_layers: u32,
+    /// Custom profile: KV-cache bytes per token per layer.
+    #[arg(long, default_value_t = 1024)]
+    pub(crate) custom_kv_bytes_per_token_per_layer: u64,
+    /// Custom profile: hidden size (sizes the collectives).
+    #[arg(long, default_value_t = 4096)]
+    pub(crate) custom_hidden_size: u32,
+    /// Replace both forwards by a fixed GPU busy-wait of this many µs (a quick what-if that
+    /// ignores the profiles and the layout).
+    #[arg(long)]
+    pub(crate) forward_us: Option<f64>,
+    /// Mean tokens accepted per request per step, bonus token included (between 1 and
+    /// block + 1 for every block size).
+    #[arg(long, default_value_t = 3.51)]
+    pub(crate) accept_length: f64,
+    /// The host program of a step and what each piece costs: `pytorch` (measured from
+    /// PyTorch on an H200 by scripts/calibrate_torch.py: framework ops per prep at their
+    /// measured host cost), `native` (the Rust harness's own launches and reads, nothing
+    /// added), or a JSON file (written by scripts/calibrate_torch.py or `metaprep calibrate`;
+    /// host-profiles/README.md documents every field).
+    #[arg(long, default_value = "pytorch")]
+    pub(crate) host_profile: String,
+    /// Replace the µs of the program's `scheduler` host segment (a what-if).
+    #[arg(long)]
+    pub(crate) host_work_us: Option<f64>,
+    /// What-if factors on every host cost of the profile (host segments and per-op costs;
+    /// reads, launches and op counts stay as measured), comma separated, such as 0.5,1,2,4:
+    /// each factor runs the whole grid again, its rows' family marked `host x<factor>`, and
+    /// `report` charts graph's throughput gain against it.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub(crate) host_scale: Vec<f64>,
+    /// Link bandwidth the emulated collectives move their bytes at (GB/s).
+    #[arg(long, default_value_t = 450.0)]
+    pub(crate) link_gb_s: f64,
+    /// Latency of one collective (µs), added to bytes / bandwidth. Default: by GPU count,
+    /// 4.5/4.8/7.8 µs at 2/4/8 GPUs (a custom all-reduce on H100, sgl-project/sglang#2904).
+    #[arg(long)]
+    pub(crate) collective_latency_us: Option<f64>,
+    /// A cell (layout, batch, block) runs its arms in rounds, back to back in each round:
+    /// measured steps of one arm's clean pass in one round.
+    #[arg(long, default_value_t = 30)]
+    pub(crate) round_steps: usize,
+    /// Fewest rounds per cell (6 at least: fewer round medians give no 95% interval).
+    #[arg(long, default_value_t = 6)]
+    pub(crate) min_rounds: usize,
+    /// Most rounds per cell.
+    #[arg(long, default_value_t = 20)]
+    pub(crate) max_rounds: usize,
+    /// A cell stops once every arm's step time against eager-sync's (paired within rounds)
+    /// has a 95% interval within ± this many percentage points, after --min-rounds.
+    #[arg(long, default_value_t = 0.5)]
+    pub(crate) precision_pct: f64,
+    /// Time cap of one cell, all its arms and rounds, ms: it stops there, precise or not
+    /// (its rows' stop_reason says which).
+    #[arg(long, default_value_t = 15_000)]
+    pub(crate) cell_time_cap_ms: u64,
+    /// Warm-up steps before each clean pass's measured ones.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) warmup_steps: usize,
+    /// Steps of each arm's timeline pass (events around each phase: occupancy, gaps, trace).
+    #[arg(long, default_value_t = 40)]
+    pub(crate) timeline_steps: usize,
+    /// Time cap of each timeline pass, ms (3 steps at least).
+    #[arg(long, default_value_t = 1000)]
+    pub(crate) timeline_cap_ms: u64,
+    /// Longest context a request may reach (tokens): the page tables' static width.
+    #[arg(long, default_value_t = 32768)]
+    pub(crate) max_context: u32,
+    /// Committed lengths are drawn uniformly from MIN-MAX tokens.
+    #[arg(long, default_value = "2048-8192")]
+    pub(crate) seq_lens: String,
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Output directory (default results/steps-<UTC date and time>).
+    #[arg(long)]
+    pub(crate) out: Option<PathBuf>,
+    /// Continue an interrupted run in --out.
+    #[arg(long)]
+    pub(crate) resume: bool,
+    /// Write the timeline of --trace-cell as a Chrome trace-event JSON (opens in Perfetto):
+    /// FILE for eager-sync, FILE-<arm>.json for the other arms.
+    #[arg(long)]
+    pub(crate) trace: Option<PathBuf>,
+    /// The cell to trace, LAYOUT:BATCH:BLOCK (default: the first layout, batch and block).
+    #[arg(long)]
+    pub(crate) trace_cell: Option<String>,
+}
+
+fn forward_model(name: &str, args: &StepsArgs) -> Result<ForwardModel> {
+    if let Some(us) = args.forward_us {
+        return Ok(ForwardModel::FixedUs(forward_us(us)?));
+    }
+    Ok(ForwardModel::Profile(if name == "custom" {
+        Profile::custom(
+            args.custom_weight_bytes_per_layer,
+            args.custom_layers,
+            args.custom_kv_bytes_per_token_per_layer,
+            args.custom_hidden_size,
+        )?
+    } else {
+        Profile::named(name)?
+    }))
+}
+
+/// The `--host-profile`, with `--host-work-us` replacing its scheduler segment.
+fn host_program(args: &StepsArgs) -> Result<HostProfile> {
+    let mut host = HostProfile::load(&args.host_profile)?;
+    if let Some(v) = args.host_work_us {
+        let scheduler = host.program.iter_mut().find_map(|item| match item {
+            Item::Host { name, us, .. } if name == "scheduler" => Some(us),
+            _ => None,
+        });
+        let Some(us) = scheduler else {
+            anyhow::bail!(
+                "--host-work-us: host profile `{}` has no `scheduler` segment to replace",
+                host.name
+            );
+        };
+        *us = v;
+    }
+    Ok(host)
+}
+
+fn trace_cell(s: &str) -> Result<Cell> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let [layout, bs, block] = parts.as_slice() else {
+        anyhow::bail!("--trace-cell: `{s}` is not LAYOUT:BATCH:BLOCK, such as tp4:1:5");
+    };
+    let number = |v: &str| {
+        v.parse::<u32>()
+            .ok()
+            .filter(|&n| n > 0)
+            .with_context(|| format!("--trace-cell: `{v}` is not a positive integer"))
+    };
+    Ok((layout.parse()?, number(bs)?, number(block)?))
+}
+
+/// `steps`' default batch sizes: small batches, where a read's exposed host work matters.
+const DEFAULT_STEP_BATCHES: &str = "1,4,16,64";
+/// `steps --full`'s.
+const FULL_STEP_BATCHES: &str = "1,2,4,8,16,32,64,128,256";
+
+pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
+    let layouts = match &args.tp {
+        Some(list) => usage(layouts(list))?,
+        None => Layout::all().to_vec(),
+    };
+    let gpu_memory = usage(args.gpu_memory_gib.map(GpuMemory::from_gib).transpose())?;
+    let default_batches = if args.full {
+        FULL_STEP_BATCHES
+    } else {
+        DEFAULT_STEP_BATCHES
+    };
+    let batch_sizes = usage(parse_u32_list(
+        args.batch_sizes.as_deref().unwrap_or(default_batches),
+        "--batch-sizes",
+    ))?;
+    let block_sizes = usage(parse_u32_list(&args.block_sizes, "--block-sizes"))?;
+    let smallest_block = *block_sizes
+        .iter()
+        .min()
+        .expect("a parsed list is not empty");
+    if !(args.accept_length >= 1.0 && args.accept_length <= smallest_block as f64 + 1.0) {
+        return usage(Err(anyhow::anyhow!(
+            "--accept-length: {} is impossible with block {smallest_block}: a step accepts between 1 and block + 1 tokens",
+            args.accept_length
+        )));
+    }
+    for (v, flag) in [
+        (args.host_work_us, "--host-work-us"),
+        (Some(args.link_gb_s), "--link-gb-s"),
+        (args.collective_latency_us, "--collective-latency-us"),
+    ] {
+        let Some(v) = v else { continue };
+        if !(v.is_finite() && (0.0..=1e6).contains(&v)) || (flag == "--link-gb-s" && v == 0.0) {
+            return usage(Err(anyhow::anyhow!(
+                "{flag}: {v} is not a usable value (give a number between 0 and 1e6)"
+            )));
+        }
+    }
+    let host = usage(host_program(args))?;
+    for &scale in &args.host_scale {
+        usage(host.scaled(scale))?;
+    }
+    if args
+        .host_scale
+        .iter()
+        .enumerate()
+        .any(|(i, s)| args.host_scale[..i].contains(s))
+    {
+        return usage(Err(anyhow::anyhow!("--host-scale lists a factor twice")));
+    }
+    let rounds = usage(StepRounds::new(
+        args.min_rounds,
+        args.max_rounds,
+        args.round_steps,
+        args.precision_pct,
+        usage(time_cap(args.cell_time_cap_ms, "--cell-time-cap-ms"))?,
+    ))?;
+    let timeline_cap = usage(time_cap(args.timeline_cap_ms, "--timeline-cap-ms"))?;
+    if args.timeline_steps < 3 {
+        return usage(Err(anyhow::anyhow!(
+            "--timeline-steps ({}) must be at least 3",
+            args.timeline_steps
+        )));
+    }
+    validate_shapes(
+        &[Family::DsparkDraftBlock, Family::DsaTargetVerify],
+        &batch_sizes,
+        &block_sizes,
+        args.max_context,
+    )?;
+    let seq_lens = usage(seq_lens_within(&args.seq_lens, args.max_context))?;
+    usage(resume_target(args.resume, &args.out))?;
+    if args.trace_cell.is_some() && args.trace.is_none() {
+        return usage(Err(anyhow::anyhow!(
+            "--trace-cell picks the cell --trace writes: give --trace FILE too"
+        )));
+    }
+    let out = args.out.clone().unwrap_or_else(|| default_out("steps"));
+    let cell = usage(args.trace_cell.as_deref().map(trace_cell).transpose())?;
+    if let Some((layout, bs, block)) = cell {
+        if !(layouts.contains(&layout) && batch_sizes.contains(&bs) && block_sizes.contains(&block))
+        {
+            return usage(Err(anyhow::anyhow!(
+                "--trace-cell {layout}:{bs}:{block} is not a cell of this run (--tp, \
+                 --batch-sizes, --block-sizes): no trace would be written"
+            )));
+        }
+    }
+    let trace = args.trace.clone().map(|path| TraceRequest { cell, path });
+    Ok(StepsConfig {
+        device: args.device.device,
+        cpu: args.pin.cpu,
+        arms: usage(arms(&args.arms))?,
+        batch_sizes,
+        block_sizes,
+        layouts,
+        layouts_named: args.tp.is_some(),
+        gpu_memory,
+        target: usage(forward_model(&args.model, args).context("--model"))?,
+        draft: usage(forward_model(&args.draft_model, args).context("--draft-model"))?,
+        accept_mean: args.accept_length,
+        host,
+        host_scales: args.host_scale.clone(),
+        link_gb_s: args.link_gb_s,
+        collective_latency_us: args.collective_latency_us,
+        rounds,
+        warmup_steps: args.warmup_steps,
+        timeline_steps: args.timeline_steps,
+        timeline_cap,
+        max_context: args.max_context,
+        seq_lens,
+        seed: args.seed,
+        out,
+        resume: args.resume,
+        trace,
+    })
+}
+
+pub(crate) fn run_steps(config: &StepsConfig) -> Result<ExitCode> {
+    let outcome = crate::runs::steps::run(config)?;
+    println!(
+        "steps done in {:.0} s: {} rows in {}",
+        outcome.seconds,
+        outcome.rows.len(),
+        config.out.display()
+    );
+    println!("next: metaprep report {}", config.out.display());
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,196 @@
+//! `metaprep sweep`: its flags, their validation, and the run.
+
+use super::common::{
+    default_out, forward_us, resume_target, seq_lens_within, time_cap, usage, validate_shapes,
+    DeviceArgs, PinArgs, PrepAxes,
+};
+use crate::cli::lists::{arms, families, layouts, parse_u32_list};
+use crate::report::targets;
+use crate::runs::sweep::{self, SweepConfig};
+use crate::stats::rounds::MIN_ROUNDS;
+use crate::stats::stopping::StoppingRule;
+use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub(crate) device: DeviceArgs,
+    #[command(flatten)]
+    pub(crate) pin: PinArgs,
+    #[command(flatten)]
+    pub(crate) prep: PrepAxes,
+    /// Batch sizes (requests per step), comma separated. A dep layout gives each GPU
+    /// ceil(bs / dp) of them.
+    #[arg(long, default_value = "1,8,64,256")]
+    pub(crate) batch_sizes: String,
+    /// Block sizes, comma separated: DSpark's draft block gamma, or DSA's N draft tokens
+    /// per request (decode has one row per request whatever the block).
+    #[arg(long, default_value = "3,5,8")]
+    pub(crate) block_sizes: String,
+    /// Tensor-parallel layouts, comma separated: tp1, tp2, tp4, tp8 (1/TP of every layer
+    /// per GPU, whole batch) or dep2, dep4 (attention data-parallel: bs/DP per GPU). The
+    /// prep is per rank and does not depend on the TP degree, so tp layouts measure the same
+    /// prep (only dep changes the batch a rank prepares); a layout needing more GPUs than
+    /// the host has runs one rank and is marked emulated. `metaprep steps` is where TP
+    /// changes the forward.
+    #[arg(long, default_value = "tp1")]
+    pub(crate) tp: String,
+    /// GPU time of the stand-in forward launched after each prep for the step_fwd_us
+    /// metric (the GPU is busy when the next host read lands); 0 skips it.
+    #[arg(long, default_value_t = 20.0)]
+    pub(crate) forward_us: f64,
+    /// Longest context a request may reach: the static width of the page tables the graph
+    /// path sizes by (tokens).
+    #[arg(long, default_value_t = 131072)]
+    pub(crate) max_context: u32,
+    /// Committed lengths are drawn uniformly from MIN-MAX tokens.
+    #[arg(long, default_value = "2048-8192")]
+    pub(crate) seq_lens: String,
+    /// Rounds every cell is measured in. Each round measures the floor, then visits every
+    /// cell group (the arms of one family, layout, batch and block, back to back) in a
+    /// fresh order drawn from --seed and the round; a cell's row is the median of its rounds'
+    /// medians, its 95% interval the spread between rounds, so drift during the run widens
+    /// it. 6 is the fewest whose medians give a distribution-free 95% interval; fewer are
+    /// refused.
+    #[arg(long, default_value_t = MIN_ROUNDS)]
+    pub(crate) rounds: usize,
+    /// Most rounds a cell group gets: after --rounds, a group gets another round only while
+    /// an arm's step_us interval is wider than --rel-ci-pct (or 20 ns) or its host-read
+    /// cost's (eager-sync − eager-device, paired by round) wider than ±1% or ±0.3 µs, and
+    /// until its time cap; the rows' stop_reason says which ended it (precision, max-rounds,
+    /// time-cap).
+    #[arg(long, default_value_t = 12)]
+    pub(crate) max_rounds: usize,
+    /// Precision aimed at, in percent of the median: inside a round, a cell stops sampling
+    /// once the 95% CI of its median is within it; over rounds, a group stops once every
+    /// arm's step_us interval between rounds is within it.
+    #[arg(long, default_value_t = 1.0)]
+    pub(crate) rel_ci_pct: f64,
+    /// Fewest samples per metric of a cell in each round (10 give the round's median an
+    /// interval that no single outlier holds open).
+    #[arg(long, default_value_t = 10)]
+    pub(crate) min_samples: usize,
+    /// Time cap of a cell per metric over all its rounds, in milliseconds: each round's
+    /// sampling stops at this / --rounds, and a group gets no round beyond --rounds once its
+    /// measuring time reaches its cells' caps together.
+    #[arg(long, default_value_t = 300)]
+    pub(crate) time_cap_ms: u64,
+    /// Steps per sample: a sample is the wall time of this many steps over their count.
+    #[arg(long, default_value_t = 50)]
+    pub(crate) steps_per_sample: usize,
+    /// Seed for the random inputs and the rounds' visiting orders.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Output directory (default results/sweep-<UTC date and time>).
+    #[arg(long)]
+    pub(crate) out: Option<PathBuf>,
+    /// Continue an interrupted sweep in --out: cell groups whose rounds had stopped are kept,
+    /// every other group is measured again from its first round.
+    #[arg(long)]
+    pub(crate) resume: bool,
+}
+
+/// More rounds than any sweep needs: a larger --max-rounds is a typo.
+const MAX_ROUNDS: usize = 100;
+
+pub(crate) fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
+    usage(resume_target(args.resume, &args.out))?;
+    let positive = |v: f64, flag: &str| {
+        if v.is_finite() && v > 0.0 {
+            Ok(v)
+        } else {
+            Err(anyhow::anyhow!("{flag}: {v} is not a positive number"))
+        }
+    };
+    let time_cap = usage(time_cap(args.time_cap_ms, "--time-cap-ms"))?;
+    if args.min_samples < 2 {
+        return usage(Err(anyhow::anyhow!(
+            "--min-samples: {} is too few: an interval needs at least 2 samples (10 by default)",
+            args.min_samples
+        )));
+    }
+    if args.rounds < MIN_ROUNDS {
+        return usage(Err(anyhow::anyhow!(
+            "--rounds: {} is too few: the medians of {MIN_ROUNDS} rounds are the fewest that \
+             give a 95% interval, and a row without one can never be called faster or slower",
+            args.rounds
+        )));
+    }
+    if args.max_rounds < args.rounds || args.max_rounds > MAX_ROUNDS {
+        return usage(Err(anyhow::anyhow!(
+            "--max-rounds: {} must be between --rounds ({}) and {MAX_ROUNDS}",
+            args.max_rounds,
+            args.rounds
+        )));
+    }
+    let config = SweepConfig {
+        device: args.device.device,
+        cpu: args.pin.cpu,
+        families: usage(families(&args.prep.families))?,
+        arms: usage(arms(&args.prep.arms))?,
+        batch_sizes: usage(parse_u32_list(&args.batch_sizes, "--batch-sizes"))?,
+        block_sizes: usage(parse_u32_list(&args.block_sizes, "--block-sizes"))?,
+        layouts: usage(layouts(&args.tp))?,
+        forward_us: if args.forward_us == 0.0 {
+            0.0
+        } else {
+            usage(forward_us(args.forward_us))?
+        },
+        max_context: args.max_context,
+        seq_lens: usage(seq_lens_within(&args.seq_lens, args.max_context))?,
+        rule: StoppingRule {
+            rel_ci: usage(positive(args.rel_ci_pct, "--rel-ci-pct"))? / 100.0,
+            time_cap,
+            min_samples: args.min_samples,
+            ..StoppingRule::default()
+        },
+        rounds: args.rounds,
+        max_rounds: args.max_rounds,
+        steps_per_sample: usage(positive(args.steps_per_sample as f64, "--steps-per-sample"))?
+            as usize,
+        seed: args.seed,
+        out: args.out.clone().unwrap_or_else(|| default_out("sweep")),
+        resume: args.resume,
+    };
+    validate_shapes(
+        &config.families,
+        &config.batch_sizes,
+        &config.block_sizes,
+        config.max_context,
+    )?;
+    Ok(config)
+}
+
+pub(crate) fn run_sweep(config: &SweepConfig) -> Result<ExitCode> {
+    let outcome = sweep::run(config)?;
+    let table = targets::render(&targets::speed_targets(
+        &outcome.rows,
+        Some(outcome.seconds),
+    ));
+    crate::results::atomic::write_atomic(&outcome.dir.join("targets.md"), table.as_bytes())?;
+    // What ended each cell's rounds, and how many it got: where the time went.
+    let mut stops: std::collections::BTreeMap<(&str, u32), usize> = Default::default();
+    for r in outcome
+        .rows
+        .iter()
+        .filter(|r| r.kind == crate::results::csv::KIND_PREP && r.metric == "step_us")
+    {
+        *stops.entry((r.stop_reason.as_str(), r.rounds)).or_default() += 1;
+    }
+    let stops: Vec<String> = stops
+        .iter()
+        .map(|((reason, rounds), cells)| format!("{cells} {reason} at {rounds}"))
+        .collect();
+    println!(
+        "sweep done in {:.0} s: {} rows in {}; cells by what stopped their rounds and when: {}\n\n{table}",
+        outcome.seconds,
+        outcome.rows.len(),
+        outcome.dir.display(),
+        stops.join(", ")
+    );
+    println!("next: metaprep report {}", outcome.dir.display());
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,88 @@
+//! The floor, measured in the same run as the arms: the cheapest things a step can ask of
+//! the GPU. An arm's cost is read against these.
+
+use crate::axes::FloorItem;
+use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
+use anyhow::{Context, Result};
+use cudarc::driver::{result, CudaGraph, CudaSlice, DevicePtr, PinnedHostSlice};
+use std::time::{Duration, Instant};
+
+/// Ints in the small host-to-device copies: a host-built list like `[block] * bs`.
+pub const SMALL_COPY_INTS: usize = 64;
+
+pub struct Floor<'g> {
+    gpu: &'g Gpu,
+    empty: Launch,
+    empty_graph: CudaGraph,
+    device_ints: CudaSlice<i32>,
+    /// Owns the pinned buffer `pinned_ptr` points into.
+    _pinned: PinnedHostSlice<i32>,
+    /// Taken once: PinnedHostSlice::as_slice waits on an event each call, which would turn
+    /// an asynchronous copy into a synchronous one.
+    pinned_ptr: *const i32,
+    pageable: Vec<i32>,
+}
+
+impl<'g> Floor<'g> {
+    pub fn new(gpu: &'g Gpu) -> Result<Self> {
+        let func = gpu.function(KernelModule::Floor, "empty_kernel")?;
+        let empty = Launch::new("empty_kernel", func, (1, 1, 1), (1, 1, 1));
+        // SAFETY: the empty kernel takes no arguments.
+        unsafe { empty.issue(gpu.cu_stream())? };
+        gpu.sync()?;
+        // SAFETY: as above.
+        let empty_graph = capture_graph(&gpu.stream, "the empty-graph floor", || unsafe {
+            empty.issue(gpu.cu_stream())
+        })?;
+        empty_graph.upload().context("uploading the empty graph")?;
+        // SAFETY: freshly allocated pinned memory, filled before any use.
+        let mut pinned = unsafe { gpu.ctx.alloc_pinned::<i32>(SMALL_COPY_INTS) }
+            .context("allocating pinned host memory")?;
+        let pinned_slice = pinned.as_mut_slice().context("mapping pinned memory")?;
+        pinned_slice.fill(5);
+        let pinned_ptr = pinned_slice.as_ptr();
+        Ok(Self {
+            gpu,
+            empty,
+            empty_graph,
+            device_ints: gpu.alloc(SMALL_COPY_INTS)?,
+            _pinned: pinned,
+            pinned_ptr,
+            pageable: vec![5; SMALL_COPY_INTS],
+        })
+    }
+
+    /// Runs `steps` of `item` back to back and returns the wall time until the GPU is done.
+    pub fn batch(&mut self, item: FloorItem, steps: usize) -> Result<Duration> {
+        let stream = self.gpu.cu_stream();
+        let device = self.device_ints.device_ptr(&self.gpu.stream).0;
+        let start = Instant::now();
+        for _ in 0..steps {
+            // SAFETY: every pointer is owned by self and sized SMALL_COPY_INTS.
+            unsafe {
+                match item {
+                    FloorItem::EmptyKernel => self.empty.issue(stream)?,
+                    FloorItem::EmptyGraph => self.empty_graph.launch()?,
+                    FloorItem::D2hInt => {
+                        result::memcpy_dtoh_async(&mut self.pageable[..1], device, stream)?;
+                        result::stream::synchronize(stream)?;
+                    }
+                    FloorItem::H2dPinned => {
+                        let pinned = std::slice::from_raw_parts(self.pinned_ptr, SMALL_COPY_INTS);
+                        result::memcpy_htod_async(device, pinned, stream)?;
+                    }
+                    FloorItem::H2dPageable => {
+                        result::memcpy_htod_async(device, &self.pageable[..], stream)?
+                    }
+                }
+            }
+        }
+        self.gpu.sync()?;
+        Ok(start.elapsed())
+    }
+
+    /// The empty graph as a step source, to time the harness's own per-step overhead.
+    pub fn empty_graph(&self) -> &CudaGraph {
+        &self.empty_graph
+    }
+}

@@ -1,0 +1,14 @@
+//! The timing harness on one GPU: the floor, one cell's measurement and its sampling loop,
+//! the rounds' visiting order, NVML telemetry, CPU pinning, the environment record of a
+//! run, and the recorder that turns measurements into rows and files.
+
+pub mod environment;
+pub mod floor;
+pub mod nvml;
+pub mod pin;
+pub mod prep_cell;
+pub mod rows;
+pub mod run_output;
+pub mod sampling;
+pub mod schedule;
+pub mod telemetry_file;

@@ -1,0 +1,276 @@
+//! Turning measurements into tidy CSV rows.
+
+use super::nvml::{reasons_hex, CellTelemetry};
+use crate::results::csv::{CellKey, Row};
+use crate::stats::rounds::{over_rounds, paired, round_medians};
+use crate::stats::summary::{summarize, Estimate, Summary};
+
+/// The coordinates every row of one cell shares.
+#[derive(Debug, Clone)]
+pub struct CellId {
+    pub kind: &'static str,
+    pub family: String,
+    pub arm: String,
+    pub batch_size: u32,
+    pub block_size: u32,
+    pub layout: String,
+    pub emulated: bool,
+}
+
+impl CellId {
+    /// `kind family/arm bs block layout`: the label NVML samples are tagged with.
+    pub fn label(&self) -> String {
+        format!(
+            "{} {}/{} bs={} block={} {}",
+            self.kind, self.family, self.arm, self.batch_size, self.block_size, self.layout
+        )
+    }
+
+    pub fn key(&self) -> CellKey {
+        CellKey {
+            kind: self.kind.into(),
+            family: self.family.clone(),
+            arm: self.arm.clone(),
+            batch_size: self.batch_size,
+            block_size: self.block_size,
+            layout: self.layout.clone(),
+        }
+    }
+
+    fn base(&self, metric: &str, unit: &str, telemetry: Option<&CellTelemetry>) -> Row {
+        let t = telemetry.cloned().unwrap_or_default();
+        Row {
+            kind: self.kind.into(),
+            family: self.family.clone(),
+            arm: self.arm.clone(),
+            batch_size: self.batch_size,
+            block_size: self.block_size,
+            layout: self.layout.clone(),
+            emulated: self.emulated,
+            metric: metric.into(),
+            unit: unit.into(),
+            median: f64::NAN,
+            p10: f64::NAN,
+            p90: f64::NAN,
+            ci_lo: f64::NAN,
+            ci_hi: f64::NAN,
+            samples: 0,
+            rounds: 0,
+            stop_reason: String::new(),
+            throttled: t.throttled,
+            clock_event_reasons: t.reasons_or.map(reasons_hex).unwrap_or_default(),
+            sm_clock_mhz: t.sm_clock_mhz,
+            mem_clock_mhz: t.mem_clock_mhz,
+            power_w: t.power_w,
+            temp_c: t.temp_c,
+            gpu_util_pct: t.gpu_util_pct,
+        }
+    }
+
+    /// A measured metric: median, p10/p90 and the median's 95% CI over the samples.
+    /// `None` when there is no finite sample.
+    pub fn summary_row(
+        &self,
+        metric: &str,
+        unit: &str,
+        samples: &[f64],
+        stop: &str,
+        telemetry: Option<&CellTelemetry>,
+    ) -> Option<Row> {
+        let s = summarize(samples)?;
+        Some(self.row_of(metric, unit, &s, stop, telemetry))
+    }
+
+    fn row_of(
+        &self,
+        metric: &str,
+        unit: &str,
+        s: &Summary,
+        stop: &str,
+        telemetry: Option<&CellTelemetry>,
+    ) -> Row {
+        Row {
+            median: s.median,
+            p10: s.p10,
+            p90: s.p90,
+            ci_lo: s.ci_lo,
+            ci_hi: s.ci_hi,
+            samples: s.samples as u64,
+            stop_reason: stop.into(),
+            ..self.base(metric, unit, telemetry)
+        }
+    }
+
+    /// A metric measured in rounds: the median of the rounds' medians with its interval
+    /// between rounds (see [`crate::stats::rounds`]). `None` when there is no finite sample.
+    pub fn rounds_row(
+        &self,
+        metric: &str,
+        unit: &str,
+        rounds: &[Vec<f64>],
+        stop: &str,
+        telemetry: Option<&CellTelemetry>,
+    ) -> Option<Row> {
+        let s = over_rounds(rounds)?;
+        Some(Row {
+            rounds: round_medians(rounds).len() as u32,
+            ..self.row_of(metric, unit, &s, stop, telemetry)
+        })
+    }
+
+    /// A derived metric of two cells measured in rounds, `stat(a's round median, b's)` formed
+    /// inside each round and summarised over rounds (see [`crate::stats::rounds::paired`]); its
+    /// sample count is the smaller side's. `None` when no round has both.
+    pub fn paired_row(
+        &self,
+        metric: &str,
+        unit: &str,
+        (a, b): (&[Vec<f64>], &[Vec<f64>]),
+        stat: impl Fn(f64, f64) -> f64,
+        telemetry: Option<&CellTelemetry>,
+    ) -> Option<Row> {
+        let p = paired(a, b, stat)?;
+        let finite =
+            |rounds: &[Vec<f64>]| rounds.iter().flatten().filter(|v| v.is_finite()).count() as u64;
+        Some(Row {
+            rounds: p.rounds as u32,
+            ..self.estimate_row(
+                metric,
+                unit,
+                &p.estimate,
+                finite(a).min(finite(b)),
+                telemetry,
+            )
+        })
+    }
+
+    /// A derived metric (a difference or ratio): the point and its interval; p10 and p90 are
+    /// not defined for it and stay NaN.
+    pub fn estimate_row(
+        &self,
+        metric: &str,
+        unit: &str,
+        estimate: &Estimate,
+        samples: u64,
+        telemetry: Option<&CellTelemetry>,
+    ) -> Row {
+        Row {
+            median: estimate.point,
+            ci_lo: estimate.lo,
+            ci_hi: estimate.hi,
+            samples,
+            stop_reason: "derived".into(),
+            ..self.base(metric, unit, telemetry)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell() -> CellId {
+        CellId {
+            kind: "prep",
+            family: "dsa_decode".into(),
+            arm: "graph".into(),
+            batch_size: 8,
+            block_size: 5,
+            layout: "tp8".into(),
+            emulated: true,
+        }
+    }
+
+    #[test]
+    fn summary_rows_carry_statistics_and_telemetry() {
+        let telemetry = CellTelemetry {
+            sm_clock_mhz: Some(1980.0),
+            reasons_or: Some(0x4),
+            throttled: true,
+            readings: 3,
+            ..Default::default()
+        };
+        let samples: Vec<f64> = (1..=11).map(f64::from).collect();
+        let row = cell()
+            .summary_row("step_us", "us", &samples, "ci", Some(&telemetry))
+            .unwrap();
+        assert_eq!(
+            (row.median, row.samples, row.stop_reason.as_str()),
+            (6.0, 11, "ci")
+        );
+        assert!(row.ci_lo <= 6.0 && row.ci_hi >= 6.0 && row.p10 < row.p90);
+        assert_eq!(
+            (
+                row.throttled,
+                row.clock_event_reasons.as_str(),
+                row.sm_clock_mhz
+            ),
+            (true, "0x0000000000000004", Some(1980.0))
+        );
+        assert!(row.emulated && row.layout == "tp8");
+        assert!(cell()
+            .summary_row("step_us", "us", &[], "ci", None)
+            .is_none());
+        let plain = cell()
+            .summary_row("step_us", "us", &[1.0], "ci", None)
+            .unwrap();
+        assert_eq!(
+            (plain.clock_event_reasons.as_str(), plain.power_w),
+            ("", None),
+            "no NVML: empty columns"
+        );
+    }
+
+    #[test]
+    fn rounds_rows_count_rounds_and_paired_rows_pair_them() {
+        // Eight rounds drifting by ±10%; the second cell is 2 µs cheaper in every round.
+        let levels = [20.0, 22.0, 18.0, 21.0, 19.5, 20.5, 22.5, 17.5];
+        let a: Vec<Vec<f64>> = levels.iter().map(|&l| vec![l, l + 0.1, l - 0.1]).collect();
+        let b: Vec<Vec<f64>> = levels
+            .iter()
+            .map(|&l| vec![l - 2.0, l - 1.9, l - 2.1, l - 2.0])
+            .collect();
+        let row = cell()
+            .rounds_row("step_us", "us", &a, "precision", None)
+            .unwrap();
+        assert_eq!((row.rounds, row.samples), (8, 24));
+        assert_eq!(row.stop_reason, "precision");
+        // Eight round medians: the interval is their whole range, drift included.
+        assert_eq!((row.ci_lo, row.ci_hi), (17.5, 22.5));
+        let cost = cell()
+            .paired_row("read_cost_us", "us", (&a, &b), |x, y| x - y, None)
+            .unwrap();
+        assert_eq!((cost.rounds, cost.samples), (8, 24));
+        assert_eq!(cost.stop_reason, "derived");
+        assert!((cost.median - 2.0).abs() < 1e-9, "{}", cost.median);
+        assert!(
+            cost.ci_hi - cost.ci_lo < 1e-9,
+            "drift both cells share cancels"
+        );
+        assert!(cell()
+            .paired_row("read_cost_us", "us", (&a, &[]), |x, y| x - y, None)
+            .is_none());
+    }
+
+    #[test]
+    fn estimate_rows_are_marked_derived() {
+        let row = cell().estimate_row(
+            "read_cost_us",
+            "us",
+            &Estimate {
+                point: 18.0,
+                lo: 17.5,
+                hi: 18.4,
+            },
+            40,
+            None,
+        );
+        assert_eq!(
+            (row.median, row.ci_lo, row.ci_hi, row.stop_reason.as_str()),
+            (18.0, 17.5, 18.4, "derived")
+        );
+        assert!(row.p10.is_nan() && row.p90.is_nan());
+        assert_eq!(cell().label(), "prep dsa_decode/graph bs=8 block=5 tp8");
+        assert_eq!(cell().key(), row.cell_key(), "rows of a cell share its key");
+    }
+}

@@ -1,0 +1,237 @@
+//! What every measuring command (`sweep`, `steps`) does around its cells: refuse to
+//! overwrite a run unless resuming it, record the environment, sample NVML, keep the
+//! telemetry file current, and show progress.
+
+use super::environment::env_for_run;
+use super::nvml::{Sampler, DEFAULT_PERIOD};
+use super::telemetry_file::TelemetryFile;
+use crate::axes::layout::Layout;
+use crate::gpu::Gpu;
+use crate::results::csv::{rows_for_resume, write_rows, Row};
+use crate::results::run_dir::RESULTS_CSV;
+use anyhow::{bail, Result};
+use std::path::{Path, PathBuf};
+
+/// The results CSV of a run about to start: its path and, on `--resume`, the rows an
+/// earlier invocation completed. Checked before any GPU work.
+pub fn existing_rows(out: &Path, resume: bool) -> Result<(PathBuf, Vec<Row>)> {
+    let csv_path = out.join(RESULTS_CSV);
+    if csv_path.exists() && !resume {
+        bail!(
+            "{} already exists: pass --resume to continue that run, or choose another --out",
+            csv_path.display()
+        );
+    }
+    let rows = if resume {
+        rows_for_resume(&csv_path)?
+    } else {
+        Vec::new()
+    };
+    Ok((csv_path, rows))
+}
+
+/// One line per layout that needs more GPUs than `gpus`, saying how it was emulated.
+pub fn emulation_notes(layouts: &[Layout], gpus: u32, how: &str) -> Vec<String> {
+    layouts
+        .iter()
+        .filter(|l| l.emulated(gpus))
+        .map(|l| {
+            format!(
+                "emulated: {l} needs {} GPUs, this host has {gpus}; {how}",
+                l.gpus()
+            )
+        })
+        .collect()
+}
+
+/// The recording side of a run in progress.
+pub struct Recorder {
+    pub csv_path: PathBuf,
+    pub sampler: Option<Sampler>,
+    telemetry: TelemetryFile,
+}
+
+impl Recorder {
+    /// Writes `env.json` (with `notes`, each also printed) and starts NVML sampling; without
+    /// NVML one warning is printed and the run goes on with empty telemetry columns.
+    pub fn start(
+        gpu: &Gpu,
+        out: &Path,
+        csv_path: PathBuf,
+        resume: bool,
+        notes: Vec<String>,
+    ) -> Result<Self> {
+        for note in &notes {
+            eprintln!("metaprep: {note}");
+        }
+        env_for_run(gpu, out, resume, notes)?.write(out)?;
+        let sampler = match Sampler::start(gpu.info.ordinal as u32, DEFAULT_PERIOD) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("metaprep: warning: NVML unavailable ({e}); clock, power and throttle columns stay empty");
+                None
+            }
+        };
+        Ok(Self {
+            csv_path,
+            sampler,
+            telemetry: TelemetryFile::open(out, resume)?,
+        })
+    }
+
+    /// Tags NVML samples with the cell now running.
+    pub fn set_cell(&self, label: &str) {
+        if let Some(s) = &self.sampler {
+            s.set_cell(label);
+        }
+    }
+
+    pub fn cell_telemetry(&self, label: &str) -> Option<super::nvml::CellTelemetry> {
+        self.sampler.as_ref().and_then(|s| s.cell_summary(label))
+    }
+
+    /// Rewrites the CSV and the telemetry file (both atomically) after a group of cells.
+    pub fn save(&self, rows: &[Row]) -> Result<()> {
+        write_rows(&self.csv_path, rows)?;
+        self.telemetry.write_from(self.sampler.as_ref())
+    }
+
+    /// Stops sampling and writes the final telemetry.
+    pub fn finish(self) -> Result<()> {
+        match self.sampler {
+            Some(s) => self.telemetry.write(s.stop()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A progress bar over `count` `units` (cells, or a sweep's cell visits over its rounds)
+/// with an ETA (hidden when stderr is not a terminal).
+pub fn progress(count: usize, units: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(count as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{elapsed_precise}} [{{bar:30}}] {{pos}}/{{len}} {units}, ETA {{eta}} {{msg}}"
+        ))
+        .expect("valid progress template"),
+    );
+    bar
+}
+
+/// The cells of one group of a run: one per arm, at one (family, batch, block, layout).
+pub fn arm_cells(
+    kind: &'static str,
+    family: &str,
+    arms: &[crate::axes::Arm],
+    batch_size: u32,
+    block: u32,
+    layout: Layout,
+    gpus: u32,
+) -> Vec<super::rows::CellId> {
+    arms.iter()
+        .map(|arm| super::rows::CellId {
+            kind,
+            family: family.into(),
+            arm: arm.name().into(),
+            batch_size,
+            block_size: block,
+            layout: layout.to_string(),
+            emulated: layout.emulated(gpus),
+        })
+        .collect()
+}
+
+/// Whether a group still needs measuring. A group is measured whole: one that a resumed run
+/// finds partly done has its rows removed, so its derived rows (the read cost) come from one
+/// invocation; a complete one is skipped and counted as progress.
+pub fn needs_measuring(
+    cells: &[super::rows::CellId],
+    done: &std::collections::HashSet<crate::results::csv::CellKey>,
+    rows: &mut Vec<Row>,
+    progress: &indicatif::ProgressBar,
+) -> bool {
+    if cells.iter().all(|c| done.contains(&c.key())) {
+        progress.inc(cells.len() as u64);
+        return false;
+    }
+    rows.retain(|r| !cells.iter().any(|c| c.key() == r.cell_key()));
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_existing_run_is_refused_unless_resumed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, rows) = existing_rows(dir.path(), false).unwrap();
+        assert!(rows.is_empty());
+        write_rows(&path, &[]).unwrap();
+        let err = existing_rows(dir.path(), false).unwrap_err().to_string();
+        assert!(err.contains("--resume"), "{err}");
+        assert!(existing_rows(dir.path(), true).unwrap().1.is_empty());
+    }
+
+    #[test]
+    fn a_partly_done_group_is_measured_again_whole() {
+        use crate::axes::Arm;
+        let cells = arm_cells(
+            "prep",
+            "dsa_decode",
+            &[Arm::EagerSync, Arm::Graph],
+            8,
+            5,
+            Layout::Dep(2),
+            1,
+        );
+        assert!(cells.iter().all(|c| c.emulated && c.layout == "dep2"));
+        let done_row = cells[0]
+            .summary_row("step_us", "us", &[1.0; 8], "ci", None)
+            .unwrap();
+        let other = arm_cells(
+            "prep",
+            "dsa_decode",
+            &[Arm::EagerSync],
+            1,
+            5,
+            Layout::Tp(1),
+            1,
+        )[0]
+        .summary_row("step_us", "us", &[1.0; 8], "ci", None)
+        .unwrap();
+        let mut rows = vec![done_row.clone(), other.clone()];
+        let progress = indicatif::ProgressBar::hidden();
+        let done = crate::results::csv::completed_cells(&rows);
+        assert!(needs_measuring(&cells, &done, &mut rows, &progress));
+        assert_eq!(
+            rows,
+            vec![other.clone()],
+            "the group's old rows go, others stay"
+        );
+        let second = cells[1]
+            .summary_row("step_us", "us", &[1.0; 8], "ci", None)
+            .unwrap();
+        let mut rows = vec![done_row, second, other];
+        let done = crate::results::csv::completed_cells(&rows);
+        assert!(!needs_measuring(&cells, &done, &mut rows, &progress));
+        assert_eq!(
+            (rows.len(), progress.position()),
+            (3, 2),
+            "a complete group is skipped"
+        );
+    }
+
+    #[test]
+    fn only_layouts_beyond_the_host_are_noted() {
+        let notes = emulation_notes(
+            &[Layout::Tp(1), Layout::Tp(2), Layout::Dep(4)],
+            2,
+            "one rank ran",
+        );
+        assert_eq!(
+            notes,
+            vec!["emulated: dep4 needs 4 GPUs, this host has 2; one rank ran".to_string()]
+        );
+    }
+}

@@ -1,0 +1,553 @@
+//! Host profiles: what the host does in one decode step, and what each piece costs, as a
+//! serving framework runs it. A profile is a JSON file (`host-profiles/*.json` ship
+//! `native` and `pytorch`); every number in it carries the measurement it came from.
+//!
+//! The step is a **host program**: an ordered list of host segments and GPU work. The step
+//! loop runs it for real (busy-waits for host segments, real launches, real reads), so
+//! whatever a host read exposes is exposed by the GPU timeline itself, not by a formula.
+//!
+//! ```json
+//! {
+//!   "name": "pytorch",
+//!   "source": "how and where it was measured",
+//!   "op_us":           { "value": 9.0,  "source": "..." },
+//!   "kernel_us":       { "value": 2.0,  "source": "..." },
+//!   "read_us":         { "value": 20.0, "source": "..." },
+//!   "graph_launch_us": { "value": 6.0,  "source": "..." },
+//!   "upload_us":       { "value": 15.0, "source": "..." },
+//!   "upload_syncs":    { "value": true, "source": "..." },
+//!   "preps": {
+//!     "dspark_draft_block": {
+//!       "source": "...",
+//!       "eager_sync":   { "ops": 12, "launches": 9, "reads": 1, "ops_before_read": 0 },
+//!       "eager_device": { "ops": 11, "launches": 9 },
+//!       "graph":        { "ops": 0,  "launches": 0 },
+//!       "graph_upload": { "ops": 4,  "launches": 0 }
+//!     },
+//!     "dsa_target_verify": { ... }
+//!   },
+//!   "program": [
+//!     { "kind": "host", "name": "scheduler", "us": 50, "source": "..." },
+//!     { "kind": "draft_prep" },
+//!     { "kind": "draft_forward" },
+//!     { "kind": "host", "name": "sampling", "ops": 4, "source": "..." },
+//!     { "kind": "verify_prep" },
+//!     { "kind": "verify_forward" },
+//!     { "kind": "accept", "ops": 1 }
+//!   ]
+//! }
+//! ```
+//!
+//! * `op_us` — host time one framework op costs to issue (Python dispatch, the op's own
+//!   host work and its kernel launch); a prep may override it with its own measured mean.
+//! * `kernel_us` — GPU time of one small framework kernel (a prep may override it with its
+//!   own: its graph replay's GPU time over its launching ops); framework ops launch a spin
+//!   of that length, and graph arms capture the same kernels, so the GPU does the work the
+//!   framework's kernels do. `preps.<family>.kernel_us_by_batch` gives it per batch size.
+//! * `read_us` — host time of one read (`.tolist()`) with the GPU idle, so the wait for the
+//!   GPU is not in it; the step loop tops its own real read up to this.
+//! * `graph_launch_us` — host time of one graph replay (the forwards and the graph arms).
+//! * `upload_us`, `upload_syncs` — host time of `torch.tensor(list, device=...)`, and
+//!   whether it waits for the stream (the `graph-upload` arm copies a constant up so).
+//! * `preps.<family>.<arm>` — framework ops the eager arms issue for that family, how many
+//!   of them launch a GPU kernel, how many reads they make and how many ops come first.
+//!   The plan's own kernels take the last launch slots; the others launch an empty kernel.
+//! * `program` — the step, in order. A `host` item costs `us` plus `ops` × `op_us`.
+
+use crate::axes::Arm;
+use crate::axes::Family;
+use crate::results::env::HOST_PROFILE_NOTE;
+use anyhow::{bail, ensure, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Profiles shipped with the binary, by name.
+pub const BUILT_IN: [(&str, &str); 2] = [
+    ("native", include_str!("../../host-profiles/native.json")),
+    ("pytorch", include_str!("../../host-profiles/pytorch.json")),
+];
+
+/// A value and the measurement (or citation) it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sourced<T> {
+    pub value: T,
+    pub source: String,
+}
+
+/// What an arm's prep issues on the host for one family, besides the plan's own kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ArmOps {
+    /// Framework ops issued (reads not counted).
+    pub ops: u32,
+    /// How many of the ops launch a GPU kernel.
+    #[serde(default)]
+    pub launches: u32,
+    /// Host reads of device values (`.tolist()`, `.item()`); eager-sync only.
+    #[serde(default)]
+    pub reads: u32,
+    /// Ops issued before the first read.
+    #[serde(default)]
+    pub ops_before_read: u32,
+    /// This prep's own mean host µs per op, when measured; else the profile's `op_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op_us: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrepOps {
+    pub source: String,
+    pub eager_sync: ArmOps,
+    pub eager_device: ArmOps,
+    /// Host ops around a graph replay (copies into static inputs), for graph and fused.
+    #[serde(default)]
+    pub graph: ArmOps,
+    /// graph-upload's host ops around its upload and replay (the copy of the uploaded list
+    /// into the graph's input, ...), the upload itself not counted; absent: `graph`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_upload: Option<ArmOps>,
+    /// GPU µs one of this prep's framework kernels takes (its graph replay's GPU time over
+    /// its launching ops), when measured; else the profile's `kernel_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_us: Option<f64>,
+    /// The same, measured at several per-GPU batch sizes (bigger batches, bigger kernels);
+    /// between two of them linear in the batch size, beyond them the nearest. Takes
+    /// precedence over `kernel_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_us_by_batch: Option<BTreeMap<u32, f64>>,
+}
+
+/// Which of the step's two preps or forwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Draft,
+    Verify,
+}
+
+/// One item of the host program.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Item {
+    /// Host work with no GPU work behind it (scheduling, sampling bookkeeping, ...).
+    Host {
+        name: String,
+        #[serde(default)]
+        us: f64,
+        #[serde(default)]
+        ops: u32,
+        #[serde(default)]
+        source: String,
+    },
+    DraftPrep,
+    DraftForward,
+    VerifyPrep,
+    VerifyForward,
+    /// `seq_lens += accepted` on the device, issued as `ops` framework ops.
+    Accept {
+        #[serde(default)]
+        ops: u32,
+    },
+}
+
+impl Item {
+    /// The label of the item in traces and the GPU lane.
+    pub fn label(&self) -> &str {
+        match self {
+            Item::Host { name, .. } => name,
+            Item::DraftPrep => "draft prep",
+            Item::DraftForward => "draft forward",
+            Item::VerifyPrep => "verify prep",
+            Item::VerifyForward => "verify forward",
+            Item::Accept { .. } => "accept",
+        }
+    }
+
+    /// True for items that put work on the GPU.
+    pub fn is_gpu(&self) -> bool {
+        !matches!(self, Item::Host { .. })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostProfile {
+    pub name: String,
+    pub source: String,
+    pub op_us: Sourced<f64>,
+    /// GPU µs of one small framework kernel; 0 launches an empty kernel.
+    pub kernel_us: Sourced<f64>,
+    pub read_us: Sourced<f64>,
+    pub graph_launch_us: Sourced<f64>,
+    pub upload_us: Sourced<f64>,
+    pub upload_syncs: Sourced<bool>,
+    pub preps: BTreeMap<String, PrepOps>,
+    pub program: Vec<Item>,
+}
+
+/// The items that put work on the GPU, each exactly once in every program, in this order.
+pub const GPU_ITEMS_IN_ORDER: [Item; 5] = [
+    Item::DraftPrep,
+    Item::DraftForward,
+    Item::VerifyPrep,
+    Item::VerifyForward,
+    Item::Accept { ops: 0 },
+];
+
+/// A duration field of a profile: finite, from 0 to a second.
+fn check_us(field: &str, v: f64) -> Result<()> {
+    ensure!(
+        v.is_finite() && (0.0..=1e6).contains(&v),
+        "{field} = {v} is not a duration in µs between 0 and 1e6"
+    );
+    Ok(())
+}
+
+/// The families a step prepares: the draft block, then the verify.
+pub const STEP_FAMILIES: [(Phase, Family); 2] = [
+    (Phase::Draft, Family::DsparkDraftBlock),
+    (Phase::Verify, Family::DsaTargetVerify),
+];
+
+pub fn family_of(phase: Phase) -> Family {
+    STEP_FAMILIES
+        .iter()
+        .find(|(p, _)| *p == phase)
+        .map(|&(_, f)| f)
+        .expect("every phase has a family")
+}
+
+impl HostProfile {
+    /// `native`, `pytorch`, or a path to a JSON profile.
+    pub fn load(name_or_path: &str) -> Result<HostProfile> {
+        if let Some((_, text)) = BUILT_IN.iter().find(|(n, _)| *n == name_or_path) {
+            return Self::parse(text).with_context(|| format!("built-in profile {name_or_path}"));
+        }
+        let path = Path::new(name_or_path);
+        if !path.exists() {
+            bail!(
+                "--host-profile: `{name_or_path}` is neither a built-in profile ({}) nor a file",
+                BUILT_IN.map(|(n, _)| n).join(", ")
+            );
+        }
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the host profile {}", path.display()))?;
+        Self::parse(&text).with_context(|| format!("host profile {}", path.display()))
+    }
+
+    pub fn parse(text: &str) -> Result<HostProfile> {
+        let profile: HostProfile = serde_json::from_str(text).context("not a host profile")?;
+        profile.validate()?;
+        Ok(profile)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a profile serialises") + "\n"
+    }
+
+    fn validate(&self) -> Result<()> {
+        for (field, v) in [
+            ("op_us", self.op_us.value),
+            ("kernel_us", self.kernel_us.value),
+            ("read_us", self.read_us.value),
+            ("graph_launch_us", self.graph_launch_us.value),
+            ("upload_us", self.upload_us.value),
+        ] {
+            check_us(field, v)?;
+        }
+        for (_, family) in STEP_FAMILIES {
+            let prep = self.preps.get(family.name()).with_context(|| {
+                format!(
+                    "`preps` has no entry for {}, which a step prepares",
+                    family.name()
+                )
+            })?;
+            for (arm, ops) in [
+                ("eager_sync", prep.eager_sync),
+                ("eager_device", prep.eager_device),
+                ("graph", prep.graph),
+                ("graph_upload", prep.graph_upload.unwrap_or_default()),
+            ] {
+                let at = format!("preps.{}.{arm}", family.name());
+                ensure!(ops.launches <= ops.ops, "{at}: more launches than ops");
+                ensure!(
+                    ops.ops_before_read <= ops.ops,
+                    "{at}: ops_before_read is more than ops"
+                );
+                if let Some(v) = ops.op_us {
+                    check_us(&format!("{at}.op_us"), v)?;
+                }
+                ensure!(
+                    arm == "eager_sync" || ops.reads == 0,
+                    "{at}: only eager_sync reads"
+                );
+            }
+            if let Some(v) = prep.kernel_us {
+                check_us(&format!("preps.{}.kernel_us", family.name()), v)?;
+            }
+            if let Some(by_batch) = &prep.kernel_us_by_batch {
+                let at = format!("preps.{}.kernel_us_by_batch", family.name());
+                ensure!(!by_batch.is_empty(), "{at}: give at least one batch size");
+                ensure!(!by_batch.contains_key(&0), "{at}: batch sizes start at 1");
+                for (bs, &v) in by_batch {
+                    check_us(&format!("{at}.{bs}"), v)?;
+                }
+            }
+            ensure!(
+                prep.eager_sync.reads >= 1,
+                "preps.{}.eager_sync: the eager-sync arm reads at least once",
+                family.name()
+            );
+        }
+        let positions = GPU_ITEMS_IN_ORDER.map(|want| {
+            let at: Vec<usize> = (0..self.program.len())
+                .filter(|&i| {
+                    std::mem::discriminant(&self.program[i]) == std::mem::discriminant(&want)
+                })
+                .collect();
+            (want, at)
+        });
+        for (item, at) in &positions {
+            ensure!(
+                at.len() == 1,
+                "`program` must hold exactly one `{}` item, it holds {}",
+                item.label(),
+                at.len()
+            );
+        }
+        ensure!(
+            positions.windows(2).all(|w| w[0].1[0] < w[1].1[0]),
+            "`program` must order draft prep, draft forward, verify prep, verify forward, accept"
+        );
+        for item in &self.program {
+            if let Item::Host { name, us, .. } = item {
+                check_us(&format!("host item `{name}`: us"), *us)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// What `arm` issues on the host for `phase`'s prep.
+    pub fn arm_ops(&self, phase: Phase, arm: Arm) -> ArmOps {
+        let prep = &self.preps[family_of(phase).name()];
+        match arm {
+            Arm::EagerSync => prep.eager_sync,
+            Arm::EagerDevice => prep.eager_device,
+            Arm::GraphUpload => prep.graph_upload.unwrap_or(prep.graph),
+            Arm::Graph | Arm::Fused => prep.graph,
+        }
+    }
+
+    /// Host µs per op of `arm`'s prep for `phase`.
+    pub fn prep_op_us(&self, phase: Phase, arm: Arm) -> f64 {
+        self.arm_ops(phase, arm).op_us.unwrap_or(self.op_us.value)
+    }
+
+    /// GPU µs of one framework kernel of `phase`'s prep at per-GPU batch size `batch`.
+    pub fn prep_kernel_us(&self, phase: Phase, batch: u32) -> f64 {
+        let prep = &self.preps[family_of(phase).name()];
+        match &prep.kernel_us_by_batch {
+            Some(by_batch) => interpolate(by_batch, batch),
+            None => prep.kernel_us.unwrap_or(self.kernel_us.value),
+        }
+    }
+
+    /// Host µs of a `host` item.
+    pub fn host_item_us(&self, us: f64, ops: u32) -> f64 {
+        us + f64::from(ops) * self.op_us.value
+    }
+
+    /// Every host duration multiplied by `scale` (the what-if axis); reads, launches and
+    /// op counts stay as measured.
+    pub fn scaled(&self, scale: f64) -> Result<HostProfile> {
+        ensure!(
+            scale.is_finite() && scale > 0.0 && scale <= 1000.0,
+            "--host-scale {scale}: give a factor above 0 and at most 1000, such as 0.5,1,2"
+        );
+        let mut p = self.clone();
+        p.op_us.value *= scale;
+        for prep in p.preps.values_mut() {
+            for ops in [
+                &mut prep.eager_sync,
+                &mut prep.eager_device,
+                &mut prep.graph,
+            ] {
+                ops.op_us = ops.op_us.map(|v| v * scale);
+            }
+        }
+        for item in &mut p.program {
+            if let Item::Host { us, .. } = item {
+                *us *= scale;
+            }
+        }
+        Ok(p)
+    }
+
+    /// One line for notes and summaries: the name, the key costs and where they came from.
+    pub fn describe(&self) -> String {
+        format!(
+            "{HOST_PROFILE_NOTE}{}` (op {:.1} us, read {:.1} us, graph launch {:.1} us; {})",
+            self.name,
+            self.op_us.value,
+            self.read_us.value,
+            self.graph_launch_us.value,
+            self.source
+        )
+    }
+}
+
+/// `points` (batch size → µs, not empty) at `batch`: linear between the two measured batch
+/// sizes around it, the nearest one's value beyond them.
+fn interpolate(points: &BTreeMap<u32, f64>, batch: u32) -> f64 {
+    let below = points.range(..=batch).next_back();
+    let above = points.range(batch..).next();
+    match (below, above) {
+        (Some((&b0, &v0)), Some((&b1, &v1))) if b1 > b0 => {
+            v0 + (v1 - v0) * f64::from(batch - b0) / f64::from(b1 - b0)
+        }
+        (Some((_, &v)), _) | (None, Some((_, &v))) => v,
+        (None, None) => unreachable!("validated: kernel_us_by_batch is not empty"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_in_profiles_parse_and_name_themselves() {
+        for (name, _) in BUILT_IN {
+            let p = HostProfile::load(name).unwrap();
+            assert_eq!(p.name, name);
+            assert!(!p.source.is_empty());
+        }
+    }
+
+    #[test]
+    fn native_adds_no_host_cost_to_the_preps() {
+        let p = HostProfile::load("native").unwrap();
+        for (phase, _) in STEP_FAMILIES {
+            for arm in Arm::ALL {
+                assert_eq!(p.arm_ops(phase, arm).ops, 0, "{arm}");
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_names_and_files_are_refused_with_the_choices() {
+        let e = HostProfile::load("tensorflow").unwrap_err().to_string();
+        assert!(e.contains("native, pytorch"), "{e}");
+    }
+
+    fn native_json() -> serde_json::Value {
+        serde_json::from_str(BUILT_IN[0].1).unwrap()
+    }
+
+    fn parse_err(v: &serde_json::Value) -> String {
+        format!("{:#}", HostProfile::parse(&v.to_string()).unwrap_err())
+    }
+
+    #[test]
+    fn a_program_must_hold_each_gpu_item_once_and_in_order() {
+        let mut v = native_json();
+        let program = v["program"].as_array_mut().unwrap();
+        program.retain(|i| i["kind"] != "accept");
+        assert!(parse_err(&v).contains("exactly one `accept`"));
+
+        let mut v = native_json();
+        let program = v["program"].as_array_mut().unwrap();
+        let draft = program
+            .iter()
+            .position(|i| i["kind"] == "draft_prep")
+            .unwrap();
+        let fwd = program
+            .iter()
+            .position(|i| i["kind"] == "draft_forward")
+            .unwrap();
+        program.swap(draft, fwd);
+        assert!(parse_err(&v).contains("must order"), "{}", parse_err(&v));
+    }
+
+    #[test]
+    fn bad_numbers_and_unknown_fields_are_refused() {
+        let mut v = native_json();
+        v["op_us"]["value"] = serde_json::json!(-1.0);
+        assert!(parse_err(&v).contains("op_us"));
+        let mut v = native_json();
+        v["preps"]["dsa_target_verify"]["eager_sync"]["reads"] = serde_json::json!(0);
+        assert!(parse_err(&v).contains("reads at least once"));
+        let mut v = native_json();
+        v["preps"]["dsa_target_verify"]["eager_device"]["launches"] = serde_json::json!(99);
+        assert!(parse_err(&v).contains("more launches than ops"));
+        let mut v = native_json();
+        v["opus"] = serde_json::json!(1);
+        assert!(parse_err(&v).contains("opus"), "{}", parse_err(&v));
+        let mut v = native_json();
+        v["preps"]
+            .as_object_mut()
+            .unwrap()
+            .remove("dspark_draft_block");
+        assert!(parse_err(&v).contains("dspark_draft_block"));
+    }
+
+    #[test]
+    fn kernel_time_follows_the_batch_size_between_measured_points() {
+        let mut v = native_json();
+        v["preps"]["dsa_target_verify"]["kernel_us"] = serde_json::json!(9.0);
+        v["preps"]["dsa_target_verify"]["kernel_us_by_batch"] =
+            serde_json::json!({"1": 2.0, "8": 3.4, "64": 8.0});
+        let p = HostProfile::parse(&v.to_string()).unwrap();
+        let at = |bs| p.prep_kernel_us(Phase::Verify, bs);
+        assert_eq!(at(1), 2.0);
+        assert!((at(4) - 2.6).abs() < 1e-12, "{}", at(4)); // 2 + 1.4 * 3/7
+        assert_eq!(at(64), 8.0);
+        assert_eq!(at(256), 8.0, "beyond the last point: the nearest");
+        // The per-batch table wins over the single value; the other family keeps its own.
+        assert_eq!(
+            p.prep_kernel_us(Phase::Draft, 8),
+            p.preps["dspark_draft_block"]
+                .kernel_us
+                .unwrap_or(p.kernel_us.value)
+        );
+
+        v["preps"]["dsa_target_verify"]["kernel_us_by_batch"] = serde_json::json!({"0": 1.0});
+        assert!(
+            parse_err(&v).contains("batch sizes start at 1"),
+            "{}",
+            parse_err(&v)
+        );
+        v["preps"]["dsa_target_verify"]["kernel_us_by_batch"] = serde_json::json!({"8": -1.0});
+        assert!(
+            parse_err(&v).contains("kernel_us_by_batch.8"),
+            "{}",
+            parse_err(&v)
+        );
+    }
+
+    #[test]
+    fn scaling_multiplies_host_durations_only() {
+        let p = HostProfile::load("pytorch").unwrap();
+        let s = p.scaled(2.0).unwrap();
+        assert_eq!(s.op_us.value, 2.0 * p.op_us.value);
+        assert_eq!(s.read_us, p.read_us);
+        assert_eq!(s.graph_launch_us, p.graph_launch_us);
+        for (a, b) in p.program.iter().zip(&s.program) {
+            if let (Item::Host { us: x, ops: n, .. }, Item::Host { us: y, ops: m, .. }) = (a, b) {
+                assert_eq!(*y, 2.0 * x);
+                assert_eq!(n, m);
+            }
+        }
+        for bad in [0.0, -1.0, f64::NAN, 1e9] {
+            assert!(p.scaled(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn round_trips_through_json() {
+        let p = HostProfile::load("pytorch").unwrap();
+        assert_eq!(HostProfile::parse(&p.to_json()).unwrap(), p);
+    }
+}

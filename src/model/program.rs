@@ -1,0 +1,402 @@
+//! The host program of one step, item by item and op by op, and a simulation of it.
+//!
+//! The step loop (`run.rs`) runs these sequences for real on the GPU host. The same
+//! sequences also drive [`simulate`], a discrete model of one host thread and one GPU
+//! stream: the tests use it to pin down what the real run must show (a read exposes the
+//! host work after it and hides the work before it), without a GPU.
+
+use super::host_profile::{ArmOps, HostProfile, Item, Phase};
+use crate::axes::Arm;
+
+/// One host action of a prep, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrepStep {
+    /// A host read of device lengths (`.tolist()`): waits for the GPU to drain.
+    Read,
+    /// One framework op: host time, and maybe a kernel launch.
+    Op(Option<OpLaunch>),
+    /// One of the plan's own kernels, launched with no framework op around it (native).
+    Kernel(usize),
+    /// graph-upload: `torch.tensor([N] * bs, device=...)` copied into the graph's input.
+    Upload,
+    /// One replay of the prep's graph.
+    Replay,
+}
+
+/// What a framework op launches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpLaunch {
+    /// An op whose kernel the plan does not need (the framework's own small kernels).
+    Empty,
+    /// The plan's kernel with this index.
+    Kernel(usize),
+}
+
+impl PrepStep {
+    /// True when the step puts work on the GPU stream.
+    pub fn launches(self) -> bool {
+        matches!(
+            self,
+            PrepStep::Op(Some(_)) | PrepStep::Kernel(_) | PrepStep::Replay
+        )
+    }
+}
+
+/// The host actions of `arm`'s prep: `ops` framework ops, the last `launches` of which
+/// launch a kernel, with the plan's `kernels` in the last launching slots (any that do not
+/// fit follow the ops, as native launches). eager-sync makes its reads after
+/// `ops_before_read` ops, and never after its first real kernel (those kernels read the
+/// host-built list). Graph arms run their ops, then graph-upload's copy, then the replay.
+pub fn prep_sequence(arm: Arm, ops: ArmOps, kernels: usize) -> Vec<PrepStep> {
+    let n = ops.ops as usize;
+    let mut seq = Vec::with_capacity(n + kernels + ops.reads as usize + 2);
+    if arm.uses_graph() {
+        seq.extend(std::iter::repeat_n(PrepStep::Op(None), n));
+        if arm == Arm::GraphUpload {
+            seq.push(PrepStep::Upload);
+        }
+        seq.push(PrepStep::Replay);
+        return seq;
+    }
+    let launching = (ops.launches as usize).min(n);
+    let in_slots = kernels.min(launching);
+    let first_launch = n - launching;
+    let first_kernel_slot = n - in_slots;
+    let reads = if arm.reads_host() {
+        ops.reads.max(1) as usize
+    } else {
+        0
+    };
+    let read_at = (ops.ops_before_read as usize).min(first_kernel_slot);
+    for slot in 0..n {
+        if slot == read_at {
+            seq.extend(std::iter::repeat_n(PrepStep::Read, reads));
+        }
+        let launch = if slot >= first_kernel_slot {
+            Some(OpLaunch::Kernel(slot - first_kernel_slot))
+        } else if slot >= first_launch {
+            Some(OpLaunch::Empty)
+        } else {
+            None
+        };
+        seq.push(PrepStep::Op(launch));
+    }
+    if read_at >= n {
+        seq.extend(std::iter::repeat_n(PrepStep::Read, reads));
+    }
+    seq.extend((in_slots..kernels).map(PrepStep::Kernel));
+    seq
+}
+
+/// Where the prep's GPU span starts: the first launch after its last blocking step (a read
+/// or a syncing upload), so the time the GPU waits for the host is not counted as prep.
+pub fn span_start(seq: &[PrepStep], upload_syncs: bool) -> usize {
+    let blocking = |s: &PrepStep| *s == PrepStep::Read || (upload_syncs && *s == PrepStep::Upload);
+    let after = seq.iter().rposition(blocking).map_or(0, |i| i + 1);
+    seq[after..]
+        .iter()
+        .position(|s| s.launches())
+        .map_or(seq.len(), |i| after + i)
+}
+
+/// GPU durations (µs) the simulation gives each kind of work.
+#[derive(Debug, Clone, Copy)]
+pub struct SimGpu {
+    pub forward_us: f64,
+    /// A real prep kernel, a framework op's kernel, the accept kernel.
+    pub kernel_us: f64,
+    /// A whole prep graph.
+    pub replay_us: f64,
+    /// Host time of a read with the GPU idle, before the profile's top-up.
+    pub read_us: f64,
+}
+
+/// What the simulation saw per step (µs, steady state).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimStep {
+    pub step_us: f64,
+    pub gpu_idle_us: f64,
+}
+
+/// Runs the host program of `arm` for `steps` steps on one host thread and one GPU
+/// stream, with the host allowed one step ahead (it waits for step k−2 before step k), and
+/// returns the last step's wall time and GPU idle time. Host items and ops cost what the
+/// profile says; a read waits for the stream to drain, then costs `max(read_us, profile)`.
+pub fn simulate(profile: &HostProfile, arm: Arm, gpu: SimGpu, steps: usize) -> SimStep {
+    let mut host = 0.0f64;
+    let mut stream = 0.0f64;
+    let mut idle = 0.0f64;
+    let mut done: Vec<f64> = Vec::with_capacity(steps);
+    // Enqueues `us` of GPU work at host time `host`; counts the idle time before it.
+    let launch = |host: f64, stream: &mut f64, idle: &mut f64, us: f64| {
+        if host > *stream {
+            *idle += host - *stream;
+            *stream = host;
+        }
+        *stream += us;
+    };
+    let read_us = gpu.read_us.max(profile.read_us.value);
+    let mut idle_at_step = Vec::with_capacity(steps);
+    for k in 0..steps {
+        if k >= 2 {
+            host = host.max(done[k - 2]);
+        }
+        for item in &profile.program {
+            match item {
+                Item::Host { us, ops, .. } => {
+                    host += us;
+                    for _ in 0..*ops {
+                        launch(host, &mut stream, &mut idle, gpu.kernel_us);
+                        host += profile.op_us.value;
+                    }
+                }
+                Item::DraftPrep | Item::VerifyPrep => {
+                    let phase = if *item == Item::DraftPrep {
+                        Phase::Draft
+                    } else {
+                        Phase::Verify
+                    };
+                    let op_us = profile.prep_op_us(phase, arm);
+                    for step in prep_sequence(arm, profile.arm_ops(phase, arm), 2) {
+                        match step {
+                            PrepStep::Read => host = host.max(stream) + read_us,
+                            PrepStep::Op(l) => {
+                                if l.is_some() {
+                                    launch(host, &mut stream, &mut idle, gpu.kernel_us);
+                                }
+                                host += op_us;
+                            }
+                            PrepStep::Kernel(_) => {
+                                launch(host, &mut stream, &mut idle, gpu.kernel_us)
+                            }
+                            PrepStep::Upload => {
+                                if profile.upload_syncs.value {
+                                    host = host.max(stream);
+                                }
+                                host += profile.upload_us.value;
+                            }
+                            PrepStep::Replay => {
+                                launch(host, &mut stream, &mut idle, gpu.replay_us);
+                                host += profile.graph_launch_us.value;
+                            }
+                        }
+                    }
+                }
+                Item::DraftForward | Item::VerifyForward => {
+                    launch(host, &mut stream, &mut idle, gpu.forward_us);
+                    host += profile.graph_launch_us.value;
+                }
+                Item::Accept { ops } => {
+                    launch(host, &mut stream, &mut idle, gpu.kernel_us);
+                    host += f64::from((*ops).max(1)) * profile.op_us.value;
+                }
+            }
+        }
+        done.push(stream);
+        idle_at_step.push(idle);
+    }
+    let last = steps - 1;
+    SimStep {
+        step_us: done[last] - done[last - 1],
+        gpu_idle_us: idle_at_step[last] - idle_at_step[last - 1],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::host_profile::{PrepOps, Sourced};
+    use std::collections::BTreeMap;
+
+    fn ops(ops: u32, launches: u32, reads: u32, before: u32) -> ArmOps {
+        ArmOps {
+            ops,
+            launches,
+            reads,
+            ops_before_read: before,
+            op_us: None,
+        }
+    }
+
+    #[test]
+    fn native_eager_sync_reads_then_launches_the_plan() {
+        let seq = prep_sequence(Arm::EagerSync, ops(0, 0, 1, 0), 3);
+        use PrepStep::*;
+        assert_eq!(seq, [Read, Kernel(0), Kernel(1), Kernel(2)]);
+        assert_eq!(span_start(&seq, false), 1);
+        let dev = prep_sequence(Arm::EagerDevice, ops(0, 0, 0, 0), 2);
+        assert_eq!(dev, [Kernel(0), Kernel(1)]);
+        assert_eq!(span_start(&dev, false), 0);
+    }
+
+    #[test]
+    fn framework_ops_put_the_plan_kernels_in_the_last_launching_slots() {
+        use OpLaunch::Empty;
+        use PrepStep::{Op, Read};
+        let k = |i| Op(Some(OpLaunch::Kernel(i)));
+        // 6 ops, the last 4 launch, 2 real kernels; read after 2 ops.
+        let seq = prep_sequence(Arm::EagerSync, ops(6, 4, 1, 2), 2);
+        assert_eq!(
+            seq,
+            [
+                Op(None),
+                Op(None),
+                Read,
+                Op(Some(Empty)),
+                Op(Some(Empty)),
+                k(0),
+                k(1)
+            ]
+        );
+        assert_eq!(span_start(&seq, false), 3);
+        // More kernels than launching slots: the rest follow, in order.
+        let seq = prep_sequence(Arm::EagerDevice, ops(2, 1, 0, 0), 3);
+        assert_eq!(
+            seq,
+            [Op(None), k(0), PrepStep::Kernel(1), PrepStep::Kernel(2)]
+        );
+    }
+
+    #[test]
+    fn a_read_never_comes_after_the_kernels_that_need_it() {
+        let seq = prep_sequence(Arm::EagerSync, ops(4, 2, 2, 4), 2);
+        let first_kernel = seq
+            .iter()
+            .position(|s| matches!(s, PrepStep::Op(Some(OpLaunch::Kernel(0)))))
+            .unwrap();
+        let reads: Vec<usize> = (0..seq.len())
+            .filter(|&i| seq[i] == PrepStep::Read)
+            .collect();
+        assert_eq!(reads.len(), 2);
+        assert!(reads.iter().all(|&r| r < first_kernel), "{seq:?}");
+    }
+
+    #[test]
+    fn graph_arms_replay_after_their_ops_and_upload_before_the_replay() {
+        use PrepStep::*;
+        assert_eq!(
+            prep_sequence(Arm::Graph, ops(1, 0, 0, 0), 3),
+            [Op(None), Replay]
+        );
+        let up = prep_sequence(Arm::GraphUpload, ops(0, 0, 0, 0), 3);
+        assert_eq!(up, [Upload, Replay]);
+        assert_eq!(span_start(&up, true), 1);
+        assert_eq!(prep_sequence(Arm::Fused, ops(0, 0, 0, 0), 1), [Replay]);
+    }
+
+    /// A profile with `after` ops following the read and `before` ops preceding it in each
+    /// prep, `op_us` each, and `between` µs of host work between the phases.
+    fn synthetic(before: u32, after: u32, op_us: f64, between: f64) -> HostProfile {
+        let s = |v: f64| Sourced {
+            value: v,
+            source: "test".into(),
+        };
+        let prep = PrepOps {
+            source: "test".into(),
+            eager_sync: ops(before + after, 0, 1, before),
+            eager_device: ops(before + after, 0, 0, 0),
+            graph: ops(0, 0, 0, 0),
+            graph_upload: None,
+            kernel_us: None,
+            kernel_us_by_batch: None,
+        };
+        HostProfile {
+            name: "test".into(),
+            source: "test".into(),
+            op_us: s(op_us),
+            kernel_us: s(0.0),
+            read_us: s(0.0),
+            graph_launch_us: s(0.0),
+            upload_us: s(0.0),
+            upload_syncs: Sourced {
+                value: true,
+                source: "test".into(),
+            },
+            preps: BTreeMap::from([
+                ("dspark_draft_block".into(), prep.clone()),
+                ("dsa_target_verify".into(), prep),
+            ]),
+            program: vec![
+                Item::DraftPrep,
+                Item::DraftForward,
+                Item::Host {
+                    name: "between".into(),
+                    us: between,
+                    ops: 0,
+                    source: String::new(),
+                },
+                Item::VerifyPrep,
+                Item::VerifyForward,
+                Item::Accept { ops: 0 },
+            ],
+        }
+    }
+
+    const GPU: SimGpu = SimGpu {
+        forward_us: 1000.0,
+        kernel_us: 0.0,
+        replay_us: 0.0,
+        read_us: 10.0,
+    };
+
+    #[test]
+    fn graph_hides_host_work_behind_the_forwards() {
+        let p = synthetic(0, 20, 10.0, 100.0);
+        let graph = simulate(&p, Arm::Graph, GPU, 20);
+        assert_eq!(graph.step_us, 2000.0);
+        assert_eq!(graph.gpu_idle_us, 0.0);
+        let device = simulate(&p, Arm::EagerDevice, GPU, 20);
+        assert_eq!(
+            device.step_us, 2000.0,
+            "400 µs of prep ops fit behind 2 ms of forwards"
+        );
+    }
+
+    #[test]
+    fn a_read_exposes_the_work_after_it_and_hides_the_work_before_it() {
+        // Each read waits for the stream, then the read (10 µs) and the ops after it are
+        // exposed: two preps x (10 + 20 x 10) µs.
+        let after = simulate(&synthetic(0, 20, 10.0, 0.0), Arm::EagerSync, GPU, 20);
+        assert_eq!(after.step_us, 2000.0 + 2.0 * (10.0 + 200.0));
+        assert_eq!(after.gpu_idle_us, 2.0 * 210.0);
+        // The same ops before the read overlap the forward: only the read shows.
+        let before = simulate(&synthetic(20, 0, 10.0, 0.0), Arm::EagerSync, GPU, 20);
+        assert_eq!(before.step_us, 2000.0 + 2.0 * 10.0);
+    }
+
+    #[test]
+    fn the_read_penalty_grows_with_the_host_work_that_follows_it() {
+        let penalty = |after: u32| {
+            let p = synthetic(0, after, 10.0, 0.0);
+            simulate(&p, Arm::EagerSync, GPU, 20).step_us
+                - simulate(&p, Arm::Graph, GPU, 20).step_us
+        };
+        let seq: Vec<f64> = [0, 5, 10, 40].map(penalty).to_vec();
+        assert!(seq.windows(2).all(|w| w[1] > w[0]), "{seq:?}");
+        assert_eq!(seq[3] - seq[2], 2.0 * 30.0 * 10.0);
+    }
+
+    #[test]
+    fn host_work_between_phases_shows_only_past_the_draft_forward() {
+        // The verify prep's read waits for the draft forward (1000 µs); host work between
+        // the phases overlaps it until it is longer.
+        let short = simulate(&synthetic(0, 0, 10.0, 500.0), Arm::EagerSync, GPU, 20);
+        let long = simulate(&synthetic(0, 0, 10.0, 1500.0), Arm::EagerSync, GPU, 20);
+        assert_eq!(short.step_us, 2000.0 + 2.0 * 10.0);
+        assert_eq!(long.step_us, 2000.0 + 2.0 * 10.0 + 500.0);
+    }
+
+    #[test]
+    fn a_syncing_upload_before_each_replay_drains_the_stream_too() {
+        let p = synthetic(0, 0, 10.0, 0.0);
+        let mut syncing = p.clone();
+        syncing.upload_us.value = 15.0;
+        let up = simulate(&syncing, Arm::GraphUpload, GPU, 20);
+        assert_eq!(up.step_us, 2000.0 + 2.0 * 15.0);
+        syncing.upload_syncs.value = false;
+        assert_eq!(
+            simulate(&syncing, Arm::GraphUpload, GPU, 20).step_us,
+            2000.0
+        );
+    }
+}

@@ -1,0 +1,697 @@
+//! The tidy results CSV: one row per (cell, metric).
+//!
+//! A *cell* is one point of a sweep: (kind, family, arm, batch size, block size, layout).
+//! Every metric of a cell is its own row so that charts, summaries and `compare` can filter
+//! without knowing which metrics exist.
+
+use crate::results::atomic::write_atomic;
+use crate::stats::summary::MIN_CI_SAMPLES;
+use anyhow::{bail, Context, Result};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::fmt;
+use std::path::Path;
+
+/// Which harness produced a row.
+pub const KIND_PREP: &str = "prep"; // one arm's metadata prep, timed per step
+pub const KIND_FLOOR: &str = "floor"; // empty launch, empty graph, bare D2H/H2D round trips
+pub const KIND_STEP: &str = "step"; // the whole decode-step model
+
+/// The paired ratio of an arm's step time over eager-sync's, formed inside each round.
+pub const STEP_RATIO_VS_EAGER_SYNC: &str = "step_ratio_vs_eager_sync";
+
+/// The `family` column of step rows: the draft and verify metadata a step prepares.
+pub const STEP_FAMILY: &str = "dspark+dsa_target_verify";
+/// How a step row's family names a what-if host scale: `dspark+dsa_target_verify host x2`.
+const HOST_SCALE_MARK: &str = " host x";
+
+/// The `family` of step rows run at host scale `scale` (plain [`STEP_FAMILY`] at 1).
+pub fn step_family(scale: f64) -> String {
+    if scale == 1.0 {
+        STEP_FAMILY.to_string()
+    } else {
+        format!("{STEP_FAMILY}{HOST_SCALE_MARK}{scale}")
+    }
+}
+
+/// The host scale a step row's family names: 1 for a plain family, `None` for one whose
+/// scale does not parse.
+pub fn host_scale_of(family: &str) -> Option<f64> {
+    match family.split_once(HOST_SCALE_MARK) {
+        None => Some(1.0),
+        Some((_, scale)) => scale
+            .parse()
+            .ok()
+            .filter(|s: &f64| s.is_finite() && *s > 0.0),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// `prep`, `floor` or `step`.
+    pub kind: String,
+    /// Metadata family (`dspark_draft_block`, `dsa_decode`, ...); `floor` for floor rows;
+    /// for step rows, the family pair the step prepares (`dspark+dsa_target_verify`), with
+    /// ` host x<scale>` after it for what-if host scales other than 1.
+    pub family: String,
+    /// `eager-sync`, `eager-device`, `graph`, `fused`; for floor rows the floor item
+    /// (`empty-kernel`, `empty-graph`, `d2h-int`, `h2d-pinned`, `h2d-pageable`).
+    pub arm: String,
+    pub batch_size: u32,
+    /// Draft block size (gamma) for dspark, draft tokens per request (N) for the DSA families.
+    pub block_size: u32,
+    /// `tp1`, `tp2`, `tp4`, `tp8`, `dep2`, `dep4`.
+    pub layout: String,
+    /// True when the layout needs more GPUs than the run had and one rank ran on one GPU.
+    pub emulated: bool,
+    /// Metric name, e.g. `step_us`, `gpu_prep_us`, `host_issue_us`, `host_blocked_us`,
+    /// `floor_multiple`, `read_cost_us`, `step_ratio_vs_eager_sync`, `itl_us`,
+    /// `throughput_tok_s`, `occupancy`, `gap_us`.
+    pub metric: String,
+    /// `us`, `tok/s`, `ratio`, `x`.
+    pub unit: String,
+    pub median: f64,
+    pub p10: f64,
+    pub p90: f64,
+    /// 95% confidence interval of the median.
+    pub ci_lo: f64,
+    pub ci_hi: f64,
+    /// Finite samples behind the median (over all rounds of a row measured in rounds).
+    pub samples: u64,
+    /// Rounds the row was measured in (`sweep`: its median is the median of the rounds'
+    /// medians and its interval spans the rounds); 0 for a row measured in one stretch
+    /// (`steps`, and every row of a sweep by a metaprep before rounds, whose CSV has no such
+    /// column).
+    #[serde(default)]
+    pub rounds: u32,
+    /// Measured in rounds: `precision`, `max-rounds` or `time-cap` (what stopped the cell's
+    /// rounds); in one stretch: `ci` (converged), `time-cap`, `sample-cap` or `fixed`;
+    /// `derived` for a difference or ratio of other rows.
+    pub stop_reason: String,
+    /// NVML saw a throttle / clock-event reason other than idle during the cell.
+    pub throttled: bool,
+    /// Raw NVML clock-event (throttle) reason bits OR-ed over the cell, hex; empty without NVML.
+    pub clock_event_reasons: String,
+    /// NVML medians over the cell; empty without NVML.
+    pub sm_clock_mhz: Option<f64>,
+    pub mem_clock_mhz: Option<f64>,
+    pub power_w: Option<f64>,
+    pub temp_c: Option<f64>,
+    pub gpu_util_pct: Option<f64>,
+}
+
+/// The header of a results CSV, in `Row` field order. `read_rows` checks a file's header
+/// against it so that a CSV from another tool or version fails with the columns named.
+pub const COLUMNS: &[&str] = &[
+    "kind",
+    "family",
+    "arm",
+    "batch_size",
+    "block_size",
+    "layout",
+    "emulated",
+    "metric",
+    "unit",
+    "median",
+    "p10",
+    "p90",
+    "ci_lo",
+    "ci_hi",
+    "samples",
+    "rounds",
+    "stop_reason",
+    "throttled",
+    "clock_event_reasons",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "power_w",
+    "temp_c",
+    "gpu_util_pct",
+];
+
+/// Columns an older metaprep did not write: a file without them reads with their defaults.
+const OPTIONAL_COLUMNS: &[&str] = &["rounds"];
+
+/// Identifies one cell of a sweep: every metric row of a cell shares it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CellKey {
+    pub kind: String,
+    pub family: String,
+    pub arm: String,
+    pub batch_size: u32,
+    pub block_size: u32,
+    pub layout: String,
+}
+
+impl fmt::Display for CellKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}/{} bs={} block={} {}",
+            self.kind, self.family, self.arm, self.batch_size, self.block_size, self.layout
+        )
+    }
+}
+
+impl Row {
+    pub fn cell_key(&self) -> CellKey {
+        CellKey {
+            kind: self.kind.clone(),
+            family: self.family.clone(),
+            arm: self.arm.clone(),
+            batch_size: self.batch_size,
+            block_size: self.block_size,
+            layout: self.layout.clone(),
+        }
+    }
+}
+
+/// The cells that already have rows. A sweep writes the whole file atomically after each
+/// cell, so a cell present in the file is complete and `--resume` can skip it.
+pub fn completed_cells(rows: &[Row]) -> HashSet<CellKey> {
+    rows.iter().map(Row::cell_key).collect()
+}
+
+/// Writes `rows` as a results CSV, replacing `path` atomically: a crash or a failed write
+/// leaves the previous file as it was. The header is written even with no rows.
+pub fn write_rows(path: &Path, rows: &[Row]) -> Result<()> {
+    let mut writer = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    writer.write_record(COLUMNS)?;
+    for row in rows {
+        writer.serialize(row).with_context(|| {
+            format!("serialising cell {} for {}", row.cell_key(), path.display())
+        })?;
+    }
+    let bytes = writer
+        .into_inner()
+        .map_err(|e| anyhow::anyhow!("buffering {}: {}", path.display(), e.error()))?;
+    write_atomic(path, &bytes)
+}
+
+/// Reads a results CSV written by [`write_rows`]. Every failure names the file, the line
+/// and what to do about it.
+pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
+    let mut rows: Vec<Row> = read_table(path, COLUMNS, OPTIONAL_COLUMNS)?;
+    for (i, row) in rows.iter().enumerate() {
+        // Records are one line each, after the header.
+        check_values(row).map_err(|why| {
+            anyhow::anyhow!(
+                "{} line {}: {} {}: {why}: fix or delete that line",
+                path.display(),
+                i + 2,
+                row.cell_key(),
+                row.metric
+            )
+        })?;
+    }
+    // A measured median with fewer samples than any 95% interval needs has no CI, whatever
+    // an older writer put there (a one-sample "interval" of zero width claims certainty).
+    for r in rows
+        .iter_mut()
+        .filter(|r| r.stop_reason != "derived" && (r.samples as usize) < MIN_CI_SAMPLES)
+    {
+        r.ci_lo = f64::NAN;
+        r.ci_hi = f64::NAN;
+    }
+    Ok(rows)
+}
+
+/// Why a row's numbers cannot be a measurement: a median that is not a number, an infinite
+/// value, or a negative time, rate or ratio (a derived row, a difference, may be negative).
+fn check_values(row: &Row) -> std::result::Result<(), String> {
+    if row.median.is_nan() {
+        return Err("the median is not a number".into());
+    }
+    let values = [
+        ("median", row.median),
+        ("p10", row.p10),
+        ("p90", row.p90),
+        ("ci_lo", row.ci_lo),
+        ("ci_hi", row.ci_hi),
+    ];
+    if let Some((name, v)) = values.iter().find(|(_, v)| v.is_infinite()) {
+        return Err(format!("{name} is {v}"));
+    }
+    if row.stop_reason != "derived" {
+        if let Some((name, v)) = values.iter().find(|(_, v)| *v < 0.0) {
+            return Err(format!("{name} {v} {} is negative", row.unit));
+        }
+    }
+    Ok(())
+}
+
+/// Reads the rows a `--resume` starts from: none when the file does not exist yet (the first
+/// run into a directory), an error when it exists but cannot be read, so a damaged file is
+/// never silently overwritten.
+pub fn rows_for_resume(path: &Path) -> Result<Vec<Row>> {
+    if path.exists() {
+        read_rows(path)
+    } else {
+        Ok(Vec::new())
+    }
+}
+
+/// Reads a CSV whose header must hold exactly `columns` (in any order), less any of
+/// `optional` (which `T` must default), into `T`s.
+pub(crate) fn read_table<T: DeserializeOwned>(
+    path: &Path,
+    columns: &[&str],
+    optional: &[&str],
+) -> Result<Vec<T>> {
+    let name = path.display();
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+            "{name} does not exist: check the path (results are written by \
+             `metaprep sweep --out DIR` and `metaprep steps --out DIR`)"
+        ),
+        Err(e) => return Err(e).with_context(|| format!("reading {name}")),
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        bail!(
+            "{name} is empty (no header line): the run that wrote it stopped before its first \
+             result; rerun it"
+        );
+    }
+    let ends_with_newline = bytes.last() == Some(&b'\n');
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(true)
+        .from_reader(bytes.as_slice());
+    let headers = reader
+        .headers()
+        .with_context(|| format!("{name} line 1: cannot read the header"))?
+        .clone();
+    check_header(&name.to_string(), &headers, columns, optional)?;
+
+    let mut items = Vec::new();
+    let mut records = reader.records().peekable();
+    while let Some(record) = records.next() {
+        let record = record.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            anyhow::anyhow!("{name} line {line}: {e}: fix or delete that line")
+        })?;
+        let line = record.position().map_or(0, |p| p.line());
+        if record.len() != headers.len() {
+            let is_last = records.peek().is_none();
+            if is_last && !ends_with_newline && record.len() < headers.len() {
+                bail!(
+                    "{name} line {line}: the last line is cut short ({} of {} fields, no final \
+                     newline): the file was truncated; delete that line and rerun the missing \
+                     cell (`--resume` reruns only cells absent from the file)",
+                    record.len(),
+                    headers.len()
+                );
+            }
+            bail!(
+                "{name} line {line}: {} fields where the header has {}: fix or delete that line",
+                record.len(),
+                headers.len()
+            );
+        }
+        let item = record
+            .deserialize(Some(&headers))
+            .map_err(|e| describe_field_error(&name.to_string(), line, &headers, &record, &e))?;
+        items.push(item);
+    }
+    Ok(items)
+}
+
+/// Names the missing and unexpected columns; the order of columns does not matter because
+/// fields are matched by name.
+fn check_header(
+    name: &str,
+    headers: &csv::StringRecord,
+    columns: &[&str],
+    optional: &[&str],
+) -> Result<()> {
+    let found: Vec<&str> = headers.iter().collect();
+    let missing: Vec<&str> = columns
+        .iter()
+        .copied()
+        .filter(|c| !found.contains(c) && !optional.contains(c))
+        .collect();
+    let unexpected: Vec<&str> = found
+        .iter()
+        .copied()
+        .filter(|c| !columns.contains(c))
+        .collect();
+    let duplicated: Vec<&str> = found
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| found[..*i].contains(c))
+        .map(|(_, c)| *c)
+        .collect();
+    if missing.is_empty() && unexpected.is_empty() && duplicated.is_empty() {
+        return Ok(());
+    }
+    let quote = |cols: &[&str]| {
+        cols.iter()
+            .map(|c| format!("`{c}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut problems = Vec::new();
+    if !missing.is_empty() {
+        problems.push(format!("missing column(s) {}", quote(&missing)));
+    }
+    if !unexpected.is_empty() {
+        problems.push(format!("unexpected column(s) {}", quote(&unexpected)));
+    }
+    if !duplicated.is_empty() {
+        problems.push(format!("repeated column(s) {}", quote(&duplicated)));
+    }
+    bail!(
+        "{name} line 1: the header does not match this metaprep version's schema ({}): \
+         regenerate the file with this version, or pass a metaprep results file",
+        problems.join("; ")
+    )
+}
+
+fn describe_field_error(
+    name: &str,
+    line: u64,
+    headers: &csv::StringRecord,
+    record: &csv::StringRecord,
+    error: &csv::Error,
+) -> anyhow::Error {
+    let csv::ErrorKind::Deserialize { err, .. } = error.kind() else {
+        return anyhow::anyhow!("{name} line {line}: {error}: fix or delete that line");
+    };
+    let Some(index) = err.field().map(|i| i as usize) else {
+        return anyhow::anyhow!("{name} line {line}: {err}: fix or delete that line");
+    };
+    let column = headers.get(index).unwrap_or("?");
+    let value = record.get(index).unwrap_or("");
+    let expected = match err.kind() {
+        csv::DeserializeErrorKind::ParseFloat(_) => "a number",
+        csv::DeserializeErrorKind::ParseInt(_) => "a whole number",
+        csv::DeserializeErrorKind::ParseBool(_) => "`true` or `false`",
+        _ => "the expected type",
+    };
+    anyhow::anyhow!(
+        "{name} line {line}, column `{column}`: cannot read `{value}` as {expected} ({err}): \
+         fix the value or regenerate the file"
+    )
+}
+
+/// Rows for unit tests across the report modules.
+#[cfg(test)]
+pub(crate) mod test_rows {
+    use super::Row;
+
+    /// A converged, unthrottled row with a ±1% interval around `median`; measured in six
+    /// rounds unless it is a `step` row (steps has no rounds).
+    pub fn row(kind: &str, family: &str, arm: &str, bs: u32, metric: &str, median: f64) -> Row {
+        let unit = match metric {
+            "throughput_tok_s" => "tok/s",
+            "occupancy" => "ratio",
+            "floor_multiple" => "x",
+            _ => "us",
+        };
+        Row {
+            kind: kind.into(),
+            family: family.into(),
+            arm: arm.into(),
+            batch_size: bs,
+            block_size: 5,
+            layout: "tp1".into(),
+            emulated: false,
+            metric: metric.into(),
+            unit: unit.into(),
+            median,
+            p10: median * 0.97,
+            p90: median * 1.05,
+            ci_lo: median * 0.99,
+            ci_hi: median * 1.01,
+            samples: 500,
+            rounds: if kind == super::KIND_STEP { 0 } else { 6 },
+            stop_reason: "ci".into(),
+            throttled: false,
+            clock_event_reasons: "0x0000000000000000".into(),
+            sm_clock_mhz: Some(1980.0),
+            mem_clock_mhz: Some(3201.0),
+            power_w: Some(412.5),
+            temp_c: Some(48.0),
+            gpu_util_pct: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_rows::row;
+    use super::*;
+
+    fn sample_rows() -> Vec<Row> {
+        let mut floor = row("floor", "floor", "empty-kernel", 1, "step_us", 4.5);
+        floor.throttled = true;
+        floor.clock_event_reasons = "0x0000000000000004".into();
+        floor.family = "floor, with \"quotes\"".into(); // must survive CSV quoting
+        vec![
+            row("prep", "dspark_draft_block", "graph", 4, "step_us", 21.25),
+            row(
+                "prep",
+                "dspark_draft_block",
+                "graph",
+                4,
+                "floor_multiple",
+                4.72,
+            ),
+            floor,
+        ]
+    }
+
+    fn write_file(dir: &tempfile::TempDir, text: &str) -> std::path::PathBuf {
+        let path = dir.path().join("metaprep.csv");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn error_of(path: &Path) -> String {
+        format!("{:#}", read_rows(path).unwrap_err())
+    }
+
+    fn good_text() -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        write_rows(&path, &sample_rows()).unwrap();
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    #[test]
+    fn columns_match_the_row_serialisation() {
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        writer.serialize(&sample_rows()[0]).unwrap();
+        let text = String::from_utf8(writer.into_inner().unwrap()).unwrap();
+        assert_eq!(text.lines().next().unwrap(), COLUMNS.join(","));
+    }
+
+    #[test]
+    fn rows_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/metaprep.csv");
+        write_rows(&path, &sample_rows()).unwrap();
+        assert_eq!(read_rows(&path).unwrap(), sample_rows());
+    }
+
+    #[test]
+    fn too_few_samples_read_back_without_a_ci() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        let mut rows = sample_rows();
+        rows[0].samples = 1;
+        rows[0].stop_reason = "fixed".into();
+        (rows[0].ci_lo, rows[0].ci_hi) = (rows[0].median, rows[0].median);
+        write_rows(&path, &rows).unwrap();
+        let back = read_rows(&path).unwrap();
+        assert!(back[0].ci_lo.is_nan() && back[0].ci_hi.is_nan());
+        assert_eq!(
+            back[1..],
+            rows[1..],
+            "rows with enough samples are untouched"
+        );
+    }
+
+    #[test]
+    fn no_rows_still_writes_a_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        write_rows(&path, &[]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap().trim_end(),
+            COLUMNS.join(",")
+        );
+        assert!(read_rows(&path).unwrap().is_empty());
+    }
+
+    #[test]
+    fn columns_in_another_order_are_read_by_name() {
+        let text = good_text();
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let headers = reader.headers().unwrap().clone();
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        let reversed: Vec<&str> = headers.iter().rev().collect();
+        writer.write_record(&reversed).unwrap();
+        for record in reader.records() {
+            let record = record.unwrap();
+            writer
+                .write_record(record.iter().rev().collect::<Vec<_>>())
+                .unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_file(
+            &dir,
+            &String::from_utf8(writer.into_inner().unwrap()).unwrap(),
+        );
+        assert_eq!(read_rows(&path).unwrap(), sample_rows());
+    }
+
+    #[test]
+    fn a_csv_from_before_rounds_reads_with_zero_rounds() {
+        let text = good_text();
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let headers = reader.headers().unwrap().clone();
+        let at = headers.iter().position(|h| h == "rounds").unwrap();
+        let drop = |record: &csv::StringRecord| -> Vec<String> {
+            let mut fields: Vec<String> = record.iter().map(String::from).collect();
+            fields.remove(at);
+            fields
+        };
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        writer.write_record(drop(&headers)).unwrap();
+        for record in reader.records() {
+            writer.write_record(drop(&record.unwrap())).unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let old = String::from_utf8(writer.into_inner().unwrap()).unwrap();
+        assert!(!old.lines().next().unwrap().contains("rounds"));
+        assert!(sample_rows().iter().all(|r| r.rounds == 6));
+        let rows = read_rows(&write_file(&dir, &old)).unwrap();
+        let without_rounds: Vec<Row> = sample_rows()
+            .into_iter()
+            .map(|r| Row { rounds: 0, ..r })
+            .collect();
+        assert_eq!(rows, without_rounds);
+    }
+
+    #[test]
+    fn missing_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nope.csv");
+        let error = error_of(&path);
+        assert!(error.contains("nope.csv does not exist"), "{error}");
+        assert!(error.contains("metaprep sweep --out"), "{error}");
+    }
+
+    #[test]
+    fn empty_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = error_of(&write_file(&dir, "\n"));
+        assert!(error.contains("is empty"), "{error}");
+    }
+
+    #[test]
+    fn header_names_missing_and_unexpected_columns() {
+        let text = good_text().replacen("median,", "middle,", 1);
+        let dir = tempfile::tempdir().unwrap();
+        let error = error_of(&write_file(&dir, &text));
+        assert!(error.contains("line 1"), "{error}");
+        assert!(error.contains("missing column(s) `median`"), "{error}");
+        assert!(error.contains("unexpected column(s) `middle`"), "{error}");
+    }
+
+    #[test]
+    fn foreign_csv_is_refused_with_its_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = error_of(&write_file(&dir, "a,b\n1,2\n"));
+        assert!(error.contains("unexpected column(s) `a`, `b`"), "{error}");
+        assert!(error.contains("`kind`"), "{error}");
+    }
+
+    #[test]
+    fn truncated_last_line_is_reported() {
+        let text = good_text();
+        let cut = &text[..text.trim_end().rfind(',').unwrap() - 10];
+        let dir = tempfile::tempdir().unwrap();
+        let error = error_of(&write_file(&dir, cut));
+        assert!(error.contains("line 4"), "{error}");
+        assert!(error.contains("cut short"), "{error}");
+    }
+
+    #[test]
+    fn short_line_in_the_middle_is_not_called_truncation() {
+        let text = good_text();
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines[2] = "prep,x,graph";
+        let dir = tempfile::tempdir().unwrap();
+        let error = error_of(&write_file(&dir, &(lines.join("\n") + "\n")));
+        assert!(
+            error.contains("line 3: 3 fields where the header has 24"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn unparsable_number_names_line_column_and_value() {
+        let text = good_text().replacen(",21.25,", ",21.2x5,", 1);
+        let dir = tempfile::tempdir().unwrap();
+        let error = error_of(&write_file(&dir, &text));
+        assert!(
+            error.contains("line 2, column `median`: cannot read `21.2x5` as a number"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn unparsable_count_and_flag_are_reported() {
+        let text = good_text().replacen(",500,", ",-3,", 1);
+        let dir = tempfile::tempdir().unwrap();
+        let error = error_of(&write_file(&dir, &text));
+        assert!(
+            error.contains("column `samples`: cannot read `-3` as a whole number"),
+            "{error}"
+        );
+        let text = good_text().replacen(",false,", ",maybe,", 1);
+        let error = error_of(&write_file(&dir, &text));
+        assert!(error.contains("column `emulated`"), "{error}");
+        assert!(error.contains("`true` or `false`"), "{error}");
+    }
+
+    #[test]
+    fn failed_write_leaves_the_old_file_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        write_rows(&path, &sample_rows()).unwrap();
+        // Block write_atomic's temporary file with a directory of the same name, so the
+        // write fails even for root (permission tricks do not).
+        let tmp = dir
+            .path()
+            .join(format!(".metaprep.csv.tmp{}", std::process::id()));
+        std::fs::create_dir(&tmp).unwrap();
+        assert!(write_rows(&path, &sample_rows()[..1]).is_err());
+        assert_eq!(read_rows(&path).unwrap(), sample_rows());
+    }
+
+    #[test]
+    fn completed_cells_group_metrics_of_a_cell() {
+        let cells = completed_cells(&sample_rows());
+        assert_eq!(cells.len(), 2);
+        assert!(cells.contains(&sample_rows()[0].cell_key()));
+        let mut other = sample_rows()[0].clone();
+        other.batch_size = 8;
+        assert!(!cells.contains(&other.cell_key()));
+    }
+
+    #[test]
+    fn resume_starts_empty_without_a_file_but_not_from_a_damaged_one() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(rows_for_resume(&dir.path().join("metaprep.csv"))
+            .unwrap()
+            .is_empty());
+        let path = write_file(&dir, "garbage\n");
+        assert!(rows_for_resume(&path).is_err());
+    }
+}

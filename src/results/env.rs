@@ -1,0 +1,427 @@
+//! The environment record (`env.json`) written beside every run's CSV.
+
+use crate::results::atomic::write_atomic;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The environment record's file name inside a run directory.
+pub const ENV_FILE: &str = "env.json";
+/// How the notes of a steps run begin the lines that record its settings: the host profile
+/// (`host profile `NAME` (...)`), the step model, and the memory per GPU with the cells left
+/// out as not deployable. Charts, `--resume` and `compare` read them back.
+pub const HOST_PROFILE_NOTE: &str = "host profile `";
+pub const STEP_MODEL_NOTE: &str = "step model:";
+pub const MEMORY_NOTE: &str = "memory per GPU:";
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EnvRecord {
+    pub metaprep_version: String,
+    pub git_revision: String,
+    pub command_line: String,
+    /// RFC 3339, UTC.
+    pub date: String,
+    pub hostname: String,
+    /// The host's architecture (`x86_64`, `aarch64`) and CPU model; empty in older records.
+    #[serde(default)]
+    pub host_arch: String,
+    #[serde(default)]
+    pub cpu_model: String,
+    pub gpu_name: String,
+    pub gpu_count: u32,
+    pub compute_capability: String,
+    pub sm_count: u32,
+    pub l2_bytes: u64,
+    pub memory_bytes: u64,
+    /// NVML's driver version string, e.g. `580.159.03`; empty without NVML.
+    pub driver_version: String,
+    /// CUDA version the driver supports, e.g. `13.0`.
+    pub cuda_driver_version: String,
+    pub nvrtc_version: String,
+    /// NVML readings at the start of the run; `None` without NVML.
+    pub sm_clock_max_mhz: Option<u32>,
+    pub mem_clock_max_mhz: Option<u32>,
+    pub power_limit_w: Option<f64>,
+    /// Free-form notes: emulated layouts, warnings (e.g. "NVML unavailable").
+    pub notes: Vec<String>,
+}
+
+impl EnvRecord {
+    /// The name of the host profile a steps run recorded in its notes.
+    pub fn host_profile(&self) -> Option<&str> {
+        self.notes
+            .iter()
+            .find_map(|n| n.strip_prefix(HOST_PROFILE_NOTE))
+            .and_then(|n| n.split('`').next())
+    }
+
+    /// Writes `<dir>/env.json` atomically and returns its path.
+    pub fn write(&self, dir: &Path) -> Result<PathBuf> {
+        let path = dir.join(ENV_FILE);
+        let mut json = serde_json::to_string_pretty(self).context("serialising env.json")?;
+        json.push('\n');
+        write_atomic(&path, json.as_bytes())?;
+        Ok(path)
+    }
+
+    /// Reads `<dir>/env.json`.
+    pub fn read(dir: &Path) -> Result<EnvRecord> {
+        let path = dir.join(ENV_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+                "{} has no {ENV_FILE}: every metaprep run writes one when it starts, so this is \
+                 not a run directory or it was copied without it; rerun, or copy env.json too",
+                dir.display()
+            ),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: not a metaprep environment record ({e}): the file is damaged or from \
+                 another metaprep version; regenerate the run or fix the file",
+                path.display()
+            )
+        })
+    }
+
+    /// `Ok` when two runs measured the same hardware: same GPU model, GPU count and compute
+    /// capability, as `--resume` needs. The error names every such field that differs,
+    /// `self`'s value first.
+    pub fn same_setup(&self, other: &EnvRecord) -> Result<(), String> {
+        let mut differences = self.machine_differences(other);
+        differences.retain(|d| HARDWARE.contains(&d.name.as_str()));
+        if differences.is_empty() {
+            Ok(())
+        } else {
+            Err(describe(&differences))
+        }
+    }
+
+    /// The machine and build a run measured on, field by field: what `compare` shows and
+    /// never refuses (a before/after pair is often two builds, drivers or hosts).
+    fn machine(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("GPU", self.gpu_name.clone()),
+            ("GPU count", self.gpu_count.to_string()),
+            ("compute capability", self.compute_capability.clone()),
+            ("driver", self.driver_version.clone()),
+            ("CUDA", self.cuda_driver_version.clone()),
+            ("NVRTC", self.nvrtc_version.clone()),
+            (
+                "power limit (W)",
+                self.power_limit_w.map_or(String::new(), |w| w.to_string()),
+            ),
+            ("CPU", self.cpu_model.clone()),
+            ("host architecture", self.host_arch.clone()),
+            ("host", self.hostname.clone()),
+            ("metaprep", self.metaprep_version.clone()),
+            ("git revision", self.git_revision.clone()),
+        ]
+    }
+
+    /// Where the machines (and builds) of two runs differ, `self`'s value first.
+    pub fn machine_differences(&self, other: &EnvRecord) -> Vec<Difference> {
+        self.machine()
+            .into_iter()
+            .zip(other.machine())
+            .filter(|((_, this), (_, that))| this != that)
+            .map(|((name, this), (_, that))| Difference {
+                name: name.to_string(),
+                // An empty field was not recorded (an older record, no NVML).
+                this: Some(this).filter(|v| !v.is_empty()),
+                other: Some(that).filter(|v| !v.is_empty()),
+            })
+            .collect()
+    }
+
+    /// What a run was asked to measure, keyed by (rank, name) in report order: its subcommand
+    /// (`command`), every flag of its command line but those in [`NOT_SETTINGS`] (the
+    /// program's path aside), and the notes that record resolved settings (`host profile`,
+    /// `step model`).
+    fn settings(&self) -> BTreeMap<(u8, String), String> {
+        let mut settings = BTreeMap::new();
+        let mut command = Vec::new();
+        let mut args = self.command_line.split_whitespace().skip(1).peekable();
+        while let Some(arg) = args.next() {
+            if !arg.starts_with("--") {
+                command.push(arg);
+                continue;
+            }
+            let (flag, value) = match arg.split_once('=') {
+                Some((flag, value)) => (flag, value),
+                None => (arg, args.next_if(|a| !a.starts_with("--")).unwrap_or("")),
+            };
+            if NOT_SETTINGS.contains(&flag) {
+                continue;
+            }
+            // A repeated flag (`--host-scale 1 --host-scale 2`) adds to its list.
+            settings
+                .entry((1, flag.to_string()))
+                .and_modify(|v: &mut String| {
+                    v.push(',');
+                    v.push_str(value);
+                })
+                .or_insert_with(|| value.to_string());
+        }
+        if !command.is_empty() {
+            settings.insert((0, "command".to_string()), command.join(" "));
+        }
+        for (name, prefix) in [
+            ("host profile", HOST_PROFILE_NOTE),
+            ("step model", STEP_MODEL_NOTE),
+            ("memory per GPU", MEMORY_NOTE),
+        ] {
+            let notes: Vec<&str> = self
+                .notes
+                .iter()
+                .filter(|n| n.starts_with(prefix))
+                // Each note begins with its name; a profile's name keeps its backticks.
+                .map(|n| n[name.len()..].trim_start_matches(':').trim())
+                .collect();
+            if !notes.is_empty() {
+                settings.insert((2, name.to_string()), notes.join("; "));
+            }
+        }
+        settings
+    }
+
+    /// Every setting (see [`EnvRecord::settings`]) two runs recorded differently, `self`'s
+    /// value first: the command, then flags by name, then the setting notes. A comma list is
+    /// compared as a set, since the order of an axis is the order cells ran in, not what
+    /// they measure. `--resume` refuses any difference; `compare` unless `--allow-mismatch`.
+    pub fn setting_differences(&self, other: &EnvRecord) -> Vec<Difference> {
+        let (mine, theirs) = (self.settings(), other.settings());
+        fn as_set(value: &str) -> BTreeSet<&str> {
+            value.split(',').map(str::trim).collect()
+        }
+        let names: BTreeSet<&(u8, String)> = mine.keys().chain(theirs.keys()).collect();
+        names
+            .into_iter()
+            .filter(|key| {
+                mine.get(*key).map(String::as_str).map(as_set)
+                    != theirs.get(*key).map(String::as_str).map(as_set)
+            })
+            .map(|key| Difference {
+                name: key.1.clone(),
+                this: mine.get(key).cloned(),
+                other: theirs.get(key).cloned(),
+            })
+            .collect()
+    }
+}
+
+/// Flags that say where a run writes, which GPU of the host it takes, or that it continues
+/// one: not what it measures.
+const NOT_SETTINGS: [&str; 5] = ["--out", "--resume", "--trace", "--trace-cell", "--device"];
+
+/// The machine fields `--resume` refuses to change: the numbers of another GPU would mix in.
+const HARDWARE: [&str; 3] = ["GPU", "GPU count", "compute capability"];
+
+/// A setting or machine field two runs recorded differently; `None` where a run did not
+/// record it (a flag not given takes its default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    pub name: String,
+    pub this: Option<String>,
+    pub other: Option<String>,
+}
+
+/// Differences as one line: `a: `1` vs `2`; b: ...` (values may hold commas).
+pub fn describe(differences: &[Difference]) -> String {
+    differences
+        .iter()
+        .map(Difference::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl fmt::Display for Difference {
+    /// `name: `this` vs `other``.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let value = |v: &Option<String>| match v {
+            Some(v) => code(v),
+            None if self.name.starts_with("--") => "not given (its default)".to_string(),
+            None => "not recorded".to_string(),
+        };
+        write!(
+            f,
+            "{}: {} vs {}",
+            self.name,
+            value(&self.this),
+            value(&self.other)
+        )
+    }
+}
+
+/// Inline code that survives backticks in `text`: the fence is longer than any run of
+/// backticks inside.
+pub fn code(text: &str) -> String {
+    let longest_run = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest_run + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
+}
+
+/// A filled-in record for tests across the report modules.
+#[cfg(test)]
+pub(crate) fn test_env() -> EnvRecord {
+    EnvRecord {
+        metaprep_version: "0.1.0".into(),
+        git_revision: "d9d035d".into(),
+        command_line: "metaprep sweep --out results/x".into(),
+        date: "2026-11-29T10:00:00Z".into(),
+        hostname: "gpu-host".into(),
+        host_arch: "x86_64".into(),
+        cpu_model: "Intel(R) Xeon(R) Platinum 8480+".into(),
+        gpu_name: "NVIDIA H200".into(),
+        gpu_count: 1,
+        compute_capability: "9.0".into(),
+        sm_count: 132,
+        l2_bytes: 52_428_800,
+        memory_bytes: 150_754_820_096,
+        driver_version: "580.159.03".into(),
+        cuda_driver_version: "13.0".into(),
+        nvrtc_version: "13.0".into(),
+        sm_clock_max_mhz: Some(1980),
+        mem_clock_max_mhz: Some(3201),
+        power_limit_w: Some(700.0),
+        notes: vec!["tp8 emulated on 1 GPU".into()],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_through_env_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = test_env().write(dir.path()).unwrap();
+        assert_eq!(path, dir.path().join("env.json"));
+        assert_eq!(EnvRecord::read(dir.path()).unwrap(), test_env());
+    }
+
+    #[test]
+    fn missing_env_json_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = format!("{:#}", EnvRecord::read(dir.path()).unwrap_err());
+        assert!(error.contains("has no env.json"), "{error}");
+    }
+
+    #[test]
+    fn damaged_env_json_says_where() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("env.json"), "{\n  \"gpu_name\": 3\n}").unwrap();
+        let error = format!("{:#}", EnvRecord::read(dir.path()).unwrap_err());
+        assert!(
+            error.contains("not a metaprep environment record"),
+            "{error}"
+        );
+        assert!(error.contains("line 2"), "{error}");
+    }
+
+    #[test]
+    fn driver_and_revision_changes_are_the_same_setup() {
+        let mut other = test_env();
+        other.driver_version = "590.10".into();
+        other.cuda_driver_version = "13.1".into();
+        other.git_revision = "abcdef0".into();
+        other.hostname = "other-host".into();
+        assert_eq!(test_env().same_setup(&other), Ok(()));
+        let shown: Vec<String> = test_env()
+            .machine_differences(&other)
+            .iter()
+            .map(Difference::to_string)
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "driver: `580.159.03` vs `590.10`",
+                "CUDA: `13.0` vs `13.1`",
+                "host: `gpu-host` vs `other-host`",
+                "git revision: `d9d035d` vs `abcdef0`",
+            ]
+        );
+    }
+
+    #[test]
+    fn hardware_changes_name_each_field() {
+        let mut other = test_env();
+        other.gpu_name = "NVIDIA H100 80GB HBM3".into();
+        let error = test_env().same_setup(&other).unwrap_err();
+        assert_eq!(error, "GPU: `NVIDIA H200` vs `NVIDIA H100 80GB HBM3`");
+        other.gpu_count = 8;
+        other.compute_capability = "10.0".into();
+        other.cpu_model = String::new();
+        let error = test_env().same_setup(&other).unwrap_err();
+        assert!(error.contains("GPU count: `1` vs `8`"), "{error}");
+        assert!(
+            error.contains("compute capability: `9.0` vs `10.0`"),
+            "{error}"
+        );
+        assert!(
+            !error.contains("CPU"),
+            "the CPU is no reason to refuse: {error}"
+        );
+        let cpu = test_env().machine_differences(&other).pop().unwrap();
+        assert_eq!(
+            cpu.to_string(),
+            "CPU: `Intel(R) Xeon(R) Platinum 8480+` vs not recorded"
+        );
+    }
+
+    fn run(command: &str, notes: &[&str]) -> EnvRecord {
+        EnvRecord {
+            command_line: command.into(),
+            notes: notes.iter().map(|n| n.to_string()).collect(),
+            ..test_env()
+        }
+    }
+
+    fn differences(a: &EnvRecord, b: &EnvRecord) -> Vec<String> {
+        a.setting_differences(b)
+            .iter()
+            .map(Difference::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn settings_come_from_the_command_line_and_the_setting_notes() {
+        let base = run(
+            "/a/metaprep sweep --tp tp1,tp8 --seed 1 --out r/a --device 0",
+            &["emulated: tp8 needs 8 GPUs"],
+        );
+        // Another program path, output, device, flag order, list order, `--flag=value`
+        // spelling, `--resume` and a note that is no setting: the same settings.
+        let same = run(
+            "bundle/metaprep sweep --seed=1 --out=r/b --tp tp8,tp1 --device 1 --resume",
+            &[],
+        );
+        assert_eq!(differences(&base, &same), Vec::<String>::new());
+        let other = run(
+            "metaprep steps --tp tp1 --host-scale 1 --host-scale 2 --trace t.json",
+            &[
+                "step model: target moe-large, draft draft-small",
+                "host profile `pytorch` (op 7.9 us)",
+            ],
+        );
+        assert_eq!(
+            differences(&base, &other),
+            [
+                "command: `sweep` vs `steps`",
+                "--host-scale: not given (its default) vs `1,2`",
+                "--seed: `1` vs not given (its default)",
+                "--tp: `tp1,tp8` vs `tp1`",
+                "host profile: not recorded vs `` `pytorch` (op 7.9 us) ``",
+                "step model: not recorded vs `target moe-large, draft draft-small`",
+            ]
+        );
+    }
+}

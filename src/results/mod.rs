@@ -1,0 +1,9 @@
+//! The results schema and its files, the ground floor every command stands on: the tidy CSV
+//! and its rows, the environment record, NVML telemetry, the run directory read back whole,
+//! and atomic writes. Nothing here needs a GPU.
+
+pub mod atomic;
+pub mod csv;
+pub mod env;
+pub mod run_dir;
+pub mod telemetry;

@@ -1,0 +1,180 @@
+//! A run directory, `results/<run>/`, read back as a whole: the results CSV, the
+//! environment record, and the optional telemetry and Chrome trace.
+
+use crate::results::csv::{read_rows, read_table, Row};
+use crate::results::env::EnvRecord;
+use crate::results::telemetry::{TelemetrySample, TELEMETRY_COLUMNS};
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+
+/// File names inside a run directory.
+pub const RESULTS_CSV: &str = "metaprep.csv";
+pub const TELEMETRY_CSV: &str = "telemetry.csv";
+pub const TRACE_JSON: &str = "trace.json";
+/// The traces a steps run writes for its traced cell: eager-sync, then graph replay.
+pub const TRACES: [&str; 2] = [TRACE_JSON, "trace-graph.json"];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunDir {
+    pub path: PathBuf,
+    pub rows: Vec<Row>,
+    pub env: EnvRecord,
+    /// Empty when the run wrote no `telemetry.csv` (no NVML).
+    pub telemetry: Vec<TelemetrySample>,
+    /// `(file name, text)` of `trace.json` and `trace-graph.json`, those the run wrote, in
+    /// that order; the timeline chart draws them one above the other.
+    pub traces: Vec<(String, String)>,
+}
+
+impl RunDir {
+    /// Reads `dir`. Fails on a path that is not a directory, a directory without
+    /// `metaprep.csv` or `env.json`, or any file that cannot be read.
+    pub fn open(dir: &Path) -> Result<RunDir> {
+        if !dir.exists() {
+            bail!(
+                "{} does not exist: pass a run directory such as `results/<run>/`",
+                dir.display()
+            );
+        }
+        if !dir.is_dir() {
+            bail!(
+                "{} is not a directory: pass the run directory that holds {RESULTS_CSV}",
+                dir.display()
+            );
+        }
+        let csv_path = dir.join(RESULTS_CSV);
+        if !csv_path.exists() {
+            bail!(
+                "{} has no {RESULTS_CSV}: run `metaprep sweep --out DIR` or \
+                 `metaprep steps --out DIR` first",
+                dir.display()
+            );
+        }
+        let rows = read_rows(&csv_path)?;
+        let env = EnvRecord::read(dir)?;
+        let telemetry_path = dir.join(TELEMETRY_CSV);
+        let telemetry = if telemetry_path.exists() {
+            read_table(&telemetry_path, TELEMETRY_COLUMNS, &[])?
+        } else {
+            Vec::new()
+        };
+        let mut traces = Vec::new();
+        for name in TRACES {
+            let path = dir.join(name);
+            if path.exists() {
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                traces.push((name.to_string(), text));
+            }
+        }
+        Ok(RunDir {
+            path: dir.to_path_buf(),
+            rows,
+            env,
+            telemetry,
+            traces,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::csv::test_rows::row;
+    use crate::results::csv::write_rows;
+    use crate::results::env::test_env;
+
+    fn sample() -> TelemetrySample {
+        TelemetrySample {
+            t_s: 0.1,
+            cell: "dspark_draft_block/graph/4/5/tp1".into(),
+            sm_clock_mhz: 1980.0,
+            mem_clock_mhz: 3201.0,
+            power_w: 350.5,
+            temp_c: 47.0,
+            gpu_util_pct: 88.0,
+            clock_event_reasons: "0x0000000000000000".into(),
+        }
+    }
+
+    fn write_run(dir: &Path) {
+        write_rows(
+            &dir.join(RESULTS_CSV),
+            &[row("prep", "dsa_decode", "graph", 1, "step_us", 22.0)],
+        )
+        .unwrap();
+        test_env().write(dir).unwrap();
+    }
+
+    fn error_of(dir: &Path) -> String {
+        format!("{:#}", RunDir::open(dir).unwrap_err())
+    }
+
+    #[test]
+    fn telemetry_columns_match_the_sample_serialisation() {
+        let mut writer = ::csv::Writer::from_writer(Vec::new());
+        writer.serialize(sample()).unwrap();
+        let text = String::from_utf8(writer.into_inner().unwrap()).unwrap();
+        assert_eq!(text.lines().next().unwrap(), TELEMETRY_COLUMNS.join(","));
+    }
+
+    #[test]
+    fn opens_a_run_with_and_without_optional_files() {
+        let dir = tempfile::tempdir().unwrap();
+        write_run(dir.path());
+        let run = RunDir::open(dir.path()).unwrap();
+        assert_eq!(run.rows.len(), 1);
+        assert_eq!(run.env, test_env());
+        assert!(run.telemetry.is_empty());
+        assert!(run.traces.is_empty());
+
+        let mut writer = ::csv::Writer::from_writer(Vec::new());
+        writer.serialize(sample()).unwrap();
+        std::fs::write(dir.path().join(TELEMETRY_CSV), writer.into_inner().unwrap()).unwrap();
+        std::fs::write(dir.path().join(TRACE_JSON), "{\"traceEvents\":[]}").unwrap();
+        let run = RunDir::open(dir.path()).unwrap();
+        assert_eq!(run.telemetry, vec![sample()]);
+        assert_eq!(
+            run.traces,
+            [("trace.json".to_string(), "{\"traceEvents\":[]}".to_string())]
+        );
+    }
+
+    #[test]
+    fn refuses_a_missing_path_and_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        assert!(error_of(&missing).contains("does not exist"));
+        write_run(dir.path());
+        let error = error_of(&dir.path().join(RESULTS_CSV));
+        assert!(error.contains("is not a directory"), "{error}");
+    }
+
+    #[test]
+    fn directory_without_csv_says_how_to_make_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = error_of(dir.path());
+        assert!(error.contains("has no metaprep.csv: run `metaprep sweep --out DIR` or `metaprep steps --out DIR` first"), "{error}");
+    }
+
+    #[test]
+    fn bad_files_inside_are_reported_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        write_run(dir.path());
+        std::fs::write(dir.path().join(TELEMETRY_CSV), "t_s,cell\n").unwrap();
+        let error = error_of(dir.path());
+        assert!(error.contains("telemetry.csv line 1"), "{error}");
+        assert!(
+            error.contains("missing column(s) `sm_clock_mhz`"),
+            "{error}"
+        );
+
+        std::fs::write(dir.path().join(RESULTS_CSV), "").unwrap();
+        let error = error_of(dir.path());
+        assert!(error.contains("metaprep.csv is empty"), "{error}");
+
+        write_run(dir.path());
+        std::fs::remove_file(dir.path().join("env.json")).unwrap();
+        assert!(error_of(dir.path()).contains("has no env.json"));
+    }
+}

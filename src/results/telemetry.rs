@@ -1,0 +1,81 @@
+//! NVML telemetry samples, written as `telemetry.csv` beside the results CSV.
+
+use serde::{Deserialize, Serialize};
+
+/// The header of `telemetry.csv`, in `TelemetrySample` field order.
+pub const TELEMETRY_COLUMNS: &[&str] = &[
+    "t_s",
+    "cell",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "power_w",
+    "temp_c",
+    "gpu_util_pct",
+    "clock_event_reasons",
+];
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TelemetrySample {
+    /// Seconds since the start of the run.
+    pub t_s: f64,
+    /// The cell running when the sample was taken (`family/arm/bs/block/layout`), empty between cells.
+    pub cell: String,
+    pub sm_clock_mhz: f64,
+    pub mem_clock_mhz: f64,
+    pub power_w: f64,
+    pub temp_c: f64,
+    pub gpu_util_pct: f64,
+    /// Raw clock-event (throttle) reason bits, hex (`0x0000000000000001`).
+    pub clock_event_reasons: String,
+}
+
+/// Writes `telemetry.csv` atomically.
+pub fn write_samples(path: &std::path::Path, samples: &[TelemetrySample]) -> anyhow::Result<()> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    if samples.is_empty() {
+        writer.write_record(TELEMETRY_COLUMNS)?;
+    }
+    for s in samples {
+        writer.serialize(s)?;
+    }
+    let bytes = writer
+        .into_inner()
+        .map_err(|e| anyhow::anyhow!("encoding telemetry: {e}"))?;
+    crate::results::atomic::write_atomic(path, &bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_samples_have_the_documented_header_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("telemetry.csv");
+        let sample = TelemetrySample {
+            t_s: 0.5,
+            cell: "prep dsa_decode/graph bs=8".into(),
+            sm_clock_mhz: 1980.0,
+            mem_clock_mhz: 3201.0,
+            power_w: 130.5,
+            temp_c: 41.0,
+            gpu_util_pct: 12.0,
+            clock_event_reasons: "0x0000000000000001".into(),
+        };
+        write_samples(&path, std::slice::from_ref(&sample)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().next().unwrap(), TELEMETRY_COLUMNS.join(","));
+        let back: Vec<TelemetrySample> = csv::Reader::from_path(&path)
+            .unwrap()
+            .deserialize()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(back, vec![sample]);
+        write_samples(&path, &[]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap().lines().count(),
+            1,
+            "header only"
+        );
+    }
+}

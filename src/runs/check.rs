@@ -1,0 +1,311 @@
+//! `metaprep check`: every family x arm against the CPU reference, bit for bit, on random
+//! inputs (fresh seed, printed), poisoned outputs, and several steps with `seq_lens`
+//! advanced on the device by `accept` between them.
+
+use crate::axes::Arm;
+use crate::axes::Family;
+use crate::gpu::Gpu;
+use crate::prep::accept::AcceptModel;
+use crate::prep::family::Shape;
+use crate::prep::inputs::{generate, HostInputs, LengthRange};
+use crate::prep::lengths::DeviceLengths;
+use crate::prep::plan::PrepPlan;
+use crate::prep::reference::{expected, Expected, Mismatch};
+use crate::stats::rng::SplitMix64;
+use anyhow::{bail, Context, Result};
+
+/// Longest context a check draws (128k tokens).
+pub const MAX_CONTEXT: u32 = 128 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct CheckConfig {
+    pub seed: u64,
+    pub families: Vec<Family>,
+    pub arms: Vec<Arm>,
+    pub batch_sizes: Vec<u32>,
+    pub block_sizes: Vec<u32>,
+    /// Checked steps after the warm-up, `accept` between them.
+    pub steps: usize,
+    /// Total committed tokens a batch may hold: long contexts at small batch, shorter ones
+    /// at large batch, as a KV pool allows (and the check stays minutes, not hours).
+    pub token_budget: u64,
+}
+
+/// The result of one (family, arm, batch, block) cell.
+#[derive(Debug, Clone)]
+pub struct CellResult {
+    pub family: Family,
+    pub arm: Arm,
+    pub batch_size: u32,
+    pub block: u32,
+    pub cells: u64,
+    pub mismatches: u64,
+    pub first: Option<(usize, Mismatch)>,
+}
+
+/// Longest committed length drawn for a batch size.
+pub fn length_cap(batch_size: u32, token_budget: u64) -> u32 {
+    (token_budget / batch_size as u64).clamp(1, MAX_CONTEXT as u64) as u32
+}
+
+/// The row stride: room for the longest length, every step's growth and a block, in pages.
+pub fn check_shape(
+    family: Family,
+    batch_size: u32,
+    block: u32,
+    steps: usize,
+    token_budget: u64,
+) -> Result<Shape> {
+    // Validated first, so the room below cannot overflow.
+    Shape::new(family, batch_size, block, MAX_CONTEXT)?;
+    let room =
+        length_cap(batch_size, token_budget) as u64 + (steps as u64 + 2) * (block as u64 + 1);
+    Shape::new(
+        family,
+        batch_size,
+        block,
+        u32::try_from(room.div_ceil(256) * 256)?,
+    )
+}
+
+/// The expected outputs of every checked step, and the lengths after each accept.
+pub struct Trajectory {
+    pub outputs: Vec<Vec<Expected>>,
+    pub seq_lens_after: Vec<Vec<i32>>,
+}
+
+pub fn trajectory(
+    shape: &Shape,
+    inputs: &HostInputs,
+    accept: &AcceptModel,
+    steps: usize,
+) -> Trajectory {
+    let mut state = inputs.clone();
+    let mut counters = vec![0u32; shape.padded_bs as usize];
+    let (mut outputs, mut seq_lens_after) = (Vec::new(), Vec::new());
+    for _ in 0..steps {
+        outputs.push(expected(shape, &state));
+        accept.apply(
+            &mut state.seq_lens,
+            &mut counters,
+            shape.batch_size as usize,
+        );
+        seq_lens_after.push(state.seq_lens.clone());
+    }
+    Trajectory {
+        outputs,
+        seq_lens_after,
+    }
+}
+
+/// Runs every arm of one shape over the same inputs and trajectory.
+pub fn check_shape_arms(
+    gpu: &Gpu,
+    shape: Shape,
+    seed: u64,
+    arms: &[Arm],
+    steps: usize,
+    token_budget: u64,
+) -> Result<Vec<CellResult>> {
+    let range = LengthRange {
+        min: 0,
+        max: length_cap(shape.batch_size, token_budget),
+    };
+    let inputs = generate(&shape, seed, range, true);
+    let accept = AcceptModel::with_probability(0.7, shape.block, seed as u32, shape.max_seq_len());
+    let want = trajectory(&shape, &inputs, &accept, steps);
+    let live = shape.batch_size as usize;
+    let lengths = DeviceLengths::new(gpu, &inputs.seq_lens, live, accept)?;
+    let mut plan = PrepPlan::new(gpu, shape, &inputs, &lengths)?;
+    let mut results = Vec::new();
+    for &arm in arms {
+        lengths.reset()?;
+        let prepared = plan.prepare(arm)?;
+        let mut result = CellResult {
+            family: shape.family,
+            arm,
+            batch_size: shape.batch_size,
+            block: shape.block,
+            cells: 0,
+            mismatches: 0,
+            first: None,
+        };
+        for step in 0..steps {
+            plan.poison_outputs()?;
+            plan.issue(&prepared)?;
+            gpu.sync()
+                .with_context(|| format!("{} {} step {step}", shape.family, arm))?;
+            for (got, want) in plan.download_outputs()?.iter().zip(&want.outputs[step]) {
+                let (count, first) = want.compare(got);
+                result.cells += want.checked_cells() as u64;
+                result.mismatches += count as u64;
+                if result.first.is_none() {
+                    result.first = first.map(|m| (step, m));
+                }
+            }
+            lengths.issue_accept()?;
+            let lens = lengths.download_seq_lens()?;
+            let expected_lens = &want.seq_lens_after[step][..live];
+            for (i, (&g, &e)) in lens[..live].iter().zip(expected_lens).enumerate() {
+                if g != e {
+                    result.mismatches += 1;
+                    result.first.get_or_insert((
+                        step,
+                        Mismatch {
+                            output: "seq_lens after accept",
+                            row: i,
+                            col: 0,
+                            expected: e,
+                            got: g,
+                        },
+                    ));
+                }
+            }
+            result.cells += live as u64;
+        }
+        results.push(result);
+    }
+    Ok(results)
+}
+
+/// Capturing eager-sync must be refused by the capture guard; returns the guard's message.
+pub fn eager_sync_capture_is_refused(gpu: &Gpu, family: Family) -> Result<String> {
+    let shape = check_shape(family, 2, 5, 1, 1 << 16)?;
+    let inputs = generate(&shape, 1, LengthRange { min: 0, max: 4096 }, false);
+    let accept = AcceptModel::with_probability(0.7, shape.block, 1, shape.max_seq_len());
+    let lengths = DeviceLengths::new(gpu, &inputs.seq_lens, shape.batch_size as usize, accept)?;
+    let mut plan = PrepPlan::new(gpu, shape, &inputs, &lengths)?;
+    plan.prepare(Arm::EagerSync)?;
+    match plan.capture(Arm::EagerSync) {
+        Ok(_) => bail!("capturing the eager-sync prep of {family} succeeded: the capture guard let a host read into a graph"),
+        Err(e) => {
+            let message = format!("{e:#}");
+            if !message.contains("host read during CUDA graph capture") {
+                bail!("capturing eager-sync failed for another reason than the guard: {message}");
+            }
+            // The stream must be usable again afterwards: a graph arm still captures.
+            plan.prepare(Arm::Graph).context("capturing the graph arm after the refused capture")?;
+            Ok(message)
+        }
+    }
+}
+
+/// A new seed each run (time and process id), printed by the caller so a failure replays.
+pub fn fresh_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    (nanos as u64) ^ ((std::process::id() as u64) << 32)
+}
+
+/// Seed for one shape: the run seed mixed with the shape's coordinates.
+pub fn shape_seed(run_seed: u64, family: Family, batch_size: u32, block: u32) -> u64 {
+    let mut rng = SplitMix64::new(
+        run_seed ^ ((family as u64) << 48) ^ ((batch_size as u64) << 16) ^ block as u64,
+    );
+    rng.next_u64()
+}
+
+pub fn run(
+    gpu: &Gpu,
+    config: &CheckConfig,
+    mut on_cell: impl FnMut(&CellResult),
+) -> Result<Vec<CellResult>> {
+    let mut all = Vec::new();
+    for &family in &config.families {
+        for &bs in &config.batch_sizes {
+            for &block in &config.block_sizes {
+                let shape = check_shape(family, bs, block, config.steps, config.token_budget)?;
+                let seed = shape_seed(config.seed, family, bs, block);
+                let results = check_shape_arms(
+                    gpu,
+                    shape,
+                    seed,
+                    &config.arms,
+                    config.steps,
+                    config.token_budget,
+                )
+                .with_context(|| format!("checking {family} bs {bs} block {block}"))?;
+                results.iter().for_each(&mut on_cell);
+                all.extend(results);
+            }
+        }
+    }
+    Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn length_cap_trades_context_for_batch() {
+        assert_eq!(length_cap(1, 1 << 21), MAX_CONTEXT);
+        assert_eq!(length_cap(64, 1 << 21), 32 * 1024);
+        assert_eq!(length_cap(1024, 1 << 21), 2048);
+        let s = check_shape(Family::DsaTargetVerify, 1, 8, 4, 1 << 21).unwrap();
+        assert!(
+            s.max_seq_len() as u32 >= MAX_CONTEXT + 4 * 9,
+            "room for four steps of growth"
+        );
+        assert_eq!(s.max_context % 256, 0);
+    }
+
+    #[test]
+    fn trajectory_follows_the_accept_model() {
+        let shape = check_shape(Family::DsaDecode, 3, 5, 3, 1 << 12).unwrap();
+        let inputs = generate(&shape, 3, LengthRange { min: 0, max: 1000 }, false);
+        let accept = AcceptModel::with_probability(1.0, 5, 3, shape.max_seq_len());
+        let t = trajectory(&shape, &inputs, &accept, 3);
+        assert_eq!(t.outputs.len(), 3);
+        for i in 0..3 {
+            assert_eq!(
+                t.seq_lens_after[2][i],
+                inputs.seq_lens[i] + 18,
+                "p = 1 accepts block + 1 each step"
+            );
+        }
+        assert_eq!(t.seq_lens_after[2][3], 0, "padding row untouched");
+        assert_ne!(t.outputs[0], t.outputs[1], "lengths change between steps");
+    }
+
+    #[test]
+    fn expected_rows_fit_their_buffers_at_every_checked_shape() {
+        // The GPU tests' shapes (budget 2^20, 3 steps) and the check's extremes: a short row
+        // stride at large batch must not receive edge lengths it cannot hold.
+        for family in Family::ALL {
+            for (bs, block, budget) in [
+                (1000, 6, 1 << 20),
+                (1024, 8, 1 << 21),
+                (5, 8, 1 << 20),
+                (3, 1, 1 << 20),
+            ] {
+                let shape = check_shape(family, bs, block, 3, budget).unwrap();
+                let inputs = generate(
+                    &shape,
+                    7,
+                    LengthRange {
+                        min: 0,
+                        max: length_cap(bs, budget),
+                    },
+                    true,
+                );
+                assert!(
+                    inputs.seq_lens.iter().all(|&l| l <= shape.max_seq_len()),
+                    "{family} bs {bs}"
+                );
+                let accept = AcceptModel::with_probability(0.7, block, 7, shape.max_seq_len());
+                // push_row asserts every row fits its buffer.
+                trajectory(&shape, &inputs, &accept, 3);
+            }
+        }
+    }
+
+    #[test]
+    fn seeds_differ_per_shape() {
+        let a = shape_seed(1, Family::DsaDecode, 8, 5);
+        assert_ne!(a, shape_seed(1, Family::DsaDecode, 8, 6));
+        assert_ne!(a, shape_seed(1, Family::DsaTargetVerify, 8, 5));
+        assert_ne!(a, shape_seed(2, Family::DsaDecode, 8, 5));
+    }
+}

@@ -1,0 +1,1158 @@
+//! The decode-step model on the GPU: the host program of a [`HostProfile`] (scheduler work,
+//! draft metadata prep (the arm under test), draft forward, host work between phases,
+//! verify prep, verify forward, accept), run for real with the host allowed one step ahead
+//! of the GPU, as an overlap scheduler does. Host segments are busy-waits, launches and
+//! reads are real: whatever a read exposes shows on the GPU timeline by itself.
+//!
+//! Each cell runs twice:
+//! * a clean pass, one CUDA event per step (the one the one-step-ahead rule waits on, so it
+//!   costs nothing extra): step wall times and completions on the device clock give ITL and
+//!   throughput;
+//! * a timeline pass with events around each GPU item (ten a step, a few µs of host time): GPU
+//!   busy intervals give forward occupancy and the host-bound gap, and for the traced cell
+//!   the Perfetto trace. A prep phase is marked from its first launch (for eager-sync: after
+//!   the host read, the list and its copy) to its last kernel's end; for eager arms the gaps
+//!   between their own launches fall inside it. Occupancy is reported per step (1 - gap /
+//!   step wall time), so it has a median and an interval.
+//!
+//! Layouts run one rank: a layout needing more GPUs than the host has is emulated (the
+//! collective is a busy-wait sized by the bytes it would move); real ranks would each run
+//! this loop on their own GPU and stream, with the collective a real NCCL call.
+
+use crate::axes::Arm;
+use crate::axes::Family;
+use crate::axes::Layout;
+use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
+use crate::harness::nvml::CellTelemetry;
+use crate::harness::pin::{pin_current_thread, pin_note, CpuPin};
+use crate::harness::rows::CellId;
+use crate::harness::run_output::{
+    arm_cells, emulation_notes, existing_rows, needs_measuring, progress, Recorder,
+};
+use crate::model::forward::{spin, StreamSource};
+use crate::model::host_profile::{HostProfile, Item, Phase, GPU_ITEMS_IN_ORDER};
+use crate::model::memory::{Deployment, GpuMemory, NotDeployable};
+use crate::model::metrics::{StepRecord, Timeline};
+use crate::model::profile::{
+    collective_latency_us, ForwardModel, ForwardSpec, Link, COLLECTIVE_LATENCY_SOURCE,
+};
+use crate::model::program::{prep_sequence, span_start, OpLaunch, PrepStep};
+use crate::model::stop::StepRounds;
+use crate::model::trace::{HostLane, TraceBuilder};
+use crate::prep::accept::AcceptModel;
+use crate::prep::inputs::{generate, HostInputs, LengthRange};
+use crate::prep::lengths::DeviceLengths;
+use crate::prep::plan::{PrepPlan, Prepared};
+use crate::prep::Shape;
+use crate::results::csv::{completed_cells, step_family, Row, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
+use crate::results::env::STEP_MODEL_NOTE;
+use crate::stats::summary::{quantile, Estimate};
+use anyhow::{Context, Result};
+use cudarc::driver::{sys, CudaEvent, CudaGraph};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// GPU items of a step (draft prep, draft forward, verify prep, verify forward, accept).
+const GPU_ITEMS: usize = GPU_ITEMS_IN_ORDER.len();
+/// Steps per throughput sample.
+const THROUGHPUT_WINDOW: usize = 10;
+/// Idle reads (and uploads) timed to learn what the harness's own cost before the profile's
+/// top-up.
+const IDLE_READS: usize = 21;
+
+#[derive(Debug, Clone)]
+pub struct StepsConfig {
+    pub device: usize,
+    /// Where the measuring thread is pinned once the GPU is open.
+    pub cpu: CpuPin,
+    pub arms: Vec<Arm>,
+    pub batch_sizes: Vec<u32>,
+    pub block_sizes: Vec<u32>,
+    pub layouts: Vec<Layout>,
+    /// `--tp` named the layouts: one that fits no batch is refused rather than left out.
+    pub layouts_named: bool,
+    /// `--gpu-memory-gib`: the memory per GPU to plan for instead of the device's own.
+    pub gpu_memory: Option<GpuMemory>,
+    pub target: ForwardModel,
+    pub draft: ForwardModel,
+    pub accept_mean: f64,
+    /// The host program and its costs.
+    pub host: HostProfile,
+    /// What-if factors on every host cost (1 = as measured); each adds a set of cells.
+    pub host_scales: Vec<f64>,
+    pub link_gb_s: f64,
+    /// Per-collective latency; `None` takes [`collective_latency_us`]'s cited default.
+    pub collective_latency_us: Option<f64>,
+    /// How a cell's clean passes run in rounds and when it stops.
+    pub rounds: StepRounds,
+    /// Unmeasured steps before each clean pass.
+    pub warmup_steps: usize,
+    /// Steps of each arm's timeline pass, unless `timeline_cap` ends it first.
+    pub timeline_steps: usize,
+    pub timeline_cap: Duration,
+    pub max_context: u32,
+    pub seq_lens: LengthRange,
+    pub seed: u64,
+    pub out: PathBuf,
+    pub resume: bool,
+    /// Which cell's timeline to write as a Perfetto trace, and where.
+    pub trace: Option<TraceRequest>,
+}
+
+/// A cell of the grid: layout, batch size, block size.
+pub type Cell = (Layout, u32, u32);
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceRequest {
+    /// `--trace-cell`'s layout, batch and block; `None`: the first cell the run measures.
+    pub cell: Option<Cell>,
+    /// The eager-sync arm's trace; other arms' go beside it with `-<arm>` before `.json`.
+    pub path: PathBuf,
+}
+
+impl TraceRequest {
+    pub fn path_for(&self, arm: Arm) -> PathBuf {
+        if arm == Arm::EagerSync {
+            return self.path.clone();
+        }
+        let stem = self
+            .path
+            .file_stem()
+            .map_or("trace".into(), |s| s.to_string_lossy().into_owned());
+        self.path.with_file_name(format!("{stem}-{arm}.json"))
+    }
+}
+
+/// One forward stand-in: stream the bytes, then the collectives' busy-wait.
+struct Forward {
+    launches: Vec<Launch>,
+}
+
+impl Forward {
+    fn new(gpu: &Gpu, spec: ForwardSpec, source: &StreamSource) -> Result<Self> {
+        let mut launches = Vec::new();
+        if spec.stream_bytes > 0 {
+            launches.push(source.launch(gpu, spec.stream_bytes)?);
+        }
+        if spec.spin_us > 0.0 {
+            launches.push(spin(gpu, spec.spin_us)?);
+        }
+        Ok(Self { launches })
+    }
+
+    fn issue(&self, gpu: &Gpu) -> Result<()> {
+        for launch in &self.launches {
+            // SAFETY: the stream source outlives the cell; spin takes only a duration.
+            unsafe { launch.issue(gpu.cu_stream())? };
+        }
+        Ok(())
+    }
+}
+
+/// Spins the host until `until` (host work a framework would be doing).
+fn spin_until(until: Instant) {
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+fn us(v: f64) -> Duration {
+    Duration::from_secs_f64(v.max(0.0) * 1e-6)
+}
+
+/// One host span of the timeline pass, for the trace.
+struct HostSpan {
+    lane: HostLane,
+    name: String,
+    start: Instant,
+    end: Instant,
+}
+
+/// The begin and end events of one step's GPU items, in program order.
+struct Marks<'e> {
+    begin: &'e [CudaEvent],
+    end: &'e [CudaEvent],
+}
+
+/// The host costs of a cell's program, as durations, converted once outside the timed loops.
+struct HostCosts {
+    profile: HostProfile,
+    /// One framework op of a host item or of accept.
+    op: Duration,
+    /// One graph replay's launch (forwards, graph arms).
+    graph_launch: Duration,
+    /// What the profile's read costs beyond the harness's own idle read.
+    read_top_up: Duration,
+    /// What the profile's upload costs beyond the harness's own idle upload.
+    upload_top_up: Duration,
+}
+
+impl HostCosts {
+    /// `profile`'s costs, with the harness's own idle read and upload costs taken off the
+    /// profile's (the step loop tops its real read and copy up to them).
+    fn new(profile: HostProfile, idle_read: Duration, idle_upload: Duration) -> HostCosts {
+        HostCosts {
+            op: us(profile.op_us.value),
+            graph_launch: us(profile.graph_launch_us.value),
+            read_top_up: us(profile.read_us.value).saturating_sub(idle_read),
+            upload_top_up: us(profile.upload_us.value).saturating_sub(idle_upload),
+            profile,
+        }
+    }
+}
+
+/// One framework op: launch `kernel` (if any), then let the host be busy until the op's
+/// host cost `op` has passed since it began.
+fn framework_op(kernel: Option<&Launch>, stream: sys::CUstream, op: Duration) -> Result<()> {
+    let start = Instant::now();
+    if let Some(kernel) = kernel {
+        // SAFETY: framework kernels take only a duration, or nothing.
+        unsafe { kernel.issue(stream)? };
+    }
+    spin_until(start + op);
+    Ok(())
+}
+
+/// Launches what prep step `step` launches: a framework kernel or one of the plan's own.
+/// Host time, reads, copies and replays are the caller's.
+fn launch_of(
+    step: PrepStep,
+    kernel: &Launch,
+    plan: &PrepPlan,
+    arm: Arm,
+    stream: sys::CUstream,
+) -> Result<()> {
+    match step {
+        PrepStep::Op(Some(OpLaunch::Empty)) => {
+            // SAFETY: a framework kernel takes only a duration, or nothing.
+            unsafe { kernel.issue(stream) }
+        }
+        PrepStep::Op(Some(OpLaunch::Kernel(k))) | PrepStep::Kernel(k) => plan.issue_kernel(arm, k),
+        _ => Ok(()),
+    }
+}
+
+/// What a prep needs to run its sequence.
+struct PrepRun<'a, 'g> {
+    gpu: &'g Gpu,
+    plan: &'a mut PrepPlan<'g>,
+    /// The kernel each framework op of this prep launches.
+    kernel: &'a Launch,
+    costs: &'a HostCosts,
+    /// Host time blocked in syncing uploads (graph-upload).
+    upload_blocked: &'a mut Duration,
+}
+
+impl PrepRun<'_, '_> {
+    /// Runs `prep` (see [`prep_sequence`]), recording `begin` where its GPU span starts.
+    fn run(
+        &mut self,
+        arm: Arm,
+        prep: &PrepProgram,
+        prepared: &StepPrep,
+        begin: Option<&CudaEvent>,
+        log: &mut Option<&mut Vec<HostSpan>>,
+    ) -> Result<()> {
+        let stream = self.gpu.cu_stream();
+        for (i, &step) in prep.steps.iter().enumerate() {
+            if let (true, Some(event)) = (i == prep.span_start, begin) {
+                event.record(&self.gpu.stream)?;
+            }
+            let t0 = Instant::now();
+            match step {
+                PrepStep::Read => {
+                    self.plan.read_host_lengths()?;
+                    if let (Some(log), Some((r0, r1))) =
+                        (log.as_deref_mut(), self.plan.take_last_read())
+                    {
+                        log.push(HostSpan {
+                            lane: HostLane::BlockedInRead,
+                            name: "seq_lens.tolist()".into(),
+                            start: r0,
+                            end: r1,
+                        });
+                    }
+                    spin_until(Instant::now() + self.costs.read_top_up);
+                }
+                PrepStep::Op(_) => {
+                    launch_of(step, self.kernel, self.plan, arm, stream)?;
+                    spin_until(t0 + prep.op);
+                }
+                PrepStep::Kernel(_) => launch_of(step, self.kernel, self.plan, arm, stream)?,
+                PrepStep::Upload => {
+                    self.plan.copy_host_list()?;
+                    if self.costs.profile.upload_syncs.value {
+                        // torch.tensor(list, device=...) copies with memcpy_and_sync.
+                        self.gpu.sync()?;
+                        *self.upload_blocked += t0.elapsed();
+                    }
+                    // The profile's cost is the upload's with the GPU idle: the host pays it
+                    // on top of any wait, as after a read.
+                    spin_until(Instant::now() + self.costs.upload_top_up);
+                }
+                PrepStep::Replay => {
+                    match &prepared.framework {
+                        Some(graph) => graph.launch().context("replaying the prep graph")?,
+                        None => self.plan.replay(&prepared.plan)?,
+                    }
+                    spin_until(t0 + self.costs.graph_launch);
+                }
+            }
+        }
+        if let (true, Some(event)) = (prep.span_start == prep.steps.len(), begin) {
+            event.record(&self.gpu.stream)?;
+        }
+        Ok(())
+    }
+}
+
+/// One prep of an arm made ready: the plan's own (warmed up, captured), and for graph arms
+/// under a framework profile the graph of the framework's whole captured prep.
+struct StepPrep {
+    plan: Prepared,
+    framework: Option<CudaGraph>,
+}
+
+/// A kernel a framework op launches: a spin of the profile's `kernel_us`, or an empty kernel.
+fn framework_kernel(gpu: &Gpu, us: f64) -> Result<Launch> {
+    let launch = if us > 0.0 {
+        spin(gpu, us)?
+    } else {
+        let func = gpu.function(KernelModule::Floor, "empty_kernel")?;
+        Launch::new("empty_kernel", func, (1, 1, 1), (1, 1, 1))
+    };
+    // Loaded and run once here: a module cannot load inside a capture.
+    // SAFETY: both kernels take only a duration, or nothing.
+    unsafe { launch.issue(gpu.cu_stream())? };
+    gpu.sync()?;
+    Ok(launch)
+}
+
+/// Everything one (layout, batch, block) needs, shared by its arms.
+struct StepCell<'g> {
+    gpu: &'g Gpu,
+    lengths: &'g DeviceLengths<'g>,
+    draft: PrepPlan<'g>,
+    verify: PrepPlan<'g>,
+    draft_fwd: Forward,
+    verify_fwd: Forward,
+    /// The kernels framework ops launch: the draft prep's, the verify prep's, and those of
+    /// host items and accept.
+    draft_kernel: Launch,
+    verify_kernel: Launch,
+    host_kernel: Launch,
+    costs: HostCosts,
+    upload_blocked: Duration,
+    initial: Vec<i32>,
+}
+
+struct Pass {
+    /// Completion of every step on the device clock, µs from the anchor.
+    done_us: Vec<f64>,
+    tokens: Vec<Vec<u32>>,
+    blocked_us: Vec<f64>,
+}
+
+/// One prep's host actions with what the timed loop needs of them, worked out once.
+struct PrepProgram {
+    steps: Vec<PrepStep>,
+    /// Host time of one of its framework ops.
+    op: Duration,
+    /// The step before which its GPU span begins (see [`span_start`]).
+    span_start: usize,
+}
+
+/// An arm's prep programs, built once per cell.
+struct ArmProgram {
+    arm: Arm,
+    draft: PrepProgram,
+    verify: PrepProgram,
+}
+
+impl StepCell<'_> {
+    fn program(&self, arm: Arm) -> ArmProgram {
+        let profile = &self.costs.profile;
+        let seq = |phase, plan: &PrepPlan| {
+            let steps = prep_sequence(arm, profile.arm_ops(phase, arm), plan.kernel_count(arm));
+            PrepProgram {
+                op: us(profile.prep_op_us(phase, arm)),
+                span_start: span_start(&steps, profile.upload_syncs.value),
+                steps,
+            }
+        };
+        ArmProgram {
+            arm,
+            draft: seq(Phase::Draft, &self.draft),
+            verify: seq(Phase::Verify, &self.verify),
+        }
+    }
+
+    /// Makes `arm`'s prep for `phase` ready. A graph arm whose eager-device counterpart
+    /// issues framework kernels captures those too, in the order the eager prep launches
+    /// them, so a replay does the GPU work the framework's captured prep does.
+    fn prepare(&mut self, phase: Phase, arm: Arm) -> Result<StepPrep> {
+        let (plan, kernel) = match phase {
+            Phase::Draft => (&mut self.draft, &self.draft_kernel),
+            Phase::Verify => (&mut self.verify, &self.verify_kernel),
+        };
+        let prepared = plan.prepare(arm)?;
+        let eager = self.costs.profile.arm_ops(phase, Arm::EagerDevice);
+        if !matches!(arm, Arm::Graph | Arm::GraphUpload) || eager.launches == 0 {
+            return Ok(StepPrep {
+                plan: prepared,
+                framework: None,
+            });
+        }
+        let seq = prep_sequence(Arm::EagerDevice, eager, plan.kernel_count(arm));
+        let what = format!(
+            "the {arm} prep of {} with its framework kernels",
+            plan.shape.family
+        );
+        let stream = self.gpu.cu_stream();
+        let graph = capture_graph(&self.gpu.stream, &what, || {
+            seq.iter()
+                .try_for_each(|&step| launch_of(step, kernel, plan, arm, stream))
+        })?;
+        graph
+            .upload()
+            .with_context(|| format!("uploading the graph of {what}"))?;
+        Ok(StepPrep {
+            plan: prepared,
+            framework: Some(graph),
+        })
+    }
+
+    /// Median host times of the harness's own read and syncing upload with the GPU idle:
+    /// what the profile's `read_us` and `upload_us` top up.
+    fn idle_host_costs(&mut self) -> Result<(Duration, Duration)> {
+        let mut reads = Vec::with_capacity(IDLE_READS);
+        let mut uploads = Vec::with_capacity(IDLE_READS);
+        for _ in 0..IDLE_READS {
+            self.gpu.sync()?;
+            let t0 = Instant::now();
+            self.draft.read_host_lengths()?;
+            reads.push(t0.elapsed());
+            self.gpu.sync()?;
+            let t0 = Instant::now();
+            self.draft.copy_host_list()?;
+            self.gpu.sync()?;
+            uploads.push(t0.elapsed());
+        }
+        self.draft.take_blocked();
+        self.draft.take_last_read();
+        let median = |mut v: Vec<Duration>| {
+            v.sort();
+            v[v.len() / 2]
+        };
+        Ok((median(reads), median(uploads)))
+    }
+
+    /// Runs one step of `program`: every item of the host program in order. With `marks`,
+    /// each GPU item is bracketed by its events; with `log`, host spans are kept.
+    fn run_step(
+        &mut self,
+        program: &ArmProgram,
+        pd: &StepPrep,
+        pv: &StepPrep,
+        marks: Option<Marks>,
+        mut log: Option<&mut Vec<HostSpan>>,
+    ) -> Result<()> {
+        let (op, launch) = (self.costs.op, self.costs.graph_launch);
+        let stream = self.gpu.cu_stream();
+        let mut gpu_item = 0;
+        for item in &self.costs.profile.program {
+            let t0 = Instant::now();
+            let begin = marks.as_ref().map(|m| &m.begin[gpu_item]);
+            match item {
+                Item::Host { us: busy, ops, .. } => {
+                    spin_until(t0 + us(*busy));
+                    for _ in 0..*ops {
+                        framework_op(Some(&self.host_kernel), stream, op)?;
+                    }
+                }
+                Item::DraftPrep | Item::VerifyPrep => {
+                    let (plan, prep, prepared, kernel) = if *item == Item::DraftPrep {
+                        (&mut self.draft, &program.draft, pd, &self.draft_kernel)
+                    } else {
+                        (&mut self.verify, &program.verify, pv, &self.verify_kernel)
+                    };
+                    PrepRun {
+                        gpu: self.gpu,
+                        plan,
+                        kernel,
+                        costs: &self.costs,
+                        upload_blocked: &mut self.upload_blocked,
+                    }
+                    .run(program.arm, prep, prepared, begin, &mut log)?;
+                }
+                Item::DraftForward | Item::VerifyForward => {
+                    if let Some(event) = begin {
+                        event.record(&self.gpu.stream)?;
+                    }
+                    let forward = if *item == Item::DraftForward {
+                        &self.draft_fwd
+                    } else {
+                        &self.verify_fwd
+                    };
+                    forward.issue(self.gpu)?;
+                    spin_until(t0 + launch);
+                }
+                Item::Accept { ops } => {
+                    if let Some(event) = begin {
+                        event.record(&self.gpu.stream)?;
+                    }
+                    // The first op launches the accept kernel itself.
+                    self.lengths.issue_accept()?;
+                    spin_until(t0 + op);
+                    for _ in 1..*ops {
+                        framework_op(Some(&self.host_kernel), stream, op)?;
+                    }
+                }
+            }
+            if item.is_gpu() {
+                if let Some(m) = &marks {
+                    m.end[gpu_item].record(&self.gpu.stream)?;
+                }
+                gpu_item += 1;
+            }
+            if let Some(log) = log.as_deref_mut() {
+                let lane = if item.is_gpu() {
+                    HostLane::Launch
+                } else {
+                    HostLane::Scheduler
+                };
+                log.push(HostSpan {
+                    lane,
+                    name: item.label().to_string(),
+                    start: t0,
+                    end: Instant::now(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Host time blocked in reads and syncing uploads since the last call.
+    fn take_blocked(&mut self) -> Duration {
+        self.draft.take_blocked()
+            + self.verify.take_blocked()
+            + std::mem::take(&mut self.upload_blocked)
+    }
+
+    /// Accepted tokens of the next `steps` steps, from the CPU mirror of the accept kernel.
+    fn tokens(&self, steps: usize) -> Vec<Vec<u32>> {
+        let mut lens = self.initial.clone();
+        let mut counters = vec![0u32; lens.len()];
+        let live = self.lengths.live_bs();
+        (0..steps)
+            .map(|_| {
+                self.lengths
+                    .accept_model
+                    .apply(&mut lens, &mut counters, live)
+                    .into_iter()
+                    .map(|a| a as u32)
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The clean pass: `total` steps, one event each.
+    fn clean_pass(
+        &mut self,
+        program: &ArmProgram,
+        pd: &StepPrep,
+        pv: &StepPrep,
+        total: usize,
+    ) -> Result<Pass> {
+        self.lengths.reset()?;
+        self.gpu.sync()?;
+        // Reads made while preparing the arms are not this pass's.
+        self.take_blocked();
+        let anchor = self.gpu.timing_events(1)?.remove(0);
+        let done = self.gpu.timing_events(total)?;
+        let mut blocked_us = Vec::with_capacity(total);
+        anchor.record(&self.gpu.stream)?;
+        for k in 0..total {
+            if k >= 2 {
+                done[k - 2].synchronize()?;
+            }
+            self.run_step(program, pd, pv, None, None)?;
+            done[k].record(&self.gpu.stream)?;
+            blocked_us.push(self.take_blocked().as_secs_f64() * 1e6);
+        }
+        self.gpu.sync()?;
+        let done_us = done
+            .iter()
+            .map(|e| Ok(anchor.elapsed_ms(e)? as f64 * 1e3))
+            .collect::<Result<_>>()?;
+        Ok(Pass {
+            done_us,
+            tokens: self.tokens(total),
+            blocked_us,
+        })
+    }
+
+    /// The timeline pass: events around every GPU item, host spans, optional trace; `steps`
+    /// steps, or fewer (3 at least) once `cap` has passed.
+    fn timeline_pass(
+        &mut self,
+        program: &ArmProgram,
+        pd: &StepPrep,
+        pv: &StepPrep,
+        steps: usize,
+        cap: Duration,
+        mut trace: Option<&mut TraceBuilder>,
+    ) -> Result<Timeline> {
+        self.lengths.reset()?;
+        self.gpu.sync()?;
+        let anchor = self.gpu.timing_events(1)?.remove(0);
+        let begin = self.gpu.timing_events(steps * GPU_ITEMS)?;
+        let end = self.gpu.timing_events(steps * GPU_ITEMS)?;
+        anchor.record(&self.gpu.stream)?;
+        anchor.synchronize()?;
+        let host0 = Instant::now();
+        let host_us = |t: Instant| t.saturating_duration_since(host0).as_secs_f64() * 1e6;
+        let mut spans = Vec::new();
+        let mut ran = 0;
+        for k in 0..steps {
+            if k >= 3 && host0.elapsed() > cap {
+                break;
+            }
+            if k >= 2 {
+                end[(k - 1) * GPU_ITEMS - 1].synchronize()?;
+            }
+            ran = k + 1;
+            let marks = Marks {
+                begin: &begin[k * GPU_ITEMS..(k + 1) * GPU_ITEMS],
+                end: &end[k * GPU_ITEMS..(k + 1) * GPU_ITEMS],
+            };
+            let log = trace.is_some().then_some(&mut spans);
+            self.run_step(program, pd, pv, Some(marks), log)?;
+            self.take_blocked();
+            if let Some(t) = trace.as_deref_mut() {
+                for s in spans.drain(..) {
+                    t.host_span(
+                        s.lane,
+                        &s.name,
+                        host_us(s.start),
+                        (s.end - s.start).as_secs_f64() * 1e6,
+                        k as u64,
+                    )?;
+                }
+            }
+        }
+        self.gpu.sync()?;
+        let device_us = |e: &CudaEvent| -> Result<f64> { Ok(anchor.elapsed_ms(e)? as f64 * 1e3) };
+        let steps = ran;
+        let tokens = self.tokens(steps);
+        let labels: Vec<&str> = self
+            .costs
+            .profile
+            .program
+            .iter()
+            .filter(|i| i.is_gpu())
+            .map(Item::label)
+            .collect();
+        let mut records = Vec::with_capacity(steps);
+        let mut previous_done = 0.0;
+        for k in 0..steps {
+            let mut busy = Vec::with_capacity(GPU_ITEMS);
+            for (p, name) in labels.iter().enumerate() {
+                let (b, e) = (
+                    device_us(&begin[k * GPU_ITEMS + p])?,
+                    device_us(&end[k * GPU_ITEMS + p])?,
+                );
+                busy.push((b, e));
+                if let Some(t) = trace.as_deref_mut() {
+                    t.gpu_span(0, name, b, (e - b).max(0.0), k as u64)?;
+                }
+            }
+            let done = busy[GPU_ITEMS - 1].1;
+            records.push(StepRecord {
+                host_start_us: previous_done,
+                host_end_us: done,
+                gpu_busy: busy,
+                tokens_per_request: tokens[k].clone(),
+            });
+            previous_done = done;
+        }
+        // The first step has no previous completion on this clock: leave it out.
+        Timeline::new(records.split_off(1))
+    }
+}
+
+/// Throughput samples over windows of steps: tokens of the window over its wall time, times
+/// `scale`, the batch's requests per request this rank holds (bs / rank batch: 1 for tp
+/// layouts; for dep, the ranks holding the rest of the batch, which run in parallel).
+pub fn window_throughput(
+    done_us: &[f64],
+    tokens: &[Vec<u32>],
+    window: usize,
+    scale: f64,
+) -> Vec<f64> {
+    (1..done_us.len())
+        .step_by(window)
+        .filter(|&s| s + window <= done_us.len())
+        .map(|s| {
+            let toks: u64 = tokens[s..s + window]
+                .iter()
+                .flatten()
+                .map(|&a| a as u64)
+                .sum();
+            toks as f64 * scale / ((done_us[s + window - 1] - done_us[s - 1]) * 1e-6)
+        })
+        .collect()
+}
+
+pub struct StepsOutcome {
+    pub rows: Vec<Row>,
+    pub seconds: f64,
+}
+
+/// What the run measures on GPUs of `memory`: the cells they hold ([`Deployment::plan`];
+/// every cell under `--forward-us`, which models no weights), and the cell `--trace` writes.
+fn plan(
+    config: &StepsConfig,
+    context: u32,
+    memory: GpuMemory,
+) -> Result<(Deployment, Option<Cell>)> {
+    let deployment = match (&config.target, &config.draft) {
+        (ForwardModel::Profile(target), ForwardModel::Profile(draft)) => Deployment::plan(
+            target,
+            draft,
+            &config.layouts,
+            config.layouts_named,
+            &config.batch_sizes,
+            context,
+            memory,
+        )?,
+        _ => Deployment::unchecked(&config.layouts, &config.batch_sizes),
+    };
+    let traced = traced_cell(config, &deployment)?;
+    Ok((deployment, traced))
+}
+
+/// The cell `--trace` writes: `--trace-cell`'s, which must be one the GPU holds, or else the
+/// first cell the run measures.
+fn traced_cell(config: &StepsConfig, deployment: &Deployment) -> Result<Option<Cell>> {
+    let Some(trace) = &config.trace else {
+        return Ok(None);
+    };
+    let Some((layout, bs, block)) = trace.cell else {
+        let (layout, batches) = &deployment.cells[0];
+        return Ok(Some((*layout, batches[0], config.block_sizes[0])));
+    };
+    match deployment
+        .left_out
+        .iter()
+        .find(|e| (e.layout, e.batch_size) == (layout, bs))
+    {
+        Some(e) => Err(NotDeployable {
+            advice: format!(
+                "--trace-cell {layout}:{bs}:{block} names a cell left out: trace one that fits"
+            ),
+            ..e.clone()
+        }
+        .into()),
+        None => Ok(Some((layout, bs, block))),
+    }
+}
+
+pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
+    let started = Instant::now();
+    let (csv_path, mut rows) = existing_rows(&config.out, config.resume)?;
+    let context = (config.seq_lens.min + config.seq_lens.max) / 2;
+    // A planned memory is checked before the GPU opens, the device's once it is open: either
+    // way before any measurement.
+    let planned = config
+        .gpu_memory
+        .map(|memory| plan(config, context, memory))
+        .transpose()?;
+    let gpu = Gpu::open(config.device)?;
+    let (deployment, trace_cell) = match planned {
+        Some(p) => p,
+        None => plan(config, context, GpuMemory::device(gpu.info.memory_bytes))?,
+    };
+    let done = completed_cells(&rows);
+    let how = format!(
+        "one rank ran on one GPU, collectives are busy-waits sized by their bytes at {} GB/s",
+        config.link_gb_s
+    );
+    let mut notes = emulation_notes(&deployment.layouts(), gpu.info.device_count, &how);
+    notes.push(pin_note(pin_current_thread(config.cpu)?));
+    let latency = match config.collective_latency_us {
+        Some(v) => format!("{v} us per collective"),
+        None => format!("per-collective latency {COLLECTIVE_LATENCY_SOURCE}"),
+    };
+    notes.push(format!(
+        "{STEP_MODEL_NOTE} target {}, draft {}, accept length {}, link {} GB/s, {latency}; occupancy and gap_us from a separate pass with events around each GPU item",
+        model_name(&config.target), model_name(&config.draft), config.accept_mean, config.link_gb_s
+    ));
+    notes.push(format!(
+        "{}; program: {}",
+        config.host.describe(),
+        program_line(&config.host)
+    ));
+    notes.push(deployment.note());
+    let recorder = Recorder::start(&gpu, &config.out, csv_path, config.resume, notes)?;
+    let stream_source = StreamSource::new(&gpu, 1 << 30)?;
+    let total_cells = config.host_scales.len()
+        * deployment.cells.iter().map(|(_, b)| b.len()).sum::<usize>()
+        * config.block_sizes.len()
+        * config.arms.len();
+    let progress = progress(total_cells, "cells");
+    for &(layout, ref batch_sizes) in &deployment.cells {
+        for &bs in batch_sizes {
+            let rank_bs = layout.rank_batch(bs);
+            for &block in &config.block_sizes {
+                // One group per (layout, batch, block): every host scale's cells, measured whole.
+                let groups: Vec<(f64, Vec<CellId>)> = config
+                    .host_scales
+                    .iter()
+                    .map(|&scale| {
+                        let family = step_family(scale);
+                        let cells = arm_cells(
+                            KIND_STEP,
+                            &family,
+                            &config.arms,
+                            bs,
+                            block,
+                            layout,
+                            gpu.info.device_count,
+                        );
+                        (scale, cells)
+                    })
+                    .collect();
+                let all: Vec<CellId> = groups.iter().flat_map(|(_, c)| c.clone()).collect();
+                if !needs_measuring(&all, &done, &mut rows, &progress) {
+                    continue;
+                }
+                let draft_shape =
+                    Shape::new(Family::DsparkDraftBlock, rank_bs, block, config.max_context)?;
+                let verify_shape =
+                    Shape::new(Family::DsaTargetVerify, rank_bs, block, config.max_context)?;
+                let inputs: HostInputs = generate(
+                    &draft_shape,
+                    config.seed ^ ((rank_bs as u64) << 32 | block as u64),
+                    config.seq_lens,
+                    false,
+                );
+                let accept = AcceptModel::with_mean(
+                    config.accept_mean,
+                    block,
+                    config.seed as u32,
+                    draft_shape.max_seq_len(),
+                )?;
+                let lengths = DeviceLengths::new(&gpu, &inputs.seq_lens, rank_bs as usize, accept)?;
+                let link = Link {
+                    gb_s: config.link_gb_s,
+                    latency_us: config
+                        .collective_latency_us
+                        .unwrap_or_else(|| collective_latency_us(layout)),
+                };
+                let spec = |m: &ForwardModel| m.spec(layout, rank_bs, context, block, link);
+                let mut cell = StepCell {
+                    gpu: &gpu,
+                    lengths: &lengths,
+                    draft: PrepPlan::new(&gpu, draft_shape, &inputs, &lengths)?,
+                    verify: PrepPlan::new(&gpu, verify_shape, &inputs, &lengths)?,
+                    draft_fwd: Forward::new(&gpu, spec(&config.draft)?, &stream_source)?,
+                    verify_fwd: Forward::new(&gpu, spec(&config.target)?, &stream_source)?,
+                    draft_kernel: framework_kernel(
+                        &gpu,
+                        config.host.prep_kernel_us(Phase::Draft, rank_bs),
+                    )?,
+                    verify_kernel: framework_kernel(
+                        &gpu,
+                        config.host.prep_kernel_us(Phase::Verify, rank_bs),
+                    )?,
+                    host_kernel: framework_kernel(&gpu, config.host.kernel_us.value)?,
+                    // Each host scale sets its own costs below, once the idle costs are known.
+                    costs: HostCosts::new(config.host.clone(), Duration::ZERO, Duration::ZERO),
+                    upload_blocked: Duration::ZERO,
+                    initial: inputs.seq_lens.clone(),
+                };
+                let (idle_read, idle_upload) = cell.idle_host_costs()?;
+                for (scale, cells) in &groups {
+                    cell.costs =
+                        HostCosts::new(config.host.scaled(*scale)?, idle_read, idle_upload);
+                    let traced = *scale == config.host_scales[0];
+                    let labels: Vec<String> = cells.iter().map(CellId::label).collect();
+                    progress.set_message(format!("{layout} bs {bs} block {block} x{scale}"));
+                    // Every arm made ready once; the rounds then run them back to back.
+                    let mut ready = Vec::with_capacity(config.arms.len());
+                    for (&arm, label) in config.arms.iter().zip(&labels) {
+                        let pd = cell
+                            .prepare(Phase::Draft, arm)
+                            .with_context(|| format!("preparing the draft metadata of {label}"))?;
+                        let pv = cell
+                            .prepare(Phase::Verify, arm)
+                            .with_context(|| format!("preparing the verify metadata of {label}"))?;
+                        ready.push((cell.program(arm), pd, pv));
+                    }
+                    let batch_scale = bs as f64 / rank_bs as f64;
+                    let mut measured: Vec<ArmRounds> =
+                        config.arms.iter().map(|_| ArmRounds::default()).collect();
+                    let cell_start = Instant::now();
+                    let mut step_seen: Option<f64> = None;
+                    let stop = loop {
+                        let round = measured[0].step_us.len();
+                        let (warmup, steps) =
+                            config
+                                .rounds
+                                .pass_length(ready.len(), step_seen, config.warmup_steps);
+                        // Rotated each round, so no arm always runs first after another.
+                        for i in (0..ready.len()).map(|i| (i + round) % ready.len()) {
+                            recorder.set_cell(&labels[i]);
+                            let (program, pd, pv) = &ready[i];
+                            let clean = cell.clean_pass(program, pd, pv, warmup + steps)?;
+                            measured[i].push(&clean, warmup, batch_scale)?;
+                        }
+                        let last: Vec<f64> = measured
+                            .iter()
+                            .filter_map(|m| m.step_us.last())
+                            .flatten()
+                            .copied()
+                            .collect();
+                        step_seen = Some(last.iter().sum::<f64>() / last.len().max(1) as f64);
+                        let step_us: Vec<Vec<Vec<f64>>> =
+                            measured.iter().map(|m| m.step_us.clone()).collect();
+                        if let Some(why) = config.rounds.check(
+                            &config.arms,
+                            &step_us,
+                            round + 1,
+                            cell_start.elapsed(),
+                        ) {
+                            break why;
+                        }
+                    };
+                    let eager_sync = config.arms.iter().position(|&a| a == Arm::EagerSync);
+                    for (i, ((&arm, id), (program, pd, pv))) in
+                        config.arms.iter().zip(cells).zip(&ready).enumerate()
+                    {
+                        recorder.set_cell(&labels[i]);
+                        let request = config
+                            .trace
+                            .as_ref()
+                            .filter(|_| trace_cell == Some((layout, bs, block)))
+                            .filter(|_| traced);
+                        let mut trace = request.map(|_| TraceBuilder::new());
+                        if let Some(t) = trace.as_mut() {
+                            t.set_arm(arm.name());
+                            t.set_title(&format!(
+                                "{arm}: {layout} bs {bs} block {block}, host profile `{}` x{scale}",
+                                config.host.name
+                            ));
+                        }
+                        let timeline = cell.timeline_pass(
+                            program,
+                            pd,
+                            pv,
+                            config.timeline_steps,
+                            config.timeline_cap,
+                            trace.as_mut(),
+                        )?;
+                        if let (Some(t), Some(request)) = (trace, request) {
+                            t.write(&request.path_for(arm))?;
+                        }
+                        let against_sync = eager_sync.filter(|&s| s != i).map(|s| &measured[s]);
+                        let telemetry = recorder.cell_telemetry(&labels[i]);
+                        rows.extend(step_rows(
+                            id,
+                            arm,
+                            &measured[i],
+                            stop,
+                            against_sync,
+                            &timeline,
+                            telemetry.as_ref(),
+                        ));
+                    }
+                    progress.inc(config.arms.len() as u64);
+                    if progress.is_hidden() {
+                        // No terminal (a log file): the same progress, one line per cell.
+                        eprintln!(
+                            "{}/{} cells in {:.0} s, ETA {:.0} s ({layout} bs {bs} block {block} x{scale}: {stop})",
+                            progress.position(),
+                            progress.length().unwrap_or(0),
+                            progress.elapsed().as_secs_f64(),
+                            progress.eta().as_secs_f64()
+                        );
+                    }
+                }
+                recorder.save(&rows)?;
+            }
+        }
+    }
+    progress.finish_and_clear();
+    recorder.finish()?;
+    Ok(StepsOutcome {
+        rows,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The program in one line: `scheduler 50us > draft prep > ...`.
+fn program_line(host: &HostProfile) -> String {
+    host.program
+        .iter()
+        .map(|item| match item {
+            Item::Host { name, us, ops, .. } => {
+                format!("{name} {:.0}us", host.host_item_us(*us, *ops))
+            }
+            other => other.label().to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" > ")
+}
+
+fn model_name(m: &ForwardModel) -> String {
+    match m {
+        ForwardModel::Profile(p) => p.name.clone(),
+        ForwardModel::FixedUs(us) => format!("fixed {us} us"),
+    }
+}
+
+/// One arm's clean passes of a cell, round by round, each pass's warm-up left out.
+#[derive(Default)]
+struct ArmRounds {
+    step_us: Vec<Vec<f64>>,
+    itl_us: Vec<Vec<f64>>,
+    throughput_tok_s: Vec<Vec<f64>>,
+    blocked_us: Vec<Vec<f64>>,
+}
+
+impl ArmRounds {
+    /// Adds one round's clean pass; `batch_scale` as in [`window_throughput`].
+    fn push(&mut self, clean: &Pass, warmup: usize, batch_scale: f64) -> Result<()> {
+        let first = warmup.max(1);
+        let measured: Vec<StepRecord> = (first..clean.done_us.len())
+            .map(|k| StepRecord {
+                host_start_us: clean.done_us[k - 1],
+                host_end_us: clean.done_us[k],
+                gpu_busy: Vec::new(),
+                tokens_per_request: clean.tokens[k].clone(),
+            })
+            .collect();
+        let steps = Timeline::new(measured).context("the clean pass")?;
+        self.itl_us.push(steps.itl_samples_us());
+        self.step_us.push(steps.step_wall_us());
+        // A pass shorter than the window (long steps) is one window, not none.
+        let window = THROUGHPUT_WINDOW.min(clean.done_us.len().saturating_sub(first));
+        self.throughput_tok_s.push(window_throughput(
+            &clean.done_us[first - 1..],
+            &clean.tokens[first - 1..],
+            window.max(1),
+            batch_scale,
+        ));
+        self.blocked_us
+            .push(clean.blocked_us[first.min(clean.blocked_us.len())..].to_vec());
+        Ok(())
+    }
+}
+
+/// The rows of one step cell: ITL, throughput, step time and blocked time from its rounds
+/// (each the median of round medians with the interval between rounds), its step time over
+/// eager-sync's paired within rounds, occupancy and gaps from the timeline pass.
+fn step_rows(
+    id: &CellId,
+    arm: Arm,
+    rounds: &ArmRounds,
+    stop: &str,
+    eager_sync: Option<&ArmRounds>,
+    timeline: &Timeline,
+    telemetry: Option<&CellTelemetry>,
+) -> Vec<Row> {
+    let mut rows = Vec::new();
+    rows.extend(id.rounds_row("itl_us", "us", &rounds.itl_us, stop, telemetry));
+    let itl = rounds.itl_us.concat();
+    if let Some(p99) = quantile(&itl, 0.99) {
+        let point = Estimate {
+            point: p99,
+            lo: f64::NAN,
+            hi: f64::NAN,
+        };
+        rows.push(id.estimate_row("itl_p99_us", "us", &point, itl.len() as u64, telemetry));
+    }
+    rows.extend(id.rounds_row("step_us", "us", &rounds.step_us, stop, telemetry));
+    rows.extend(id.rounds_row(
+        "throughput_tok_s",
+        "tok/s",
+        &rounds.throughput_tok_s,
+        stop,
+        telemetry,
+    ));
+    if arm.reads_host() || arm == Arm::GraphUpload {
+        rows.extend(id.rounds_row("host_blocked_us", "us", &rounds.blocked_us, stop, telemetry));
+    }
+    if let Some(sync) = eager_sync {
+        rows.extend(id.paired_row(
+            STEP_RATIO_VS_EAGER_SYNC,
+            "x",
+            (&rounds.step_us, &sync.step_us),
+            |arm, sync| arm / sync,
+            telemetry,
+        ));
+    }
+    let walls = timeline.step_wall_us();
+    let gaps = timeline.gap_per_step_us();
+    let occupancy: Vec<f64> = walls.iter().zip(&gaps).map(|(w, g)| 1.0 - g / w).collect();
+    rows.extend(id.summary_row("occupancy", "ratio", &occupancy, "timeline", telemetry));
+    rows.extend(id.summary_row("gap_us", "us", &gaps, "timeline", telemetry));
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_shorter_than_the_throughput_window_still_gives_one_window() {
+        // 3 warm-up and 5 measured steps, 100 µs apart, 2 requests accepting 2 tokens each.
+        let pass = Pass {
+            done_us: (0..8).map(|k| 100.0 * k as f64).collect(),
+            tokens: vec![vec![2, 2]; 8],
+            blocked_us: vec![0.0; 8],
+        };
+        let mut rounds = ArmRounds::default();
+        rounds.push(&pass, 3, 1.0).unwrap();
+        assert_eq!(rounds.step_us[0].len(), 5);
+        // 5 steps x 4 tokens over 500 µs.
+        assert_eq!(rounds.throughput_tok_s[0], vec![40_000.0]);
+    }
+
+    #[test]
+    fn throughput_windows_count_tokens_over_their_wall_time() {
+        // Steps complete every 100 µs; each of 2 requests accepts 2 tokens a step.
+        let done: Vec<f64> = (0..21).map(|k| 100.0 * k as f64).collect();
+        let tokens = vec![vec![2u32, 2]; 21];
+        let samples = window_throughput(&done, &tokens, 10, 1.0);
+        assert_eq!(samples.len(), 2);
+        // 10 steps x 4 tokens over 1000 µs = 40 000 tok/s.
+        assert!(
+            samples.iter().all(|&s| (s - 40_000.0).abs() < 1e-6),
+            "{samples:?}"
+        );
+        assert_eq!(
+            window_throughput(&done, &tokens, 10, 4.0)[0],
+            160_000.0,
+            "other ranks' requests add"
+        );
+        assert!(
+            window_throughput(&done[..5], &tokens[..5], 10, 1.0).is_empty(),
+            "no partial window"
+        );
+    }
+
+    #[test]
+    fn trace_paths_per_arm() {
+        let t = TraceRequest {
+            cell: Some((Layout::Tp(4), 1, 5)),
+            path: PathBuf::from("out/trace.json"),
+        };
+        assert_eq!(t.path_for(Arm::EagerSync), PathBuf::from("out/trace.json"));
+        assert_eq!(
+            t.path_for(Arm::Graph),
+            PathBuf::from("out/trace-graph.json")
+        );
+    }
+}

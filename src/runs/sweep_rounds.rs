@@ -1,0 +1,449 @@
+//! What `metaprep sweep` keeps of each round, and the rows it gives once rounds stop.
+//!
+//! A *group* is the arms of one (family, layout, batch size, block size), visited back to
+//! back in every round; the *floor* (its items and the harness) is measured at the start of
+//! every round. Both keep their samples round by round. A cell's own metrics become rows with
+//! [`CellId::rounds_row`] (median of the rounds' medians, interval between rounds); the
+//! quantities users read as differences are formed inside each round, where their two sides
+//! ran back to back or in the same round, with [`CellId::paired_row`]:
+//! * `read_cost_us` (on eager-sync's cell): eager-sync's `step_us` − eager-device's;
+//! * `step_ratio_vs_eager_sync` (every other arm): the arm's `step_us` / eager-sync's;
+//! * `floor_multiple`: an arm's `step_us` / its launch floor's (empty kernel for eager arms,
+//!   empty graph for graph arms) in the same round;
+//! * `overhead_us` (the harness): the harness's `step_us` − the empty graph's.
+
+use crate::axes::Arm;
+use crate::axes::FloorItem;
+use crate::harness::nvml::CellTelemetry;
+use crate::harness::prep_cell::PrepMeasurement;
+use crate::harness::rows::CellId;
+use crate::results::csv::{Row, KIND_FLOOR, STEP_RATIO_VS_EAGER_SYNC};
+use crate::stats::rounds::{over_rounds, paired, Paired};
+use crate::stats::stopping::{RoundsRule, RoundsStop};
+use std::time::Duration;
+
+/// The floor row of the empty graph run through the arms' harness.
+pub const HARNESS: &str = "harness";
+
+/// Rounds of samples: one list per round.
+type Rounds = Vec<Vec<f64>>;
+
+fn difference(a: f64, b: f64) -> f64 {
+    a - b
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    a / b
+}
+
+/// The cell of a floor item (or of [`HARNESS`]).
+pub fn floor_cell(item: &str) -> CellId {
+    CellId {
+        kind: KIND_FLOOR,
+        family: "floor".into(),
+        arm: item.into(),
+        batch_size: 1,
+        block_size: 1,
+        layout: "tp1".into(),
+        emulated: false,
+    }
+}
+
+/// One arm's metrics, round by round.
+#[derive(Debug, Clone, Default)]
+struct ArmRounds {
+    step: Rounds,
+    step_fwd: Rounds,
+    host_issue: Rounds,
+    host_blocked: Rounds,
+    gpu_prep: Rounds,
+}
+
+/// A group's arms, round by round.
+#[derive(Debug, Clone)]
+pub struct GroupRounds {
+    arms: Vec<Arm>,
+    by_arm: Vec<ArmRounds>,
+    /// Time spent measuring the group's cells, over all its rounds.
+    pub elapsed: Duration,
+}
+
+impl GroupRounds {
+    pub fn new(arms: &[Arm]) -> Self {
+        Self {
+            arms: arms.to_vec(),
+            by_arm: vec![ArmRounds::default(); arms.len()],
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    /// Adds a round of `self.arms[index]`.
+    pub fn push(&mut self, index: usize, m: PrepMeasurement) {
+        let a = &mut self.by_arm[index];
+        a.step.push(m.step.per_step_us);
+        if let Some(fwd) = m.step_fwd {
+            a.step_fwd.push(fwd.per_step_us);
+        }
+        a.host_issue.push(m.host_issue_us);
+        a.host_blocked.push(m.host_blocked_us);
+        a.gpu_prep.push(m.gpu_prep_us);
+    }
+
+    /// Rounds every arm has measured.
+    pub fn rounds(&self) -> usize {
+        self.by_arm.iter().map(|a| a.step.len()).min().unwrap_or(0)
+    }
+
+    fn step(&self, arm: Arm) -> Option<&Rounds> {
+        let index = self.arms.iter().position(|&a| a == arm)?;
+        Some(&self.by_arm[index].step)
+    }
+
+    /// eager-sync's and eager-device's step times: the read cost's two sides.
+    fn read_cost_sides(&self) -> Option<(&Rounds, &Rounds)> {
+        Some((self.step(Arm::EagerSync)?, self.step(Arm::EagerDevice)?))
+    }
+
+    /// Whether the group gets no further round, and why (see [`RoundsRule`]).
+    pub fn stop(&self, rule: &RoundsRule) -> Option<RoundsStop> {
+        let steps: Vec<_> = self.by_arm.iter().map(|a| over_rounds(&a.step)).collect();
+        let read_cost: Option<Paired> = self
+            .read_cost_sides()
+            .and_then(|(sync, device)| paired(sync, device, difference));
+        rule.check(self.rounds(), &steps, read_cost.as_ref(), self.elapsed)
+    }
+
+    /// The rows of the group's cells, `cells[i]` and `telemetry[i]` being `self.arms[i]`'s,
+    /// paired with `floor`'s rounds of the same index.
+    pub fn rows(
+        &self,
+        cells: &[CellId],
+        floor: &FloorRounds,
+        stop: RoundsStop,
+        telemetry: &[Option<CellTelemetry>],
+    ) -> Vec<Row> {
+        let stop = stop.as_str();
+        let sync = self.step(Arm::EagerSync);
+        let mut rows = Vec::new();
+        for (((&arm, a), cell), t) in self.arms.iter().zip(&self.by_arm).zip(cells).zip(telemetry) {
+            let t = t.as_ref();
+            rows.extend(cell.rounds_row("step_us", "us", &a.step, stop, t));
+            rows.extend(cell.rounds_row("step_fwd_us", "us", &a.step_fwd, stop, t));
+            rows.extend(cell.rounds_row("host_issue_us", "us", &a.host_issue, stop, t));
+            if arm.reads_host() {
+                rows.extend(cell.rounds_row("host_blocked_us", "us", &a.host_blocked, stop, t));
+            }
+            rows.extend(cell.rounds_row("gpu_prep_us", "us", &a.gpu_prep, stop, t));
+            let floor_item = floor.item(FloorItem::of_arm(arm));
+            rows.extend(cell.paired_row("floor_multiple", "x", (&a.step, floor_item), ratio, t));
+            match (arm, sync) {
+                (Arm::EagerSync, _) => {
+                    if let Some((sync, device)) = self.read_cost_sides() {
+                        rows.extend(cell.paired_row(
+                            "read_cost_us",
+                            "us",
+                            (sync, device),
+                            difference,
+                            None,
+                        ));
+                    }
+                }
+                (_, Some(sync)) => rows.extend(cell.paired_row(
+                    STEP_RATIO_VS_EAGER_SYNC,
+                    "x",
+                    (&a.step, sync),
+                    ratio,
+                    t,
+                )),
+                (_, None) => {}
+            }
+        }
+        rows
+    }
+}
+
+/// The floor's items and the harness, round by round.
+#[derive(Debug, Clone, Default)]
+pub struct FloorRounds {
+    /// In [`FloorItem::ALL`]'s order.
+    items: [Rounds; FloorItem::ALL.len()],
+    harness: Rounds,
+    /// Time spent measuring the floor, over all rounds.
+    pub elapsed: Duration,
+}
+
+fn index_of(item: FloorItem) -> usize {
+    FloorItem::ALL
+        .iter()
+        .position(|&i| i == item)
+        .expect("every item is in ALL")
+}
+
+impl FloorRounds {
+    pub fn push(&mut self, item: FloorItem, per_step_us: Vec<f64>) {
+        self.items[index_of(item)].push(per_step_us);
+    }
+
+    pub fn push_harness(&mut self, per_step_us: Vec<f64>) {
+        self.harness.push(per_step_us);
+    }
+
+    pub fn item(&self, item: FloorItem) -> &[Vec<f64>] {
+        &self.items[index_of(item)]
+    }
+
+    fn rounds(&self) -> usize {
+        self.items
+            .iter()
+            .chain([&self.harness])
+            .map(Vec::len)
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Whether the floor's rounds may stop, and why: every item's `step_us` and the
+    /// harness's judged as a group's arms are (no read cost).
+    pub fn stop(&self, rule: &RoundsRule) -> Option<RoundsStop> {
+        let steps: Vec<_> = self
+            .items
+            .iter()
+            .chain([&self.harness])
+            .map(|r| over_rounds(r))
+            .collect();
+        rule.check(self.rounds(), &steps, None, self.elapsed)
+    }
+
+    /// The floor's rows: each item's `step_us`, the harness's, and its overhead over the empty
+    /// graph; `telemetry` gives a floor cell's NVML summary by label.
+    pub fn rows(
+        &self,
+        stop: RoundsStop,
+        telemetry: impl Fn(&str) -> Option<CellTelemetry>,
+    ) -> Vec<Row> {
+        let stop = stop.as_str();
+        let mut rows = Vec::new();
+        for (item, rounds) in FloorItem::ALL.iter().zip(&self.items) {
+            let cell = floor_cell(item.name());
+            let t = telemetry(&cell.label());
+            rows.extend(cell.rounds_row("step_us", "us", rounds, stop, t.as_ref()));
+        }
+        let cell = floor_cell(HARNESS);
+        let t = telemetry(&cell.label());
+        rows.extend(cell.rounds_row("step_us", "us", &self.harness, stop, t.as_ref()));
+        let empty_graph = self.item(FloorItem::EmptyGraph);
+        rows.extend(cell.paired_row(
+            "overhead_us",
+            "us",
+            (&self.harness, empty_graph),
+            difference,
+            None,
+        ));
+        rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::sampling::Sampled;
+    use crate::results::csv::KIND_PREP;
+    use crate::stats::stopping::{StopReason, StoppingRule};
+
+    /// A round's samples around `level`, tight inside the round.
+    fn samples(level: f64) -> Vec<f64> {
+        (0..10)
+            .map(|i| level * (1.0 + 0.001 * (i % 3) as f64))
+            .collect()
+    }
+
+    fn measurement(step: f64) -> PrepMeasurement {
+        let sampled = |level| Sampled {
+            per_step_us: samples(level),
+            stop: StopReason::Converged,
+        };
+        PrepMeasurement {
+            step: sampled(step),
+            step_fwd: Some(sampled(step + 20.0)),
+            host_issue_us: samples(step / 2.0),
+            host_blocked_us: samples(step / 3.0),
+            gpu_prep_us: samples(4.0),
+        }
+    }
+
+    const ARMS: [Arm; 3] = [Arm::EagerSync, Arm::EagerDevice, Arm::Graph];
+    /// The host's drift, round by round: ±10% around 1, the same for every cell of a round.
+    const DRIFT: [f64; 6] = [1.0, 1.1, 0.92, 1.05, 0.9, 1.08];
+
+    fn cells() -> Vec<CellId> {
+        ARMS.iter()
+            .map(|arm| CellId {
+                kind: KIND_PREP,
+                family: "dsa_decode".into(),
+                arm: arm.name().into(),
+                batch_size: 8,
+                block_size: 5,
+                layout: "tp1".into(),
+                emulated: false,
+            })
+            .collect()
+    }
+
+    /// Six rounds in which every cell drifts by [`DRIFT`]: eager-sync 40 µs, eager-device
+    /// 22 µs, graph 10 µs, the empty kernel 2 µs, the empty graph 2.5 µs, the harness 2.7 µs.
+    fn drifting() -> (GroupRounds, FloorRounds) {
+        let mut group = GroupRounds::new(&ARMS);
+        let mut floor = FloorRounds::default();
+        for d in DRIFT {
+            for (item, us) in FloorItem::ALL.iter().zip([2.0, 2.5, 9.0, 3.0, 4.0]) {
+                floor.push(*item, samples(us * d));
+            }
+            floor.push_harness(samples(2.7 * d));
+            for (i, us) in [40.0, 22.0, 10.0].into_iter().enumerate() {
+                group.push(i, measurement(us * d));
+            }
+        }
+        (group, floor)
+    }
+
+    fn find<'a>(rows: &'a [Row], arm: &str, metric: &str) -> &'a Row {
+        rows.iter()
+            .find(|r| r.arm == arm && r.metric == metric)
+            .unwrap_or_else(|| panic!("no {arm} {metric}"))
+    }
+
+    #[test]
+    fn a_cells_interval_spans_the_drift_between_rounds() {
+        let (group, floor) = drifting();
+        assert_eq!(group.rounds(), 6);
+        let rows = group.rows(&cells(), &floor, RoundsStop::MaxRounds, &[None, None, None]);
+        let step = find(&rows, "graph", "step_us");
+        // Six round medians: the interval is their whole range, 0.9 to 1.1 times 10 µs
+        // (each round's median is its level times 1.001).
+        assert!((step.ci_lo - 9.0 * 1.001).abs() < 1e-9, "{step:?}");
+        assert!((step.ci_hi - 11.0 * 1.001).abs() < 1e-9, "{step:?}");
+        assert!(step.ci_lo < step.median && step.median < step.ci_hi);
+        assert_eq!((step.rounds, step.samples), (6, 60));
+        assert_eq!(step.stop_reason, "max-rounds");
+        // Every metric of every arm is a rounds row; host_blocked_us only for the reader.
+        let metrics: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.arm == "eager-sync")
+            .map(|r| r.metric.as_str())
+            .collect();
+        assert_eq!(
+            metrics,
+            [
+                "step_us",
+                "step_fwd_us",
+                "host_issue_us",
+                "host_blocked_us",
+                "gpu_prep_us",
+                "floor_multiple",
+                "read_cost_us"
+            ]
+        );
+        assert!(!rows
+            .iter()
+            .any(|r| r.arm == "graph" && r.metric == "host_blocked_us"));
+        assert!(
+            rows.iter().all(|r| r.rounds == 6),
+            "every row says its rounds"
+        );
+    }
+
+    #[test]
+    fn differences_are_paired_inside_each_round() {
+        let (group, floor) = drifting();
+        let rows = group.rows(&cells(), &floor, RoundsStop::Precision, &[None, None, None]);
+        // The read cost is 18 µs times the round's drift: paired, its interval spans only
+        // that (0.9 to 1.1 times 18 µs), not the 40-µs and 22-µs cells' ranges combined.
+        let cost = find(&rows, "eager-sync", "read_cost_us");
+        assert_eq!(cost.stop_reason, "derived");
+        assert!((cost.ci_lo - 0.9 * 18.0 * 1.001).abs() < 1e-9, "{cost:?}");
+        assert!((cost.ci_hi - 1.1 * 18.0 * 1.001).abs() < 1e-9, "{cost:?}");
+        // Ratios cancel the drift: graph is 10/40 of eager-sync in every round, eager arms
+        // 20x and graph arms 4x their launch floor.
+        for (arm, metric, value) in [
+            ("graph", STEP_RATIO_VS_EAGER_SYNC, 0.25),
+            ("eager-device", STEP_RATIO_VS_EAGER_SYNC, 0.55),
+            ("eager-sync", "floor_multiple", 20.0),
+            ("eager-device", "floor_multiple", 11.0),
+            ("graph", "floor_multiple", 4.0),
+        ] {
+            let r = find(&rows, arm, metric);
+            assert!((r.median - value).abs() < 1e-9, "{arm} {metric}: {r:?}");
+            assert!(r.ci_hi - r.ci_lo < 1e-9, "{arm} {metric}: {r:?}");
+            assert_eq!((r.unit.as_str(), r.rounds), ("x", 6));
+        }
+        assert!(!rows
+            .iter()
+            .any(|r| r.arm == "eager-sync" && r.metric == STEP_RATIO_VS_EAGER_SYNC));
+    }
+
+    #[test]
+    fn floor_rows_and_the_harness_overhead() {
+        let (_, floor) = drifting();
+        let rows = floor.rows(RoundsStop::Precision, |_| None);
+        let items: Vec<&str> = rows.iter().map(|r| r.arm.as_str()).collect();
+        assert_eq!(
+            items,
+            [
+                "empty-kernel",
+                "empty-graph",
+                "d2h-int",
+                "h2d-pinned",
+                "h2d-pageable",
+                "harness",
+                "harness"
+            ]
+        );
+        assert!(rows.iter().all(|r| r.kind == KIND_FLOOR && r.rounds == 6));
+        let overhead = find(&rows, HARNESS, "overhead_us");
+        // 0.2 µs times the drift, formed round by round.
+        assert!(
+            (overhead.median - 0.2 * 1.001 * 1.025).abs() < 1e-9,
+            "{overhead:?}"
+        );
+        assert!(overhead.ci_lo >= 0.9 * 0.2 && overhead.ci_hi <= 1.1 * 0.2 * 1.001 + 1e-12);
+    }
+
+    #[test]
+    fn a_group_stops_by_its_rounds_rule() {
+        let (group, floor) = drifting();
+        let rule = RoundsRule {
+            min_rounds: 6,
+            max_rounds: 8,
+            step: StoppingRule::default(),
+            time_cap: Duration::from_secs(60),
+        };
+        // ±10% drift between rounds: far from ±1%, so not precise; more rounds.
+        assert_eq!(group.stop(&rule), None);
+        assert_eq!(floor.stop(&rule), None);
+        let tight = RoundsRule {
+            step: StoppingRule {
+                rel_ci: 0.2,
+                ..StoppingRule::default()
+            },
+            ..rule.clone()
+        };
+        // At ±20% the arms pass, and the read cost's ±1.8 µs on 18 µs does not.
+        assert_eq!(group.stop(&tight), None);
+        assert_eq!(floor.stop(&tight), Some(RoundsStop::Precision));
+        let mut spent = group.clone();
+        spent.elapsed = rule.time_cap;
+        assert_eq!(spent.stop(&rule), Some(RoundsStop::TimeCap));
+        let five = GroupRounds {
+            by_arm: group
+                .by_arm
+                .iter()
+                .map(|a| ArmRounds {
+                    step: a.step[..5].to_vec(),
+                    ..a.clone()
+                })
+                .collect(),
+            ..spent
+        };
+        assert_eq!(five.rounds(), 5);
+        assert_eq!(five.stop(&rule), None, "no stop before min rounds");
+    }
+}

@@ -1,0 +1,132 @@
+//! Measurement rounds: a cell is measured in several rounds spread over the run, so drift of
+//! the host or GPU (on the H200 host, µs-scale host costs moved 10–30% between back-to-back
+//! runs) lands between rounds, where the interval sees it.
+//!
+//! * A cell's estimate is the median of its rounds' medians, and its 95% interval the
+//!   distribution-free interval of that median over the round medians (order statistics, as
+//!   in [`super::summary`]): [`MIN_ROUNDS`] rounds at least, or there is no interval. p10, p90
+//!   and the sample count are those of all rounds' samples together.
+//! * A quantity formed from two arms (an arm's step time over eager-sync's, the read cost) is
+//!   formed inside each round, where the two ran back to back, and summarised over rounds
+//!   the same way: a paired estimate, which drift common to both arms does not widen.
+//! * The samples inside a round are the within-round stopping rule's concern only.
+
+use super::summary::{summarize, Estimate, Summary, MIN_CI_SAMPLES};
+
+/// The fewest rounds whose medians give a 95% interval (6: `[min, max]` covers 96.9%).
+pub const MIN_ROUNDS: usize = MIN_CI_SAMPLES;
+
+/// Median of each round's samples (non-finite samples dropped; an empty round is skipped).
+pub fn round_medians(rounds: &[Vec<f64>]) -> Vec<f64> {
+    rounds
+        .iter()
+        .filter_map(|r| summarize(r).map(|s| s.median))
+        .collect()
+}
+
+/// A cell's summary over rounds (see the module docs); `None` without a finite sample.
+pub fn over_rounds(rounds: &[Vec<f64>]) -> Option<Summary> {
+    let between = summarize(&round_medians(rounds))?;
+    let pooled = summarize(&rounds.concat())?;
+    Some(Summary {
+        median: between.median,
+        ci_lo: between.ci_lo,
+        ci_hi: between.ci_hi,
+        ..pooled
+    })
+}
+
+/// A quantity of two cells formed inside each round and summarised over rounds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Paired {
+    /// The median over rounds and its order-statistic 95% interval (NaN bounds below
+    /// [`MIN_ROUNDS`] rounds).
+    pub estimate: Estimate,
+    /// Rounds both cells measured: those the estimate is over.
+    pub rounds: usize,
+}
+
+/// `stat(median of a's round, median of b's round)` for each round both measured,
+/// summarised over rounds. `None` when no round has both.
+pub fn paired(a: &[Vec<f64>], b: &[Vec<f64>], stat: impl Fn(f64, f64) -> f64) -> Option<Paired> {
+    let per_round: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .filter_map(|(ra, rb)| Some(stat(summarize(ra)?.median, summarize(rb)?.median)))
+        .collect();
+    let s = summarize(&per_round)?;
+    Some(Paired {
+        estimate: Estimate {
+            point: s.median,
+            lo: s.ci_lo,
+            hi: s.ci_hi,
+        },
+        rounds: s.samples,
+    })
+}
+
+/// Half the width of an estimate's interval; infinite when it has none.
+pub fn half_width(e: &Estimate) -> f64 {
+    let half = (e.hi - e.lo) / 2.0;
+    if half.is_finite() {
+        half
+    } else {
+        f64::INFINITY
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_estimate_is_the_median_of_round_medians_and_the_interval_spans_rounds() {
+        // Six rounds whose level drifts; inside each round the samples are tight.
+        let rounds: Vec<Vec<f64>> = [10.0, 11.0, 10.5, 12.0, 10.2, 11.5]
+            .iter()
+            .map(|&level| vec![level - 0.01, level, level + 0.01])
+            .collect();
+        let s = over_rounds(&rounds).unwrap();
+        assert!((s.median - 10.75).abs() < 1e-12, "{}", s.median);
+        // Six values: the interval is [min, max] of the round medians, not the pooled CI.
+        assert_eq!((s.ci_lo, s.ci_hi), (10.0, 12.0));
+        assert_eq!(s.samples, 18);
+        assert!(s.p10 < 10.2 && s.p90 > 11.5);
+        // Five rounds are too few for a 95% interval.
+        let s = over_rounds(&rounds[..5]).unwrap();
+        assert!(s.ci_lo.is_nan() && s.ci_hi.is_nan());
+        assert_eq!(
+            half_width(&Estimate {
+                point: 1.0,
+                lo: s.ci_lo,
+                hi: s.ci_hi
+            }),
+            f64::INFINITY
+        );
+    }
+
+    #[test]
+    fn paired_estimates_cancel_drift_both_arms_share() {
+        // Arm a is 10% slower than b in every round while both drift by ±20%.
+        let levels = [100.0, 120.0, 80.0, 110.0, 90.0, 105.0, 95.0];
+        let b: Vec<Vec<f64>> = levels.iter().map(|&l| vec![l, l + 0.5, l - 0.5]).collect();
+        let a: Vec<Vec<f64>> = levels
+            .iter()
+            .map(|&l| vec![1.1 * l, 1.1 * (l + 0.5), 1.1 * (l - 0.5)])
+            .collect();
+        let ratio = paired(&a, &b, |x, y| x / y).unwrap();
+        assert_eq!(ratio.rounds, 7);
+        let ratio = ratio.estimate;
+        assert!((ratio.point - 1.1).abs() < 1e-12);
+        assert!(half_width(&ratio) < 1e-9, "{ratio:?}");
+        // Unpaired, the same data's intervals are as wide as the drift.
+        let (sa, sb) = (over_rounds(&a).unwrap(), over_rounds(&b).unwrap());
+        assert!(sa.ci_hi / sb.ci_lo - sa.ci_lo / sb.ci_hi > 0.4);
+        // A round one arm missed is left out of the pairing.
+        let mut b_short = b.clone();
+        b_short[2].clear();
+        let diff = paired(&a, &b_short, |x, y| x - y).unwrap();
+        assert_eq!(diff.rounds, 6);
+        assert!(diff.estimate.point > 0.0);
+    }
+}

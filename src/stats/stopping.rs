@@ -1,0 +1,379 @@
+//! When to stop measuring a sweep cell: inside a round, and when to stop adding rounds.
+//!
+//! **Inside a round** a cell's samples stop as soon as one of these holds, checked in this
+//! order ([`StoppingRule`]):
+//! 1. **converged** (`ci`): at least `min_samples` finite samples, and the 95% CI of the
+//!    median is within `rel_ci` of the median — or its half-width is at most `abs_ci_us`.
+//!    The absolute floor exists for sub-µs cells (empty launches, tiny copies), where 1% is a
+//!    few nanoseconds, below what the timers resolve, and chasing it would only burn the cap;
+//! 2. **sample cap** (`sample-cap`): `max_samples` samples taken, counting non-finite ones so
+//!    that a broken timer cannot loop forever;
+//! 3. **time cap** (`time-cap`): `time_cap` elapsed.
+//!
+//! That only sets how well one round's median is known. **What is reported** is the median
+//! over rounds with its interval between rounds (see [`super::rounds`]), so whether a group
+//! of cells (the arms of one family, layout, batch and block) gets another round is decided
+//! on those intervals ([`RoundsRule`]), after each round, in this order:
+//! 1. fewer than `min_rounds` rounds: always another round (fewer give no interval);
+//! 2. **precision** (`precision`): every arm's `step_us` interval within `rel_ci` of its
+//!    median or at most `abs_ci_us` wide each side (the within-round rule's bar), and the
+//!    read cost's (eager-sync − eager-device, paired) half-width at most
+//!    [`READ_COST_REL_CI`] of its value or [`READ_COST_ABS_CI_US`];
+//! 3. **max rounds** (`max-rounds`): `max_rounds` rounds measured;
+//! 4. **time cap** (`time-cap`): the group's measuring time over its rounds reached
+//!    `time_cap`.
+//!
+//! A stopped group is measured no more; the others go on, visited in the next round's fresh
+//! order. Only the group's own rows stop: the floor is measured at the start of every round
+//! (so every round's arms have that round's floor) and stops by the same rule on its items.
+
+use super::rounds::{half_width, Paired};
+use super::summary::{rel_half_width, summarize, Summary};
+use std::time::Duration;
+
+/// The read cost's precision bar: a 95% half-width within 1% of the cost or 0.3 µs.
+pub const READ_COST_REL_CI: f64 = 0.01;
+pub const READ_COST_ABS_CI_US: f64 = 0.3;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoppingRule {
+    /// Target CI half-width relative to the median (0.01 = ±1%).
+    pub rel_ci: f64,
+    /// Absolute CI half-width (µs) that also counts as converged; `None` disables it.
+    pub abs_ci_us: Option<f64>,
+    pub min_samples: usize,
+    pub max_samples: usize,
+    pub time_cap: Duration,
+}
+
+impl Default for StoppingRule {
+    /// ±1% or ±20 ns, 10 to 1000 samples, 5 s per cell. 20 ns is far below the effects this
+    /// suite measures (µs per step) and near what a mean over a batch of event-timed steps
+    /// resolves; at 10 samples the median's CI is `[x(2), x(9)]`, no longer held open by
+    /// the two extremes (n ≥ 9 is the first for which that is so); 5 s keeps a sweep of a few
+    /// hundred cells under an hour.
+    fn default() -> Self {
+        StoppingRule {
+            rel_ci: 0.01,
+            abs_ci_us: Some(0.02),
+            min_samples: 10,
+            max_samples: 1000,
+            time_cap: Duration::from_secs(5),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    Converged,
+    TimeCap,
+    SampleCap,
+}
+
+impl StopReason {
+    /// The value written to the results CSV's `stop_reason` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Converged => "ci",
+            StopReason::TimeCap => "time-cap",
+            StopReason::SampleCap => "sample-cap",
+        }
+    }
+}
+
+impl StoppingRule {
+    /// `Some(reason)` once the cell should stop, given its samples (µs) and time spent.
+    pub fn check(&self, samples: &[f64], elapsed: Duration) -> Option<StopReason> {
+        if let Some(summary) = summarize(samples) {
+            if summary.samples >= self.min_samples && self.precise(&summary) {
+                return Some(StopReason::Converged);
+            }
+        }
+        if samples.len() >= self.max_samples {
+            return Some(StopReason::SampleCap);
+        }
+        if elapsed >= self.time_cap {
+            return Some(StopReason::TimeCap);
+        }
+        None
+    }
+
+    /// Whether a median's 95% interval is within `rel_ci` of it or `abs_ci_us` each side
+    /// (never without an interval).
+    fn precise(&self, s: &Summary) -> bool {
+        let half_width = (s.ci_hi - s.ci_lo) / 2.0;
+        let within_abs = self.abs_ci_us.is_some_and(|abs| half_width <= abs);
+        rel_half_width(s) <= self.rel_ci || within_abs
+    }
+
+    /// The rule for one of `rounds` rounds: the time cap shared out between them.
+    pub fn per_round(&self, rounds: usize) -> StoppingRule {
+        StoppingRule {
+            time_cap: self.time_cap / rounds.max(1) as u32,
+            ..self.clone()
+        }
+    }
+}
+
+/// When a group of cells stops adding rounds (see the module docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundsRule {
+    pub min_rounds: usize,
+    pub max_rounds: usize,
+    /// The precision every arm's `step_us` must reach; its time cap and sample counts are
+    /// the within-round rule's and not used here.
+    pub step: StoppingRule,
+    /// The group's measuring time (all its cells, all rounds) after which it gets no further
+    /// round beyond `min_rounds`.
+    pub time_cap: Duration,
+}
+
+/// Why a group's rounds stopped: the `stop_reason` of the rows measured in them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoundsStop {
+    Precision,
+    MaxRounds,
+    TimeCap,
+}
+
+impl RoundsStop {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoundsStop::Precision => "precision",
+            RoundsStop::MaxRounds => "max-rounds",
+            RoundsStop::TimeCap => "time-cap",
+        }
+    }
+}
+
+impl RoundsRule {
+    /// `Some(reason)` once a group should get no further round, given its rounds so far,
+    /// each arm's `step_us` over those rounds, its paired read cost (when it has both eager
+    /// arms) and its measuring time. A `None` step summary (no finite sample) is imprecise.
+    pub fn check(
+        &self,
+        rounds: usize,
+        steps: &[Option<Summary>],
+        read_cost: Option<&Paired>,
+        elapsed: Duration,
+    ) -> Option<RoundsStop> {
+        if rounds < self.min_rounds {
+            return None;
+        }
+        let steps_precise = steps
+            .iter()
+            .all(|s| s.as_ref().is_some_and(|s| self.step.precise(s)));
+        let read_precise = read_cost.is_none_or(|cost| {
+            let bar = (READ_COST_REL_CI * cost.estimate.point.abs()).max(READ_COST_ABS_CI_US);
+            half_width(&cost.estimate) <= bar
+        });
+        if steps_precise && read_precise {
+            Some(RoundsStop::Precision)
+        } else if rounds >= self.max_rounds {
+            Some(RoundsStop::MaxRounds)
+        } else if elapsed >= self.time_cap {
+            Some(RoundsStop::TimeCap)
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHORT: Duration = Duration::from_millis(1);
+
+    fn rule() -> StoppingRule {
+        StoppingRule {
+            abs_ci_us: None,
+            ..StoppingRule::default()
+        }
+    }
+
+    /// Feeds samples one at a time, as a sweep does, and returns when and why it stopped.
+    fn run(rule: &StoppingRule, source: impl Fn(usize) -> f64) -> (usize, StopReason) {
+        let mut samples = Vec::new();
+        loop {
+            samples.push(source(samples.len()));
+            if let Some(reason) = rule.check(&samples, SHORT) {
+                return (samples.len(), reason);
+            }
+        }
+    }
+
+    /// Deterministic noise in [-0.5, 0.5).
+    fn noise(i: usize) -> f64 {
+        let x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (x >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+    }
+
+    #[test]
+    fn csv_strings() {
+        assert_eq!(StopReason::Converged.as_str(), "ci");
+        assert_eq!(StopReason::TimeCap.as_str(), "time-cap");
+        assert_eq!(StopReason::SampleCap.as_str(), "sample-cap");
+    }
+
+    #[test]
+    fn tight_sequence_converges_at_min_samples() {
+        // ±0.1% noise around 24 µs: converged as soon as min_samples is reached, not before.
+        let (n, reason) = run(&rule(), |i| 24.0 * (1.0 + 0.002 * noise(i)));
+        assert_eq!((n, reason), (rule().min_samples, StopReason::Converged));
+    }
+
+    #[test]
+    fn noisy_sequence_runs_to_the_sample_cap() {
+        // ±50% noise: the median's CI stays far wider than ±1% within 1000 samples.
+        let (n, reason) = run(&rule(), |i| 24.0 * (1.0 + noise(i)));
+        assert_eq!((n, reason), (rule().max_samples, StopReason::SampleCap));
+    }
+
+    #[test]
+    fn moderate_noise_converges_between_the_bounds() {
+        // ±5% noise needs roughly a hundred samples for a ±1% CI of the median.
+        let (n, reason) = run(&rule(), |i| 24.0 * (1.0 + 0.1 * noise(i)));
+        assert_eq!(reason, StopReason::Converged);
+        assert!(n > 20 && n < 500, "stopped at {n}");
+    }
+
+    #[test]
+    fn time_cap_fires() {
+        let r = rule();
+        let noisy: Vec<f64> = (0..50).map(|i| 1.0 + noise(i)).collect();
+        assert_eq!(r.check(&noisy, r.time_cap / 2), None);
+        assert_eq!(r.check(&noisy, r.time_cap), Some(StopReason::TimeCap));
+        // Also with no samples at all (e.g. every batch failed to time).
+        assert_eq!(r.check(&[], r.time_cap), Some(StopReason::TimeCap));
+    }
+
+    #[test]
+    fn sample_cap_counts_non_finite_samples() {
+        let r = StoppingRule {
+            max_samples: 5,
+            ..rule()
+        };
+        assert_eq!(r.check(&[f64::NAN; 4], SHORT), None);
+        assert_eq!(r.check(&[f64::NAN; 5], SHORT), Some(StopReason::SampleCap));
+    }
+
+    #[test]
+    fn min_samples_counts_only_finite_samples() {
+        let mut samples = vec![5.0; 9];
+        samples.push(f64::NAN);
+        assert_eq!(rule().check(&samples, SHORT), None);
+        samples.push(5.0);
+        assert_eq!(rule().check(&samples, SHORT), Some(StopReason::Converged));
+    }
+
+    #[test]
+    fn a_round_gets_its_share_of_the_time_cap() {
+        let r = rule().per_round(6);
+        assert_eq!(r.time_cap, rule().time_cap / 6);
+        assert_eq!(
+            (r.min_samples, r.rel_ci),
+            (rule().min_samples, rule().rel_ci)
+        );
+    }
+
+    fn rounds_rule() -> RoundsRule {
+        RoundsRule {
+            min_rounds: 6,
+            max_rounds: 10,
+            step: StoppingRule::default(),
+            time_cap: Duration::from_secs(2),
+        }
+    }
+
+    /// `n` rounds of a cell at `level` µs whose round medians spread by `spread` (relative).
+    fn rounds_at(level: f64, spread: f64, n: usize) -> Vec<Vec<f64>> {
+        (0..n)
+            .map(|i| {
+                let m = level * (1.0 + spread * noise(i));
+                vec![m * 0.999, m, m * 1.001]
+            })
+            .collect()
+    }
+
+    fn check_rounds(
+        rule: &RoundsRule,
+        arms: &[Vec<Vec<f64>>],
+        read: bool,
+        elapsed: Duration,
+    ) -> Option<RoundsStop> {
+        use crate::stats::rounds::{over_rounds, paired};
+        let rounds = arms[0].len();
+        let steps: Vec<_> = arms.iter().map(|a| over_rounds(a)).collect();
+        let cost = paired(&arms[0], &arms[1], |x, y| x - y);
+        let cost = if read { cost.as_ref() } else { None };
+        rule.check(rounds, &steps, cost, elapsed)
+    }
+
+    #[test]
+    fn rounds_stop_at_precision_once_min_rounds_are_in() {
+        let r = rounds_rule();
+        // Round medians within ±0.2%: precise, but not before the sixth round.
+        let tight = [rounds_at(40.0, 0.004, 6), rounds_at(20.0, 0.004, 6)];
+        assert_eq!(
+            check_rounds(&r, &tight, true, SHORT),
+            Some(RoundsStop::Precision)
+        );
+        let five = [tight[0][..5].to_vec(), tight[1][..5].to_vec()];
+        assert_eq!(
+            check_rounds(&r, &five, true, r.time_cap * 2),
+            None,
+            "min rounds first"
+        );
+        assert_eq!(RoundsStop::Precision.as_str(), "precision");
+    }
+
+    #[test]
+    fn rounds_go_on_while_an_arm_or_the_read_cost_is_wide() {
+        let r = rounds_rule();
+        // One arm drifts by ±10% between rounds: not precise; more rounds until the cap.
+        let drifting = [rounds_at(40.0, 0.2, 6), rounds_at(20.0, 0.004, 6)];
+        assert_eq!(check_rounds(&r, &drifting, false, SHORT), None);
+        let at_max = [rounds_at(40.0, 0.2, 10), rounds_at(20.0, 0.004, 10)];
+        assert_eq!(
+            check_rounds(&r, &at_max, false, SHORT),
+            Some(RoundsStop::MaxRounds)
+        );
+        assert_eq!(
+            check_rounds(&r, &drifting, false, r.time_cap),
+            Some(RoundsStop::TimeCap)
+        );
+        assert_eq!(RoundsStop::MaxRounds.as_str(), "max-rounds");
+        assert_eq!(RoundsStop::TimeCap.as_str(), "time-cap");
+        // Both arms' rounds within ±0.9% of their medians (each precise). Drifting together,
+        // their difference moves by ±0.18 µs: precise. Drifting apart, by ±0.53 µs: wider
+        // than max(1% of 20 µs, 0.3 µs), so the read cost holds the group back.
+        let alternating = |level: f64, swing: f64| -> Vec<Vec<f64>> {
+            (0..6)
+                .map(|i| vec![level + swing * (i % 2) as f64])
+                .collect()
+        };
+        let together = [alternating(40.0, 0.7), alternating(20.0, 0.35)];
+        assert_eq!(
+            check_rounds(&r, &together, true, SHORT),
+            Some(RoundsStop::Precision)
+        );
+        let apart = [alternating(40.0, 0.7), alternating(20.35, -0.35)];
+        assert_eq!(
+            check_rounds(&r, &apart, false, SHORT),
+            Some(RoundsStop::Precision)
+        );
+        assert_eq!(check_rounds(&r, &apart, true, SHORT), None);
+    }
+
+    #[test]
+    fn absolute_floor_converges_sub_microsecond_cells() {
+        // 0.5 µs ± 25%: ±1% relative needs ~2400 samples, ±20 ns absolute ~150.
+        let source = |i| 0.5 * (1.0 + 0.5 * noise(i));
+        let (_, without_floor) = run(&rule(), source);
+        assert_eq!(without_floor, StopReason::SampleCap);
+        let (n, with_floor) = run(&StoppingRule::default(), source);
+        assert_eq!(with_floor, StopReason::Converged);
+        assert!(n < rule().max_samples, "stopped at {n}");
+    }
+}
