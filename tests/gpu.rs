@@ -204,6 +204,46 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
     assert!(dir.path().join("trace-graph-upload.json").exists());
 }
 
+/// The floor's device-to-device copy, the bandwidth ceiling preps are read against, measured
+/// as the sweep measures it, runs at a plausible device bandwidth (read plus written: about
+/// 4.3 TB/s on an H200, a few hundred GB/s on the smallest current GPUs).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_d2d_copy_floor_reports_a_plausible_bandwidth() {
+    use metaprep::axes::FloorItem;
+    use metaprep::harness::bandwidth::gb_s_row;
+    use metaprep::harness::floor::Floor;
+    use metaprep::harness::sampling::sample_per_step;
+    use metaprep::runs::sweep_rounds::floor_cell;
+    use metaprep::stats::stopping::StoppingRule;
+
+    let gpu = gpu();
+    let mut floor = Floor::new(&gpu).unwrap();
+    let item = FloorItem::D2dCopy;
+    floor.batch(item, 5).unwrap(); // warm-up
+    let sampled = sample_per_step(&StoppingRule::default(), 50, |n| floor.batch(item, n)).unwrap();
+    let bytes = item.bytes_moved().unwrap();
+    let row = gb_s_row(
+        &floor_cell(item.name()),
+        bytes,
+        &[sampled.per_step_us],
+        "precision",
+        None,
+    )
+    .unwrap();
+    println!(
+        "d2d-copy of {bytes} B read + written: {:.0} GB/s",
+        row.median
+    );
+    // Over 100 GB/s, and under what no GPU's memory reaches (a copy that did not run would
+    // look instant).
+    assert!(
+        row.median > 100.0 && row.median < 20_000.0,
+        "{} GB/s",
+        row.median
+    );
+}
+
 /// A small sweep in rounds: every prep and floor row says its rounds and what stopped them,
 /// the paired rows are there, and `--resume` of a finished run keeps every group's rows.
 #[test]
@@ -259,9 +299,9 @@ fn the_sweep_measures_in_rounds_and_resumes_whole_groups() {
             .collect()
     };
     let prep = prep_of(&first.rows);
-    // Per group: 3 arms x 5 metrics, eager-sync's host_blocked_us and read_cost_us, and two
-    // arms' step_ratio_vs_eager_sync.
-    assert_eq!(prep.len(), 2 * (3 * 5 + 4));
+    // Per group: 3 arms x 7 metrics (bytes and gb_s among them), eager-sync's
+    // host_blocked_us and read_cost_us, and two arms' step_ratio_vs_eager_sync.
+    assert_eq!(prep.len(), 2 * (3 * 7 + 4));
     for r in first
         .rows
         .iter()
@@ -291,8 +331,14 @@ fn the_sweep_measures_in_rounds_and_resumes_whole_groups() {
         assert!(find("graph", bs, STEP_RATIO_VS_EAGER_SYNC).median < 1.0);
         find("eager-device", bs, STEP_RATIO_VS_EAGER_SYNC);
         find("graph", bs, "floor_multiple");
+        // The bytes follow the shape and lengths, not the arm.
+        let bytes = find("graph", bs, "bytes").median;
+        assert!(bytes > 0.0);
+        assert_eq!(find("eager-sync", bs, "bytes").median, bytes);
+        assert!(find("graph", bs, "gb_s").median > 0.0);
     }
     find("harness", 1, "overhead_us");
+    assert!(find("d2d-copy", 1, "gb_s").median > 100.0);
     println!("{} rows in {:.1} s", first.rows.len(), first.seconds);
 
     // A resumed finished run measures only the floor again.

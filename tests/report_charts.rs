@@ -35,10 +35,10 @@ fn row(
         layout: layout.into(),
         emulated: layout == "tp8",
         metric: metric.into(),
-        unit: if metric == "throughput_tok_s" {
-            "tok/s"
-        } else {
-            "us"
+        unit: match metric {
+            "throughput_tok_s" => "tok/s",
+            "gb_s" => "GB/s",
+            _ => "us",
         }
         .into(),
         median,
@@ -117,6 +117,9 @@ fn fixture_rows() -> Vec<Row> {
                 for bs in BATCHES {
                     let us = 3.0 + 0.05 * f64::from(bs * block) + 4.0 * arm_overhead(arm);
                     rows.push(row(KIND_PREP, family, arm, bs, block, "tp1", "step_us", us));
+                    // 40 kB a request and token over the device time (a part of the step).
+                    let gb_s = 40e3 * f64::from(bs * block) / (us / 2.0) / 1e3;
+                    rows.push(row(KIND_PREP, family, arm, bs, block, "tp1", "gb_s", gb_s));
                 }
             }
         }
@@ -142,6 +145,8 @@ fn fixture_rows() -> Vec<Row> {
     ] {
         rows.push(row(KIND_FLOOR, "floor", item, 1, 0, "tp1", "step_us", us));
     }
+    let copy = "d2d-copy";
+    rows.push(row(KIND_FLOOR, "floor", copy, 1, 0, "tp1", "gb_s", 4100.0));
     rows
 }
 
@@ -263,6 +268,7 @@ fn every_chart_is_written_as_a_real_png_and_svg() {
         ("speedup_prep", PANEL_CHART_SIZE),
         ("speedup_step", PANEL_CHART_SIZE),
         ("prep_floor", PANEL_CHART_SIZE),
+        ("bandwidth", PANEL_CHART_SIZE),
         ("telemetry", WIDE_CHART_SIZE),
         ("timeline", WIDE_CHART_SIZE),
     ];
@@ -327,6 +333,18 @@ fn svgs_hold_series_names_axis_labels_and_annotations() {
                 "empty-graph",
                 "d2h-int",
                 "prep time per step (µs",
+                "dsa_decode · block 5",
+            ],
+        ),
+        (
+            "bandwidth",
+            vec![
+                "eager-device",
+                "fused",
+                "d2d-copy ceiling (100%)",
+                "4.1k GB/s",
+                "share of the d2d-copy ceiling (%)",
+                "dspark_draft_block · block 5",
                 "dsa_decode · block 5",
             ],
         ),
@@ -426,6 +444,52 @@ fn a_chart_without_data_this_time_is_removed_not_left_stale() {
     }
     assert!(charts.join("prep_floor.png").exists());
     assert!(user_file.exists(), "only charts report draws are removed");
+    // A run without the copy ceiling (a sweep from before it) draws no bandwidth chart.
+    let no_copy: Vec<Row> = prep_only
+        .into_iter()
+        .filter(|r| r.arm != "d2d-copy")
+        .collect();
+    let set = render_all(dir.path(), &no_copy, &fixture_env(), &[], &[]).unwrap();
+    assert!(set.skipped.iter().any(|(n, _)| n == "bandwidth"));
+    assert!(!charts.join("bandwidth.svg").exists());
+}
+
+/// The bandwidth chart from a small synthetic CSV, read back as `report` reads a run: one
+/// panel per family, each arm's share of the copy ceiling against batch size.
+#[test]
+fn the_bandwidth_chart_reads_its_rows_from_a_csv() {
+    use metaprep::results::csv::{read_rows, write_rows};
+    let mut rows = vec![row(
+        KIND_FLOOR, "floor", "d2d-copy", 1, 0, "tp1", "gb_s", 4000.0,
+    )];
+    for family in ["dsa_target_verify", "dsa_draft_extend_v2"] {
+        for (arm, share) in [("graph", 0.4), ("fused", 0.8)] {
+            for bs in [64, 256, 1024] {
+                let gb_s = 4000.0 * share * f64::from(bs) / 1024.0;
+                rows.push(row(KIND_PREP, family, arm, bs, 8, "tp1", "gb_s", gb_s));
+                rows.push(row(KIND_PREP, family, arm, bs, 8, "tp1", "bytes", 4e7));
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("metaprep.csv");
+    write_rows(&path, &rows).unwrap();
+    let rows = read_rows(&path).unwrap();
+    let set = render_all(dir.path(), &rows, &fixture_env(), &[], &[]).unwrap();
+    let svg = svg_text(&set, "bandwidth");
+    for part in [
+        "dsa_target_verify · block 8",
+        "dsa_draft_extend_v2 · block 8",
+        "graph",
+        "fused",
+        "4k GB/s",
+        "1024",
+    ] {
+        assert!(svg.contains(part), "bandwidth.svg lacks {part:?}");
+    }
+    // The y axis is in percent of the ceiling: fused reaches 80% at bs 1024, so the axis
+    // runs past it (to 110%, above the 100% line), never to the GB/s values themselves.
+    assert!(svg.contains("\n100\n") && !svg.contains("\n2k\n"), "{svg}");
 }
 
 #[test]
@@ -445,6 +509,7 @@ fn empty_input_skips_every_chart_with_a_reason() {
             "speedup_prep",
             "speedup_step",
             "prep_floor",
+            "bandwidth",
             "telemetry",
             "timeline"
         ]
@@ -496,7 +561,7 @@ fn non_finite_values_render_without_panicking() {
     telemetry[30].power_w = f64::NAN;
     telemetry[31].sm_clock_mhz = f64::INFINITY;
     let set = render_all(dir.path(), &rows, &fixture_env(), &telemetry, &[]).unwrap();
-    assert_eq!(set.files.len(), 18, "{set:?}");
+    assert_eq!(set.files.len(), 20, "{set:?}");
     for png in set.files.iter().filter(|p| p.extension().unwrap() == "png") {
         assert!(png_facts(png).1 > 50, "{}", png.display());
     }

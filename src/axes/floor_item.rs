@@ -3,6 +3,13 @@
 
 use crate::axes::Arm;
 
+/// Bytes of the device-to-device copy, the bandwidth ceiling preps are read against: of the
+/// order of the largest default-sweep prep (dsa_target_verify at bs 256, block 8 moves about
+/// 47 MB), fixed so every run's ceiling is the same measurement, and its source and
+/// destination together (128 MiB) well past an H100's or H200's 50 MB L2, so it runs at HBM
+/// bandwidth. A prep whose bytes stay in L2 between steps may exceed it.
+pub const D2D_COPY_BYTES: usize = 64 << 20;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FloorItem {
     /// One empty kernel launch.
@@ -15,15 +22,18 @@ pub enum FloorItem {
     H2dPinned,
     /// A small host-to-device copy from pageable memory (`torch.tensor(list, device=...)`).
     H2dPageable,
+    /// A [`D2D_COPY_BYTES`] device-to-device copy: the bandwidth ceiling.
+    D2dCopy,
 }
 
 impl FloorItem {
-    pub const ALL: [FloorItem; 5] = [
+    pub const ALL: [FloorItem; 6] = [
         FloorItem::EmptyKernel,
         FloorItem::EmptyGraph,
         FloorItem::D2hInt,
         FloorItem::H2dPinned,
         FloorItem::H2dPageable,
+        FloorItem::D2dCopy,
     ];
 
     /// What an arm is read against: an empty graph replay for graph arms, an empty kernel
@@ -43,6 +53,15 @@ impl FloorItem {
             FloorItem::D2hInt => "d2h-int",
             FloorItem::H2dPinned => "h2d-pinned",
             FloorItem::H2dPageable => "h2d-pageable",
+            FloorItem::D2dCopy => "d2d-copy",
+        }
+    }
+
+    /// Bytes one step reads and writes, for items whose bandwidth is reported (`gb_s`).
+    pub fn bytes_moved(self) -> Option<u64> {
+        match self {
+            FloorItem::D2dCopy => Some(2 * D2D_COPY_BYTES as u64),
+            _ => None,
         }
     }
 }

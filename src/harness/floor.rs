@@ -1,6 +1,7 @@
 //! The floor, measured in the same run as the arms: the cheapest things a step can ask of
 //! the GPU. An arm's cost is read against these.
 
+use crate::axes::floor_item::D2D_COPY_BYTES;
 use crate::axes::FloorItem;
 use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
 use anyhow::{Context, Result};
@@ -21,6 +22,8 @@ pub struct Floor<'g> {
     /// an asynchronous copy into a synchronous one.
     pinned_ptr: *const i32,
     pageable: Vec<i32>,
+    copy_src: CudaSlice<u8>,
+    copy_dst: CudaSlice<u8>,
 }
 
 impl<'g> Floor<'g> {
@@ -49,6 +52,8 @@ impl<'g> Floor<'g> {
             _pinned: pinned,
             pinned_ptr,
             pageable: vec![5; SMALL_COPY_INTS],
+            copy_src: gpu.alloc(D2D_COPY_BYTES)?,
+            copy_dst: gpu.alloc(D2D_COPY_BYTES)?,
         })
     }
 
@@ -56,9 +61,12 @@ impl<'g> Floor<'g> {
     pub fn batch(&mut self, item: FloorItem, steps: usize) -> Result<Duration> {
         let stream = self.gpu.cu_stream();
         let device = self.device_ints.device_ptr(&self.gpu.stream).0;
+        let copy_src = self.copy_src.device_ptr(&self.gpu.stream).0;
+        let copy_dst = self.copy_dst.device_ptr(&self.gpu.stream).0;
         let start = Instant::now();
         for _ in 0..steps {
-            // SAFETY: every pointer is owned by self and sized SMALL_COPY_INTS.
+            // SAFETY: every pointer is owned by self; the copy buffers hold D2D_COPY_BYTES,
+            // the others SMALL_COPY_INTS.
             unsafe {
                 match item {
                     FloorItem::EmptyKernel => self.empty.issue(stream)?,
@@ -73,6 +81,9 @@ impl<'g> Floor<'g> {
                     }
                     FloorItem::H2dPageable => {
                         result::memcpy_htod_async(device, &self.pageable[..], stream)?
+                    }
+                    FloorItem::D2dCopy => {
+                        result::memcpy_dtod_async(copy_dst, copy_src, D2D_COPY_BYTES, stream)?
                     }
                 }
             }

@@ -1,7 +1,9 @@
 //! The timing harness on one GPU: the floor, one cell's measurement and its sampling loop,
 //! the rounds' visiting order, NVML telemetry, CPU pinning, the environment record of a
-//! run, and the recorder that turns measurements into rows and files.
+//! run, and the recorder that turns measurements into rows (bandwidth rows among them) and
+//! files.
 
+pub mod bandwidth;
 pub mod environment;
 pub mod floor;
 pub mod nvml;

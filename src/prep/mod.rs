@@ -2,6 +2,7 @@
 //! one plan (`eager-sync`, `eager-device`, `graph`, `fused`).
 
 pub mod accept;
+pub mod bytes;
 pub mod family;
 pub mod inputs;
 pub mod lengths;

@@ -86,7 +86,11 @@ pub enum Better {
 pub fn better_direction(metric: &str, unit: &str) -> Better {
     if is_time(metric, unit) || metric == "floor_multiple" || metric == STEP_RATIO_VS_EAGER_SYNC {
         Better::Lower
-    } else if unit == "tok/s" || metric == "occupancy" || metric.ends_with("_tok_s") {
+    } else if matches!(unit, "tok/s" | "GB/s")
+        || metric == "occupancy"
+        || metric.ends_with("_tok_s")
+        || metric == "gb_s"
+    {
         Better::Higher
     } else {
         Better::Unknown

@@ -24,9 +24,10 @@
 //!
 //! **Direction.** "Faster" means better: lower is better for times (unit `us`, metrics
 //! ending in `_us`), for `floor_multiple` and for `step_ratio_vs_eager_sync`; higher is
-//! better for throughput (`tok/s`) and forward `occupancy`. A metric of unknown direction
-//! that moved beyond the threshold is reported as `changed` and does not fail the
-//! comparison.
+//! better for throughput (`tok/s`), bandwidth (`gb_s`, unit `GB/s`) and forward `occupancy`.
+//! A metric of unknown direction that moved beyond the threshold is reported as `changed`
+//! and does not fail the comparison: so are a prep's `bytes`, which follow the shape and
+//! lengths, not the code's speed.
 //!
 //! **Settings and machine.** Two runs compare only when they were asked to measure the same
 //! thing: the settings `--resume` also checks ([`EnvRecord::setting_differences`]) must
@@ -796,6 +797,17 @@ mod tests {
     }
 
     #[test]
+    fn more_bandwidth_is_faster_and_bytes_only_change() {
+        let base = with_ci("gb_s", 1000.0, 990.0, 1010.0);
+        let new = with_ci("gb_s", 1500.0, 1480.0, 1520.0);
+        assert_eq!(verdict_of(&base, &new), Verdict::Faster);
+        assert_eq!(verdict_of(&new, &base), Verdict::Slower);
+        let bytes = |b| with_ci("bytes", b, b, b);
+        assert_eq!(verdict_of(&bytes(4e7), &bytes(4e7)), Verdict::Same);
+        assert_eq!(verdict_of(&bytes(4e7), &bytes(5e7)), Verdict::Changed);
+    }
+
+    #[test]
     fn direction_follows_unit_and_metric() {
         assert_eq!(better_direction("step_us", "us"), Better::Lower);
         assert_eq!(
@@ -810,6 +822,8 @@ mod tests {
         );
         assert_eq!(better_direction("occupancy", "ratio"), Better::Higher);
         assert_eq!(better_direction("launches", "count"), Better::Unknown);
+        assert_eq!(better_direction("gb_s", "GB/s"), Better::Higher);
+        assert_eq!(better_direction("bytes", "B"), Better::Unknown);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Markdown formatters and table orders shared by `summary.md` and `compare`.
+//! Markdown formatters and table orders shared by `summary.md` and `compare`, and the
+//! run-wide readings (launch floors, the copy ceiling) `summary.md` and the charts share.
 
 use crate::axes::FloorItem;
 use crate::results::csv::{Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
@@ -37,6 +38,14 @@ pub(crate) fn floor_of_arm(arm: &str) -> &'static str {
         .name()
 }
 
+/// The run's bandwidth ceiling: the d2d-copy floor item's `gb_s` (bytes read and written).
+pub(crate) fn copy_ceiling(rows: &[Row]) -> Option<f64> {
+    rows.iter()
+        .find(|r| r.kind == KIND_FLOOR && r.arm == FloorItem::D2dCopy.name() && r.metric == "gb_s")
+        .map(|r| r.median)
+        .filter(|v| v.is_finite() && *v > 0.0)
+}
+
 /// Table order of floor items: launches, then copies, then anything else.
 pub(crate) fn floor_rank(item: &str) -> u8 {
     [
@@ -45,6 +54,7 @@ pub(crate) fn floor_rank(item: &str) -> u8 {
         "d2h-int",
         "h2d-pinned",
         "h2d-pageable",
+        "d2d-copy",
     ]
     .iter()
     .position(|i| *i == item)

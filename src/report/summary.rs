@@ -15,8 +15,8 @@ use crate::report::change::{
     DEFAULT_THRESHOLD_PCT,
 };
 use crate::report::format::{
-    arm_rank, floor_of_arm, floor_rank, fmt_interval, fmt_num, fmt_pct, launch_floors, layout_rank,
-    table_cell, BASELINE_ARM, DEVICE_ARM,
+    arm_rank, copy_ceiling, floor_of_arm, floor_rank, fmt_interval, fmt_num, fmt_pct,
+    launch_floors, layout_rank, table_cell, BASELINE_ARM, DEVICE_ARM,
 };
 use crate::results::atomic::write_atomic;
 use crate::results::csv::{
@@ -300,6 +300,7 @@ fn fmt_ratio(row: &Row) -> String {
 
 fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result {
     let floors = launch_floors(index.rows);
+    let ceiling = copy_ceiling(index.rows);
     for (group, cells) in index.groups(KIND_PREP) {
         let arms: BTreeSet<(u8, &str)> = cells
             .iter()
@@ -308,6 +309,7 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
         let has_host_read = [BASELINE_ARM, DEVICE_ARM]
             .iter()
             .all(|a| arms.iter().any(|(_, arm)| arm == a));
+        let has_bandwidth = cells.iter().any(|c| index.get(&c.cell, "gb_s").is_some());
         let emulated = index.emulated(KIND_PREP, &group);
         writeln!(
             out,
@@ -338,6 +340,21 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
                 ". Host read = {BASELINE_ARM} − {DEVICE_ARM}, median µs [95% interval]"
             )?;
         }
+        if has_bandwidth {
+            write!(
+                out,
+                ". Bandwidth = the bytes the prep reads and writes over its device time \
+                 (gpu_prep_us), each arm in column order"
+            )?;
+            match ceiling {
+                Some(c) => write!(
+                    out,
+                    ", with its share of the d2d-copy ceiling, {} GB/s",
+                    fmt_num(c)
+                )?,
+                None => write!(out, " (no d2d-copy ceiling in this run)")?,
+            }
+        }
         writeln!(out, ".\n")?;
 
         write!(out, "| bs | block |")?;
@@ -347,9 +364,13 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
         if has_host_read {
             write!(out, " host read (µs) |")?;
         }
+        if has_bandwidth {
+            write!(out, " bandwidth (% of copy) |")?;
+        }
         writeln!(out)?;
         write!(out, "|---:|---:|{}", "---:|".repeat(arms.len()))?;
-        writeln!(out, "{}", if has_host_read { "---|" } else { "" })?;
+        write!(out, "{}", if has_host_read { "---|" } else { "" })?;
+        writeln!(out, "{}", if has_bandwidth { "---|" } else { "" })?;
 
         // One table row per shape; any cell of the shape names it, the arm is swapped in.
         let mut shapes: BTreeMap<(u32, u32), &SortedCell> = BTreeMap::new();
@@ -384,6 +405,13 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
                     _ => "—".to_string(),
                 };
                 write!(out, " {text} |")?;
+            }
+            if has_bandwidth {
+                let by_arm: Vec<String> = arms
+                    .iter()
+                    .map(|(_, arm)| bandwidth(index, &sorted.with_arm(arm), ceiling))
+                    .collect();
+                write!(out, " {} |", by_arm.join(" · "))?;
             }
             writeln!(out)?;
         }
@@ -476,6 +504,18 @@ fn prep_cost(index: &Index, cell: &CellKey, floor_us: Option<f64>) -> String {
     }
     if index.throttled(cell) {
         text.push_str(" ⚠");
+    }
+    text
+}
+
+/// "812 GB/s (19.3%)": an arm's achieved bandwidth and its share of the copy ceiling.
+fn bandwidth(index: &Index, cell: &CellKey, ceiling: Option<f64>) -> String {
+    let Some(row) = index.get(cell, "gb_s") else {
+        return "—".to_string();
+    };
+    let mut text = format!("{} GB/s", fmt_num(row.median));
+    if let Some(ceiling) = ceiling {
+        let _ = write!(text, " ({}%)", fmt_num(row.median / ceiling * 100.0));
     }
     text
 }
@@ -688,6 +728,75 @@ mod tests {
         // A run without paired rows (steps, or a sweep before rounds) gets no such table.
         rows.retain(|r| r.metric != STEP_RATIO_VS_EAGER_SYNC);
         assert!(!render_summary(&rows, &test_env()).contains("vs eager-sync |"));
+    }
+
+    #[test]
+    fn prep_tables_show_each_arms_bandwidth_and_share_of_the_copy_ceiling() {
+        let verify = |arm: &str, bs: u32, metric: &str, median: f64| {
+            row(KIND_PREP, "dsa_target_verify", arm, bs, metric, median)
+        };
+        let mut rows = vec![
+            prep("graph", 10.0), // a dsa_decode group without bandwidth rows
+            row(KIND_FLOOR, "floor", "d2d-copy", 1, "step_us", 32.0),
+            row(KIND_FLOOR, "floor", "d2d-copy", 1, "gb_s", 4000.0),
+        ];
+        for (bs, arm, us, gb_s) in [
+            (8, "eager-sync", 40.0, Some(50.0)),
+            (8, "graph", 12.0, Some(120.0)),
+            (8, "fused", 6.0, Some(812.0)),
+            (256, "eager-sync", 60.0, None),
+            (256, "graph", 16.0, Some(2400.0)),
+            (256, "fused", 14.0, Some(3520.0)),
+        ] {
+            rows.push(verify(arm, bs, "step_us", us));
+            rows.push(verify(arm, bs, "bytes", 4e7));
+            rows.extend(gb_s.map(|g| verify(arm, bs, "gb_s", g)));
+        }
+        // Through the CSV, as `report` reads a run.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        crate::results::csv::write_rows(&path, &rows).unwrap();
+        let rows = crate::results::csv::read_rows(&path).unwrap();
+        let md = render_summary(&rows, &test_env());
+        let table = &md[md.find("### Metadata prep — dsa_target_verify").unwrap()..];
+        assert!(
+            table.contains("with its share of the d2d-copy ceiling, 4,000 GB/s."),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "| bs | block | eager-sync | graph | fused | bandwidth (% of copy) |\n\
+                 |---:|---:|---:|---:|---:|---|\n"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "| 8 | 5 | 40.0 | 12.0 | 6.00 | 50.0 GB/s (1.25%) · 120 GB/s (3.00%) · 812 GB/s (20.3%) |"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "| 256 | 5 | 60.0 | 16.0 | 14.0 | — · 2,400 GB/s (60.0%) · 3,520 GB/s (88.0%) |"
+            ),
+            "{table}"
+        );
+        let decode = &md[md.find("### Metadata prep — dsa_decode").unwrap()..];
+        let decode = &decode[..decode.find("### Metadata prep — dsa_target").unwrap()];
+        assert!(!decode.contains("bandwidth"), "{decode}");
+        // The copy is a floor item, listed after the copies.
+        let floor = &md[md.find("### Floor").unwrap()..];
+        assert!(
+            floor.contains("| d2d-copy | gb_s | GB/s | 4,000 |"),
+            "{floor}"
+        );
+
+        // Without the ceiling, the bandwidth alone.
+        let no_copy: Vec<Row> = rows.into_iter().filter(|r| r.arm != "d2d-copy").collect();
+        let md = render_summary(&no_copy, &test_env());
+        assert!(md.contains("(no d2d-copy ceiling in this run)."), "{md}");
+        assert!(md.contains("| 50.0 GB/s · 120 GB/s · 812 GB/s |"), "{md}");
     }
 
     #[test]

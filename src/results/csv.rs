@@ -56,7 +56,7 @@ pub struct Row {
     /// ` host x<scale>` after it for what-if host scales other than 1.
     pub family: String,
     /// `eager-sync`, `eager-device`, `graph`, `fused`; for floor rows the floor item
-    /// (`empty-kernel`, `empty-graph`, `d2h-int`, `h2d-pinned`, `h2d-pageable`).
+    /// (`empty-kernel`, `empty-graph`, `d2h-int`, `h2d-pinned`, `h2d-pageable`, `d2d-copy`).
     pub arm: String,
     pub batch_size: u32,
     /// Draft block size (gamma) for dspark, draft tokens per request (N) for the DSA families.
@@ -66,10 +66,10 @@ pub struct Row {
     /// True when the layout needs more GPUs than the run had and one rank ran on one GPU.
     pub emulated: bool,
     /// Metric name, e.g. `step_us`, `gpu_prep_us`, `host_issue_us`, `host_blocked_us`,
-    /// `floor_multiple`, `read_cost_us`, `step_ratio_vs_eager_sync`, `itl_us`,
-    /// `throughput_tok_s`, `occupancy`, `gap_us`.
+    /// `floor_multiple`, `read_cost_us`, `step_ratio_vs_eager_sync`, `bytes`, `gb_s`,
+    /// `itl_us`, `throughput_tok_s`, `occupancy`, `gap_us`.
     pub metric: String,
-    /// `us`, `tok/s`, `ratio`, `x`.
+    /// `us`, `tok/s`, `ratio`, `x`, `B`, `GB/s`.
     pub unit: String,
     pub median: f64,
     pub p10: f64,
@@ -409,6 +409,8 @@ pub(crate) mod test_rows {
             "throughput_tok_s" => "tok/s",
             "occupancy" => "ratio",
             "floor_multiple" => "x",
+            "gb_s" => "GB/s",
+            "bytes" => "B",
             _ => "us",
         };
         Row {
@@ -513,6 +515,31 @@ mod tests {
             rows[1..],
             "rows with enough samples are untouched"
         );
+    }
+
+    #[test]
+    fn bandwidth_rows_read_back_with_their_units() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        let gb_s = row("prep", "dsa_target_verify", "fused", 256, "gb_s", 3125.5);
+        let mut bytes = row("prep", "dsa_target_verify", "fused", 256, "bytes", 42e6);
+        // As the sweep writes it: exact, derived, no samples of its own.
+        (bytes.p10, bytes.p90, bytes.ci_lo, bytes.ci_hi) = (f64::NAN, f64::NAN, 42e6, 42e6);
+        (bytes.samples, bytes.stop_reason) = (0, "derived".into());
+        let copy = row("floor", "floor", "d2d-copy", 1, "gb_s", 4100.0);
+        write_rows(&path, &[gb_s.clone(), bytes, copy.clone()]).unwrap();
+        let back = read_rows(&path).unwrap();
+        assert_eq!((&back[0], &back[2]), (&gb_s, &copy));
+        assert_eq!(
+            (back[0].unit.as_str(), back[1].unit.as_str()),
+            ("GB/s", "B")
+        );
+        assert_eq!(
+            (back[1].median, back[1].ci_lo, back[1].ci_hi),
+            (42e6, 42e6, 42e6),
+            "a derived row keeps its interval without samples"
+        );
+        assert!(back[1].p10.is_nan() && back[1].p90.is_nan());
     }
 
     #[test]

@@ -34,6 +34,7 @@ use crate::harness::sampling::sample_per_step;
 use crate::harness::schedule::round_order;
 use crate::model::forward;
 use crate::prep::accept::AcceptModel;
+use crate::prep::bytes::prep_bytes;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{ArmSteps, PrepPlan};
@@ -365,6 +366,8 @@ impl Visiting<'_, '_> {
                 false,
             )
         });
+        // The sweep never runs accept, so every step preps these lengths.
+        group.rounds.bytes = Some(prep_bytes(&shape, &inputs.seq_lens).total());
         let accept =
             AcceptModel::with_probability(0.7, block, config.seed as u32, shape.max_seq_len());
         let lengths = DeviceLengths::new(gpu, &inputs.seq_lens, rank_bs as usize, accept)?;

@@ -11,9 +11,14 @@
 //! * `floor_multiple`: an arm's `step_us` / its launch floor's (empty kernel for eager arms,
 //!   empty graph for graph arms) in the same round;
 //! * `overhead_us` (the harness): the harness's `step_us` − the empty graph's.
+//!
+//! A prep cell also gets `bytes`, what its prep reads and writes (the same for every arm),
+//! and `gb_s`, those bytes over each `gpu_prep_us` sample; the floor's d2d copy gets `gb_s`,
+//! the ceiling they are read against ([`crate::harness::bandwidth`]).
 
 use crate::axes::Arm;
 use crate::axes::FloorItem;
+use crate::harness::bandwidth::{bytes_row, gb_s_row};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::prep_cell::PrepMeasurement;
 use crate::harness::rows::CellId;
@@ -66,6 +71,8 @@ pub struct GroupRounds {
     by_arm: Vec<ArmRounds>,
     /// Time spent measuring the group's cells, over all its rounds.
     pub elapsed: Duration,
+    /// Bytes one prep of the group reads and writes, once its inputs are known.
+    pub bytes: Option<u64>,
 }
 
 impl GroupRounds {
@@ -74,6 +81,7 @@ impl GroupRounds {
             arms: arms.to_vec(),
             by_arm: vec![ArmRounds::default(); arms.len()],
             elapsed: Duration::ZERO,
+            bytes: None,
         }
     }
 
@@ -134,6 +142,10 @@ impl GroupRounds {
                 rows.extend(cell.rounds_row("host_blocked_us", "us", &a.host_blocked, stop, t));
             }
             rows.extend(cell.rounds_row("gpu_prep_us", "us", &a.gpu_prep, stop, t));
+            if let Some(bytes) = self.bytes {
+                rows.push(bytes_row(cell, bytes, self.rounds()));
+                rows.extend(gb_s_row(cell, bytes, &a.gpu_prep, stop, t));
+            }
             let floor_item = floor.item(FloorItem::of_arm(arm));
             rows.extend(cell.paired_row("floor_multiple", "x", (&a.step, floor_item), ratio, t));
             match (arm, sync) {
@@ -226,6 +238,9 @@ impl FloorRounds {
             let cell = floor_cell(item.name());
             let t = telemetry(&cell.label());
             rows.extend(cell.rounds_row("step_us", "us", rounds, stop, t.as_ref()));
+            if let Some(bytes) = item.bytes_moved() {
+                rows.extend(gb_s_row(&cell, bytes, rounds, stop, t.as_ref()));
+            }
         }
         let cell = floor_cell(HARNESS);
         let t = telemetry(&cell.label());
@@ -289,12 +304,13 @@ mod tests {
     }
 
     /// Six rounds in which every cell drifts by [`DRIFT`]: eager-sync 40 µs, eager-device
-    /// 22 µs, graph 10 µs, the empty kernel 2 µs, the empty graph 2.5 µs, the harness 2.7 µs.
+    /// 22 µs, graph 10 µs, the empty kernel 2 µs, the empty graph 2.5 µs, the d2d copy 32 µs,
+    /// the harness 2.7 µs.
     fn drifting() -> (GroupRounds, FloorRounds) {
         let mut group = GroupRounds::new(&ARMS);
         let mut floor = FloorRounds::default();
         for d in DRIFT {
-            for (item, us) in FloorItem::ALL.iter().zip([2.0, 2.5, 9.0, 3.0, 4.0]) {
+            for (item, us) in FloorItem::ALL.iter().zip([2.0, 2.5, 9.0, 3.0, 4.0, 32.0]) {
                 floor.push(*item, samples(us * d));
             }
             floor.push_harness(samples(2.7 * d));
@@ -311,6 +327,14 @@ mod tests {
             .unwrap_or_else(|| panic!("no {arm} {metric}"))
     }
 
+    /// The metrics of `arm`'s rows, in row order.
+    fn metrics_of<'a>(rows: &'a [Row], arm: &str) -> Vec<&'a str> {
+        rows.iter()
+            .filter(|r| r.arm == arm)
+            .map(|r| r.metric.as_str())
+            .collect()
+    }
+
     #[test]
     fn a_cells_interval_spans_the_drift_between_rounds() {
         let (group, floor) = drifting();
@@ -325,13 +349,8 @@ mod tests {
         assert_eq!((step.rounds, step.samples), (6, 60));
         assert_eq!(step.stop_reason, "max-rounds");
         // Every metric of every arm is a rounds row; host_blocked_us only for the reader.
-        let metrics: Vec<&str> = rows
-            .iter()
-            .filter(|r| r.arm == "eager-sync")
-            .map(|r| r.metric.as_str())
-            .collect();
         assert_eq!(
-            metrics,
+            metrics_of(&rows, "eager-sync"),
             [
                 "step_us",
                 "step_fwd_us",
@@ -393,10 +412,21 @@ mod tests {
                 "d2h-int",
                 "h2d-pinned",
                 "h2d-pageable",
+                "d2d-copy",
+                "d2d-copy",
                 "harness",
                 "harness"
             ]
         );
+        // 128 MiB a copy over 32 µs times the drift; inside a round the middle samples are
+        // 1.001 times the level, and over rounds the median is between 1/1.05 and 1/1.0.
+        let copy = rows
+            .iter()
+            .find(|r| r.arm == "d2d-copy" && r.metric == "gb_s")
+            .unwrap();
+        let expected = 134_217_728.0 / 32.0 / 1e3 / 1.001 * (1.0 / 1.05 + 1.0) / 2.0;
+        assert!((copy.median / expected - 1.0).abs() < 1e-12, "{copy:?}");
+        assert_eq!((copy.unit.as_str(), copy.rounds), ("GB/s", 6));
         assert!(rows.iter().all(|r| r.kind == KIND_FLOOR && r.rounds == 6));
         let overhead = find(&rows, HARNESS, "overhead_us");
         // 0.2 µs times the drift, formed round by round.
@@ -405,6 +435,42 @@ mod tests {
             "{overhead:?}"
         );
         assert!(overhead.ci_lo >= 0.9 * 0.2 && overhead.ci_hi <= 1.1 * 0.2 * 1.001 + 1e-12);
+    }
+
+    #[test]
+    fn a_group_with_known_bytes_gets_bytes_and_bandwidth_rows() {
+        let (mut group, floor) = drifting();
+        group.bytes = Some(8_000);
+        let rows = group.rows(&cells(), &floor, RoundsStop::Precision, &[None, None, None]);
+        for arm in ARMS {
+            let bytes = find(&rows, arm.name(), "bytes");
+            assert_eq!(
+                (bytes.median, bytes.ci_lo, bytes.ci_hi, bytes.unit.as_str()),
+                (8000.0, 8000.0, 8000.0, "B"),
+                "the same for every arm"
+            );
+            assert_eq!((bytes.rounds, bytes.stop_reason.as_str()), (6, "derived"));
+            // 8 kB over the 4-µs device time (middle samples 1.001 times it): 2 GB/s.
+            let gb_s = find(&rows, arm.name(), "gb_s");
+            assert!((gb_s.median - 2.0 / 1.001).abs() < 1e-12, "{gb_s:?}");
+            assert_eq!(
+                (gb_s.unit.as_str(), gb_s.stop_reason.as_str()),
+                ("GB/s", "precision")
+            );
+        }
+        assert_eq!(
+            metrics_of(&rows, "graph"),
+            [
+                "step_us",
+                "step_fwd_us",
+                "host_issue_us",
+                "gpu_prep_us",
+                "bytes",
+                "gb_s",
+                "floor_multiple",
+                STEP_RATIO_VS_EAGER_SYNC
+            ]
+        );
     }
 
     #[test]

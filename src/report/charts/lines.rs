@@ -6,6 +6,7 @@ use super::{
     Chart, Drawn, FixedTicks, Rendered, LIGHT_GREY, PANEL_CHART_SIZE,
 };
 use crate::report::change::relative_change;
+use crate::report::format::copy_ceiling;
 use crate::results::csv::{
     host_scale_of, CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP, STEP_FAMILY,
 };
@@ -249,10 +250,71 @@ pub fn prep_floor_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Ren
             reason: "no kind=prep rows with metric step_us".into(),
         });
     }
-    let floors = floor_levels(rows);
+    let panels = family_panels(prep, &floor_levels(rows))?;
+    let chart = LineChart {
+        x_axis: XAxis::BatchSize,
+        title: "Prep cost per arm vs the hardware floor".into(),
+        subtitle: format!(
+            "kind=prep, metric step_us, middle block size per family; dashed: floor (kind=floor step_us) — {BAND_NOTE}"
+        ),
+        y_desc: "prep time per step (µs, log scale)".into(),
+        y_log: true,
+        panels,
+        env: env.clone(),
+    };
+    chart.write(dir, "prep_floor")
+}
+
+/// Each arm's achieved bandwidth (`kind=prep`, `gb_s`) as a share of the run's copy ceiling
+/// (the `d2d-copy` floor item's `gb_s`) against batch size, one panel per family.
+pub fn bandwidth_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> {
+    let Some(ceiling) = copy_ceiling(rows) else {
+        return Ok(Rendered::Skipped {
+            reason: "no kind=floor d2d-copy row with metric gb_s (the copy ceiling)".into(),
+        });
+    };
+    let shares = ceiling_shares(rows, ceiling);
+    if shares.is_empty() {
+        return Ok(Rendered::Skipped {
+            reason: "no kind=prep rows with metric gb_s".into(),
+        });
+    }
+    let copy = vec![("d2d-copy ceiling (100%)".to_string(), 100.0)];
+    let chart = LineChart {
+        x_axis: XAxis::BatchSize,
+        title: "Prep bandwidth as a share of the copy ceiling".into(),
+        subtitle: format!(
+            "kind=prep, metric gb_s (bytes read + written over gpu_prep_us) over the d2d-copy's {} GB/s, middle block size per family — {BAND_NOTE}",
+            short_number(ceiling)
+        ),
+        y_desc: "share of the d2d-copy ceiling (%)".into(),
+        y_log: false,
+        panels: family_panels(shares.iter().collect(), &copy)?,
+        env: env.clone(),
+    };
+    chart.write(dir, "bandwidth")
+}
+
+/// The prep `gb_s` rows as percentages of `ceiling` (median and p10–p90 alike).
+fn ceiling_shares(rows: &[Row], ceiling: f64) -> Vec<Row> {
+    rows.iter()
+        .filter(|r| r.kind == KIND_PREP && r.metric == "gb_s")
+        .map(|r| {
+            let mut share = r.clone();
+            for v in [&mut share.median, &mut share.p10, &mut share.p90] {
+                *v *= 100.0 / ceiling;
+            }
+            share
+        })
+        .collect()
+}
+
+/// Prep rows of one metric, one panel per (family, layout) at its middle block size, each
+/// with `floors` as horizontal lines; the layout appears in the title when the run has more.
+fn family_panels(prep: Vec<&Row>, floors: &[(String, f64)]) -> Result<Vec<Panel>> {
     let layouts: BTreeSet<&str> = prep.iter().map(|r| r.layout.as_str()).collect();
     let mut groups: BTreeMap<(String, (usize, String)), Vec<&Row>> = BTreeMap::new();
-    for row in prep {
+    for row in &prep {
         groups
             .entry((row.family.clone(), layout_order(&row.layout)))
             .or_default()
@@ -268,21 +330,10 @@ pub fn prep_floor_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Ren
         panels.push(Panel {
             title,
             series: series_by_arm(&chosen)?,
-            floors: floors.clone(),
+            floors: floors.to_vec(),
         });
     }
-    let chart = LineChart {
-        x_axis: XAxis::BatchSize,
-        title: "Prep cost per arm vs the hardware floor".into(),
-        subtitle: format!(
-            "kind=prep, metric step_us, middle block size per family; dashed: floor (kind=floor step_us) — {BAND_NOTE}"
-        ),
-        y_desc: "prep time per step (µs, log scale)".into(),
-        y_log: true,
-        panels,
-        env: env.clone(),
-    };
-    chart.write(dir, "prep_floor")
+    Ok(panels)
 }
 
 fn skipped(metric: &str) -> Rendered {
@@ -709,6 +760,43 @@ mod tests {
                 ("d2h-int 11 µs".to_string(), 11.0)
             ]
         );
+    }
+
+    #[test]
+    fn bandwidth_is_drawn_as_a_share_of_the_copy_ceiling_per_family() {
+        let mut other_family = row(KIND_PREP, "fused", 8, "gb_s", 400.0);
+        other_family.family = "dsa_target_verify".into();
+        let rows = vec![
+            row(KIND_PREP, "graph", 8, "gb_s", 800.0),
+            row(KIND_PREP, "graph", 8, "step_us", 9.0),
+            other_family,
+            row(KIND_FLOOR, "d2d-copy", 1, "gb_s", 4000.0),
+        ];
+        let shares = ceiling_shares(&rows, 4000.0);
+        let round = |v: f64| (v * 1e9).round() / 1e9;
+        let values: Vec<(&str, f64, f64, f64)> = shares
+            .iter()
+            .map(|r| (r.arm.as_str(), round(r.median), round(r.p10), round(r.p90)))
+            .collect();
+        // 800 / 4000 = 20%, its p10–p90 (720–880 GB/s) 18–22%; 400 GB/s is 10%.
+        assert_eq!(
+            values,
+            [("graph", 20.0, 18.0, 22.0), ("fused", 10.0, 9.0, 11.0)]
+        );
+        let panels = family_panels(shares.iter().collect(), &[("copy".into(), 100.0)]).unwrap();
+        let titles: Vec<&str> = panels.iter().map(|p| p.title.as_str()).collect();
+        assert_eq!(
+            titles,
+            ["dsa_decode · block 4", "dsa_target_verify · block 4"]
+        );
+        assert_eq!(panels[1].floors, [("copy".to_string(), 100.0)]);
+        let dir = tempfile::tempdir().unwrap();
+        let without_ceiling = bandwidth_chart(dir.path(), &rows[..3], &EnvRecord::default());
+        assert!(
+            matches!(without_ceiling.unwrap(), Rendered::Skipped { reason } if reason.contains("d2d-copy")),
+        );
+        let without_gb_s = bandwidth_chart(dir.path(), &rows[1..2], &EnvRecord::default());
+        assert!(matches!(without_gb_s.unwrap(), Rendered::Skipped { .. }));
     }
 
     #[test]

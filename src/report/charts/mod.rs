@@ -1,5 +1,6 @@
 //! PNG and SVG charts of a run: latency and throughput curves, speedup heatmaps, prep cost
-//! against the hardware floor, a step timeline from a Chrome trace, and NVML telemetry.
+//! against the hardware floor, prep bandwidth against the copy ceiling, a step timeline from
+//! a Chrome trace, and NVML telemetry.
 //!
 //! Every chart is drawn twice through the same generic code, once into an RGB buffer that
 //! is encoded as PNG and once into an SVG string, then both are written with
@@ -15,7 +16,8 @@ mod timeline;
 pub use clocks::telemetry_chart;
 pub use heatmap::{speedup_chart, speedups, Speedup};
 pub use lines::{
-    host_scale_chart, itl_chart, prep_floor_chart, step_change_chart, throughput_chart,
+    bandwidth_chart, host_scale_chart, itl_chart, prep_floor_chart, step_change_chart,
+    throughput_chart,
 };
 pub use timeline::{parse_trace, timeline_chart, Lane, Span, Trace};
 
@@ -88,6 +90,7 @@ pub fn render_all(
         ("speedup_prep", speedup_chart(dir, rows, env, KIND_PREP)?),
         ("speedup_step", speedup_chart(dir, rows, env, KIND_STEP)?),
         ("prep_floor", prep_floor_chart(dir, rows, env)?),
+        ("bandwidth", bandwidth_chart(dir, rows, env)?),
         ("telemetry", telemetry_chart(dir, telemetry, env)?),
         (
             "timeline",
