@@ -117,8 +117,9 @@ pub struct StepsArgs {
     /// has a 95% interval within ± this many percentage points, after --min-rounds.
     #[arg(long, default_value_t = 0.5)]
     pub(crate) precision_pct: f64,
-    /// Time cap of one cell, all its arms and rounds, ms: it stops there, precise or not
-    /// (its rows' stop_reason says which).
+    /// Time cap of one cell, all its arms and rounds, ms: past --min-rounds it stops there,
+    /// precise or not (its rows' stop_reason says which). The minimum rounds always run; for
+    /// long steps their passes get shorter so that they fit the cap.
     #[arg(long, default_value_t = 15_000)]
     pub(crate) cell_time_cap_ms: u64,
     /// Warm-up steps before each clean pass's measured ones.
