@@ -62,11 +62,34 @@ pub fn allowed_cpus() -> Result<Vec<usize>> {
         .collect())
 }
 
-/// Pins the calling thread as `pin` says; returns the CPU it is now bound to, if any.
-pub fn pin_current_thread(pin: CpuPin) -> Result<Option<usize>> {
+/// Where the measuring thread ended up, and the CPUs it could have run on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pinned {
+    /// The CPU it is bound to; `None` with `--cpu off`.
+    pub cpu: Option<usize>,
+    /// The process's CPUs before pinning.
+    pub allowed: Vec<usize>,
+}
+
+impl Pinned {
+    /// The env.json note for where the measuring thread ran.
+    pub fn note(&self) -> String {
+        let allowed = ranges(&self.allowed);
+        match self.cpu {
+            Some(cpu) => format!(
+                "{PIN_NOTE}pinned to CPU {cpu} of {allowed} (cpufreq governor: {})",
+                governor(cpu).unwrap_or_else(|| "not readable".into())
+            ),
+            None => format!("{PIN_NOTE}not pinned (--cpu off), CPUs {allowed}"),
+        }
+    }
+}
+
+/// Pins the calling thread as `pin` says.
+pub fn pin_current_thread(pin: CpuPin) -> Result<Pinned> {
     let allowed = allowed_cpus()?;
     let cpu = match pin {
-        CpuPin::Off => return Ok(None),
+        CpuPin::Off => return Ok(Pinned { cpu: None, allowed }),
         CpuPin::Auto => *allowed
             .last()
             .ok_or_else(|| anyhow::anyhow!("this thread may run on no CPU"))?,
@@ -89,7 +112,10 @@ pub fn pin_current_thread(pin: CpuPin) -> Result<Option<usize>> {
         "pinning the measuring thread to CPU {cpu}: {}",
         std::io::Error::last_os_error()
     );
-    Ok(Some(cpu))
+    Ok(Pinned {
+        cpu: Some(cpu),
+        allowed,
+    })
 }
 
 /// The cpufreq governor of `cpu`, where the host exposes it (VMs often do not).
@@ -101,19 +127,7 @@ pub fn governor(cpu: usize) -> Option<String> {
     .map(|s| s.trim().to_string())
 }
 
-/// The env.json note for where the measuring thread ran.
-pub fn pin_note(pinned: Option<usize>) -> String {
-    let allowed = allowed_cpus().map(|a| ranges(&a)).unwrap_or_default();
-    match pinned {
-        Some(cpu) => format!(
-            "{PIN_NOTE}pinned to CPU {cpu} of {allowed} (cpufreq governor: {})",
-            governor(cpu).unwrap_or_else(|| "not readable".into())
-        ),
-        None => format!("{PIN_NOTE}not pinned (--cpu off), CPUs {allowed}"),
-    }
-}
-
-/// Prefix of [`pin_note`]'s line.
+/// Prefix of [`Pinned::note`]'s line.
 pub const PIN_NOTE: &str = "measuring thread: ";
 
 /// `[0, 1, 2, 5]` → `0-2,5`.
@@ -160,12 +174,19 @@ mod tests {
         // A fresh thread, so the test runner's own thread keeps its mask.
         std::thread::spawn(|| {
             let allowed = allowed_cpus().unwrap();
-            assert_eq!(pin_current_thread(CpuPin::Off).unwrap(), None);
+            assert_eq!(pin_current_thread(CpuPin::Off).unwrap().cpu, None);
             assert_eq!(allowed_cpus().unwrap(), allowed);
-            let cpu = pin_current_thread(CpuPin::Auto).unwrap().unwrap();
+            let pinned = pin_current_thread(CpuPin::Auto).unwrap();
+            let cpu = pinned.cpu.unwrap();
             assert_eq!(cpu, *allowed.last().unwrap());
             assert_eq!(allowed_cpus().unwrap(), vec![cpu]);
-            assert!(pin_note(Some(cpu)).contains(&format!("pinned to CPU {cpu}")));
+            assert!(pinned.note().contains(&format!("pinned to CPU {cpu}")));
+            // The note names the CPUs the process had, not the one it is now bound to.
+            assert!(
+                pinned.note().contains(&format!("of {}", ranges(&allowed))),
+                "{}",
+                pinned.note()
+            );
         })
         .join()
         .unwrap();

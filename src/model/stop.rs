@@ -14,7 +14,8 @@
 
 use crate::axes::Arm;
 use crate::stats::rounds::{half_width, over_rounds, paired, MIN_ROUNDS};
-use crate::stats::summary::Estimate;
+use crate::stats::stopping::RoundsStop;
+use crate::stats::summary::{rel_half_width, Estimate};
 use anyhow::{ensure, Result};
 use std::time::Duration;
 
@@ -63,20 +64,18 @@ impl StepRounds {
     pub fn check(
         &self,
         arms: &[Arm],
-        step_us: &[Vec<Vec<f64>>],
+        step_us: &[impl AsRef<[Vec<f64>]>],
         rounds_done: usize,
         elapsed: Duration,
-    ) -> Option<&'static str> {
-        if rounds_done < self.min {
-            return None;
-        }
-        if self.precise(arms, step_us) {
-            return Some("precision");
-        }
-        if elapsed >= self.cap {
-            return Some("time-cap");
-        }
-        (rounds_done >= self.max).then_some("max-rounds")
+    ) -> Option<RoundsStop> {
+        let precise = || self.precise(arms, step_us);
+        RoundsStop::after(
+            rounds_done,
+            (self.min, self.max),
+            precise,
+            elapsed,
+            self.cap,
+        )
     }
 
     /// Warm-up and measured steps of each arm's pass in the next round, given the mean step
@@ -96,19 +95,16 @@ impl StepRounds {
         (warm, fits.saturating_sub(warm).clamp(5, self.steps))
     }
 
-    fn precise(&self, arms: &[Arm], step_us: &[Vec<Vec<f64>>]) -> bool {
-        let within =
-            |e: Option<Estimate>| e.is_some_and(|e| 100.0 * half_width(&e) <= self.precision_pct);
+    fn precise(&self, arms: &[Arm], step_us: &[impl AsRef<[Vec<f64>]>]) -> bool {
+        let within = |half: f64| 100.0 * half <= self.precision_pct;
         match arms.iter().position(|&a| a == Arm::EagerSync) {
-            Some(sync) => (0..arms.len())
-                .filter(|&i| i != sync)
-                .all(|i| within(step_ratio(&step_us[i], &step_us[sync]))),
+            Some(sync) => (0..arms.len()).filter(|&i| i != sync).all(|i| {
+                step_ratio(step_us[i].as_ref(), step_us[sync].as_ref())
+                    .is_some_and(|e| within(half_width(&e)))
+            }),
+            // NaN without an interval: never within.
             None => step_us.iter().all(|rounds| {
-                within(over_rounds(rounds).map(|s| Estimate {
-                    point: 1.0,
-                    lo: s.ci_lo / s.median,
-                    hi: s.ci_hi / s.median,
-                }))
+                over_rounds(rounds.as_ref()).is_some_and(|s| within(rel_half_width(&s)))
             }),
         }
     }
@@ -149,25 +145,41 @@ mod tests {
         let r = rule(20, 60_000);
         let steady = [arm(1000.0, 6, 0.0), arm(900.0, 6, 0.001)];
         assert_eq!(
-            r.check(&arms, &steady, 6, Duration::ZERO),
+            r.check(&arms, &steady, 6, Duration::ZERO)
+                .map(RoundsStop::as_str),
             Some("precision")
         );
         // The same data one round short of the minimum runs on.
         let five = [arm(1000.0, 5, 0.0), arm(900.0, 5, 0.001)];
-        assert_eq!(r.check(&arms, &five, 5, Duration::ZERO), None);
+        assert_eq!(
+            r.check(&arms, &five, 5, Duration::ZERO)
+                .map(RoundsStop::as_str),
+            None
+        );
         // ±2% of the graph arm's own per round: ±2 points apart, above 0.5.
         let noisy = [arm(1000.0, 6, 0.0), arm(900.0, 6, 0.02)];
-        assert_eq!(r.check(&arms, &noisy, 6, Duration::ZERO), None);
         assert_eq!(
-            r.check(&arms, &noisy, 6, Duration::from_secs(61)),
+            r.check(&arms, &noisy, 6, Duration::ZERO)
+                .map(RoundsStop::as_str),
+            None
+        );
+        assert_eq!(
+            r.check(&arms, &noisy, 6, Duration::from_secs(61))
+                .map(RoundsStop::as_str),
             Some("time-cap")
         );
         assert_eq!(
-            rule(6, 60_000).check(&arms, &noisy, 6, Duration::ZERO),
+            rule(6, 60_000)
+                .check(&arms, &noisy, 6, Duration::ZERO)
+                .map(RoundsStop::as_str),
             Some("max-rounds")
         );
         // The cap never cuts a cell below its minimum rounds.
-        assert_eq!(r.check(&arms, &five, 5, Duration::from_secs(61)), None);
+        assert_eq!(
+            r.check(&arms, &five, 5, Duration::from_secs(61))
+                .map(RoundsStop::as_str),
+            None
+        );
     }
 
     #[test]
@@ -188,12 +200,16 @@ mod tests {
         let ratio = step_ratio(&both[1], &both[0]).unwrap();
         assert!((ratio.point - 0.88).abs() < 1e-12);
         assert_eq!(
-            rule(20, 60_000).check(&arms, &both, 6, Duration::ZERO),
+            rule(20, 60_000)
+                .check(&arms, &both, 6, Duration::ZERO)
+                .map(RoundsStop::as_str),
             Some("precision")
         );
         // Without eager-sync each arm is read alone, and the drift is its interval.
         assert_eq!(
-            rule(20, 60_000).check(&[Arm::Graph], &both[1..], 6, Duration::ZERO),
+            rule(20, 60_000)
+                .check(&[Arm::Graph], &both[1..], 6, Duration::ZERO)
+                .map(RoundsStop::as_str),
             None
         );
     }

@@ -1,7 +1,7 @@
 //! Markdown formatters and table orders shared by `summary.md` and `compare`, and the
 //! run-wide readings (launch floors, the copy ceiling) `summary.md` and the charts share.
 
-use crate::axes::FloorItem;
+use crate::axes::{FloorItem, Layout};
 use crate::results::csv::{Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
 use std::collections::BTreeMap;
 
@@ -48,17 +48,10 @@ pub(crate) fn copy_ceiling(rows: &[Row]) -> Option<f64> {
 
 /// Table order of floor items: launches, then copies, then anything else.
 pub(crate) fn floor_rank(item: &str) -> u8 {
-    [
-        "empty-kernel",
-        "empty-graph",
-        "d2h-int",
-        "h2d-pinned",
-        "h2d-pageable",
-        "d2d-copy",
-    ]
-    .iter()
-    .position(|i| *i == item)
-    .map_or(u8::MAX, |p| p as u8)
+    FloorItem::ALL
+        .iter()
+        .position(|i| i.name() == item)
+        .map_or(u8::MAX, |p| p as u8)
 }
 
 /// Table order of kinds: the step (what a PR reader wants first), then prep, then floor.
@@ -71,9 +64,9 @@ pub(crate) fn kind_rank(kind: &str) -> u8 {
 
 /// Table order of layouts: by parallelism, not alphabetically (`tp8` before `dep2`).
 pub(crate) fn layout_rank(layout: &str) -> u8 {
-    ["tp1", "tp2", "tp4", "tp8", "dep2", "dep4"]
+    Layout::all()
         .iter()
-        .position(|l| *l == layout)
+        .position(|l| l.to_string() == layout)
         .map_or(u8::MAX, |p| p as u8)
 }
 

@@ -254,11 +254,10 @@ fn write_steps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
             // The run's own ratio to eager-sync, formed inside each round (steps with rounds).
             let paired = match metric(STEP_RATIO_VS_EAGER_SYNC) {
                 _ if cell.arm == BASELINE_ARM => "baseline".to_string(),
-                Some(r) => format!(
-                    "{} {}",
-                    fmt_pct((r.median - 1.0) * 100.0),
-                    fmt_interval((r.ci_lo - 1.0) * 100.0, (r.ci_hi - 1.0) * 100.0)
-                ),
+                Some(r) => match change_of_ratio(r) {
+                    Some(c) => format!("{} {}", fmt_pct(c.pct), fmt_interval(c.lo_pct, c.hi_pct)),
+                    None => format!("{} [n/a]", fmt_pct((r.median - 1.0) * 100.0)),
+                },
                 None => "—".to_string(),
             };
             writeln!(

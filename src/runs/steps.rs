@@ -24,7 +24,7 @@ use crate::axes::Family;
 use crate::axes::Layout;
 use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
 use crate::harness::nvml::CellTelemetry;
-use crate::harness::pin::{pin_current_thread, pin_note, CpuPin};
+use crate::harness::pin::{pin_current_thread, CpuPin};
 use crate::harness::rows::CellId;
 use crate::harness::run_output::{
     arm_cells, emulation_notes, existing_rows, needs_measuring, progress, Recorder,
@@ -779,7 +779,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         config.link_gb_s
     );
     let mut notes = emulation_notes(&deployment.layouts(), gpu.info.device_count, &how);
-    notes.push(pin_note(pin_current_thread(config.cpu)?));
+    notes.push(pin_current_thread(config.cpu)?.note());
     let latency = match config.collective_latency_us {
         Some(v) => format!("{v} us per collective"),
         None => format!("per-collective latency {COLLECTIVE_LATENCY_SOURCE}"),
@@ -894,13 +894,13 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     let mut measured: Vec<ArmRounds> =
                         config.arms.iter().map(|_| ArmRounds::default()).collect();
                     let cell_start = Instant::now();
-                    let mut step_seen: Option<f64> = None;
                     let stop = loop {
                         let round = measured[0].step_us.len();
-                        let (warmup, steps) =
-                            config
-                                .rounds
-                                .pass_length(ready.len(), step_seen, config.warmup_steps);
+                        let (warmup, steps) = config.rounds.pass_length(
+                            ready.len(),
+                            last_round_step_us(&measured),
+                            config.warmup_steps,
+                        );
                         // Rotated each round, so no arm always runs first after another.
                         for i in (0..ready.len()).map(|i| (i + round) % ready.len()) {
                             recorder.set_cell(&labels[i]);
@@ -908,22 +908,15 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                             let clean = cell.clean_pass(program, pd, pv, warmup + steps)?;
                             measured[i].push(&clean, warmup, batch_scale)?;
                         }
-                        let last: Vec<f64> = measured
-                            .iter()
-                            .filter_map(|m| m.step_us.last())
-                            .flatten()
-                            .copied()
-                            .collect();
-                        step_seen = Some(last.iter().sum::<f64>() / last.len().max(1) as f64);
-                        let step_us: Vec<Vec<Vec<f64>>> =
-                            measured.iter().map(|m| m.step_us.clone()).collect();
+                        let step_us: Vec<&[Vec<f64>]> =
+                            measured.iter().map(|m| m.step_us.as_slice()).collect();
                         if let Some(why) = config.rounds.check(
                             &config.arms,
                             &step_us,
                             round + 1,
                             cell_start.elapsed(),
                         ) {
-                            break why;
+                            break why.as_str();
                         }
                     };
                     let eager_sync = config.arms.iter().position(|&a| a == Arm::EagerSync);
@@ -1010,6 +1003,18 @@ fn model_name(m: &ForwardModel) -> String {
         ForwardModel::Profile(p) => p.name.clone(),
         ForwardModel::FixedUs(us) => format!("fixed {us} us"),
     }
+}
+
+/// The mean step time of the arms' last round, `None` before the first: what the next
+/// round's pass length is sized by.
+fn last_round_step_us(measured: &[ArmRounds]) -> Option<f64> {
+    let last: Vec<f64> = measured
+        .iter()
+        .filter_map(|m| m.step_us.last())
+        .flatten()
+        .copied()
+        .collect();
+    (!last.is_empty()).then(|| last.iter().sum::<f64>() / last.len() as f64)
 }
 
 /// One arm's clean passes of a cell, round by round, each pass's warm-up left out.

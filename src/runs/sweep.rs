@@ -24,7 +24,7 @@ use crate::axes::FloorItem;
 use crate::gpu::StepSource;
 use crate::gpu::{Gpu, Launch};
 use crate::harness::floor::Floor;
-use crate::harness::pin::{pin_current_thread, pin_note, CpuPin};
+use crate::harness::pin::{pin_current_thread, CpuPin};
 use crate::harness::prep_cell::measure;
 use crate::harness::rows::CellId;
 use crate::harness::run_output::{
@@ -155,7 +155,7 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
             .cloned()
             .collect::<Vec<_>>(),
     );
-    notes.push(pin_note(pin_current_thread(config.cpu)?));
+    notes.push(pin_current_thread(config.cpu)?.note());
     let recorder = Recorder::start(&gpu, &config.out, csv_path, config.resume, notes)?;
 
     // Counts cell visits (a cell once per round); the length grows as groups get rounds

@@ -137,6 +137,29 @@ pub enum RoundsStop {
 }
 
 impl RoundsStop {
+    /// The rule sweep groups and step cells share after `rounds` rounds: nothing before
+    /// `min`; then `precise()` (asked only then), the round maximum and the time cap, in
+    /// that order.
+    pub fn after(
+        rounds: usize,
+        (min, max): (usize, usize),
+        precise: impl FnOnce() -> bool,
+        elapsed: Duration,
+        cap: Duration,
+    ) -> Option<RoundsStop> {
+        if rounds < min {
+            None
+        } else if precise() {
+            Some(RoundsStop::Precision)
+        } else if rounds >= max {
+            Some(RoundsStop::MaxRounds)
+        } else if elapsed >= cap {
+            Some(RoundsStop::TimeCap)
+        } else {
+            None
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             RoundsStop::Precision => "precision",
@@ -157,25 +180,19 @@ impl RoundsRule {
         read_cost: Option<&Paired>,
         elapsed: Duration,
     ) -> Option<RoundsStop> {
-        if rounds < self.min_rounds {
-            return None;
-        }
-        let steps_precise = steps
-            .iter()
-            .all(|s| s.as_ref().is_some_and(|s| self.step.precise(s)));
-        let read_precise = read_cost.is_none_or(|cost| {
-            let bar = (READ_COST_REL_CI * cost.estimate.point.abs()).max(READ_COST_ABS_CI_US);
-            half_width(&cost.estimate) <= bar
-        });
-        if steps_precise && read_precise {
-            Some(RoundsStop::Precision)
-        } else if rounds >= self.max_rounds {
-            Some(RoundsStop::MaxRounds)
-        } else if elapsed >= self.time_cap {
-            Some(RoundsStop::TimeCap)
-        } else {
-            None
-        }
+        let precise = || {
+            let steps_precise = steps
+                .iter()
+                .all(|s| s.as_ref().is_some_and(|s| self.step.precise(s)));
+            steps_precise
+                && read_cost.is_none_or(|cost| {
+                    let bar =
+                        (READ_COST_REL_CI * cost.estimate.point.abs()).max(READ_COST_ABS_CI_US);
+                    half_width(&cost.estimate) <= bar
+                })
+        };
+        let bounds = (self.min_rounds, self.max_rounds);
+        RoundsStop::after(rounds, bounds, precise, elapsed, self.time_cap)
     }
 }
 
