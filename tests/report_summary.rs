@@ -68,7 +68,9 @@ fn prep_tables_show_cost_floor_multiple_and_host_read() {
     let md = render_summary(&run.rows, &run.env);
     let dspark = section(&md, "### Metadata prep — dspark_draft_block, tp1\n");
     assert!(
-        dspark.contains("eager arms over empty-kernel 4.50 µs; graph arms over empty-graph"),
+        dspark.contains(
+            "eager arms over empty-kernel 4.50 µs; graph and graph-upload, fused over empty-graph"
+        ),
         "{dspark}"
     );
     assert!(dspark.contains("| bs | block | eager-sync | eager-device | graph | host read (µs) |"));

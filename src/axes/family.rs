@@ -29,6 +29,15 @@ impl Family {
         }
     }
 
+    /// The stages of the family's multi-kernel prep, in launch order, as kernels named
+    /// `<family>_<stage>`; the fused arm runs one `<family>_fused` kernel instead.
+    pub fn stages(self) -> &'static [&'static str] {
+        match self {
+            Family::DsparkDraftBlock => &["lengths", "page_table", "swa"],
+            _ => &["lengths", "page_table"],
+        }
+    }
+
     /// Rows per request: the draft block for DSpark, N draft tokens for verify and
     /// draft-extend, one for decode.
     pub fn tokens_per_request(self, block: u32) -> u32 {

@@ -1,7 +1,7 @@
 //! The floor items: the cheapest things a step can ask of the GPU, which an arm's cost is
 //! read against (measured by `harness::floor`).
 
-use crate::axes::Arm;
+use crate::axes::{Arm, Family};
 
 /// Bytes of the device-to-device copy, the bandwidth ceiling preps are read against: of the
 /// order of the largest default-sweep prep (dsa_target_verify at bs 256, block 8 moves about
@@ -16,6 +16,10 @@ pub enum FloorItem {
     EmptyKernel,
     /// One replay of a graph holding one empty kernel.
     EmptyGraph,
+    /// One replay of a graph holding this many empty kernels in a chain (each depends on the
+    /// one before, as a stream capture of the staged prep makes them): what a graph arm's
+    /// replay costs with nothing inside its nodes.
+    EmptyGraphNodes(u8),
     /// One int device-to-host into pageable memory and a stream sync: the bare `.item()`.
     D2hInt,
     /// A small host-to-device copy from pinned memory.
@@ -27,18 +31,32 @@ pub enum FloorItem {
 }
 
 impl FloorItem {
-    pub const ALL: [FloorItem; 6] = [
+    pub const ALL: [FloorItem; 8] = [
         FloorItem::EmptyKernel,
         FloorItem::EmptyGraph,
+        FloorItem::EmptyGraphNodes(2),
+        FloorItem::EmptyGraphNodes(3),
         FloorItem::D2hInt,
         FloorItem::H2dPinned,
         FloorItem::H2dPageable,
         FloorItem::D2dCopy,
     ];
 
-    /// What an arm is read against: an empty graph replay for graph arms, an empty kernel
-    /// launch for eager ones.
-    pub fn of_arm(arm: Arm) -> FloorItem {
+    /// What an arm's prep of `family` is read against, like with like: an empty kernel
+    /// launch for eager arms, and for arms that replay a graph an empty graph with as many
+    /// kernel nodes as theirs (the fused arm's holds one kernel, the staged graph arms' one
+    /// per stage of the family).
+    pub fn of_cell(arm: Arm, family: Family) -> FloorItem {
+        match arm {
+            _ if !arm.uses_graph() => FloorItem::EmptyKernel,
+            Arm::Fused => FloorItem::EmptyGraph,
+            _ => FloorItem::EmptyGraphNodes(family.stages().len() as u8),
+        }
+    }
+
+    /// What arms were read against before the floor had graphs of several nodes (runs
+    /// without `empty-graph-N` rows): the one-node empty graph for every graph arm.
+    pub fn of_arm_one_node(arm: Arm) -> FloorItem {
         if arm.uses_graph() {
             FloorItem::EmptyGraph
         } else {
@@ -49,7 +67,11 @@ impl FloorItem {
     pub fn name(self) -> &'static str {
         match self {
             FloorItem::EmptyKernel => "empty-kernel",
-            FloorItem::EmptyGraph => "empty-graph",
+            FloorItem::EmptyGraph | FloorItem::EmptyGraphNodes(1) => "empty-graph",
+            FloorItem::EmptyGraphNodes(2) => "empty-graph-2",
+            FloorItem::EmptyGraphNodes(3) => "empty-graph-3",
+            FloorItem::EmptyGraphNodes(4) => "empty-graph-4",
+            FloorItem::EmptyGraphNodes(_) => "empty-graph-n",
             FloorItem::D2hInt => "d2h-int",
             FloorItem::H2dPinned => "h2d-pinned",
             FloorItem::H2dPageable => "h2d-pageable",
@@ -63,5 +85,45 @@ impl FloorItem {
             FloorItem::D2dCopy => Some(2 * D2D_COPY_BYTES as u64),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_graph_cell_has_its_node_count_in_the_floor() {
+        for family in Family::ALL {
+            for arm in Arm::ALL {
+                let item = FloorItem::of_cell(arm, family);
+                assert!(FloorItem::ALL.contains(&item), "{arm} {family}: {item:?}");
+                assert_ne!(item.name(), "empty-graph-n");
+            }
+        }
+        assert_eq!(
+            FloorItem::of_cell(Arm::Graph, Family::DsparkDraftBlock),
+            FloorItem::EmptyGraphNodes(3)
+        );
+        assert_eq!(
+            FloorItem::of_cell(Arm::GraphUpload, Family::DsaDecode),
+            FloorItem::EmptyGraphNodes(2)
+        );
+        assert_eq!(
+            FloorItem::of_cell(Arm::Fused, Family::DsaDecode),
+            FloorItem::EmptyGraph
+        );
+        assert_eq!(
+            FloorItem::of_cell(Arm::EagerSync, Family::DsaDecode),
+            FloorItem::EmptyKernel
+        );
+    }
+
+    #[test]
+    fn floor_names_are_distinct() {
+        let mut names: Vec<_> = FloorItem::ALL.iter().map(|i| i.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), FloorItem::ALL.len());
     }
 }

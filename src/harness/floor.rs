@@ -15,6 +15,8 @@ pub struct Floor<'g> {
     gpu: &'g Gpu,
     empty: Launch,
     empty_graph: CudaGraph,
+    /// Graphs of 2, 3, ... empty kernels in a chain (index 0 holds two).
+    empty_graph_chains: Vec<CudaGraph>,
     device_ints: CudaSlice<i32>,
     /// Owns the pinned buffer `pinned_ptr` points into.
     _pinned: PinnedHostSlice<i32>,
@@ -33,11 +35,24 @@ impl<'g> Floor<'g> {
         // SAFETY: the empty kernel takes no arguments.
         unsafe { empty.issue(gpu.cu_stream())? };
         gpu.sync()?;
-        // SAFETY: as above.
-        let empty_graph = capture_graph(&gpu.stream, "the empty-graph floor", || unsafe {
-            empty.issue(gpu.cu_stream())
-        })?;
-        empty_graph.upload().context("uploading the empty graph")?;
+        let empty_graph = empty_chain(gpu, &empty, 1)?;
+        let empty_graph_chains = FloorItem::ALL
+            .iter()
+            .filter_map(|item| match item {
+                FloorItem::EmptyGraphNodes(n) => Some(*n),
+                _ => None,
+            })
+            .enumerate()
+            .map(|(index, nodes)| {
+                // Self::batch finds a chain of n nodes at index n - 2.
+                assert_eq!(
+                    index + 2,
+                    nodes as usize,
+                    "FloorItem::ALL lists chains 2, 3, ..."
+                );
+                empty_chain(gpu, &empty, nodes)
+            })
+            .collect::<Result<_>>()?;
         // SAFETY: freshly allocated pinned memory, filled before any use.
         let mut pinned = unsafe { gpu.ctx.alloc_pinned::<i32>(SMALL_COPY_INTS) }
             .context("allocating pinned host memory")?;
@@ -48,6 +63,7 @@ impl<'g> Floor<'g> {
             gpu,
             empty,
             empty_graph,
+            empty_graph_chains,
             device_ints: gpu.alloc(SMALL_COPY_INTS)?,
             _pinned: pinned,
             pinned_ptr,
@@ -70,7 +86,12 @@ impl<'g> Floor<'g> {
             unsafe {
                 match item {
                     FloorItem::EmptyKernel => self.empty.issue(stream)?,
-                    FloorItem::EmptyGraph => self.empty_graph.launch()?,
+                    FloorItem::EmptyGraph | FloorItem::EmptyGraphNodes(1) => {
+                        self.empty_graph.launch()?
+                    }
+                    FloorItem::EmptyGraphNodes(n) => {
+                        self.empty_graph_chains[n as usize - 2].launch()?
+                    }
                     FloorItem::D2hInt => {
                         result::memcpy_dtoh_async(&mut self.pageable[..1], device, stream)?;
                         result::stream::synchronize(stream)?;
@@ -96,4 +117,21 @@ impl<'g> Floor<'g> {
     pub fn empty_graph(&self) -> &CudaGraph {
         &self.empty_graph
     }
+}
+
+/// A graph of `nodes` empty kernels captured from one stream (so each depends on the one
+/// before), uploaded so its first replay pays no upload.
+fn empty_chain(gpu: &Gpu, empty: &Launch, nodes: u8) -> Result<CudaGraph> {
+    let what = format!("the empty-graph floor of {nodes} nodes");
+    let graph = capture_graph(&gpu.stream, &what, || {
+        for _ in 0..nodes {
+            // SAFETY: the empty kernel takes no arguments.
+            unsafe { empty.issue(gpu.cu_stream())? };
+        }
+        Ok(())
+    })?;
+    graph
+        .upload()
+        .with_context(|| format!("uploading {what}"))?;
+    Ok(graph)
 }

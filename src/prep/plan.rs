@@ -447,14 +447,6 @@ fn module_of(family: Family) -> KernelModule {
     }
 }
 
-/// The stages of a family's prep, as kernels named `<family>_<stage>`.
-fn stages(family: Family) -> &'static [&'static str] {
-    match family {
-        Family::DsparkDraftBlock => &["lengths", "page_table", "swa", "fused"],
-        _ => &["lengths", "page_table", "fused"],
-    }
-}
-
 fn kernel_name(family: Family, stage: &str) -> String {
     format!("{}_{stage}", family.name())
 }
@@ -464,10 +456,10 @@ fn kernel_name(family: Family, stage: &str) -> String {
 fn staged_launches(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Vec<Launch>> {
     let rows = shape.rows() as u32;
     let page_width = shape.page_width() as u32;
-    let staged = stages(shape.family)
+    shape
+        .family
+        .stages()
         .iter()
-        .filter(|&&stage| stage != "fused");
-    staged
         .map(|&stage| {
             let name = kernel_name(shape.family, stage);
             let func = gpu.function(module_of(shape.family), &name)?;
@@ -526,7 +518,7 @@ mod tests {
     fn every_kernel_the_plan_launches_is_in_its_source() {
         for family in Family::ALL {
             let source = module_of(family).source();
-            for stage in stages(family) {
+            for stage in family.stages().iter().chain(&["fused"]) {
                 let name = format!("{}_{stage}", family.name());
                 assert!(
                     source.contains(&format!("__global__ void {name}(")),

@@ -39,7 +39,7 @@ use crate::report::change::{
     is_time, judge, ratio_change, relative_change, Change, Verdict, DEFAULT_THRESHOLD_PCT,
 };
 use crate::report::format::{
-    arm_rank, floor_of_arm, floor_rank, fmt_interval, fmt_num, fmt_pct, kind_rank, launch_floors,
+    arm_rank, floor_of, floor_rank, fmt_interval, fmt_num, fmt_pct, kind_rank, launch_floors,
     layout_rank, table_cell,
 };
 use crate::results::atomic::write_atomic;
@@ -73,7 +73,7 @@ pub const NOISE_FLOOR_HOST_PCT: f64 = 75.0;
 /// whole interval beyond the threshold in the better / worse direction; lower is better for
 /// times, higher for throughput and occupancy) or `uncertain`. An arm's times also show
 /// their "change vs floor": the change of the metric divided by the floor the arm is read
-/// against (eager arms the empty kernel, graph arms the empty graph).
+/// against (eager arms the empty kernel, graph arms the empty graph of as many kernel nodes).
 ///
 /// Runs whose settings differ (sweep vs steps, any flag that changes what is measured: seed,
 /// axes, forward model, host profile, ...; not --out, --trace, --trace-cell, --device or
@@ -214,8 +214,8 @@ pub fn compare_rows(
     arms: Option<(&str, &str)>,
     threshold_pct: f64,
 ) -> Result<Comparison> {
-    // Each arm is read against its own floor (an empty graph replay for graph arms, an empty
-    // kernel launch for eager ones), so multiples of the floor do not compare across arms;
+    // Each arm is read against its own floor (an empty graph replay of its node count for
+    // graph arms, an empty kernel launch for eager ones), so multiples of the floor do not compare across arms;
     // an arm's ratio to eager-sync is already an arm against an arm.
     let across_arms = arms.is_some_and(|(b, n)| b != n);
     let comparable = |rows: &[Row]| -> Vec<Row> {
@@ -262,12 +262,13 @@ pub fn compare_rows(
         if base_row.kind != KIND_PREP || !is_time(&new_row.metric, &new_row.unit) {
             return None;
         }
-        let item = floor_of_arm(&base_row.arm);
-        // An eager arm against a graph arm has no common floor to read both against.
-        if floor_of_arm(&new_row.arm) != item {
+        let (item, base_floor) = floor_of(&base_floors, &base_row.arm, &base_row.family)?;
+        let (new_item, new_floor) = floor_of(&new_floors, &new_row.arm, &new_row.family)?;
+        // An eager arm against a graph arm has no common floor to read both against; nor
+        // has a run with graph floors of several nodes against one without.
+        if new_item != item {
             return None;
         }
-        let (base_floor, new_floor) = (base_floors.get(item)?, new_floors.get(item)?);
         ratio_change(&[new_row, base_floor], &[base_row, new_floor])
     };
 
@@ -588,8 +589,9 @@ fn render_comparison(
          it; `faster` / `slower` = whole interval beyond it in the better / worse direction \
          (lower is better for times and floor multiples, higher for throughput and \
          occupancy); `uncertain` otherwise. Change vs floor = the same change of an arm's time \
-         over the floor it is read against (eager arms: empty-kernel; graph arms: \
-         empty-graph), so what the machine did cancels out; verdicts are on the time itself.\n"
+         over the floor it is read against (eager arms: empty-kernel; graph arms: the empty \
+         graph of as many kernel nodes as theirs), so what the machine did cancels out; \
+         verdicts are on the time itself.\n"
     )?;
     writeln!(
         out,

@@ -1,7 +1,7 @@
 //! Markdown formatters and table orders shared by `summary.md` and `compare`, and the
 //! run-wide readings (launch floors, the copy ceiling) `summary.md` and the charts share.
 
-use crate::axes::{FloorItem, Layout};
+use crate::axes::{Arm, Family, FloorItem, Layout};
 use crate::results::csv::{Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
 use std::collections::BTreeMap;
 
@@ -11,17 +11,26 @@ pub(crate) const BASELINE_ARM: &str = "eager-sync";
 /// baseline.
 pub(crate) const DEVICE_ARM: &str = "eager-device";
 
-/// Floor items whose cheaper one is the floor a prep's cost is a multiple of: the least
-/// it can cost to put any work on the GPU.
-const LAUNCH_FLOORS: [&str; 2] = ["empty-kernel", "empty-graph"];
+/// Whether a floor item is one a prep's cost is read against: an empty kernel or an empty
+/// graph (of any node count), the least it can cost to put that launch on the GPU.
+fn is_launch_floor(item: &str) -> bool {
+    FloorItem::ALL.iter().any(|i| {
+        i.name() == item
+            && matches!(
+                i,
+                FloorItem::EmptyKernel | FloorItem::EmptyGraph | FloorItem::EmptyGraphNodes(_)
+            )
+    })
+}
 
-/// The launch floors of a run (empty kernel, empty graph): each item's row with the
+/// The launch floors of a run (empty kernel, empty graphs): each item's row with the
 /// lowest median.
 pub(crate) fn launch_floors(rows: &[Row]) -> BTreeMap<&str, &Row> {
     let mut floors: BTreeMap<&str, &Row> = BTreeMap::new();
-    for r in rows.iter().filter(|r| {
-        r.kind == KIND_FLOOR && r.unit == "us" && LAUNCH_FLOORS.contains(&r.arm.as_str())
-    }) {
+    for r in rows
+        .iter()
+        .filter(|r| r.kind == KIND_FLOOR && r.unit == "us" && is_launch_floor(&r.arm))
+    {
         let floor = floors.entry(r.arm.as_str()).or_insert(r);
         if r.median < floor.median {
             *floor = r;
@@ -30,12 +39,24 @@ pub(crate) fn launch_floors(rows: &[Row]) -> BTreeMap<&str, &Row> {
     floors
 }
 
-/// The floor an arm is read against, as the sweep forms `floor_multiple`: arms that replay
-/// a graph against the empty graph, eager arms (and unknown ones) against the empty kernel.
-pub(crate) fn floor_of_arm(arm: &str) -> &'static str {
-    arm.parse()
-        .map_or(FloorItem::EmptyKernel, FloorItem::of_arm)
-        .name()
+/// The floor a prep cell is read against, as the sweep forms `floor_multiple`
+/// ([`FloorItem::of_cell`]), found in `floors`; in a run from before the floor had graphs of
+/// several nodes, what that run read it against (the one-node empty graph). Eager arms and
+/// unknown ones are read against the empty kernel.
+pub(crate) fn floor_of<'a>(
+    floors: &BTreeMap<&str, &'a Row>,
+    arm: &str,
+    family: &str,
+) -> Option<(&'static str, &'a Row)> {
+    let arm = arm.parse::<Arm>().ok();
+    let like = match (arm, family.parse::<Family>()) {
+        (Some(arm), Ok(family)) => FloorItem::of_cell(arm, family),
+        _ => FloorItem::EmptyKernel,
+    };
+    let old = arm.map_or(FloorItem::EmptyKernel, FloorItem::of_arm_one_node);
+    [like, old]
+        .into_iter()
+        .find_map(|item| floors.get(item.name()).map(|row| (item.name(), *row)))
 }
 
 /// The run's bandwidth ceiling: the d2d-copy floor item's `gb_s` (bytes read and written).
@@ -114,4 +135,39 @@ pub(crate) fn fmt_interval(lo_pct: f64, hi_pct: f64) -> String {
 /// Text safe inside a markdown table cell: a `|` would end the cell.
 pub(crate) fn table_cell(text: &str) -> String {
     text.replace('|', "\\|")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn floor_row(item: &str, us: f64) -> Row {
+        crate::results::csv::test_rows::row(KIND_FLOOR, "", item, 0, "step_us", us)
+    }
+
+    #[test]
+    fn a_cell_is_read_against_its_like_floor_or_what_an_older_run_used() {
+        let rows = [
+            floor_row("empty-kernel", 2.0),
+            floor_row("empty-graph", 2.5),
+            floor_row("empty-graph-2", 5.0),
+            floor_row("empty-graph-3", 6.0),
+        ];
+        let floors = launch_floors(&rows);
+        let of = |arm, family| floor_of(&floors, arm, family).map(|(item, _)| item);
+        assert_eq!(of("graph", "dsa_decode"), Some("empty-graph-2"));
+        assert_eq!(
+            of("graph-upload", "dspark_draft_block"),
+            Some("empty-graph-3")
+        );
+        assert_eq!(of("fused", "dspark_draft_block"), Some("empty-graph"));
+        assert_eq!(of("eager-sync", "dsa_decode"), Some("empty-kernel"));
+        assert_eq!(of("unknown-arm", "dsa_decode"), Some("empty-kernel"));
+        // A run from before the chained graphs: graph arms were read against the one node.
+        let old = launch_floors(&rows[..2]);
+        assert_eq!(
+            floor_of(&old, "graph", "dsa_decode").map(|(item, r)| (item, r.median)),
+            Some(("empty-graph", 2.5))
+        );
+    }
 }

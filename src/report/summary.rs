@@ -15,8 +15,8 @@ use crate::report::change::{
     DEFAULT_THRESHOLD_PCT,
 };
 use crate::report::format::{
-    arm_rank, copy_ceiling, floor_of_arm, floor_rank, fmt_interval, fmt_num, fmt_pct,
-    launch_floors, layout_rank, table_cell, BASELINE_ARM, DEVICE_ARM,
+    arm_rank, copy_ceiling, floor_of, floor_rank, fmt_interval, fmt_num, fmt_pct, launch_floors,
+    layout_rank, table_cell, BASELINE_ARM, DEVICE_ARM,
 };
 use crate::results::atomic::write_atomic;
 use crate::results::csv::{
@@ -324,13 +324,23 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
             out,
             "Per-step cost, median µs (multiple of the arm's launch floor"
         )?;
-        for (item, arms) in [
-            ("empty-kernel", "eager arms"),
-            ("empty-graph", "graph arms"),
+        // Each class of arm over its like floor; classes sharing an item (graph arms of a run
+        // from before the chained empty graphs) are named together.
+        let mut read_against: Vec<(&str, Vec<&str>, f64)> = Vec::new();
+        for (arms, arm) in [
+            ("eager arms", BASELINE_ARM),
+            ("graph and graph-upload", "graph"),
+            ("fused", "fused"),
         ] {
-            if let Some(floor) = floors.get(item) {
-                write!(out, "; {arms} over {item} {} µs", fmt_num(floor.median))?;
+            if let Some((item, floor)) = floor_of(&floors, arm, &group.family) {
+                match read_against.iter_mut().find(|(i, _, _)| *i == item) {
+                    Some((_, names, _)) => names.push(arms),
+                    None => read_against.push((item, vec![arms], floor.median)),
+                }
             }
+        }
+        for (item, arms, us) in read_against {
+            write!(out, "; {} over {item} {} µs", arms.join(", "), fmt_num(us))?;
         }
         write!(out, ")")?;
         if has_host_read {
@@ -382,7 +392,7 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
             write!(out, "| {bs} | {block} |")?;
             for (_, arm) in &arms {
                 let cell = sorted.with_arm(arm);
-                let floor = floors.get(floor_of_arm(arm)).map(|r| r.median);
+                let floor = floor_of(&floors, arm, &cell.family).map(|(_, r)| r.median);
                 write!(out, " {} |", prep_cost(index, &cell, floor))?;
             }
             if has_host_read {
@@ -842,18 +852,21 @@ mod tests {
         let rows = vec![
             prep("graph", 22.5),
             row(KIND_FLOOR, "floor", "empty-graph", 1, "step_us", 6.0),
+            row(KIND_FLOOR, "floor", "empty-graph-2", 1, "step_us", 9.0),
             row(KIND_FLOOR, "floor", "empty-kernel", 1, "step_us", 4.5),
             row(KIND_FLOOR, "floor", "d2h-int", 1, "step_us", 2.0), // not a launch floor
         ];
         let text = render_summary(&rows, &test_env());
         assert!(
             text.contains(
-                "eager arms over empty-kernel 4.50 µs; graph arms over empty-graph 6.00 µs"
+                "eager arms over empty-kernel 4.50 µs; graph and graph-upload over \
+                 empty-graph-2 9.00 µs; fused over empty-graph 6.00 µs"
             ),
             "{text}"
         );
-        // The graph arm is read against the empty graph: 22.5 / 6.0.
-        assert!(text.contains("| 4 | 5 | 22.5 (3.8×) |"), "{text}");
+        // The graph arm of DSA decode (two kernels) is read against the empty graph of two
+        // nodes: 22.5 / 9.0.
+        assert!(text.contains("| 4 | 5 | 22.5 (2.5×) |"), "{text}");
         // Only eager-sync and eager-device together give a host-read column.
         assert!(!text.contains("host read (µs)"), "{text}");
         let kernel = text.find("| empty-kernel |").unwrap();

@@ -262,7 +262,7 @@ fn grid_groups(
                             batch_size,
                             block,
                             cells,
-                            rounds: GroupRounds::new(&config.arms),
+                            rounds: GroupRounds::new(family, &config.arms),
                             rows: Vec::new(),
                         });
                     }

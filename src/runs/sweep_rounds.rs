@@ -17,7 +17,7 @@
 //! the ceiling they are read against ([`crate::harness::bandwidth`]).
 
 use crate::axes::Arm;
-use crate::axes::FloorItem;
+use crate::axes::{Family, FloorItem};
 use crate::harness::bandwidth::{bytes_row, gb_s_row};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::prep_cell::PrepMeasurement;
@@ -67,6 +67,7 @@ struct ArmRounds {
 /// A group's arms, round by round.
 #[derive(Debug, Clone)]
 pub struct GroupRounds {
+    family: Family,
     arms: Vec<Arm>,
     by_arm: Vec<ArmRounds>,
     /// Time spent measuring the group's cells, over all its rounds.
@@ -76,8 +77,9 @@ pub struct GroupRounds {
 }
 
 impl GroupRounds {
-    pub fn new(arms: &[Arm]) -> Self {
+    pub fn new(family: Family, arms: &[Arm]) -> Self {
         Self {
+            family,
             arms: arms.to_vec(),
             by_arm: vec![ArmRounds::default(); arms.len()],
             elapsed: Duration::ZERO,
@@ -146,7 +148,7 @@ impl GroupRounds {
                 rows.push(bytes_row(cell, bytes, self.rounds()));
                 rows.extend(gb_s_row(cell, bytes, &a.gpu_prep, stop, t));
             }
-            let floor_item = floor.item(FloorItem::of_arm(arm));
+            let floor_item = floor.item(FloorItem::of_cell(arm, self.family));
             rows.extend(cell.paired_row("floor_multiple", "x", (&a.step, floor_item), ratio, t));
             match (arm, sync) {
                 (Arm::EagerSync, _) => {
@@ -304,13 +306,16 @@ mod tests {
     }
 
     /// Six rounds in which every cell drifts by [`DRIFT`]: eager-sync 40 µs, eager-device
-    /// 22 µs, graph 10 µs, the empty kernel 2 µs, the empty graph 2.5 µs, the d2d copy 32 µs,
-    /// the harness 2.7 µs.
+    /// 22 µs, graph 10 µs, the empty kernel 2 µs, the empty graphs of 1, 2 and 3 nodes 2.5, 5
+    /// and 6 µs, the d2d copy 32 µs, the harness 2.7 µs.
     fn drifting() -> (GroupRounds, FloorRounds) {
-        let mut group = GroupRounds::new(&ARMS);
+        let mut group = GroupRounds::new(Family::DsaDecode, &ARMS);
         let mut floor = FloorRounds::default();
         for d in DRIFT {
-            for (item, us) in FloorItem::ALL.iter().zip([2.0, 2.5, 9.0, 3.0, 4.0, 32.0]) {
+            for (item, us) in FloorItem::ALL
+                .iter()
+                .zip([2.0, 2.5, 5.0, 6.0, 9.0, 3.0, 4.0, 32.0])
+            {
                 floor.push(*item, samples(us * d));
             }
             floor.push_harness(samples(2.7 * d));
@@ -381,13 +386,14 @@ mod tests {
         assert!((cost.ci_lo - 0.9 * 18.0 * 1.001).abs() < 1e-9, "{cost:?}");
         assert!((cost.ci_hi - 1.1 * 18.0 * 1.001).abs() < 1e-9, "{cost:?}");
         // Ratios cancel the drift: graph is 10/40 of eager-sync in every round, eager arms
-        // 20x and graph arms 4x their launch floor.
+        // 20x the empty kernel and DSA decode's two-kernel graph 2x the empty graph of two
+        // nodes.
         for (arm, metric, value) in [
             ("graph", STEP_RATIO_VS_EAGER_SYNC, 0.25),
             ("eager-device", STEP_RATIO_VS_EAGER_SYNC, 0.55),
             ("eager-sync", "floor_multiple", 20.0),
             ("eager-device", "floor_multiple", 11.0),
-            ("graph", "floor_multiple", 4.0),
+            ("graph", "floor_multiple", 2.0),
         ] {
             let r = find(&rows, arm, metric);
             assert!((r.median - value).abs() < 1e-9, "{arm} {metric}: {r:?}");
@@ -409,6 +415,8 @@ mod tests {
             [
                 "empty-kernel",
                 "empty-graph",
+                "empty-graph-2",
+                "empty-graph-3",
                 "d2h-int",
                 "h2d-pinned",
                 "h2d-pageable",
