@@ -139,14 +139,14 @@ pub struct StepsArgs {
     pub(crate) seq_lens: String,
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
-    /// Output directory (default results/steps-<UTC date and time>).
+    /// Output directory (default results/steps-DATE, DATE the UTC date and time).
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
     /// Continue an interrupted run in --out.
     #[arg(long)]
     pub(crate) resume: bool,
     /// Write the timeline of --trace-cell as a Chrome trace-event JSON (opens in Perfetto):
-    /// FILE for eager-sync, FILE-<arm>.json for the other arms.
+    /// FILE for eager-sync, FILE-ARM.json for each other arm ARM.
     #[arg(long)]
     pub(crate) trace: Option<PathBuf>,
     /// The cell to trace, LAYOUT:BATCH:BLOCK (default: the first layout, batch and block).

@@ -84,7 +84,7 @@ pub struct SweepArgs {
     /// Seed for the random inputs and the rounds' visiting orders.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
-    /// Output directory (default results/sweep-<UTC date and time>).
+    /// Output directory (default results/sweep-DATE, DATE the UTC date and time).
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
     /// Continue an interrupted sweep in --out: cell groups whose rounds had stopped are kept,

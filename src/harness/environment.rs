@@ -65,7 +65,7 @@ fn cpu_model_from(cpuinfo: &str) -> String {
 }
 
 /// The record for a run in `dir`: a fresh one, or on `--resume` the run's own record with a
-/// note of the resumption (see [`resumed_record`]).
+/// note of the resumption (see `resumed_record`).
 pub fn env_for_run(
     gpu: &Gpu,
     dir: &std::path::Path,

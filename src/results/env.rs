@@ -188,7 +188,7 @@ impl EnvRecord {
         settings
     }
 
-    /// Every setting (see [`EnvRecord::settings`]) two runs recorded differently, `self`'s
+    /// Every setting (see `EnvRecord::settings`) two runs recorded differently, `self`'s
     /// value first: the command, then flags by name, then the setting notes. A comma list is
     /// compared as a set, since the order of an axis is the order cells ran in, not what
     /// they measure. `--resume` refuses any difference; `compare` unless `--allow-mismatch`.
