@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Run from inside a bundle (scripts/bundle.sh) on a GPU host with no Rust toolchain.
 #
-#   ./run-on-gpu.sh [STAGE...]     stages: info check tests sweep bench calibrate steps
-#                                  (default: all)
+#   ./run-on-gpu.sh [STAGE...]     stages: info check tests sweep bench calibrate steps timers
+#                                  (default: all but timers)
 #
 # calibrate needs python3 with torch (CUDA): it measures PyTorch's host costs into
 # out/calibration/host_profile.json, runs the PyTorch reference step loop, runs `steps` with
 # that profile at forward 100/1000/5000 µs and once per grid cell with that cell's own in-loop
 # op costs (calibration/cells/), and writes out/validation.md (model against loop);
 # the steps stage then uses that profile instead of the built-in one.
+#
+# timers runs one steps grid (TIMERS_FLAGS, default tp1 x bs 1,8,64 x block 5 planned for
+# 1000 GiB, which moe-large needs at tp1) with --timer events and --timer cupti, each with
+# traces, reports both and writes out/timers/timers.md (scripts/compare_timers.py).
 #
 # Logs and result folders go to ${OUT:-./out}/. Extra flags for the sweep and steps stages
 # come from SWEEP_FLAGS and STEPS_FLAGS.
@@ -49,7 +53,17 @@ for stage in "${stages[@]}"; do
             fi ;;
         # shellcheck disable=SC2086
         steps) run steps "$here/metaprep" steps --host-profile "$profile" --out "$out/steps" --trace "$out/steps/trace.json" ${STEPS_FLAGS:-} ;;
-        *) echo "unknown stage $stage: use info check tests sweep bench calibrate steps"; exit 2 ;;
+        timers)
+            grid=${TIMERS_FLAGS:---tp tp1 --batch-sizes 1,8,64 --block-sizes 5 --gpu-memory-gib 1000}
+            for timer in events cupti; do
+                # shellcheck disable=SC2086
+                run "timers-$timer" "$here/metaprep" steps --host-profile "$profile" $grid --timer $timer \
+                    --out "$out/timers/$timer" --trace "$out/timers/$timer/trace.json"
+                run "timers-$timer-report" "$here/metaprep" report "$out/timers/$timer"
+            done
+            python3 "$here/compare_timers.py" "$out/timers/events" "$out/timers/cupti" --out "$out/timers/timers.md" \
+                && cat "$out/timers/timers.md" || status=1 ;;
+        *) echo "unknown stage $stage: use info check tests sweep bench calibrate steps timers"; exit 2 ;;
     esac
 done
 exit $status

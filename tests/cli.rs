@@ -52,7 +52,15 @@ fn gpu_commands_without_a_driver_exit_3_with_one_line() {
 
 #[test]
 fn bad_flags_are_refused_before_any_gpu_work() {
-    let cases: [(&[&str], &str); 20] = [
+    let cases: [(&[&str], &str); 22] = [
+        (
+            &["steps", "--timer", "nsys"],
+            "`nsys` is not a timer: use events or cupti",
+        ),
+        (
+            &["steps", "--cupti-lib", "/x/libcupti.so.13"],
+            "give --timer cupti too",
+        ),
         (
             &["check", "--batch-sizes", "0"],
             "--batch-sizes: 0 is not a valid value",
@@ -123,6 +131,22 @@ fn bad_flags_are_refused_before_any_gpu_work() {
         metaprep(&["sweep", "--bogus"]).status.code(),
         Some(2),
         "clap's own usage error"
+    );
+}
+
+#[test]
+fn a_missing_cupti_exits_3_before_the_gpu_opens() {
+    let out = metaprep(&[
+        "steps",
+        "--timer",
+        "cupti",
+        "--cupti-lib",
+        "/nonexistent/libcupti.so.13",
+    ]);
+    assert_clean_failure(
+        &out,
+        3,
+        "--cupti-lib /nonexistent/libcupti.so.13: no such file",
     );
 }
 

@@ -94,27 +94,25 @@ fn any_host_read_inside_a_capture_is_an_error() {
     assert_eq!(gpu.download("after", &buf).unwrap(), vec![1, 2, 3]);
 }
 
-/// The step model's host program on the GPU: every arm runs the `pytorch` profile's program
-/// (framework ops with their kernels, reads where the engine reads, graph arms replaying the
-/// framework's captured prep, graph-upload's syncing copy), writes every metric, and the
-/// read exposes the host work after it: eager-sync's step is far longer than graph's.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
+/// A small `steps` run on tp1, bs 1 and 3, block 5, with 200 µs forwards and the measured
+/// `pytorch` host profile, tracing bs 1 to `dir/trace.json`.
+fn step_config(
+    dir: &std::path::Path,
+    arms: Vec<Arm>,
+    timer: metaprep::harness::timer::TimerKind,
+) -> metaprep::runs::steps::StepsConfig {
     use metaprep::axes::layout::Layout;
     use metaprep::model::host_profile::HostProfile;
     use metaprep::model::profile::ForwardModel;
     use metaprep::model::stop::StepRounds;
     use metaprep::prep::inputs::LengthRange;
-    use metaprep::runs::steps::{run, StepsConfig, TraceRequest};
+    use metaprep::runs::steps::{StepsConfig, TraceRequest};
     use std::time::Duration;
 
-    let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("trace.json");
-    let config = StepsConfig {
+    StepsConfig {
         cpu: metaprep::harness::pin::CpuPin::Auto,
         device: 0,
-        arms: Arm::ALL.to_vec(),
+        arms,
         batch_sizes: vec![1, 3],
         block_sizes: vec![5],
         layouts: vec![Layout::Tp(1)],
@@ -131,19 +129,36 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
         warmup_steps: 3,
         timeline_steps: 8,
         timeline_cap: Duration::from_secs(1),
+        timer,
+        cupti_lib: None,
         max_context: 32768,
         seq_lens: LengthRange {
             min: 2048,
             max: 8192,
         },
         seed: metaprep::runs::check::fresh_seed(),
-        out: dir.path().join("run"),
+        out: dir.join("run"),
         resume: false,
         trace: Some(TraceRequest {
             cell: Some((Layout::Tp(1), 1, 5)),
-            path: trace.clone(),
+            path: dir.join("trace.json"),
         }),
-    };
+    }
+}
+
+/// The step model's host program on the GPU: every arm runs the `pytorch` profile's program
+/// (framework ops with their kernels, reads where the engine reads, graph arms replaying the
+/// framework's captured prep, graph-upload's syncing copy), writes every metric, and the
+/// read exposes the host work after it: eager-sync's step is far longer than graph's.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
+    use metaprep::harness::timer::TimerKind;
+    use metaprep::runs::steps::run;
+
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.json");
+    let config = step_config(dir.path(), Arm::ALL.to_vec(), TimerKind::Events);
     let outcome = run(&config).unwrap();
     let median = |arm: &str, bs: u32, metric: &str| {
         let row = outcome
@@ -202,6 +217,71 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
         assert!(text.contains(span), "the eager-sync trace lacks {span}");
     }
     assert!(dir.path().join("trace-graph-upload.json").exists());
+}
+
+/// `--timer cupti` (CUPTI found as `steps` finds it: LD_LIBRARY_PATH, the venv's NVIDIA
+/// wheels, the toolkit): the same rows, and a trace where every launch is its own span, the
+/// eager-sync read's copy among them, and where eager-sync's draft prep shows idle gaps
+/// between its own launches, which graph's replayed prep does not.
+#[test]
+#[ignore = "needs a CUDA GPU and CUPTI"]
+fn the_cupti_timer_gives_every_launch_its_own_span() {
+    use metaprep::harness::timer::TimerKind;
+    use metaprep::runs::steps::run;
+    use serde_json::Value;
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = step_config(
+        dir.path(),
+        vec![Arm::EagerSync, Arm::Graph],
+        TimerKind::Cupti,
+    );
+    let outcome = run(&config).unwrap();
+    for arm in ["eager-sync", "graph"] {
+        let occupancy = outcome
+            .rows
+            .iter()
+            .find(|r| r.arm == arm && r.batch_size == 1 && r.metric == "occupancy")
+            .unwrap();
+        assert!(
+            occupancy.median > 0.0 && occupancy.median <= 1.0,
+            "{occupancy:?}"
+        );
+    }
+    let env = std::fs::read_to_string(dir.path().join("run/env.json")).unwrap();
+    assert!(env.contains("--timer cupti; CUPTI API version"), "{env}");
+    // (draft prep spans of step 2: count, idle between them in µs)
+    let draft_prep = |file: &str| -> (usize, f64) {
+        let text = std::fs::read_to_string(dir.path().join(file)).unwrap();
+        let trace: Value = serde_json::from_str(&text).unwrap();
+        let mut spans: Vec<(f64, f64)> = trace["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "gpu" && e["name"] == "draft prep" && e["args"]["step"] == 2)
+            .inspect(|e| assert!(e["args"]["op"].is_string(), "{e}"))
+            .map(|e| {
+                let ts = e["ts"].as_f64().unwrap();
+                (ts, ts + e["dur"].as_f64().unwrap())
+            })
+            .collect();
+        spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let idle = spans.windows(2).map(|w| (w[1].0 - w[0].1).max(0.0)).sum();
+        (spans.len(), idle)
+    };
+    let text = std::fs::read_to_string(dir.path().join("trace.json")).unwrap();
+    assert!(
+        text.contains("memcpy DtoH"),
+        "eager-sync's read is a copy on the GPU"
+    );
+    let (sync_spans, sync_idle) = draft_prep("trace.json");
+    let (graph_spans, graph_idle) = draft_prep("trace-graph.json");
+    println!("draft prep, step 2: eager-sync {sync_spans} spans, {sync_idle:.1} µs idle between them; graph {graph_spans} spans, {graph_idle:.1} µs");
+    assert!(sync_spans > 2, "eager launches are separate spans");
+    assert!(
+        sync_idle > graph_idle + 10.0,
+        "framework ops at ~10 µs of host time each leave the GPU idle between eager launches"
+    );
 }
 
 /// The floor's device-to-device copy, the bandwidth ceiling preps are read against, measured

@@ -22,6 +22,13 @@ pub(crate) fn info(args: &DeviceArgs) -> Result<ExitCode> {
     println!("  CUDA (driver)       {}", i.cuda_driver_version);
     println!("  NVRTC               {}", i.nvrtc_version);
     println!("  devices visible     {}", i.device_count);
+    match crate::gpu::cupti::load_cupti(None) {
+        Ok(cupti) => println!(
+            "  CUPTI               {} (steps --timer cupti)",
+            cupti.describe()
+        ),
+        Err(e) => println!("  CUPTI               none: steps --timer cupti unavailable; {e}"),
+    }
     println!(
         "host {} ({})",
         std::env::consts::ARCH,

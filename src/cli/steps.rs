@@ -7,6 +7,7 @@ use super::common::{
 use crate::axes::layout::Layout;
 use crate::axes::Family;
 use crate::cli::lists::{arms, layouts, parse_u32_list};
+use crate::harness::timer::TimerKind;
 use crate::model::host_profile::{HostProfile, Item};
 use crate::model::memory::GpuMemory;
 use crate::model::profile::{ForwardModel, Profile};
@@ -125,9 +126,22 @@ pub struct StepsArgs {
     /// Warm-up steps before each clean pass's measured ones.
     #[arg(long, default_value_t = 10)]
     pub(crate) warmup_steps: usize,
-    /// Steps of each arm's timeline pass (events around each phase: occupancy, gaps, trace).
+    /// Steps of each arm's timeline pass (occupancy, gaps, trace).
     #[arg(long, default_value_t = 40)]
     pub(crate) timeline_steps: usize,
+    /// What times the timeline pass: `events` (CUDA events where each GPU phase begins and
+    /// ends: one span per phase, gaps between an eager prep's own launches fall inside it) or
+    /// `cupti` (CUPTI's activity records: every kernel, copy and memset its own span, so
+    /// those gaps show, and the framework kernels of host phases count as busy). `cupti`
+    /// needs libcupti (see --cupti-lib) and is an error without it. Step times, ITL and
+    /// throughput come from the clean passes either way.
+    #[arg(long, default_value_t = TimerKind::Events)]
+    pub(crate) timer: TimerKind,
+    /// The CUPTI library for --timer cupti. Default: searched in LD_LIBRARY_PATH, then in the
+    /// NVIDIA wheels (site-packages/nvidia/cu13/lib, nvidia/cuda_cupti/lib) of $VIRTUAL_ENV,
+    /// $CONDA_PREFIX and every python3 on PATH, then /usr/local/cuda/extras/CUPTI/lib64.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) cupti_lib: Option<PathBuf>,
     /// Time cap of each timeline pass, ms (3 steps at least).
     #[arg(long, default_value_t = 1000)]
     pub(crate) timeline_cap_ms: u64,
@@ -285,6 +299,11 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
             "--trace-cell picks the cell --trace writes: give --trace FILE too"
         )));
     }
+    if args.cupti_lib.is_some() && args.timer != TimerKind::Cupti {
+        return usage(Err(anyhow::anyhow!(
+            "--cupti-lib names the CUPTI of --timer cupti: give --timer cupti too"
+        )));
+    }
     let out = args.out.clone().unwrap_or_else(|| default_out("steps"));
     let cell = usage(args.trace_cell.as_deref().map(trace_cell).transpose())?;
     if let Some((layout, bs, block)) = cell {
@@ -316,6 +335,8 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         rounds,
         warmup_steps: args.warmup_steps,
         timeline_steps: args.timeline_steps,
+        timer: args.timer,
+        cupti_lib: args.cupti_lib.clone(),
         timeline_cap,
         max_context: args.max_context,
         seq_lens,

@@ -1,10 +1,12 @@
 //! The driver layer. `probe` finds libcuda/NVRTC without panicking, `context` owns the CUDA
 //! context and stream, `kernels` compiles `kernels/*.cu` with NVRTC for the device's own
 //! architecture, `launch` holds prebuilt kernel launches, `capture` captures graphs and
-//! guards host reads against running inside a capture.
+//! guards host reads against running inside a capture, `cupti` loads CUPTI and collects
+//! its activity records.
 
 pub mod capture;
 pub mod context;
+pub mod cupti;
 pub mod kernels;
 pub mod launch;
 pub mod probe;

@@ -1,6 +1,6 @@
 //! The timing harness on one GPU: the floor, one cell's measurement and its sampling loop,
-//! the read cost timed in alternation,
-//! the rounds' visiting order, NVML telemetry, CPU pinning, the environment record of a
+//! the read cost timed in alternation, the rounds' visiting order, the step timeline's timers
+//! (events, CUPTI), NVML telemetry, CPU pinning, the environment record of a
 //! run, and the recorder that turns measurements into rows (bandwidth rows among them) and
 //! files.
 
@@ -16,3 +16,4 @@ pub mod run_output;
 pub mod sampling;
 pub mod schedule;
 pub mod telemetry_file;
+pub mod timer;

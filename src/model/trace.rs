@@ -88,17 +88,23 @@ impl TraceBuilder {
         self.span(HOST_PID, lane.tid(), "host", name, start_us, dur_us, step)
     }
 
-    /// A kernel (or graph) interval on GPU stream `stream`, from device timers mapped onto
-    /// the host clock.
+    /// A GPU interval on stream `stream`, from device timers mapped onto the host clock:
+    /// named by the program item that issued it, with the kernel or copy as `args.op` where
+    /// the timer saw each one.
+    #[allow(clippy::too_many_arguments)] // one span's fields; a struct would only rename them
     pub fn gpu_span(
         &mut self,
         stream: u32,
         name: &str,
+        op: Option<&str>,
         start_us: f64,
         dur_us: f64,
         step: u64,
     ) -> Result<()> {
         self.span(GPU_PID, stream, "gpu", name, start_us, dur_us, step)?;
+        if let (Some(op), Some(span)) = (op, self.spans.last_mut()) {
+            span["args"]["op"] = json!(op);
+        }
         self.gpu_streams.insert(stream);
         Ok(())
     }
@@ -194,11 +200,13 @@ mod tests {
             .unwrap();
         t.host_span(HostLane::BlockedInRead, "seq_lens.tolist()", 6.0, 18.25, 0)
             .unwrap();
-        t.gpu_span(0, "draft forward", 7.0, 20.0, 0).unwrap();
+        t.gpu_span(0, "draft forward", Some("stream_kernel"), 7.0, 20.0, 0)
+            .unwrap();
         t.set_arm("graph");
         t.host_span(HostLane::Launch, "graph launch", 100.0, 2.0, 1)
             .unwrap();
-        t.gpu_span(3, "verify forward", 101.5, 0.0, 1).unwrap();
+        t.gpu_span(3, "verify forward", None, 101.5, 0.0, 1)
+            .unwrap();
         t
     }
 
@@ -290,12 +298,15 @@ mod tests {
         assert_eq!(verify["cat"], "gpu");
         assert_eq!(verify["args"]["arm"], "graph");
         assert_eq!(verify["args"]["step"], 1);
+        assert!(verify["args"].get("op").is_none());
+        let draft = spans.iter().find(|e| e["name"] == "draft forward").unwrap();
+        assert_eq!(draft["args"]["op"], "stream_kernel");
     }
 
     #[test]
     fn spans_without_an_arm_omit_it() {
         let mut t = TraceBuilder::new();
-        t.gpu_span(0, "k", 1.0, 1.0, 7).unwrap();
+        t.gpu_span(0, "k", None, 1.0, 1.0, 7).unwrap();
         let v = parsed(&t);
         let span = events(&v, "X")[0];
         assert!(span["args"].get("arm").is_none());
@@ -316,7 +327,7 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("trace span `x` (step 2)"), "{e}");
-            assert!(t.gpu_span(0, "x", start, dur, 2).is_err());
+            assert!(t.gpu_span(0, "x", None, start, dur, 2).is_err());
         }
         assert!(events(&parsed(&t), "X").is_empty());
         // A rejected GPU span does not name its stream.

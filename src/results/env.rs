@@ -213,9 +213,16 @@ impl EnvRecord {
     }
 }
 
-/// Flags that say where a run writes, which GPU of the host it takes, or that it continues
-/// one: not what it measures.
-const NOT_SETTINGS: [&str; 5] = ["--out", "--resume", "--trace", "--trace-cell", "--device"];
+/// Flags that say where a run writes, which GPU of the host it takes, where its CUPTI lives,
+/// or that it continues one: not what it measures.
+const NOT_SETTINGS: [&str; 6] = [
+    "--out",
+    "--resume",
+    "--trace",
+    "--trace-cell",
+    "--device",
+    "--cupti-lib",
+];
 
 /// The machine fields `--resume` refuses to change: the numbers of another GPU would mix in.
 const HARDWARE: [&str; 3] = ["GPU", "GPU count", "compute capability"];

@@ -8,11 +8,12 @@
 //! * a clean pass, one CUDA event per step (the one the one-step-ahead rule waits on, so it
 //!   costs nothing extra): step wall times and completions on the device clock give ITL and
 //!   throughput;
-//! * a timeline pass with events around each GPU item (ten a step, a few µs of host time): GPU
-//!   busy intervals give forward occupancy and the host-bound gap, and for the traced cell
-//!   the Perfetto trace. A prep phase is marked from its first launch (for eager-sync: after
-//!   the host read, the list and its copy) to its last kernel's end; for eager arms the gaps
-//!   between their own launches fall inside it. Occupancy is reported per step (1 - gap /
+//! * a timeline pass timed by `--timer` (see [`crate::harness::timer`]): GPU busy intervals
+//!   give forward occupancy and the host-bound gap, and for the traced cell the Perfetto
+//!   trace. With CUDA events (ten a step, a few µs of host time) a prep phase is marked from
+//!   its first launch (for eager-sync: after the host read, the list and its copy) to its
+//!   last kernel's end, so for eager arms the gaps between their own launches fall inside
+//!   it; with CUPTI every kernel and copy is its own interval. Occupancy is reported per step (1 - gap /
 //!   step wall time), so it has a median and an interval.
 //!
 //! Layouts run one rank: a layout needing more GPUs than the host has is emulated (the
@@ -22,6 +23,7 @@
 use crate::axes::Arm;
 use crate::axes::Family;
 use crate::axes::Layout;
+use crate::gpu::cupti::load_cupti;
 use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::pin::{pin_current_thread, CpuPin};
@@ -29,8 +31,9 @@ use crate::harness::rows::CellId;
 use crate::harness::run_output::{
     arm_cells, emulation_notes, existing_rows, needs_measuring, progress, Recorder,
 };
+use crate::harness::timer::{open_timer, ProgramItems, TimelineTimer, TimerKind};
 use crate::model::forward::{spin, StreamSource};
-use crate::model::host_profile::{HostProfile, Item, Phase, GPU_ITEMS_IN_ORDER};
+use crate::model::host_profile::{HostProfile, Item, Phase};
 use crate::model::memory::{Deployment, GpuMemory, NotDeployable};
 use crate::model::metrics::{StepRecord, Timeline};
 use crate::model::profile::{
@@ -48,12 +51,10 @@ use crate::results::csv::{completed_cells, step_family, Row, KIND_STEP, STEP_RAT
 use crate::results::env::STEP_MODEL_NOTE;
 use crate::stats::summary::{quantile, Estimate};
 use anyhow::{Context, Result};
-use cudarc::driver::{sys, CudaEvent, CudaGraph};
+use cudarc::driver::{sys, CudaGraph};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// GPU items of a step (draft prep, draft forward, verify prep, verify forward, accept).
-const GPU_ITEMS: usize = GPU_ITEMS_IN_ORDER.len();
 /// Steps per throughput sample.
 const THROUGHPUT_WINDOW: usize = 10;
 /// Idle reads (and uploads) timed to learn what the harness's own cost before the profile's
@@ -89,6 +90,10 @@ pub struct StepsConfig {
     pub warmup_steps: usize,
     /// Steps of each arm's timeline pass, unless `timeline_cap` ends it first.
     pub timeline_steps: usize,
+    /// What times the timeline pass.
+    pub timer: TimerKind,
+    /// `--cupti-lib`: the CUPTI library to load instead of searching for one.
+    pub cupti_lib: Option<PathBuf>,
     pub timeline_cap: Duration,
     pub max_context: u32,
     pub seq_lens: LengthRange,
@@ -168,10 +173,17 @@ struct HostSpan {
     end: Instant,
 }
 
-/// The begin and end events of one step's GPU items, in program order.
-struct Marks<'e> {
-    begin: &'e [CudaEvent],
-    end: &'e [CudaEvent],
+/// The timeline pass's timer and the step it is timing.
+struct Marks<'t> {
+    timer: &'t mut dyn TimelineTimer,
+    step: usize,
+}
+
+impl Marks<'_> {
+    /// Where the GPU span of program item `item` begins.
+    fn gpu_start(&mut self, item: usize) -> Result<()> {
+        self.timer.gpu_start(self.step, item)
+    }
 }
 
 /// The host costs of a cell's program, as durations, converted once outside the timed loops.
@@ -244,19 +256,20 @@ struct PrepRun<'a, 'g> {
 }
 
 impl PrepRun<'_, '_> {
-    /// Runs `prep` (see [`prep_sequence`]), recording `begin` where its GPU span starts.
+    /// Runs `prep` (see [`prep_sequence`]), telling `begin`'s timer where the GPU span of
+    /// program item `item` starts.
     fn run(
         &mut self,
         arm: Arm,
         prep: &PrepProgram,
         prepared: &StepPrep,
-        begin: Option<&CudaEvent>,
+        (item, mut begin): (usize, Option<&mut Marks>),
         log: &mut Option<&mut Vec<HostSpan>>,
     ) -> Result<()> {
         let stream = self.gpu.cu_stream();
         for (i, &step) in prep.steps.iter().enumerate() {
-            if let (true, Some(event)) = (i == prep.span_start, begin) {
-                event.record(&self.gpu.stream)?;
+            if let (true, Some(marks)) = (i == prep.span_start, begin.as_deref_mut()) {
+                marks.gpu_start(item)?;
             }
             let t0 = Instant::now();
             match step {
@@ -299,8 +312,8 @@ impl PrepRun<'_, '_> {
                 }
             }
         }
-        if let (true, Some(event)) = (prep.span_start == prep.steps.len(), begin) {
-            event.record(&self.gpu.stream)?;
+        if let (true, Some(marks)) = (prep.span_start == prep.steps.len(), begin) {
+            marks.gpu_start(item)?;
         }
         Ok(())
     }
@@ -448,21 +461,23 @@ impl StepCell<'_> {
     }
 
     /// Runs one step of `program`: every item of the host program in order. With `marks`,
-    /// each GPU item is bracketed by its events; with `log`, host spans are kept.
+    /// the timer sees each item enter, its GPU span start, and leave; with `log`, host spans
+    /// are kept.
     fn run_step(
         &mut self,
         program: &ArmProgram,
         pd: &StepPrep,
         pv: &StepPrep,
-        marks: Option<Marks>,
+        mut marks: Option<Marks>,
         mut log: Option<&mut Vec<HostSpan>>,
     ) -> Result<()> {
         let (op, launch) = (self.costs.op, self.costs.graph_launch);
         let stream = self.gpu.cu_stream();
-        let mut gpu_item = 0;
-        for item in &self.costs.profile.program {
+        for (index, item) in self.costs.profile.program.iter().enumerate() {
             let t0 = Instant::now();
-            let begin = marks.as_ref().map(|m| &m.begin[gpu_item]);
+            if let Some(m) = marks.as_mut() {
+                m.timer.enter(m.step, index)?;
+            }
             match item {
                 Item::Host { us: busy, ops, .. } => {
                     spin_until(t0 + us(*busy));
@@ -483,11 +498,17 @@ impl StepCell<'_> {
                         costs: &self.costs,
                         upload_blocked: &mut self.upload_blocked,
                     }
-                    .run(program.arm, prep, prepared, begin, &mut log)?;
+                    .run(
+                        program.arm,
+                        prep,
+                        prepared,
+                        (index, marks.as_mut()),
+                        &mut log,
+                    )?;
                 }
                 Item::DraftForward | Item::VerifyForward => {
-                    if let Some(event) = begin {
-                        event.record(&self.gpu.stream)?;
+                    if let Some(m) = marks.as_mut() {
+                        m.gpu_start(index)?;
                     }
                     let forward = if *item == Item::DraftForward {
                         &self.draft_fwd
@@ -498,8 +519,8 @@ impl StepCell<'_> {
                     spin_until(t0 + launch);
                 }
                 Item::Accept { ops } => {
-                    if let Some(event) = begin {
-                        event.record(&self.gpu.stream)?;
+                    if let Some(m) = marks.as_mut() {
+                        m.gpu_start(index)?;
                     }
                     // The first op launches the accept kernel itself.
                     self.lengths.issue_accept()?;
@@ -509,11 +530,8 @@ impl StepCell<'_> {
                     }
                 }
             }
-            if item.is_gpu() {
-                if let Some(m) = &marks {
-                    m.end[gpu_item].record(&self.gpu.stream)?;
-                }
-                gpu_item += 1;
+            if let Some(m) = marks.as_mut() {
+                m.timer.leave(m.step, index)?;
             }
             if let Some(log) = log.as_deref_mut() {
                 let lane = if item.is_gpu() {
@@ -592,24 +610,22 @@ impl StepCell<'_> {
         })
     }
 
-    /// The timeline pass: events around every GPU item, host spans, optional trace; `steps`
-    /// steps, or fewer (3 at least) once `cap` has passed.
+    /// The timeline pass: `timer` sees every item of every step; host spans and the
+    /// optional trace; `steps` steps, or fewer (3 at least) once `cap` has passed.
+    #[allow(clippy::too_many_arguments)] // the pass's inputs; all are used once
     fn timeline_pass(
         &mut self,
         program: &ArmProgram,
         pd: &StepPrep,
         pv: &StepPrep,
+        timer: &mut dyn TimelineTimer,
         steps: usize,
         cap: Duration,
         mut trace: Option<&mut TraceBuilder>,
     ) -> Result<Timeline> {
         self.lengths.reset()?;
         self.gpu.sync()?;
-        let anchor = self.gpu.timing_events(1)?.remove(0);
-        let begin = self.gpu.timing_events(steps * GPU_ITEMS)?;
-        let end = self.gpu.timing_events(steps * GPU_ITEMS)?;
-        anchor.record(&self.gpu.stream)?;
-        anchor.synchronize()?;
+        timer.start(steps)?;
         let host0 = Instant::now();
         let host_us = |t: Instant| t.saturating_duration_since(host0).as_secs_f64() * 1e6;
         let mut spans = Vec::new();
@@ -619,12 +635,12 @@ impl StepCell<'_> {
                 break;
             }
             if k >= 2 {
-                end[(k - 1) * GPU_ITEMS - 1].synchronize()?;
+                timer.wait_step(k - 2)?;
             }
             ran = k + 1;
             let marks = Marks {
-                begin: &begin[k * GPU_ITEMS..(k + 1) * GPU_ITEMS],
-                end: &end[k * GPU_ITEMS..(k + 1) * GPU_ITEMS],
+                timer: &mut *timer,
+                step: k,
             };
             let log = trace.is_some().then_some(&mut spans);
             self.run_step(program, pd, pv, Some(marks), log)?;
@@ -642,39 +658,34 @@ impl StepCell<'_> {
             }
         }
         self.gpu.sync()?;
-        let device_us = |e: &CudaEvent| -> Result<f64> { Ok(anchor.elapsed_ms(e)? as f64 * 1e3) };
         let steps = ran;
+        let measured = timer.finish(steps)?;
         let tokens = self.tokens(steps);
-        let labels: Vec<&str> = self
-            .costs
-            .profile
-            .program
-            .iter()
-            .filter(|i| i.is_gpu())
-            .map(Item::label)
-            .collect();
+        let program_items = &self.costs.profile.program;
         let mut records = Vec::with_capacity(steps);
         let mut previous_done = 0.0;
-        for k in 0..steps {
-            let mut busy = Vec::with_capacity(GPU_ITEMS);
-            for (p, name) in labels.iter().enumerate() {
-                let (b, e) = (
-                    device_us(&begin[k * GPU_ITEMS + p])?,
-                    device_us(&end[k * GPU_ITEMS + p])?,
-                );
-                busy.push((b, e));
+        for (k, step) in measured.into_iter().enumerate() {
+            let mut busy = Vec::with_capacity(step.spans.len());
+            for span in &step.spans {
+                busy.push((span.start_us, span.end_us));
                 if let Some(t) = trace.as_deref_mut() {
-                    t.gpu_span(0, name, b, (e - b).max(0.0), k as u64)?;
+                    t.gpu_span(
+                        span.stream,
+                        program_items[span.item].label(),
+                        span.op.as_deref(),
+                        span.start_us,
+                        (span.end_us - span.start_us).max(0.0),
+                        k as u64,
+                    )?;
                 }
             }
-            let done = busy[GPU_ITEMS - 1].1;
             records.push(StepRecord {
                 host_start_us: previous_done,
-                host_end_us: done,
+                host_end_us: step.done_us,
                 gpu_busy: busy,
                 tokens_per_request: tokens[k].clone(),
             });
-            previous_done = done;
+            previous_done = step.done_us;
         }
         // The first step has no previous completion on this clock: leave it out.
         Timeline::new(records.split_off(1))
@@ -760,6 +771,10 @@ fn traced_cell(config: &StepsConfig, deployment: &Deployment) -> Result<Option<C
 
 pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
     let started = Instant::now();
+    if config.timer == TimerKind::Cupti {
+        // A missing CUPTI is known before the GPU opens (loaded once; the timer reuses it).
+        load_cupti(config.cupti_lib.as_deref())?;
+    }
     let (csv_path, mut rows) = existing_rows(&config.out, config.resume)?;
     let context = (config.seq_lens.min + config.seq_lens.max) / 2;
     // A planned memory is checked before the GPU opens, the device's once it is open: either
@@ -784,8 +799,13 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         Some(v) => format!("{v} us per collective"),
         None => format!("per-collective latency {COLLECTIVE_LATENCY_SOURCE}"),
     };
+    let items = ProgramItems {
+        gpu: config.host.program.iter().map(Item::is_gpu).collect(),
+    };
+    let (mut timer, timer_line) =
+        open_timer(config.timer, &gpu, items, config.cupti_lib.as_deref())?;
     notes.push(format!(
-        "{STEP_MODEL_NOTE} target {}, draft {}, accept length {}, link {} GB/s, {latency}; occupancy and gap_us from a separate pass with events around each GPU item",
+        "{STEP_MODEL_NOTE} target {}, draft {}, accept length {}, link {} GB/s, {latency}; {timer_line}",
         model_name(&config.target), model_name(&config.draft), config.accept_mean, config.link_gb_s
     ));
     notes.push(format!(
@@ -941,6 +961,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                             program,
                             pd,
                             pv,
+                            timer.as_mut(),
                             config.timeline_steps,
                             config.timeline_cap,
                             trace.as_mut(),
