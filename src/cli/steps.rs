@@ -299,6 +299,7 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
     let trace = args.trace.clone().map(|path| TraceRequest { cell, path });
     Ok(StepsConfig {
         device: args.device.device,
+        kernel_image: args.device.kernel_image,
         cpu: args.pin.cpu,
         arms: usage(arms(&args.arms))?,
         batch_sizes,

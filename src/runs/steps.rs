@@ -22,7 +22,7 @@
 use crate::axes::Arm;
 use crate::axes::Family;
 use crate::axes::Layout;
-use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
+use crate::gpu::{capture_graph, Gpu, ImageChoice, KernelModule, Launch};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::pin::{pin_current_thread, CpuPin};
 use crate::harness::rows::CellId;
@@ -63,6 +63,8 @@ const IDLE_READS: usize = 21;
 #[derive(Debug, Clone)]
 pub struct StepsConfig {
     pub device: usize,
+    /// What the kernels are compiled to.
+    pub kernel_image: ImageChoice,
     /// Where the measuring thread is pinned once the GPU is open.
     pub cpu: CpuPin,
     pub arms: Vec<Arm>,
@@ -768,7 +770,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         .gpu_memory
         .map(|memory| plan(config, context, memory))
         .transpose()?;
-    let gpu = Gpu::open(config.device)?;
+    let gpu = Gpu::open_with(config.device, config.kernel_image)?;
     let (deployment, trace_cell) = match planned {
         Some(p) => p,
         None => plan(config, context, GpuMemory::device(gpu.info.memory_bytes))?,
