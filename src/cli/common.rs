@@ -36,6 +36,32 @@ pub struct DeviceArgs {
     pub(crate) kernel_image: ImageChoice,
 }
 
+/// NVTX ranges for Nsight Systems.
+#[derive(Args)]
+pub struct NvtxArgs {
+    /// NVTX ranges (`on`) around every step, every phase of a step and every arm's prep,
+    /// named as in the CSV (`step (graph)`, `draft prep (eager-sync)`, `draft forward`,
+    /// `seq_lens.tolist()`; in a sweep `dsa_decode prep (eager-sync)` and the harness row's
+    /// `harness (empty graph)`), for `nsys profile --trace=cuda,nvtx`. With no tool attached
+    /// each is a no-op call; `off` skips even that, to measure what the ranges cost (the
+    /// harness row's `overhead_us`).
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    pub(crate) nvtx: Switch,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
+}
+
+impl NvtxArgs {
+    /// Turns the process's NVTX ranges on or off as the flag says.
+    pub(crate) fn apply(&self) {
+        crate::gpu::nvtx::set_enabled(self.nvtx == Switch::On);
+    }
+}
+
 /// The prep axes `check` and `sweep` share.
 #[derive(Args)]
 pub struct PrepAxes {

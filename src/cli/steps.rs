@@ -2,7 +2,7 @@
 
 use super::common::{
     default_out, forward_us, resume_target, seq_lens_within, time_cap, usage, validate_shapes,
-    DeviceArgs, PinArgs,
+    DeviceArgs, NvtxArgs, PinArgs,
 };
 use crate::axes::layout::Layout;
 use crate::axes::Family;
@@ -23,6 +23,8 @@ pub struct StepsArgs {
     pub(crate) device: DeviceArgs,
     #[command(flatten)]
     pub(crate) pin: PinArgs,
+    #[command(flatten)]
+    pub(crate) nvtx: NvtxArgs,
     /// Arms, comma separated: eager-sync (both metadata preps read seq_lens to the host,
     /// which blocks the host until the GPU catches up), eager-device, graph, graph-upload
     /// (graph replay with `[block] * bs` copied up before each replay), fused.

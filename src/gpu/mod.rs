@@ -1,6 +1,6 @@
 //! The driver layer. `probe` finds libcuda/NVRTC without panicking, `context` owns the CUDA
 //! context and stream, `image` decides between a cubin for the device's own architecture and
-//! PTX, `nvrtc` compiles to either, `kernels` holds `kernels/*.cu`, `launch` holds prebuilt kernel launches, `capture` captures graphs and
+//! PTX, `nvrtc` compiles to either, `kernels` holds `kernels/*.cu`, `launch` holds prebuilt kernel launches, `nvtx` names ranges for Nsight Systems, `capture` captures graphs and
 //! guards host reads against running inside a capture.
 
 pub mod capture;
@@ -9,6 +9,7 @@ pub mod image;
 pub mod kernels;
 pub mod launch;
 pub mod nvrtc;
+pub mod nvtx;
 pub mod probe;
 pub mod step_source;
 

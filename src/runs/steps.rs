@@ -22,6 +22,7 @@
 use crate::axes::Arm;
 use crate::axes::Family;
 use crate::axes::Layout;
+use crate::gpu::nvtx::Range;
 use crate::gpu::{capture_graph, Gpu, ImageChoice, KernelModule, Launch};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::pin::{pin_current_thread, CpuPin};
@@ -42,7 +43,7 @@ use crate::model::trace::{HostLane, TraceBuilder};
 use crate::prep::accept::AcceptModel;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
-use crate::prep::plan::{PrepPlan, Prepared};
+use crate::prep::plan::{PrepPlan, Prepared, READ_RANGE};
 use crate::prep::Shape;
 use crate::results::csv::{completed_cells, step_family, Row, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
 use crate::results::env::STEP_MODEL_NOTE;
@@ -269,7 +270,7 @@ impl PrepRun<'_, '_> {
                     {
                         log.push(HostSpan {
                             lane: HostLane::BlockedInRead,
-                            name: "seq_lens.tolist()".into(),
+                            name: READ_RANGE.into(),
                             start: r0,
                             end: r1,
                         });
@@ -305,6 +306,15 @@ impl PrepRun<'_, '_> {
             event.record(&self.gpu.stream)?;
         }
         Ok(())
+    }
+}
+
+/// The NVTX range of one item of the host program: a prep names its arm, as the CSV's rows do
+/// (`draft prep (eager-sync)`); every other item its label (`draft forward`, `sampling`).
+fn item_range(item: &Item, arm: Arm) -> String {
+    match item {
+        Item::DraftPrep | Item::VerifyPrep => format!("{} ({arm})", item.label()),
+        _ => item.label().to_string(),
     }
 }
 
@@ -369,6 +379,9 @@ struct ArmProgram {
     arm: Arm,
     draft: PrepProgram,
     verify: PrepProgram,
+    /// NVTX range names: the step's, and each item's of the host program, in order.
+    step_range: String,
+    item_ranges: Vec<String>,
 }
 
 impl StepCell<'_> {
@@ -386,6 +399,12 @@ impl StepCell<'_> {
             arm,
             draft: seq(Phase::Draft, &self.draft),
             verify: seq(Phase::Verify, &self.verify),
+            step_range: format!("step ({arm})"),
+            item_ranges: profile
+                .program
+                .iter()
+                .map(|item| item_range(item, arm))
+                .collect(),
         }
     }
 
@@ -462,7 +481,9 @@ impl StepCell<'_> {
         let (op, launch) = (self.costs.op, self.costs.graph_launch);
         let stream = self.gpu.cu_stream();
         let mut gpu_item = 0;
-        for item in &self.costs.profile.program {
+        let _step_range = Range::push(&program.step_range);
+        for (item, range) in self.costs.profile.program.iter().zip(&program.item_ranges) {
+            let item_range = Range::push(range);
             let t0 = Instant::now();
             let begin = marks.as_ref().map(|m| &m.begin[gpu_item]);
             match item {
@@ -517,6 +538,7 @@ impl StepCell<'_> {
                 }
                 gpu_item += 1;
             }
+            drop(item_range);
             if let Some(log) = log.as_deref_mut() {
                 let lane = if item.is_gpu() {
                     HostLane::Launch

@@ -109,6 +109,9 @@ impl StepSource for GraphSteps<'_> {
     }
 }
 
+/// The NVTX range of each step of the harness row.
+const HARNESS_RANGE: &str = "harness (empty graph)";
+
 /// One (family, layout, batch size, block size) of the grid, its arms' cells measured
 /// together in every round.
 struct Group {
@@ -330,6 +333,7 @@ fn measure_floor(
     let harness = measure(
         gpu,
         &mut GraphSteps(floor.empty_graph()),
+        HARNESS_RANGE,
         rule,
         config.steps_per_sample,
         None,
@@ -388,10 +392,12 @@ impl Visiting<'_, '_> {
                 plan: &mut plan,
                 prepared,
             };
+            let range = format!("{} prep ({arm})", group.family);
             let started = Instant::now();
             let m = measure(
                 gpu,
                 &mut steps,
+                &range,
                 self.rule,
                 config.steps_per_sample,
                 self.forward.as_mut(),
