@@ -7,7 +7,7 @@
 //! The recorder is compiled with `cc`; on a host without a C compiler (a GPU host running the
 //! bundle), `METAPREP_NVTX_RECORDER` names the prebuilt one (`scripts/bundle.sh` ships it).
 
-use metaprep::gpu::nvtx::{set_enabled, Range};
+use metaprep::gpu::nvtx::{name, set_enabled, Range};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -121,10 +121,10 @@ fn child_pushes_nested_ranges() {
     if !in_child() {
         return;
     }
-    let step = Range::push("step (graph)");
-    drop(Range::push("draft prep (graph)"));
+    let step = Range::push(c"step (graph)");
+    drop(Range::push(&name("draft prep (graph)")));
     set_enabled(false);
-    drop(Range::push("not sent: --nvtx off"));
+    drop(Range::push(c"not sent: --nvtx off"));
     set_enabled(true);
     drop(Range::push(metaprep::prep::plan::READ_RANGE));
     drop(step);

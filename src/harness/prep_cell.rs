@@ -20,6 +20,7 @@ use crate::gpu::nvtx::Range;
 use crate::gpu::{Gpu, Launch, StepSource};
 use crate::stats::stopping::StoppingRule;
 use anyhow::Result;
+use std::ffi::CStr;
 use std::time::{Duration, Instant};
 
 pub struct PrepMeasurement {
@@ -37,7 +38,7 @@ pub const EVENT_STEPS: usize = 200;
 pub fn measure(
     gpu: &Gpu,
     source: &mut dyn StepSource,
-    range: &str,
+    range: &CStr,
     rule: &StoppingRule,
     steps_per_sample: usize,
     forward: Option<&mut Launch>,
@@ -88,7 +89,7 @@ pub fn measure(
 fn event_timed(
     gpu: &Gpu,
     source: &mut dyn StepSource,
-    range: &str,
+    range: &CStr,
     steps: usize,
 ) -> Result<Vec<f64>> {
     let begin = gpu.timing_events(steps)?;

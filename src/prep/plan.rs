@@ -13,6 +13,7 @@ use crate::gpu::StepSource;
 use crate::gpu::{capture_graph, ensure_not_capturing, Gpu, KernelModule, Launch};
 use anyhow::{Context, Result};
 use cudarc::driver::{result, sys, CudaGraph, CudaSlice, DevicePtr};
+use std::ffi::CStr;
 use std::time::{Duration, Instant};
 
 /// Argument block of the DSpark kernels (mirrors `DsparkArgs` in the .cu file).
@@ -70,7 +71,7 @@ impl FamilyArgs {
 }
 
 /// The name of eager-sync's host read in NVTX ranges and traces, as the engine writes it.
-pub const READ_RANGE: &str = "seq_lens.tolist()";
+pub const READ_RANGE: &CStr = c"seq_lens.tolist()";
 
 const THREADS: u32 = 256;
 /// Argument index of `col_limit` in the page-table kernels.

@@ -22,7 +22,7 @@
 use crate::axes::Arm;
 use crate::axes::Family;
 use crate::axes::Layout;
-use crate::gpu::nvtx::Range;
+use crate::gpu::nvtx::{self, Range};
 use crate::gpu::{capture_graph, Gpu, ImageChoice, KernelModule, Launch};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::pin::{pin_current_thread, CpuPin};
@@ -50,6 +50,7 @@ use crate::results::env::STEP_MODEL_NOTE;
 use crate::stats::summary::{quantile, Estimate};
 use anyhow::{Context, Result};
 use cudarc::driver::{sys, CudaEvent, CudaGraph};
+use std::ffi::CString;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -270,7 +271,7 @@ impl PrepRun<'_, '_> {
                     {
                         log.push(HostSpan {
                             lane: HostLane::BlockedInRead,
-                            name: READ_RANGE.into(),
+                            name: READ_RANGE.to_string_lossy().into_owned(),
                             start: r0,
                             end: r1,
                         });
@@ -311,11 +312,11 @@ impl PrepRun<'_, '_> {
 
 /// The NVTX range of one item of the host program: a prep names its arm, as the CSV's rows do
 /// (`draft prep (eager-sync)`); every other item its label (`draft forward`, `sampling`).
-fn item_range(item: &Item, arm: Arm) -> String {
-    match item {
+fn item_range(item: &Item, arm: Arm) -> CString {
+    nvtx::name(&match item {
         Item::DraftPrep | Item::VerifyPrep => format!("{} ({arm})", item.label()),
         _ => item.label().to_string(),
-    }
+    })
 }
 
 /// One prep of an arm made ready: the plan's own (warmed up, captured), and for graph arms
@@ -380,8 +381,8 @@ struct ArmProgram {
     draft: PrepProgram,
     verify: PrepProgram,
     /// NVTX range names: the step's, and each item's of the host program, in order.
-    step_range: String,
-    item_ranges: Vec<String>,
+    step_range: CString,
+    item_ranges: Vec<CString>,
 }
 
 impl StepCell<'_> {
@@ -399,7 +400,7 @@ impl StepCell<'_> {
             arm,
             draft: seq(Phase::Draft, &self.draft),
             verify: seq(Phase::Verify, &self.verify),
-            step_range: format!("step ({arm})"),
+            step_range: nvtx::name(&format!("step ({arm})")),
             item_ranges: profile
                 .program
                 .iter()

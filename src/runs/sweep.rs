@@ -21,6 +21,7 @@ use crate::axes::layout::Layout;
 use crate::axes::Arm;
 use crate::axes::Family;
 use crate::axes::FloorItem;
+use crate::gpu::nvtx;
 use crate::gpu::StepSource;
 use crate::gpu::{Gpu, ImageChoice, Launch};
 use crate::harness::floor::Floor;
@@ -46,6 +47,7 @@ use anyhow::{Context, Result};
 use cudarc::driver::CudaGraph;
 use indicatif::ProgressBar;
 use std::collections::{HashMap, HashSet};
+use std::ffi::CStr;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -110,7 +112,7 @@ impl StepSource for GraphSteps<'_> {
 }
 
 /// The NVTX range of each step of the harness row.
-const HARNESS_RANGE: &str = "harness (empty graph)";
+const HARNESS_RANGE: &CStr = c"harness (empty graph)";
 
 /// One (family, layout, batch size, block size) of the grid, its arms' cells measured
 /// together in every round.
@@ -392,7 +394,7 @@ impl Visiting<'_, '_> {
                 plan: &mut plan,
                 prepared,
             };
-            let range = format!("{} prep ({arm})", group.family);
+            let range = nvtx::name(&format!("{} prep ({arm})", group.family));
             let started = Instant::now();
             let m = measure(
                 gpu,
