@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # Run from inside a bundle (scripts/bundle.sh) on a GPU host with no Rust toolchain.
 #
-#   ./run-on-gpu.sh [STAGE...]     stages: info check tests sweep bench calibrate steps timers
-#                                  (default: all but timers)
+#   ./run-on-gpu.sh [STAGE...]     stages: info check tests sweep bench calibrate steps timers nvtx
+#                                  (default: all but timers and nvtx)
+#
+# nvtx measures what the NVTX ranges cost: a one-cell sweep three ways, twice in turn, with
+# `--nvtx off`, with the ranges on and no tool attached, and with the test double
+# (libnvtx_recorder.so, counting calls) attached as a tool; it prints each run's harness
+# `overhead_us` row (the empty graph through the arms' harness, one range a step, minus the
+# bare empty graph).
 #
 # calibrate needs python3 with torch (CUDA): it measures PyTorch's host costs into
 # out/calibration/host_profile.json, runs the PyTorch reference step loop, runs `steps` with
@@ -29,7 +35,8 @@ for stage in "${stages[@]}"; do
     case $stage in
         info) run info "$here/metaprep" info ;;
         check) run check "$here/metaprep" check ;;
-        tests) for t in "$here"/tests/*; do run "tests-$(basename "$t")" "$t" --ignored --test-threads=1; done ;;
+        tests) export METAPREP_NVTX_RECORDER=$here/libnvtx_recorder.so
+              for t in "$here"/tests/*; do run "tests-$(basename "$t")" "$t" --ignored --test-threads=1; done ;;
         # shellcheck disable=SC2086
         sweep) run sweep "$here/metaprep" sweep --out "$out/sweep" ${SWEEP_FLAGS:-} ;;
         bench) (cd "$here" && for b in benches/*; do run bench "$b" --bench; done) ;;
@@ -63,7 +70,22 @@ for stage in "${stages[@]}"; do
             done
             python3 "$here/compare_timers.py" "$out/timers/events" "$out/timers/cupti" --out "$out/timers/timers.md" \
                 && cat "$out/timers/timers.md" || status=1 ;;
-        *) echo "unknown stage $stage: use info check tests sweep bench calibrate steps timers"; exit 2 ;;
+        nvtx)
+            cell=(--families dsa_decode --arms graph --batch-sizes 1 --block-sizes 5 --forward-us 0)
+            for pass in 1 2; do
+                run "nvtx-off-$pass" "$here/metaprep" sweep "${cell[@]}" --nvtx off --out "$out/nvtx/off-$pass"
+                run "nvtx-on-$pass" "$here/metaprep" sweep "${cell[@]}" --out "$out/nvtx/on-$pass"
+                NVTX_INJECTION64_PATH=$here/libnvtx_recorder.so \
+                    run "nvtx-tool-$pass" "$here/metaprep" sweep "${cell[@]}" --out "$out/nvtx/tool-$pass"
+            done
+            echo "== harness overhead_us (median, ci_lo, ci_hi) per run"
+            for csv in "$out"/nvtx/*/metaprep.csv; do
+                printf '%s: ' "$(basename "$(dirname "$csv")")"
+                awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+                    $col["arm"] == "harness" && $col["metric"] == "overhead_us" {
+                        print $col["median"], $col["ci_lo"], $col["ci_hi"] }' "$csv"
+            done | tee "$out/nvtx/overhead.txt" ;;
+        *) echo "unknown stage $stage: use info check tests sweep bench calibrate steps timers nvtx"; exit 2 ;;
     esac
 done
 exit $status

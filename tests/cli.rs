@@ -276,3 +276,26 @@ fn sweep_help_explains_rounds() {
         assert!(help.contains(text), "sweep --help lacks {text:?}:\n{help}");
     }
 }
+
+#[test]
+fn kernel_image_is_a_flag_of_every_gpu_command_and_bad_values_exit_2() {
+    for command in ["info", "check", "sweep", "steps"] {
+        let out = metaprep(&[command, "--help"]);
+        let help = String::from_utf8_lossy(&out.stdout);
+        for text in [
+            "--kernel-image <KERNEL_IMAGE>",
+            "JIT-compiled by the driver",
+            "[default: auto]",
+        ] {
+            assert!(
+                help.contains(text),
+                "{command} --help lacks {text:?}:\n{help}"
+            );
+        }
+        assert_clean_failure(
+            &metaprep(&[command, "--kernel-image", "sass"]),
+            2,
+            "invalid value 'sass' for '--kernel-image <KERNEL_IMAGE>'",
+        );
+    }
+}

@@ -3,7 +3,7 @@
 
 use metaprep::axes::Arm;
 use metaprep::axes::Family;
-use metaprep::gpu::{capture_graph, Gpu};
+use metaprep::gpu::{capture_graph, Gpu, ImageChoice};
 use metaprep::runs::check::{
     check_shape, check_shape_arms, eager_sync_capture_is_refused, shape_seed,
 };
@@ -37,6 +37,47 @@ fn assert_all_equal(gpu: &Gpu, family: Family, bs: u32, block: u32, steps: usize
             r.arm, r.first
         );
     }
+}
+
+/// Every arm of every family, padded and not, from `gpu`'s kernel image.
+fn every_family_is_exact_from(gpu: &Gpu) {
+    let seed = fresh_seed();
+    for family in Family::ALL {
+        for (bs, block) in [(1, 5), (3, 1), (200, 3)] {
+            assert_all_equal(gpu, family, bs, block, 4, seed);
+        }
+    }
+}
+
+/// Where NVRTC knows the GPU (13.0 knows sm_90 .. sm_121), `auto` loads a cubin for its
+/// exact architecture, and every arm of every family is bit-exact from it.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_cubin_for_the_device_loads_and_every_arm_is_exact() {
+    let gpu = Gpu::open_with(0, ImageChoice::Cubin).unwrap();
+    let image = &gpu.info.kernel_image;
+    let (major, minor) = gpu.info.compute_capability;
+    println!("{} on {}", image, gpu.info.name);
+    assert!(image.cubin, "{image}");
+    assert_eq!(image.target(), format!("sm_{major}{minor}"));
+    assert_eq!(
+        Gpu::open(0).unwrap().info.kernel_image,
+        *image,
+        "auto takes the cubin"
+    );
+    every_family_is_exact_from(&gpu);
+}
+
+/// The PTX fallback (forced), JIT-compiled by the driver, gives the same bits.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_forced_ptx_fallback_loads_and_every_arm_is_exact() {
+    let gpu = Gpu::open_with(0, ImageChoice::Ptx).unwrap();
+    let image = &gpu.info.kernel_image;
+    println!("{} on {}", image, gpu.info.name);
+    assert!(!image.cubin, "{image}");
+    assert!(image.to_string().contains("JIT by the driver"), "{image}");
+    every_family_is_exact_from(&gpu);
 }
 
 /// The regression the original fix added: graph replay equals eager prep after several
@@ -112,6 +153,7 @@ fn step_config(
     StepsConfig {
         cpu: metaprep::harness::pin::CpuPin::Auto,
         device: 0,
+        kernel_image: metaprep::gpu::ImageChoice::Auto,
         arms,
         batch_sizes: vec![1, 3],
         block_sizes: vec![5],
@@ -339,6 +381,7 @@ fn the_sweep_measures_in_rounds_and_resumes_whole_groups() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = SweepConfig {
         device: 0,
+        kernel_image: metaprep::gpu::ImageChoice::Auto,
         cpu: metaprep::harness::pin::CpuPin::Auto,
         families: vec![Family::DsaDecode],
         arms: vec![Arm::EagerSync, Arm::EagerDevice, Arm::Graph],

@@ -61,13 +61,14 @@ pub(crate) fn check_config(args: &CheckArgs) -> Result<CheckConfig, ExitCode> {
 }
 
 pub(crate) fn run_check(args: &CheckArgs, config: &CheckConfig) -> Result<ExitCode> {
-    let gpu = Gpu::open(args.device.device)?;
+    let gpu = Gpu::open_with(args.device.device, args.device.kernel_image)?;
     println!(
-        "metaprep check on {} (sm_{}{}, CUDA {}), seed {} (replay with --seed {})",
+        "metaprep check on {} (sm_{}{}, CUDA {}, kernels: {}), seed {} (replay with --seed {})",
         gpu.info.name,
         gpu.info.compute_capability.0,
         gpu.info.compute_capability.1,
         gpu.info.cuda_driver_version,
+        gpu.info.kernel_image,
         config.seed,
         config.seed
     );

@@ -1,6 +1,7 @@
 //! The flags several commands share, and the validation of shared values.
 
 use crate::axes::Family;
+use crate::gpu::ImageChoice;
 use crate::harness::pin::CpuPin;
 use crate::prep::inputs::LengthRange;
 use crate::prep::Shape;
@@ -26,6 +27,39 @@ pub struct DeviceArgs {
     /// CUDA device ordinal to run on.
     #[arg(long, default_value_t = 0)]
     pub(crate) device: usize,
+    /// What the kernels are compiled to: `auto` (a cubin for the GPU's exact architecture,
+    /// sm_90 on H100/H200, sm_100 on B200, sm_103 on GB300, where NVRTC knows it; else PTX
+    /// for the newest architecture NVRTC knows that the GPU can run, JIT-compiled by the
+    /// driver), `cubin` (refuse the PTX fallback) or `ptx` (force it, to test it). `info` and
+    /// env.json say which was loaded.
+    #[arg(long, value_enum, default_value_t = ImageChoice::Auto)]
+    pub(crate) kernel_image: ImageChoice,
+}
+
+/// NVTX ranges for Nsight Systems.
+#[derive(Args)]
+pub struct NvtxArgs {
+    /// NVTX ranges (`on`) around every step, every phase of a step and every arm's prep,
+    /// named as in the CSV (`step (graph)`, `draft prep (eager-sync)`, `draft forward`,
+    /// `seq_lens.tolist()`; in a sweep `dsa_decode prep (eager-sync)` and the harness row's
+    /// `harness (empty graph)`), for `nsys profile --trace=cuda,nvtx`. With no tool attached
+    /// each is a no-op call; `off` skips even that, to measure what the ranges cost (the
+    /// harness row's `overhead_us`).
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    pub(crate) nvtx: Switch,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
+}
+
+impl NvtxArgs {
+    /// Turns the process's NVTX ranges on or off as the flag says.
+    pub(crate) fn apply(&self) {
+        crate::gpu::nvtx::set_enabled(self.nvtx == Switch::On);
+    }
 }
 
 /// The prep axes `check` and `sweep` share.

@@ -72,11 +72,17 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             check::run_check(&args, &config)
         }
         Command::Sweep(args) => match sweep::sweep_config(&args) {
-            Ok(config) => sweep::run_sweep(&config),
+            Ok(config) => {
+                args.nvtx.apply();
+                sweep::run_sweep(&config)
+            }
             Err(code) => Ok(code),
         },
         Command::Steps(args) => match steps::steps_config(&args) {
-            Ok(config) => steps::run_steps(&config),
+            Ok(config) => {
+                args.nvtx.apply();
+                steps::run_steps(&config)
+            }
             Err(code) => Ok(code),
         },
         Command::Report(args) => report::report(&args.run_dir),

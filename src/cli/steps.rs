@@ -2,7 +2,7 @@
 
 use super::common::{
     default_out, forward_us, resume_target, seq_lens_within, time_cap, usage, validate_shapes,
-    DeviceArgs, PinArgs,
+    DeviceArgs, NvtxArgs, PinArgs,
 };
 use crate::axes::layout::Layout;
 use crate::axes::Family;
@@ -24,6 +24,8 @@ pub struct StepsArgs {
     pub(crate) device: DeviceArgs,
     #[command(flatten)]
     pub(crate) pin: PinArgs,
+    #[command(flatten)]
+    pub(crate) nvtx: NvtxArgs,
     /// Arms, comma separated: eager-sync (both metadata preps read seq_lens to the host,
     /// which blocks the host until the GPU catches up), eager-device, graph, graph-upload
     /// (graph replay with `[block] * bs` copied up before each replay), fused.
@@ -318,6 +320,7 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
     let trace = args.trace.clone().map(|path| TraceRequest { cell, path });
     Ok(StepsConfig {
         device: args.device.device,
+        kernel_image: args.device.kernel_image,
         cpu: args.pin.cpu,
         arms: usage(arms(&args.arms))?,
         batch_sizes,

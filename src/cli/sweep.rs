@@ -2,7 +2,7 @@
 
 use super::common::{
     default_out, forward_us, resume_target, seq_lens_within, time_cap, usage, validate_shapes,
-    DeviceArgs, PinArgs, PrepAxes,
+    DeviceArgs, NvtxArgs, PinArgs, PrepAxes,
 };
 use crate::cli::lists::{arms, families, layouts, parse_u32_list};
 use crate::report::targets;
@@ -20,6 +20,8 @@ pub struct SweepArgs {
     pub(crate) device: DeviceArgs,
     #[command(flatten)]
     pub(crate) pin: PinArgs,
+    #[command(flatten)]
+    pub(crate) nvtx: NvtxArgs,
     #[command(flatten)]
     pub(crate) prep: PrepAxes,
     /// Batch sizes (requests per step), comma separated. A dep layout gives each GPU
@@ -128,6 +130,7 @@ pub(crate) fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
     }
     let config = SweepConfig {
         device: args.device.device,
+        kernel_image: args.device.kernel_image,
         cpu: args.pin.cpu,
         families: usage(families(&args.prep.families))?,
         arms: usage(arms(&args.prep.arms))?,

@@ -1,7 +1,9 @@
 //! The CUDA context, the one stream everything runs on, device facts, and the NVRTC module
 //! cache.
 
+use super::image::{ImageChoice, KernelImage};
 use super::kernels::KernelModule;
+use super::nvrtc;
 use super::probe::{require_driver, require_nvrtc, GpuUnavailable};
 use anyhow::{Context, Result};
 use cudarc::driver::sys::CUdevice_attribute as Attr;
@@ -23,6 +25,8 @@ pub struct DeviceInfo {
     pub cuda_driver_version: String,
     pub nvrtc_version: String,
     pub device_count: u32,
+    /// What every module is compiled to: a cubin for this device, or PTX.
+    pub kernel_image: KernelImage,
 }
 
 pub struct Gpu {
@@ -37,8 +41,14 @@ fn version_string(v: i32) -> String {
 }
 
 impl Gpu {
-    /// Opens device `ordinal`. Missing driver, NVRTC or device is a `GpuUnavailable` error.
+    /// Opens device `ordinal`, its kernels compiled to a cubin where NVRTC knows the device.
     pub fn open(ordinal: usize) -> Result<Self> {
+        Self::open_with(ordinal, ImageChoice::Auto)
+    }
+
+    /// Opens device `ordinal`, its kernels compiled as `image` asks. Missing driver, NVRTC or
+    /// device is a `GpuUnavailable` error.
+    pub fn open_with(ordinal: usize, image: ImageChoice) -> Result<Self> {
         require_driver()?;
         require_nvrtc()?;
         // SAFETY: the library is present (probed above), so cudarc will not panic loading it.
@@ -68,29 +78,34 @@ impl Gpu {
             ctx.attribute(a)
                 .with_context(|| format!("reading device attribute {a:?}"))
         };
-        let (mut nvrtc_major, mut nvrtc_minor, mut driver) = (0, 0, 0);
-        // SAFETY: plain out-parameter queries; both libraries were probed above.
-        unsafe {
-            cudarc::nvrtc::sys::nvrtcVersion(&mut nvrtc_major, &mut nvrtc_minor)
-                .result()
-                .context("reading the NVRTC version")?;
-            sys::cuDriverGetVersion(&mut driver)
-                .result()
-                .context("reading the driver's CUDA version")?;
-        }
+        let mut driver = 0;
+        // SAFETY: a plain out-parameter query; the driver was probed above.
+        unsafe { sys::cuDriverGetVersion(&mut driver) }
+            .result()
+            .context("reading the driver's CUDA version")?;
+        let (nvrtc_major, nvrtc_minor) = nvrtc::version()?;
         let nvrtc = format!("{nvrtc_major}.{nvrtc_minor}");
+        let compute_capability = ctx
+            .compute_capability()
+            .context("reading the compute capability")?;
+        let kernel_image = KernelImage::choose(
+            image,
+            compute_capability,
+            &nvrtc::supported_archs()?,
+            &nvrtc,
+            &version_string(driver),
+        )?;
         let info = DeviceInfo {
             ordinal,
             name: ctx.name().context("reading the device name")?,
-            compute_capability: ctx
-                .compute_capability()
-                .context("reading the compute capability")?,
+            compute_capability,
             sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
             l2_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64,
             memory_bytes: ctx.total_mem().context("reading total memory")? as u64,
             cuda_driver_version: version_string(driver),
             nvrtc_version: nvrtc,
             device_count,
+            kernel_image,
         };
         Ok(Self {
             ctx,
@@ -110,11 +125,14 @@ impl Gpu {
         let loaded = match loaded {
             Some(m) => m,
             None => {
-                let ptx = module.compile(self.info.compute_capability)?;
-                let m = self
-                    .ctx
-                    .load_module(ptx)
-                    .with_context(|| format!("loading kernels/{}", module.file_name()))?;
+                let image = &self.info.kernel_image;
+                let m = self.ctx.load_module(module.compile(image)?).map_err(|e| {
+                    if e.0 == sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION {
+                        anyhow::anyhow!(image.unsupported_ptx(module.file_name()))
+                    } else {
+                        anyhow::anyhow!("loading kernels/{} ({image}): {e}", module.file_name())
+                    }
+                })?;
                 self.modules.borrow_mut().insert(module, m.clone());
                 m
             }

@@ -1,9 +1,11 @@
 //! The CUDA sources in `kernels/`, embedded in the binary so a bundle needs no source tree,
-//! compiled at run time by NVRTC for the device's own architecture (sm_90 on H100/H200,
-//! sm_100 on B200, sm_103 on GB300).
+//! compiled at run time by NVRTC to the run's [`KernelImage`]: a cubin for the device's own
+//! architecture (sm_90 on H100/H200, sm_100 on B200, sm_103 on GB300), or PTX.
 
-use anyhow::{anyhow, Result};
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
+use super::image::KernelImage;
+use super::nvrtc::{self, Output};
+use anyhow::Result;
+use cudarc::nvrtc::Ptx;
 
 // The geometry compiled into the kernels (`#define`d by `source`); the prep shapes and
 // the CPU reference use the same values.
@@ -79,28 +81,16 @@ impl KernelModule {
         src
     }
 
-    pub fn compile(self, compute_capability: (i32, i32)) -> Result<Ptx> {
-        compile_source(self.file_name(), self.source(), compute_capability)
+    /// The module as `image` says: a cubin, or PTX for the driver to JIT. (cudarc's `Ptx`
+    /// carries either to `load_module`.)
+    pub fn compile(self, image: &KernelImage) -> Result<Ptx> {
+        Ok(
+            match nvrtc::compile(self.file_name(), &self.source(), image.arch, image.cubin)? {
+                Output::Cubin(bytes) => Ptx::from_binary(bytes),
+                Output::Ptx(text) => Ptx::from_src(text),
+            },
+        )
     }
-}
-
-/// Compiles one translation unit; a failure carries NVRTC's log.
-fn compile_source(file_name: &str, source: String, (major, minor): (i32, i32)) -> Result<Ptx> {
-    let opts = CompileOptions {
-        options: vec![
-            format!("--gpu-architecture=compute_{major}{minor}"),
-            "--std=c++17".into(),
-        ],
-        name: Some(file_name.into()),
-        ..Default::default()
-    };
-    compile_ptx_with_opts(source, opts).map_err(|e| match e {
-        CompileError::CompileError { log, .. } => anyhow!(
-            "NVRTC could not compile kernels/{file_name} for compute_{major}{minor}:\n{}",
-            log.to_string_lossy()
-        ),
-        other => anyhow!("NVRTC failed on kernels/{file_name}: {other:?}"),
-    })
 }
 
 #[cfg(test)]
@@ -118,36 +108,41 @@ mod tests {
     ];
 
     /// NVRTC needs no GPU: CI installs it from PyPI (nvidia-cuda-nvrtc-cu12 12.9, the first
-    /// NVRTC that knows compute_103, GB300) and runs this for H100/H200, B200 and GB300,
-    /// so a kernel that does not compile fails CI rather than a GPU run.
+    /// NVRTC that knows sm_103, GB300) and runs this for H100/H200, B200 and GB300, as
+    /// cubins and as PTX, so a kernel that does not compile fails CI rather than a GPU run.
     #[test]
     #[ignore = "needs NVRTC (libnvrtc.so on the library path); .ci/run installs it"]
-    fn every_kernel_compiles_with_nvrtc_for_hopper_and_blackwell() {
+    fn every_kernel_compiles_with_nvrtc_for_hopper_and_blackwell_as_cubin_and_ptx() {
         crate::gpu::probe::require_nvrtc().expect("NVRTC");
-        for cc in [(9, 0), (10, 0), (10, 3)] {
+        for arch in [90, 100, 103] {
             for module in ALL {
-                let ptx = module.compile(cc).unwrap_or_else(|e| panic!("{e:#}"));
-                assert!(
-                    ptx.to_src().contains(".entry"),
-                    "{} has no kernel",
-                    module.file_name()
-                );
+                let name = module.file_name();
+                let compile = |cubin| {
+                    nvrtc::compile(name, &module.source(), arch, cubin)
+                        .unwrap_or_else(|e| panic!("{e:#}"))
+                };
+                match compile(true) {
+                    Output::Cubin(elf) => assert!(
+                        elf.starts_with(b"\x7fELF") && elf.len() > 1024,
+                        "{name} sm_{arch}: not a cubin ({} bytes)",
+                        elf.len()
+                    ),
+                    Output::Ptx(_) => panic!("{name} sm_{arch}: PTX where a cubin was asked for"),
+                }
+                match compile(false) {
+                    Output::Ptx(text) => {
+                        assert!(text.contains(".entry"), "{name}: no kernel in its PTX");
+                        assert!(
+                            text.contains(&format!(".target sm_{arch}")),
+                            "{name}: PTX for another target"
+                        );
+                    }
+                    Output::Cubin(_) => {
+                        panic!("{name} compute_{arch}: a cubin where PTX was asked for")
+                    }
+                }
             }
         }
-    }
-
-    #[test]
-    #[ignore = "needs NVRTC (libnvrtc.so on the library path); .ci/run installs it"]
-    fn a_compile_error_reports_the_nvrtc_log() {
-        crate::gpu::probe::require_nvrtc().expect("NVRTC");
-        let err =
-            compile_source("broken.cu", "__global__ void broken( { }".into(), (9, 0)).unwrap_err();
-        let message = format!("{err:#}");
-        assert!(
-            message.contains("NVRTC could not compile kernels/broken.cu for compute_90"),
-            "{message}"
-        );
-        assert!(message.contains("error"), "the log is included: {message}");
     }
 
     #[test]

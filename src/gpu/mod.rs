@@ -1,19 +1,24 @@
 //! The driver layer. `probe` finds libcuda/NVRTC without panicking, `context` owns the CUDA
-//! context and stream, `kernels` compiles `kernels/*.cu` with NVRTC for the device's own
-//! architecture, `launch` holds prebuilt kernel launches, `capture` captures graphs and
-//! guards host reads against running inside a capture, `cupti` loads CUPTI and collects
-//! its activity records.
+//! context and stream, `image` decides between a cubin for the device's own architecture and
+//! PTX, `nvrtc` compiles to either, `kernels` holds `kernels/*.cu`, `launch` holds prebuilt
+//! kernel launches, `nvtx` names ranges for Nsight Systems, `capture` captures graphs and
+//! guards host reads against running inside a capture, `cupti` loads CUPTI and collects its
+//! activity records.
 
 pub mod capture;
 pub mod context;
 pub mod cupti;
+pub mod image;
 pub mod kernels;
 pub mod launch;
+pub mod nvrtc;
+pub mod nvtx;
 pub mod probe;
 pub mod step_source;
 
 pub use capture::{capture_graph, ensure_not_capturing};
 pub use context::{DeviceInfo, Gpu};
+pub use image::{ImageChoice, KernelImage};
 pub use kernels::KernelModule;
 pub use launch::Launch;
 pub use probe::GpuUnavailable;

@@ -29,6 +29,7 @@ pub fn env_record(gpu: &Gpu, notes: Vec<String>) -> EnvRecord {
         memory_bytes: info.memory_bytes,
         cuda_driver_version: info.cuda_driver_version.clone(),
         nvrtc_version: info.nvrtc_version.clone(),
+        kernel_image: info.kernel_image.to_string(),
         notes,
         ..Default::default()
     };

@@ -11,11 +11,16 @@
 //!   events, in a separate pass so they do not perturb the others). For eager-sync the start
 //!   is marked after the host read, the list and its copy; for eager arms the gaps between
 //!   their own launches are inside the span.
+//!
+//! Every step is one NVTX range named by the caller (`dsa_decode prep (eager-sync)`, the
+//! harness's `harness (empty graph)`), so the harness row's overhead includes the ranges' cost.
 
 use super::sampling::{sample_per_step, Sampled};
+use crate::gpu::nvtx::Range;
 use crate::gpu::{Gpu, Launch, StepSource};
 use crate::stats::stopping::StoppingRule;
 use anyhow::Result;
+use std::ffi::CStr;
 use std::time::{Duration, Instant};
 
 pub struct PrepMeasurement {
@@ -29,9 +34,11 @@ pub struct PrepMeasurement {
 /// Steps in the event-timed pass for `gpu_prep_us` (in a sweep, each round's).
 pub const EVENT_STEPS: usize = 200;
 
+/// Measures `source`'s steps, each inside an NVTX range named `range`.
 pub fn measure(
     gpu: &Gpu,
     source: &mut dyn StepSource,
+    range: &CStr,
     rule: &StoppingRule,
     steps_per_sample: usize,
     forward: Option<&mut Launch>,
@@ -42,6 +49,7 @@ pub fn measure(
         let mut issuing = Duration::ZERO;
         for _ in 0..n {
             let t = Instant::now();
+            let _range = Range::push(range);
             source.issue_step()?;
             issuing += t.elapsed();
         }
@@ -57,6 +65,7 @@ pub fn measure(
         Some(fwd) => Some(sample_per_step(rule, steps_per_sample, |n| {
             let start = Instant::now();
             for _ in 0..n {
+                let _range = Range::push(range);
                 source.issue_step()?;
                 // SAFETY: the forward stand-in takes only a duration.
                 unsafe { fwd.issue(gpu.cu_stream())? };
@@ -66,7 +75,7 @@ pub fn measure(
             Ok(start.elapsed())
         })?),
     };
-    let gpu_prep_us = event_timed(gpu, source, EVENT_STEPS)?;
+    let gpu_prep_us = event_timed(gpu, source, range, EVENT_STEPS)?;
     Ok(PrepMeasurement {
         step,
         step_fwd,
@@ -77,10 +86,16 @@ pub fn measure(
 }
 
 /// Device time of each of `steps` preps, from events recorded around it.
-fn event_timed(gpu: &Gpu, source: &mut dyn StepSource, steps: usize) -> Result<Vec<f64>> {
+fn event_timed(
+    gpu: &Gpu,
+    source: &mut dyn StepSource,
+    range: &CStr,
+    steps: usize,
+) -> Result<Vec<f64>> {
     let begin = gpu.timing_events(steps)?;
     let end = gpu.timing_events(steps)?;
     for (begin, end) in begin.iter().zip(&end) {
+        let _range = Range::push(range);
         source.issue_step_marked(gpu, begin)?;
         end.record(&gpu.stream)?;
     }

@@ -8,10 +8,12 @@ use super::inputs::HostInputs;
 use super::lengths::DeviceLengths;
 use crate::axes::Arm;
 use crate::axes::Family;
+use crate::gpu::nvtx::Range;
 use crate::gpu::StepSource;
 use crate::gpu::{capture_graph, ensure_not_capturing, Gpu, KernelModule, Launch};
 use anyhow::{Context, Result};
 use cudarc::driver::{result, sys, CudaGraph, CudaSlice, DevicePtr};
+use std::ffi::CStr;
 use std::time::{Duration, Instant};
 
 /// Argument block of the DSpark kernels (mirrors `DsparkArgs` in the .cu file).
@@ -67,6 +69,9 @@ impl FamilyArgs {
         }
     }
 }
+
+/// The name of eager-sync's host read in NVTX ranges and traces, as the engine writes it.
+pub const READ_RANGE: &CStr = c"seq_lens.tolist()";
 
 const THREADS: u32 = 256;
 /// Argument index of `col_limit` in the page-table kernels.
@@ -234,6 +239,7 @@ impl<'g> PrepPlan<'g> {
         ensure_not_capturing(&self.gpu.stream, "seq_lens.tolist() in the eager-sync prep")?;
         let stream = self.stream();
         let seq_lens = self.lengths.seq_lens_ptr();
+        let range = Range::push(READ_RANGE);
         let read_start = Instant::now();
         // SAFETY: host_lens holds batch_size elements and seq_lens at least that many; the
         // copy is pageable, so it completes before the synchronize returns.
@@ -243,6 +249,7 @@ impl<'g> PrepPlan<'g> {
             result::stream::synchronize(stream).context("waiting for seq_lens on the host")?;
         }
         let read_end = Instant::now();
+        drop(range);
         self.blocked += read_end - read_start;
         self.last_read = Some((read_start, read_end));
         let col_limit = self

@@ -40,6 +40,10 @@ pub struct EnvRecord {
     /// CUDA version the driver supports, e.g. `13.0`.
     pub cuda_driver_version: String,
     pub nvrtc_version: String,
+    /// What the kernels were loaded as: "cubin sm_90 (NVRTC 12.9)", or PTX and who JIT-compiled
+    /// it; empty in older records.
+    #[serde(default)]
+    pub kernel_image: String,
     /// NVML readings at the start of the run; `None` without NVML.
     pub sm_clock_max_mhz: Option<u32>,
     pub mem_clock_max_mhz: Option<u32>,
@@ -110,6 +114,7 @@ impl EnvRecord {
             ("driver", self.driver_version.clone()),
             ("CUDA", self.cuda_driver_version.clone()),
             ("NVRTC", self.nvrtc_version.clone()),
+            ("kernel image", self.kernel_image.clone()),
             (
                 "power limit (W)",
                 self.power_limit_w.map_or(String::new(), |w| w.to_string()),
@@ -215,13 +220,15 @@ impl EnvRecord {
 
 /// Flags that say where a run writes, which GPU of the host it takes, where its CUPTI lives,
 /// or that it continues one: not what it measures.
-const NOT_SETTINGS: [&str; 6] = [
+/// `--kernel-image` is among them: what it loaded is a machine field, shown, never refused.
+const NOT_SETTINGS: [&str; 7] = [
     "--out",
     "--resume",
     "--trace",
     "--trace-cell",
     "--device",
     "--cupti-lib",
+    "--kernel-image",
 ];
 
 /// The machine fields `--resume` refuses to change: the numbers of another GPU would mix in.
@@ -296,6 +303,7 @@ pub(crate) fn test_env() -> EnvRecord {
         driver_version: "580.159.03".into(),
         cuda_driver_version: "13.0".into(),
         nvrtc_version: "13.0".into(),
+        kernel_image: "cubin sm_90 (NVRTC 13.0)".into(),
         sm_clock_max_mhz: Some(1980),
         mem_clock_max_mhz: Some(3201),
         power_limit_w: Some(700.0),
@@ -339,6 +347,7 @@ mod tests {
         let mut other = test_env();
         other.driver_version = "590.10".into();
         other.cuda_driver_version = "13.1".into();
+        other.kernel_image = "PTX compute_90 (NVRTC 13.0), JIT by the driver (CUDA 13.1)".into();
         other.git_revision = "abcdef0".into();
         other.hostname = "other-host".into();
         assert_eq!(test_env().same_setup(&other), Ok(()));
@@ -352,6 +361,8 @@ mod tests {
             [
                 "driver: `580.159.03` vs `590.10`",
                 "CUDA: `13.0` vs `13.1`",
+                "kernel image: `cubin sm_90 (NVRTC 13.0)` vs `PTX compute_90 (NVRTC 13.0), JIT by \
+                 the driver (CUDA 13.1)`",
                 "host: `gpu-host` vs `other-host`",
                 "git revision: `d9d035d` vs `abcdef0`",
             ]

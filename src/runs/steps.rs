@@ -24,7 +24,8 @@ use crate::axes::Arm;
 use crate::axes::Family;
 use crate::axes::Layout;
 use crate::gpu::cupti::load_cupti;
-use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
+use crate::gpu::nvtx::{self, Range};
+use crate::gpu::{capture_graph, Gpu, ImageChoice, KernelModule, Launch};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::pin::{pin_current_thread, CpuPin};
 use crate::harness::rows::CellId;
@@ -45,13 +46,14 @@ use crate::model::trace::{HostLane, TraceBuilder};
 use crate::prep::accept::AcceptModel;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
-use crate::prep::plan::{PrepPlan, Prepared};
+use crate::prep::plan::{PrepPlan, Prepared, READ_RANGE};
 use crate::prep::Shape;
 use crate::results::csv::{completed_cells, step_family, Row, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
 use crate::results::env::STEP_MODEL_NOTE;
 use crate::stats::summary::{quantile, Estimate};
 use anyhow::{Context, Result};
 use cudarc::driver::{sys, CudaGraph};
+use std::ffi::CString;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -64,6 +66,8 @@ const IDLE_READS: usize = 21;
 #[derive(Debug, Clone)]
 pub struct StepsConfig {
     pub device: usize,
+    /// What the kernels are compiled to.
+    pub kernel_image: ImageChoice,
     /// Where the measuring thread is pinned once the GPU is open.
     pub cpu: CpuPin,
     pub arms: Vec<Arm>,
@@ -280,7 +284,7 @@ impl PrepRun<'_, '_> {
                     {
                         log.push(HostSpan {
                             lane: HostLane::BlockedInRead,
-                            name: "seq_lens.tolist()".into(),
+                            name: READ_RANGE.to_string_lossy().into_owned(),
                             start: r0,
                             end: r1,
                         });
@@ -317,6 +321,15 @@ impl PrepRun<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// The NVTX range of one item of the host program: a prep names its arm, as the CSV's rows do
+/// (`draft prep (eager-sync)`); every other item its label (`draft forward`, `sampling`).
+fn item_range(item: &Item, arm: Arm) -> CString {
+    nvtx::name(&match item {
+        Item::DraftPrep | Item::VerifyPrep => format!("{} ({arm})", item.label()),
+        _ => item.label().to_string(),
+    })
 }
 
 /// One prep of an arm made ready: the plan's own (warmed up, captured), and for graph arms
@@ -380,6 +393,9 @@ struct ArmProgram {
     arm: Arm,
     draft: PrepProgram,
     verify: PrepProgram,
+    /// NVTX range names: the step's, and each item's of the host program, in order.
+    step_range: CString,
+    item_ranges: Vec<CString>,
 }
 
 impl StepCell<'_> {
@@ -397,6 +413,12 @@ impl StepCell<'_> {
             arm,
             draft: seq(Phase::Draft, &self.draft),
             verify: seq(Phase::Verify, &self.verify),
+            step_range: nvtx::name(&format!("step ({arm})")),
+            item_ranges: profile
+                .program
+                .iter()
+                .map(|item| item_range(item, arm))
+                .collect(),
         }
     }
 
@@ -473,7 +495,16 @@ impl StepCell<'_> {
     ) -> Result<()> {
         let (op, launch) = (self.costs.op, self.costs.graph_launch);
         let stream = self.gpu.cu_stream();
-        for (index, item) in self.costs.profile.program.iter().enumerate() {
+        let _step_range = Range::push(&program.step_range);
+        for ((index, item), range) in self
+            .costs
+            .profile
+            .program
+            .iter()
+            .enumerate()
+            .zip(&program.item_ranges)
+        {
+            let item_range = Range::push(range);
             let t0 = Instant::now();
             if let Some(m) = marks.as_mut() {
                 m.timer.enter(m.step, index)?;
@@ -533,6 +564,7 @@ impl StepCell<'_> {
             if let Some(m) = marks.as_mut() {
                 m.timer.leave(m.step, index)?;
             }
+            drop(item_range);
             if let Some(log) = log.as_deref_mut() {
                 let lane = if item.is_gpu() {
                     HostLane::Launch
@@ -783,7 +815,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         .gpu_memory
         .map(|memory| plan(config, context, memory))
         .transpose()?;
-    let gpu = Gpu::open(config.device)?;
+    let gpu = Gpu::open_with(config.device, config.kernel_image)?;
     let (deployment, trace_cell) = match planned {
         Some(p) => p,
         None => plan(config, context, GpuMemory::device(gpu.info.memory_bytes))?,

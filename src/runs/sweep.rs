@@ -21,8 +21,9 @@ use crate::axes::layout::Layout;
 use crate::axes::Arm;
 use crate::axes::Family;
 use crate::axes::FloorItem;
+use crate::gpu::nvtx;
 use crate::gpu::StepSource;
-use crate::gpu::{Gpu, Launch};
+use crate::gpu::{Gpu, ImageChoice, Launch};
 use crate::harness::alternating::{alternating_difference, Side};
 use crate::harness::floor::Floor;
 use crate::harness::pin::{pin_current_thread, CpuPin};
@@ -47,12 +48,15 @@ use anyhow::{Context, Result};
 use cudarc::driver::CudaGraph;
 use indicatif::ProgressBar;
 use std::collections::{HashMap, HashSet};
+use std::ffi::CStr;
 use std::path::PathBuf;
 use std::time::Instant;
 
 #[derive(Debug, Clone)]
 pub struct SweepConfig {
     pub device: usize,
+    /// What the kernels are compiled to.
+    pub kernel_image: ImageChoice,
     /// Where the measuring thread is pinned once the GPU is open.
     pub cpu: CpuPin,
     pub families: Vec<Family>,
@@ -108,6 +112,9 @@ impl StepSource for GraphSteps<'_> {
     }
 }
 
+/// The NVTX range of each step of the harness row.
+const HARNESS_RANGE: &CStr = c"harness (empty graph)";
+
 /// One (family, layout, batch size, block size) of the grid, its arms' cells measured
 /// together in every round.
 struct Group {
@@ -130,7 +137,7 @@ pub struct SweepOutcome {
 pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
     let started = Instant::now();
     let (csv_path, mut kept) = existing_rows(&config.out, config.resume)?;
-    let gpu = Gpu::open(config.device)?;
+    let gpu = Gpu::open_with(config.device, config.kernel_image)?;
     // The floor is measured again on every invocation so arms are read against a floor of
     // the same run; older floor rows are replaced.
     kept.retain(|r| r.kind != KIND_FLOOR);
@@ -329,6 +336,7 @@ fn measure_floor(
     let harness = measure(
         gpu,
         &mut GraphSteps(floor.empty_graph()),
+        HARNESS_RANGE,
         rule,
         config.steps_per_sample,
         None,
@@ -387,10 +395,12 @@ impl Visiting<'_, '_> {
                 plan: &mut plan,
                 prepared,
             };
+            let range = nvtx::name(&format!("{} prep ({arm})", group.family));
             let started = Instant::now();
             let m = measure(
                 gpu,
                 &mut steps,
+                &range,
                 self.rule,
                 config.steps_per_sample,
                 self.forward.as_mut(),
