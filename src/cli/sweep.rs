@@ -61,7 +61,7 @@ pub struct SweepArgs {
     pub(crate) rounds: usize,
     /// Most rounds a cell group gets: after --rounds, a group gets another round only while
     /// an arm's step_us interval is wider than --rel-ci-pct (or 20 ns) or its host-read
-    /// cost's (eager-sync − eager-device, timed in alternation each round) wider than ±1% or ±0.3 µs, and
+    /// cost's (eager-sync − eager-device, paired by round) wider than ±1% or ±0.3 µs, and
     /// until its time cap; the rows' stop_reason says which ended it (precision, max-rounds,
     /// time-cap).
     #[arg(long, default_value_t = 12)]

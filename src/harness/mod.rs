@@ -1,10 +1,9 @@
 //! The timing harness on one GPU: the floor, one cell's measurement and its sampling loop,
-//! the read cost timed in alternation, the rounds' visiting order, the step timeline's timers
-//! (events, CUPTI), NVML telemetry, CPU pinning, the environment record of a
+//! the rounds' visiting order, the step timeline's timers (events, CUPTI), NVML telemetry, CPU
+//! pinning, the environment record of a
 //! run, and the recorder that turns measurements into rows (bandwidth rows among them) and
 //! files.
 
-pub mod alternating;
 pub mod bandwidth;
 pub mod environment;
 pub mod floor;

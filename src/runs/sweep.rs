@@ -24,7 +24,6 @@ use crate::axes::FloorItem;
 use crate::gpu::nvtx;
 use crate::gpu::StepSource;
 use crate::gpu::{Gpu, ImageChoice, Launch};
-use crate::harness::alternating::{alternating_difference, Side};
 use crate::harness::floor::Floor;
 use crate::harness::pin::{pin_current_thread, CpuPin};
 use crate::harness::prep_cell::measure;
@@ -410,40 +409,6 @@ impl Visiting<'_, '_> {
             group.rounds.push(index, m);
             self.progress.inc(1);
         }
-        if config.arms.contains(&Arm::EagerSync) && config.arms.contains(&Arm::EagerDevice) {
-            let label = group.cells[0].label();
-            let started = Instant::now();
-            let read_cost = read_cost_in_alternation(gpu, &mut plan, self.rule, config)
-                .with_context(|| format!("timing the host read of {label} in alternation"))?;
-            group.rounds.elapsed += started.elapsed();
-            group.rounds.push_read_cost(read_cost);
-        }
         Ok(())
     }
-}
-
-/// eager-sync's and eager-device's steps in alternating batches (see
-/// [`crate::harness::alternating`]): the read cost's samples for one round.
-fn read_cost_in_alternation(
-    gpu: &Gpu,
-    plan: &mut PrepPlan,
-    rule: &StoppingRule,
-    config: &SweepConfig,
-) -> Result<Vec<f64>> {
-    let sync = plan.prepare(Arm::EagerSync)?;
-    let device = plan.prepare(Arm::EagerDevice)?;
-    let samples = alternating_difference(
-        rule,
-        config.steps_per_sample,
-        |side| {
-            plan.issue(match side {
-                Side::First => &sync,
-                Side::Second => &device,
-            })
-        },
-        || gpu.sync(),
-    )?;
-    // The blocked time of these reads belongs to no arm's host_blocked_us.
-    plan.take_blocked();
-    Ok(samples)
 }

@@ -6,9 +6,7 @@
 //! [`CellId::rounds_row`] (median of the rounds' medians, interval between rounds); the
 //! quantities users read as differences are formed inside each round, where their two sides
 //! ran back to back or in the same round, with [`CellId::paired_row`]:
-//! * `read_cost_us` (on eager-sync's cell): eager-sync's wall time per step − eager-device's,
-//!   from batches of the two timed in alternation inside each round
-//!   ([`crate::harness::alternating`]), a sample per pair of batches;
+//! * `read_cost_us` (on eager-sync's cell): eager-sync's `step_us` − eager-device's;
 //! * `step_ratio_vs_eager_sync` (every other arm): the arm's `step_us` / eager-sync's;
 //! * `floor_multiple`: an arm's `step_us` / its launch floor's (empty kernel for eager arms,
 //!   empty graph for graph arms) in the same round;
@@ -25,7 +23,7 @@ use crate::harness::nvml::CellTelemetry;
 use crate::harness::prep_cell::PrepMeasurement;
 use crate::harness::rows::CellId;
 use crate::results::csv::{Row, KIND_FLOOR, STEP_RATIO_VS_EAGER_SYNC};
-use crate::stats::rounds::{over_rounds, over_rounds_paired};
+use crate::stats::rounds::{over_rounds, paired, Paired};
 use crate::stats::stopping::{RoundsRule, RoundsStop};
 use std::time::Duration;
 
@@ -72,8 +70,6 @@ pub struct GroupRounds {
     family: Family,
     arms: Vec<Arm>,
     by_arm: Vec<ArmRounds>,
-    /// eager-sync − eager-device per step, timed in alternation, round by round.
-    read_cost: Rounds,
     /// Time spent measuring the group's cells, over all its rounds.
     pub elapsed: Duration,
     /// Bytes one prep of the group reads and writes, once its inputs are known.
@@ -86,7 +82,6 @@ impl GroupRounds {
             family,
             arms: arms.to_vec(),
             by_arm: vec![ArmRounds::default(); arms.len()],
-            read_cost: Vec::new(),
             elapsed: Duration::ZERO,
             bytes: None,
         }
@@ -114,16 +109,17 @@ impl GroupRounds {
         Some(&self.by_arm[index].step)
     }
 
-    /// Adds a round's samples of the read cost (eager-sync − eager-device per step, timed in
-    /// alternation).
-    pub fn push_read_cost(&mut self, per_step_us: Vec<f64>) {
-        self.read_cost.push(per_step_us);
+    /// eager-sync's and eager-device's step times: the read cost's two sides.
+    fn read_cost_sides(&self) -> Option<(&Rounds, &Rounds)> {
+        Some((self.step(Arm::EagerSync)?, self.step(Arm::EagerDevice)?))
     }
 
     /// Whether the group gets no further round, and why (see [`RoundsRule`]).
     pub fn stop(&self, rule: &RoundsRule) -> Option<RoundsStop> {
         let steps: Vec<_> = self.by_arm.iter().map(|a| over_rounds(&a.step)).collect();
-        let read_cost = over_rounds_paired(&self.read_cost);
+        let read_cost: Option<Paired> = self
+            .read_cost_sides()
+            .and_then(|(sync, device)| paired(sync, device, difference));
         rule.check(self.rounds(), &steps, read_cost.as_ref(), self.elapsed)
     }
 
@@ -156,13 +152,15 @@ impl GroupRounds {
             rows.extend(cell.paired_row("floor_multiple", "x", (&a.step, floor_item), ratio, t));
             match (arm, sync) {
                 (Arm::EagerSync, _) => {
-                    rows.extend(cell.rounds_row(
-                        "read_cost_us",
-                        "us",
-                        &self.read_cost,
-                        "derived",
-                        None,
-                    ));
+                    if let Some((sync, device)) = self.read_cost_sides() {
+                        rows.extend(cell.paired_row(
+                            "read_cost_us",
+                            "us",
+                            (sync, device),
+                            difference,
+                            None,
+                        ));
+                    }
                 }
                 (_, Some(sync)) => rows.extend(cell.paired_row(
                     STEP_RATIO_VS_EAGER_SYNC,
@@ -324,8 +322,6 @@ mod tests {
             for (i, us) in [40.0, 22.0, 10.0].into_iter().enumerate() {
                 group.push(i, measurement(us * d));
             }
-            // The read cost timed in alternation: 40 − 22 µs, drifting with the round.
-            group.push_read_cost(samples(18.0 * d));
         }
         (group, floor)
     }
@@ -383,9 +379,8 @@ mod tests {
     fn differences_are_paired_inside_each_round() {
         let (group, floor) = drifting();
         let rows = group.rows(&cells(), &floor, RoundsStop::Precision, &[None, None, None]);
-        // The read cost is 18 µs times the round's drift: formed inside each round (timed in
-        // alternation), its interval spans only that (0.9 to 1.1 times 18 µs), not the 40-µs
-        // and 22-µs cells' ranges combined.
+        // The read cost is 18 µs times the round's drift: paired, its interval spans only
+        // that (0.9 to 1.1 times 18 µs), not the 40-µs and 22-µs cells' ranges combined.
         let cost = find(&rows, "eager-sync", "read_cost_us");
         assert_eq!(cost.stop_reason, "derived");
         assert!((cost.ci_lo - 0.9 * 18.0 * 1.001).abs() < 1e-9, "{cost:?}");

@@ -65,20 +65,6 @@ pub fn paired(a: &[Vec<f64>], b: &[Vec<f64>], stat: impl Fn(f64, f64) -> f64) ->
     })
 }
 
-/// A difference already formed sample by sample inside each round (two sides timed in
-/// alternation, see `harness::alternating`), summarised over rounds as [`paired`] does.
-pub fn over_rounds_paired(rounds: &[Vec<f64>]) -> Option<Paired> {
-    let s = over_rounds(rounds)?;
-    Some(Paired {
-        estimate: Estimate {
-            point: s.median,
-            lo: s.ci_lo,
-            hi: s.ci_hi,
-        },
-        rounds: round_medians(rounds).len(),
-    })
-}
-
 /// Half the width of an estimate's interval; infinite when it has none.
 pub fn half_width(e: &Estimate) -> f64 {
     let half = (e.hi - e.lo) / 2.0;
