@@ -5,12 +5,15 @@
 //! (`site-packages/nvidia/cu13/lib` or `nvidia/cuda_cupti/lib`) or under
 //! `/usr/local/cuda/extras/CUPTI/lib64`, where the linker does not look. So we search those
 //! folders (or take `--cupti-lib`), load the file we found and keep it loaded: the linker then
-//! answers cudarc's request for its soname with that same library. Before any CUPTI call we
-//! check that cudarc's first name does resolve to our file, so two CUPTIs never mix.
+//! answers cudarc's request for its soname with that same library. When the linker already
+//! resolves one of cudarc's names (a toolkit in the loader's path), that one is used as it is.
+//! Before any CUPTI call from a file we loaded we check that cudarc's first name does resolve
+//! to it, so two CUPTIs never mix.
 
 use crate::gpu::probe::GpuUnavailable;
 use libloading::Library;
 use std::ffi::{c_void, OsStr};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
@@ -157,7 +160,14 @@ pub fn load_cupti(explicit: Option<&Path>) -> Result<CuptiLibrary, GpuUnavailabl
             )))
         }
         Some(path) => vec![path.to_path_buf()],
-        None => env.candidates(),
+        None => {
+            // What the linker gives cudarc needs no preloading and cannot conflict.
+            if let Some((found, library)) = linkers_cupti()? {
+                *loaded = Some((found.clone(), library));
+                return Ok(found);
+            }
+            env.candidates()
+        }
     };
     let mut failures = Vec::new();
     for path in candidates {
@@ -218,6 +228,45 @@ fn api_version(library: &Library, path: &Path) -> Result<u32, GpuUnavailable> {
         (f(&mut version) == 0)
             .then_some(version)
             .ok_or_else(not_cupti)
+    }
+}
+
+/// The CUPTI the dynamic linker resolves for the first name cudarc asks for, if any, with the
+/// file it came from.
+fn linkers_cupti() -> Result<Option<(CuptiLibrary, Library)>, GpuUnavailable> {
+    for name in cudarc::get_lib_name_candidates("cupti") {
+        // SAFETY: as in load_cupti; CUPTI's initialisers only.
+        let Ok(library) = (unsafe { Library::new(&name) }) else {
+            continue;
+        };
+        let path = get_version_symbol(&library)
+            .and_then(file_of)
+            .unwrap_or_else(|| PathBuf::from(&name));
+        let found = CuptiLibrary {
+            api_version: api_version(&library, &path)?,
+            path,
+        };
+        return Ok(Some((found, library)));
+    }
+    Ok(None)
+}
+
+/// The file a loaded symbol lives in (`dladdr`).
+fn file_of(symbol: *const c_void) -> Option<PathBuf> {
+    let mut info = libc::Dl_info {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    };
+    // SAFETY: dladdr only reads the address and fills `info`; dli_fname, when set, points to
+    // a NUL-terminated string the loader owns for as long as the library stays loaded.
+    unsafe {
+        if libc::dladdr(symbol, &mut info) == 0 || info.dli_fname.is_null() {
+            return None;
+        }
+        let name = std::ffi::CStr::from_ptr(info.dli_fname);
+        Some(PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes())))
     }
 }
 
