@@ -7,6 +7,7 @@ pub mod capture;
 pub mod context;
 pub mod kernels;
 pub mod launch;
+pub mod nccl;
 pub mod probe;
 pub mod step_source;
 

@@ -9,6 +9,8 @@ pub mod floor;
 pub mod nvml;
 pub mod pin;
 pub mod prep_cell;
+pub mod process_group;
+pub mod rendezvous;
 pub mod rows;
 pub mod run_output;
 pub mod sampling;
