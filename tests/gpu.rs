@@ -143,6 +143,10 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
             cell: Some((Layout::Tp(1), 1, 5)),
             path: trace.clone(),
         }),
+        ranks: metaprep::runs::rank_world::RanksMode::Emulated,
+        nccl_lib: None,
+        rank: None,
+        read_skew: metaprep::runs::rank_world::ReadSkew::NONE,
     };
     let outcome = run(&config).unwrap();
     let median = |arm: &str, bs: u32, metric: &str| {

@@ -6,6 +6,7 @@ pub mod check;
 pub mod common;
 pub mod info;
 pub mod lists;
+pub mod rank_worker;
 pub mod report;
 pub mod steps;
 pub mod sweep;
@@ -58,6 +59,9 @@ pub enum Command {
     /// Needs no GPU.
     Calibrate(CalibrateArgs),
     Compare(CompareArgs),
+    /// One rank of `steps` with real ranks (started by `steps`, not by hand).
+    #[command(hide = true)]
+    RankWorker(Box<rank_worker::RankWorkerArgs>),
 }
 
 /// Runs a parsed command line: bad flags exit 2 here, before any GPU work.
@@ -76,9 +80,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             Err(code) => Ok(code),
         },
         Command::Steps(args) => match steps::steps_config(&args) {
-            Ok(config) => steps::run_steps(&config),
+            Ok(config) => steps::run_steps(&config, &steps::args_after_subcommand()),
             Err(code) => Ok(code),
         },
+        Command::RankWorker(args) => rank_worker::rank_worker(&args),
         Command::Report(args) => report::report(&args.run_dir),
         Command::Calibrate(args) => calibrate::calibrate(&args),
         Command::Compare(args) => match run_compare(&args) {

@@ -140,7 +140,11 @@ impl Comm {
     }
 
     /// Sums `buf` (bf16 elements) over the ranks, in place, on `stream`.
-    pub fn all_reduce_bf16(&self, buf: &mut CudaSlice<u8>, stream: &CudaStream) -> Result<()> {
+    pub fn all_reduce_bf16(
+        &self,
+        buf: &mut impl DevicePtrMut<u8>,
+        stream: &CudaStream,
+    ) -> Result<()> {
         let count = buf.len() / 2;
         let (ptr, _sync) = buf.device_ptr_mut(stream);
         let p = ptr as *mut std::ffi::c_void;
