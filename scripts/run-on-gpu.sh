@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Run from inside a bundle (scripts/bundle.sh) on a GPU host with no Rust toolchain.
 #
-#   ./run-on-gpu.sh [STAGE...]     stages: info check tests sweep bench calibrate steps
-#                                  (default: all)
+#   ./run-on-gpu.sh [STAGE...]     stages: info check tests sweep bench calibrate steps ranks
+#                                  (default: all but ranks)
 #
 # calibrate needs python3 with torch (CUDA): it measures PyTorch's host costs into
 # out/calibration/host_profile.json, runs the PyTorch reference step loop, runs `steps` with
 # that profile at forward 100/1000/5000 µs and once per grid cell with that cell's own in-loop
 # op costs (calibration/cells/), and writes out/validation.md (model against loop);
 # the steps stage then uses that profile instead of the built-in one.
+#
+# ranks needs NCCL (libnccl.so.2: found in LD_LIBRARY_PATH, the python's nvidia/nccl/lib, or
+# $METAPREP_NCCL): `metaprep collectives` (NCCL latency and bandwidth, α/β fit), then steps
+# over tp1 (and tp2, dep2 on 2 GPUs or more) with --ranks real and --ranks emulated on a small
+# grid, traced, each reported, and compare emulated → real. About 4 minutes on 2 H200s.
 #
 # Logs and result folders go to ${OUT:-./out}/. Extra flags for the sweep and steps stages
 # come from SWEEP_FLAGS and STEPS_FLAGS.
@@ -48,8 +53,24 @@ for stage in "${stages[@]}"; do
                 python3 "$here/compare_reference.py" "$out" > "$out/validation.md" || status=1
             fi ;;
         # shellcheck disable=SC2086
+        ranks)
+            gpus=$("$here/metaprep" info 2>/dev/null | awk '/devices visible/ {print $3}')
+            layouts=tp1; [ "${gpus:-1}" -ge 2 ] && layouts=tp1,tp2,dep2
+            run collectives "$here/metaprep" collectives --out "$out/collectives"
+            for mode in real emulated; do
+                # shellcheck disable=SC2086
+                run "ranks-$mode" "$here/metaprep" steps --ranks "$mode" --tp "$layouts" \
+                    --host-profile "$profile" --gpu-memory-gib 1000 --batch-sizes 1,8 --block-sizes 5 \
+                    --arms eager-sync,graph --cell-time-cap-ms 6000 --out "$out/ranks-$mode" \
+                    --trace "$out/ranks-$mode/trace.json" ${RANKS_FLAGS:-}
+                run "ranks-$mode-report" "$here/metaprep" report "$out/ranks-$mode"
+            done
+            # compare exits 1 when something got slower: here that is a finding, not a failure.
+            run ranks-compare sh -c '"$0" compare "$1" "$2" --allow-mismatch > "$3"; [ $? -le 1 ]' \
+                "$here/metaprep" "$out/ranks-emulated" "$out/ranks-real" "$out/ranks-compare.md"
+            cat "$out/ranks-compare.md" ;;
         steps) run steps "$here/metaprep" steps --host-profile "$profile" --out "$out/steps" --trace "$out/steps/trace.json" ${STEPS_FLAGS:-} ;;
-        *) echo "unknown stage $stage: use info check tests sweep bench calibrate steps"; exit 2 ;;
+        *) echo "unknown stage $stage: use info check tests sweep bench calibrate steps ranks"; exit 2 ;;
     esac
 done
 exit $status

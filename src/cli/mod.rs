@@ -3,6 +3,7 @@
 
 pub mod calibrate;
 pub mod check;
+pub mod collectives;
 pub mod common;
 pub mod info;
 pub mod lists;
@@ -59,6 +60,11 @@ pub enum Command {
     /// Needs no GPU.
     Calibrate(CalibrateArgs),
     Compare(CompareArgs),
+    /// NCCL latency and bandwidth on this host's GPUs: all-reduce (and, with two GPUs or
+    /// more, expert parallelism's all-to-all) over a range of sizes, one process per GPU,
+    /// timed with CUDA events; prints a table and the α (µs) + bytes/β (GB/s) fit that
+    /// `steps --collective-latency-us/--link-gb-s` take.
+    Collectives(collectives::CollectivesArgs),
     /// One rank of `steps` with real ranks (started by `steps`, not by hand).
     #[command(hide = true)]
     RankWorker(Box<rank_worker::RankWorkerArgs>),
@@ -83,6 +89,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             Ok(config) => steps::run_steps(&config, &steps::args_after_subcommand()),
             Err(code) => Ok(code),
         },
+        Command::Collectives(args) => collectives::collectives(&args),
         Command::RankWorker(args) => rank_worker::rank_worker(&args),
         Command::Report(args) => report::report(&args.run_dir),
         Command::Calibrate(args) => calibrate::calibrate(&args),

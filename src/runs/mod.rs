@@ -3,6 +3,7 @@
 //! (the decode-step model per arm and layout).
 
 pub mod check;
+pub mod collectives;
 pub mod rank_world;
 pub mod ranks;
 pub mod steps;

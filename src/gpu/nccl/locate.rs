@@ -138,6 +138,23 @@ pub fn places_here(explicit: Option<&Path>) -> Vec<Place> {
     places(explicit, var(NCCL_ENV).as_deref(), ld.as_deref(), &sites)
 }
 
+/// The last resort, run only when no other place has NCCL: where the `python3` on PATH
+/// imports `nvidia.nccl` from (a pyenv shim or a conda Python hides its site-packages from
+/// the folders above). `None` without such a Python or package.
+pub fn place_from_python() -> Option<Place> {
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import nvidia.nccl as n; print(list(n.__path__)[0])"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let dir = String::from_utf8(out.stdout).ok()?;
+    Some(Place {
+        source: "python3 (import nvidia.nccl)",
+        path: Path::new(dir.trim()).join("lib").join(NCCL_SONAME),
+    })
+}
+
 /// The one-line error for no usable NCCL: every place searched, grouped by source.
 pub fn not_found(places: &[Place], failures: &[String]) -> String {
     let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
