@@ -16,3 +16,4 @@ pub mod run_output;
 pub mod sampling;
 pub mod schedule;
 pub mod telemetry_file;
+pub mod topology;

@@ -219,8 +219,17 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
                 row,
             }));
         }
-        if first_world_env.is_none() {
-            first_world_env = Some(EnvRecord::read(&rank_dir(&world_dir, 0))?);
+        for r in 0..n {
+            let env = EnvRecord::read(&rank_dir(&world_dir, r))?;
+            // Where each rank's GPU sits (PCI id, NVLinks), as the rank's own run noted.
+            let gpu_note = format!("rank {r} GPU");
+            notes.extend(
+                env.notes
+                    .iter()
+                    .filter(|n| n.starts_with(&gpu_note))
+                    .map(|n| format!("{layout} {n}")),
+            );
+            first_world_env.get_or_insert(env);
         }
         if let (true, Some(t)) = (trace, &config.trace) {
             merge_traces(&world_dir, n, t, &config.arms)?;

@@ -32,6 +32,7 @@ use crate::harness::rows::CellId;
 use crate::harness::run_output::{
     arm_cells, emulation_notes, existing_rows, needs_measuring, progress, Recorder,
 };
+use crate::harness::topology;
 use crate::model::collectives::CollectiveBuffers;
 use crate::model::forward::{spin, StreamSource};
 use crate::model::host_profile::{HostProfile, Item, Phase, GPU_ITEMS_IN_ORDER};
@@ -861,6 +862,10 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
             world.rank(),
             gpu.info.ordinal
         ));
+        notes.push(match topology::describe(gpu.info.ordinal as u32) {
+            Ok(line) => format!("rank {} GPU {}: {line}", world.rank(), gpu.info.ordinal),
+            Err(e) => format!("rank {}: topology unknown ({e})", world.rank()),
+        });
     }
     notes.extend(config.read_skew.describe());
     notes.push(pin_current_thread(config.cpu)?.note());
