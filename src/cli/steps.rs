@@ -176,6 +176,10 @@ pub struct StepsArgs {
     /// host makes every rank wait at the next collective (straggler amplification).
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub(crate) read_skew_us: f64,
+    /// A further uniform draw from 0 to this many µs after each host read on
+    /// --read-skew-rank (seeded from --seed and the rank): an unsteady host.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub(crate) read_skew_jitter_us: f64,
     /// The rank --read-skew-us slows (0 is the rank in this process when alone), or `all`.
     #[arg(long, default_value = "all")]
     pub(crate) read_skew_rank: String,
@@ -183,11 +187,15 @@ pub struct StepsArgs {
 
 /// `--read-skew-us` and `--read-skew-rank`, checked.
 fn read_skew(args: &StepsArgs) -> Result<ReadSkew> {
-    anyhow::ensure!(
-        args.read_skew_us.is_finite() && (0.0..=1e6).contains(&args.read_skew_us),
-        "--read-skew-us: {} is not a usable value (give µs between 0 and 1e6)",
-        args.read_skew_us
-    );
+    for (v, flag) in [
+        (args.read_skew_us, "--read-skew-us"),
+        (args.read_skew_jitter_us, "--read-skew-jitter-us"),
+    ] {
+        anyhow::ensure!(
+            v.is_finite() && (0.0..=1e6).contains(&v),
+            "{flag}: {v} is not a usable value (give µs between 0 and 1e6)"
+        );
+    }
     let rank = match args.read_skew_rank.as_str() {
         "all" => None,
         r => Some(r.parse::<usize>().map_err(|_| {
@@ -196,6 +204,7 @@ fn read_skew(args: &StepsArgs) -> Result<ReadSkew> {
     };
     Ok(ReadSkew {
         us: args.read_skew_us,
+        jitter_us: args.read_skew_jitter_us,
         rank,
     })
 }

@@ -7,8 +7,10 @@ use crate::gpu::nccl::{Comm, Nccl};
 use crate::gpu::Gpu;
 use crate::harness::pin::{allowed_cpus, CpuPin};
 use crate::harness::rendezvous::{await_published, publish};
+use crate::stats::rng::SplitMix64;
 use crate::stats::stopping::RoundsStop;
 use anyhow::{bail, Context, Result};
+use std::cell::RefCell;
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -87,11 +89,14 @@ impl RankRole {
     }
 }
 
-/// `--read-skew-us` and `--read-skew-rank`: extra host time after each host read on some
-/// ranks, to show how one slow host holds every rank back at the next collective.
+/// `--read-skew-us`, `--read-skew-jitter-us` and `--read-skew-rank`: extra host time after
+/// each host read on some ranks, fixed plus uniform jitter, to show how one slow (or
+/// unsteady) host holds every rank back at the next collective.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ReadSkew {
     pub us: f64,
+    /// Each read adds a further uniform draw from [0, jitter_us].
+    pub jitter_us: f64,
     /// `None`: every rank.
     pub rank: Option<usize>,
 }
@@ -99,27 +104,52 @@ pub struct ReadSkew {
 impl ReadSkew {
     pub const NONE: ReadSkew = ReadSkew {
         us: 0.0,
+        jitter_us: 0.0,
         rank: None,
     };
 
-    /// The extra time after a read on `rank`.
-    pub fn on(&self, rank: usize) -> Duration {
-        match self.rank {
-            Some(r) if r != rank => Duration::ZERO,
-            _ => Duration::from_secs_f64(self.us.max(0.0) * 1e-6),
+    /// The delays after reads on `rank`, drawn from `seed` (and the rank).
+    pub fn on(&self, rank: usize, seed: u64) -> ReadDelay {
+        let here = self.rank.is_none_or(|r| r == rank);
+        let us = |v: f64| if here { v.max(0.0) } else { 0.0 };
+        ReadDelay {
+            fixed: Duration::from_secs_f64(us(self.us) * 1e-6),
+            jitter_ns: (us(self.jitter_us) * 1e3) as u64,
+            rng: RefCell::new(SplitMix64::new(seed ^ (rank as u64).wrapping_mul(0x9e37))),
         }
     }
 
     pub fn describe(&self) -> Option<String> {
-        (self.us > 0.0).then(|| {
+        (self.us > 0.0 || self.jitter_us > 0.0).then(|| {
             let whom = self
                 .rank
                 .map_or("every rank".into(), |r| format!("rank {r}"));
             format!(
-                "read skew: {} us added after each host read on {whom}",
-                self.us
+                "read skew: {} us plus 0-{} us uniform jitter added after each host read on {whom}",
+                self.us, self.jitter_us
             )
         })
+    }
+}
+
+/// The extra host time after each read on one rank.
+pub struct ReadDelay {
+    fixed: Duration,
+    jitter_ns: u64,
+    rng: RefCell<SplitMix64>,
+}
+
+impl ReadDelay {
+    pub fn none() -> ReadDelay {
+        ReadSkew::NONE.on(0, 0)
+    }
+
+    /// The delay after the next read.
+    pub fn next(&self) -> Duration {
+        if self.jitter_ns == 0 {
+            return self.fixed;
+        }
+        self.fixed + Duration::from_nanos(self.rng.borrow_mut().range(0, self.jitter_ns))
     }
 }
 
@@ -271,17 +301,36 @@ mod tests {
     fn skew_lands_on_the_named_rank_or_every_rank() {
         let one = ReadSkew {
             us: 50.0,
+            jitter_us: 0.0,
             rank: Some(1),
         };
-        assert_eq!(one.on(0), Duration::ZERO);
-        assert_eq!(one.on(1), Duration::from_micros(50));
-        let all = ReadSkew {
-            us: 50.0,
+        assert_eq!(one.on(0, 1).next(), Duration::ZERO);
+        assert_eq!(one.on(1, 1).next(), Duration::from_micros(50));
+        let all = ReadSkew { rank: None, ..one };
+        assert_eq!(all.on(3, 1).next(), Duration::from_micros(50));
+        assert_eq!(ReadSkew::NONE.describe(), None);
+        assert_eq!(ReadDelay::none().next(), Duration::ZERO);
+        assert!(one.describe().unwrap().contains("rank 1"));
+    }
+
+    #[test]
+    fn jitter_varies_within_its_bound_and_repeats_from_the_seed() {
+        let skew = ReadSkew {
+            us: 10.0,
+            jitter_us: 100.0,
             rank: None,
         };
-        assert_eq!(all.on(3), Duration::from_micros(50));
-        assert_eq!(ReadSkew::NONE.describe(), None);
-        assert!(one.describe().unwrap().contains("rank 1"));
+        let draws = |seed| {
+            let d = skew.on(1, seed);
+            (0..200).map(|_| d.next()).collect::<Vec<_>>()
+        };
+        let a = draws(7);
+        assert_eq!(a, draws(7));
+        assert!(a
+            .iter()
+            .all(|d| (10_000..=110_000).contains(&(d.as_nanos() as u64))));
+        assert!(a.iter().any(|d| *d > Duration::from_micros(60)));
+        assert!(a.iter().any(|d| *d < Duration::from_micros(60)));
     }
 
     #[test]

@@ -52,7 +52,7 @@ use crate::prep::plan::{PrepPlan, Prepared};
 use crate::prep::Shape;
 use crate::results::csv::{completed_cells, step_family, Row, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
 use crate::results::env::STEP_MODEL_NOTE;
-use crate::runs::rank_world::{RankRole, RankWorld, RanksMode, ReadSkew};
+use crate::runs::rank_world::{RankRole, RankWorld, RanksMode, ReadDelay, ReadSkew};
 use crate::stats::summary::{quantile, Estimate};
 use anyhow::{Context, Result};
 use cudarc::driver::{sys, CudaEvent, CudaGraph};
@@ -246,8 +246,8 @@ struct HostCosts {
     read_top_up: Duration,
     /// What the profile's upload costs beyond the harness's own idle upload.
     upload_top_up: Duration,
-    /// Extra host time after each read on this rank (`--read-skew-us`).
-    read_skew: Duration,
+    /// Extra host time after each read on this rank (`--read-skew-us`, jitter).
+    read_skew: ReadDelay,
 }
 
 impl HostCosts {
@@ -257,7 +257,7 @@ impl HostCosts {
         profile: HostProfile,
         idle_read: Duration,
         idle_upload: Duration,
-        read_skew: Duration,
+        read_skew: ReadDelay,
     ) -> HostCosts {
         HostCosts {
             read_skew,
@@ -341,7 +341,9 @@ impl PrepRun<'_, '_> {
                             end: r1,
                         });
                     }
-                    spin_until(Instant::now() + self.costs.read_top_up + self.costs.read_skew);
+                    spin_until(
+                        Instant::now() + self.costs.read_top_up + self.costs.read_skew.next(),
+                    );
                 }
                 PrepStep::Op(_) => {
                     launch_of(step, self.kernel, self.plan, arm, stream)?;
@@ -978,7 +980,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                         config.host.clone(),
                         Duration::ZERO,
                         Duration::ZERO,
-                        Duration::ZERO,
+                        ReadDelay::none(),
                     ),
                     upload_blocked: Duration::ZERO,
                     initial: inputs.seq_lens.clone(),
@@ -989,7 +991,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                         config.host.scaled(*scale)?,
                         idle_read,
                         idle_upload,
-                        config.read_skew.on(world.rank()),
+                        config.read_skew.on(world.rank(), config.seed),
                     );
                     let traced = *scale == config.host_scales[0];
                     let labels: Vec<String> = cells.iter().map(CellId::label).collect();
