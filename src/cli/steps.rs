@@ -45,7 +45,8 @@ pub struct StepsArgs {
     /// Layouts, comma separated: tp1, tp2, tp4, tp8 (1/TP of every layer's weights per GPU,
     /// whole batch, an all-reduce per layer) or dep2, dep4 (attention data-parallel with
     /// bs/DP requests per GPU, experts spread over the DP GPUs, all-to-all per layer).
-    /// Layouts needing more GPUs than the host has run one rank and are marked emulated.
+    /// Layouts needing more GPUs than the host has run one rank and are marked emulated;
+    /// those the host has the GPUs for run one process per GPU where NCCL loads (--ranks).
     /// Only cells one GPU can hold run (target and draft weights plus KV cache within 90% of
     /// its memory); the others are left out with a note. Default: all six; a layout named
     /// here that holds no batch of the run is refused.
@@ -152,7 +153,7 @@ pub struct StepsArgs {
     #[arg(long)]
     pub(crate) trace: Option<PathBuf>,
     /// The cell to trace, LAYOUT:BATCH:BLOCK (default: the first layout, batch and block;
-    /// with real ranks, the first real layout's). With real ranks the trace holds every
+    /// with real ranks, the first real layout of several ranks). With real ranks the trace holds every
     /// rank, host lanes and GPU lane, one process each.
     #[arg(long)]
     pub(crate) trace_cell: Option<String>,

@@ -139,7 +139,9 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         Some(p) => p,
         None => steps::plan(config, context, GpuMemory::device(memory))?,
     };
-    let wants_real = |l: &Layout| config.ranks == RanksMode::Real || l.gpus() > 1;
+    // NCCL is looked for only where some layout could use it.
+    let wants_real =
+        |l: &Layout| config.ranks == RanksMode::Real || (l.gpus() > 1 && l.gpus() <= gpus);
     let nccl = if deployment.layouts().iter().any(wants_real) {
         Nccl::load(config.nccl_lib.as_deref()).map_err(|e| e.to_string())
     } else {
@@ -172,7 +174,8 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         bail!("--resume is not supported with real ranks: rerun into a new --out");
     }
     existing_rows(&config.out, false)?;
-    // Without --trace-cell, the first real layout's first cell is traced.
+    // Without --trace-cell, the first cell of the first real layout with several ranks (or
+    // of the first real layout) is traced: the stragglers chart needs two ranks.
     let traced_here = config
         .trace
         .as_ref()
@@ -189,13 +192,14 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         rows = steps::run(&here)?.rows;
     }
     let exe = std::env::current_exe().context("finding this program to start its ranks")?;
+    let traced_world = s.real.iter().position(|l| l.gpus() > 1).unwrap_or(0);
     let mut first_world_env = None;
     let mut all_rank_rows = Vec::new();
     for (w, &layout) in s.real.iter().enumerate() {
         let world_dir = config.out.join(RANKS_DIR).join(layout.to_string());
         let trace = config.trace.as_ref().is_some_and(|t| match t.cell {
             Some((l, _, _)) => l == layout,
-            None => w == 0 && !traced_here,
+            None => w == traced_world && !traced_here,
         });
         std::fs::create_dir_all(&world_dir)
             .with_context(|| format!("creating {}", world_dir.display()))?;
