@@ -160,7 +160,7 @@ pub struct StepsArgs {
     /// How layouts wider than one GPU run. `real`: one process per GPU of the layout, each
     /// with its own CUDA context, stream, host loop and arm, the forwards' collectives real
     /// NCCL calls (all-reduce for tp, grouped send/receive all-to-all for dep) on its
-    /// stream; every layout of the run, tp1 as a world of one rank; refused (exit 2/3) where
+    /// stream; every layout of the run, tp1 as a world of one rank; refused (exit 3) where
     /// the host lacks the GPUs or NCCL. `emulated`: one rank in this process, collectives as
     /// busy-waits, layouts wider than one GPU marked emulated. `auto`: real for layouts
     /// wider than one GPU that the host has the GPUs for when NCCL loads, emulated for the
