@@ -12,8 +12,9 @@
 #
 # ranks needs NCCL (libnccl.so.2: found in LD_LIBRARY_PATH, the python's nvidia/nccl/lib, or
 # $METAPREP_NCCL): `metaprep collectives` (NCCL latency and bandwidth, α/β fit), then steps
-# over tp1 (and tp2, dep2 on 2 GPUs or more) with --ranks real and --ranks emulated on a small
-# grid, traced, each reported, and compare emulated → real. About 4 minutes on 2 H200s.
+# over tp1 (and tp2, dep2 on 2 GPUs or more) with --ranks real, --ranks emulated and (2 GPUs
+# or more) emulated with the measured all-reduce α, β, on a small grid, traced, each reported,
+# and compare each emulation → real. About 4-5 minutes on 2 H200s.
 #
 # Logs and result folders go to ${OUT:-./out}/. Extra flags for the sweep and steps stages
 # come from SWEEP_FLAGS and STEPS_FLAGS.
@@ -57,18 +58,26 @@ for stage in "${stages[@]}"; do
             gpus=$("$here/metaprep" info 2>/dev/null | awk '/devices visible/ {print $3}')
             layouts=tp1; [ "${gpus:-1}" -ge 2 ] && layouts=tp1,tp2,dep2
             run collectives "$here/metaprep" collectives --out "$out/collectives"
-            for mode in real emulated; do
+            # The emulation re-based on the all-reduce's measured α and β (two GPUs or more).
+            rebased=$(sed -n 's/^all-reduce fit: .*(steps: \(.*\))$/\1/p' "$out/collectives.log")
+            modes="real emulated"; [ -n "$rebased" ] && modes="$modes rebased"
+            for mode in $modes; do
+                ranks=$mode; extra=${RANKS_FLAGS:-}
+                [ "$mode" = rebased ] && ranks=emulated && extra="$extra $rebased"
                 # shellcheck disable=SC2086
-                run "ranks-$mode" "$here/metaprep" steps --ranks "$mode" --tp "$layouts" \
+                run "ranks-$mode" "$here/metaprep" steps --ranks "$ranks" --tp "$layouts" \
                     --host-profile "$profile" --gpu-memory-gib 1000 --batch-sizes 1,8 --block-sizes 5 \
                     --arms eager-sync,graph --cell-time-cap-ms 6000 --out "$out/ranks-$mode" \
-                    --trace "$out/ranks-$mode/trace.json" ${RANKS_FLAGS:-}
+                    --trace "$out/ranks-$mode/trace.json" $extra
                 run "ranks-$mode-report" "$here/metaprep" report "$out/ranks-$mode"
             done
             # compare exits 1 when something got slower: here that is a finding, not a failure.
-            run ranks-compare sh -c '"$0" compare "$1" "$2" --allow-mismatch > "$3"; [ $? -le 1 ]' \
-                "$here/metaprep" "$out/ranks-emulated" "$out/ranks-real" "$out/ranks-compare.md"
-            cat "$out/ranks-compare.md" ;;
+            for mode in $modes; do
+                [ "$mode" = real ] && continue
+                run "ranks-compare-$mode" sh -c '"$0" compare "$1" "$2" --allow-mismatch > "$3"; [ $? -le 1 ]' \
+                    "$here/metaprep" "$out/ranks-$mode" "$out/ranks-real" "$out/ranks-compare-$mode.md"
+                cat "$out/ranks-compare-$mode.md"
+            done ;;
         steps) run steps "$here/metaprep" steps --host-profile "$profile" --out "$out/steps" --trace "$out/steps/trace.json" ${STEPS_FLAGS:-} ;;
         *) echo "unknown stage $stage: use info check tests sweep bench calibrate steps ranks"; exit 2 ;;
     esac
