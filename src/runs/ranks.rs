@@ -214,27 +214,10 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
             .map(|r| worker_command(&exe, r, layout, &nccl.path, &world_dir, trace, steps_args))
             .collect();
         run_group(commands).with_context(|| format!("{layout} with real ranks"))?;
-        for r in 0..n {
-            let dir = rank_dir(&world_dir, r);
-            let rank_rows = read_rows(&dir.join(RESULTS_CSV))
-                .with_context(|| format!("reading rank {r}'s rows of {layout}"))?;
-            all_rank_rows.extend(rank_rows.into_iter().map(|row| RankRow {
-                rank: r as u32,
-                row,
-            }));
-        }
-        for r in 0..n {
-            let env = EnvRecord::read(&rank_dir(&world_dir, r))?;
-            // Where each rank's GPU sits (PCI id, NVLinks), as the rank's own run noted.
-            let gpu_note = format!("rank {r} GPU");
-            notes.extend(
-                env.notes
-                    .iter()
-                    .filter(|n| n.starts_with(&gpu_note))
-                    .map(|n| format!("{layout} {n}")),
-            );
-            first_world_env.get_or_insert(env);
-        }
+        let world = gather(&world_dir, layout, n)?;
+        all_rank_rows.extend(world.rows);
+        notes.extend(world.gpu_notes);
+        first_world_env.get_or_insert(world.rank0_env);
         if let (true, Some(t)) = (trace, &config.trace) {
             merge_traces(&world_dir, n, t, &config.arms)?;
         }
@@ -263,6 +246,44 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
     Ok(StepsOutcome {
         rows,
         seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// What a world's ranks left in their run folders.
+struct World {
+    rows: Vec<RankRow>,
+    /// Where each rank's GPU sits (PCI id, NVLinks), as each rank noted it.
+    gpu_notes: Vec<String>,
+    rank0_env: EnvRecord,
+}
+
+/// Reads the rows and env of each of `ranks` ranks of `layout` under `world_dir`.
+fn gather(world_dir: &Path, layout: Layout, ranks: usize) -> Result<World> {
+    let mut rows = Vec::new();
+    let mut gpu_notes = Vec::new();
+    let mut rank0_env = None;
+    for r in 0..ranks {
+        let dir = rank_dir(world_dir, r);
+        let rank_rows = read_rows(&dir.join(RESULTS_CSV))
+            .with_context(|| format!("reading rank {r}'s rows of {layout}"))?;
+        rows.extend(rank_rows.into_iter().map(|row| RankRow {
+            rank: r as u32,
+            row,
+        }));
+        let env = EnvRecord::read(&dir)?;
+        let gpu_note = format!("rank {r} GPU");
+        gpu_notes.extend(
+            env.notes
+                .iter()
+                .filter(|n| n.starts_with(&gpu_note))
+                .map(|n| format!("{layout} {n}")),
+        );
+        rank0_env.get_or_insert(env);
+    }
+    Ok(World {
+        rows,
+        gpu_notes,
+        rank0_env: rank0_env.context("a world of no rank")?,
     })
 }
 
@@ -363,6 +384,48 @@ mod tests {
             "rank-worker --rank 1 --layout tp2 --nccl-lib /n/libnccl.so.2 --id-file \
              /out/ranks/tp2/nccl-id --out /out/ranks/tp2/rank1 --trace-here -- --batch-sizes 1,8"
         );
+    }
+
+    #[test]
+    fn a_worlds_rows_and_gpu_notes_are_gathered_from_every_rank() {
+        use crate::harness::rows::CellId;
+        let dir = tempfile::tempdir().unwrap();
+        let id = CellId {
+            kind: "step",
+            family: "dspark+dsa_target_verify".into(),
+            arm: "graph".into(),
+            batch_size: 1,
+            block_size: 5,
+            layout: "tp2".into(),
+            emulated: false,
+        };
+        for (r, step_us) in [(0, 100.0), (1, 120.0)] {
+            let rank = rank_dir(dir.path(), r);
+            let row = id
+                .summary_row("step_us", "us", &[step_us; 8], "ci", None)
+                .unwrap();
+            write_rows(&rank.join(RESULTS_CSV), &[row]).unwrap();
+            let env = EnvRecord {
+                notes: vec![
+                    format!("rank {r} GPU {r}: PCI 0000:0{r}:00.0, no NVLink active"),
+                    "other".into(),
+                ],
+                ..EnvRecord::default()
+            };
+            env.write(&rank).unwrap();
+        }
+        let world = gather(dir.path(), Layout::Tp(2), 2).unwrap();
+        assert_eq!(
+            world.rows.iter().map(|r| r.rank).collect::<Vec<_>>(),
+            [0, 1]
+        );
+        assert_eq!(world.gpu_notes.len(), 2);
+        assert!(world.gpu_notes[1].starts_with("tp2 rank 1 GPU 1: PCI 0000:01:00.0"));
+        let (slowest, picked) = slowest_rank_rows(&world.rows);
+        assert_eq!((slowest[0].median, picked[0].1), (120.0, 1));
+        // A rank that wrote nothing is named.
+        let e = gather(dir.path(), Layout::Tp(2), 3).err().unwrap();
+        assert!(format!("{e:#}").contains("rank 2's rows of tp2"), "{e:#}");
     }
 
     #[test]
