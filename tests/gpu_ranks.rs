@@ -112,7 +112,8 @@ fn a_world_of_one_rank_measures_what_tp1_in_process_does() {
     for arm in ["eager-sync", "graph"] {
         let (x, y) = (median(&a, arm, "step_us"), median(&b, arm, "step_us"));
         assert!(
-            (y / x - 1.0).abs() < 0.10,
+            // Two runs of one binary drift by a few percent (GPU-NOTES.md): 15% is "same".
+            (y / x - 1.0).abs() < 0.15,
             "{arm}: {x} µs in process, {y} µs as a world of one"
         );
     }
