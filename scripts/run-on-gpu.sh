@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Run from inside a bundle (scripts/bundle.sh) on a GPU host with no Rust toolchain.
 #
-#   ./run-on-gpu.sh [STAGE...]     stages: info check tests sweep bench calibrate steps timers nvtx
-#                                  (default: all but timers and nvtx)
+#   ./run-on-gpu.sh [STAGE...]     stages: info check tests sweep bench calibrate steps timers nvtx ranks
+#                                  (default: all but timers, nvtx and ranks)
 #
 # nvtx measures what the NVTX ranges cost: a one-cell sweep three ways, twice in turn, with
 # `--nvtx off`, with the ranges on and no tool attached, and with the test double
@@ -19,6 +19,12 @@
 # timers runs one steps grid (TIMERS_FLAGS, default tp1 x bs 1,8,64 x block 5 planned for
 # 1000 GiB, which moe-large needs at tp1) with --timer events and --timer cupti, each with
 # traces, reports both and writes out/timers/timers.md (scripts/compare_timers.py).
+#
+# ranks needs NCCL (libnccl.so.2: found in LD_LIBRARY_PATH, the python's nvidia/nccl/lib, or
+# $METAPREP_NCCL): `metaprep collectives` (NCCL latency and bandwidth, α/β fit), then steps
+# over tp1 (and tp2, dep2 on 2 GPUs or more) with --ranks real, --ranks emulated and (2 GPUs
+# or more) emulated with the measured all-reduce α, β, on a small grid, traced, each reported,
+# and compare each emulation → real. About 4-5 minutes on 2 H200s.
 #
 # Logs and result folders go to ${OUT:-./out}/. Extra flags for the sweep and steps stages
 # come from SWEEP_FLAGS and STEPS_FLAGS.
@@ -59,6 +65,30 @@ for stage in "${stages[@]}"; do
                 python3 "$here/compare_reference.py" "$out" > "$out/validation.md" || status=1
             fi ;;
         # shellcheck disable=SC2086
+        ranks)
+            gpus=$("$here/metaprep" info 2>/dev/null | awk '/devices visible/ {print $3}')
+            layouts=tp1; [ "${gpus:-1}" -ge 2 ] && layouts=tp1,tp2,dep2
+            run collectives "$here/metaprep" collectives --out "$out/collectives"
+            # The emulation re-based on the all-reduce's measured α and β (two GPUs or more).
+            rebased=$(sed -n 's/^all-reduce fit: .*(steps: \(.*\))$/\1/p' "$out/collectives.log")
+            modes="real emulated"; [ -n "$rebased" ] && modes="$modes rebased"
+            for mode in $modes; do
+                ranks=$mode; extra=${RANKS_FLAGS:-}
+                [ "$mode" = rebased ] && ranks=emulated && extra="$extra $rebased"
+                # shellcheck disable=SC2086
+                run "ranks-$mode" "$here/metaprep" steps --ranks "$ranks" --tp "$layouts" \
+                    --host-profile "$profile" --gpu-memory-gib 1000 --batch-sizes 1,8 --block-sizes 5 \
+                    --arms eager-sync,graph --cell-time-cap-ms 6000 --out "$out/ranks-$mode" \
+                    --trace "$out/ranks-$mode/trace.json" $extra
+                run "ranks-$mode-report" "$here/metaprep" report "$out/ranks-$mode"
+            done
+            # compare exits 1 when something got slower: here that is a finding, not a failure.
+            for mode in $modes; do
+                [ "$mode" = real ] && continue
+                run "ranks-compare-$mode" sh -c '"$0" compare "$1" "$2" --allow-mismatch > "$3"; [ $? -le 1 ]' \
+                    "$here/metaprep" "$out/ranks-$mode" "$out/ranks-real" "$out/ranks-compare-$mode.md"
+                cat "$out/ranks-compare-$mode.md"
+            done ;;
         steps) run steps "$here/metaprep" steps --host-profile "$profile" --out "$out/steps" --trace "$out/steps/trace.json" ${STEPS_FLAGS:-} ;;
         timers)
             grid=${TIMERS_FLAGS:---tp tp1 --batch-sizes 1,8,64 --block-sizes 5 --gpu-memory-gib 1000}
@@ -85,7 +115,7 @@ for stage in "${stages[@]}"; do
                     $col["arm"] == "harness" && $col["metric"] == "overhead_us" {
                         print $col["median"], $col["ci_lo"], $col["ci_hi"] }' "$csv"
             done | tee "$out/nvtx/overhead.txt" ;;
-        *) echo "unknown stage $stage: use info check tests sweep bench calibrate steps timers nvtx"; exit 2 ;;
+        *) echo "unknown stage $stage: use info check tests sweep bench calibrate steps timers nvtx ranks"; exit 2 ;;
     esac
 done
 exit $status

@@ -52,7 +52,7 @@ fn gpu_commands_without_a_driver_exit_3_with_one_line() {
 
 #[test]
 fn bad_flags_are_refused_before_any_gpu_work() {
-    let cases: [(&[&str], &str); 22] = [
+    let cases: [(&[&str], &str); 26] = [
         (
             &["steps", "--timer", "nsys"],
             "`nsys` is not a timer: use events or cupti",
@@ -61,6 +61,16 @@ fn bad_flags_are_refused_before_any_gpu_work() {
             &["steps", "--cupti-lib", "/x/libcupti.so.13"],
             "give --timer cupti too",
         ),
+        (
+            &["steps", "--ranks", "some"],
+            "--ranks: `some` is not a ranks mode",
+        ),
+        (
+            &["steps", "--nccl-lib", "/nonexistent/libnccl.so.2"],
+            "--nccl-lib /nonexistent/libnccl.so.2 is not a file",
+        ),
+        (&["steps", "--read-skew-rank", "x"], "`x` is not a rank"),
+        (&["steps", "--read-skew-us", "-5"], "--read-skew-us: -5"),
         (
             &["check", "--batch-sizes", "0"],
             "--batch-sizes: 0 is not a valid value",

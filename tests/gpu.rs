@@ -185,6 +185,10 @@ fn step_config(
             cell: Some((Layout::Tp(1), 1, 5)),
             path: dir.join("trace.json"),
         }),
+        ranks: metaprep::runs::rank_world::RanksMode::Emulated,
+        nccl_lib: None,
+        rank: None,
+        read_skew: metaprep::runs::rank_world::ReadSkew::NONE,
     }
 }
 

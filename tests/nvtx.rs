@@ -209,6 +209,10 @@ fn child_runs_a_steps_cell_and_a_sweep() {
         trace: None,
         timer: metaprep::harness::timer::TimerKind::Events,
         cupti_lib: None,
+        ranks: metaprep::runs::rank_world::RanksMode::Emulated,
+        nccl_lib: None,
+        rank: None,
+        read_skew: metaprep::runs::rank_world::ReadSkew::NONE,
     };
     metaprep::runs::steps::run(&steps).unwrap();
     let sweep = metaprep::runs::sweep::SweepConfig {

@@ -223,6 +223,26 @@ fn fixture_trace() -> String {
     format!(r#"{{"traceEvents":[{}]}}"#, events.join(","))
 }
 
+/// A trace of two real ranks as `steps --ranks real` merges them (rank r's GPU is process
+/// 2r+2): rank 1's verify forward waits 30 µs for rank 0 in every step.
+fn fixture_rank_trace() -> String {
+    let mut events = Vec::new();
+    for step in 0..4 {
+        let t = 1_000.0 + 200.0 * step as f64;
+        for (pid, verify) in [(2, 60.0), (4, 90.0)] {
+            for (name, ts, dur) in [
+                ("draft forward", t, 30.0),
+                ("verify forward", t + 40.0, verify),
+            ] {
+                events.push(format!(
+                    r#"{{"ph":"X","name":"{name}","pid":{pid},"tid":0,"ts":{ts},"dur":{dur},"args":{{"step":{step}}}}}"#
+                ));
+            }
+        }
+    }
+    format!(r#"{{"traceEvents":[{}]}}"#, events.join(","))
+}
+
 /// Decodes a PNG and returns its size and the number of distinct colours in it.
 fn png_facts(path: &Path) -> ((u32, u32), usize) {
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
@@ -249,7 +269,10 @@ fn render_fixture(dir: &Path) -> ChartSet {
         &fixture_rows(),
         &fixture_env(),
         &fixture_telemetry(),
-        &[("trace.json", &fixture_trace())],
+        &[
+            ("trace.json", &fixture_trace()),
+            ("trace-ranks.json", &fixture_rank_trace()),
+        ],
     )
     .unwrap()
 }
@@ -270,7 +293,9 @@ fn every_chart_is_written_as_a_real_png_and_svg() {
         ("prep_floor", PANEL_CHART_SIZE),
         ("bandwidth", PANEL_CHART_SIZE),
         ("telemetry", WIDE_CHART_SIZE),
-        ("timeline", WIDE_CHART_SIZE),
+        // Two traces, two stacked panels of 300 px under 180 px of title and legend.
+        ("timeline", (WIDE_CHART_SIZE.0, 180 + 2 * 300)),
+        ("stragglers", WIDE_CHART_SIZE),
     ];
     assert_eq!(set.files.len(), 2 * names.len());
     for (name, size) in names {
@@ -511,7 +536,8 @@ fn empty_input_skips_every_chart_with_a_reason() {
             "prep_floor",
             "bandwidth",
             "telemetry",
-            "timeline"
+            "timeline",
+            "stragglers"
         ]
     );
     assert!(set.skipped.iter().all(|(_, reason)| !reason.is_empty()));

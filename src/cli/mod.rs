@@ -3,9 +3,11 @@
 
 pub mod calibrate;
 pub mod check;
+pub mod collectives;
 pub mod common;
 pub mod info;
 pub mod lists;
+pub mod rank_worker;
 pub mod report;
 pub mod steps;
 pub mod sweep;
@@ -58,6 +60,14 @@ pub enum Command {
     /// Needs no GPU.
     Calibrate(CalibrateArgs),
     Compare(CompareArgs),
+    /// NCCL latency and bandwidth on this host's GPUs: all-reduce (and, with two GPUs or
+    /// more, expert parallelism's all-to-all) over a range of sizes, one process per GPU,
+    /// timed with CUDA events; prints a table and the α (µs) + bytes/β (GB/s) fit that
+    /// `steps --collective-latency-us/--link-gb-s` take.
+    Collectives(collectives::CollectivesArgs),
+    /// One rank of `steps` with real ranks (started by `steps`, not by hand).
+    #[command(hide = true)]
+    RankWorker(Box<rank_worker::RankWorkerArgs>),
 }
 
 /// Runs a parsed command line: bad flags exit 2 here, before any GPU work.
@@ -81,10 +91,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Steps(args) => match steps::steps_config(&args) {
             Ok(config) => {
                 args.nvtx.apply();
-                steps::run_steps(&config)
+                steps::run_steps(&config, &steps::args_after_subcommand())
             }
             Err(code) => Ok(code),
         },
+        Command::Collectives(args) => collectives::collectives(&args),
+        Command::RankWorker(args) => rank_worker::rank_worker(&args),
         Command::Report(args) => report::report(&args.run_dir),
         Command::Calibrate(args) => calibrate::calibrate(&args),
         Command::Compare(args) => match run_compare(&args) {

@@ -12,9 +12,11 @@ use crate::model::host_profile::{HostProfile, Item};
 use crate::model::memory::GpuMemory;
 use crate::model::profile::{ForwardModel, Profile};
 use crate::model::stop::StepRounds;
+use crate::runs::rank_world::{RanksMode, ReadSkew};
 use crate::runs::steps::{Cell, StepsConfig, TraceRequest};
 use anyhow::{Context, Result};
 use clap::Args;
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -46,7 +48,8 @@ pub struct StepsArgs {
     /// Layouts, comma separated: tp1, tp2, tp4, tp8 (1/TP of every layer's weights per GPU,
     /// whole batch, an all-reduce per layer) or dep2, dep4 (attention data-parallel with
     /// bs/DP requests per GPU, experts spread over the DP GPUs, all-to-all per layer).
-    /// Layouts needing more GPUs than the host has run one rank and are marked emulated.
+    /// Layouts needing more GPUs than the host has run one rank and are marked emulated;
+    /// those the host has the GPUs for run one process per GPU where NCCL loads (--ranks).
     /// Only cells one GPU can hold run (target and draft weights plus KV cache within 90% of
     /// its memory); the others are left out with a note. Default: all six; a layout named
     /// here that holds no batch of the run is refused.
@@ -165,9 +168,62 @@ pub struct StepsArgs {
     /// FILE for eager-sync, FILE-ARM.json for each other arm ARM.
     #[arg(long)]
     pub(crate) trace: Option<PathBuf>,
-    /// The cell to trace, LAYOUT:BATCH:BLOCK (default: the first layout, batch and block).
+    /// The cell to trace, LAYOUT:BATCH:BLOCK (default: the first layout, batch and block;
+    /// with real ranks, the first real layout of several ranks). With real ranks the trace holds every
+    /// rank, host lanes and GPU lane, one process each.
     #[arg(long)]
     pub(crate) trace_cell: Option<String>,
+    /// How layouts wider than one GPU run. `real`: one process per GPU of the layout, each
+    /// with its own CUDA context, stream, host loop and arm, the forwards' collectives real
+    /// NCCL calls (all-reduce for tp, grouped send/receive all-to-all for dep) on its
+    /// stream; every layout of the run, tp1 as a world of one rank; refused (exit 3) where
+    /// the host lacks the GPUs or NCCL. `emulated`: one rank in this process, collectives as
+    /// busy-waits, layouts wider than one GPU marked emulated. `auto`: real for layouts
+    /// wider than one GPU that the host has the GPUs for when NCCL loads, emulated for the
+    /// rest (and tp1 in this process).
+    #[arg(long, default_value = "auto")]
+    pub(crate) ranks: String,
+    /// The NCCL library (libnccl.so.2) for real ranks. Default: $METAPREP_NCCL, then
+    /// libnccl.so.2 in each LD_LIBRARY_PATH folder, Python site-packages' nvidia/nccl/lib
+    /// (the NVIDIA pip wheels PyTorch installs), /usr/lib/ARCH-linux-gnu,
+    /// /usr/local/cuda/lib64.
+    #[arg(long)]
+    pub(crate) nccl_lib: Option<PathBuf>,
+    /// Extra host time (µs) after each host read of seq_lens, on --read-skew-rank: one slow
+    /// host makes every rank wait at the next collective (straggler amplification).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub(crate) read_skew_us: f64,
+    /// A further uniform draw from 0 to this many µs after each host read on
+    /// --read-skew-rank (seeded from --seed and the rank): an unsteady host.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub(crate) read_skew_jitter_us: f64,
+    /// The rank --read-skew-us slows (0 is the rank in this process when alone), or `all`.
+    #[arg(long, default_value = "all")]
+    pub(crate) read_skew_rank: String,
+}
+
+/// `--read-skew-us` and `--read-skew-rank`, checked.
+fn read_skew(args: &StepsArgs) -> Result<ReadSkew> {
+    for (v, flag) in [
+        (args.read_skew_us, "--read-skew-us"),
+        (args.read_skew_jitter_us, "--read-skew-jitter-us"),
+    ] {
+        anyhow::ensure!(
+            v.is_finite() && (0.0..=1e6).contains(&v),
+            "{flag}: {v} is not a usable value (give µs between 0 and 1e6)"
+        );
+    }
+    let rank = match args.read_skew_rank.as_str() {
+        "all" => None,
+        r => Some(r.parse::<usize>().map_err(|_| {
+            anyhow::anyhow!("--read-skew-rank: `{r}` is not a rank: give a number or `all`")
+        })?),
+    };
+    Ok(ReadSkew {
+        us: args.read_skew_us,
+        jitter_us: args.read_skew_jitter_us,
+        rank,
+    })
 }
 
 fn forward_model(name: &str, args: &StepsArgs) -> Result<ForwardModel> {
@@ -318,6 +374,9 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         }
     }
     let trace = args.trace.clone().map(|path| TraceRequest { cell, path });
+    if let Some(path) = &args.nccl_lib {
+        usage(crate::gpu::nccl::comm::check_explicit(path))?;
+    }
     Ok(StepsConfig {
         device: args.device.device,
         kernel_image: args.device.kernel_image,
@@ -347,11 +406,24 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         out,
         resume: args.resume,
         trace,
+        ranks: usage(args.ranks.parse::<RanksMode>().context("--ranks"))?,
+        nccl_lib: args.nccl_lib.clone(),
+        rank: None,
+        read_skew: usage(read_skew(args))?,
     })
 }
 
-pub(crate) fn run_steps(config: &StepsConfig) -> Result<ExitCode> {
-    let outcome = crate::runs::steps::run(config)?;
+/// This process's arguments after `steps`: what real ranks' workers are given.
+pub(crate) fn args_after_subcommand() -> Vec<OsString> {
+    std::env::args_os()
+        .skip(1)
+        .skip_while(|a| a != "steps")
+        .skip(1)
+        .collect()
+}
+
+pub(crate) fn run_steps(config: &StepsConfig, steps_args: &[OsString]) -> Result<ExitCode> {
+    let outcome = crate::runs::ranks::run(config, steps_args)?;
     println!(
         "steps done in {:.0} s: {} rows in {}",
         outcome.seconds,

@@ -11,6 +11,7 @@ pub mod cupti;
 pub mod image;
 pub mod kernels;
 pub mod launch;
+pub mod nccl;
 pub mod nvrtc;
 pub mod nvtx;
 pub mod probe;

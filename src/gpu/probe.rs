@@ -41,3 +41,27 @@ pub fn require_nvrtc() -> Result<(), GpuUnavailable> {
         ))
     }
 }
+
+/// The devices the driver sees and the total memory of device `ordinal`, without creating a
+/// context (a parent that starts one process per GPU keeps none of its own).
+pub fn devices(ordinal: usize) -> Result<(u32, u64), GpuUnavailable> {
+    require_driver()?;
+    use cudarc::driver::result;
+    let unavailable = |what: &str, e: cudarc::driver::DriverError| {
+        GpuUnavailable(format!("{what}: the driver answered {e}"))
+    };
+    result::init().map_err(|e| unavailable("initialising the CUDA driver", e))?;
+    let count = result::device::get_count().map_err(|e| unavailable("counting devices", e))?;
+    let count = count.max(0) as u32;
+    if count as usize <= ordinal {
+        return Err(GpuUnavailable(format!(
+            "no CUDA device {ordinal}: the driver sees {count} device(s)"
+        )));
+    }
+    let dev = result::device::get(ordinal as i32)
+        .map_err(|e| unavailable(&format!("opening device {ordinal}"), e))?;
+    // SAFETY: `dev` is a device handle the driver just returned; the query needs no context.
+    let memory = unsafe { result::device::total_mem(dev) }
+        .map_err(|e| unavailable("reading the device's memory", e))?;
+    Ok((count, memory as u64))
+}

@@ -28,7 +28,7 @@ pub const DEFAULT_PERIOD: Duration = Duration::from_millis(50);
 const MIN_PERIOD: Duration = Duration::from_millis(1);
 
 /// The library NVML's own loader looks for on Linux.
-const NVML_LIB: &str = "libnvidia-ml.so.1";
+pub(crate) const NVML_LIB: &str = "libnvidia-ml.so.1";
 
 // Clock-event (throttle) reason bits, `nvmlClocksEventReason*` in nvml.h; the values are the
 // same under the deprecated `nvmlClocksThrottleReason*` names the wrapper exposes.
@@ -83,7 +83,7 @@ impl std::fmt::Display for NvmlUnavailable {
 
 impl std::error::Error for NvmlUnavailable {}
 
-fn unavailable(what: &str, err: NvmlError) -> NvmlUnavailable {
+pub(crate) fn unavailable(what: &str, err: NvmlError) -> NvmlUnavailable {
     NvmlUnavailable(format!("{what}: {err}"))
 }
 

@@ -30,14 +30,15 @@ pub fn existing_rows(out: &Path, resume: bool) -> Result<(PathBuf, Vec<Row>)> {
     Ok((csv_path, rows))
 }
 
-/// One line per layout that needs more GPUs than `gpus`, saying how it was emulated.
-pub fn emulation_notes(layouts: &[Layout], gpus: u32, how: &str) -> Vec<String> {
+/// One line per layout that needs more GPUs than the `ranks` the run had, saying how it
+/// was emulated (on a host of `host_gpus`).
+pub fn emulation_notes(layouts: &[Layout], ranks: u32, host_gpus: u32, how: &str) -> Vec<String> {
     layouts
         .iter()
-        .filter(|l| l.emulated(gpus))
+        .filter(|l| l.emulated(ranks))
         .map(|l| {
             format!(
-                "emulated: {l} needs {} GPUs, this host has {gpus}; {how}",
+                "emulated: {l} needs {} GPUs, ran as {ranks} rank(s) on a host with {host_gpus}; {how}",
                 l.gpus()
             )
         })
@@ -227,11 +228,21 @@ mod tests {
         let notes = emulation_notes(
             &[Layout::Tp(1), Layout::Tp(2), Layout::Dep(4)],
             2,
+            2,
             "one rank ran",
         );
         assert_eq!(
             notes,
-            vec!["emulated: dep4 needs 4 GPUs, this host has 2; one rank ran".to_string()]
+            vec![
+                "emulated: dep4 needs 4 GPUs, ran as 2 rank(s) on a host with 2; one rank ran"
+                    .to_string()
+            ]
+        );
+        let alone = emulation_notes(&[Layout::Tp(1), Layout::Tp(2)], 1, 2, "x");
+        assert_eq!(
+            alone.len(),
+            1,
+            "tp2 in one process is emulated on a 2-GPU host"
         );
     }
 }

@@ -16,6 +16,7 @@
 //! * `trace` — a Chrome trace-event (Perfetto) writer for host and GPU timelines.
 
 pub mod calibrate;
+pub mod collectives;
 pub mod forward;
 pub mod host_profile;
 pub mod memory;

@@ -337,6 +337,66 @@ impl Profile {
     }
 }
 
+/// Which collective a layout's layers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CollectiveKind {
+    /// tpN: a ring all-reduce of the hidden states.
+    AllReduce,
+    /// depN: expert parallelism's dispatch or combine, a send and a receive to each other GPU.
+    AllToAll,
+}
+
+/// The collectives of one forward on one rank, as real ranks issue them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CollectivePlan {
+    pub kind: CollectiveKind,
+    /// Collectives per forward (per layer times layers).
+    pub count: u32,
+    /// The buffer each one works on: the all-reduced hidden states, or what goes to each
+    /// other GPU in an all-to-all.
+    pub payload_bytes: u64,
+}
+
+impl Profile {
+    /// The collectives [`Profile::collective_bytes_per_layer`] accounts for, as buffers:
+    /// tpN all-reduces `rank_batch · tokens` hidden states (a ring sends 2·(N−1)/N of it);
+    /// depN sends each other GPU an equal share of the all-to-all's bytes. `None` where a
+    /// layout has no collective (tp1, dep of a model without experts).
+    pub fn collective_plan(
+        &self,
+        layout: Layout,
+        rank_batch: u32,
+        tokens: u32,
+    ) -> Option<CollectivePlan> {
+        let per_layer = self.collectives_per_layer(layout);
+        if per_layer == 0 {
+            return None;
+        }
+        let count = per_layer * self.layers;
+        let bytes = self.collective_bytes_per_layer(layout, rank_batch, tokens);
+        let others = u64::from(layout.gpus() - 1).max(1);
+        let (kind, payload_bytes) = match layout {
+            Layout::Tp(_) => (
+                CollectiveKind::AllReduce,
+                u64::from(rank_batch)
+                    * u64::from(tokens)
+                    * u64::from(self.hidden_size)
+                    * u64::from(self.activation_bytes),
+            ),
+            Layout::Dep(_) => (
+                CollectiveKind::AllToAll,
+                (bytes / u64::from(per_layer)).div_ceil(others),
+            ),
+        };
+        Some(CollectivePlan {
+            kind,
+            count,
+            // Whole bf16 elements, at least one.
+            payload_bytes: payload_bytes.div_ceil(2).max(1) * 2,
+        })
+    }
+}
+
 impl Moe {
     /// Expected share of experts that `tokens` tokens touch between them.
     fn touched_share(self, tokens: u64) -> f64 {
@@ -376,6 +436,22 @@ pub fn collective_us(bytes: u64, link_gb_s: f64) -> Result<f64> {
          (NVLink on H100/H200 moves about 450 GB/s each way)"
     );
     Ok(bytes as f64 / (link_gb_s * 1e3))
+}
+
+impl ForwardModel {
+    /// The collectives real ranks issue per forward (see [`Profile::collective_plan`]);
+    /// none under `--forward-us`, whose busy-wait stands for the whole forward.
+    pub fn collective_plan(
+        &self,
+        layout: Layout,
+        rank_batch: u32,
+        tokens: u32,
+    ) -> Option<CollectivePlan> {
+        match self {
+            ForwardModel::Profile(p) => p.collective_plan(layout, rank_batch, tokens),
+            ForwardModel::FixedUs(_) => None,
+        }
+    }
 }
 
 impl ForwardModel {
@@ -568,6 +644,30 @@ mod tests {
         assert!((dep2 - want).abs() <= 0.5, "{dep2} vs {want}");
         // A dense model under dep is plain data parallelism: nothing to exchange.
         assert_eq!(dense().collective_bytes_per_layer(Layout::Dep(4), 8, 4), 0);
+    }
+
+    #[test]
+    fn collective_plans_carry_the_bytes_the_model_counts() {
+        let p = Profile::named("moe-large").unwrap();
+        assert_eq!(p.collective_plan(Layout::Tp(1), 8, 4), None);
+        assert_eq!(dense().collective_plan(Layout::Dep(4), 8, 4), None);
+        let tp2 = p.collective_plan(Layout::Tp(2), 1, 4).unwrap();
+        assert_eq!(tp2.kind, CollectiveKind::AllReduce);
+        assert_eq!(tp2.count, 2 * p.layers);
+        // 4 tokens of 7168 bf16 values; a ring moves 2(N-1)/N of it per all-reduce.
+        assert_eq!(tp2.payload_bytes, 4 * 7168 * 2);
+        assert_eq!(
+            2 * tp2.payload_bytes,
+            p.collective_bytes_per_layer(Layout::Tp(2), 1, 4)
+        );
+        let dep4 = p.collective_plan(Layout::Dep(4), 4, 4).unwrap();
+        assert_eq!(dep4.kind, CollectiveKind::AllToAll);
+        let sent = 2 * 3 * dep4.payload_bytes;
+        let counted = p.collective_bytes_per_layer(Layout::Dep(4), 4, 4);
+        assert!(
+            sent >= counted && sent - counted <= 2 * 3 * 2,
+            "{sent} vs {counted}"
+        );
     }
 
     #[test]

@@ -178,6 +178,52 @@ impl TraceBuilder {
     }
 }
 
+/// The traces of one world's ranks (rank r's at index r) as one trace: rank r's host and
+/// GPU become processes 2r+1 and 2r+2 (rank 0 keeps [`HOST_PID`] and [`GPU_PID`]), named
+/// `rank r host` and `rank r GPU ...`. Each rank's times are from its own origin, taken
+/// right after a barrier, so the ranks line up to within the barrier's exit skew.
+pub fn merge_rank_traces(traces: &[String]) -> Result<String> {
+    let mut events = Vec::new();
+    let mut other = None;
+    for (rank, text) in traces.iter().enumerate() {
+        let trace: Value = serde_json::from_str(text)
+            .map_err(|e| anyhow::anyhow!("rank {rank}'s trace is not JSON: {e}"))?;
+        let Some(list) = trace["traceEvents"].as_array() else {
+            anyhow::bail!("rank {rank}'s trace has no traceEvents");
+        };
+        let shift = 2 * rank as u64;
+        for event in list {
+            let mut event = event.clone();
+            if let Some(pid) = event["pid"].as_u64() {
+                event["pid"] = json!(pid + shift);
+            }
+            match event["name"].as_str() {
+                Some("process_name") => {
+                    let name = event["args"]["name"].as_str().unwrap_or("").to_string();
+                    event["args"]["name"] = json!(format!("rank {rank} {name}"));
+                }
+                Some("process_sort_index") => {
+                    let index = event["args"]["sort_index"].as_u64().unwrap_or(0);
+                    event["args"]["sort_index"] = json!(index + shift);
+                }
+                _ => {}
+            }
+            events.push(event);
+        }
+        if rank == 0 {
+            other = trace.get("otherData").cloned();
+        }
+    }
+    let mut merged = json!({ "traceEvents": events, "displayTimeUnit": "ns" });
+    if let Some(mut other) = other {
+        if let Some(title) = other["title"].as_str() {
+            other["title"] = json!(format!("{title}, {} ranks", traces.len()));
+        }
+        merged["otherData"] = other;
+    }
+    Ok(merged.to_string())
+}
+
 fn metadata(name: &str, pid: u32, tid: u32, args: Value) -> Value {
     json!({ "name": name, "ph": "M", "pid": pid, "tid": tid, "args": args })
 }
@@ -192,6 +238,48 @@ fn thread_name(pid: u32, tid: u32, name: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rank_traces_merge_as_one_process_pair_per_rank() {
+        let one = |title: &str| {
+            let mut t = TraceBuilder::new();
+            t.set_title(title);
+            t.host_span(HostLane::Launch, "verify forward", 1.0, 2.0, 0)
+                .unwrap();
+            t.gpu_span(0, "verify forward", None, 2.0, 5.0, 0).unwrap();
+            t.to_json()
+        };
+        let merged: Value =
+            serde_json::from_str(&merge_rank_traces(&[one("a"), one("b")]).unwrap()).unwrap();
+        let events = merged["traceEvents"].as_array().unwrap();
+        let names: Vec<(u64, &str)> = events
+            .iter()
+            .filter(|e| e["name"] == "process_name")
+            .map(|e| {
+                (
+                    e["pid"].as_u64().unwrap(),
+                    e["args"]["name"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                (1, "rank 0 host"),
+                (2, "rank 0 GPU (device timers)"),
+                (3, "rank 1 host"),
+                (4, "rank 1 GPU (device timers)")
+            ]
+        );
+        let spans: Vec<u64> = events
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .map(|e| e["pid"].as_u64().unwrap())
+            .collect();
+        assert_eq!(spans, [1, 2, 3, 4]);
+        assert_eq!(merged["otherData"]["title"], "a, 2 ranks");
+        assert!(merge_rank_traces(&["{}".into()]).is_err());
+    }
 
     fn sample() -> TraceBuilder {
         let mut t = TraceBuilder::new();

@@ -5,5 +5,6 @@
 pub mod atomic;
 pub mod csv;
 pub mod env;
+pub mod rank_rows;
 pub mod run_dir;
 pub mod telemetry;

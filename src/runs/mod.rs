@@ -3,6 +3,9 @@
 //! (the decode-step model per arm and layout).
 
 pub mod check;
+pub mod collectives;
+pub mod rank_world;
+pub mod ranks;
 pub mod steps;
 pub mod sweep;
 pub mod sweep_rounds;

@@ -16,14 +16,17 @@
 //!   it; with CUPTI every kernel and copy is its own interval. Occupancy is reported per step (1 - gap /
 //!   step wall time), so it has a median and an interval.
 //!
-//! Layouts run one rank: a layout needing more GPUs than the host has is emulated (the
-//! collective is a busy-wait sized by the bytes it would move); real ranks would each run
-//! this loop on their own GPU and stream, with the collective a real NCCL call.
+//! A process runs one rank. Alone, a layout wider than one GPU is emulated (the collective
+//! is a busy-wait sized by the bytes it would move). As a worker of a world
+//! ([`crate::runs::ranks`] starts one per GPU), the rank runs this same loop on its own GPU
+//! and stream, the forward's collectives are real NCCL calls captured into the forward's
+//! graph, and every decision that could differ between ranks is agreed ([`RankWorld`]).
 
 use crate::axes::Arm;
 use crate::axes::Family;
 use crate::axes::Layout;
 use crate::gpu::cupti::load_cupti;
+use crate::gpu::nccl::Comm;
 use crate::gpu::nvtx::{self, Range};
 use crate::gpu::{capture_graph, Gpu, ImageChoice, KernelModule, Launch};
 use crate::harness::nvml::CellTelemetry;
@@ -33,12 +36,15 @@ use crate::harness::run_output::{
     arm_cells, emulation_notes, existing_rows, needs_measuring, progress, Recorder,
 };
 use crate::harness::timer::{open_timer, ProgramItems, TimelineTimer, TimerKind};
+use crate::harness::topology;
+use crate::model::collectives::CollectiveBuffers;
 use crate::model::forward::{spin, StreamSource};
 use crate::model::host_profile::{HostProfile, Item, Phase};
 use crate::model::memory::{Deployment, GpuMemory, NotDeployable};
 use crate::model::metrics::{StepRecord, Timeline};
 use crate::model::profile::{
-    collective_latency_us, ForwardModel, ForwardSpec, Link, COLLECTIVE_LATENCY_SOURCE,
+    collective_latency_us, CollectivePlan, ForwardModel, ForwardSpec, Link,
+    COLLECTIVE_LATENCY_SOURCE,
 };
 use crate::model::program::{prep_sequence, span_start, OpLaunch, PrepStep};
 use crate::model::stop::StepRounds;
@@ -50,6 +56,7 @@ use crate::prep::plan::{PrepPlan, Prepared, READ_RANGE};
 use crate::prep::Shape;
 use crate::results::csv::{completed_cells, step_family, Row, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
 use crate::results::env::STEP_MODEL_NOTE;
+use crate::runs::rank_world::{RankRole, RankWorld, RanksMode, ReadDelay, ReadSkew};
 use crate::stats::summary::{quantile, Estimate};
 use anyhow::{Context, Result};
 use cudarc::driver::{sys, CudaGraph};
@@ -106,6 +113,14 @@ pub struct StepsConfig {
     pub resume: bool,
     /// Which cell's timeline to write as a Perfetto trace, and where.
     pub trace: Option<TraceRequest>,
+    /// `--ranks`: how layouts wider than one GPU run (see [`crate::runs::ranks`]).
+    pub ranks: RanksMode,
+    /// `--nccl-lib`: the NCCL library file, before the places searched by default.
+    pub nccl_lib: Option<PathBuf>,
+    /// Set in a worker process: its rank in a world of real ranks.
+    pub rank: Option<RankRole>,
+    /// Extra host time after each host read, on some ranks.
+    pub read_skew: ReadSkew,
 }
 
 /// A cell of the grid: layout, batch size, block size.
@@ -132,13 +147,16 @@ impl TraceRequest {
     }
 }
 
-/// One forward stand-in: stream the bytes, then the collectives' busy-wait.
-struct Forward {
-    launches: Vec<Launch>,
+/// One forward stand-in: stream the bytes, then the collectives: a busy-wait alone, the
+/// real collectives in a world (the stream and collectives captured as one graph, as an
+/// engine's captured forward).
+enum Forward {
+    Emulated(Vec<Launch>),
+    Real(CudaGraph),
 }
 
 impl Forward {
-    fn new(gpu: &Gpu, spec: ForwardSpec, source: &StreamSource) -> Result<Self> {
+    fn emulated(gpu: &Gpu, spec: ForwardSpec, source: &StreamSource) -> Result<Self> {
         let mut launches = Vec::new();
         if spec.stream_bytes > 0 {
             launches.push(source.launch(gpu, spec.stream_bytes)?);
@@ -146,15 +164,58 @@ impl Forward {
         if spec.spin_us > 0.0 {
             launches.push(spin(gpu, spec.spin_us)?);
         }
-        Ok(Self { launches })
+        Ok(Forward::Emulated(launches))
+    }
+
+    /// The stream kernel and `plan`'s collectives (or, under `--forward-us`, the spin),
+    /// captured into one graph.
+    fn real(
+        gpu: &Gpu,
+        spec: ForwardSpec,
+        source: &StreamSource,
+        collectives: Option<(&Comm, &mut CollectiveBuffers, &CollectivePlan)>,
+        what: &str,
+    ) -> Result<Self> {
+        let stream = match spec.stream_bytes {
+            0 => None,
+            bytes => Some(source.launch(gpu, bytes)?),
+        };
+        let spin = match (&collectives, spec.spin_us > 0.0) {
+            (None, true) => Some(spin(gpu, spec.spin_us)?),
+            _ => None,
+        };
+        // Modules load and NCCL connects outside the capture: one eager forward first.
+        let issue = |collectives: Option<(&Comm, &mut CollectiveBuffers, &CollectivePlan)>| {
+            for launch in stream.iter().chain(&spin) {
+                // SAFETY: the stream source outlives the cell; spin takes only a duration.
+                unsafe { launch.issue(gpu.cu_stream())? };
+            }
+            match collectives {
+                Some((comm, buffers, plan)) => buffers.issue(comm, gpu, plan),
+                None => Ok(()),
+            }
+        };
+        let mut collectives = collectives;
+        issue(collectives.as_mut().map(|(c, b, p)| (*c, &mut **b, *p)))?;
+        gpu.sync()?;
+        let graph = capture_graph(&gpu.stream, what, || issue(collectives))?;
+        graph
+            .upload()
+            .with_context(|| format!("uploading the graph of {what}"))?;
+        Ok(Forward::Real(graph))
     }
 
     fn issue(&self, gpu: &Gpu) -> Result<()> {
-        for launch in &self.launches {
-            // SAFETY: the stream source outlives the cell; spin takes only a duration.
-            unsafe { launch.issue(gpu.cu_stream())? };
+        match self {
+            Forward::Emulated(launches) => {
+                for launch in launches {
+                    // SAFETY: the stream source outlives the cell; spin takes only a duration.
+                    unsafe { launch.issue(gpu.cu_stream())? };
+                }
+                Ok(())
+            }
+            Forward::Real(graph) => graph.launch().context("replaying the forward's graph"),
         }
-        Ok(())
     }
 }
 
@@ -201,13 +262,21 @@ struct HostCosts {
     read_top_up: Duration,
     /// What the profile's upload costs beyond the harness's own idle upload.
     upload_top_up: Duration,
+    /// Extra host time after each read on this rank (`--read-skew-us`, jitter).
+    read_skew: ReadDelay,
 }
 
 impl HostCosts {
     /// `profile`'s costs, with the harness's own idle read and upload costs taken off the
     /// profile's (the step loop tops its real read and copy up to them).
-    fn new(profile: HostProfile, idle_read: Duration, idle_upload: Duration) -> HostCosts {
+    fn new(
+        profile: HostProfile,
+        idle_read: Duration,
+        idle_upload: Duration,
+        read_skew: ReadDelay,
+    ) -> HostCosts {
         HostCosts {
+            read_skew,
             op: us(profile.op_us.value),
             graph_launch: us(profile.graph_launch_us.value),
             read_top_up: us(profile.read_us.value).saturating_sub(idle_read),
@@ -289,7 +358,9 @@ impl PrepRun<'_, '_> {
                             end: r1,
                         });
                     }
-                    spin_until(Instant::now() + self.costs.read_top_up);
+                    spin_until(
+                        Instant::now() + self.costs.read_top_up + self.costs.read_skew.next(),
+                    );
                 }
                 PrepStep::Op(_) => {
                     launch_of(step, self.kernel, self.plan, arm, stream)?;
@@ -362,6 +433,8 @@ struct StepCell<'g> {
     verify: PrepPlan<'g>,
     draft_fwd: Forward,
     verify_fwd: Forward,
+    /// What the real forwards' graphs read and write; kept as long as the graphs.
+    _collective_buffers: Option<CollectiveBuffers>,
     /// The kernels framework ops launch: the draft prep's, the verify prep's, and those of
     /// host items and accept.
     draft_kernel: Launch,
@@ -754,7 +827,7 @@ pub struct StepsOutcome {
 
 /// What the run measures on GPUs of `memory`: the cells they hold ([`Deployment::plan`];
 /// every cell under `--forward-us`, which models no weights), and the cell `--trace` writes.
-fn plan(
+pub fn plan(
     config: &StepsConfig,
     context: u32,
     memory: GpuMemory,
@@ -816,6 +889,11 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         .map(|memory| plan(config, context, memory))
         .transpose()?;
     let gpu = Gpu::open_with(config.device, config.kernel_image)?;
+    let world = match &config.rank {
+        Some(role) => RankWorld::join(role, &gpu)?,
+        None => RankWorld::alone(),
+    };
+    let ranks = world.size() as u32;
     let (deployment, trace_cell) = match planned {
         Some(p) => p,
         None => plan(config, context, GpuMemory::device(gpu.info.memory_bytes))?,
@@ -825,7 +903,20 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         "one rank ran on one GPU, collectives are busy-waits sized by their bytes at {} GB/s",
         config.link_gb_s
     );
-    let mut notes = emulation_notes(&deployment.layouts(), gpu.info.device_count, &how);
+    let mut notes = emulation_notes(&deployment.layouts(), ranks, gpu.info.device_count, &how);
+    if let Some(nccl) = &world.nccl {
+        notes.push(format!(
+            "real ranks: rank {} of {ranks} on GPU {}, its own process, host loop and stream; \
+             the forwards' collectives are NCCL calls captured in their graphs, through {nccl}",
+            world.rank(),
+            gpu.info.ordinal
+        ));
+        notes.push(match topology::describe(gpu.info.ordinal as u32) {
+            Ok(line) => format!("rank {} GPU {}: {line}", world.rank(), gpu.info.ordinal),
+            Err(e) => format!("rank {}: topology unknown ({e})", world.rank()),
+        });
+    }
+    notes.extend(config.read_skew.describe());
     notes.push(pin_current_thread(config.cpu)?.note());
     let latency = match config.collective_latency_us {
         Some(v) => format!("{v} us per collective"),
@@ -863,15 +954,8 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     .iter()
                     .map(|&scale| {
                         let family = step_family(scale);
-                        let cells = arm_cells(
-                            KIND_STEP,
-                            &family,
-                            &config.arms,
-                            bs,
-                            block,
-                            layout,
-                            gpu.info.device_count,
-                        );
+                        let cells =
+                            arm_cells(KIND_STEP, &family, &config.arms, bs, block, layout, ranks);
                         (scale, cells)
                     })
                     .collect();
@@ -879,6 +963,8 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                 if !needs_measuring(&all, &done, &mut rows, &progress) {
                     continue;
                 }
+                // Ranks begin each cell together.
+                world.barrier(&gpu)?;
                 let draft_shape =
                     Shape::new(Family::DsparkDraftBlock, rank_bs, block, config.max_context)?;
                 let verify_shape =
@@ -903,13 +989,35 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                         .unwrap_or_else(|| collective_latency_us(layout)),
                 };
                 let spec = |m: &ForwardModel| m.spec(layout, rank_bs, context, block, link);
+                let plan_of = |m: &ForwardModel| m.collective_plan(layout, rank_bs, block);
+                let (draft_plan, verify_plan) = (plan_of(&config.draft), plan_of(&config.target));
+                let plans: Vec<CollectivePlan> =
+                    draft_plan.iter().chain(&verify_plan).copied().collect();
+                let mut buffers = match world.comm() {
+                    Some(_) => Some(CollectiveBuffers::new(&gpu, &plans, world.size())?),
+                    None => None,
+                };
+                let mut forward =
+                    |m: &ForwardModel, plan: Option<CollectivePlan>, what: &str| match (
+                        world.comm(),
+                        buffers.as_mut(),
+                    ) {
+                        (Some(comm), Some(buffers)) => {
+                            let collectives = plan.as_ref().map(|p| (comm, buffers, p));
+                            Forward::real(&gpu, spec(m)?, &stream_source, collectives, what)
+                        }
+                        _ => Forward::emulated(&gpu, spec(m)?, &stream_source),
+                    };
+                let draft_fwd = forward(&config.draft, draft_plan, "the draft forward")?;
+                let verify_fwd = forward(&config.target, verify_plan, "the verify forward")?;
                 let mut cell = StepCell {
                     gpu: &gpu,
                     lengths: &lengths,
                     draft: PrepPlan::new(&gpu, draft_shape, &inputs, &lengths)?,
                     verify: PrepPlan::new(&gpu, verify_shape, &inputs, &lengths)?,
-                    draft_fwd: Forward::new(&gpu, spec(&config.draft)?, &stream_source)?,
-                    verify_fwd: Forward::new(&gpu, spec(&config.target)?, &stream_source)?,
+                    draft_fwd,
+                    verify_fwd,
+                    _collective_buffers: buffers,
                     draft_kernel: framework_kernel(
                         &gpu,
                         config.host.prep_kernel_us(Phase::Draft, rank_bs),
@@ -920,14 +1028,23 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     )?,
                     host_kernel: framework_kernel(&gpu, config.host.kernel_us.value)?,
                     // Each host scale sets its own costs below, once the idle costs are known.
-                    costs: HostCosts::new(config.host.clone(), Duration::ZERO, Duration::ZERO),
+                    costs: HostCosts::new(
+                        config.host.clone(),
+                        Duration::ZERO,
+                        Duration::ZERO,
+                        ReadDelay::none(),
+                    ),
                     upload_blocked: Duration::ZERO,
                     initial: inputs.seq_lens.clone(),
                 };
                 let (idle_read, idle_upload) = cell.idle_host_costs()?;
                 for (scale, cells) in &groups {
-                    cell.costs =
-                        HostCosts::new(config.host.scaled(*scale)?, idle_read, idle_upload);
+                    cell.costs = HostCosts::new(
+                        config.host.scaled(*scale)?,
+                        idle_read,
+                        idle_upload,
+                        config.read_skew.on(world.rank(), config.seed),
+                    );
                     let traced = *scale == config.host_scales[0];
                     let labels: Vec<String> = cells.iter().map(CellId::label).collect();
                     progress.set_message(format!("{layout} bs {bs} block {block} x{scale}"));
@@ -946,13 +1063,14 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     let mut measured: Vec<ArmRounds> =
                         config.arms.iter().map(|_| ArmRounds::default()).collect();
                     let cell_start = Instant::now();
+                    // The slowest rank's mean step time of the last round (this rank's alone).
+                    let mut step_us = None;
                     let stop = loop {
                         let round = measured[0].step_us.len();
-                        let (warmup, steps) = config.rounds.pass_length(
-                            ready.len(),
-                            last_round_step_us(&measured),
-                            config.warmup_steps,
-                        );
+                        let (warmup, steps) =
+                            config
+                                .rounds
+                                .pass_length(ready.len(), step_us, config.warmup_steps);
                         // Rotated each round, so no arm always runs first after another.
                         for i in (0..ready.len()).map(|i| (i + round) % ready.len()) {
                             recorder.set_cell(&labels[i]);
@@ -960,17 +1078,27 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                             let clean = cell.clean_pass(program, pd, pv, warmup + steps)?;
                             measured[i].push(&clean, warmup, batch_scale)?;
                         }
-                        let step_us: Vec<&[Vec<f64>]> =
+                        let step_times: Vec<&[Vec<f64>]> =
                             measured.iter().map(|m| m.step_us.as_slice()).collect();
-                        if let Some(why) = config.rounds.check(
+                        let here = config.rounds.check(
                             &config.arms,
-                            &step_us,
+                            &step_times,
                             round + 1,
                             cell_start.elapsed(),
-                        ) {
+                        );
+                        let agreed =
+                            world.agree_round(&gpu, here, last_round_step_us(&measured))?;
+                        step_us = agreed.1;
+                        if let Some(why) = agreed.0 {
                             break why.as_str();
                         }
                     };
+                    let (timeline_steps, timeline_cap) = world.timeline_length(
+                        &gpu,
+                        config.timeline_steps,
+                        config.timeline_cap,
+                        step_us,
+                    )?;
                     let eager_sync = config.arms.iter().position(|&a| a == Arm::EagerSync);
                     for (i, ((&arm, id), (program, pd, pv))) in
                         config.arms.iter().zip(cells).zip(&ready).enumerate()
@@ -989,13 +1117,15 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                                 config.host.name
                             ));
                         }
+                        // Ranks start each timeline together, so their traces line up.
+                        world.barrier(&gpu)?;
                         let timeline = cell.timeline_pass(
                             program,
                             pd,
                             pv,
                             timer.as_mut(),
-                            config.timeline_steps,
-                            config.timeline_cap,
+                            timeline_steps,
+                            timeline_cap,
                             trace.as_mut(),
                         )?;
                         if let (Some(t), Some(request)) = (trace, request) {

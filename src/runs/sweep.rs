@@ -143,6 +143,7 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
     let mut notes = emulation_notes(
         &config.layouts,
         gpu.info.device_count,
+        gpu.info.device_count,
         "one rank's prep ran on one GPU",
     );
     let before_rounds = kept

@@ -1,6 +1,6 @@
 //! PNG and SVG charts of a run: latency and throughput curves, speedup heatmaps, prep cost
 //! against the hardware floor, prep bandwidth against the copy ceiling, a step timeline from
-//! a Chrome trace, and NVML telemetry.
+//! a Chrome trace, with real ranks each rank's wait at the collectives, and NVML telemetry.
 //!
 //! Every chart is drawn twice through the same generic code, once into an RGB buffer that
 //! is encoded as PNG and once into an SVG string, then both are written with
@@ -11,6 +11,7 @@
 mod clocks;
 mod heatmap;
 mod lines;
+mod stragglers;
 mod timeline;
 
 pub use clocks::telemetry_chart;
@@ -19,6 +20,7 @@ pub use lines::{
     bandwidth_chart, host_scale_chart, itl_chart, prep_floor_chart, step_change_chart,
     throughput_chart,
 };
+pub use stragglers::{waits, RankWaits};
 pub use timeline::{parse_trace, timeline_chart, Lane, Span, Trace};
 
 use crate::results::atomic::write_atomic;
@@ -102,6 +104,7 @@ pub fn render_all(
                 timeline::render(dir, &traces, env)?
             },
         ),
+        ("stragglers", stragglers::render(dir, &traces, env)?),
     ];
     let mut set = ChartSet::default();
     for (name, outcome) in outcomes {

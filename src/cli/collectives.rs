@@ -1,0 +1,133 @@
+//! `metaprep collectives`: NCCL latency and bandwidth on this host's GPUs (one process per
+//! GPU; this command starts them as hidden `--worker-rank` runs of itself).
+
+use super::common::{usage, DeviceArgs};
+use crate::cli::lists::parse_u32_list;
+use crate::gpu::nccl::Nccl;
+use crate::gpu::probe::devices;
+use crate::harness::process_group::run_group;
+use crate::runs::collectives::{run_worker, CollectivesConfig};
+use crate::runs::rank_world::RankRole;
+use anyhow::{ensure, Context, Result};
+use clap::Args;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+
+#[derive(Args)]
+pub struct CollectivesArgs {
+    #[command(flatten)]
+    pub(crate) device: DeviceArgs,
+    /// Ranks, one per GPU from --device on (default: every GPU from --device on). One rank
+    /// times NCCL's local path only: no link is crossed.
+    #[arg(long)]
+    pub(crate) gpus: Option<u32>,
+    /// Sizes in KiB, comma separated: the all-reduced buffer, or the bytes each rank sends
+    /// each other rank in an all-to-all.
+    #[arg(long, default_value = "8,64,512,4096,65536")]
+    pub(crate) sizes_kib: String,
+    /// Collectives timed back to back in one sample (the time is per collective).
+    #[arg(long, default_value_t = 20)]
+    pub(crate) iters: u32,
+    /// Samples per size (the table gives their median and p10–p90).
+    #[arg(long, default_value_t = 15)]
+    pub(crate) samples: usize,
+    /// The NCCL library (libnccl.so.2); default: searched as `steps --nccl-lib` says.
+    #[arg(long)]
+    pub(crate) nccl_lib: Option<PathBuf>,
+    /// Also write collectives.csv into this folder.
+    #[arg(long)]
+    pub(crate) out: Option<PathBuf>,
+    /// Set on the processes this command starts: their rank.
+    #[arg(long, hide = true)]
+    pub(crate) worker_rank: Option<usize>,
+    /// Set on the processes this command starts: where rank 0 publishes the NCCL id.
+    #[arg(long, hide = true)]
+    pub(crate) id_file: Option<PathBuf>,
+}
+
+/// The sizes in bytes, with the counts checked: bad flags exit 2 before any GPU work.
+fn sizes_of(args: &CollectivesArgs) -> Result<Vec<u64>, ExitCode> {
+    let kib = usage(parse_u32_list(&args.sizes_kib, "--sizes-kib"))?;
+    if args.iters == 0 || args.samples < 3 {
+        return usage(Err(anyhow::anyhow!(
+            "--iters must be at least 1 and --samples at least 3 (got {} and {})",
+            args.iters,
+            args.samples
+        )));
+    }
+    Ok(kib.iter().map(|&k| u64::from(k) * 1024).collect())
+}
+
+pub(crate) fn collectives(args: &CollectivesArgs) -> Result<ExitCode> {
+    let sizes = match sizes_of(args) {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
+    if let (Some(rank), Some(id_file)) = (args.worker_rank, &args.id_file) {
+        let config = CollectivesConfig {
+            device: args.device.device,
+            role: RankRole {
+                rank,
+                world: args.gpus.context("a worker is told the world's size")? as usize,
+                nccl: args
+                    .nccl_lib
+                    .clone()
+                    .context("a worker is told the library")?,
+                id_file: id_file.clone(),
+            },
+            sizes,
+            iters: args.iters,
+            samples: args.samples,
+            out: args.out.clone(),
+        };
+        if let Some(table) = run_worker(&config)? {
+            print!("{table}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (count, _) = devices(args.device.device)?;
+    let here = count - args.device.device as u32;
+    let world = args.gpus.unwrap_or(here);
+    ensure!(
+        (1..=here).contains(&world),
+        "--gpus {world}: this host has {here} GPU(s) from --device {} on",
+        args.device.device
+    );
+    let nccl = Nccl::load(args.nccl_lib.as_deref())?;
+    let dir = match &args.out {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("metaprep-collectives-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let id_file = dir.join("nccl-id");
+    let _ = std::fs::remove_file(&id_file);
+    let exe = std::env::current_exe().context("finding this program to start its ranks")?;
+    let commands = (0..world)
+        .map(|r| {
+            let mut c = Command::new(&exe);
+            c.arg("collectives")
+                .args(["--device", &args.device.device.to_string()])
+                .args(["--gpus", &world.to_string()])
+                .args(["--sizes-kib", &args.sizes_kib])
+                .args(["--iters", &args.iters.to_string()])
+                .args(["--samples", &args.samples.to_string()])
+                .arg("--nccl-lib")
+                .arg(&nccl.path)
+                .args(["--worker-rank", &r.to_string()])
+                .arg("--id-file")
+                .arg(&id_file);
+            if let Some(out) = &args.out {
+                c.arg("--out").arg(out);
+            }
+            if r != 0 {
+                c.stdout(Stdio::null());
+            }
+            c
+        })
+        .collect();
+    run_group(commands)?;
+    if args.out.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(ExitCode::SUCCESS)
+}

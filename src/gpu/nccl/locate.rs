@@ -1,0 +1,238 @@
+//! Where `libnccl.so.2` is looked for. cudarc's loader dlopens bare names (`libnccl.so`,
+//! `libnccl.so.<cuda major>`, `.12`, ..., `.1`: never `.so.2`, NCCL's real soname), and
+//! LD_LIBRARY_PATH is read by the dynamic linker only when a process starts; so metaprep
+//! finds the file itself and opens it by absolute path.
+
+use std::path::{Path, PathBuf};
+
+/// The file every NCCL 2.x install has (pip wheels ship only this name).
+pub const NCCL_SONAME: &str = "libnccl.so.2";
+/// The environment variable naming the library file (as `--nccl-lib` does).
+pub const NCCL_ENV: &str = "METAPREP_NCCL";
+
+/// One place searched, in order, and what it gave.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Place {
+    /// How the place is named in an error (`--nccl-lib`, `LD_LIBRARY_PATH`, ...).
+    pub source: &'static str,
+    pub path: PathBuf,
+}
+
+/// The places to search for NCCL, best first: an explicit file (flag, then env), each
+/// LD_LIBRARY_PATH folder, Python site-packages' `nvidia/nccl/lib` (the NVIDIA pip wheels
+/// PyTorch installs), then the system's library folders.
+pub fn places(
+    explicit: Option<&Path>,
+    env: Option<&Path>,
+    ld_library_path: Option<&str>,
+    site_packages: &[PathBuf],
+) -> Vec<Place> {
+    let mut out = Vec::new();
+    if let Some(p) = explicit {
+        out.push(Place {
+            source: "--nccl-lib",
+            path: p.to_path_buf(),
+        });
+    }
+    if let Some(p) = env {
+        out.push(Place {
+            source: NCCL_ENV,
+            path: p.to_path_buf(),
+        });
+    }
+    let in_dir = |source, dir: &Path| Place {
+        source,
+        path: dir.join(NCCL_SONAME),
+    };
+    for dir in ld_library_path
+        .unwrap_or("")
+        .split(':')
+        .filter(|d| !d.is_empty())
+    {
+        out.push(in_dir("LD_LIBRARY_PATH", Path::new(dir)));
+    }
+    for sp in site_packages {
+        out.push(in_dir("python site-packages", &sp.join("nvidia/nccl/lib")));
+    }
+    for dir in system_dirs() {
+        out.push(in_dir("system", Path::new(dir)));
+    }
+    out
+}
+
+/// The system library folders NCCL's packages (apt `libnccl2`, CUDA toolkits) install into.
+fn system_dirs() -> &'static [&'static str] {
+    if cfg!(target_arch = "aarch64") {
+        &[
+            "/usr/lib/aarch64-linux-gnu",
+            "/usr/local/cuda/lib64",
+            "/usr/lib64",
+        ]
+    } else {
+        &[
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/local/cuda/lib64",
+            "/usr/lib64",
+        ]
+    }
+}
+
+/// Python site-packages folders worth a look, without running Python: those of an active
+/// virtual environment, of the `python3` first on `path` (a venv's `bin/` sits beside its
+/// `lib/python3.X/site-packages`), the user's, and the system's.
+pub fn site_packages(
+    virtual_env: Option<&Path>,
+    path: Option<&str>,
+    home: Option<&Path>,
+) -> Vec<PathBuf> {
+    let mut prefixes: Vec<PathBuf> = Vec::new();
+    prefixes.extend(virtual_env.map(Path::to_path_buf));
+    if let Some(bin) = path
+        .unwrap_or("")
+        .split(':')
+        .map(Path::new)
+        .find(|d| d.join("python3").exists())
+    {
+        prefixes.extend(bin.parent().map(Path::to_path_buf));
+    }
+    prefixes.extend(home.map(|h| h.join(".local")));
+    prefixes.extend(["/usr/local", "/usr"].map(PathBuf::from));
+    let mut out = Vec::new();
+    for prefix in prefixes {
+        for version in python_dirs(&prefix.join("lib")) {
+            for leaf in ["site-packages", "dist-packages"] {
+                let dir = version.join(leaf);
+                if dir.is_dir() && !out.contains(&dir) {
+                    out.push(dir);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `lib/python3*` folders under `lib`, sorted.
+fn python_dirs(lib: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(lib) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// The places of this process's environment (`--nccl-lib` given as `explicit`).
+pub fn places_here(explicit: Option<&Path>) -> Vec<Place> {
+    let var = |k| std::env::var_os(k).map(PathBuf::from);
+    let ld = std::env::var("LD_LIBRARY_PATH").ok();
+    let path = std::env::var("PATH").ok();
+    let sites = site_packages(
+        var("VIRTUAL_ENV").as_deref(),
+        path.as_deref(),
+        var("HOME").as_deref(),
+    );
+    places(explicit, var(NCCL_ENV).as_deref(), ld.as_deref(), &sites)
+}
+
+/// The last resort, run only when no other place has NCCL: where the `python3` on PATH
+/// imports `nvidia.nccl` from (a pyenv shim or a conda Python hides its site-packages from
+/// the folders above). `None` without such a Python or package.
+pub fn place_from_python() -> Option<Place> {
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import nvidia.nccl as n; print(list(n.__path__)[0])"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let dir = String::from_utf8(out.stdout).ok()?;
+    Some(Place {
+        source: "python3 (import nvidia.nccl)",
+        path: Path::new(dir.trim()).join("lib").join(NCCL_SONAME),
+    })
+}
+
+/// The one-line error for no usable NCCL: every place searched, grouped by source.
+pub fn not_found(places: &[Place], failures: &[String]) -> String {
+    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
+    for p in places {
+        let shown = p.path.display().to_string();
+        match groups.iter_mut().find(|(s, _)| *s == p.source) {
+            Some((_, list)) => list.push(shown),
+            None => groups.push((p.source, vec![shown])),
+        }
+    }
+    let searched: Vec<String> = groups
+        .iter()
+        .map(|(s, l)| format!("{s}: {}", l.join(", ")))
+        .collect();
+    let failed = if failures.is_empty() {
+        String::new()
+    } else {
+        format!("; found but not loadable: {}", failures.join("; "))
+    };
+    format!(
+        "NCCL ({NCCL_SONAME}) not found; searched {}{failed}. Install NCCL (pip install \
+         nvidia-nccl-cu13, or the libnccl2 package) or pass --nccl-lib PATH / set {NCCL_ENV}",
+        searched.join("; ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explicit_then_env_then_ld_path_then_python_then_system() {
+        let p = places(
+            Some(Path::new("/x/libnccl.so.2")),
+            Some(Path::new("/env/libnccl.so.2")),
+            Some("/a::/b"),
+            &[PathBuf::from("/venv/lib/python3.12/site-packages")],
+        );
+        let paths: Vec<String> = p.iter().map(|p| p.path.display().to_string()).collect();
+        assert_eq!(paths[0], "/x/libnccl.so.2");
+        assert_eq!(paths[1], "/env/libnccl.so.2");
+        assert_eq!(paths[2], "/a/libnccl.so.2");
+        assert_eq!(paths[3], "/b/libnccl.so.2", "empty entries skipped");
+        assert_eq!(
+            paths[4],
+            "/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"
+        );
+        assert!(paths[5..]
+            .iter()
+            .any(|p| p == "/usr/local/cuda/lib64/libnccl.so.2"));
+        assert_eq!(p[4].source, "python site-packages");
+    }
+
+    #[test]
+    fn a_venv_beside_python3_on_path_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let venv = dir.path().join("venv");
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        std::fs::write(venv.join("bin/python3"), "").unwrap();
+        let sp = venv.join("lib/python3.12/site-packages");
+        std::fs::create_dir_all(&sp).unwrap();
+        let path = format!("/nonexistent:{}", venv.join("bin").display());
+        let found = site_packages(None, Some(&path), None);
+        assert_eq!(found.first(), Some(&sp), "{found:?}");
+        assert_eq!(site_packages(Some(&venv), None, None).first(), Some(&sp));
+    }
+
+    #[test]
+    fn the_error_names_every_place_in_one_line() {
+        let p = places(None, None, Some("/a:/b"), &[]);
+        let e = not_found(&p, &["/b/libnccl.so.2: bad ELF".into()]);
+        assert!(!e.contains('\n'), "{e}");
+        assert!(
+            e.contains("LD_LIBRARY_PATH: /a/libnccl.so.2, /b/libnccl.so.2"),
+            "{e}"
+        );
+        assert!(e.contains("system: "), "{e}");
+        assert!(e.contains("bad ELF"), "{e}");
+        assert!(e.contains("--nccl-lib") && e.contains(NCCL_ENV), "{e}");
+    }
+}

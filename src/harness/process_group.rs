@@ -1,0 +1,267 @@
+//! A group of worker processes, one per rank, run to the end together: each one's stderr is
+//! forwarded line by line with its rank in front (and its last lines kept), and the first
+//! rank to fail ends the group: the others are killed and waited for, and the error names
+//! the rank, its exit status and its last stderr lines. Workers die with the parent too
+//! (PR_SET_PDEATHSIG), so no rank outlives a killed run.
+
+use anyhow::{Context, Result};
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Stderr lines of a failed rank quoted in its error.
+const TAIL_LINES: usize = 12;
+/// How often the group looks for a rank that ended.
+const POLL: Duration = Duration::from_millis(20);
+
+/// A rank ended with a failure (or was killed): the run's error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankFailed {
+    pub rank: usize,
+    pub status: String,
+    pub stderr_tail: Vec<String>,
+}
+
+impl fmt::Display for RankFailed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rank {} failed: {}", self.rank, self.status)?;
+        if self.stderr_tail.is_empty() {
+            write!(f, " (no stderr)")
+        } else {
+            write!(f, "; its last stderr: {}", self.stderr_tail.join(" | "))
+        }
+    }
+}
+
+impl std::error::Error for RankFailed {}
+
+struct Member {
+    child: Child,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+/// Runs `commands[r]` as rank r, all at once, until every rank has exited 0 (`Ok`) or one
+/// has not (`Err(RankFailed)` for the first seen, the others killed and reaped). Every
+/// worker gets `NCCL_NVLS_ENABLE=0` (NVLink multicast stays off on shared hosts). Returns
+/// each rank's process id, for callers that check nothing was left behind.
+pub fn run_group(commands: Vec<Command>) -> Result<Vec<u32>> {
+    let mut members: Vec<Member> = Vec::with_capacity(commands.len());
+    for (rank, mut command) in commands.into_iter().enumerate() {
+        command.env("NCCL_NVLS_ENABLE", "0").stderr(Stdio::piped());
+        die_with_parent(&mut command);
+        let spawned = command
+            .spawn()
+            .with_context(|| format!("starting rank {rank}: {command:?}"));
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                stop_all(&mut members);
+                return Err(e);
+            }
+        };
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let reader = child
+            .stderr
+            .take()
+            .map(|stderr| forward_stderr(rank, stderr, tail.clone()));
+        members.push(Member {
+            child,
+            tail,
+            reader,
+        });
+    }
+    let pids = members.iter().map(|m| m.child.id()).collect();
+    let mut running: Vec<usize> = (0..members.len()).collect();
+    while !running.is_empty() {
+        let mut still = Vec::with_capacity(running.len());
+        for &rank in &running {
+            match members[rank].child.try_wait() {
+                Ok(None) => still.push(rank),
+                Ok(Some(status)) if status.success() => join_reader(&mut members[rank]),
+                Ok(Some(status)) => {
+                    join_reader(&mut members[rank]);
+                    let failure = failed(rank, &members[rank], describe(status));
+                    stop_all(&mut members);
+                    return Err(failure.into());
+                }
+                Err(e) => {
+                    let failure = failed(rank, &members[rank], format!("waiting for it: {e}"));
+                    stop_all(&mut members);
+                    return Err(failure.into());
+                }
+            }
+        }
+        running = still;
+        if !running.is_empty() {
+            std::thread::sleep(POLL);
+        }
+    }
+    Ok(pids)
+}
+
+fn failed(rank: usize, member: &Member, status: String) -> RankFailed {
+    RankFailed {
+        rank,
+        status,
+        stderr_tail: member
+            .tail
+            .lock()
+            .map(|t| t.iter().cloned().collect())
+            .unwrap_or_default(),
+    }
+}
+
+/// Kills every member still running and reaps them all.
+fn stop_all(members: &mut [Member]) {
+    for m in members.iter_mut() {
+        // Already exited is fine: kill only fails then, and wait reaps it either way.
+        let _ = m.child.kill();
+        let _ = m.child.wait();
+        join_reader(m);
+    }
+}
+
+fn join_reader(member: &mut Member) {
+    if let Some(reader) = member.reader.take() {
+        // A reader ends when the pipe closes; a panic in it only loses forwarded lines.
+        let _ = reader.join();
+    }
+}
+
+/// `exit status 3`, `killed by signal 9`.
+fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => status.to_string(),
+    }
+}
+
+fn forward_stderr(
+    rank: usize,
+    stderr: std::process::ChildStderr,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+            eprintln!("[rank {rank}] {line}");
+            if let Ok(mut t) = tail.lock() {
+                if t.len() == TAIL_LINES {
+                    t.pop_front();
+                }
+                t.push_back(line);
+            }
+        }
+    })
+}
+
+/// The worker gets SIGKILL when the thread that spawned it ends (the parent's main thread:
+/// a killed or crashed run takes its ranks with it).
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches only the child between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut Command) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn sh(script: &str) -> Command {
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(script);
+        c
+    }
+
+    fn alive(pid: u32) -> bool {
+        // SAFETY: signal 0 only checks that the process exists.
+        unsafe { libc::kill(pid as i32, 0) == 0 }
+    }
+
+    #[test]
+    fn every_rank_succeeding_is_ok_and_sees_nvls_off() {
+        let pids = run_group(vec![
+            sh("test \"$NCCL_NVLS_ENABLE\" = 0"),
+            sh("test \"$NCCL_NVLS_ENABLE\" = 0 && echo fine >&2"),
+        ])
+        .unwrap();
+        assert_eq!(pids.len(), 2);
+    }
+
+    #[test]
+    fn a_rank_that_dies_ends_the_group_naming_it_and_leaves_no_process() {
+        let start = Instant::now();
+        let err = run_group(vec![
+            sh("exec sleep 30"),
+            sh("echo starting >&2; sleep 0.2; echo 'CUDA out of memory' >&2; exit 3"),
+            sh("exec sleep 30"),
+        ])
+        .unwrap_err();
+        let failed = err.downcast_ref::<RankFailed>().expect("a RankFailed");
+        assert_eq!(failed.rank, 1);
+        assert_eq!(failed.status, "exit status 3");
+        assert_eq!(failed.stderr_tail, ["starting", "CUDA out of memory"]);
+        let text = err.to_string();
+        assert!(text.contains("rank 1 failed: exit status 3"), "{text}");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the others were killed"
+        );
+    }
+
+    #[test]
+    fn the_killed_ranks_are_reaped() {
+        // Rank 0 writes its pid, then sleeps; rank 1 waits for the pid and fails.
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let p = pidfile.display();
+        let err = run_group(vec![
+            sh(&format!(
+                "echo $$ > {p}.tmp && mv {p}.tmp {p} && exec sleep 30"
+            )),
+            sh(&format!(
+                "while [ ! -s {p} ]; do sleep 0.01; done; kill -9 $$"
+            )),
+        ])
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("rank 1 failed: killed by signal 9"),
+            "{err}"
+        );
+        let pid: u32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(!alive(pid), "rank 0 ({pid}) was left running");
+    }
+
+    #[test]
+    fn a_command_that_cannot_start_names_its_rank() {
+        let err = run_group(vec![
+            sh("exec sleep 30"),
+            Command::new("/nonexistent/worker"),
+        ])
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("starting rank 1"), "{err:#}");
+    }
+}

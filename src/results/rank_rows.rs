@@ -1,0 +1,180 @@
+//! `ranks.csv`: every rank's rows of a run with real ranks, the results CSV's columns with a
+//! `rank` column in front. `metaprep.csv` holds one row set per cell (the slowest rank's,
+//! see [`slowest_rank_rows`]), so every reader of it works unchanged.
+
+use crate::results::atomic::write_atomic;
+use crate::results::csv::{CellKey, Row, COLUMNS};
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub const RANKS_CSV: &str = "ranks.csv";
+
+/// One rank's row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankRow {
+    pub rank: u32,
+    pub row: Row,
+}
+
+pub fn write_rank_rows(path: &Path, rows: &[RankRow]) -> Result<()> {
+    let mut writer = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    let mut header = vec!["rank"];
+    header.extend(COLUMNS);
+    writer.write_record(&header)?;
+    for r in rows {
+        writer
+            .serialize((r.rank, &r.row))
+            .with_context(|| format!("serialising rank {} of {}", r.rank, r.row.cell_key()))?;
+    }
+    let bytes = writer
+        .into_inner()
+        .map_err(|e| anyhow::anyhow!("buffering {}: {}", path.display(), e.error()))?;
+    write_atomic(path, &bytes)
+}
+
+pub fn read_rank_rows(path: &Path) -> Result<Vec<RankRow>> {
+    let mut reader =
+        csv::Reader::from_path(path).with_context(|| format!("opening {}", path.display()))?;
+    let headers = reader.headers()?.clone();
+    if headers.get(0) != Some("rank") {
+        bail!("{} does not start with a `rank` column", path.display());
+    }
+    let row_headers: csv::StringRecord = headers.iter().skip(1).collect();
+    let mut out = Vec::new();
+    for (i, record) in reader.records().enumerate() {
+        let record = record.with_context(|| format!("{} line {}", path.display(), i + 2))?;
+        let rank = record[0]
+            .parse()
+            .with_context(|| format!("{} line {}: rank `{}`", path.display(), i + 2, &record[0]))?;
+        let rest: csv::StringRecord = record.iter().skip(1).collect();
+        let row = rest
+            .deserialize(Some(&row_headers))
+            .with_context(|| format!("{} line {}", path.display(), i + 2))?;
+        out.push(RankRow { rank, row });
+    }
+    Ok(out)
+}
+
+/// The metric that decides which rank is slowest in a cell.
+const SLOWEST_BY: &str = "step_us";
+
+/// Per cell, the rows of its slowest rank (the highest `step_us` median; the step waits for
+/// it), and that rank per cell, in first-seen cell order.
+pub fn slowest_rank_rows(rows: &[RankRow]) -> (Vec<Row>, Vec<(CellKey, u32)>) {
+    let mut order: Vec<CellKey> = Vec::new();
+    let mut slowest: BTreeMap<CellKey, (u32, f64)> = BTreeMap::new();
+    for r in rows {
+        let key = r.row.cell_key();
+        if !order.contains(&key) {
+            order.push(key.clone());
+        }
+        if r.row.metric != SLOWEST_BY {
+            continue;
+        }
+        let entry = slowest.entry(key).or_insert((r.rank, f64::NEG_INFINITY));
+        if r.row.median > entry.1 {
+            *entry = (r.rank, r.row.median);
+        }
+    }
+    let mut picked = Vec::new();
+    let mut out = Vec::new();
+    for key in order {
+        // A cell without step_us (none today) keeps rank 0's rows.
+        let rank = slowest.get(&key).map_or(0, |s| s.0);
+        out.extend(
+            rows.iter()
+                .filter(|r| r.rank == rank && r.row.cell_key() == key)
+                .map(|r| r.row.clone()),
+        );
+        picked.push((key, rank));
+    }
+    (out, picked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::csv::KIND_STEP;
+
+    fn row(arm: &str, metric: &str, median: f64) -> Row {
+        Row {
+            kind: KIND_STEP.into(),
+            family: "dspark+dsa_target_verify".into(),
+            arm: arm.into(),
+            batch_size: 1,
+            block_size: 5,
+            layout: "tp2".into(),
+            emulated: false,
+            metric: metric.into(),
+            unit: "us".into(),
+            median,
+            p10: median,
+            p90: median,
+            ci_lo: f64::NAN,
+            ci_hi: f64::NAN,
+            samples: 3,
+            rounds: 6,
+            stop_reason: "precision".into(),
+            throttled: false,
+            clock_event_reasons: String::new(),
+            sm_clock_mhz: Some(1980.0),
+            mem_clock_mhz: None,
+            power_w: None,
+            temp_c: None,
+            gpu_util_pct: None,
+        }
+    }
+
+    fn rank_rows() -> Vec<RankRow> {
+        let r = |rank, arm, metric, v| RankRow {
+            rank,
+            row: row(arm, metric, v),
+        };
+        vec![
+            r(0, "eager-sync", "step_us", 100.0),
+            r(0, "eager-sync", "gap_us", 10.0),
+            r(1, "eager-sync", "step_us", 120.0),
+            r(1, "eager-sync", "gap_us", 30.0),
+            r(0, "graph", "step_us", 90.0),
+            r(0, "graph", "gap_us", 1.0),
+            r(1, "graph", "step_us", 80.0),
+            r(1, "graph", "gap_us", 2.0),
+        ]
+    }
+
+    #[test]
+    fn each_cell_takes_its_slowest_ranks_rows() {
+        let (rows, picked) = slowest_rank_rows(&rank_rows());
+        assert_eq!(picked.iter().map(|p| p.1).collect::<Vec<_>>(), [1, 0]);
+        let gaps: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.metric == "gap_us")
+            .map(|r| r.median)
+            .collect();
+        assert_eq!(gaps, [30.0, 1.0]);
+        assert_eq!(rows.len(), 4);
+    }
+
+    #[test]
+    fn rank_rows_round_trip_through_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(RANKS_CSV);
+        write_rank_rows(&path, &rank_rows()).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("rank,kind,family,"), "{text}");
+        let back = read_rank_rows(&path).unwrap();
+        assert_eq!(back.len(), 8);
+        for (a, b) in back.iter().zip(rank_rows()) {
+            assert_eq!(a.rank, b.rank);
+            assert_eq!(a.row.cell_key(), b.row.cell_key());
+            assert_eq!(
+                (a.row.median, a.row.sm_clock_mhz),
+                (b.row.median, b.row.sm_clock_mhz)
+            );
+            assert!(a.row.ci_lo.is_nan());
+        }
+    }
+}

@@ -1,0 +1,451 @@
+//! `steps` with real ranks: which layouts run one process per GPU, starting each world's
+//! workers (`metaprep rank-worker`, one per rank, each running [`steps::run`] on its own GPU),
+//! and gathering what they wrote: every rank's rows into `ranks.csv`, each cell's slowest
+//! rank into `metaprep.csv` (beside any layouts run in this process), the ranks' traces
+//! into one, and notes saying how many real ranks ran.
+
+use crate::axes::Layout;
+use crate::gpu::nccl::Nccl;
+use crate::gpu::probe::{devices, GpuUnavailable};
+use crate::harness::process_group::run_group;
+use crate::harness::run_output::existing_rows;
+use crate::model::memory::GpuMemory;
+use crate::model::trace::merge_rank_traces;
+use crate::results::atomic::write_atomic;
+use crate::results::csv::{read_rows, write_rows};
+use crate::results::env::EnvRecord;
+use crate::results::rank_rows::{slowest_rank_rows, write_rank_rows, RankRow, RANKS_CSV};
+use crate::results::run_dir::RESULTS_CSV;
+use crate::runs::rank_world::RanksMode;
+use crate::runs::steps::{self, StepsConfig, StepsOutcome};
+use anyhow::{bail, Context, Result};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// The folder under `--out` where each world's ranks write their own runs.
+pub const RANKS_DIR: &str = "ranks";
+/// The file rank 0 publishes the NCCL id in.
+const ID_FILE: &str = "nccl-id";
+
+/// Which layouts run as worlds of real ranks and which in this process, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Split {
+    pub real: Vec<Layout>,
+    pub here: Vec<Layout>,
+    pub notes: Vec<String>,
+}
+
+/// Splits `layouts` by `mode` on a host with `gpus` usable GPUs (from the first device on),
+/// with `nccl` the loaded library's description or why none loaded. `real` refuses what it
+/// cannot do; `auto` says in a note what it could not.
+pub fn split(
+    mode: RanksMode,
+    layouts: &[Layout],
+    gpus: u32,
+    nccl: Result<&str, &str>,
+) -> Result<Split> {
+    let mut s = Split {
+        real: Vec::new(),
+        here: Vec::new(),
+        notes: Vec::new(),
+    };
+    match mode {
+        RanksMode::Emulated => s.here = layouts.to_vec(),
+        RanksMode::Real => {
+            if let Some(l) = layouts.iter().find(|l| l.gpus() > gpus) {
+                return Err(GpuUnavailable(format!(
+                    "--ranks real: {l} needs {} GPUs and this host has {gpus} from --device on; \
+                     leave {l} out (--tp), or use --ranks auto to emulate it",
+                    l.gpus()
+                ))
+                .into());
+            }
+            if let Err(why) = nccl {
+                bail!(crate::gpu::nccl::comm::NcclUnavailable(format!(
+                    "--ranks real: {why}"
+                )));
+            }
+            s.real = layouts.to_vec();
+        }
+        RanksMode::Auto => {
+            for &l in layouts {
+                let wide = l.gpus() > 1 && l.gpus() <= gpus;
+                match (wide, nccl) {
+                    (true, Ok(_)) => s.real.push(l),
+                    (true, Err(why)) => {
+                        s.notes.push(format!("{l} emulated, not real: {why}"));
+                        s.here.push(l);
+                    }
+                    (false, _) => s.here.push(l),
+                }
+            }
+        }
+    }
+    Ok(s)
+}
+
+/// The worker command of `rank` in `layout`'s world: this binary's hidden `rank-worker`
+/// with the parent's own `steps` arguments after `--`.
+pub fn worker_command(
+    exe: &Path,
+    rank: usize,
+    layout: Layout,
+    nccl: &Path,
+    world_dir: &Path,
+    trace: bool,
+    steps_args: &[OsString],
+) -> Command {
+    let mut c = Command::new(exe);
+    c.arg("rank-worker")
+        .arg("--rank")
+        .arg(rank.to_string())
+        .arg("--layout")
+        .arg(layout.to_string())
+        .arg("--nccl-lib")
+        .arg(nccl)
+        .arg("--id-file")
+        .arg(world_dir.join(ID_FILE))
+        .arg("--out")
+        .arg(rank_dir(world_dir, rank));
+    if trace {
+        c.arg("--trace-here");
+    }
+    c.arg("--").args(steps_args).stdout(Stdio::null());
+    c
+}
+
+pub fn rank_dir(world_dir: &Path, rank: usize) -> PathBuf {
+    world_dir.join(format!("rank{rank}"))
+}
+
+/// Runs `config` (a parent's: no rank of its own) with `steps_args`, its command line after
+/// `steps`, passed on to workers.
+pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome> {
+    if config.rank.is_some() || config.ranks == RanksMode::Emulated {
+        return steps::run(config);
+    }
+    if config.timer == crate::harness::timer::TimerKind::Cupti {
+        // A missing CUPTI is known before any GPU is looked at, as `steps` alone does.
+        crate::gpu::cupti::load_cupti(config.cupti_lib.as_deref())?;
+    }
+    let started = Instant::now();
+    let context = (config.seq_lens.min + config.seq_lens.max) / 2;
+    // A planned memory is checked before the GPUs are looked at, as `steps` alone does.
+    let planned = config
+        .gpu_memory
+        .map(|memory| steps::plan(config, context, memory))
+        .transpose()?;
+    let (count, memory) = devices(config.device)?;
+    let gpus = count - config.device as u32;
+    let (deployment, _) = match planned {
+        Some(p) => p,
+        None => steps::plan(config, context, GpuMemory::device(memory))?,
+    };
+    // NCCL is looked for only where some layout could use it.
+    let wants_real =
+        |l: &Layout| config.ranks == RanksMode::Real || (l.gpus() > 1 && l.gpus() <= gpus);
+    let nccl = if deployment.layouts().iter().any(wants_real) {
+        Nccl::load(config.nccl_lib.as_deref()).map_err(|e| e.to_string())
+    } else {
+        Err("no layout needs it".into())
+    };
+    let described = nccl.as_ref().map(|n| n.describe());
+    let s = split(
+        config.ranks,
+        &deployment.layouts(),
+        gpus,
+        described.as_deref().map_err(|e| e.as_str()),
+    )?;
+    for note in &s.notes {
+        eprintln!("metaprep: {note}");
+    }
+    let nccl = match nccl.as_ref() {
+        Ok(nccl) if !s.real.is_empty() => nccl,
+        // Nothing runs for real (split refused `real` where it could not).
+        _ => {
+            let outcome = steps::run(config)?;
+            if !s.notes.is_empty() {
+                let mut env = EnvRecord::read(&config.out)?;
+                env.notes.extend(s.notes);
+                env.write(&config.out)?;
+            }
+            return Ok(outcome);
+        }
+    };
+    if config.resume {
+        bail!("--resume is not supported with real ranks: rerun into a new --out");
+    }
+    existing_rows(&config.out, false)?;
+    // Without --trace-cell, the first cell of the first real layout with several ranks (or
+    // of the first real layout) is traced: the stragglers chart needs two ranks.
+    let traced_here = config
+        .trace
+        .as_ref()
+        .and_then(|t| t.cell)
+        .is_some_and(|(l, _, _)| s.here.contains(&l));
+    let mut rows = Vec::new();
+    let mut notes = s.notes.clone();
+    if !s.here.is_empty() {
+        let here = StepsConfig {
+            layouts: s.here.clone(),
+            trace: config.trace.clone().filter(|_| traced_here),
+            ..config.clone()
+        };
+        rows = steps::run(&here)?.rows;
+    }
+    let exe = std::env::current_exe().context("finding this program to start its ranks")?;
+    let traced_world = s.real.iter().position(|l| l.gpus() > 1).unwrap_or(0);
+    let mut first_world_env = None;
+    let mut all_rank_rows = Vec::new();
+    for (w, &layout) in s.real.iter().enumerate() {
+        let world_dir = config.out.join(RANKS_DIR).join(layout.to_string());
+        let trace = config.trace.as_ref().is_some_and(|t| match t.cell {
+            Some((l, _, _)) => l == layout,
+            None => w == traced_world && !traced_here,
+        });
+        std::fs::create_dir_all(&world_dir)
+            .with_context(|| format!("creating {}", world_dir.display()))?;
+        let id_file = world_dir.join(ID_FILE);
+        if id_file.exists() {
+            std::fs::remove_file(&id_file)
+                .with_context(|| format!("removing the stale {}", id_file.display()))?;
+        }
+        let n = layout.gpus() as usize;
+        eprintln!("metaprep: {layout}: starting {n} rank(s), one process per GPU");
+        let commands = (0..n)
+            .map(|r| worker_command(&exe, r, layout, &nccl.path, &world_dir, trace, steps_args))
+            .collect();
+        run_group(commands).with_context(|| format!("{layout} with real ranks"))?;
+        let world = gather(&world_dir, layout, n)?;
+        all_rank_rows.extend(world.rows);
+        notes.extend(world.gpu_notes);
+        first_world_env.get_or_insert(world.rank0_env);
+        if let (true, Some(t)) = (trace, &config.trace) {
+            merge_traces(&world_dir, n, t, &config.arms)?;
+        }
+        notes.push(format!(
+            "real ranks: {layout} ran {n} ranks, one process per GPU (GPUs {}-{}), collectives \
+             through {}; every rank's rows in {RANKS_CSV}, each cell's slowest rank (by step_us) \
+             in {RESULTS_CSV}; each rank's own run in {}",
+            config.device,
+            config.device + n - 1,
+            nccl.describe(),
+            Path::new(RANKS_DIR).join(layout.to_string()).display()
+        ));
+    }
+    let (slowest, picked) = slowest_rank_rows(&all_rank_rows);
+    notes.push(slowest_note(&picked));
+    rows.extend(slowest);
+    write_rank_rows(&config.out.join(RANKS_CSV), &all_rank_rows)?;
+    write_rows(&config.out.join(RESULTS_CSV), &rows)?;
+    let mut env = match s.here.is_empty() {
+        true => first_world_env.context("no world ran")?,
+        false => EnvRecord::read(&config.out)?,
+    };
+    env.command_line = std::env::args().collect::<Vec<_>>().join(" ");
+    env.notes.extend(notes);
+    env.write(&config.out)?;
+    Ok(StepsOutcome {
+        rows,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// What a world's ranks left in their run folders.
+struct World {
+    rows: Vec<RankRow>,
+    /// Where each rank's GPU sits (PCI id, NVLinks), as each rank noted it.
+    gpu_notes: Vec<String>,
+    rank0_env: EnvRecord,
+}
+
+/// Reads the rows and env of each of `ranks` ranks of `layout` under `world_dir`.
+fn gather(world_dir: &Path, layout: Layout, ranks: usize) -> Result<World> {
+    let mut rows = Vec::new();
+    let mut gpu_notes = Vec::new();
+    let mut rank0_env = None;
+    for r in 0..ranks {
+        let dir = rank_dir(world_dir, r);
+        let rank_rows = read_rows(&dir.join(RESULTS_CSV))
+            .with_context(|| format!("reading rank {r}'s rows of {layout}"))?;
+        rows.extend(rank_rows.into_iter().map(|row| RankRow {
+            rank: r as u32,
+            row,
+        }));
+        let env = EnvRecord::read(&dir)?;
+        let gpu_note = format!("rank {r} GPU");
+        gpu_notes.extend(
+            env.notes
+                .iter()
+                .filter(|n| n.starts_with(&gpu_note))
+                .map(|n| format!("{layout} {n}")),
+        );
+        rank0_env.get_or_insert(env);
+    }
+    Ok(World {
+        rows,
+        gpu_notes,
+        rank0_env: rank0_env.context("a world of no rank")?,
+    })
+}
+
+/// `slowest rank per cell: rank 1 in 6 cells, rank 0 in 2`.
+fn slowest_note(picked: &[(crate::results::csv::CellKey, u32)]) -> String {
+    let mut counts: Vec<(u32, usize)> = Vec::new();
+    for &(_, rank) in picked {
+        match counts.iter_mut().find(|c| c.0 == rank) {
+            Some(c) => c.1 += 1,
+            None => counts.push((rank, 1)),
+        }
+    }
+    counts.sort();
+    let parts: Vec<String> = counts
+        .iter()
+        .map(|(r, n)| format!("rank {r} in {n} cell(s)"))
+        .collect();
+    format!("slowest rank per cell (by step_us): {}", parts.join(", "))
+}
+
+/// Writes each arm's trace of the world's ranks as one, where `--trace` asked.
+fn merge_traces(
+    world_dir: &Path,
+    ranks: usize,
+    request: &steps::TraceRequest,
+    arms: &[crate::axes::Arm],
+) -> Result<()> {
+    for &arm in arms {
+        let target = request.path_for(arm);
+        let name = target.file_name().context("--trace names no file")?;
+        let texts: Vec<String> = (0..ranks)
+            .map(|r| {
+                let path = rank_dir(world_dir, r).join(name);
+                std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading rank {r}'s trace {}", path.display()))
+            })
+            .collect::<Result<_>>()?;
+        write_atomic(&target, merge_rank_traces(&texts)?.as_bytes())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [Layout; 3] = [Layout::Tp(1), Layout::Tp(2), Layout::Dep(4)];
+
+    #[test]
+    fn auto_runs_what_fits_for_real_and_the_rest_here() {
+        let s = split(RanksMode::Auto, &ALL, 2, Ok("NCCL 2.27")).unwrap();
+        assert_eq!(s.real, [Layout::Tp(2)]);
+        assert_eq!(s.here, [Layout::Tp(1), Layout::Dep(4)]);
+        let one_gpu = split(RanksMode::Auto, &ALL, 1, Ok("NCCL")).unwrap();
+        assert!(
+            one_gpu.real.is_empty(),
+            "the default is unchanged on one GPU"
+        );
+        let no_nccl = split(RanksMode::Auto, &ALL, 4, Err("NCCL not found")).unwrap();
+        assert!(no_nccl.real.is_empty());
+        assert_eq!(no_nccl.notes.len(), 2, "{:?}", no_nccl.notes);
+        assert!(no_nccl.notes[0].contains("NCCL not found"));
+    }
+
+    #[test]
+    fn real_refuses_what_the_host_cannot_run() {
+        let e = split(RanksMode::Real, &ALL, 2, Ok("NCCL")).unwrap_err();
+        assert!(e.downcast_ref::<GpuUnavailable>().is_some());
+        assert!(e.to_string().contains("dep4 needs 4 GPUs"), "{e}");
+        let e = split(
+            RanksMode::Real,
+            &[Layout::Tp(1)],
+            1,
+            Err("NCCL (libnccl.so.2) not found"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("not found"), "{e}");
+        let ok = split(RanksMode::Real, &[Layout::Tp(1)], 1, Ok("NCCL")).unwrap();
+        assert_eq!(ok.real, [Layout::Tp(1)], "tp1 as a world of one");
+        let em = split(RanksMode::Emulated, &ALL, 8, Ok("NCCL")).unwrap();
+        assert_eq!((em.real.len(), em.here.len()), (0, 3));
+    }
+
+    #[test]
+    fn workers_get_their_rank_world_and_the_parents_arguments() {
+        let c = worker_command(
+            Path::new("/bin/metaprep"),
+            1,
+            Layout::Tp(2),
+            Path::new("/n/libnccl.so.2"),
+            Path::new("/out/ranks/tp2"),
+            true,
+            &["--batch-sizes".into(), "1,8".into()],
+        );
+        let args: Vec<String> = c.get_args().map(|a| a.to_string_lossy().into()).collect();
+        assert_eq!(
+            args.join(" "),
+            "rank-worker --rank 1 --layout tp2 --nccl-lib /n/libnccl.so.2 --id-file \
+             /out/ranks/tp2/nccl-id --out /out/ranks/tp2/rank1 --trace-here -- --batch-sizes 1,8"
+        );
+    }
+
+    #[test]
+    fn a_worlds_rows_and_gpu_notes_are_gathered_from_every_rank() {
+        use crate::harness::rows::CellId;
+        let dir = tempfile::tempdir().unwrap();
+        let id = CellId {
+            kind: "step",
+            family: "dspark+dsa_target_verify".into(),
+            arm: "graph".into(),
+            batch_size: 1,
+            block_size: 5,
+            layout: "tp2".into(),
+            emulated: false,
+        };
+        for (r, step_us) in [(0, 100.0), (1, 120.0)] {
+            let rank = rank_dir(dir.path(), r);
+            let row = id
+                .summary_row("step_us", "us", &[step_us; 8], "ci", None)
+                .unwrap();
+            write_rows(&rank.join(RESULTS_CSV), &[row]).unwrap();
+            let env = EnvRecord {
+                notes: vec![
+                    format!("rank {r} GPU {r}: PCI 0000:0{r}:00.0, no NVLink active"),
+                    "other".into(),
+                ],
+                ..EnvRecord::default()
+            };
+            env.write(&rank).unwrap();
+        }
+        let world = gather(dir.path(), Layout::Tp(2), 2).unwrap();
+        assert_eq!(
+            world.rows.iter().map(|r| r.rank).collect::<Vec<_>>(),
+            [0, 1]
+        );
+        assert_eq!(world.gpu_notes.len(), 2);
+        assert!(world.gpu_notes[1].starts_with("tp2 rank 1 GPU 1: PCI 0000:01:00.0"));
+        let (slowest, picked) = slowest_rank_rows(&world.rows);
+        assert_eq!((slowest[0].median, picked[0].1), (120.0, 1));
+        // A rank that wrote nothing is named.
+        let e = gather(dir.path(), Layout::Tp(2), 3).err().unwrap();
+        assert!(format!("{e:#}").contains("rank 2's rows of tp2"), "{e:#}");
+    }
+
+    #[test]
+    fn the_slowest_note_counts_cells_per_rank() {
+        let key = |arm: &str| crate::results::csv::CellKey {
+            kind: "step".into(),
+            family: "f".into(),
+            arm: arm.into(),
+            batch_size: 1,
+            block_size: 5,
+            layout: "tp2".into(),
+        };
+        let note = slowest_note(&[(key("a"), 1), (key("b"), 0), (key("c"), 1)]);
+        assert_eq!(
+            note,
+            "slowest rank per cell (by step_us): rank 0 in 1 cell(s), rank 1 in 2 cell(s)"
+        );
+    }
+}
