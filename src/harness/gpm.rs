@@ -16,6 +16,9 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::gpm::{gpm_metrics_get, GpmSample};
 use nvml_wrapper::Device;
 
+/// How the `env.json` / `metaprep info` note about missing GPM begins.
+pub const UNAVAILABLE_NOTE: &str = "GPM metrics unavailable";
+
 /// NVML's shortest interval between the two samples of a GPM metric, in seconds.
 pub const MIN_INTERVAL_S: f64 = 0.1;
 
@@ -193,7 +196,7 @@ pub fn unavailable_reason(device: &Device) -> Option<String> {
         )),
     }?;
     Some(format!(
-        "GPM metrics unavailable: {why}; the gpm_* columns stay empty"
+        "{UNAVAILABLE_NOTE}: {why}; the gpm_* columns stay empty"
     ))
 }
 
