@@ -1,12 +1,15 @@
 //! Tests that need a CUDA GPU. Run them on a GPU host with
 //! `cargo test --release -- --ignored` (or the bundle's `tests/gpu-*` executable with `--ignored`).
 
+use metaprep::axes::layout::Layout;
 use metaprep::axes::Arm;
 use metaprep::axes::Family;
 use metaprep::gpu::{capture_graph, Gpu, ImageChoice};
+use metaprep::prep::inputs::LengthRange;
 use metaprep::runs::check::{
     check_shape, check_shape_arms, eager_sync_capture_is_refused, shape_seed,
 };
+use metaprep::stats::stopping::StoppingRule;
 
 fn gpu() -> Gpu {
     Gpu::open(0).expect("these tests need a CUDA GPU")
@@ -142,11 +145,9 @@ fn step_config(
     arms: Vec<Arm>,
     timer: metaprep::harness::timer::TimerKind,
 ) -> metaprep::runs::steps::StepsConfig {
-    use metaprep::axes::layout::Layout;
     use metaprep::model::host_profile::HostProfile;
     use metaprep::model::profile::ForwardModel;
     use metaprep::model::stop::StepRounds;
-    use metaprep::prep::inputs::LengthRange;
     use metaprep::runs::steps::{StepsConfig, TraceRequest};
     use std::time::Duration;
 
@@ -341,7 +342,6 @@ fn the_d2d_copy_floor_reports_a_plausible_bandwidth() {
     use metaprep::harness::floor::Floor;
     use metaprep::harness::sampling::sample_per_step;
     use metaprep::runs::sweep_rounds::floor_cell;
-    use metaprep::stats::stopping::StoppingRule;
 
     let gpu = gpu();
     let mut floor = Floor::new(&gpu).unwrap();
@@ -370,26 +370,22 @@ fn the_d2d_copy_floor_reports_a_plausible_bandwidth() {
     );
 }
 
-/// A small sweep in rounds: every prep and floor row says its rounds and what stopped them,
-/// the paired rows are there, and `--resume` of a finished run keeps every group's rows.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn the_sweep_measures_in_rounds_and_resumes_whole_groups() {
-    use metaprep::axes::layout::Layout;
-    use metaprep::prep::inputs::LengthRange;
-    use metaprep::results::csv::{KIND_FLOOR, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
-    use metaprep::runs::sweep::{run, SweepConfig};
-    use metaprep::stats::stopping::StoppingRule;
-    use std::time::Duration;
-
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = SweepConfig {
+/// A sweep of one family at block 5 and tp1, six rounds at least, into `out`.
+fn small_sweep(
+    family: Family,
+    arms: Vec<Arm>,
+    batch_sizes: Vec<u32>,
+    time_cap: std::time::Duration,
+    max_rounds: usize,
+    out: std::path::PathBuf,
+) -> metaprep::runs::sweep::SweepConfig {
+    metaprep::runs::sweep::SweepConfig {
         device: 0,
         kernel_image: metaprep::gpu::ImageChoice::Auto,
         cpu: metaprep::harness::pin::CpuPin::Auto,
-        families: vec![Family::DsaDecode],
-        arms: vec![Arm::EagerSync, Arm::EagerDevice, Arm::Graph],
-        batch_sizes: vec![1, 8],
+        families: vec![family],
+        arms,
+        batch_sizes,
         block_sizes: vec![5],
         layouts: vec![Layout::Tp(1)],
         forward_us: 20.0,
@@ -399,16 +395,36 @@ fn the_sweep_measures_in_rounds_and_resumes_whole_groups() {
             max: 8192,
         },
         rule: StoppingRule {
-            time_cap: Duration::from_millis(200),
-            ..StoppingRule::default()
+            time_cap,
+            ..Default::default()
         },
         rounds: 6,
-        max_rounds: 7,
+        max_rounds,
         steps_per_sample: 50,
         seed: 1,
-        out: dir.path().join("run"),
+        out,
         resume: false,
-    };
+    }
+}
+
+/// A small sweep in rounds: every prep and floor row says its rounds and what stopped them,
+/// the paired rows are there, and `--resume` of a finished run keeps every group's rows.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_sweep_measures_in_rounds_and_resumes_whole_groups() {
+    use metaprep::results::csv::{KIND_FLOOR, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
+    use metaprep::runs::sweep::run;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = small_sweep(
+        Family::DsaDecode,
+        vec![Arm::EagerSync, Arm::EagerDevice, Arm::Graph],
+        vec![1, 8],
+        Duration::from_millis(200),
+        7,
+        dir.path().join("run"),
+    );
     let first = run(&config).unwrap();
     // What identifies a prep row's measurement (NaN p10/p90 of derived rows aside).
     let prep_of = |rows: &[metaprep::results::csv::Row]| -> Vec<_> {
@@ -476,4 +492,82 @@ fn the_sweep_measures_in_rounds_and_resumes_whole_groups() {
         prep,
         "every group's rows kept as they were"
     );
+}
+
+/// GPM columns of a tiny sweep: on a GPU with GPM (Hopper or newer, not MIG) every prep
+/// row has SM activity and DRAM bandwidth utilisation within 0–100% and a cell share in
+/// (0, 100]; without GPM every GPM column is empty and env.json's notes say why. Prints
+/// NVML's own units for the metrics and the DRAM figures of bs 1 and 256.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpm_columns_are_filled_where_the_gpu_has_gpm_and_empty_with_a_note_elsewhere() {
+    use metaprep::results::csv::KIND_PREP;
+    use metaprep::results::env::EnvRecord;
+    use metaprep::runs::sweep::run;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_sweep(
+        Family::DsaTargetVerify,
+        vec![Arm::EagerSync, Arm::Graph],
+        vec![1, 256],
+        Duration::from_millis(2000),
+        6,
+        dir.path().join("run"),
+    );
+    let result = run(&config).unwrap();
+    let env = EnvRecord::read(&config.out).unwrap();
+    let note = env
+        .notes
+        .iter()
+        .find(|n| n.starts_with(metaprep::harness::gpm::UNAVAILABLE_NOTE));
+    let prep: Vec<_> = result.rows.iter().filter(|r| r.kind == KIND_PREP).collect();
+    assert!(!prep.is_empty());
+    if let Some(note) = note {
+        println!("no GPM here: {note}");
+        assert!(result.rows.iter().all(|r| r.gpm_sm_util_pct.is_none()
+            && r.gpm_dram_bw_util_pct.is_none()
+            && r.gpm_nvlink_rx_mib_s.is_none()
+            && r.gpm_nvlink_tx_mib_s.is_none()
+            && r.gpm_cell_share_pct.is_none()));
+        let (major, _) = gpu().info.compute_capability;
+        assert!(
+            major < 9 || note.contains("MIG") || note.contains("NVML"),
+            "a Hopper-or-newer GPU without MIG should have GPM: {note}"
+        );
+        return;
+    }
+    let nvml = nvml_wrapper::Nvml::init().expect("NVML, since env.json has no GPM note");
+    let device = nvml.device_by_index(0).unwrap();
+    for line in metaprep::harness::gpm::describe_metrics(&device).unwrap() {
+        println!("NVML GPM {line}");
+    }
+    let percent = |v: Option<f64>| v.is_some_and(|v| (0.0..=100.0).contains(&v));
+    for r in &prep {
+        assert!(percent(r.gpm_sm_util_pct), "{r:?}");
+        assert!(percent(r.gpm_dram_bw_util_pct), "{r:?}");
+        assert!(
+            r.gpm_cell_share_pct
+                .is_some_and(|s| s > 0.0 && s <= 100.0 + 1e-9),
+            "{r:?}"
+        );
+        for link in [r.gpm_nvlink_rx_mib_s, r.gpm_nvlink_tx_mib_s]
+            .into_iter()
+            .flatten()
+        {
+            assert!(link >= 0.0, "{r:?}");
+        }
+    }
+    for r in prep.iter().filter(|r| r.metric == "step_us") {
+        println!(
+            "{} bs {}: SM {:?}% DRAM {:?}% NVLink rx/tx {:?}/{:?} MiB/s, share {:?}%",
+            r.arm,
+            r.batch_size,
+            r.gpm_sm_util_pct,
+            r.gpm_dram_bw_util_pct,
+            r.gpm_nvlink_rx_mib_s,
+            r.gpm_nvlink_tx_mib_s,
+            r.gpm_cell_share_pct
+        );
+    }
 }

@@ -56,6 +56,11 @@ fn row(
         power_w: Some(420.0),
         temp_c: Some(48.0),
         gpu_util_pct: Some(97.0),
+        gpm_sm_util_pct: None,
+        gpm_dram_bw_util_pct: None,
+        gpm_nvlink_rx_mib_s: None,
+        gpm_nvlink_tx_mib_s: None,
+        gpm_cell_share_pct: None,
     }
 }
 

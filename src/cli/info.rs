@@ -30,10 +30,22 @@ pub(crate) fn info(args: &DeviceArgs) -> Result<ExitCode> {
         ),
         Err(e) => println!("  CUPTI               none: steps --timer cupti unavailable; {e}"),
     }
+    println!("  GPM                 {}", gpm_line(i.ordinal as u32));
     println!(
         "host {} ({})",
         std::env::consts::ARCH,
         crate::harness::environment::cpu_model()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `sweep` and `steps` will put in their `gpm_*` columns on this device.
+fn gpm_line(ordinal: u32) -> String {
+    match crate::harness::nvml::read_static(ordinal) {
+        Ok(info) => match info.gpm_note {
+            None => "SM util, DRAM bandwidth util, NVLink RX/TX per cell (gpm_* columns)".into(),
+            Some(note) => format!("none: {note}"),
+        },
+        Err(e) => format!("none: {e}"),
+    }
 }

@@ -7,6 +7,7 @@
 pub mod bandwidth;
 pub mod environment;
 pub mod floor;
+pub mod gpm;
 pub mod nvml;
 pub mod pin;
 pub mod prep_cell;

@@ -9,6 +9,7 @@
 //! NVML numbers devices in PCI order and ignores `CUDA_VISIBLE_DEVICES`: index 0 here is not
 //! necessarily CUDA device 0 when that variable reorders or hides devices.
 
+use super::gpm::{self, cell_gpm, CellGpm, GpmInterval, GpmTracker, NvmlGpm};
 use crate::results::env::EnvRecord;
 use crate::results::telemetry::TelemetrySample;
 use crate::stats::summary::summarize;
@@ -135,6 +136,8 @@ pub struct CellTelemetry {
     pub throttled: bool,
     /// Readings the summary was built from.
     pub readings: usize,
+    /// GPM over the cell; `None` where GPM is unavailable or no interval overlapped it.
+    pub gpm: Option<CellGpm>,
 }
 
 /// Summarises one cell's readings; `None` when there are none.
@@ -162,6 +165,7 @@ pub fn summarize_cell<'a>(
         reasons_or,
         throttled: reasons_or.is_some_and(is_throttled),
         readings: readings.len(),
+        gpm: None,
     })
 }
 
@@ -175,6 +179,7 @@ struct Shared {
     started: Instant,
     cell: Mutex<String>,
     readings: Mutex<Vec<Reading>>,
+    gpm: Mutex<Vec<GpmInterval>>,
 }
 
 /// Samples one device on a background thread until [`Sampler::stop`].
@@ -203,7 +208,16 @@ impl Sampler {
                 Err(err) => return thread.fail(unavailable("loading NVML", err)),
             };
             match nvml.device_by_index(device_index) {
-                Ok(device) => thread.run(|| read_device(&device)),
+                Ok(device) => {
+                    // Unavailable GPM leaves its columns empty; env.json's note says why.
+                    let mut gpm = gpm::unavailable_reason(&device)
+                        .is_none()
+                        .then(|| GpmTracker::new(NvmlGpm { device: &device }));
+                    thread.run(
+                        || read_device(&device),
+                        |t_s| gpm.as_mut().and_then(|g| g.tick(t_s)),
+                    )
+                }
                 Err(err) => {
                     thread.fail(unavailable(&format!("opening device {device_index}"), err))
                 }
@@ -221,6 +235,7 @@ impl Sampler {
             started: Instant::now(),
             cell: Mutex::new(String::new()),
             readings: Mutex::new(Vec::new()),
+            gpm: Mutex::new(Vec::new()),
         });
         let (commands, command_rx) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
@@ -262,7 +277,12 @@ impl Sampler {
     /// shorter than one NVML read can end before its first reading lands).
     pub fn cell_summary(&self, label: &str) -> Option<CellTelemetry> {
         let readings = lock(&self.shared.readings);
-        summarize_cell(readings.iter().filter(|r| r.cell == label))
+        let summary = summarize_cell(readings.iter().filter(|r| r.cell == label))?;
+        let times: Vec<(f64, &str)> = readings.iter().map(|r| (r.t_s, r.cell.as_str())).collect();
+        Some(CellTelemetry {
+            gpm: cell_gpm(&times, &lock(&self.shared.gpm), label),
+            ..summary
+        })
     }
 
     /// Every reading so far, in time order, as `telemetry.csv` rows; sampling goes on.
@@ -303,8 +323,13 @@ impl SamplerThread {
     }
 
     /// Reports success, then calls `read` every period and on each [`Command::ReadNow`]
-    /// until stopped; `read` fills the device values, this loop the time and cell.
-    fn run(self, mut read: impl FnMut() -> Reading) {
+    /// until stopped; `read` fills the device values, this loop the time and cell. `gpm` is
+    /// told the time of each reading and returns the GPM interval that closes then, if any.
+    fn run(
+        self,
+        mut read: impl FnMut() -> Reading,
+        mut gpm: impl FnMut(f64) -> Option<GpmInterval>,
+    ) {
         let _ = self.ready.send(Ok(()));
         let mut next = Instant::now();
         loop {
@@ -327,6 +352,9 @@ impl SamplerThread {
                 ..read()
             };
             lock(&self.shared.readings).push(reading);
+            if let Some(interval) = gpm(t_s) {
+                lock(&self.shared.gpm).push(interval);
+            }
         }
     }
 }
@@ -380,6 +408,8 @@ pub struct StaticInfo {
     pub mem_clock_max_mhz: Option<u32>,
     /// Enforced power limit.
     pub power_limit_w: Option<f64>,
+    /// Why GPM metrics are unavailable, one line; `None` when they are available.
+    pub gpm_note: Option<String>,
 }
 
 impl StaticInfo {
@@ -397,6 +427,11 @@ impl StaticInfo {
         env.sm_clock_max_mhz = self.sm_clock_max_mhz;
         env.mem_clock_max_mhz = self.mem_clock_max_mhz;
         env.power_limit_w = self.power_limit_w;
+        if let Some(note) = &self.gpm_note {
+            if !env.notes.contains(note) {
+                env.notes.push(note.clone());
+            }
+        }
     }
 }
 
@@ -438,6 +473,7 @@ fn read_static_with_lib(lib: &OsStr, device_index: u32) -> Result<StaticInfo, Nv
             sm_clock_max_mhz: device.max_clock_info(Clock::SM).ok(),
             mem_clock_max_mhz: device.max_clock_info(Clock::Memory).ok(),
             power_limit_w: device.enforced_power_limit().ok().map(milli_to_unit),
+            gpm_note: gpm::unavailable_reason(&device),
         })
     })
     .join()
@@ -563,6 +599,7 @@ mod tests {
             sm_clock_max_mhz: Some(1980),
             mem_clock_max_mhz: Some(3201),
             power_limit_w: Some(700.0),
+            gpm_note: Some("GPM metrics unavailable: test".into()),
         };
         let mut env = EnvRecord::default();
         info.fill_env(&mut env);
@@ -571,6 +608,9 @@ mod tests {
         assert_eq!(env.cuda_driver_version, "13.0");
         assert_eq!(env.sm_clock_max_mhz, Some(1980));
         assert_eq!(env.power_limit_w, Some(700.0));
+        assert_eq!(env.notes, vec!["GPM metrics unavailable: test".to_string()]);
+        info.fill_env(&mut env);
+        assert_eq!(env.notes.len(), 1, "the note is added once");
         let mut cuda_env = EnvRecord {
             gpu_name: "NVIDIA H200 (CUDA)".into(),
             gpu_count: 2,
@@ -595,16 +635,49 @@ mod tests {
         }
     }
 
-    /// A sampler over a fake device whose SM clock counts readings.
+    /// A sampler over a fake device whose SM clock counts readings and whose GPM closes an
+    /// interval at every reading, at 75% SM and 25% DRAM utilisation.
     fn fake_sampler(period: Duration) -> Sampler {
         Sampler::spawn(period, |thread| {
             let mut count = 0.0;
-            thread.run(move || {
-                count += 1.0;
-                reading("ignored", Some(count), Some(REASON_GPU_IDLE))
-            })
+            let mut last_t = None;
+            thread.run(
+                move || {
+                    count += 1.0;
+                    reading("ignored", Some(count), Some(REASON_GPU_IDLE))
+                },
+                move |t_s| {
+                    let t0_s = last_t.replace(t_s)?;
+                    Some(GpmInterval {
+                        t0_s,
+                        t1_s: t_s,
+                        values: gpm::GpmValues {
+                            sm_util_pct: Some(75.0),
+                            dram_bw_util_pct: Some(25.0),
+                            ..gpm::GpmValues::default()
+                        },
+                    })
+                },
+            )
         })
         .expect("a fake device always opens")
+    }
+
+    #[test]
+    fn a_cell_summary_carries_the_gpm_of_its_intervals() {
+        let sampler = fake_sampler(Duration::from_secs(3600));
+        sampler.set_cell("a");
+        wait_for(|| sampler.cell_summary("a").is_some());
+        // The interval that closes at b's first reading is a's, whole.
+        sampler.set_cell("b");
+        wait_for(|| sampler.cell_summary("a").is_some_and(|s| s.gpm.is_some()));
+        let gpm = sampler.cell_summary("a").unwrap().gpm.unwrap();
+        let close = |got: Option<f64>, want: f64| got.is_some_and(|g| (g - want).abs() < 1e-9);
+        assert!(close(gpm.values.sm_util_pct, 75.0), "{gpm:?}");
+        assert!(close(gpm.values.dram_bw_util_pct, 25.0), "{gpm:?}");
+        assert!(close(Some(gpm.cell_share_pct), 100.0), "{gpm:?}");
+        assert_eq!(gpm.values.nvlink_rx_mib_s, None);
+        sampler.stop();
     }
 
     #[test]

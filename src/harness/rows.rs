@@ -39,6 +39,7 @@ impl CellId {
 
     fn base(&self, metric: &str, unit: &str, telemetry: Option<&CellTelemetry>) -> Row {
         let t = telemetry.cloned().unwrap_or_default();
+        let gpm = t.gpm.clone().map(|g| g.values).unwrap_or_default();
         Row {
             kind: self.kind.into(),
             family: self.family.clone(),
@@ -64,6 +65,11 @@ impl CellId {
             power_w: t.power_w,
             temp_c: t.temp_c,
             gpu_util_pct: t.gpu_util_pct,
+            gpm_sm_util_pct: gpm.sm_util_pct,
+            gpm_dram_bw_util_pct: gpm.dram_bw_util_pct,
+            gpm_nvlink_rx_mib_s: gpm.nvlink_rx_mib_s,
+            gpm_nvlink_tx_mib_s: gpm.nvlink_tx_mib_s,
+            gpm_cell_share_pct: t.gpm.as_ref().map(|g| g.cell_share_pct),
         }
     }
 
@@ -218,6 +224,40 @@ mod tests {
             (plain.clock_event_reasons.as_str(), plain.power_w),
             ("", None),
             "no NVML: empty columns"
+        );
+        assert_eq!(
+            (plain.gpm_sm_util_pct, plain.gpm_cell_share_pct),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn rows_carry_the_cells_gpm() {
+        use crate::harness::gpm::{CellGpm, GpmValues};
+        let telemetry = CellTelemetry {
+            gpm: Some(CellGpm {
+                values: GpmValues {
+                    sm_util_pct: Some(91.0),
+                    dram_bw_util_pct: Some(37.5),
+                    nvlink_rx_mib_s: Some(0.0),
+                    nvlink_tx_mib_s: None,
+                },
+                cell_share_pct: 80.0,
+            }),
+            ..Default::default()
+        };
+        let row = cell()
+            .summary_row("step_us", "us", &[1.0, 2.0], "ci", Some(&telemetry))
+            .unwrap();
+        assert_eq!(
+            (
+                row.gpm_sm_util_pct,
+                row.gpm_dram_bw_util_pct,
+                row.gpm_nvlink_rx_mib_s,
+                row.gpm_nvlink_tx_mib_s,
+                row.gpm_cell_share_pct
+            ),
+            (Some(91.0), Some(37.5), Some(0.0), None, Some(80.0))
         );
     }
 

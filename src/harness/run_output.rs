@@ -3,6 +3,7 @@
 //! telemetry file current, and show progress.
 
 use super::environment::env_for_run;
+use super::gpm::UNAVAILABLE_NOTE;
 use super::nvml::{Sampler, DEFAULT_PERIOD};
 use super::telemetry_file::TelemetryFile;
 use crate::axes::layout::Layout;
@@ -65,7 +66,12 @@ impl Recorder {
         for note in &notes {
             eprintln!("metaprep: {note}");
         }
-        env_for_run(gpu, out, resume, notes)?.write(out)?;
+        let env = env_for_run(gpu, out, resume, notes)?;
+        env.write(out)?;
+        // The GPM note comes from NVML, not from the caller: say it once here too.
+        for note in env.notes.iter().filter(|n| n.starts_with(UNAVAILABLE_NOTE)) {
+            eprintln!("metaprep: {note}");
+        }
         let sampler = match Sampler::start(gpu.info.ordinal as u32, DEFAULT_PERIOD) {
             Ok(s) => Some(s),
             Err(e) => {

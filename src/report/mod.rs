@@ -5,5 +5,6 @@ pub mod change;
 pub mod charts;
 pub mod compare;
 pub mod format;
+pub mod gpm;
 pub mod summary;
 pub mod targets;

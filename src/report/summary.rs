@@ -190,6 +190,7 @@ fn write_callouts(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::Resul
         }
         writeln!(out)?;
     }
+    crate::report::gpm::write_gpm(out, rows)?;
     for note in &env.notes {
         writeln!(out, "> note: {note}\n")?;
     }
@@ -907,6 +908,34 @@ mod tests {
         assert!(text.contains("| 22.5 ⚠ |"), "{text}");
         assert!(text.contains("### Decode step — tp8, dspark+dsa_target_verify ⚠ emulated"));
         assert!(text.contains("⚠ emulated: tp8 ran one rank on 1 GPU (the machine has 2)"));
+    }
+
+    #[test]
+    fn gpm_figures_sit_beside_the_throttling_callout() {
+        let mut busy = prep("eager-sync", 40.0);
+        busy.throttled = true;
+        busy.gpm_sm_util_pct = Some(88.0);
+        busy.gpm_dram_bw_util_pct = Some(45.0);
+        busy.gpm_cell_share_pct = Some(100.0);
+        let mut env = test_env();
+        env.notes = vec!["a note".into()];
+        let text = render_summary(&[busy], &env);
+        let throttled = text
+            .find("⚠ throttled: 1 cell(s)")
+            .expect("throttle callout");
+        let gpm = text
+            .find("> GPM (NVML, per cell, over 1 cells): SM activity 88.0–88.0%")
+            .unwrap_or_else(|| panic!("{text}"));
+        let note = text.find("> note: a note").expect("note");
+        assert!(throttled < gpm && gpm < note, "{text}");
+        // Without GPM figures the summary has no GPM line, and a GPM note shows as any note.
+        env.notes = vec!["GPM metrics unavailable: MIG".into()];
+        let text = render_summary(&[prep("graph", 20.0)], &env);
+        assert!(!text.contains("> GPM"), "{text}");
+        assert!(
+            text.contains("> note: GPM metrics unavailable: MIG"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -99,6 +99,24 @@ pub struct Row {
     pub power_w: Option<f64>,
     pub temp_c: Option<f64>,
     pub gpu_util_pct: Option<f64>,
+    /// NVML GPM over the cell (Hopper and newer), each the mean over the GPM intervals the
+    /// cell ran in, weighted by its time in each: SM activity (% of time an SM had a warp),
+    /// DRAM bandwidth utilisation (% of peak), NVLink receive / transmit over all links
+    /// (MiB/s). Empty where GPM is unavailable (env.json's notes say why) and in CSVs of a
+    /// metaprep before GPM.
+    #[serde(default)]
+    pub gpm_sm_util_pct: Option<f64>,
+    #[serde(default)]
+    pub gpm_dram_bw_util_pct: Option<f64>,
+    #[serde(default)]
+    pub gpm_nvlink_rx_mib_s: Option<f64>,
+    #[serde(default)]
+    pub gpm_nvlink_tx_mib_s: Option<f64>,
+    /// The cell's share (%) of the time covered by the GPM intervals behind those figures:
+    /// GPM needs 100 ms between samples, so a cell visited for a few ms at a time is blended
+    /// with the cells around it, and this says by how much.
+    #[serde(default)]
+    pub gpm_cell_share_pct: Option<f64>,
 }
 
 /// The header of a results CSV, in `Row` field order. `read_rows` checks a file's header
@@ -128,10 +146,22 @@ pub const COLUMNS: &[&str] = &[
     "power_w",
     "temp_c",
     "gpu_util_pct",
+    "gpm_sm_util_pct",
+    "gpm_dram_bw_util_pct",
+    "gpm_nvlink_rx_mib_s",
+    "gpm_nvlink_tx_mib_s",
+    "gpm_cell_share_pct",
 ];
 
 /// Columns an older metaprep did not write: a file without them reads with their defaults.
-const OPTIONAL_COLUMNS: &[&str] = &["rounds"];
+const OPTIONAL_COLUMNS: &[&str] = &[
+    "rounds",
+    "gpm_sm_util_pct",
+    "gpm_dram_bw_util_pct",
+    "gpm_nvlink_rx_mib_s",
+    "gpm_nvlink_tx_mib_s",
+    "gpm_cell_share_pct",
+];
 
 /// Identifies one cell of a sweep: every metric row of a cell shares it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -438,6 +468,11 @@ pub(crate) mod test_rows {
             power_w: Some(412.5),
             temp_c: Some(48.0),
             gpu_util_pct: None,
+            gpm_sm_util_pct: None,
+            gpm_dram_bw_util_pct: None,
+            gpm_nvlink_rx_mib_s: None,
+            gpm_nvlink_tx_mib_s: None,
+            gpm_cell_share_pct: None,
         }
     }
 }
@@ -576,24 +611,29 @@ mod tests {
         assert_eq!(read_rows(&path).unwrap(), sample_rows());
     }
 
-    #[test]
-    fn a_csv_from_before_rounds_reads_with_zero_rounds() {
-        let text = good_text();
+    /// `text` (a results CSV) without the columns named.
+    fn without_columns(text: &str, names: &[&str]) -> String {
         let mut reader = csv::Reader::from_reader(text.as_bytes());
         let headers = reader.headers().unwrap().clone();
-        let at = headers.iter().position(|h| h == "rounds").unwrap();
-        let drop = |record: &csv::StringRecord| -> Vec<String> {
-            let mut fields: Vec<String> = record.iter().map(String::from).collect();
-            fields.remove(at);
-            fields
+        let keep: Vec<usize> = (0..headers.len())
+            .filter(|&i| !names.contains(&&headers[i]))
+            .collect();
+        assert_eq!(keep.len(), headers.len() - names.len(), "{names:?}");
+        let kept = |record: &csv::StringRecord| -> Vec<String> {
+            keep.iter().map(|&i| record[i].to_string()).collect()
         };
         let mut writer = csv::Writer::from_writer(Vec::new());
-        writer.write_record(drop(&headers)).unwrap();
+        writer.write_record(kept(&headers)).unwrap();
         for record in reader.records() {
-            writer.write_record(drop(&record.unwrap())).unwrap();
+            writer.write_record(kept(&record.unwrap())).unwrap();
         }
+        String::from_utf8(writer.into_inner().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_csv_from_before_rounds_reads_with_zero_rounds() {
         let dir = tempfile::tempdir().unwrap();
-        let old = String::from_utf8(writer.into_inner().unwrap()).unwrap();
+        let old = without_columns(&good_text(), &["rounds"]);
         assert!(!old.lines().next().unwrap().contains("rounds"));
         assert!(sample_rows().iter().all(|r| r.rounds == 6));
         let rows = read_rows(&write_file(&dir, &old)).unwrap();
@@ -602,6 +642,62 @@ mod tests {
             .map(|r| Row { rounds: 0, ..r })
             .collect();
         assert_eq!(rows, without_rounds);
+    }
+
+    const GPM_COLUMNS: [&str; 5] = [
+        "gpm_sm_util_pct",
+        "gpm_dram_bw_util_pct",
+        "gpm_nvlink_rx_mib_s",
+        "gpm_nvlink_tx_mib_s",
+        "gpm_cell_share_pct",
+    ];
+
+    fn with_gpm(row: Row) -> Row {
+        Row {
+            gpm_sm_util_pct: Some(87.5),
+            gpm_dram_bw_util_pct: Some(41.25),
+            gpm_nvlink_rx_mib_s: Some(0.0),
+            gpm_nvlink_tx_mib_s: None, // a metric NVML did not give stays empty
+            gpm_cell_share_pct: Some(62.5),
+            ..row
+        }
+    }
+
+    #[test]
+    fn gpm_columns_round_trip_and_empty_ones_read_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        let rows: Vec<Row> = sample_rows().into_iter().map(with_gpm).collect();
+        write_rows(&path, &rows).unwrap();
+        assert_eq!(read_rows(&path).unwrap(), rows);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with(&GPM_COLUMNS.join(",")));
+        assert!(text
+            .lines()
+            .nth(1)
+            .unwrap()
+            .ends_with(",87.5,41.25,0.0,,62.5"));
+    }
+
+    #[test]
+    fn a_csv_from_before_gpm_reads_with_empty_gpm() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows: Vec<Row> = sample_rows().into_iter().map(with_gpm).collect();
+        let path = dir.path().join("metaprep.csv");
+        write_rows(&path, &rows).unwrap();
+        let old = without_columns(&std::fs::read_to_string(&path).unwrap(), &GPM_COLUMNS);
+        assert!(!old.contains("gpm_"));
+        assert_eq!(read_rows(&write_file(&dir, &old)).unwrap(), sample_rows());
+        // Before rounds and before GPM at once.
+        let older = without_columns(&old, &["rounds"]);
+        assert!(read_rows(&write_file(&dir, &older))
+            .unwrap()
+            .iter()
+            .all(|r| r.rounds == 0 && r.gpm_sm_util_pct.is_none()));
     }
 
     #[test]
@@ -656,7 +752,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let error = error_of(&write_file(&dir, &(lines.join("\n") + "\n")));
         assert!(
-            error.contains("line 3: 3 fields where the header has 24"),
+            error.contains("line 3: 3 fields where the header has 29"),
             "{error}"
         );
     }

@@ -125,6 +125,11 @@ mod tests {
             power_w: None,
             temp_c: None,
             gpu_util_pct: None,
+            gpm_sm_util_pct: None,
+            gpm_dram_bw_util_pct: None,
+            gpm_nvlink_rx_mib_s: None,
+            gpm_nvlink_tx_mib_s: None,
+            gpm_cell_share_pct: None,
         }
     }
 
