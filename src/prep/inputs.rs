@@ -117,6 +117,18 @@ pub fn generate(shape: &Shape, seed: u64, lengths: LengthRange, with_edges: bool
     }
 }
 
+/// Sets `swa_valid_from` of every other live request's pool row to a seeded value in
+/// `0..=L + 2` (past L too: then none of the window is valid), as a request whose early SWA
+/// slots were freed has; the rest stay 0.
+pub fn draw_swa_valid_from(inputs: &mut HostInputs, live: usize, seed: u64) {
+    let mut rng = SplitMix64::new(seed ^ 0x7661_6c69_645f_6672);
+    for i in (1..live).step_by(2) {
+        let len = inputs.seq_lens[i].max(0) as u64;
+        let pool = inputs.req_pool_indices[i] as usize;
+        inputs.swa_valid_from[pool] = rng.range(0, len + 2) as i32;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,6 +157,12 @@ mod tests {
             "padding slots"
         );
         assert_eq!(a.swa_valid_from, vec![0; 4]);
+        let mut c = a.clone();
+        draw_swa_valid_from(&mut c, 3, 1);
+        let row_of = |i: usize| c.req_pool_indices[i] as usize;
+        assert_eq!(c.swa_valid_from[row_of(0)], 0, "even requests keep 0");
+        assert!(c.swa_valid_from[row_of(1)] <= c.seq_lens[1] + 2);
+        assert_eq!(c.swa_valid_from[row_of(2)], 0);
         let mut pools = a.req_pool_indices[..3].to_vec();
         pools.sort();
         pools.dedup();

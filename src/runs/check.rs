@@ -1,13 +1,15 @@
-//! `metaprep check`: every family x arm against the CPU reference, bit for bit, on random
-//! inputs (fresh seed, printed), poisoned outputs, and several steps with `seq_lens`
-//! advanced on the device by `accept` between them.
+//! `metaprep check`: every family x arm against the CPU reference of the engine path it
+//! stands for (eager arms: the eager page rule; graph arms: graph replay's), bit for bit, on
+//! random inputs (fresh seed, printed; every other request with a nonzero `swa_valid_from`),
+//! poisoned outputs, and several steps with `seq_lens` advanced on the device by `accept`
+//! between them.
 
 use crate::axes::Arm;
 use crate::axes::Family;
 use crate::gpu::Gpu;
 use crate::prep::accept::AcceptModel;
 use crate::prep::family::{PageRule, Shape};
-use crate::prep::inputs::{generate, HostInputs, LengthRange};
+use crate::prep::inputs::{draw_swa_valid_from, generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::PrepPlan;
 use crate::prep::reference::{expected, Expected, Mismatch};
@@ -113,7 +115,8 @@ pub fn check_shape_arms(
         min: 0,
         max: length_cap(shape.batch_size, token_budget),
     };
-    let inputs = generate(&shape, seed, range, true);
+    let mut inputs = generate(&shape, seed, range, true);
+    draw_swa_valid_from(&mut inputs, shape.batch_size as usize, seed);
     let accept = AcceptModel::with_probability(0.7, shape.block, seed as u32, shape.max_seq_len());
     let mut trajectories = std::collections::HashMap::new();
     let live = shape.batch_size as usize;
