@@ -23,6 +23,7 @@ done
 # copy around), and drop the test build of the CLI binary itself, which holds no tests.
 rm -f "$out"/tests/metaprep
 strip --strip-debug "$out"/metaprep "$out"/tests/* "$out"/benches/* 2>/dev/null || true
-cp scripts/run-on-gpu.sh scripts/calibrate_torch.py scripts/compare_reference.py "$out/"
+cp scripts/run-on-gpu.sh scripts/calibrate_torch.py scripts/compare_reference.py \
+    scripts/crosscheck_sglang.py "$out/"
 echo "bundle in $out/:"
 ls -l "$out" "$out/tests" "$out/benches"
