@@ -571,3 +571,24 @@ fn gpm_columns_are_filled_where_the_gpu_has_gpm_and_empty_with_a_note_elsewhere(
         );
     }
 }
+
+/// The cross-check's cases on every arm: long contexts up to 128k + 1, padding rows,
+/// `swa_valid_from` other than 0, each arm against the reference of its page rule, from
+/// poisoned buffers (the dump compares whole buffers: the poison must survive where the
+/// engine does not write).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn dump_cases_match_the_reference_on_every_arm() {
+    let gpu = gpu();
+    let seed = fresh_seed();
+    let dir = tempfile::tempdir().unwrap();
+    let mismatches =
+        metaprep::runs::dump::write_dump(dir.path(), seed, 96, Some(&gpu), &Arm::ALL, |_| {})
+            .unwrap();
+    assert!(mismatches.is_empty(), "seed {seed}: {mismatches:?}");
+    let index = std::fs::read_to_string(dir.path().join("cases.json")).unwrap();
+    assert!(
+        index.contains("\"arms\": [\n        \"eager-sync\""),
+        "arm buffers are dumped"
+    );
+}

@@ -4,8 +4,10 @@ use super::common::{usage, DeviceArgs, PrepAxes};
 use crate::cli::lists::{arms, families, parse_u32_list};
 use crate::gpu::Gpu;
 use crate::runs::check::{self, CheckConfig};
+use crate::runs::dump::write_dump;
 use anyhow::{Context, Result};
 use clap::Args;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -30,6 +32,19 @@ pub struct CheckArgs {
     /// min(128k, budget / batch size).
     #[arg(long, default_value_t = 1 << 21)]
     pub(crate) token_budget: u64,
+    /// Instead of the check: write the inputs and every output of a fixed set of cases to
+    /// DIR (cases.json + safetensors, see src/runs/dump.rs) for scripts/crosscheck_sglang.py:
+    /// the CPU reference's buffers for the eager and graph page rules and, unless --cpu-only,
+    /// each of --arms' buffers after one poisoned step on the GPU (an arm that differs from
+    /// the reference fails the command). --seed picks the cases (default: fresh, printed).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dump: Option<PathBuf>,
+    /// With --dump: write only the CPU reference's outputs; needs no GPU.
+    #[arg(long, requires = "dump")]
+    pub(crate) cpu_only: bool,
+    /// With --dump: how many cases (they cycle through the families, batch 1-8, blocks 1-8).
+    #[arg(long, default_value_t = 640, requires = "dump", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub(crate) dump_cases: u32,
 }
 
 pub(crate) fn check_config(args: &CheckArgs) -> Result<CheckConfig, ExitCode> {
@@ -110,6 +125,51 @@ pub(crate) fn run_check(args: &CheckArgs, config: &CheckConfig) -> Result<ExitCo
         return Ok(ExitCode::FAILURE);
     }
     println!("\nOK: every output of every arm equals the CPU reference, bit for bit ({} shapes x arms, {} steps each)", results.len(), config.steps);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `check --dump DIR`: the cases, the CPU reference, and unless `--cpu-only` each arm.
+pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Result<ExitCode> {
+    let gpu = if args.cpu_only {
+        None
+    } else {
+        Some(Gpu::open(args.device.device)?)
+    };
+    let count = args.dump_cases as usize;
+    let source = match &gpu {
+        Some(gpu) => format!(
+            "the CPU reference and {} arms on {}",
+            config.arms.len(),
+            gpu.info.name
+        ),
+        None => "the CPU reference only (--cpu-only)".into(),
+    };
+    println!(
+        "metaprep check --dump {}: {count} cases, seed {} (replay with --seed {}), {source}",
+        dir.display(),
+        config.seed,
+        config.seed
+    );
+    let mismatches = write_dump(dir, config.seed, count, gpu.as_ref(), &config.arms, |k| {
+        if (k + 1) % 100 == 0 {
+            println!("  {} of {count} cases written", k + 1);
+        }
+    })?;
+    for (case, arm, cells, first) in &mismatches {
+        println!("MISMATCH case {case} {arm}: {cells} cells differ; first: {first}");
+    }
+    if !mismatches.is_empty() {
+        println!(
+            "\nFAILED: {} buffers differ from the CPU reference (seed {})",
+            mismatches.len(),
+            config.seed
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    println!(
+        "wrote {count} cases to {} (index: cases.json)",
+        dir.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

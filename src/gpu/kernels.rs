@@ -19,6 +19,13 @@ pub const SWA_ALIGN: i32 = 64;
 pub const DSA_TOPK: i32 = 2048;
 /// Page-table columns in one span; a block loops over spans of its row.
 pub const PAGE_COLS_PER_BLOCK: u32 = 2048;
+/// DSA's physical KV page size: `real_page_table` holds every 64th column of
+/// `page_table_1`, divided by 64 (SGLang 0.5.23 `DeepseekSparseAttnBackend.physical_page_size`).
+pub const DSA_REAL_PAGE_SIZE: i32 = 64;
+/// Columns per block of SGLang's fused DSA metadata kernels (`BLOCK_N` in
+/// python/sglang/kernels/ops/attention/dsa/metadata.py, 0.5.23): graph replay writes a
+/// page row in whole blocks of this many columns.
+pub const DSA_GRAPH_COL_BLOCK: i32 = 128;
 
 const COMMON: &str = include_str!("../../kernels/common.cuh");
 const DSA_COMMON: &str = include_str!("../../kernels/dsa_common.cuh");
@@ -71,7 +78,9 @@ impl KernelModule {
         let mut src = format!(
             "#define METAPREP_PAGE_SIZE {PAGE_SIZE}\n#define METAPREP_SWA_WINDOW {SWA_WINDOW}\n\
              #define METAPREP_DSA_TOPK {DSA_TOPK}\n#define METAPREP_SWA_ALIGN {SWA_ALIGN}\n\
-             #define METAPREP_PAGE_COLS_PER_BLOCK {PAGE_COLS_PER_BLOCK}\n"
+             #define METAPREP_PAGE_COLS_PER_BLOCK {PAGE_COLS_PER_BLOCK}\n\
+             #define METAPREP_DSA_REAL_PAGE_SIZE {DSA_REAL_PAGE_SIZE}\n\
+             #define METAPREP_DSA_GRAPH_COL_BLOCK {DSA_GRAPH_COL_BLOCK}\n"
         );
         src.push_str(COMMON);
         if self.uses_dsa_common() {

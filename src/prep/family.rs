@@ -1,7 +1,9 @@
 //! The four metadata families (DESIGN.md), their constants and static output shapes.
 
-use crate::axes::Family;
-use crate::gpu::kernels::{PAGE_COLS_PER_BLOCK, PAGE_SIZE, SWA_ALIGN, SWA_WINDOW};
+use crate::axes::{Arm, Family};
+use crate::gpu::kernels::{
+    DSA_GRAPH_COL_BLOCK, DSA_REAL_PAGE_SIZE, PAGE_COLS_PER_BLOCK, SWA_ALIGN, SWA_WINDOW,
+};
 use anyhow::{bail, Result};
 
 /// Page-table grids aim at about this many blocks per SM in all.
@@ -24,18 +26,66 @@ pub const MAX_BATCH: u32 = 65536;
 /// The checker's poison: negative and not -1, so no real output can equal it.
 pub const POISON: i32 = -0x3c3c_3c3c;
 
-/// What the eager-sync arm of a family sizes from lengths it read on the host.
-impl Family {
-    /// The page-table columns the eager-sync arm sizes its launch to, from lengths it read
-    /// on the host: what `seq_lens.max().item()` buys the eager path.
-    pub fn host_col_limit(self, seq_lens: &[i32], block: u32) -> u32 {
-        let max_len = seq_lens.iter().copied().max().unwrap_or(0).max(0) as u32;
-        match self {
-            Family::DsparkDraftBlock => (max_len + block).div_ceil(PAGE_SIZE as u32),
-            Family::DsaDecode | Family::DsaDraftExtendV2 => max_len,
-            Family::DsaTargetVerify => max_len + block,
+/// Which DSA page-table cells a path writes, as SGLang 0.5.23's DSA backend
+/// (python/sglang/srt/layers/attention/dsa_backend.py) writes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PageRule {
+    /// `init_forward_metadata`: `req_to_token[req_pool_indices, :max_seqlen_k]` with
+    /// `max_seqlen_k = max(L)` (+N for verify), the same columns for every row.
+    Eager,
+    /// Graph replay's fused Triton kernels (python/sglang/kernels/ops/attention/dsa/metadata.py):
+    /// each row in whole 128-column blocks, `[0, roundup128(kv))` with kv = L (+N for verify).
+    Graph,
+}
+
+impl PageRule {
+    /// The rule of the engine path `arm` stands for: eager launches write like the eager
+    /// `init_forward_metadata`, graph arms like the fused kernels of graph replay.
+    pub fn of(arm: Arm) -> Self {
+        if arm.uses_graph() {
+            PageRule::Graph
+        } else {
+            PageRule::Eager
         }
     }
+}
+
+impl Family {
+    /// Request i's KV length, which sizes its DSA page row: L, or L + N for verify.
+    /// (`cache_seqlens` in SGLang; DSpark has no KV-length page row.)
+    pub fn request_kv(self, len: i32, block: u32) -> i32 {
+        match self {
+            Family::DsaTargetVerify => len.wrapping_add(block as i32),
+            _ => len,
+        }
+    }
+
+    /// The page-table columns the eager path writes for every row, from lengths it read on
+    /// the host (`seq_lens.max().item()`), before clipping to the static width. DSpark's
+    /// table is the one-page placeholder whatever the lengths.
+    pub fn host_col_limit(self, seq_lens: &[i32], block: u32) -> u32 {
+        if self == Family::DsparkDraftBlock {
+            return 1;
+        }
+        let longest = seq_lens
+            .iter()
+            .map(|&l| self.request_kv(l, block))
+            .max()
+            .unwrap_or(0);
+        longest.max(0) as u32
+    }
+}
+
+/// Columns graph replay writes in a DSA page row whose request holds `kv` tokens: whole
+/// 128-column blocks, clipped to the static width.
+pub fn graph_page_cols(kv: i32, width: usize) -> usize {
+    let kv = kv.max(0) as usize;
+    kv.next_multiple_of(DSA_GRAPH_COL_BLOCK as usize).min(width)
+}
+
+/// `real_page_table` columns that cover `cols` columns of `page_table_1` (`[:, ::64]`).
+pub fn real_cols(cols: usize) -> usize {
+    cols.div_ceil(DSA_REAL_PAGE_SIZE as usize)
 }
 
 /// The batch size a CUDA graph is captured for: serving engines capture a fixed list of
@@ -107,12 +157,20 @@ impl Shape {
         self.padded_bs as usize * self.tokens_per_request()
     }
 
-    /// Static page-table width: pages for DSpark, tokens for DSA.
+    /// Static page-table width. DSpark: one page, the placeholder SGLang's CUDA
+    /// DeepSeek-V4 backend keeps for SWA-only draft blocks (`max_seq_len=self.page_size` in
+    /// `init_forward_metadata_dspark_draft_block`, deepseek_v4_backend.py, 0.5.23). DSA:
+    /// the request-to-token stride, in tokens (`req_to_token.shape[1]`).
     pub fn page_width(&self) -> usize {
         match self.family {
-            Family::DsparkDraftBlock => self.max_context.div_ceil(PAGE_SIZE as u32) as usize,
+            Family::DsparkDraftBlock => 1,
             _ => self.max_context as usize,
         }
+    }
+
+    /// Static width of DSA's `real_page_table` (page size 64).
+    pub fn real_width(&self) -> usize {
+        real_cols(self.page_width())
     }
 
     pub fn swa_width(&self) -> usize {
@@ -141,17 +199,25 @@ impl Shape {
                 o("page_table", r, self.page_width()),
                 o("swa_page_indices", r, self.swa_width()),
             ],
+            // Decode's expanded lengths are cache_seqlens itself (one row per request).
             Family::DsaDecode => vec![
                 o("cache_seqlens", p, 1),
+                o("cu_seqlens_q", p + 1, 1),
                 o("cu_seqlens_k", p + 1, 1),
                 o("dsa_cache_seqlens", p, 1),
+                o("dsa_cu_seqlens_k", p + 1, 1),
                 o("page_table_1", p, self.page_width()),
+                o("real_page_table", p, self.real_width()),
             ],
             Family::DsaTargetVerify | Family::DsaDraftExtendV2 => vec![
                 o("cache_seqlens", p, 1),
+                o("cu_seqlens_q", r + 1, 1),
+                o("cu_seqlens_k", p + 1, 1),
                 o("seqlens_expanded", r, 1),
                 o("dsa_cache_seqlens", r, 1),
+                o("dsa_cu_seqlens_k", r + 1, 1),
                 o("page_table_1", r, self.page_width()),
+                o("real_page_table", r, self.real_width()),
             ],
         }
     }
@@ -187,7 +253,7 @@ mod tests {
         let s = Shape::new(Family::DsparkDraftBlock, 3, 5, 4096).unwrap();
         assert_eq!(
             (s.padded_bs, s.rows(), s.page_width(), s.swa_width()),
-            (4, 20, 16, 192)
+            (4, 20, 1, 192)
         );
         let widths: Vec<_> = s
             .outputs()
@@ -195,7 +261,7 @@ mod tests {
             .map(|o| (o.name, o.rows, o.width))
             .collect();
         assert_eq!(widths[0], ("extend_seq_lens", 4, 1));
-        assert_eq!(widths[5], ("page_table", 20, 16));
+        assert_eq!(widths[5], ("page_table", 20, 1), "the one-page placeholder");
         let s = Shape::new(Family::DsparkDraftBlock, 1, 1, 4096).unwrap();
         assert_eq!(s.swa_width(), 192, "128 + 1 rounds up to 192");
         let d = Shape::new(Family::DsaDecode, 8, 5, 1000).unwrap();
@@ -204,7 +270,17 @@ mod tests {
             8,
             "decode has one row per request whatever the block"
         );
-        assert_eq!(d.outputs()[1].rows, 9, "cu_seqlens_k has a leading 0");
+        assert_eq!(d.outputs()[2].rows, 9, "cu_seqlens_k has a leading 0");
+        assert_eq!(d.outputs()[6].width, 16, "real_page_table: ceil(1000 / 64)");
+        let v = Shape::new(Family::DsaTargetVerify, 3, 4, 1024).unwrap();
+        let names: Vec<_> = v.outputs().iter().map(|o| (o.name, o.rows)).collect();
+        assert_eq!(
+            names[1],
+            ("cu_seqlens_q", 17),
+            "one query per row, 4 x 4 rows"
+        );
+        assert_eq!(names[2], ("cu_seqlens_k", 5), "one key range per request");
+        assert_eq!(names[5], ("dsa_cu_seqlens_k", 17));
         assert_eq!(d.max_seq_len(), 994);
         assert!(Shape::new(Family::DsaDecode, 0, 5, 4096).is_err());
         assert!(Shape::new(Family::DsaDecode, 1, 5, 10).is_err());
@@ -240,11 +316,32 @@ mod tests {
     #[test]
     fn host_col_limit_covers_the_longest_row() {
         let lens = [5, 300, 0];
-        assert_eq!(Family::DsparkDraftBlock.host_col_limit(&lens, 5), 2); // ceil(305 / 256)
+        assert_eq!(
+            Family::DsparkDraftBlock.host_col_limit(&lens, 5),
+            1,
+            "one page"
+        );
         assert_eq!(Family::DsaDecode.host_col_limit(&lens, 5), 300);
         assert_eq!(Family::DsaTargetVerify.host_col_limit(&lens, 5), 305);
         assert_eq!(Family::DsaDraftExtendV2.host_col_limit(&lens, 5), 300);
         assert_eq!("dsa_decode".parse::<Family>(), Ok(Family::DsaDecode));
         assert!("dsa".parse::<Family>().is_err());
+    }
+
+    #[test]
+    fn graph_rows_take_whole_128_column_blocks() {
+        assert_eq!(graph_page_cols(0, 4096), 0);
+        assert_eq!(graph_page_cols(1, 4096), 128);
+        assert_eq!(graph_page_cols(128, 4096), 128);
+        assert_eq!(graph_page_cols(129, 4096), 256);
+        assert_eq!(
+            graph_page_cols(4000, 4032),
+            4032,
+            "clipped to the static width"
+        );
+        assert_eq!(real_cols(128), 2);
+        assert_eq!(real_cols(129), 3);
+        assert_eq!(PageRule::of(Arm::EagerDevice), PageRule::Eager);
+        assert_eq!(PageRule::of(Arm::Fused), PageRule::Graph);
     }
 }

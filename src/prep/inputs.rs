@@ -9,17 +9,25 @@ use crate::stats::rng::SplitMix64;
 pub const KV_SLOTS: i32 = 1 << 22;
 /// Slots in the SWA pool (values of `full_to_swa`).
 pub const SWA_SLOTS: i32 = 1 << 16;
+/// What a padding row of a captured batch holds, as SGLang 0.5.23's graph runner fills it:
+/// sequence length `get_cuda_graph_seq_len_fill_value()` (1 for the DSA and DeepSeek-V4
+/// backends), request-pool index 0 and KV slot 0; the prep then computes the row like a
+/// real one (python/sglang/srt/model_executor/runner/decode_cuda_graph_runner.py).
+pub const PAD_SEQ_LEN: i32 = 1;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostInputs {
-    /// `padded_bs` committed lengths; padding rows hold 0.
+    /// `padded_bs` committed lengths; padding rows hold `PAD_SEQ_LEN`.
     pub seq_lens: Vec<i32>,
     /// `padded_bs` rows of the request pool; padding rows hold 0.
     pub req_pool_indices: Vec<i32>,
     /// `pool_rows * max_context` KV slots, row `req_pool_indices[i]` for request i.
     pub req_to_token: Vec<i32>,
-    /// `padded_bs * block` KV slots of the new draft tokens.
+    /// `padded_bs * block` KV slots of the new draft tokens; padding rows' are 0.
     pub out_cache_loc: Vec<i32>,
+    /// `pool_rows` entries: the first position of each pool row whose SWA slot is still
+    /// valid (DeepSeek-V4's `swa_valid_from`; 0 unless a request's early window was freed).
+    pub swa_valid_from: Vec<i32>,
     /// `KV_SLOTS` entries: each full-pool slot's SWA slot.
     pub full_to_swa: Vec<i32>,
 }
@@ -67,7 +75,7 @@ pub fn generate(shape: &Shape, seed: u64, lengths: LengthRange, with_edges: bool
             if i < live {
                 rng.range(min_len as u64, max_len as u64) as i32
             } else {
-                0
+                PAD_SEQ_LEN
             }
         })
         .collect();
@@ -92,7 +100,10 @@ pub fn generate(shape: &Shape, seed: u64, lengths: LengthRange, with_edges: bool
         .collect();
     let mut slot = || rng.range(0, KV_SLOTS as u64 - 1) as i32;
     let req_to_token = (0..pool_rows * stride).map(|_| slot()).collect();
-    let out_cache_loc = (0..padded * shape.block as usize).map(|_| slot()).collect();
+    let block = shape.block as usize;
+    let out_cache_loc = (0..padded * block)
+        .map(|k| if k < live * block { slot() } else { 0 })
+        .collect();
     let full_to_swa = (0..KV_SLOTS)
         .map(|_| rng.range(0, SWA_SLOTS as u64 - 1) as i32)
         .collect();
@@ -102,6 +113,19 @@ pub fn generate(shape: &Shape, seed: u64, lengths: LengthRange, with_edges: bool
         req_to_token,
         out_cache_loc,
         full_to_swa,
+        swa_valid_from: vec![0; pool_rows],
+    }
+}
+
+/// Sets `swa_valid_from` of every other live request's pool row to a seeded value in
+/// `0..=L + 2` (past L too: then none of the window is valid), as a request whose early SWA
+/// slots were freed has; the rest stay 0.
+pub fn draw_swa_valid_from(inputs: &mut HostInputs, live: usize, seed: u64) {
+    let mut rng = SplitMix64::new(seed ^ 0x7661_6c69_645f_6672);
+    for i in (1..live).step_by(2) {
+        let len = inputs.seq_lens[i].max(0) as u64;
+        let pool = inputs.req_pool_indices[i] as usize;
+        inputs.swa_valid_from[pool] = rng.range(0, len + 2) as i32;
     }
 }
 
@@ -126,7 +150,19 @@ mod tests {
             &[0, shape.max_seq_len(), 1],
             "edge lengths fill the first rows, the longest allowed among them"
         );
-        assert_eq!(a.seq_lens[3], 0, "padding row");
+        assert_eq!(a.seq_lens[3], PAD_SEQ_LEN, "padding row");
+        assert_eq!(a.req_pool_indices[3], 0);
+        assert!(
+            a.out_cache_loc[15..].iter().all(|&s| s == 0),
+            "padding slots"
+        );
+        assert_eq!(a.swa_valid_from, vec![0; 4]);
+        let mut c = a.clone();
+        draw_swa_valid_from(&mut c, 3, 1);
+        let row_of = |i: usize| c.req_pool_indices[i] as usize;
+        assert_eq!(c.swa_valid_from[row_of(0)], 0, "even requests keep 0");
+        assert!(c.swa_valid_from[row_of(1)] <= c.seq_lens[1] + 2);
+        assert_eq!(c.swa_valid_from[row_of(2)], 0);
         let mut pools = a.req_pool_indices[..3].to_vec();
         pools.sort();
         pools.dedup();

@@ -19,7 +19,8 @@ pub struct DeviceLengths<'g> {
 }
 
 impl<'g> DeviceLengths<'g> {
-    /// `seq_lens` holds the padded batch (padding rows 0); the first `live_bs` are requests.
+    /// `seq_lens` holds the padded batch (padding rows `PAD_SEQ_LEN`); the first `live_bs`
+    /// are requests, the only rows `accept` advances.
     pub fn new(
         gpu: &'g Gpu,
         seq_lens: &[i32],

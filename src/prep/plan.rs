@@ -3,7 +3,7 @@
 //! kernels (a host read and a host-built list, or device tensors only) and how the kernels
 //! are launched (eagerly, or as one replay of a captured graph).
 
-use super::family::{page_grid_y, Shape, POISON};
+use super::family::{page_grid_y, PageRule, Shape, POISON};
 use super::inputs::HostInputs;
 use super::lengths::DeviceLengths;
 use crate::axes::Arm;
@@ -25,9 +25,9 @@ struct DsparkArgs {
     req_to_token: u64,
     out_cache_loc: u64,
     full_to_swa: u64,
+    swa_valid_from: u64,
     host_block: u64,
     outputs: [u64; 7],
-    live_bs: i32,
     padded_bs: i32,
     block: i32,
     req_stride: i32,
@@ -44,15 +44,19 @@ struct DsaArgs {
     req_to_token: u64,
     host_block: u64,
     cache_seqlens: u64,
+    cu_seqlens_q: u64,
     cu_seqlens_k: u64,
     seqlens_expanded: u64,
     dsa_cache_seqlens: u64,
+    dsa_cu_seqlens_k: u64,
     page_table_1: u64,
-    live_bs: i32,
+    real_page_table: u64,
+    eager_cols: u64,
     padded_bs: i32,
     tokens: i32,
     req_stride: i32,
     page_width: i32,
+    real_width: i32,
 }
 
 #[derive(Clone, Copy)]
@@ -76,6 +80,10 @@ pub const READ_RANGE: &CStr = c"seq_lens.tolist()";
 const THREADS: u32 = 256;
 /// Argument index of `col_limit` in the page-table kernels.
 const COL_LIMIT_ARG: usize = 1;
+/// `col_limit` values the DSA page-table stage reads as a rule (`DSA_COLS_FROM_DEVICE`,
+/// `DSA_COLS_BY_BLOCK` in kernels/dsa_common.cuh).
+const DSA_COLS_FROM_DEVICE: i32 = -1;
+const DSA_COLS_BY_BLOCK: i32 = -2;
 /// Position of the page-table launch in a staged plan (lengths, page table, [swa]).
 const PAGE_LAUNCH: usize = 1;
 
@@ -96,11 +104,16 @@ pub struct PrepPlan<'g> {
     /// Where eager-sync's host-built `[block] * bs` list lands.
     host_block: CudaSlice<i32>,
     outputs: Vec<CudaSlice<i32>>,
-    /// Inputs only the kernels read; kept alive for the launches' pointers.
+    /// Inputs only the kernels read, and eager-device's device-side column count; kept
+    /// alive for the launches' pointers.
     _inputs: Vec<CudaSlice<i32>>,
-    device_launches: Vec<Launch>,
+    /// eager-device's kernels: the eager page rule with the column count found on the device.
+    eager_device_launches: Vec<Launch>,
+    /// eager-sync's kernels: the eager page rule sized by its host read, the block list.
     sync_launches: Vec<Launch>,
-    /// graph-upload's kernels: static widths, the block list from `host_block`.
+    /// graph's kernels: the graph page rule, device tensors only.
+    graph_launches: Vec<Launch>,
+    /// graph-upload's kernels: the graph page rule, the block list from `host_block`.
     upload_launches: Vec<Launch>,
     fused: Launch,
     poison: Vec<Launch>,
@@ -138,6 +151,8 @@ impl<'g> PrepPlan<'g> {
         let req_to_token = gpu.upload(&inputs.req_to_token)?;
         let out_cache_loc = gpu.upload(&inputs.out_cache_loc)?;
         let full_to_swa = gpu.upload(&inputs.full_to_swa)?;
+        let swa_valid_from = gpu.upload(&inputs.swa_valid_from)?;
+        let eager_cols = gpu.alloc::<i32>(1)?;
         let host_block = gpu.alloc::<i32>(padded)?;
         let specs = shape.outputs();
         let outputs = specs
@@ -146,16 +161,16 @@ impl<'g> PrepPlan<'g> {
             .collect::<Result<Vec<_>>>()?;
 
         let out: Vec<u64> = outputs.iter().map(|b| ptr(b, gpu)).collect();
-        let args_with = |host_block_ptr: u64| match shape.family {
+        let args_with = |host_block_ptr: u64, eager_cols_ptr: u64| match shape.family {
             Family::DsparkDraftBlock => FamilyArgs::Dspark(DsparkArgs {
                 seq_lens,
                 req_pool_indices: ptr(&req_pool_indices, gpu),
                 req_to_token: ptr(&req_to_token, gpu),
                 out_cache_loc: ptr(&out_cache_loc, gpu),
                 full_to_swa: ptr(&full_to_swa, gpu),
+                swa_valid_from: ptr(&swa_valid_from, gpu),
                 host_block: host_block_ptr,
                 outputs: out.clone().try_into().expect("seven DSpark outputs"),
-                live_bs: shape.batch_size as i32,
                 padded_bs: padded as i32,
                 block: shape.block as i32,
                 req_stride: shape.max_context as i32,
@@ -163,33 +178,45 @@ impl<'g> PrepPlan<'g> {
                 swa_width: shape.swa_width() as i32,
             }),
             family => {
-                let (cu_seqlens_k, seqlens_expanded) = if family == Family::DsaDecode {
-                    (out[1], 0)
-                } else {
-                    (0, out[1])
+                // Decode has no separate seqlens_expanded (it is cache_seqlens).
+                let by_name = |name: &str| {
+                    specs
+                        .iter()
+                        .position(|o| o.name == name)
+                        .map_or(0, |k| out[k])
                 };
+                debug_assert!(family != Family::DsparkDraftBlock);
                 FamilyArgs::Dsa(DsaArgs {
                     seq_lens,
                     req_pool_indices: ptr(&req_pool_indices, gpu),
                     req_to_token: ptr(&req_to_token, gpu),
                     host_block: host_block_ptr,
-                    cache_seqlens: out[0],
-                    cu_seqlens_k,
-                    seqlens_expanded,
-                    dsa_cache_seqlens: out[2],
-                    page_table_1: out[3],
-                    live_bs: shape.batch_size as i32,
+                    cache_seqlens: by_name("cache_seqlens"),
+                    cu_seqlens_q: by_name("cu_seqlens_q"),
+                    cu_seqlens_k: by_name("cu_seqlens_k"),
+                    seqlens_expanded: by_name("seqlens_expanded"),
+                    dsa_cache_seqlens: by_name("dsa_cache_seqlens"),
+                    dsa_cu_seqlens_k: by_name("dsa_cu_seqlens_k"),
+                    page_table_1: by_name("page_table_1"),
+                    real_page_table: by_name("real_page_table"),
+                    eager_cols: eager_cols_ptr,
                     padded_bs: padded as i32,
                     tokens: shape.tokens_per_request() as i32,
                     req_stride: shape.max_context as i32,
                     page_width: shape.page_width() as i32,
+                    real_width: shape.real_width() as i32,
                 })
             }
         };
-        let device_launches = staged_launches(gpu, &shape, args_with(0))?;
-        let sync_launches = staged_launches(gpu, &shape, args_with(ptr(&host_block, gpu)))?;
-        let upload_launches = staged_launches(gpu, &shape, args_with(ptr(&host_block, gpu)))?;
-        let fused = fused_launch(gpu, &shape, args_with(0))?;
+        let block_list = ptr(&host_block, gpu);
+        let staged = |arm, host_block_ptr, eager_cols_ptr| {
+            staged_launches(gpu, &shape, arm, args_with(host_block_ptr, eager_cols_ptr))
+        };
+        let eager_device_launches = staged(Arm::EagerDevice, 0, ptr(&eager_cols, gpu))?;
+        let sync_launches = staged(Arm::EagerSync, block_list, 0)?;
+        let graph_launches = staged(Arm::Graph, 0, 0)?;
+        let upload_launches = staged(Arm::GraphUpload, block_list, 0)?;
+        let fused = fused_launch(gpu, &shape, args_with(0, 0))?;
 
         let poison_fn = gpu.function(module_of(shape.family), "poison_i32")?;
         let poison = outputs
@@ -214,14 +241,22 @@ impl<'g> PrepPlan<'g> {
             lengths,
             host_block,
             outputs,
-            _inputs: vec![req_pool_indices, req_to_token, out_cache_loc, full_to_swa],
-            device_launches,
+            _inputs: vec![
+                req_pool_indices,
+                req_to_token,
+                out_cache_loc,
+                full_to_swa,
+                swa_valid_from,
+                eager_cols,
+            ],
+            eager_device_launches,
             sync_launches,
+            graph_launches,
             upload_launches,
             fused,
             poison,
-            host_lens: vec![0; shape.batch_size as usize],
-            host_list: Vec::with_capacity(shape.batch_size as usize),
+            host_lens: vec![0; padded],
+            host_list: Vec::with_capacity(padded),
             blocked: Duration::ZERO,
             last_read: None,
             launch_start: None,
@@ -232,17 +267,18 @@ impl<'g> PrepPlan<'g> {
         self.gpu.cu_stream()
     }
 
-    /// eager-sync's host inputs: read `seq_lens` to the host (`.tolist()`), build
-    /// `[block] * bs` and the max length there, copy the list back, and size the page-table
-    /// grid by that max. Returns when the read is back and the copy issued.
+    /// eager-sync's host inputs: read `seq_lens` to the host (`.tolist()`), padding rows
+    /// included (the kernels compute them like real rows), build `[block] * bs` and the max
+    /// length there, copy the list back, and size the page-table columns and grid by that
+    /// max. Returns when the read is back and the copy issued.
     pub fn read_host_lengths(&mut self) -> Result<()> {
         ensure_not_capturing(&self.gpu.stream, "seq_lens.tolist() in the eager-sync prep")?;
         let stream = self.stream();
         let seq_lens = self.lengths.seq_lens_ptr();
         let range = Range::push(READ_RANGE);
         let read_start = Instant::now();
-        // SAFETY: host_lens holds batch_size elements and seq_lens at least that many; the
-        // copy is pageable, so it completes before the synchronize returns.
+        // SAFETY: host_lens and seq_lens both hold padded_bs elements; the copy is pageable,
+        // so it completes before the synchronize returns.
         unsafe {
             result::memcpy_dtoh_async(&mut self.host_lens[..], seq_lens, stream)
                 .context("reading seq_lens to the host")?;
@@ -257,9 +293,10 @@ impl<'g> PrepPlan<'g> {
             .family
             .host_col_limit(&self.host_lens, self.shape.block);
         self.copy_host_list()?;
+        let cols = col_limit.min(self.shape.page_width() as u32);
         let page = &mut self.sync_launches[PAGE_LAUNCH];
-        page.set_arg(COL_LIMIT_ARG, col_limit as i32);
-        page.grid.1 = page_grid_y(page.grid.0, col_limit, self.gpu.info.sm_count);
+        page.set_arg(COL_LIMIT_ARG, cols as i32);
+        page.grid.1 = page_grid_y(page.grid.0, cols, self.gpu.info.sm_count);
         Ok(())
     }
 
@@ -270,9 +307,9 @@ impl<'g> PrepPlan<'g> {
         ensure_not_capturing(&self.gpu.stream, "copying the host-built block list up")?;
         self.host_list.clear();
         self.host_list
-            .resize(self.shape.batch_size as usize, self.shape.block as i32);
-        // SAFETY: host_block holds padded_bs >= batch_size elements; a pageable copy is
-        // staged before the call returns, so host_list may change afterwards.
+            .resize(self.shape.padded_bs as usize, self.shape.block as i32);
+        // SAFETY: host_block holds padded_bs elements; a pageable copy is staged before the
+        // call returns, so host_list may change afterwards.
         unsafe {
             result::memcpy_htod_async(
                 ptr(&self.host_block, self.gpu),
@@ -287,7 +324,8 @@ impl<'g> PrepPlan<'g> {
     fn kernels(&self, arm: Arm) -> &[Launch] {
         match arm {
             Arm::EagerSync => &self.sync_launches,
-            Arm::EagerDevice | Arm::Graph => &self.device_launches,
+            Arm::EagerDevice => &self.eager_device_launches,
+            Arm::Graph => &self.graph_launches,
             Arm::GraphUpload => &self.upload_launches,
             Arm::Fused => std::slice::from_ref(&self.fused),
         }
@@ -454,13 +492,30 @@ fn module_of(family: Family) -> KernelModule {
     }
 }
 
+/// DSpark's kernels are `dspark_draft_block_<stage>`; the DSA families share theirs
+/// (`dsa_<stage>` in dsa_common.cuh), each module with its own row formulas.
 fn kernel_name(family: Family, stage: &str) -> String {
-    format!("{}_{stage}", family.name())
+    match family {
+        Family::DsparkDraftBlock => format!("{}_{stage}", family.name()),
+        _ => format!("dsa_{stage}"),
+    }
 }
 
-/// The multi-kernel prep: lengths, page table (sized to the static width; eager-sync
-/// resizes it each step), and DSpark's SWA indices.
-fn staged_launches(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Vec<Launch>> {
+/// The page-table stage's `col_limit` for `arm` before any host read: DSpark's one-page
+/// table in every arm; for DSA the eager rule (eager-sync overwrites it from its read each
+/// step, eager-device finds it on the device) or the graph rule.
+fn initial_col_limit(shape: &Shape, arm: Arm) -> i32 {
+    match (shape.family, PageRule::of(arm)) {
+        (Family::DsparkDraftBlock, _) => shape.page_width() as i32,
+        (_, PageRule::Eager) if arm == Arm::EagerDevice => DSA_COLS_FROM_DEVICE,
+        (_, PageRule::Eager) => shape.page_width() as i32,
+        (_, PageRule::Graph) => DSA_COLS_BY_BLOCK,
+    }
+}
+
+/// The multi-kernel prep of `arm`: lengths (DSA: one block, for the scans), page table
+/// (grid sized to the static width; eager-sync resizes it each step), DSpark's SWA indices.
+fn staged_launches(gpu: &Gpu, shape: &Shape, arm: Arm, args: FamilyArgs) -> Result<Vec<Launch>> {
     let rows = shape.rows() as u32;
     let page_width = shape.page_width() as u32;
     shape
@@ -471,8 +526,7 @@ fn staged_launches(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Vec<Lau
             let name = kernel_name(shape.family, stage);
             let func = gpu.function(module_of(shape.family), &name)?;
             let launch = match stage {
-                // One block scans the whole batch for cu_seqlens_k.
-                "lengths" if shape.family == Family::DsaDecode => {
+                "lengths" if shape.family != Family::DsparkDraftBlock => {
                     Launch::new(name, func, (1, 1, 1), (1024, 1, 1))
                 }
                 "lengths" => {
@@ -482,7 +536,7 @@ fn staged_launches(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Vec<Lau
                     let grid = (rows, page_grid_y(rows, page_width, gpu.info.sm_count), 1);
                     return Ok(args
                         .append_to(Launch::new(name, func, grid, (THREADS, 1, 1)))
-                        .arg(page_width as i32));
+                        .arg(initial_col_limit(shape, arm)));
                 }
                 _ => Launch::new(name, func, (rows, 1, 1), (128, 1, 1)),
             };
@@ -496,22 +550,21 @@ fn fused_launch(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Launch> {
     let func = gpu.function(module_of(shape.family), &name)?;
     let page_width = shape.page_width() as u32;
     let sms = gpu.info.sm_count;
-    let launch = if shape.family == Family::DsaDecode {
-        // An extra row of blocks; its first block does the lengths and the scan.
-        let rows = shape.padded_bs + 1;
-        Launch::new(
-            name,
-            func,
-            (rows, page_grid_y(rows, page_width, sms), 1),
-            (1024, 1, 1),
-        )
-    } else {
-        let rows = shape.rows() as u32;
+    let rows = shape.rows() as u32;
+    let launch = if shape.family == Family::DsparkDraftBlock {
         Launch::new(
             name,
             func,
             (rows, page_grid_y(rows, page_width, sms), 1),
             (THREADS, 1, 1),
+        )
+    } else {
+        // An extra row of blocks; its first block does the lengths and the scans.
+        Launch::new(
+            name,
+            func,
+            (rows + 1, page_grid_y(rows + 1, page_width, sms), 1),
+            (1024, 1, 1),
         )
     };
     Ok(args.append_to(launch))
@@ -526,7 +579,7 @@ mod tests {
         for family in Family::ALL {
             let source = module_of(family).source();
             for stage in family.stages().iter().chain(&["fused"]) {
-                let name = format!("{}_{stage}", family.name());
+                let name = kernel_name(family, stage);
                 assert!(
                     source.contains(&format!("__global__ void {name}(")),
                     "{name} missing from {}",
@@ -542,8 +595,8 @@ mod tests {
 
     #[test]
     fn argument_blocks_match_the_cuda_structs() {
-        // 13 pointers + 6 ints and 9 pointers + 5 ints, with C's padding to 8 bytes.
-        assert_eq!(std::mem::size_of::<DsparkArgs>(), 13 * 8 + 6 * 4);
-        assert_eq!(std::mem::size_of::<DsaArgs>(), 9 * 8 + 5 * 4 + 4);
+        // 14 pointers + 5 ints and 13 pointers + 5 ints, with C's padding to 8 bytes.
+        assert_eq!(std::mem::size_of::<DsparkArgs>(), 14 * 8 + 5 * 4 + 4);
+        assert_eq!(std::mem::size_of::<DsaArgs>(), 13 * 8 + 5 * 4 + 4);
     }
 }

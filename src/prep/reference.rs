@@ -1,14 +1,16 @@
 //! The CPU reference: every output of every family, written straight from the formulas in
-//! DESIGN.md. It is the specification the GPU arms are checked against, bit for bit.
+//! DESIGN.md. It is the specification the GPU arms are checked against, bit for bit, and
+//! what `check --dump` hands to scripts/crosscheck_sglang.py to hold against SGLang's code.
 //!
-//! Only written cells are expected: every length, position and SWA cell of every row
-//! (padding rows get fill values: 0, or -1 for SWA), and each page-table row up to its live
-//! KV length. Cells past that are never written by any arm and never checked.
+//! Only cells the engine writes are expected (SGLang 0.5.23): every length, position and SWA
+//! cell of every row, padding rows computed like real ones from their fill values (see
+//! `inputs::PAD_SEQ_LEN`); DSpark's one-page table; DSA page rows as the path's `PageRule`
+//! writes them. Cells past a row's written prefix must keep the checker's poison.
 
-use super::family::{OutputSpec, Shape, POISON};
+use super::family::{graph_page_cols, real_cols, OutputSpec, PageRule, Shape, POISON};
 use super::inputs::HostInputs;
 use crate::axes::Family;
-use crate::gpu::kernels::{DSA_TOPK, PAGE_SIZE, SWA_WINDOW};
+use crate::gpu::kernels::{DSA_REAL_PAGE_SIZE, DSA_TOPK, PAGE_SIZE, SWA_WINDOW};
 
 /// Expected contents of one output: for each row, the values of its written prefix.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +65,17 @@ impl Expected {
         &self.values[self.row_start[r]..self.row_start[r + 1]]
     }
 
+    /// The whole buffer a correct path leaves: each row's written prefix, poison elsewhere.
+    pub fn dense(&self) -> Vec<i32> {
+        let width = self.spec.width;
+        let mut cells = vec![POISON; self.spec.len()];
+        for r in 0..self.spec.rows {
+            let row = self.row(r);
+            cells[r * width..r * width + row.len()].copy_from_slice(row);
+        }
+        cells
+    }
+
     /// Cells this output is checked on.
     pub fn checked_cells(&self) -> usize {
         self.values.len()
@@ -106,20 +119,15 @@ impl Expected {
     }
 }
 
-/// The expected outputs of `shape`'s family for `inputs`, in `shape.outputs()` order.
-pub fn expected(shape: &Shape, inputs: &HostInputs) -> Vec<Expected> {
+/// The expected outputs of `shape`'s family for `inputs` on a path writing page tables by
+/// `rule`, in `shape.outputs()` order.
+pub fn expected(shape: &Shape, inputs: &HostInputs, rule: PageRule) -> Vec<Expected> {
     let mut out: Vec<Expected> = shape.outputs().into_iter().map(Expected::new).collect();
     match shape.family {
         Family::DsparkDraftBlock => dspark_draft_block(shape, inputs, &mut out),
-        Family::DsaDecode => dsa_decode(shape, inputs, &mut out),
-        Family::DsaTargetVerify | Family::DsaDraftExtendV2 => dsa_rows(shape, inputs, &mut out),
+        _ => dsa(shape, inputs, rule, &mut out),
     }
     out
-}
-
-/// Live request i's committed length, or None for a padding row.
-fn live_len(shape: &Shape, inputs: &HostInputs, i: usize) -> Option<i32> {
-    (i < shape.batch_size as usize).then(|| inputs.seq_lens[i])
 }
 
 /// Token `token` of request i's row in the request-to-token table.
@@ -128,34 +136,32 @@ fn kv_slot(shape: &Shape, inputs: &HostInputs, i: usize, token: i32) -> i32 {
     inputs.req_to_token[row * shape.max_context as usize + token as usize]
 }
 
+/// DSpark's SWA context length: the window's last `min(L, W)` tokens, none below the pool
+/// row's `swa_valid_from` (`compute_dspark_window_gather`,
+/// python/sglang/kernels/ops/speculative/dspark/dspark_attn_metadata.py, 0.5.23).
+pub fn dspark_context_len(len: i32, valid_from: i32) -> i32 {
+    len.min(SWA_WINDOW)
+        .min(len.saturating_sub(valid_from).max(0))
+}
+
 fn dspark_draft_block(shape: &Shape, inputs: &HostInputs, out: &mut [Expected]) {
     let [extend, extended, causal, positions, swa_lens, pages, swa] = out else {
         unreachable!()
     };
     let g = shape.block as i32;
-    for i in 0..shape.padded_bs as usize {
-        let len = live_len(shape, inputs, i);
-        extend.push_row([len.map_or(0, |_| g)]);
-        extended.push_row([len.map_or(0, |l| l + g)]);
+    for &l in &inputs.seq_lens {
+        extend.push_row([g]);
+        extended.push_row([l + g]);
     }
     for t in 0..shape.rows() {
         let (i, j) = (t / g as usize, (t % g as usize) as i32);
-        let Some(l) = live_len(shape, inputs, i) else {
-            for o in [&mut *causal, &mut *positions, &mut *swa_lens] {
-                o.push_row([0]);
-            }
-            pages.push_row([]);
-            swa.push_row(std::iter::repeat_n(-1, shape.swa_width()));
-            continue;
-        };
-        let cl = l.min(SWA_WINDOW);
+        let l = inputs.seq_lens[i];
+        let pool = inputs.req_pool_indices[i] as usize;
+        let cl = dspark_context_len(l, inputs.swa_valid_from[pool]);
         causal.push_row([l + 1 + j]);
         positions.push_row([l + j]);
         swa_lens.push_row([cl + g]);
-        let live_pages = (l + g + PAGE_SIZE - 1) / PAGE_SIZE;
-        pages.push_row(
-            (0..live_pages).map(|c| kv_slot(shape, inputs, i, c * PAGE_SIZE) / PAGE_SIZE),
-        );
+        pages.push_row([kv_slot(shape, inputs, i, 0) / PAGE_SIZE]);
         swa.push_row((0..shape.swa_width() as i32).map(|k| {
             if k < cl {
                 inputs.full_to_swa[kv_slot(shape, inputs, i, l - cl + k) as usize]
@@ -169,45 +175,68 @@ fn dspark_draft_block(shape: &Shape, inputs: &HostInputs, out: &mut [Expected]) 
     }
 }
 
-fn dsa_decode(shape: &Shape, inputs: &HostInputs, out: &mut [Expected]) {
-    let [cache, cu, dsa, pages] = out else {
-        unreachable!()
-    };
-    let mut running = 0;
-    cu.push_row([0]);
-    for i in 0..shape.padded_bs as usize {
-        let l = live_len(shape, inputs, i).unwrap_or(0);
-        cache.push_row([l]);
-        running += l;
-        cu.push_row([running]);
-        dsa.push_row([l.min(DSA_TOPK)]);
-        pages.push_row((0..l).map(|c| kv_slot(shape, inputs, i, c)));
+/// Request i's query row j: its visible KV length (`seqlens_expanded`).
+fn dsa_row_len(family: Family, len: i32, n: i32, j: i32) -> i32 {
+    match family {
+        Family::DsaDecode => len,
+        Family::DsaTargetVerify => len + j + 1,
+        _ => (len - n + j + 1).max(0),
     }
 }
 
-/// dsa_target_verify and dsa_draft_extend_v2: N rows per request.
-fn dsa_rows(shape: &Shape, inputs: &HostInputs, out: &mut [Expected]) {
-    let [cache, expanded, dsa, pages] = out else {
-        unreachable!()
-    };
-    let n = shape.block as i32;
-    let verify = shape.family == Family::DsaTargetVerify;
-    for i in 0..shape.padded_bs as usize {
-        let l = live_len(shape, inputs, i);
-        cache.push_row([match l {
-            Some(l) if verify => l + n,
-            Some(l) => l,
-            None => 0,
-        }]);
-        for j in 0..n {
-            let row_len = match l {
-                Some(l) if verify => l + j + 1,
-                Some(l) => (l - n + j + 1).max(0),
-                None => 0,
-            };
-            expanded.push_row([row_len]);
-            dsa.push_row([row_len.min(DSA_TOPK)]);
-            pages.push_row((0..row_len).map(|c| kv_slot(shape, inputs, i, c)));
+/// `[0, a, a + b, ...]`: a cumsum with a leading 0, wrapping like the engine's int32.
+fn cumsum(values: impl IntoIterator<Item = i32>) -> impl Iterator<Item = i32> {
+    std::iter::once(0).chain(values.into_iter().scan(0i32, |sum, v| {
+        *sum = sum.wrapping_add(v);
+        Some(*sum)
+    }))
+}
+
+/// The three DSA families: decode (one row per request), verify and draft-extend (N rows).
+fn dsa(shape: &Shape, inputs: &HostInputs, rule: PageRule, out: &mut [Expected]) {
+    let family = shape.family;
+    let (n, tokens) = (shape.block as i32, shape.tokens_per_request() as i32);
+    let kv: Vec<i32> = inputs
+        .seq_lens
+        .iter()
+        .map(|&l| family.request_kv(l, shape.block))
+        .collect();
+    let rows: Vec<(usize, i32)> = (0..kv.len())
+        .flat_map(|i| (0..tokens).map(move |j| (i, j)))
+        .map(|(i, j)| (i, dsa_row_len(family, inputs.seq_lens[i], n, j)))
+        .collect();
+    let eager_cols =
+        (family.host_col_limit(&inputs.seq_lens, shape.block) as usize).min(shape.page_width());
+    for o in out.iter_mut() {
+        match o.spec.name {
+            "cache_seqlens" => kv.iter().for_each(|&k| o.push_row([k])),
+            "cu_seqlens_q" => (0..=rows.len() as i32).for_each(|q| o.push_row([q])),
+            "cu_seqlens_k" => cumsum(kv.iter().copied()).for_each(|c| o.push_row([c])),
+            "seqlens_expanded" => rows.iter().for_each(|&(_, len)| o.push_row([len])),
+            "dsa_cache_seqlens" => rows
+                .iter()
+                .for_each(|&(_, len)| o.push_row([len.min(DSA_TOPK)])),
+            "dsa_cu_seqlens_k" => {
+                cumsum(rows.iter().map(|&(_, len)| len.min(DSA_TOPK))).for_each(|c| o.push_row([c]))
+            }
+            name @ ("page_table_1" | "real_page_table") => {
+                for &(i, _) in &rows {
+                    let cols = match rule {
+                        PageRule::Eager => eager_cols,
+                        PageRule::Graph => graph_page_cols(kv[i], shape.page_width()),
+                    };
+                    if name == "page_table_1" {
+                        o.push_row((0..cols as i32).map(|c| kv_slot(shape, inputs, i, c)));
+                    } else {
+                        let page = DSA_REAL_PAGE_SIZE;
+                        o.push_row(
+                            (0..real_cols(cols) as i32)
+                                .map(|c| kv_slot(shape, inputs, i, c * page) / page),
+                        );
+                    }
+                }
+            }
+            other => unreachable!("no DSA output named {other}"),
         }
     }
 }
@@ -215,17 +244,19 @@ fn dsa_rows(shape: &Shape, inputs: &HostInputs, out: &mut [Expected]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prep::inputs::{HostInputs, KV_SLOTS};
+    use crate::prep::inputs::{HostInputs, KV_SLOTS, PAD_SEQ_LEN};
 
     /// A tiny hand-built input: req_to_token[row][c] = 1000 * row + c, full_to_swa[s] = s + 7,
-    /// so every expected value can be worked out by hand.
+    /// padding rows filled as the engine fills them, so every expected value can be worked
+    /// out by hand.
     fn hand_inputs(shape: &Shape, lens: &[i32], pool: &[i32]) -> HostInputs {
         let stride = shape.max_context as usize;
         let padded = shape.padded_bs as usize;
         let mut seq_lens = lens.to_vec();
-        seq_lens.resize(padded, 0);
+        seq_lens.resize(padded, PAD_SEQ_LEN);
         let mut req_pool_indices = pool.to_vec();
         req_pool_indices.resize(padded, 0);
+        let live_slots = lens.len() * shape.block as usize;
         HostInputs {
             seq_lens,
             req_pool_indices,
@@ -233,9 +264,16 @@ mod tests {
                 .map(|k| ((k / stride) * 1000 + k % stride) as i32)
                 .collect(),
             out_cache_loc: (0..padded * shape.block as usize)
-                .map(|k| 500_000 + k as i32)
+                .map(|k| {
+                    if k < live_slots {
+                        500_000 + k as i32
+                    } else {
+                        0
+                    }
+                })
                 .collect(),
             full_to_swa: (0..KV_SLOTS).map(|s| s + 7).collect(),
+            swa_valid_from: vec![0; pool.len() + 1],
         }
     }
 
@@ -251,7 +289,7 @@ mod tests {
     fn dspark_short_context_block_3() {
         // L = 2 < window: the SWA row is the 2 committed tokens, the 3 new ones, then -1.
         let shape = Shape::new(Family::DsparkDraftBlock, 1, 3, 1024).unwrap();
-        let out = expected(&shape, &hand_inputs(&shape, &[2], &[1]));
+        let out = expected(&shape, &hand_inputs(&shape, &[2], &[1]), PageRule::Graph);
         assert_eq!(column(by_name(&out, "extend_seq_lens")), vec![3]);
         assert_eq!(column(by_name(&out, "seq_lens_extended")), vec![5]);
         assert_eq!(column(by_name(&out, "seq_lens_causal")), vec![3, 4, 5]);
@@ -261,22 +299,12 @@ mod tests {
         assert_eq!(
             pages.row(2),
             &[1000 / 256],
-            "ceil(5 / 256) = 1 live page: token 0 of pool row 1"
+            "one page: token 0 of pool row 1"
         );
         let swa = by_name(&out, "swa_page_indices");
         assert_eq!(swa.spec.width, 192);
         let row = swa.row(1);
-        assert_eq!(
-            &row[..6],
-            &[
-                1000 + 7,
-                1001 + 7,
-                500_000 + 7,
-                500_001 + 7,
-                500_002 + 7,
-                -1
-            ]
-        );
+        assert_eq!(&row[..6], &[1007, 1008, 500_007, 500_008, 500_009, -1]);
         assert!(row[5..].iter().all(|&v| v == -1));
         assert_eq!(
             row,
@@ -286,74 +314,115 @@ mod tests {
     }
 
     #[test]
-    fn dspark_long_context_window_and_pages() {
-        // L = 300 > window: the window is tokens 172..300; two live pages (ceil(301 / 256)).
+    fn dspark_long_context_window_and_valid_from() {
+        // L = 300 > window: the window is tokens 172..300.
         let shape = Shape::new(Family::DsparkDraftBlock, 1, 1, 1024).unwrap();
-        let out = expected(&shape, &hand_inputs(&shape, &[300], &[0]));
+        let mut inputs = hand_inputs(&shape, &[300], &[0]);
+        let out = expected(&shape, &inputs, PageRule::Graph);
         assert_eq!(column(by_name(&out, "swa_topk_lengths")), vec![129]);
         let row = by_name(&out, "swa_page_indices").row(0);
-        assert_eq!(row[0], 172 + 7);
-        assert_eq!(row[127], 299 + 7);
-        assert_eq!(row[128], 500_000 + 7);
-        assert_eq!(row[129], -1);
-        assert_eq!(by_name(&out, "page_table").row(0), &[0, 256 / 256]);
+        assert_eq!(
+            (row[0], row[127], row[128], row[129]),
+            (179, 306, 500_007, -1)
+        );
+        assert_eq!(by_name(&out, "page_table").row(0), &[0]);
+        // valid_from 250 leaves 50 window tokens (250..300), as in issue 11 (L = 200,
+        // valid_from = 150, block 5: 50 + 5 = 55).
+        inputs.swa_valid_from[0] = 250;
+        let out = expected(&shape, &inputs, PageRule::Graph);
+        assert_eq!(column(by_name(&out, "swa_topk_lengths")), vec![51]);
+        let row = by_name(&out, "swa_page_indices").row(0);
+        assert_eq!((row[0], row[49], row[50], row[51]), (257, 306, 500_007, -1));
+        assert_eq!(dspark_context_len(200, 150), 50);
+        assert_eq!(dspark_context_len(200, 300), 0, "all below valid_from");
     }
 
     #[test]
-    fn dspark_zero_prefix_and_block_8_with_padding() {
-        // bs 3 pads to 4; L = 0 sees only the block; the padding row gets fills.
+    fn dspark_padding_rows_are_computed_from_the_fill_values() {
+        // bs 3 pads to 4; L = 0 sees only the block; the padding row has L = 1, pool row 0
+        // and KV slot 0: extend 8, extended 9, causal 2..9, window token 0 then 8 x slot 0.
         let shape = Shape::new(Family::DsparkDraftBlock, 3, 8, 1024).unwrap();
-        let out = expected(&shape, &hand_inputs(&shape, &[0, 5, 1], &[2, 0, 1]));
-        assert_eq!(column(by_name(&out, "extend_seq_lens")), vec![8, 8, 8, 0]);
+        let out = expected(
+            &shape,
+            &hand_inputs(&shape, &[0, 5, 1], &[2, 0, 1]),
+            PageRule::Graph,
+        );
+        assert_eq!(column(by_name(&out, "extend_seq_lens")), vec![8, 8, 8, 8]);
         assert_eq!(
             column(by_name(&out, "seq_lens_extended")),
-            vec![8, 13, 9, 0]
+            vec![8, 13, 9, 9]
         );
         let causal = column(by_name(&out, "seq_lens_causal"));
         assert_eq!(&causal[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
-        assert!(causal[24..].iter().all(|&v| v == 0));
+        assert_eq!(&causal[24..], &[2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(column(by_name(&out, "positions"))[24], 1);
+        assert_eq!(column(by_name(&out, "swa_topk_lengths"))[24], 9);
         let swa = by_name(&out, "swa_page_indices");
         assert_eq!(
             &swa.row(0)[..9],
             &[500_007, 500_008, 500_009, 500_010, 500_011, 500_012, 500_013, 500_014, -1]
         );
-        assert!(
-            swa.row(24).iter().all(|&v| v == -1),
-            "padding rows are all -1"
+        assert_eq!(&swa.row(24)[..10], &[7, 7, 7, 7, 7, 7, 7, 7, 7, -1]);
+        assert_eq!(
+            by_name(&out, "page_table").row(24),
+            &[0],
+            "pool row 0's first page"
         );
-        assert_eq!(swa.row(24).len(), 192);
-        assert!(
-            by_name(&out, "page_table").row(24).is_empty(),
-            "padding rows have no live pages"
-        );
-        assert_eq!(column(by_name(&out, "positions"))[8], 5);
     }
 
     #[test]
-    fn dsa_decode_cumsum_topk_and_pages() {
+    fn dsa_decode_padding_cumsums_and_both_page_rules() {
+        // Issue 11's example: lengths [0, 1, 2] padded to 4 give cu_seqlens_k [0, 0, 1, 3, 4].
         let shape = Shape::new(Family::DsaDecode, 3, 5, 4096).unwrap();
-        let out = expected(&shape, &hand_inputs(&shape, &[3, 2050, 0], &[1, 2, 0]));
-        assert_eq!(column(by_name(&out, "cache_seqlens")), vec![3, 2050, 0, 0]);
+        let inputs = hand_inputs(&shape, &[0, 1, 2050], &[1, 2, 0]);
+        let out = expected(&shape, &inputs, PageRule::Graph);
+        assert_eq!(column(by_name(&out, "cache_seqlens")), vec![0, 1, 2050, 1]);
+        assert_eq!(column(by_name(&out, "cu_seqlens_q")), vec![0, 1, 2, 3, 4]);
         assert_eq!(
             column(by_name(&out, "cu_seqlens_k")),
-            vec![0, 3, 2053, 2053, 2053]
+            vec![0, 0, 1, 2051, 2052]
         );
         assert_eq!(
             column(by_name(&out, "dsa_cache_seqlens")),
-            vec![3, 2048, 0, 0]
+            vec![0, 1, 2048, 1]
+        );
+        assert_eq!(
+            column(by_name(&out, "dsa_cu_seqlens_k")),
+            vec![0, 0, 1, 2049, 2050]
         );
         let pages = by_name(&out, "page_table_1");
-        assert_eq!(pages.row(0), &[1000, 1001, 1002]);
-        assert_eq!(pages.row(1).len(), 2050);
-        assert_eq!(pages.row(1)[2049], 2000 + 2049);
-        assert!(pages.row(2).is_empty());
+        assert!(pages.row(0).is_empty(), "graph: L = 0 writes no block");
+        assert_eq!(pages.row(1).len(), 128, "graph: one whole block");
+        assert_eq!(pages.row(1)[127], 2127, "req_to_token's contents past L");
+        assert_eq!(pages.row(2).len(), 2176, "roundup128(2050)");
+        assert_eq!(pages.row(3).len(), 128, "the padding row reads pool row 0");
+        assert_eq!(pages.row(3)[5], 5);
+        let real = by_name(&out, "real_page_table");
+        assert_eq!(real.row(2).len(), 34);
+        assert_eq!(real.row(2)[1], 1, "pool row 0, token 64, page 1");
+        assert_eq!(real.row(1), &[2000 / 64, 2064 / 64]);
+        let eager = expected(&shape, &inputs, PageRule::Eager);
+        let pages = by_name(&eager, "page_table_1");
+        for r in 0..4 {
+            assert_eq!(
+                pages.row(r).len(),
+                2050,
+                "eager: max(L) columns in every row"
+            );
+        }
+        assert_eq!(by_name(&eager, "real_page_table").row(0).len(), 33);
     }
 
     #[test]
-    fn dsa_target_verify_rows_and_topk_clip() {
+    fn dsa_target_verify_rows_topk_clip_and_kv_blocks() {
         let shape = Shape::new(Family::DsaTargetVerify, 2, 4, 4096).unwrap();
-        let out = expected(&shape, &hand_inputs(&shape, &[2046, 1], &[0, 1]));
+        let out = expected(
+            &shape,
+            &hand_inputs(&shape, &[2046, 1], &[0, 1]),
+            PageRule::Graph,
+        );
         assert_eq!(column(by_name(&out, "cache_seqlens")), vec![2050, 5]);
+        assert_eq!(column(by_name(&out, "cu_seqlens_k")), vec![0, 2050, 2055]);
         assert_eq!(
             column(by_name(&out, "seqlens_expanded")),
             vec![2047, 2048, 2049, 2050, 2, 3, 4, 5]
@@ -362,16 +431,39 @@ mod tests {
             column(by_name(&out, "dsa_cache_seqlens")),
             vec![2047, 2048, 2048, 2048, 2, 3, 4, 5]
         );
+        let dsa_cu = column(by_name(&out, "dsa_cu_seqlens_k"));
+        assert_eq!((dsa_cu[0], dsa_cu[1], dsa_cu[8]), (0, 2047, 8191 + 14));
         let pages = by_name(&out, "page_table_1");
-        assert_eq!(pages.row(5), &[1000, 1001, 1002]);
-        assert_eq!(pages.row(3).len(), 2050);
+        assert_eq!(
+            pages.row(0).len(),
+            2176,
+            "every row of a request: roundup128(L + N)"
+        );
+        assert_eq!(pages.row(3).len(), 2176);
+        assert_eq!(pages.row(5).len(), 128);
+        assert_eq!(&pages.row(5)[..3], &[1000, 1001, 1002]);
+        let eager = expected(
+            &shape,
+            &hand_inputs(&shape, &[2046, 1], &[0, 1]),
+            PageRule::Eager,
+        );
+        assert_eq!(
+            by_name(&eager, "page_table_1").row(7).len(),
+            2050,
+            "max(L) + N"
+        );
     }
 
     #[test]
-    fn dsa_draft_extend_clamps_at_zero() {
+    fn dsa_draft_extend_clamps_at_zero_and_pages_by_request() {
         let shape = Shape::new(Family::DsaDraftExtendV2, 2, 4, 4096).unwrap();
-        let out = expected(&shape, &hand_inputs(&shape, &[2, 2100], &[1, 0]));
+        let out = expected(
+            &shape,
+            &hand_inputs(&shape, &[2, 2100], &[1, 0]),
+            PageRule::Graph,
+        );
         assert_eq!(column(by_name(&out, "cache_seqlens")), vec![2, 2100]);
+        assert_eq!(column(by_name(&out, "cu_seqlens_k")), vec![0, 2, 2102]);
         // L = 2, N = 4: max(2 - 4 + j + 1, 0) = 0, 0, 1, 2.
         assert_eq!(
             column(by_name(&out, "seqlens_expanded")),
@@ -382,20 +474,27 @@ mod tests {
             vec![0, 0, 1, 2, 2048, 2048, 2048, 2048]
         );
         let pages = by_name(&out, "page_table_1");
-        assert!(pages.row(0).is_empty());
-        assert_eq!(pages.row(3), &[1000, 1001]);
+        assert_eq!(
+            pages.row(0).len(),
+            128,
+            "kv = L for every row, even a clamped one"
+        );
+        assert_eq!(pages.row(7).len(), 2176);
     }
 
     #[test]
     fn compare_counts_only_written_cells_and_names_the_first_difference() {
         let shape = Shape::new(Family::DsaDecode, 2, 1, 1024).unwrap();
-        let out = expected(&shape, &hand_inputs(&shape, &[2, 1], &[0, 1]));
+        let out = expected(
+            &shape,
+            &hand_inputs(&shape, &[2, 1], &[0, 1]),
+            PageRule::Eager,
+        );
         let pages = by_name(&out, "page_table_1");
-        assert_eq!(pages.checked_cells(), 3);
+        assert_eq!(pages.checked_cells(), 4, "eager: 2 columns in both rows");
         let mut device = vec![POISON; pages.spec.len()];
-        device[0] = 0;
-        device[1] = 1;
-        device[1024] = 1000;
+        device[..2].copy_from_slice(&[0, 1]);
+        device[1024..1026].copy_from_slice(&[1000, 1001]);
         assert_eq!(
             pages.compare(&device),
             (0, None),
@@ -413,7 +512,7 @@ mod tests {
         device[1024] = 1000;
         device[1030] = 7;
         let (count, first) = pages.compare(&device);
-        assert_eq!(count, 1, "a write past the live length is caught");
+        assert_eq!(count, 1, "a write past the written prefix is caught");
         assert_eq!(first.unwrap().col, 6);
     }
 }

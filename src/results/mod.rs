@@ -1,10 +1,11 @@
 //! The results schema and its files, the ground floor every command stands on: the tidy CSV
 //! and its rows, the environment record, NVML telemetry, the run directory read back whole,
-//! and atomic writes. Nothing here needs a GPU.
+//! safetensors dumps and atomic writes. Nothing here needs a GPU.
 
 pub mod atomic;
 pub mod csv;
 pub mod env;
 pub mod rank_rows;
 pub mod run_dir;
+pub mod safetensors;
 pub mod telemetry;

@@ -1,13 +1,15 @@
-//! `metaprep check`: every family x arm against the CPU reference, bit for bit, on random
-//! inputs (fresh seed, printed), poisoned outputs, and several steps with `seq_lens`
-//! advanced on the device by `accept` between them.
+//! `metaprep check`: every family x arm against the CPU reference of the engine path it
+//! stands for (eager arms: the eager page rule; graph arms: graph replay's), bit for bit, on
+//! random inputs (fresh seed, printed; every other request with a nonzero `swa_valid_from`),
+//! poisoned outputs, and several steps with `seq_lens` advanced on the device by `accept`
+//! between them.
 
 use crate::axes::Arm;
 use crate::axes::Family;
 use crate::gpu::Gpu;
 use crate::prep::accept::AcceptModel;
-use crate::prep::family::Shape;
-use crate::prep::inputs::{generate, HostInputs, LengthRange};
+use crate::prep::family::{PageRule, Shape};
+use crate::prep::inputs::{draw_swa_valid_from, generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::PrepPlan;
 use crate::prep::reference::{expected, Expected, Mismatch};
@@ -74,9 +76,11 @@ pub struct Trajectory {
     pub seq_lens_after: Vec<Vec<i32>>,
 }
 
+/// The expected outputs of `steps` steps of a path writing page tables by `rule`.
 pub fn trajectory(
     shape: &Shape,
     inputs: &HostInputs,
+    rule: PageRule,
     accept: &AcceptModel,
     steps: usize,
 ) -> Trajectory {
@@ -84,7 +88,7 @@ pub fn trajectory(
     let mut counters = vec![0u32; shape.padded_bs as usize];
     let (mut outputs, mut seq_lens_after) = (Vec::new(), Vec::new());
     for _ in 0..steps {
-        outputs.push(expected(shape, &state));
+        outputs.push(expected(shape, &state, rule));
         accept.apply(
             &mut state.seq_lens,
             &mut counters,
@@ -111,14 +115,19 @@ pub fn check_shape_arms(
         min: 0,
         max: length_cap(shape.batch_size, token_budget),
     };
-    let inputs = generate(&shape, seed, range, true);
+    let mut inputs = generate(&shape, seed, range, true);
+    draw_swa_valid_from(&mut inputs, shape.batch_size as usize, seed);
     let accept = AcceptModel::with_probability(0.7, shape.block, seed as u32, shape.max_seq_len());
-    let want = trajectory(&shape, &inputs, &accept, steps);
+    let mut trajectories = std::collections::HashMap::new();
     let live = shape.batch_size as usize;
     let lengths = DeviceLengths::new(gpu, &inputs.seq_lens, live, accept)?;
     let mut plan = PrepPlan::new(gpu, shape, &inputs, &lengths)?;
     let mut results = Vec::new();
     for &arm in arms {
+        let rule = PageRule::of(arm);
+        let want = trajectories
+            .entry(rule)
+            .or_insert_with(|| trajectory(&shape, &inputs, rule, &accept, steps));
         lengths.reset()?;
         let prepared = plan.prepare(arm)?;
         let mut result = CellResult {
@@ -256,7 +265,7 @@ mod tests {
         let shape = check_shape(Family::DsaDecode, 3, 5, 3, 1 << 12).unwrap();
         let inputs = generate(&shape, 3, LengthRange { min: 0, max: 1000 }, false);
         let accept = AcceptModel::with_probability(1.0, 5, 3, shape.max_seq_len());
-        let t = trajectory(&shape, &inputs, &accept, 3);
+        let t = trajectory(&shape, &inputs, PageRule::Graph, &accept, 3);
         assert_eq!(t.outputs.len(), 3);
         for i in 0..3 {
             assert_eq!(
@@ -265,7 +274,11 @@ mod tests {
                 "p = 1 accepts block + 1 each step"
             );
         }
-        assert_eq!(t.seq_lens_after[2][3], 0, "padding row untouched");
+        assert_eq!(
+            t.seq_lens_after[2][3],
+            crate::prep::inputs::PAD_SEQ_LEN,
+            "padding row untouched"
+        );
         assert_ne!(t.outputs[0], t.outputs[1], "lengths change between steps");
     }
 
@@ -296,7 +309,9 @@ mod tests {
                 );
                 let accept = AcceptModel::with_probability(0.7, block, 7, shape.max_seq_len());
                 // push_row asserts every row fits its buffer.
-                trajectory(&shape, &inputs, &accept, 3);
+                for rule in [PageRule::Eager, PageRule::Graph] {
+                    trajectory(&shape, &inputs, rule, &accept, 3);
+                }
             }
         }
     }

@@ -1,9 +1,10 @@
 //! The commands that put the GPU to work, each on the floors below: `check` (every arm
-//! against the CPU reference), `sweep` (the prep arms in rounds, with the floor) and `steps`
+//! against the CPU reference; `dump` writes cases for the SGLang cross-check), `sweep` (the prep arms in rounds, with the floor) and `steps`
 //! (the decode-step model per arm and layout).
 
 pub mod check;
 pub mod collectives;
+pub mod dump;
 pub mod rank_world;
 pub mod ranks;
 pub mod steps;

@@ -376,7 +376,10 @@ impl Visiting<'_, '_> {
             )
         });
         // The sweep never runs accept, so every step preps these lengths.
-        group.rounds.bytes = Some(prep_bytes(&shape, &inputs.seq_lens).total());
+        let valid_from: Vec<i32> = (inputs.req_pool_indices.iter())
+            .map(|&pool| inputs.swa_valid_from[pool as usize])
+            .collect();
+        group.rounds.bytes = Some(prep_bytes(&shape, &inputs.seq_lens, &valid_from).total());
         let accept =
             AcceptModel::with_probability(0.7, block, config.seed as u32, shape.max_seq_len());
         let lengths = DeviceLengths::new(gpu, &inputs.seq_lens, rank_bs as usize, accept)?;
