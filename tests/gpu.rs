@@ -543,7 +543,14 @@ fn gpm_columns_are_filled_where_the_gpu_has_gpm_and_empty_with_a_note_elsewhere(
         println!("NVML GPM {line}");
     }
     let percent = |v: Option<f64>| v.is_some_and(|v| (0.0..=100.0).contains(&v));
-    for r in &prep {
+    // Rows measured with NVML beside them; derived rows (bytes, read cost, ratios) carry no
+    // telemetry of their own, clocks and GPM alike.
+    let measured: Vec<_> = prep.iter().filter(|r| r.sm_clock_mhz.is_some()).collect();
+    assert!(
+        measured.iter().any(|r| r.metric == "step_us"),
+        "step_us rows carry telemetry"
+    );
+    for r in &measured {
         assert!(percent(r.gpm_sm_util_pct), "{r:?}");
         assert!(percent(r.gpm_dram_bw_util_pct), "{r:?}");
         assert!(
