@@ -133,7 +133,10 @@ pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Re
     let gpu = if args.cpu_only {
         None
     } else {
-        Some(Gpu::open(args.device.device)?)
+        Some(Gpu::open_with(
+            args.device.device,
+            args.device.kernel_image,
+        )?)
     };
     let count = args.dump_cases as usize;
     let source = match &gpu {

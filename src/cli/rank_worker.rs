@@ -50,6 +50,7 @@ pub fn rank_worker(args: &RankWorkerArgs) -> Result<ExitCode> {
         std::iter::once(OsString::from("steps")).chain(args.steps_args.iter().cloned()),
     )
     .context("the parent's steps arguments")?;
+    steps.args.nvtx.apply();
     let mut config = match steps_config(&steps.args) {
         Ok(c) => c,
         Err(code) => return Ok(code),
@@ -77,6 +78,12 @@ pub fn rank_worker(args: &RankWorkerArgs) -> Result<ExitCode> {
         _ => None,
     };
     config.rank = Some(role);
-    crate::runs::steps::run(&config)?;
+    if let Err(e) = crate::runs::steps::run(&config) {
+        // Unwinding would destroy the NCCL communicator, and ncclCommDestroy may wait forever
+        // for collectives the other ranks never join: end the process here, and the parent
+        // names this rank with the last lines of its stderr.
+        eprintln!("metaprep: error: {e:#}");
+        std::process::exit(1);
+    }
     Ok(ExitCode::SUCCESS)
 }

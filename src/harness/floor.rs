@@ -15,8 +15,8 @@ pub struct Floor<'g> {
     gpu: &'g Gpu,
     empty: Launch,
     empty_graph: CudaGraph,
-    /// Graphs of 2, 3, ... empty kernels in a chain (index 0 holds two).
-    empty_graph_chains: Vec<CudaGraph>,
+    /// Graphs of several empty kernels in a chain, by node count.
+    empty_graph_chains: Vec<(u8, CudaGraph)>,
     device_ints: CudaSlice<i32>,
     /// Owns the pinned buffer `pinned_ptr` points into.
     _pinned: PinnedHostSlice<i32>,
@@ -42,16 +42,7 @@ impl<'g> Floor<'g> {
                 FloorItem::EmptyGraphNodes(n) => Some(*n),
                 _ => None,
             })
-            .enumerate()
-            .map(|(index, nodes)| {
-                // Self::batch finds a chain of n nodes at index n - 2.
-                assert_eq!(
-                    index + 2,
-                    nodes as usize,
-                    "FloorItem::ALL lists chains 2, 3, ..."
-                );
-                empty_chain(gpu, &empty, nodes)
-            })
+            .map(|nodes| Ok((nodes, empty_chain(gpu, &empty, nodes)?)))
             .collect::<Result<_>>()?;
         // SAFETY: freshly allocated pinned memory, filled before any use.
         let mut pinned = unsafe { gpu.ctx.alloc_pinned::<i32>(SMALL_COPY_INTS) }
@@ -89,9 +80,13 @@ impl<'g> Floor<'g> {
                     FloorItem::EmptyGraph | FloorItem::EmptyGraphNodes(1) => {
                         self.empty_graph.launch()?
                     }
-                    FloorItem::EmptyGraphNodes(n) => {
-                        self.empty_graph_chains[n as usize - 2].launch()?
-                    }
+                    FloorItem::EmptyGraphNodes(n) => self
+                        .empty_graph_chains
+                        .iter()
+                        .find(|(nodes, _)| *nodes == n)
+                        .with_context(|| format!("no empty graph of {n} nodes in the floor"))?
+                        .1
+                        .launch()?,
                     FloorItem::D2hInt => {
                         result::memcpy_dtoh_async(&mut self.pageable[..1], device, stream)?;
                         result::stream::synchronize(stream)?;

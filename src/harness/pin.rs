@@ -6,7 +6,7 @@
 //! was 1.96× its idle value unpinned and 1.05× pinned (results/2026-11-29-h200-pinning/). The thread is
 //! pinned after the CUDA context exists, so the driver's own threads keep the whole mask.
 
-use anyhow::{bail, ensure, Result};
+use anyhow::{bail, ensure, Context, Result};
 use std::fmt;
 use std::str::FromStr;
 
@@ -103,19 +103,29 @@ pub fn pin_current_thread(pin: CpuPin) -> Result<Pinned> {
             n
         }
     };
-    // SAFETY: as in allowed_cpus; CPU_SET writes within the set because cpu < CPU_SETSIZE.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    ensure!(
-        rc == 0,
-        "pinning the measuring thread to CPU {cpu}: {}",
-        std::io::Error::last_os_error()
-    );
+    set_affinity(&[cpu]).with_context(|| format!("pinning the measuring thread to CPU {cpu}"))?;
     Ok(Pinned {
         cpu: Some(cpu),
         allowed,
     })
+}
+
+/// Lets the calling thread run on `cpus` (and only those): how a pin is made, and undone
+/// before the thread starts processes that must not inherit it.
+pub fn set_affinity(cpus: &[usize]) -> Result<()> {
+    // SAFETY: as in allowed_cpus; CPU_SET writes within the set for cpu < CPU_SETSIZE, which
+    // the filter guarantees.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    ensure!(
+        rc == 0,
+        "setting this thread's CPU affinity: {}",
+        std::io::Error::last_os_error()
+    );
+    Ok(())
 }
 
 /// The cpufreq governor of `cpu`, where the host exposes it (VMs often do not).
@@ -152,6 +162,16 @@ fn ranges(cpus: &[usize]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pin_is_undone_by_setting_the_old_mask_back() {
+        // Affinity is per thread: this test's own thread only.
+        let before = allowed_cpus().unwrap();
+        let pinned = pin_current_thread(CpuPin::Auto).unwrap();
+        assert_eq!(allowed_cpus().unwrap(), vec![pinned.cpu.unwrap()]);
+        set_affinity(&before).unwrap();
+        assert_eq!(allowed_cpus().unwrap(), before);
+    }
 
     #[test]
     fn parses_cpu_choices() {

@@ -63,7 +63,11 @@ mod tests {
         let mut k = 0u64;
         let sampled = sample_per_step(&rule, 1, |_| {
             k += 1;
-            Ok(Duration::from_micros(if k % 2 == 0 { 10 } else { 30 }))
+            Ok(Duration::from_micros(if k.is_multiple_of(2) {
+                10
+            } else {
+                30
+            }))
         })
         .unwrap();
         assert_eq!(

@@ -50,7 +50,7 @@ impl Tensors {
         }
         let mut text = Value::Object(header).to_string().into_bytes();
         // The data starts 8-byte aligned, as the format recommends.
-        while (8 + text.len()) % 8 != 0 {
+        while !(8 + text.len()).is_multiple_of(8) {
             text.push(b' ');
         }
         let mut bytes = Vec::with_capacity(8 + text.len() + offset);

@@ -213,16 +213,22 @@ impl RankWorld {
         }
     }
 
-    /// After a round: whether the cell stops (any rank's reason, the latest in
-    /// `stop_code`'s order) and the step time the next pass is sized by (the slowest).
+    /// After a round: whether the cell stops and the step time the next pass is sized by (the
+    /// slowest rank's). A hard stop of any rank (max rounds, time cap) stops every rank; a
+    /// stop for precision needs every rank precise, so a rank's rows never say `precision`
+    /// when that rank was not.
     pub fn agree_round(
         &self,
         gpu: &Gpu,
         stop: Option<RoundsStop>,
         step_us: Option<f64>,
     ) -> Result<(Option<RoundsStop>, Option<f64>)> {
-        let agreed = self.agree(gpu, &[stop_code(stop), step_us.unwrap_or(-1.0)])?;
-        Ok((stop_of(agreed[0]), (agreed[1] > 0.0).then_some(agreed[1])))
+        let (hard, imprecise) = stop_codes(stop);
+        let agreed = self.agree(gpu, &[hard, imprecise, step_us.unwrap_or(-1.0)])?;
+        Ok((
+            agreed_stop(agreed[0], agreed[1]),
+            (agreed[2] > 0.0).then_some(agreed[2]),
+        ))
     }
 
     /// Steps and time cap of a timeline pass. Alone: as asked. In a world, ranks cannot
@@ -252,21 +258,24 @@ fn fitting_steps(steps: usize, cap: Duration, step_us: f64) -> usize {
     ((cap.as_secs_f64() * 1e6 / step_us) as usize).clamp(3.min(steps), steps)
 }
 
-/// A stop decision as a number whose maximum over ranks is one of them: 0 runs on.
-fn stop_code(stop: Option<RoundsStop>) -> f64 {
+/// A rank's stop decision as two numbers whose maxima over ranks are agreed: the hard stop
+/// (0 none, 2 max rounds, 3 time cap; the latest wins) and whether the rank is short of
+/// precision (1) or not (0).
+fn stop_codes(stop: Option<RoundsStop>) -> (f64, f64) {
     match stop {
-        None => 0.0,
-        Some(RoundsStop::Precision) => 1.0,
-        Some(RoundsStop::MaxRounds) => 2.0,
-        Some(RoundsStop::TimeCap) => 3.0,
+        None => (0.0, 1.0),
+        Some(RoundsStop::Precision) => (0.0, 0.0),
+        Some(RoundsStop::MaxRounds) => (2.0, 1.0),
+        Some(RoundsStop::TimeCap) => (3.0, 1.0),
     }
 }
 
-fn stop_of(code: f64) -> Option<RoundsStop> {
-    match code as u32 {
-        1 => Some(RoundsStop::Precision),
+/// The world's stop from the agreed maxima of [`stop_codes`].
+fn agreed_stop(hard: f64, imprecise: f64) -> Option<RoundsStop> {
+    match hard as u32 {
         2 => Some(RoundsStop::MaxRounds),
         3 => Some(RoundsStop::TimeCap),
+        _ if imprecise == 0.0 => Some(RoundsStop::Precision),
         _ => None,
     }
 }
@@ -275,17 +284,30 @@ fn stop_of(code: f64) -> Option<RoundsStop> {
 mod tests {
     use super::*;
 
+    /// The world's stop over ranks' decisions, as the agreed maxima give it.
+    fn world_stop(ranks: &[Option<RoundsStop>]) -> Option<RoundsStop> {
+        let codes: Vec<_> = ranks.iter().map(|&s| stop_codes(s)).collect();
+        let max = |f: fn(&(f64, f64)) -> f64| codes.iter().map(f).fold(0.0, f64::max);
+        agreed_stop(max(|c| c.0), max(|c| c.1))
+    }
+
     #[test]
-    fn stop_codes_round_trip_and_any_stop_outranks_running_on() {
-        for s in [
-            None,
-            Some(RoundsStop::Precision),
-            Some(RoundsStop::MaxRounds),
-            Some(RoundsStop::TimeCap),
-        ] {
-            assert_eq!(stop_of(stop_code(s)), s);
+    fn precision_needs_every_rank_and_a_hard_stop_any_rank() {
+        use RoundsStop::*;
+        for s in [None, Some(Precision), Some(MaxRounds), Some(TimeCap)] {
+            assert_eq!(world_stop(&[s]), s, "a world of one keeps its own decision");
         }
-        assert!(stop_code(Some(RoundsStop::Precision)) > stop_code(None));
+        assert_eq!(world_stop(&[Some(Precision), None]), None);
+        assert_eq!(
+            world_stop(&[Some(Precision), Some(Precision)]),
+            Some(Precision)
+        );
+        assert_eq!(
+            world_stop(&[Some(Precision), Some(MaxRounds)]),
+            Some(MaxRounds)
+        );
+        assert_eq!(world_stop(&[None, Some(TimeCap)]), Some(TimeCap));
+        assert_eq!(world_stop(&[Some(MaxRounds), Some(TimeCap)]), Some(TimeCap));
     }
 
     #[test]

@@ -193,7 +193,11 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
             trace: config.trace.clone().filter(|_| traced_here),
             ..config.clone()
         };
+        let allowed = crate::harness::pin::allowed_cpus()?;
         rows = steps::run(&here)?.rows;
+        // steps pinned this thread; the rank workers started next would inherit that one CPU.
+        crate::harness::pin::set_affinity(&allowed)
+            .context("unpinning before the rank workers start")?;
     }
     let exe = std::env::current_exe().context("finding this program to start its ranks")?;
     let traced_world = s.real.iter().position(|l| l.gpus() > 1).unwrap_or(0);

@@ -905,16 +905,28 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
     );
     let mut notes = emulation_notes(&deployment.layouts(), ranks, gpu.info.device_count, &how);
     if let Some(nccl) = &world.nccl {
+        // A fixed-time forward (--forward-us) has no collectives: its ranks never meet
+        // inside a step, and the note must not say they do.
+        let collectives = if matches!(config.target, ForwardModel::FixedUs(_)) {
+            format!("the forwards are fixed busy-waits (--forward-us) with no collectives, so the ranks meet only at the cell barriers; NCCL {nccl} is loaded")
+        } else {
+            format!(
+                "the forwards' collectives are NCCL calls captured in their graphs, through {nccl}"
+            )
+        };
         notes.push(format!(
             "real ranks: rank {} of {ranks} on GPU {}, its own process, host loop and stream; \
-             the forwards' collectives are NCCL calls captured in their graphs, through {nccl}",
+             {collectives}",
             world.rank(),
             gpu.info.ordinal
         ));
-        notes.push(match topology::describe(gpu.info.ordinal as u32) {
-            Ok(line) => format!("rank {} GPU {}: {line}", world.rank(), gpu.info.ordinal),
-            Err(e) => format!("rank {}: topology unknown ({e})", world.rank()),
-        });
+        let topology = topology::describe(gpu.info.ordinal as u32)
+            .unwrap_or_else(|e| format!("topology unknown ({e})"));
+        notes.push(format!(
+            "rank {} GPU {}: {topology}",
+            world.rank(),
+            gpu.info.ordinal
+        ));
     }
     notes.extend(config.read_skew.describe());
     notes.push(pin_current_thread(config.cpu)?.note());

@@ -33,7 +33,23 @@ pub struct Nccl {
 impl Nccl {
     /// Loads NCCL from the first place of [`places_here`] holding a loadable file.
     pub fn load(explicit: Option<&Path>) -> Result<Arc<Nccl>> {
-        let mut places = places_here(explicit);
+        // A file named on purpose (--nccl-lib, METAPREP_NCCL, a rank's parent) is that file
+        // or an error: never another NCCL found further down the search.
+        let named = explicit
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os(super::locate::NCCL_ENV).map(PathBuf::from));
+        if let Some(path) = named {
+            return Nccl::open(&path).map(Arc::new).map_err(|e| {
+                NcclUnavailable(format!(
+                    "--nccl-lib: {} does not load as NCCL ({e:#}); give a libnccl.so.2, or \
+                     leave --nccl-lib and {} unset to search for one",
+                    path.display(),
+                    super::locate::NCCL_ENV
+                ))
+                .into()
+            });
+        }
+        let mut places = places_here(None);
         let mut failures = Vec::new();
         if let Some(n) = first_loadable(&places, &mut failures) {
             return Ok(n);
@@ -304,9 +320,13 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_library_is_an_error_naming_the_places() {
+    fn a_named_library_that_does_not_load_is_an_error_not_a_search() {
         let e = Nccl::load(Some(Path::new("/nonexistent/libnccl.so.2")));
-        if let Err(e) = e {
+        // Even where an NCCL is installed, the named file is the only one tried.
+        {
+            let e = e
+                .err()
+                .expect("a missing named file never loads another NCCL");
             let text = e.to_string();
             assert!(
                 text.contains("--nccl-lib: /nonexistent/libnccl.so.2"),

@@ -284,7 +284,7 @@ const LIGHT_GREY: RGBColor = RGBColor(225, 225, 225);
 /// Even sizes only: plotters' ab_glyph renderer truncates half the size when it places a
 /// glyph, which lifts dots and dashes a pixel above the baseline at odd sizes.
 fn font(size: u32) -> TextStyle<'static> {
-    debug_assert!(size % 2 == 0, "odd font size {size}");
+    debug_assert!(size.is_multiple_of(2), "odd font size {size}");
     ("sans-serif", size).into_font().into()
 }
 
