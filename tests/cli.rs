@@ -52,7 +52,11 @@ fn gpu_commands_without_a_driver_exit_3_with_one_line() {
 
 #[test]
 fn bad_flags_are_refused_before_any_gpu_work() {
-    let cases: [(&[&str], &str); 26] = [
+    let cases: [(&[&str], &str); 27] = [
+        (
+            &["steps", "--tp", "tp2", "--read-skew-rank", "2"],
+            "--read-skew-rank 2: no layout of the run has that rank",
+        ),
         (
             &["steps", "--timer", "nsys"],
             "`nsys` is not a timer: use events or cupti",

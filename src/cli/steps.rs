@@ -377,6 +377,15 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
     if let Some(path) = &args.nccl_lib {
         usage(crate::gpu::nccl::comm::check_explicit(path))?;
     }
+    let read_skew = usage(read_skew(args))?;
+    let widest = layouts.iter().map(|l| l.gpus() as usize).max().unwrap_or(1);
+    if let Some(rank) = read_skew.rank.filter(|&r| r >= widest) {
+        return usage(Err(anyhow::anyhow!(
+            "--read-skew-rank {rank}: no layout of the run has that rank (the widest, {widest} \
+             GPUs, has ranks 0 to {}); give a rank below {widest}, or `all`",
+            widest - 1
+        )));
+    }
     Ok(StepsConfig {
         device: args.device.device,
         kernel_image: args.device.kernel_image,
@@ -409,7 +418,7 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         ranks: usage(args.ranks.parse::<RanksMode>().context("--ranks"))?,
         nccl_lib: args.nccl_lib.clone(),
         rank: None,
-        read_skew: usage(read_skew(args))?,
+        read_skew,
     })
 }
 

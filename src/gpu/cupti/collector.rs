@@ -66,6 +66,7 @@ extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_recor
         *size = if ptr.is_null() { 0 } else { BUFFER_BYTES };
         *max_records = 0; // as many as fit
     }
+    // SAFETY: `buffer` is CUPTI's valid out-pointer, written just above.
     if unsafe { *buffer }.is_null() {
         store()
             .error
