@@ -125,9 +125,13 @@ pub(crate) fn collectives(args: &CollectivesArgs) -> Result<ExitCode> {
             c
         })
         .collect();
-    run_group(commands)?;
+    let ran = run_group(commands);
+    // The scratch folder (the id file) goes whether the ranks succeeded or not.
     if args.out.is_none() {
-        let _ = std::fs::remove_dir_all(&dir);
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            eprintln!("metaprep: could not remove {}: {e}", dir.display());
+        }
     }
+    ran?;
     Ok(ExitCode::SUCCESS)
 }
