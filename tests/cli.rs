@@ -313,3 +313,46 @@ fn kernel_image_is_a_flag_of_every_gpu_command_and_bad_values_exit_2() {
         );
     }
 }
+
+/// `--help` explains every flag of every command: no option is listed with only its default.
+#[test]
+fn every_flag_of_every_command_has_a_description() {
+    for command in [
+        "info",
+        "check",
+        "sweep",
+        "steps",
+        "report",
+        "calibrate",
+        "compare",
+        "collectives",
+    ] {
+        let out = metaprep(&[command, "--help"]);
+        assert!(out.status.success(), "{command} --help failed");
+        let help = String::from_utf8_lossy(&out.stdout).to_string();
+        let lines: Vec<&str> = help.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let trimmed = line.trim_start();
+            // An option's header line: `-x, --flag <V>` or `--flag <V>`, indented 2 to 6
+            // (possible values, `- name: ...`, sit deeper).
+            let indent = line.len() - trimmed.len();
+            let header = (2..=6).contains(&indent)
+                && (trimmed.starts_with("--")
+                    || trimmed.as_bytes().get(2) == Some(&b',') && trimmed.starts_with('-'));
+            if !header || trimmed.starts_with("-h,") || trimmed.starts_with("-V,") {
+                continue;
+            }
+            // Clap puts the description on the header line (short help) or on the next
+            // non-empty line (long help); a bare `[default: ...]` there means none was written.
+            let inline = trimmed.split("  ").filter(|s| !s.trim().is_empty()).count() > 1;
+            let next = lines[i + 1..]
+                .iter()
+                .map(|l| l.trim())
+                .find(|l| !l.is_empty());
+            assert!(
+                inline || next.is_some_and(|n| !n.starts_with('[') && !n.starts_with('-')),
+                "`metaprep {command} --help`: `{trimmed}` has no description"
+            );
+        }
+    }
+}

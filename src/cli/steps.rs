@@ -156,6 +156,8 @@ pub struct StepsArgs {
     /// Committed lengths are drawn uniformly from MIN-MAX tokens.
     #[arg(long, default_value = "2048-8192")]
     pub(crate) seq_lens: String,
+    /// Seed for the random inputs (committed lengths, request rows), the accept draws and
+    /// the read-skew jitter: the same seed replays the same steps.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
     /// Output directory (default results/steps-DATE, DATE the UTC date and time).
