@@ -415,7 +415,11 @@ pub struct Link {
 }
 
 /// Where the default α comes from.
-pub const COLLECTIVE_LATENCY_SOURCE: &str = "by GPU count, 4.5/4.8/7.8 us at 2/4/8 GPUs: the      SGLang/TensorRT-LLM custom all-reduce on H100 at 32 KB (sgl-project/sglang#2904); the      dep all-to-alls take the all-reduce's figure at the same GPU count (no public figure      for a small all-to-all was found)";
+pub const COLLECTIVE_LATENCY_SOURCE: &str = "by GPU count, 4.5/4.8/7.8 us at 2/4/8 GPUs: the \
+     SGLang/TensorRT-LLM custom all-reduce on H100 at 32 KB (sgl-project/sglang#2904); the dep \
+     all-to-alls take the all-reduce's figure at the same GPU count (no public figure for a \
+     small all-to-all was found); `metaprep collectives` measures this host's NCCL and prints \
+     the --collective-latency-us/--link-gb-s to use instead";
 
 /// The default α of one collective on `layout`'s GPUs (see [`COLLECTIVE_LATENCY_SOURCE`]);
 /// 0 on one GPU.
