@@ -62,8 +62,10 @@ pub fn allowed_cpus() -> Result<Vec<usize>> {
         .collect())
 }
 
-/// Where the measuring thread ended up, and the CPUs it could have run on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where the measuring thread ended up, and the CPUs it could have run on. Dropping it
+/// gives the thread those CPUs back, so a command leaves its thread (and the processes it
+/// starts afterwards, which inherit the mask) as it found it.
+#[derive(Debug)]
 pub struct Pinned {
     /// The CPU it is bound to; `None` with `--cpu off`.
     pub cpu: Option<usize>,
@@ -85,7 +87,18 @@ impl Pinned {
     }
 }
 
-/// Pins the calling thread as `pin` says.
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if self.cpu.is_some() {
+            if let Err(e) = set_affinity(&self.allowed) {
+                // A drop cannot fail the run: say it, since later work may stay on one CPU.
+                eprintln!("metaprep: unpinning the measuring thread: {e:#}");
+            }
+        }
+    }
+}
+
+/// Pins the calling thread as `pin` says, until the returned guard is dropped.
 pub fn pin_current_thread(pin: CpuPin) -> Result<Pinned> {
     let allowed = allowed_cpus()?;
     let cpu = match pin {
@@ -110,9 +123,8 @@ pub fn pin_current_thread(pin: CpuPin) -> Result<Pinned> {
     })
 }
 
-/// Lets the calling thread run on `cpus` (and only those): how a pin is made, and undone
-/// before the thread starts processes that must not inherit it.
-pub fn set_affinity(cpus: &[usize]) -> Result<()> {
+/// Lets the calling thread run on `cpus` (and only those): how a pin is made and undone.
+fn set_affinity(cpus: &[usize]) -> Result<()> {
     // SAFETY: as in allowed_cpus; CPU_SET writes within the set for cpu < CPU_SETSIZE, which
     // the filter guarantees.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -164,12 +176,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_pin_is_undone_by_setting_the_old_mask_back() {
+    fn a_pin_is_undone_when_its_guard_drops() {
         // Affinity is per thread: this test's own thread only.
         let before = allowed_cpus().unwrap();
         let pinned = pin_current_thread(CpuPin::Auto).unwrap();
         assert_eq!(allowed_cpus().unwrap(), vec![pinned.cpu.unwrap()]);
-        set_affinity(&before).unwrap();
+        drop(pinned);
         assert_eq!(allowed_cpus().unwrap(), before);
     }
 

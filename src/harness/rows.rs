@@ -18,12 +18,10 @@ pub struct CellId {
 }
 
 impl CellId {
-    /// `kind family/arm bs block layout`: the label NVML samples are tagged with.
+    /// `kind family/arm bs block layout` (the cell key's own form): the label NVML samples
+    /// are tagged with.
     pub fn label(&self) -> String {
-        format!(
-            "{} {}/{} bs={} block={} {}",
-            self.kind, self.family, self.arm, self.batch_size, self.block_size, self.layout
-        )
+        self.key().to_string()
     }
 
     pub fn key(&self) -> CellKey {

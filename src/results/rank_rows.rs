@@ -100,36 +100,19 @@ mod tests {
     use crate::results::csv::KIND_STEP;
 
     fn row(arm: &str, metric: &str, median: f64) -> Row {
+        // Without an interval: NaN bounds must survive the file.
         Row {
-            kind: KIND_STEP.into(),
-            family: "dspark+dsa_target_verify".into(),
-            arm: arm.into(),
-            batch_size: 1,
-            block_size: 5,
             layout: "tp2".into(),
-            emulated: false,
-            metric: metric.into(),
-            unit: "us".into(),
-            median,
-            p10: median,
-            p90: median,
             ci_lo: f64::NAN,
             ci_hi: f64::NAN,
-            samples: 3,
-            rounds: 6,
-            stop_reason: "precision".into(),
-            throttled: false,
-            clock_event_reasons: String::new(),
-            sm_clock_mhz: Some(1980.0),
-            mem_clock_mhz: None,
-            power_w: None,
-            temp_c: None,
-            gpu_util_pct: None,
-            gpm_sm_util_pct: None,
-            gpm_dram_bw_util_pct: None,
-            gpm_nvlink_rx_mib_s: None,
-            gpm_nvlink_tx_mib_s: None,
-            gpm_cell_share_pct: None,
+            ..crate::results::csv::test_rows::row(
+                KIND_STEP,
+                "dspark+dsa_target_verify",
+                arm,
+                1,
+                metric,
+                median,
+            )
         }
     }
 

@@ -123,12 +123,13 @@ pub fn rank_dir(world_dir: &Path, rank: usize) -> PathBuf {
 /// Runs `config` (a parent's: no rank of its own) with `steps_args`, its command line after
 /// `steps`, passed on to workers.
 pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome> {
+    if config.timer == crate::harness::timer::TimerKind::Cupti {
+        // A missing CUPTI is known before any GPU is looked at (loaded once per process; the
+        // timer reuses it).
+        crate::gpu::cupti::load_cupti(config.cupti_lib.as_deref())?;
+    }
     if config.rank.is_some() || config.ranks == RanksMode::Emulated {
         return steps::run(config);
-    }
-    if config.timer == crate::harness::timer::TimerKind::Cupti {
-        // A missing CUPTI is known before any GPU is looked at, as `steps` alone does.
-        crate::gpu::cupti::load_cupti(config.cupti_lib.as_deref())?;
     }
     let started = Instant::now();
     let context = (config.seq_lens.min + config.seq_lens.max) / 2;
@@ -193,11 +194,9 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
             trace: config.trace.clone().filter(|_| traced_here),
             ..config.clone()
         };
-        let allowed = crate::harness::pin::allowed_cpus()?;
+        // steps unpins this thread when it returns, so the rank workers started next do
+        // not inherit its one CPU.
         rows = steps::run(&here)?.rows;
-        // steps pinned this thread; the rank workers started next would inherit that one CPU.
-        crate::harness::pin::set_affinity(&allowed)
-            .context("unpinning before the rank workers start")?;
     }
     let exe = std::env::current_exe().context("finding this program to start its ranks")?;
     let traced_world = s.real.iter().position(|l| l.gpus() > 1).unwrap_or(0);

@@ -25,7 +25,6 @@
 use crate::axes::Arm;
 use crate::axes::Family;
 use crate::axes::Layout;
-use crate::gpu::cupti::load_cupti;
 use crate::gpu::nccl::Comm;
 use crate::gpu::nvtx::{self, Range};
 use crate::gpu::{capture_graph, Gpu, ImageChoice, KernelModule, Launch};
@@ -876,10 +875,6 @@ fn traced_cell(config: &StepsConfig, deployment: &Deployment) -> Result<Option<C
 
 pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
     let started = Instant::now();
-    if config.timer == TimerKind::Cupti {
-        // A missing CUPTI is known before the GPU opens (loaded once; the timer reuses it).
-        load_cupti(config.cupti_lib.as_deref())?;
-    }
     let (csv_path, mut rows) = existing_rows(&config.out, config.resume)?;
     let context = (config.seq_lens.min + config.seq_lens.max) / 2;
     // A planned memory is checked before the GPU opens, the device's once it is open: either
@@ -929,7 +924,9 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         ));
     }
     notes.extend(config.read_skew.describe());
-    notes.push(pin_current_thread(config.cpu)?.note());
+    // Held to the end of the run: dropping it unpins the thread.
+    let pinned = pin_current_thread(config.cpu)?;
+    notes.push(pinned.note());
     let latency = match config.collective_latency_us {
         Some(v) => format!("{v} us per collective"),
         None => format!("per-collective latency {COLLECTIVE_LATENCY_SOURCE}"),

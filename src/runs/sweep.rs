@@ -163,7 +163,9 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
             .cloned()
             .collect::<Vec<_>>(),
     );
-    notes.push(pin_current_thread(config.cpu)?.note());
+    // Held to the end of the run: dropping it unpins the thread.
+    let pinned = pin_current_thread(config.cpu)?;
+    notes.push(pinned.note());
     let recorder = Recorder::start(&gpu, &config.out, csv_path, config.resume, notes)?;
 
     // Counts cell visits (a cell once per round); the length grows as groups get rounds

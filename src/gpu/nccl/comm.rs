@@ -1,7 +1,7 @@
 //! One rank's NCCL communicator and the collectives the step model issues on its stream.
 //! Every call is enqueued on the rank's stream (and so can be captured into a graph).
 
-use super::locate::{not_found, place_from_python, places_here, Place, NCCL_SONAME};
+use super::locate::{not_found, place_from_python, places_here, Place, NCCL_ENV, NCCL_SONAME};
 use super::raw::{RawComm, RawNccl, UniqueId, NCCL_BFLOAT16, NCCL_FLOAT64, NCCL_MAX, NCCL_SUM};
 use crate::gpu::Gpu;
 use anyhow::{bail, ensure, Context, Result};
@@ -33,23 +33,20 @@ pub struct Nccl {
 impl Nccl {
     /// Loads NCCL from the first place of [`places_here`] holding a loadable file.
     pub fn load(explicit: Option<&Path>) -> Result<Arc<Nccl>> {
+        let mut places = places_here(explicit);
         // A file named on purpose (--nccl-lib, METAPREP_NCCL, a rank's parent) is that file
         // or an error: never another NCCL found further down the search.
-        let named = explicit
-            .map(Path::to_path_buf)
-            .or_else(|| std::env::var_os(super::locate::NCCL_ENV).map(PathBuf::from));
-        if let Some(path) = named {
-            return Nccl::open(&path).map(Arc::new).map_err(|e| {
+        if let Some(named) = places.first().filter(|p| p.is_named()) {
+            return Nccl::open(&named.path).map(Arc::new).map_err(|e| {
                 NcclUnavailable(format!(
-                    "--nccl-lib: {} does not load as NCCL ({e:#}); give a libnccl.so.2, or \
-                     leave --nccl-lib and {} unset to search for one",
-                    path.display(),
-                    super::locate::NCCL_ENV
+                    "{}: {} does not load as NCCL ({e:#}); give a libnccl.so.2, or leave \
+                     --nccl-lib and {NCCL_ENV} unset to search for one",
+                    named.source,
+                    named.path.display()
                 ))
                 .into()
             });
         }
-        let mut places = places_here(None);
         let mut failures = Vec::new();
         if let Some(n) = first_loadable(&places, &mut failures) {
             return Ok(n);

@@ -18,6 +18,13 @@ pub struct Place {
     pub path: PathBuf,
 }
 
+impl Place {
+    /// Named on purpose (`--nccl-lib`, `METAPREP_NCCL`) rather than found by the search.
+    pub fn is_named(&self) -> bool {
+        self.source == "--nccl-lib" || self.source == NCCL_ENV
+    }
+}
+
 /// The places to search for NCCL, best first: an explicit file (flag, then env), each
 /// LD_LIBRARY_PATH folder, Python site-packages' `nvidia/nccl/lib` (the NVIDIA pip wheels
 /// PyTorch installs), then the system's library folders.
