@@ -206,14 +206,27 @@ pub fn completed_cells(rows: &[Row]) -> HashSet<CellKey> {
 /// Writes `rows` as a results CSV, replacing `path` atomically: a crash or a failed write
 /// leaves the previous file as it was. The header is written even with no rows.
 pub fn write_rows(path: &Path, rows: &[Row]) -> Result<()> {
+    write_records(path, COLUMNS, rows, |row| {
+        format!("cell {} for {}", row.cell_key(), path.display())
+    })
+}
+
+/// Writes `header` and each record serialised after it, atomically (the whole file or none
+/// of it); `what` names a record that fails to serialise.
+pub fn write_records<T: Serialize>(
+    path: &Path,
+    header: &[&str],
+    records: impl IntoIterator<Item = T>,
+    what: impl Fn(&T) -> String,
+) -> Result<()> {
     let mut writer = csv::WriterBuilder::new()
         .has_headers(false)
         .from_writer(Vec::new());
-    writer.write_record(COLUMNS)?;
-    for row in rows {
-        writer.serialize(row).with_context(|| {
-            format!("serialising cell {} for {}", row.cell_key(), path.display())
-        })?;
+    writer.write_record(header)?;
+    for record in records {
+        writer
+            .serialize(&record)
+            .with_context(|| format!("serialising {}", what(&record)))?;
     }
     let bytes = writer
         .into_inner()

@@ -2,8 +2,7 @@
 //! `rank` column in front. `metaprep.csv` holds one row set per cell (the slowest rank's,
 //! see [`slowest_rank_rows`]), so every reader of it works unchanged.
 
-use crate::results::atomic::write_atomic;
-use crate::results::csv::{CellKey, Row, COLUMNS};
+use crate::results::csv::{write_records, CellKey, Row, COLUMNS};
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -18,21 +17,13 @@ pub struct RankRow {
 }
 
 pub fn write_rank_rows(path: &Path, rows: &[RankRow]) -> Result<()> {
-    let mut writer = csv::WriterBuilder::new()
-        .has_headers(false)
-        .from_writer(Vec::new());
-    let mut header = vec!["rank"];
-    header.extend(COLUMNS);
-    writer.write_record(&header)?;
-    for r in rows {
-        writer
-            .serialize((r.rank, &r.row))
-            .with_context(|| format!("serialising rank {} of {}", r.rank, r.row.cell_key()))?;
-    }
-    let bytes = writer
-        .into_inner()
-        .map_err(|e| anyhow::anyhow!("buffering {}: {}", path.display(), e.error()))?;
-    write_atomic(path, &bytes)
+    let header: Vec<&str> = std::iter::once("rank")
+        .chain(COLUMNS.iter().copied())
+        .collect();
+    let records = rows.iter().map(|r| (r.rank, &r.row));
+    write_records(path, &header, records, |(rank, row)| {
+        format!("rank {rank} of {}", row.cell_key())
+    })
 }
 
 pub fn read_rank_rows(path: &Path) -> Result<Vec<RankRow>> {

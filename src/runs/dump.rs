@@ -27,7 +27,7 @@ use crate::prep::family::{PageRule, Shape, POISON};
 use crate::prep::inputs::{HostInputs, KV_SLOTS, PAD_SEQ_LEN, SWA_SLOTS};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::PrepPlan;
-use crate::prep::reference::expected;
+use crate::prep::reference::{expected, Expected};
 use crate::results::atomic::write_atomic;
 use crate::results::safetensors::Tensors;
 use crate::stats::rng::SplitMix64;
@@ -135,8 +135,22 @@ pub fn shared_full_to_swa(seed: u64) -> Vec<i32> {
         .collect()
 }
 
+/// The CPU reference of each page rule (eager, then graph), with the prefix its tensors
+/// are dumped under.
+type References = [(&'static str, Vec<Expected>); 2];
+
+/// A case's references, each computed once (the arms of one rule share it).
+fn references(case: &DumpCase) -> References {
+    [(PageRule::Eager, "eager"), (PageRule::Graph, "graph")]
+        .map(|(rule, prefix)| (prefix, expected(&case.shape, &case.inputs, rule)))
+}
+
 /// One case's tensors: inputs, both reference paths, and each arm's buffers when given.
-pub fn case_tensors(case: &DumpCase, arms: &[(Arm, Vec<Vec<i32>>)]) -> Result<Tensors> {
+fn case_tensors(
+    case: &DumpCase,
+    references: &References,
+    arms: &[(Arm, Vec<Vec<i32>>)],
+) -> Result<Tensors> {
     let (shape, inputs) = (&case.shape, &case.inputs);
     let mut t = Tensors::default();
     let p = shape.padded_bs as usize;
@@ -151,8 +165,8 @@ pub fn case_tensors(case: &DumpCase, arms: &[(Arm, Vec<Vec<i32>>)]) -> Result<Te
         &inputs.out_cache_loc,
     )?;
     t.add("swa_valid_from", &[pool_rows], &inputs.swa_valid_from)?;
-    for (rule, prefix) in [(PageRule::Eager, "eager"), (PageRule::Graph, "graph")] {
-        for e in expected(shape, inputs, rule) {
+    for (prefix, reference) in references {
+        for e in reference {
             let name = format!("{prefix}/{}", e.spec.name);
             t.add(name, &[e.spec.rows, e.spec.width], &e.dense())?;
         }
@@ -212,8 +226,12 @@ pub fn write_dump(
             }
             None => Vec::new(),
         };
+        let references = references(&case);
         for (arm, buffers) in &arm_buffers {
-            let want = expected(&case.shape, &case.inputs, PageRule::of(*arm));
+            let want = match PageRule::of(*arm) {
+                PageRule::Eager => &references[0].1,
+                PageRule::Graph => &references[1].1,
+            };
             for (e, got) in want.iter().zip(buffers) {
                 if let (count @ 1.., Some(first)) = e.compare(got) {
                     mismatches.push((k, *arm, count, first.to_string()));
@@ -221,7 +239,8 @@ pub fn write_dump(
             }
         }
         let file = format!("case-{k:05}.safetensors");
-        case_tensors(&case, &arm_buffers)?.write(&dir.join(&file), &[("case", k.to_string())])?;
+        case_tensors(&case, &references, &arm_buffers)?
+            .write(&dir.join(&file), &[("case", k.to_string())])?;
         let s = &case.shape;
         index.push(json!({
             "id": k,

@@ -71,8 +71,7 @@ pub fn split(
         }
         RanksMode::Auto => {
             for &l in layouts {
-                let wide = l.gpus() > 1 && l.gpus() <= gpus;
-                match (wide, nccl) {
+                match (spans_gpus_here(l, gpus), nccl) {
                     (true, Ok(_)) => s.real.push(l),
                     (true, Err(why)) => {
                         s.notes.push(format!("{l} emulated, not real: {why}"));
@@ -84,6 +83,12 @@ pub fn split(
         }
     }
     Ok(s)
+}
+
+/// Whether `layout` needs several GPUs and this host (`gpus` from --device on) has them:
+/// where `--ranks auto` runs real ranks.
+fn spans_gpus_here(layout: Layout, gpus: u32) -> bool {
+    layout.gpus() > 1 && layout.gpus() <= gpus
 }
 
 /// The worker command of `rank` in `layout`'s world: this binary's hidden `rank-worker`
@@ -132,7 +137,7 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         return steps::run(config);
     }
     let started = Instant::now();
-    let context = (config.seq_lens.min + config.seq_lens.max) / 2;
+    let context = config.context();
     // A planned memory is checked before the GPUs are looked at, as `steps` alone does.
     let planned = config
         .gpu_memory
@@ -145,8 +150,7 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         None => steps::plan(config, context, GpuMemory::device(memory))?,
     };
     // NCCL is looked for only where some layout could use it.
-    let wants_real =
-        |l: &Layout| config.ranks == RanksMode::Real || (l.gpus() > 1 && l.gpus() <= gpus);
+    let wants_real = |&l: &Layout| config.ranks == RanksMode::Real || spans_gpus_here(l, gpus);
     let nccl = if deployment.layouts().iter().any(wants_real) {
         Nccl::load(config.nccl_lib.as_deref()).map_err(|e| e.to_string())
     } else {

@@ -122,6 +122,14 @@ pub struct StepsConfig {
     pub read_skew: ReadSkew,
 }
 
+impl StepsConfig {
+    /// The context length the memory plan sizes every request's KV cache by: the middle of
+    /// `--seq-lens`.
+    pub fn context(&self) -> u32 {
+        (self.seq_lens.min + self.seq_lens.max) / 2
+    }
+}
+
 /// A cell of the grid: layout, batch size, block size.
 pub type Cell = (Layout, u32, u32);
 
@@ -229,12 +237,20 @@ fn us(v: f64) -> Duration {
     Duration::from_secs_f64(v.max(0.0) * 1e-6)
 }
 
-/// One host span of the timeline pass, for the trace.
+/// One host span of the timeline pass, for the trace: kept as it happens (no formatting or
+/// allocation between steps, which the pass times) and named once the pass is over.
 struct HostSpan {
     lane: HostLane,
-    name: String,
+    what: SpanOf,
     start: Instant,
     end: Instant,
+}
+
+/// What a host span was: a program item (by index) or the host read inside a prep.
+#[derive(Clone, Copy)]
+enum SpanOf {
+    Item(usize),
+    Read,
 }
 
 /// The timeline pass's timer and the step it is timing.
@@ -352,7 +368,7 @@ impl PrepRun<'_, '_> {
                     {
                         log.push(HostSpan {
                             lane: HostLane::BlockedInRead,
-                            name: READ_RANGE.to_string_lossy().into_owned(),
+                            what: SpanOf::Read,
                             start: r0,
                             end: r1,
                         });
@@ -645,7 +661,7 @@ impl StepCell<'_> {
                 };
                 log.push(HostSpan {
                     lane,
-                    name: item.label().to_string(),
+                    what: SpanOf::Item(index),
                     start: t0,
                     end: Instant::now(),
                 });
@@ -732,7 +748,11 @@ impl StepCell<'_> {
         timer.start(steps)?;
         let host0 = Instant::now();
         let host_us = |t: Instant| t.saturating_duration_since(host0).as_secs_f64() * 1e6;
-        let mut spans = Vec::new();
+        // Room for every item and a few reads a step, so the traced pass does not grow it.
+        let per_step = self.costs.profile.program.len() + 4;
+        let mut spans = Vec::with_capacity(if trace.is_some() { steps * per_step } else { 0 });
+        // Where each step's host spans end in `spans`.
+        let mut step_ends = Vec::with_capacity(steps);
         let mut ran = 0;
         for k in 0..steps {
             if k >= 3 && host0.elapsed() > cap {
@@ -749,23 +769,28 @@ impl StepCell<'_> {
             let log = trace.is_some().then_some(&mut spans);
             self.run_step(program, pd, pv, Some(marks), log)?;
             self.take_blocked();
-            if let Some(t) = trace.as_deref_mut() {
-                for s in spans.drain(..) {
-                    t.host_span(
-                        s.lane,
-                        &s.name,
-                        host_us(s.start),
-                        (s.end - s.start).as_secs_f64() * 1e6,
-                        k as u64,
-                    )?;
-                }
-            }
+            step_ends.push(spans.len());
         }
         self.gpu.sync()?;
         let steps = ran;
+        let program_items = &self.costs.profile.program;
+        if let Some(t) = trace.as_deref_mut() {
+            let read = READ_RANGE.to_string_lossy();
+            let mut from = 0;
+            for (k, &end) in step_ends.iter().enumerate() {
+                for s in &spans[from..end] {
+                    let name = match s.what {
+                        SpanOf::Item(i) => program_items[i].label(),
+                        SpanOf::Read => &read,
+                    };
+                    let (start, len) = (host_us(s.start), (s.end - s.start).as_secs_f64() * 1e6);
+                    t.host_span(s.lane, name, start, len, k as u64)?;
+                }
+                from = end;
+            }
+        }
         let measured = timer.finish(steps)?;
         let tokens = self.tokens(steps);
-        let program_items = &self.costs.profile.program;
         let mut records = Vec::with_capacity(steps);
         let mut previous_done = 0.0;
         for (k, step) in measured.into_iter().enumerate() {
@@ -876,7 +901,7 @@ fn traced_cell(config: &StepsConfig, deployment: &Deployment) -> Result<Option<C
 pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
     let started = Instant::now();
     let (csv_path, mut rows) = existing_rows(&config.out, config.resume)?;
-    let context = (config.seq_lens.min + config.seq_lens.max) / 2;
+    let context = config.context();
     // A planned memory is checked before the GPU opens, the device's once it is open: either
     // way before any measurement.
     let planned = config
