@@ -278,9 +278,16 @@ impl Sampler {
     pub fn cell_summary(&self, label: &str) -> Option<CellTelemetry> {
         let readings = lock(&self.shared.readings);
         let summary = summarize_cell(readings.iter().filter(|r| r.cell == label))?;
-        let times: Vec<(f64, &str)> = readings.iter().map(|r| (r.t_s, r.cell.as_str())).collect();
+        let intervals = lock(&self.shared.gpm);
+        // Without GPM intervals (no GPM here, or none closed yet) there is nothing to share
+        // out: skip listing every reading of the run while the sampler waits on the lock.
+        let gpm = (!intervals.is_empty()).then(|| {
+            let times: Vec<(f64, &str)> =
+                readings.iter().map(|r| (r.t_s, r.cell.as_str())).collect();
+            cell_gpm(&times, &intervals, label)
+        });
         Some(CellTelemetry {
-            gpm: cell_gpm(&times, &lock(&self.shared.gpm), label),
+            gpm: gpm.flatten(),
             ..summary
         })
     }
