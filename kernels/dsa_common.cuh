@@ -25,9 +25,9 @@ __device__ int dsa_request_kv(const DsaArgs& a, int i);
 __device__ int dsa_row_len(const DsaArgs& a, int row);
 
 // The page-table stage's `col_limit`: a column count (eager-sync, from its host read), or
-// one of these.
-#define DSA_COLS_FROM_DEVICE (-1)  // eager-device: the max the lengths stage left in eager_cols
-#define DSA_COLS_BY_BLOCK (-2)     // graph replay: each row in whole 128-column blocks
+// METAPREP_DSA_COLS_FROM_DEVICE (eager-device: the max the lengths stage left in eager_cols)
+// or METAPREP_DSA_COLS_BY_BLOCK (graph replay: each row in whole 128-column blocks), both
+// defined from src/gpu/kernels.rs.
 
 // Every length output, by one whole block (blockDim.x <= 1024).
 __device__ void dsa_lengths_block(const DsaArgs& a) {
@@ -52,9 +52,9 @@ __device__ void dsa_lengths_block(const DsaArgs& a) {
 // Page row `row`'s written columns of page_table_1 under `col_limit`.
 __device__ __forceinline__ int dsa_page_cols(const DsaArgs& a, int row, int col_limit) {
     int cols = col_limit;
-    if (col_limit == DSA_COLS_BY_BLOCK) {
+    if (col_limit == METAPREP_DSA_COLS_BY_BLOCK) {
         cols = align_up(max(dsa_request_kv(a, row / a.tokens), 0), METAPREP_DSA_GRAPH_COL_BLOCK);
-    } else if (col_limit == DSA_COLS_FROM_DEVICE) {
+    } else if (col_limit == METAPREP_DSA_COLS_FROM_DEVICE) {
         cols = a.eager_cols[0];
     }
     return min(cols, a.page_width);
@@ -87,5 +87,5 @@ extern "C" __global__ void dsa_fused(DsaArgs a) {
         if (blockIdx.y == 0) dsa_lengths_block(a);
         return;
     }
-    dsa_page_row(a, row, DSA_COLS_BY_BLOCK);
+    dsa_page_row(a, row, METAPREP_DSA_COLS_BY_BLOCK);
 }

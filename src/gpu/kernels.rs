@@ -26,6 +26,11 @@ pub const DSA_REAL_PAGE_SIZE: i32 = 64;
 /// python/sglang/kernels/ops/attention/dsa/metadata.py, 0.5.23): graph replay writes a
 /// page row in whole blocks of this many columns.
 pub const DSA_GRAPH_COL_BLOCK: i32 = 128;
+/// `col_limit` values the DSA page-table stage reads as a page rule rather than a column
+/// count: eager-device's (the max the lengths stage left on the device) and graph replay's
+/// (each row in whole [`DSA_GRAPH_COL_BLOCK`]-column blocks).
+pub const DSA_COLS_FROM_DEVICE: i32 = -1;
+pub const DSA_COLS_BY_BLOCK: i32 = -2;
 
 const COMMON: &str = include_str!("../../kernels/common.cuh");
 const DSA_COMMON: &str = include_str!("../../kernels/dsa_common.cuh");
@@ -80,7 +85,9 @@ impl KernelModule {
              #define METAPREP_DSA_TOPK {DSA_TOPK}\n#define METAPREP_SWA_ALIGN {SWA_ALIGN}\n\
              #define METAPREP_PAGE_COLS_PER_BLOCK {PAGE_COLS_PER_BLOCK}\n\
              #define METAPREP_DSA_REAL_PAGE_SIZE {DSA_REAL_PAGE_SIZE}\n\
-             #define METAPREP_DSA_GRAPH_COL_BLOCK {DSA_GRAPH_COL_BLOCK}\n"
+             #define METAPREP_DSA_GRAPH_COL_BLOCK {DSA_GRAPH_COL_BLOCK}\n\
+             #define METAPREP_DSA_COLS_FROM_DEVICE ({DSA_COLS_FROM_DEVICE})\n\
+             #define METAPREP_DSA_COLS_BY_BLOCK ({DSA_COLS_BY_BLOCK})\n"
         );
         src.push_str(COMMON);
         if self.uses_dsa_common() {
@@ -158,6 +165,9 @@ mod tests {
     fn sources_carry_the_rust_constants() {
         let src = KernelModule::DsaDecode.source();
         assert!(src.contains(&format!("#define METAPREP_DSA_TOPK {DSA_TOPK}")));
+        assert!(src.contains(&format!(
+            "#define METAPREP_DSA_COLS_BY_BLOCK ({DSA_COLS_BY_BLOCK})"
+        )));
         assert!(
             src.contains("struct DsaArgs"),
             "DSA modules include dsa_common.cuh"

@@ -8,6 +8,7 @@ use super::inputs::HostInputs;
 use super::lengths::DeviceLengths;
 use crate::axes::Arm;
 use crate::axes::Family;
+use crate::gpu::kernels::{DSA_COLS_BY_BLOCK, DSA_COLS_FROM_DEVICE};
 use crate::gpu::nvtx::Range;
 use crate::gpu::StepSource;
 use crate::gpu::{capture_graph, ensure_not_capturing, Gpu, KernelModule, Launch};
@@ -80,10 +81,6 @@ pub const READ_RANGE: &CStr = c"seq_lens.tolist()";
 const THREADS: u32 = 256;
 /// Argument index of `col_limit` in the page-table kernels.
 const COL_LIMIT_ARG: usize = 1;
-/// `col_limit` values the DSA page-table stage reads as a rule (`DSA_COLS_FROM_DEVICE`,
-/// `DSA_COLS_BY_BLOCK` in kernels/dsa_common.cuh).
-const DSA_COLS_FROM_DEVICE: i32 = -1;
-const DSA_COLS_BY_BLOCK: i32 = -2;
 /// Position of the page-table launch in a staged plan (lengths, page table, [swa]).
 const PAGE_LAUNCH: usize = 1;
 
