@@ -17,52 +17,89 @@ __device__ __forceinline__ int block_of(const int* host_block, int i, int block)
     return host_block != nullptr ? host_block[i] : block;
 }
 
-// This block's share of one page-table row. A row is cut into spans of
-// METAPREP_PAGE_COLS_PER_BLOCK columns; block y of the row takes spans y, y + gridDim.y, ...
-// up to the row's `live_cols`. The host bounds gridDim.y so the grid stays near a few
-// blocks per SM however wide the static width is. Column c holds token c * stride's slot
-// divided by stride (its page).
-__device__ __forceinline__ void page_row_span(int* __restrict__ out, int out_width, int row,
-                                              int live_cols, int stride,
-                                              const int* __restrict__ req_to_token,
-                                              int req_stride, int pool_index) {
+// One thread's group of four page-table columns [c, c + 4) of a row whose first `cols`
+// columns are written: column k holds token k * stride's slot divided by stride (its page),
+// copied into `copies` rows `row_pitch` ints apart (the rows of one request are alike).
+// With stride 1 and 16-byte aligned rows the group moves as one int4 load and one int4 store
+// per row; otherwise cell by cell. `first` gets column c's value (the group's first cell),
+// for callers that also write every 64th column elsewhere.
+__device__ __forceinline__ bool page_group(int* __restrict__ dst, i64 row_pitch, int copies,
+                                           const int* __restrict__ src, int c, int cols,
+                                           int stride, int* first) {
+    if (c >= cols) return false;
+    int v[4];
+    const bool whole = stride == 1 && c + 4 <= cols &&
+                       ((reinterpret_cast<unsigned long long>(src + c) |
+                         reinterpret_cast<unsigned long long>(dst + c) |
+                         (unsigned long long)(row_pitch * 4)) &
+                        15) == 0;
+    if (whole) {
+        const int4 q = __ldg(reinterpret_cast<const int4*>(src + c));
+        for (int r = 0; r < copies; ++r) {
+            *reinterpret_cast<int4*>(dst + r * row_pitch + c) = q;
+        }
+        *first = q.x;
+        return true;
+    }
+    const int n = min(4, cols - c);
+    for (int k = 0; k < n; ++k) v[k] = src[(i64)(c + k) * stride] / stride;
+    for (int r = 0; r < copies; ++r) {
+        for (int k = 0; k < n; ++k) dst[r * row_pitch + c + k] = v[k];
+    }
+    *first = v[0];
+    return true;
+}
+
+// This block's share of one page-table row (and its `copies` - 1 identical successors). A
+// row is cut into spans of METAPREP_PAGE_COLS_PER_BLOCK columns; block y of the row takes
+// spans y, y + gridDim.y, ... up to `live_cols`, each thread four columns at a time. The host
+// bounds gridDim.y so the grid stays near a few blocks per SM however wide the static width
+// is. `on_first(c, value)` sees each group's first column and its value.
+template <class OnFirst>
+__device__ __forceinline__ void page_rows_span(int* __restrict__ out, int out_width, int row,
+                                               int copies, int live_cols, int stride,
+                                               const int* __restrict__ req_to_token,
+                                               int req_stride, int pool_index,
+                                               OnFirst on_first) {
     const int* src = req_to_token + (i64)pool_index * req_stride;
     int* dst = out + (i64)row * out_width;
     for (int begin = blockIdx.y * METAPREP_PAGE_COLS_PER_BLOCK; begin < live_cols;
          begin += gridDim.y * METAPREP_PAGE_COLS_PER_BLOCK) {
         const int end = min(live_cols, begin + METAPREP_PAGE_COLS_PER_BLOCK);
-        for (int c = begin + threadIdx.x; c < end; c += blockDim.x) {
-            dst[c] = src[(i64)c * stride] / stride;
+        for (int c = begin + 4 * threadIdx.x; c < end; c += 4 * blockDim.x) {
+            int first;
+            if (page_group(dst, out_width, copies, src, c, end, stride, &first)) {
+                on_first(c, first);
+            }
         }
     }
 }
 
-// `out[0] = 0, out[k + 1] = value(0) + ... + value(k)` for k < n, by one whole block of
-// blockDim.x (<= 1024) threads: each thread sums a contiguous chunk, the block scans the
-// chunk sums, each chunk writes its part. Sums wrap like the engine's int32 cumsum.
-template <class Value>
-__device__ void block_cumsum(int n, Value value, int* __restrict__ out) {
-    __shared__ unsigned chunk_sum[1024];
-    const int tid = threadIdx.x;
-    const int per = ceil_div(n, blockDim.x);
-    const int begin = min(tid * per, n), end = min(begin + per, n);
-    unsigned sum = 0;
-    for (int k = begin; k < end; ++k) sum += (unsigned)value(k);
-    chunk_sum[tid] = sum;
+// Sum of `v` over the lanes up to this one (sums wrap like the engine's int32 cumsum).
+__device__ __forceinline__ unsigned warp_inclusive_sum(unsigned v) {
+    const int lane = threadIdx.x & 31;
+    for (int offset = 1; offset < 32; offset <<= 1) {
+        const unsigned before = __shfl_up_sync(0xffffffffu, v, offset);
+        if (lane >= offset) v += before;
+    }
+    return v;
+}
+
+// Sum of `v` over the threads before this one in a whole block (blockDim.x a multiple of 32,
+// at most 1024), and the block's total in `*total`: warp shuffles, one shared word per warp,
+// three barriers.
+__device__ unsigned block_exclusive_sum(unsigned v, unsigned* total) {
+    __shared__ unsigned warp_sums[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const unsigned inclusive = warp_inclusive_sum(v);
+    if (lane == 31) warp_sums[warp] = inclusive;
     __syncthreads();
-    for (int offset = 1; offset < blockDim.x; offset <<= 1) {
-        const unsigned add = tid >= offset ? chunk_sum[tid - offset] : 0u;
-        __syncthreads();
-        chunk_sum[tid] += add;
-        __syncthreads();
-    }
-    unsigned running = tid == 0 ? 0u : chunk_sum[tid - 1];
-    if (tid == 0) out[0] = 0;
-    for (int k = begin; k < end; ++k) {
-        running += (unsigned)value(k);
-        out[k + 1] = (int)running;
-    }
-    __syncthreads();  // chunk_sum is reused by the next scan
+    if (warp == 0) warp_sums[lane] = warp_inclusive_sum(lane < warps ? warp_sums[lane] : 0u);
+    __syncthreads();
+    const unsigned before = (warp == 0 ? 0u : warp_sums[warp - 1]) + inclusive - v;
+    *total = warp_sums[warps - 1];
+    __syncthreads();  // warp_sums is reused by the next scan
+    return before;
 }
 
 // max(0, value(0), ..., value(n - 1)), by one whole block; every thread gets it.

@@ -29,19 +29,55 @@ __device__ int dsa_row_len(const DsaArgs& a, int row);
 // or METAPREP_DSA_COLS_BY_BLOCK (graph replay: each row in whole 128-column blocks), both
 // defined from src/gpu/kernels.rs.
 
-// Every length output, by one whole block (blockDim.x <= 1024).
+__device__ __forceinline__ int dsa_topk_len(const DsaArgs& a, int row) {
+    return min(dsa_row_len(a, row), METAPREP_DSA_TOPK);
+}
+
+// Row `row`'s own length outputs (the scans aside).
+__device__ __forceinline__ void dsa_row_outputs(const DsaArgs& a, int row) {
+    const int len = dsa_row_len(a, row);
+    if (a.seqlens_expanded != nullptr) a.seqlens_expanded[row] = len;
+    a.dsa_cache_seqlens[row] = min(len, METAPREP_DSA_TOPK);
+    a.cu_seqlens_q[row] = row;
+}
+
+// The two scans, cu_seqlens_k over requests and dsa_cu_seqlens_k over rows, by one whole
+// block: each thread takes a contiguous chunk of requests, sums their KV lengths and their
+// rows' top-k lengths (independent loads), one warp-shuffle scan per sum gives the chunk's
+// start, and the thread writes its chunk's prefixes.
+__device__ void dsa_scans_block(const DsaArgs& a) {
+    const int P = a.padded_bs, N = a.tokens;
+    const int per = ceil_div(P, blockDim.x);
+    const int begin = min((int)threadIdx.x * per, P), end = min(begin + per, P);
+    unsigned kv = 0, topk = 0;
+    for (int i = begin; i < end; ++i) {
+        kv += (unsigned)dsa_request_kv(a, i);
+        for (int row = i * N; row < (i + 1) * N; ++row) topk += (unsigned)dsa_topk_len(a, row);
+    }
+    unsigned total;
+    unsigned kv_run = block_exclusive_sum(kv, &total);
+    unsigned topk_run = block_exclusive_sum(topk, &total);
+    if (threadIdx.x == 0) {
+        a.cu_seqlens_k[0] = 0;
+        a.dsa_cu_seqlens_k[0] = 0;
+    }
+    for (int i = begin; i < end; ++i) {
+        kv_run += (unsigned)dsa_request_kv(a, i);
+        a.cu_seqlens_k[i + 1] = (int)kv_run;
+        for (int row = i * N; row < (i + 1) * N; ++row) {
+            topk_run += (unsigned)dsa_topk_len(a, row);
+            a.dsa_cu_seqlens_k[row + 1] = (int)topk_run;
+        }
+    }
+}
+
+// Every length output, by one whole block (blockDim.x <= 1024, a multiple of 32).
 __device__ void dsa_lengths_block(const DsaArgs& a) {
     const int P = a.padded_bs, rows = P * a.tokens;
     for (int i = threadIdx.x; i < P; i += blockDim.x) a.cache_seqlens[i] = dsa_request_kv(a, i);
-    for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-        const int len = dsa_row_len(a, r);
-        if (a.seqlens_expanded != nullptr) a.seqlens_expanded[r] = len;
-        a.dsa_cache_seqlens[r] = min(len, METAPREP_DSA_TOPK);
-    }
-    for (int q = threadIdx.x; q <= rows; q += blockDim.x) a.cu_seqlens_q[q] = q;
-    block_cumsum(P, [&](int i) { return dsa_request_kv(a, i); }, a.cu_seqlens_k);
-    block_cumsum(rows, [&](int r) { return min(dsa_row_len(a, r), METAPREP_DSA_TOPK); },
-                 a.dsa_cu_seqlens_k);
+    for (int r = threadIdx.x; r < rows; r += blockDim.x) dsa_row_outputs(a, r);
+    if (threadIdx.x == 0) a.cu_seqlens_q[rows] = rows;
+    dsa_scans_block(a);
     if (a.eager_cols != nullptr) {
         // The eager path's max_seqlen_k, found on the device instead of by a host read.
         const int longest = block_max(P, [&](int i) { return dsa_request_kv(a, i); });
@@ -49,43 +85,57 @@ __device__ void dsa_lengths_block(const DsaArgs& a) {
     }
 }
 
-// Page row `row`'s written columns of page_table_1 under `col_limit`.
-__device__ __forceinline__ int dsa_page_cols(const DsaArgs& a, int row, int col_limit) {
+// Request i's written columns of page_table_1 under `col_limit`.
+__device__ __forceinline__ int dsa_page_cols(const DsaArgs& a, int i, int col_limit) {
     int cols = col_limit;
     if (col_limit == METAPREP_DSA_COLS_BY_BLOCK) {
-        cols = align_up(max(dsa_request_kv(a, row / a.tokens), 0), METAPREP_DSA_GRAPH_COL_BLOCK);
+        cols = align_up(max(dsa_request_kv(a, i), 0), METAPREP_DSA_GRAPH_COL_BLOCK);
     } else if (col_limit == METAPREP_DSA_COLS_FROM_DEVICE) {
         cols = a.eager_cols[0];
     }
     return min(cols, a.page_width);
 }
 
-// This block's share of page row `row` in both tables: page_table_1 holds the request's
-// token slots, real_page_table every 64th of them divided by 64.
-__device__ __forceinline__ void dsa_page_row(const DsaArgs& a, int row, int col_limit) {
-    const int cols = dsa_page_cols(a, row, col_limit);
-    const int pool = a.req_pool_indices[row / a.tokens];
-    page_row_span(a.page_table_1, a.page_width, row, cols, 1, a.req_to_token, a.req_stride,
-                  pool);
-    page_row_span(a.real_page_table, a.real_width, row,
-                  ceil_div(cols, METAPREP_DSA_REAL_PAGE_SIZE), METAPREP_DSA_REAL_PAGE_SIZE,
-                  a.req_to_token, a.req_stride, pool);
+// This block's share of page rows row .. row + copies - 1 (rows of one request, alike) in
+// both tables: page_table_1 holds the request's token slots, real_page_table every 64th of
+// them divided by 64, taken from the values the copy has loaded anyway.
+__device__ __forceinline__ void dsa_page_rows(const DsaArgs& a, int row, int copies,
+                                              int col_limit) {
+    const int i = row / a.tokens;
+    int* real = a.real_page_table + (i64)row * a.real_width;
+    page_rows_span(a.page_table_1, a.page_width, row, copies, dsa_page_cols(a, i, col_limit), 1,
+                   a.req_to_token, a.req_stride, a.req_pool_indices[i], [&](int c, int value) {
+                       if (c % METAPREP_DSA_REAL_PAGE_SIZE != 0) return;
+                       for (int r = 0; r < copies; ++r) {
+                           real[(i64)r * a.real_width + c / METAPREP_DSA_REAL_PAGE_SIZE] =
+                               value / METAPREP_DSA_REAL_PAGE_SIZE;
+                       }
+                   });
 }
 
 extern "C" __global__ void dsa_lengths(DsaArgs a) { dsa_lengths_block(a); }
 
 // grid (rows, column spans).
 extern "C" __global__ void dsa_page_table(DsaArgs a, int col_limit) {
-    dsa_page_row(a, blockIdx.x, col_limit);
+    dsa_page_rows(a, blockIdx.x, 1, col_limit);
 }
 
-// Every output in one launch, as graph replay writes it: grid (rows + 1, column spans); the
-// extra row of blocks' first block does the lengths and the scans, the others the tables.
+// Every output in one launch, as graph replay writes it: grid (requests + 1, column spans).
+// Block (i, y) copies its spans of request i's page columns into all of the request's rows
+// (loaded once, stored `tokens` times); blocks (i, 0) then write the request's own lengths
+// (after the copy: a store may alias a later load, so loads issued after a store wait for
+// it); block (requests, 0) does the scans, alongside.
 extern "C" __global__ void dsa_fused(DsaArgs a) {
-    const int row = blockIdx.x;
-    if (row == a.padded_bs * a.tokens) {
-        if (blockIdx.y == 0) dsa_lengths_block(a);
+    const int i = blockIdx.x, N = a.tokens;
+    if (i == a.padded_bs) {
+        if (blockIdx.y != 0) return;
+        dsa_scans_block(a);
+        if (threadIdx.x == 0) a.cu_seqlens_q[i * N] = i * N;
         return;
     }
-    dsa_page_row(a, row, METAPREP_DSA_COLS_BY_BLOCK);
+    dsa_page_rows(a, i * N, N, METAPREP_DSA_COLS_BY_BLOCK);
+    if (blockIdx.y == 0) {
+        if (threadIdx.x == 0) a.cache_seqlens[i] = dsa_request_kv(a, i);
+        for (int j = threadIdx.x; j < N; j += blockDim.x) dsa_row_outputs(a, i * N + j);
+    }
 }

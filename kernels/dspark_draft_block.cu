@@ -18,16 +18,15 @@ struct DsparkArgs {
 };
 
 // The window's length: the last min(L, W) tokens, none below the pool row's valid_from.
-__device__ __forceinline__ int dspark_context_len(const DsparkArgs& a, int i, int L) {
-    const int valid_from = a.swa_valid_from[a.req_pool_indices[i]];
-    return min(min(L, METAPREP_SWA_WINDOW), max(L - valid_from, 0));
+__device__ __forceinline__ int dspark_context_len(const DsparkArgs& a, int pool, int L) {
+    return min(min(L, METAPREP_SWA_WINDOW), max(L - a.swa_valid_from[pool], 0));
 }
 
-// Per-token lengths (and per-request ones from the token j == 0).
-__device__ __forceinline__ void dspark_lengths_at(const DsparkArgs& a, int t) {
+// Token t's lengths, from its request's L, window length cl and block g (and the request's
+// own from the token j == 0).
+__device__ __forceinline__ void dspark_write_lengths(const DsparkArgs& a, int t, int L, int cl,
+                                                     int g) {
     const int i = t / a.block, j = t % a.block;
-    const int L = a.seq_lens[i];
-    const int g = block_of(a.host_block, i, a.block);
     if (j == 0) {
         a.extend_seq_lens[i] = g;
         a.seq_lens_extended[i] = L + g;
@@ -35,54 +34,82 @@ __device__ __forceinline__ void dspark_lengths_at(const DsparkArgs& a, int t) {
     a.seq_lens_causal[t] = L + 1 + j;
     a.positions[t] = L + j;
     // Attention inside a block is non-causal: every row sees the window plus the whole block.
-    a.swa_topk_lengths[t] = dspark_context_len(a, i, L) + g;
+    a.swa_topk_lengths[t] = cl + g;
 }
 
-// One SWA cell: the window's tokens, then the block's new tokens, then -1.
-__device__ __forceinline__ void dspark_swa_at(const DsparkArgs& a, int t, int k) {
-    const int i = t / a.block;
-    const int L = a.seq_lens[i];
-    const int cl = dspark_context_len(a, i, L);
-    const int g = block_of(a.host_block, i, a.block);
-    int value = -1;
-    if (k < cl) {
-        const int slot = a.req_to_token[(i64)a.req_pool_indices[i] * a.req_stride + L - cl + k];
-        value = a.full_to_swa[slot];
-    } else if (k < cl + g) {
-        value = a.full_to_swa[a.out_cache_loc[i * a.block + k - cl]];
+// Request i's SWA cell k, alike in every row of the request: the window's tokens, then the
+// block's new tokens, then -1. The slot is loaded at the offset it has when valid_from does
+// not cut the window (the common case) while valid_from itself loads, so a cell waits for
+// two dependent loads after L and the pool row, not three; a cut window loads it again.
+__device__ __forceinline__ int dspark_swa_value(const DsparkArgs& a, int i, int L, int pool,
+                                                int g, int k) {
+    const i64 row = (i64)pool * a.req_stride;
+    const int uncut = min(L, METAPREP_SWA_WINDOW);
+    int slot = 0;
+    if (k < uncut) {
+        slot = a.req_to_token[row + L - uncut + k];
+    } else if (k < uncut + g) {
+        slot = a.out_cache_loc[i * a.block + k - uncut];
     }
-    a.swa_page_indices[(i64)t * a.swa_width + k] = value;
+    const int cl = dspark_context_len(a, pool, L);
+    if (k >= cl + g) return -1;
+    if (cl != uncut) {
+        slot = k < cl ? a.req_to_token[row + L - cl + k] : a.out_cache_loc[i * a.block + k - cl];
+    }
+    return a.full_to_swa[slot];
 }
 
-// Row t's page table: the one-page placeholder (`req_to_token[rp, :256:256] // 256`).
-__device__ __forceinline__ void dspark_page_row(const DsparkArgs& a, int t, int col_limit) {
-    page_row_span(a.page_table, a.page_width, t, min(a.page_width, col_limit), METAPREP_PAGE_SIZE,
-                  a.req_to_token, a.req_stride, a.req_pool_indices[t / a.block]);
+// This block's share of rows t .. t + copies - 1's page table (rows of one request, alike):
+// the one-page placeholder (`req_to_token[rp, :256:256] // 256`).
+__device__ __forceinline__ void dspark_page_rows(const DsparkArgs& a, int t, int copies,
+                                                 int col_limit) {
+    page_rows_span(a.page_table, a.page_width, t, copies, min(a.page_width, col_limit),
+                   METAPREP_PAGE_SIZE, a.req_to_token, a.req_stride,
+                   a.req_pool_indices[t / a.block], [](int, int) {});
 }
 
 extern "C" __global__ void dspark_draft_block_lengths(DsparkArgs a) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < a.padded_bs * a.block) dspark_lengths_at(a, t);
+    if (t >= a.padded_bs * a.block) return;
+    const int i = t / a.block;
+    const int L = a.seq_lens[i];
+    dspark_write_lengths(a, t, L, dspark_context_len(a, a.req_pool_indices[i], L),
+                         block_of(a.host_block, i, a.block));
 }
 
 // grid (rows, column spans); `col_limit` bounds the columns (the static one-page width in
 // every arm: the engine sizes this table by the page size, not by a host-read length).
 extern "C" __global__ void dspark_draft_block_page_table(DsparkArgs a, int col_limit) {
-    dspark_page_row(a, blockIdx.x, col_limit);
+    dspark_page_rows(a, blockIdx.x, 1, col_limit);
 }
 
 // grid (rows); threads stride over the row's SWA columns.
 extern "C" __global__ void dspark_draft_block_swa(DsparkArgs a) {
-    for (int k = threadIdx.x; k < a.swa_width; k += blockDim.x) dspark_swa_at(a, blockIdx.x, k);
+    const int t = blockIdx.x, i = t / a.block;
+    const int L = a.seq_lens[i], pool = a.req_pool_indices[i];
+    const int g = block_of(a.host_block, i, a.block);
+    for (int k = threadIdx.x; k < a.swa_width; k += blockDim.x) {
+        a.swa_page_indices[(i64)t * a.swa_width + k] = dspark_swa_value(a, i, L, pool, g, k);
+    }
 }
 
-// Every output in one launch: grid (rows, static column spans); the first span of each row
-// also writes the row's lengths and SWA cells.
+// Every output in one launch: grid (requests). Block i loads request i's inputs once and
+// stores them into all of its rows: its SWA cells, its lengths and its one-page page table
+// (DSpark's page table is one column wide, Shape::page_width). Everything is loaded before
+// the first store: a store may alias a later load, so a load issued after it waits for it.
 extern "C" __global__ void dspark_draft_block_fused(DsparkArgs a) {
-    const int t = blockIdx.x;
-    dspark_page_row(a, t, a.page_width);
-    if (blockIdx.y == 0) {
-        if (threadIdx.x == 0) dspark_lengths_at(a, t);
-        for (int k = threadIdx.x; k < a.swa_width; k += blockDim.x) dspark_swa_at(a, t, k);
+    const int i = blockIdx.x, B = a.block;
+    const int L = a.seq_lens[i], pool = a.req_pool_indices[i];
+    const int g = block_of(a.host_block, i, B);
+    const int cl = dspark_context_len(a, pool, L);
+    const int page =
+        threadIdx.x < B ? a.req_to_token[(i64)pool * a.req_stride] / METAPREP_PAGE_SIZE : 0;
+    for (int k = threadIdx.x; k < a.swa_width; k += blockDim.x) {
+        const int value = dspark_swa_value(a, i, L, pool, g, k);
+        for (int j = 0; j < B; ++j) a.swa_page_indices[(i64)(i * B + j) * a.swa_width + k] = value;
+    }
+    for (int j = threadIdx.x; j < B; j += blockDim.x) {
+        dspark_write_lengths(a, i * B + j, L, cl, g);
+        a.page_table[(i64)(i * B + j) * a.page_width] = page;
     }
 }

@@ -17,8 +17,9 @@ pub const SWA_WINDOW: i32 = 128;
 pub const SWA_ALIGN: i32 = 64;
 /// DSA sparse attention reads at most this many KV entries per row.
 pub const DSA_TOPK: i32 = 2048;
-/// Page-table columns in one span; a block loops over spans of its row.
-pub const PAGE_COLS_PER_BLOCK: u32 = 2048;
+/// Page-table columns in one span: one pass of a 256-thread block, four columns (one 16-byte
+/// load and store) a thread; a block loops over spans of its row.
+pub const PAGE_COLS_PER_BLOCK: u32 = 1024;
 /// DSA's physical KV page size: `real_page_table` holds every 64th column of
 /// `page_table_1`, divided by 64 (SGLang 0.5.23 `DeepseekSparseAttnBackend.physical_page_size`).
 pub const DSA_REAL_PAGE_SIZE: i32 = 64;

@@ -296,7 +296,7 @@ mod tests {
         // H200: 132 SMs, so about 2112 blocks.
         assert_eq!(
             page_grid_y(1, 131072, 132),
-            64,
+            128,
             "one row: one block per span"
         );
         assert_eq!(
@@ -305,7 +305,7 @@ mod tests {
             "many rows: blocks loop over spans"
         );
         assert_eq!(page_grid_y(8192, 131072, 132), 1);
-        assert_eq!(page_grid_y(4, 3000, 132), 2, "never more blocks than spans");
+        assert_eq!(page_grid_y(4, 3000, 132), 3, "never more blocks than spans");
         assert_eq!(
             page_grid_y(4, 0, 132),
             1,

@@ -542,29 +542,21 @@ fn staged_launches(gpu: &Gpu, shape: &Shape, arm: Arm, args: FamilyArgs) -> Resu
         .collect()
 }
 
+/// The fused kernel: one block per request (DSA: a row of blocks, one per column span of its
+/// page rows, plus one more row whose first block does the scans), each request's inputs
+/// loaded once and stored into all of its rows.
 fn fused_launch(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Launch> {
     let name = kernel_name(shape.family, "fused");
     let func = gpu.function(module_of(shape.family), &name)?;
-    let page_width = shape.page_width() as u32;
-    let sms = gpu.info.sm_count;
-    let rows = shape.rows() as u32;
-    let launch = if shape.family == Family::DsparkDraftBlock {
-        Launch::new(
-            name,
-            func,
-            (rows, page_grid_y(rows, page_width, sms), 1),
-            (THREADS, 1, 1),
-        )
-    } else {
-        // An extra row of blocks; its first block does the lengths and the scans.
-        Launch::new(
-            name,
-            func,
-            (rows + 1, page_grid_y(rows + 1, page_width, sms), 1),
-            (1024, 1, 1),
-        )
+    let grid = match shape.family {
+        Family::DsparkDraftBlock => (shape.padded_bs, 1, 1),
+        _ => {
+            let rows = shape.padded_bs + 1;
+            let spans = page_grid_y(rows, shape.page_width() as u32, gpu.info.sm_count);
+            (rows, spans, 1)
+        }
     };
-    Ok(args.append_to(launch))
+    Ok(args.append_to(Launch::new(name, func, grid, (THREADS, 1, 1))))
 }
 
 #[cfg(test)]
