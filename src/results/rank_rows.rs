@@ -49,35 +49,49 @@ pub fn read_rank_rows(path: &Path) -> Result<Vec<RankRow>> {
     Ok(out)
 }
 
+/// A rank and its `step_us` median.
+type RankMedian = (u32, f64);
+
 /// The metric that decides which rank is slowest in a cell.
 const SLOWEST_BY: &str = "step_us";
 
 /// Per cell, the rows of its slowest rank (the highest `step_us` median; the step waits for
 /// it), and that rank per cell, in first-seen cell order.
 pub fn slowest_rank_rows(rows: &[RankRow]) -> (Vec<Row>, Vec<(CellKey, u32)>) {
-    let mut order: Vec<CellKey> = Vec::new();
-    let mut slowest: BTreeMap<CellKey, (u32, f64)> = BTreeMap::new();
-    for r in rows {
+    // Cells in first-seen order, each with its rows (indices into `rows`) and its slowest
+    // rank so far: one pass over the rows, then one over each cell's own.
+    let mut cells: Vec<(CellKey, Vec<usize>, Option<RankMedian>)> = Vec::new();
+    let mut index: BTreeMap<CellKey, usize> = BTreeMap::new();
+    for (i, r) in rows.iter().enumerate() {
         let key = r.row.cell_key();
-        if !order.contains(&key) {
-            order.push(key.clone());
-        }
-        if r.row.metric != SLOWEST_BY {
-            continue;
-        }
-        let entry = slowest.entry(key).or_insert((r.rank, f64::NEG_INFINITY));
-        if r.row.median > entry.1 {
-            *entry = (r.rank, r.row.median);
+        let at = *index.entry(key.clone()).or_insert_with(|| {
+            cells.push((key, Vec::new(), None));
+            cells.len() - 1
+        });
+        let (_, members, slowest) = &mut cells[at];
+        members.push(i);
+        if r.row.metric == SLOWEST_BY {
+            // A NaN median never wins against a number.
+            let median = if r.row.median.is_nan() {
+                f64::NEG_INFINITY
+            } else {
+                r.row.median
+            };
+            if slowest.is_none_or(|(_, m)| median > m) {
+                *slowest = Some((r.rank, median));
+            }
         }
     }
     let mut picked = Vec::new();
     let mut out = Vec::new();
-    for key in order {
+    for (key, members, slowest) in cells {
         // A cell without step_us (none today) keeps rank 0's rows.
-        let rank = slowest.get(&key).map_or(0, |s| s.0);
+        let rank = slowest.map_or(0, |(rank, _)| rank);
         out.extend(
-            rows.iter()
-                .filter(|r| r.rank == rank && r.row.cell_key() == key)
+            members
+                .iter()
+                .map(|&i| &rows[i])
+                .filter(|r| r.rank == rank)
                 .map(|r| r.row.clone()),
         );
         picked.push((key, rank));
@@ -122,6 +136,30 @@ mod tests {
             r(1, "graph", "step_us", 80.0),
             r(1, "graph", "gap_us", 2.0),
         ]
+    }
+
+    #[test]
+    fn a_nan_step_never_wins_and_a_cell_without_steps_keeps_rank_0() {
+        let r = |rank, arm, metric, v| RankRow {
+            rank,
+            row: row(arm, metric, v),
+        };
+        let rows = vec![
+            r(0, "graph", "gap_us", 4.0),
+            r(2, "fused", "gap_us", 7.0),
+            r(1, "graph", "step_us", f64::NAN),
+            r(2, "graph", "step_us", 50.0),
+            r(0, "fused", "gap_us", 5.0),
+            r(2, "graph", "gap_us", 6.0),
+        ];
+        let (out, picked) = slowest_rank_rows(&rows);
+        assert_eq!(picked.iter().map(|p| p.1).collect::<Vec<_>>(), [2, 0]);
+        let medians: Vec<f64> = out.iter().map(|r| r.median).collect();
+        assert_eq!(
+            medians,
+            [50.0, 6.0, 5.0],
+            "graph's rank-2 rows, then fused's rank 0"
+        );
     }
 
     #[test]
