@@ -106,6 +106,9 @@ pub enum Verdict {
     Slower,
     Uncertain,
     Changed,
+    /// A floor multiple that moved because the floor it is read against moved (the
+    /// machine), while the arm's own time did not move that way: no call on the code.
+    FloorMoved,
     Faster,
     Same,
 }
@@ -126,6 +129,7 @@ impl Verdict {
             Verdict::Slower => "slower",
             Verdict::Uncertain => "uncertain",
             Verdict::Changed => "changed",
+            Verdict::FloorMoved => "floor moved",
         }
     }
 }

@@ -33,7 +33,10 @@
 //! thing: the settings `--resume` also checks ([`EnvRecord::setting_differences`]) must
 //! agree unless `--allow-mismatch`. The machine (GPU, driver, CPU, build) may differ: it is
 //! shown, and the floors (rows of kind `floor`) say how it moved. They get no verdict; an
-//! arm's "change vs floor" divides its metric by the floor it is read against first.
+//! arm's "change vs floor" divides its metric by the floor it is read against first. A
+//! `floor_multiple` that moved only because its floor moved is `floor moved`, not `slower`
+//! or `faster`: its floor's own change lies beyond the threshold the way that explains it,
+//! and the arm's `step_us` in the same cell was not called the same way.
 
 use crate::report::change::{
     is_time, judge, ratio_change, relative_change, Change, Verdict, DEFAULT_THRESHOLD_PCT,
@@ -43,7 +46,9 @@ use crate::report::format::{
     layout_rank, table_cell,
 };
 use crate::results::atomic::write_atomic;
-use crate::results::csv::{read_rows, Row, KIND_FLOOR, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
+use crate::results::csv::{
+    read_rows, CellKey, Row, KIND_FLOOR, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC,
+};
 use crate::results::env::{code, describe, Difference, EnvRecord};
 use crate::results::run_dir::RunDir;
 use anyhow::{bail, Result};
@@ -287,6 +292,12 @@ pub fn compare_rows(
             verdict,
         });
     }
+    explain_by_floors(
+        &mut comparison.matched,
+        &base_floors,
+        &new_floors,
+        threshold_pct,
+    );
     let (floors, floors_only_in_base, floors_only_in_new) =
         pair_up(&base_floor_index, &new_floor_index);
     comparison.floors = floors
@@ -312,6 +323,48 @@ pub fn compare_rows(
         );
     }
     Ok(comparison)
+}
+
+/// Turns a `floor_multiple` call into `floor moved` where the floor explains it: the floor
+/// the arm is read against (the same item on both sides) moved beyond the threshold the
+/// other way (a faster floor raises the multiple), and the arm's own `step_us` in that cell
+/// was not called in the multiple's direction.
+fn explain_by_floors(
+    matched: &mut [Matched],
+    base_floors: &BTreeMap<&str, &Row>,
+    new_floors: &BTreeMap<&str, &Row>,
+    threshold_pct: f64,
+) {
+    let step_verdicts: BTreeMap<CellKey, Verdict> = matched
+        .iter()
+        .filter(|m| m.new.metric == "step_us")
+        .map(|m| (m.new.cell_key(), m.verdict))
+        .collect();
+    for m in matched.iter_mut() {
+        if m.new.metric != "floor_multiple"
+            || !matches!(m.verdict, Verdict::Slower | Verdict::Faster)
+        {
+            continue;
+        }
+        let (Some((item, base_floor)), Some((new_item, new_floor))) = (
+            floor_of(base_floors, &m.base.arm, &m.base.family),
+            floor_of(new_floors, &m.new.arm, &m.new.family),
+        ) else {
+            continue;
+        };
+        let Some(floor) = relative_change(base_floor, new_floor).filter(|_| item == new_item)
+        else {
+            continue;
+        };
+        let explains = match m.verdict {
+            Verdict::Slower => floor.hi_pct < -threshold_pct,
+            _ => floor.lo_pct > threshold_pct,
+        };
+        let own = step_verdicts.get(&m.new.cell_key());
+        if explains && own != Some(&m.verdict) {
+            m.verdict = Verdict::FloorMoved;
+        }
+    }
 }
 
 fn arms_of(rows: &[Row]) -> String {
@@ -591,11 +644,13 @@ fn render_comparison(
          occupancy); `uncertain` otherwise. Change vs floor = the same change of an arm's time \
          over the floor it is read against (eager arms: empty-kernel; graph arms: the empty \
          graph of as many kernel nodes as theirs), so what the machine did cancels out; \
-         verdicts are on the time itself.\n"
+         verdicts are on the time itself. `floor moved` = a floor multiple that moved because \
+         its floor moved beyond the threshold (see Environment) while the arm's own step time \
+         was not called that way: the machine, not the code; it does not fail the comparison.\n"
     )?;
     writeln!(
         out,
-        "**{} slower · {} faster · {} same · {} uncertain{}** ({} matched; {} only in BASE, {} only in NEW)\n",
+        "**{} slower · {} faster · {} same · {} uncertain{}{}** ({} matched; {} only in BASE, {} only in NEW)\n",
         comparison.count(Verdict::Slower),
         comparison.count(Verdict::Faster),
         comparison.count(Verdict::Same),
@@ -603,6 +658,10 @@ fn render_comparison(
         match comparison.count(Verdict::Changed) {
             0 => String::new(),
             n => format!(" · {n} changed"),
+        },
+        match comparison.count(Verdict::FloorMoved) {
+            0 => String::new(),
+            n => format!(" · {n} floor moved"),
         },
         comparison.matched.len(),
         comparison.only_in_base.len(),
@@ -1059,6 +1118,57 @@ mod tests {
         let bare = compare_rows(&base[2..], &new, None, 2.0).unwrap();
         assert!(bare.matched.iter().all(|m| m.vs_floor.is_none()));
         assert_eq!(bare.only_in_new.len(), 2, "the floors only NEW has");
+    }
+
+    #[test]
+    fn a_floor_multiple_only_its_floor_explains_is_floor_moved() {
+        let floor = |median: f64| row("floor", "floor", "empty-graph-2", 1, "step_us", median);
+        let cell =
+            |metric: &str, median: f64| row("prep", "dsa_decode", "graph", 4, metric, median);
+        let base = vec![
+            floor(2.2),
+            cell("step_us", 10.0),
+            cell("floor_multiple", 4.5),
+        ];
+        let verdict = |new: &[Row]| {
+            let comparison = compare_rows(&base, new, None, 2.0).unwrap();
+            let m = comparison
+                .matched
+                .iter()
+                .find(|m| m.new.metric == "floor_multiple")
+                .unwrap();
+            (m.verdict, comparison.count(Verdict::Slower))
+        };
+        // The floor got 9% faster, the arm's time did not move: the multiple's rise is the
+        // machine's, and nothing is slower.
+        let faster_floor = [
+            floor(2.0),
+            cell("step_us", 10.0),
+            cell("floor_multiple", 5.0),
+        ];
+        assert_eq!(verdict(&faster_floor), (Verdict::FloorMoved, 0));
+        // The arm's own time rose too: the multiple's call stands.
+        let slower_arm = [
+            floor(2.0),
+            cell("step_us", 11.0),
+            cell("floor_multiple", 5.5),
+        ];
+        assert_eq!(verdict(&slower_arm), (Verdict::Slower, 2));
+        // A floor that did not move explains nothing.
+        let same_floor = [
+            floor(2.2),
+            cell("step_us", 10.0),
+            cell("floor_multiple", 5.0),
+        ];
+        assert_eq!(verdict(&same_floor), (Verdict::Slower, 1));
+        // A floor that got slower cannot explain a rising multiple.
+        let slower_floor = [
+            floor(2.5),
+            cell("step_us", 10.0),
+            cell("floor_multiple", 5.0),
+        ];
+        assert_eq!(verdict(&slower_floor), (Verdict::Slower, 1));
+        assert_eq!(Verdict::FloorMoved.marked(), "floor moved");
     }
 
     #[test]
