@@ -549,7 +549,15 @@ fn fused_launch(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Launch> {
     let name = kernel_name(shape.family, "fused");
     let func = gpu.function(module_of(shape.family), &name)?;
     let grid = match shape.family {
-        Family::DsparkDraftBlock => (shape.padded_bs, 1, 1),
+        Family::DsparkDraftBlock => {
+            // dspark_draft_block_fused writes column 0 of the one-page table only.
+            anyhow::ensure!(
+                shape.page_width() == 1,
+                "the fused DSpark kernel writes a one-column page table, not {} columns",
+                shape.page_width()
+            );
+            (shape.padded_bs, 1, 1)
+        }
         _ => {
             let rows = shape.padded_bs + 1;
             let spans = page_grid_y(rows, shape.page_width() as u32, gpu.info.sm_count);
