@@ -3,7 +3,8 @@
 //! PTX, `nvrtc` compiles to either, `kernels` holds `kernels/*.cu`, `launch` holds prebuilt
 //! kernel launches, `nvtx` names ranges for Nsight Systems, `capture` captures graphs and
 //! guards host reads against running inside a capture, `cupti` loads CUPTI and collects its
-//! activity records.
+//! activity records, `python_site` finds the Python site-packages where the NVIDIA wheels put
+//! CUPTI and NCCL.
 
 pub mod capture;
 pub mod context;
@@ -15,6 +16,7 @@ pub mod nccl;
 pub mod nvrtc;
 pub mod nvtx;
 pub mod probe;
+pub mod python_site;
 pub mod step_source;
 
 pub use capture::{capture_graph, ensure_not_capturing};

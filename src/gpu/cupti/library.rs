@@ -11,8 +11,9 @@
 //! to it, so two CUPTIs never mix.
 
 use crate::gpu::probe::GpuUnavailable;
+use crate::gpu::python_site::{split_paths, PythonEnv};
 use libloading::Library;
-use std::ffi::{c_void, OsStr};
+use std::ffi::c_void;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
@@ -38,42 +39,26 @@ const TOOLKIT_DIRS: [&str; 2] = [
 #[derive(Debug, Clone, Default)]
 pub struct SearchEnv {
     pub ld_library_path: Option<String>,
-    /// `PATH`: the prefix above each folder holding `python3` is searched for wheels.
-    pub path: Option<String>,
-    pub virtual_env: Option<String>,
-    pub conda_prefix: Option<String>,
+    /// Where Python's site-packages are (the wheels' CUPTI lives there).
+    pub python: PythonEnv,
 }
 
 impl SearchEnv {
     pub fn from_process() -> SearchEnv {
-        let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
         SearchEnv {
-            ld_library_path: var("LD_LIBRARY_PATH"),
-            path: var("PATH"),
-            virtual_env: var("VIRTUAL_ENV"),
-            conda_prefix: var("CONDA_PREFIX"),
+            ld_library_path: std::env::var("LD_LIBRARY_PATH")
+                .ok()
+                .filter(|v| !v.is_empty()),
+            python: PythonEnv::from_process(),
         }
     }
 
-    /// The folders searched, in order: `LD_LIBRARY_PATH`, the wheels of the active venv or
-    /// conda env and of every Python on `PATH`, then the toolkit's.
+    /// The folders searched, in order: `LD_LIBRARY_PATH`, the wheels in every site-packages
+    /// [`PythonEnv::site_packages`] finds, then the toolkit's.
     pub fn folders(&self) -> Vec<PathBuf> {
         let mut folders: Vec<PathBuf> = split_paths(self.ld_library_path.as_deref());
-        let mut prefixes: Vec<PathBuf> = [&self.virtual_env, &self.conda_prefix]
-            .into_iter()
-            .flatten()
-            .map(PathBuf::from)
-            .collect();
-        prefixes.extend(
-            split_paths(self.path.as_deref())
-                .into_iter()
-                .filter(|bin| bin.join("python3").is_file())
-                .filter_map(|bin| bin.parent().map(Path::to_path_buf)),
-        );
-        for prefix in prefixes {
-            for site in site_packages(&prefix) {
-                folders.extend(WHEEL_DIRS.iter().map(|d| site.join(d)));
-            }
+        for site in self.python.site_packages() {
+            folders.extend(WHEEL_DIRS.iter().map(|d| site.join(d)));
         }
         folders.extend(TOOLKIT_DIRS.iter().map(PathBuf::from));
         let mut seen = std::collections::HashSet::new();
@@ -89,30 +74,6 @@ impl SearchEnv {
             .filter(|file| file.is_file())
             .collect()
     }
-}
-
-fn split_paths(list: Option<&str>) -> Vec<PathBuf> {
-    list.map(|l| std::env::split_paths(OsStr::new(l)).collect())
-        .unwrap_or_default()
-}
-
-/// `PREFIX/lib*/python3*/site-packages` folders that exist, sorted.
-fn site_packages(prefix: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for lib in ["lib", "lib64"] {
-        let Ok(entries) = std::fs::read_dir(prefix.join(lib)) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let site = entry.path().join("site-packages");
-            let python = entry.file_name().to_string_lossy().starts_with("python3");
-            if python && site.is_dir() {
-                found.push(site);
-            }
-        }
-    }
-    found.sort();
-    found
 }
 
 /// The CUPTI this process loaded: where it came from and the API version it reports.
@@ -314,7 +275,10 @@ mod tests {
         let wheel = venv.join("lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so.13");
         touch(&wheel);
         let env = SearchEnv {
-            path: Some(format!("/nonexistent:{}", venv.join("bin").display())),
+            python: PythonEnv {
+                path: Some(format!("/nonexistent:{}", venv.join("bin").display())),
+                ..PythonEnv::default()
+            },
             ..SearchEnv::default()
         };
         assert_eq!(env.candidates(), vec![wheel]);
@@ -331,8 +295,10 @@ mod tests {
         touch(&wheel);
         let env = SearchEnv {
             ld_library_path: Some(own.display().to_string()),
-            conda_prefix: Some(conda.display().to_string()),
-            ..SearchEnv::default()
+            python: PythonEnv {
+                conda_prefix: Some(conda),
+                ..PythonEnv::default()
+            },
         };
         assert_eq!(
             env.candidates(),
@@ -361,7 +327,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir_all(dir.path().join("lib/python3.12/site-packages")).unwrap();
         let env = SearchEnv {
-            virtual_env: Some(dir.path().display().to_string()),
+            python: PythonEnv {
+                virtual_env: Some(dir.path().to_path_buf()),
+                ..PythonEnv::default()
+            },
             ..SearchEnv::default()
         };
         assert!(env.folders().contains(

@@ -3,6 +3,7 @@
 //! LD_LIBRARY_PATH is read by the dynamic linker only when a process starts; so metaprep
 //! finds the file itself and opens it by absolute path.
 
+use crate::gpu::python_site::{split_paths, PythonEnv};
 use std::path::{Path, PathBuf};
 
 /// The file every NCCL 2.x install has (pip wheels ship only this name).
@@ -27,7 +28,7 @@ impl Place {
 
 /// The places to search for NCCL, best first: an explicit file (flag, then env), each
 /// LD_LIBRARY_PATH folder, Python site-packages' `nvidia/nccl/lib` (the NVIDIA pip wheels
-/// PyTorch installs), then the system's library folders.
+/// PyTorch installs; [`PythonEnv::site_packages`]), then the system's library folders.
 pub fn places(
     explicit: Option<&Path>,
     env: Option<&Path>,
@@ -51,12 +52,8 @@ pub fn places(
         source,
         path: dir.join(NCCL_SONAME),
     };
-    for dir in ld_library_path
-        .unwrap_or("")
-        .split(':')
-        .filter(|d| !d.is_empty())
-    {
-        out.push(in_dir("LD_LIBRARY_PATH", Path::new(dir)));
+    for dir in split_paths(ld_library_path) {
+        out.push(in_dir("LD_LIBRARY_PATH", &dir));
     }
     for sp in site_packages {
         out.push(in_dir("python site-packages", &sp.join("nvidia/nccl/lib")));
@@ -84,65 +81,12 @@ fn system_dirs() -> &'static [&'static str] {
     }
 }
 
-/// Python site-packages folders worth a look, without running Python: those of an active
-/// virtual environment, of the `python3` first on `path` (a venv's `bin/` sits beside its
-/// `lib/python3.X/site-packages`), the user's, and the system's.
-pub fn site_packages(
-    virtual_env: Option<&Path>,
-    path: Option<&str>,
-    home: Option<&Path>,
-) -> Vec<PathBuf> {
-    let mut prefixes: Vec<PathBuf> = Vec::new();
-    prefixes.extend(virtual_env.map(Path::to_path_buf));
-    if let Some(bin) = path
-        .unwrap_or("")
-        .split(':')
-        .map(Path::new)
-        .find(|d| d.join("python3").exists())
-    {
-        prefixes.extend(bin.parent().map(Path::to_path_buf));
-    }
-    prefixes.extend(home.map(|h| h.join(".local")));
-    prefixes.extend(["/usr/local", "/usr"].map(PathBuf::from));
-    let mut out = Vec::new();
-    for prefix in prefixes {
-        for version in python_dirs(&prefix.join("lib")) {
-            for leaf in ["site-packages", "dist-packages"] {
-                let dir = version.join(leaf);
-                if dir.is_dir() && !out.contains(&dir) {
-                    out.push(dir);
-                }
-            }
-        }
-    }
-    out
-}
-
-/// `lib/python3*` folders under `lib`, sorted.
-fn python_dirs(lib: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(lib) else {
-        return Vec::new();
-    };
-    let mut dirs: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
-        .map(|e| e.path())
-        .collect();
-    dirs.sort();
-    dirs
-}
-
 /// The places of this process's environment (`--nccl-lib` given as `explicit`).
 pub fn places_here(explicit: Option<&Path>) -> Vec<Place> {
-    let var = |k| std::env::var_os(k).map(PathBuf::from);
+    let env = std::env::var_os(NCCL_ENV).map(PathBuf::from);
     let ld = std::env::var("LD_LIBRARY_PATH").ok();
-    let path = std::env::var("PATH").ok();
-    let sites = site_packages(
-        var("VIRTUAL_ENV").as_deref(),
-        path.as_deref(),
-        var("HOME").as_deref(),
-    );
-    places(explicit, var(NCCL_ENV).as_deref(), ld.as_deref(), &sites)
+    let sites = PythonEnv::from_process().site_packages();
+    places(explicit, env.as_deref(), ld.as_deref(), &sites)
 }
 
 /// The last resort, run only when no other place has NCCL: where the `python3` on PATH
@@ -213,20 +157,6 @@ mod tests {
             .iter()
             .any(|p| p == "/usr/local/cuda/lib64/libnccl.so.2"));
         assert_eq!(p[4].source, "python site-packages");
-    }
-
-    #[test]
-    fn a_venv_beside_python3_on_path_is_found() {
-        let dir = tempfile::tempdir().unwrap();
-        let venv = dir.path().join("venv");
-        std::fs::create_dir_all(venv.join("bin")).unwrap();
-        std::fs::write(venv.join("bin/python3"), "").unwrap();
-        let sp = venv.join("lib/python3.12/site-packages");
-        std::fs::create_dir_all(&sp).unwrap();
-        let path = format!("/nonexistent:{}", venv.join("bin").display());
-        let found = site_packages(None, Some(&path), None);
-        assert_eq!(found.first(), Some(&sp), "{found:?}");
-        assert_eq!(site_packages(Some(&venv), None, None).first(), Some(&sp));
     }
 
     #[test]
