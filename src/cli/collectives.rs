@@ -5,12 +5,11 @@ use super::common::{usage, DeviceArgs};
 use crate::cli::lists::parse_u32_list;
 use crate::gpu::nccl::Nccl;
 use crate::gpu::probe::devices;
-use crate::harness::process_group::run_group;
 use crate::runs::collectives::{run_worker, CollectivesConfig};
-use crate::runs::rank_world::RankRole;
+use crate::runs::rank_world::{id_file, start_world, RankRole};
 use anyhow::{ensure, Context, Result};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
 #[derive(Args)]
@@ -98,34 +97,29 @@ pub(crate) fn collectives(args: &CollectivesArgs) -> Result<ExitCode> {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("metaprep-collectives-{}", std::process::id())),
     };
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let id_file = dir.join("nccl-id");
-    let _ = std::fs::remove_file(&id_file);
-    let exe = std::env::current_exe().context("finding this program to start its ranks")?;
-    let commands = (0..world)
-        .map(|r| {
-            let mut c = Command::new(&exe);
-            c.arg("collectives")
-                .args(["--device", &args.device.device.to_string()])
-                .args(["--gpus", &world.to_string()])
-                .args(["--sizes-kib", &args.sizes_kib])
-                .args(["--iters", &args.iters.to_string()])
-                .args(["--samples", &args.samples.to_string()])
-                .arg("--nccl-lib")
-                .arg(&nccl.path)
-                .args(["--worker-rank", &r.to_string()])
-                .arg("--id-file")
-                .arg(&id_file);
-            if let Some(out) = &args.out {
-                c.arg("--out").arg(out);
-            }
-            if r != 0 {
-                c.stdout(Stdio::null());
-            }
-            c
-        })
-        .collect();
-    let ran = run_group(commands);
+    let id_file = id_file(&dir);
+    let rank_command = |r: usize, exe: &Path| {
+        let mut c = Command::new(exe);
+        c.arg("collectives")
+            .args(["--device", &args.device.device.to_string()])
+            .args(["--gpus", &world.to_string()])
+            .args(["--sizes-kib", &args.sizes_kib])
+            .args(["--iters", &args.iters.to_string()])
+            .args(["--samples", &args.samples.to_string()])
+            .arg("--nccl-lib")
+            .arg(&nccl.path)
+            .args(["--worker-rank", &r.to_string()])
+            .arg("--id-file")
+            .arg(&id_file);
+        if let Some(out) = &args.out {
+            c.arg("--out").arg(out);
+        }
+        if r != 0 {
+            c.stdout(Stdio::null());
+        }
+        c
+    };
+    let ran = start_world(&dir, world as usize, rank_command);
     // The scratch folder (the id file) goes whether the ranks succeeded or not.
     if args.out.is_none() {
         if let Err(e) = std::fs::remove_dir_all(&dir) {

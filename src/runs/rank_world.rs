@@ -6,18 +6,45 @@
 use crate::gpu::nccl::{Comm, Nccl};
 use crate::gpu::Gpu;
 use crate::harness::pin::{allowed_cpus, CpuPin};
+use crate::harness::process_group::run_group;
 use crate::harness::rendezvous::{await_published, publish};
 use crate::stats::rng::SplitMix64;
 use crate::stats::stopping::RoundsStop;
 use anyhow::{bail, Context, Result};
 use std::cell::RefCell;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::str::FromStr;
 use std::time::Duration;
 
 /// How long a rank waits for rank 0's NCCL id (rank 0 may still be compiling kernels).
 const ID_WAIT: Duration = Duration::from_secs(300);
+/// Where the ranks of the world whose folder is `dir` meet: rank 0 publishes the NCCL id
+/// there.
+pub fn id_file(dir: &Path) -> PathBuf {
+    dir.join("nccl-id")
+}
+
+/// Runs a world of `ranks` processes in `dir` (created; a stale id file of an earlier run
+/// removed, so no rank joins another world) until all have exited 0 or one has failed (see
+/// [`run_group`]). `command(rank, exe)` builds rank `rank`'s command line, `exe` being this
+/// program; the ranks meet at [`id_file`]`(dir)`.
+pub fn start_world(
+    dir: &Path,
+    ranks: usize,
+    command: impl Fn(usize, &Path) -> Command,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let id_file = id_file(dir);
+    if id_file.exists() {
+        std::fs::remove_file(&id_file)
+            .with_context(|| format!("removing the stale {}", id_file.display()))?;
+    }
+    let exe = std::env::current_exe().context("finding this program to start its ranks")?;
+    run_group((0..ranks).map(|r| command(r, &exe)).collect())?;
+    Ok(())
+}
 
 /// `--ranks`: how layouts wider than one GPU run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,6 +310,25 @@ fn agreed_stop(hard: f64, imprecise: f64) -> Option<RoundsStop> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_world_starts_in_its_folder_without_an_earlier_worlds_id() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("ranks/tp2");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(id_file(&dir), "an id from the last run").unwrap();
+        // Each rank checks that no id waits for it, as a joining rank would read one.
+        let check = format!("test ! -e {}", id_file(&dir).display());
+        start_world(&dir, 2, |_, _| {
+            let mut c = Command::new("sh");
+            c.args(["-c", &check]);
+            c
+        })
+        .unwrap();
+        let failing = start_world(&root.path().join("other"), 1, |_, _| Command::new("false"));
+        assert!(failing.is_err(), "a rank's failure is the world's");
+        assert!(root.path().join("other").is_dir());
+    }
 
     /// The world's stop over ranks' decisions, as the agreed maxima give it.
     fn world_stop(ranks: &[Option<RoundsStop>]) -> Option<RoundsStop> {

@@ -7,7 +7,6 @@
 use crate::axes::Layout;
 use crate::gpu::nccl::Nccl;
 use crate::gpu::probe::{devices, GpuUnavailable};
-use crate::harness::process_group::run_group;
 use crate::harness::run_output::existing_rows;
 use crate::model::memory::GpuMemory;
 use crate::model::trace::merge_rank_traces;
@@ -16,7 +15,7 @@ use crate::results::csv::{read_rows, write_rows};
 use crate::results::env::EnvRecord;
 use crate::results::rank_rows::{slowest_rank_rows, write_rank_rows, RankRow, RANKS_CSV};
 use crate::results::run_dir::RESULTS_CSV;
-use crate::runs::rank_world::RanksMode;
+use crate::runs::rank_world::{id_file, start_world, RanksMode};
 use crate::runs::steps::{self, StepsConfig, StepsOutcome};
 use anyhow::{bail, Context, Result};
 use std::ffi::OsString;
@@ -26,8 +25,6 @@ use std::time::Instant;
 
 /// The folder under `--out` where each world's ranks write their own runs.
 pub const RANKS_DIR: &str = "ranks";
-/// The file rank 0 publishes the NCCL id in.
-const ID_FILE: &str = "nccl-id";
 
 /// Which layouts run as worlds of real ranks and which in this process, and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,7 +108,7 @@ pub fn worker_command(
         .arg("--nccl-lib")
         .arg(nccl)
         .arg("--id-file")
-        .arg(world_dir.join(ID_FILE))
+        .arg(id_file(world_dir))
         .arg("--out")
         .arg(rank_dir(world_dir, rank));
     if trace {
@@ -202,7 +199,6 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         // not inherit its one CPU.
         rows = steps::run(&here)?.rows;
     }
-    let exe = std::env::current_exe().context("finding this program to start its ranks")?;
     let traced_world = s.real.iter().position(|l| l.gpus() > 1).unwrap_or(0);
     let mut first_world_env = None;
     let mut all_rank_rows = Vec::new();
@@ -212,19 +208,12 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
             Some((l, _, _)) => l == layout,
             None => w == traced_world && !traced_here,
         });
-        std::fs::create_dir_all(&world_dir)
-            .with_context(|| format!("creating {}", world_dir.display()))?;
-        let id_file = world_dir.join(ID_FILE);
-        if id_file.exists() {
-            std::fs::remove_file(&id_file)
-                .with_context(|| format!("removing the stale {}", id_file.display()))?;
-        }
         let n = layout.gpus() as usize;
         eprintln!("metaprep: {layout}: starting {n} rank(s), one process per GPU");
-        let commands = (0..n)
-            .map(|r| worker_command(&exe, r, layout, &nccl.path, &world_dir, trace, steps_args))
-            .collect();
-        run_group(commands).with_context(|| format!("{layout} with real ranks"))?;
+        start_world(&world_dir, n, |r, exe| {
+            worker_command(exe, r, layout, &nccl.path, &world_dir, trace, steps_args)
+        })
+        .with_context(|| format!("{layout} with real ranks"))?;
         let world = gather(&world_dir, layout, n)?;
         all_rank_rows.extend(world.rows);
         notes.extend(world.gpu_notes);
