@@ -94,9 +94,8 @@ __device__ __forceinline__ unsigned warp_inclusive_sum(unsigned v) {
 }
 
 // Sum of `v` over the threads before this one in a whole block (blockDim.x a multiple of 32,
-// at most 1024), and the block's total in `*total`: warp shuffles, one shared word per warp,
-// three barriers.
-__device__ unsigned block_exclusive_sum(unsigned v, unsigned* total) {
+// at most 1024): warp shuffles, one shared word per warp, three barriers.
+__device__ unsigned block_exclusive_sum(unsigned v) {
     __shared__ unsigned warp_sums[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     const unsigned inclusive = warp_inclusive_sum(v);
@@ -105,7 +104,6 @@ __device__ unsigned block_exclusive_sum(unsigned v, unsigned* total) {
     if (warp == 0) warp_sums[lane] = warp_inclusive_sum(lane < warps ? warp_sums[lane] : 0u);
     __syncthreads();
     const unsigned before = (warp == 0 ? 0u : warp_sums[warp - 1]) + inclusive - v;
-    *total = warp_sums[warps - 1];
     __syncthreads();  // warp_sums is reused by the next scan
     return before;
 }

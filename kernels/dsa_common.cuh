@@ -54,9 +54,8 @@ __device__ void dsa_scans_block(const DsaArgs& a) {
         kv += (unsigned)dsa_request_kv(a, i);
         for (int row = i * N; row < (i + 1) * N; ++row) topk += (unsigned)dsa_topk_len(a, row);
     }
-    unsigned total;
-    unsigned kv_run = block_exclusive_sum(kv, &total);
-    unsigned topk_run = block_exclusive_sum(topk, &total);
+    unsigned kv_run = block_exclusive_sum(kv);
+    unsigned topk_run = block_exclusive_sum(topk);
     if (threadIdx.x == 0) {
         a.cu_seqlens_k[0] = 0;
         a.dsa_cu_seqlens_k[0] = 0;

@@ -174,7 +174,7 @@ impl<'g> PrepPlan<'g> {
                 page_width: shape.page_width() as i32,
                 swa_width: shape.swa_width() as i32,
             }),
-            family => {
+            _ => {
                 // Decode has no separate seqlens_expanded (it is cache_seqlens).
                 let by_name = |name: &str| {
                     specs
@@ -182,7 +182,6 @@ impl<'g> PrepPlan<'g> {
                         .position(|o| o.name == name)
                         .map_or(0, |k| out[k])
                 };
-                debug_assert!(family != Family::DsparkDraftBlock);
                 FamilyArgs::Dsa(DsaArgs {
                     seq_lens,
                     req_pool_indices: ptr(&req_pool_indices, gpu),
