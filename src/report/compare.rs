@@ -267,13 +267,7 @@ pub fn compare_rows(
         if base_row.kind != KIND_PREP || !is_time(&new_row.metric, &new_row.unit) {
             return None;
         }
-        let (item, base_floor) = floor_of(&base_floors, &base_row.arm, &base_row.family)?;
-        let (new_item, new_floor) = floor_of(&new_floors, &new_row.arm, &new_row.family)?;
-        // An eager arm against a graph arm has no common floor to read both against; nor
-        // has a run with graph floors of several nodes against one without.
-        if new_item != item {
-            return None;
-        }
+        let (base_floor, new_floor) = shared_floor(&base_floors, &new_floors, base_row, new_row)?;
         ratio_change(&[new_row, base_floor], &[base_row, new_floor])
     };
 
@@ -325,6 +319,20 @@ pub fn compare_rows(
     Ok(comparison)
 }
 
+/// The floor rows each side's cell is read against, when both sides read it against the same
+/// floor item: an eager arm against a graph arm has no common floor, nor has a run with graph
+/// floors of several nodes against one without.
+fn shared_floor<'r>(
+    base_floors: &BTreeMap<&str, &'r Row>,
+    new_floors: &BTreeMap<&str, &'r Row>,
+    base_row: &Row,
+    new_row: &Row,
+) -> Option<(&'r Row, &'r Row)> {
+    let (item, base_floor) = floor_of(base_floors, &base_row.arm, &base_row.family)?;
+    let (new_item, new_floor) = floor_of(new_floors, &new_row.arm, &new_row.family)?;
+    (item == new_item).then_some((base_floor, new_floor))
+}
+
 /// Turns a `floor_multiple` call into `floor moved` where the floor explains it: the floor
 /// the arm is read against (the same item on both sides) moved beyond the threshold the
 /// other way (a faster floor raises the multiple), and the arm's own `step_us` in that cell
@@ -346,13 +354,8 @@ fn explain_by_floors(
         {
             continue;
         }
-        let (Some((item, base_floor)), Some((new_item, new_floor))) = (
-            floor_of(base_floors, &m.base.arm, &m.base.family),
-            floor_of(new_floors, &m.new.arm, &m.new.family),
-        ) else {
-            continue;
-        };
-        let Some(floor) = relative_change(base_floor, new_floor).filter(|_| item == new_item)
+        let Some(floor) = shared_floor(base_floors, new_floors, &m.base, &m.new)
+            .and_then(|(base_floor, new_floor)| relative_change(base_floor, new_floor))
         else {
             continue;
         };
