@@ -25,9 +25,9 @@ pub fn ensure_not_capturing(stream: &CudaStream, operation: &str) -> Result<()> 
     Ok(())
 }
 
-/// Captures what `body` issues on `stream` into an instantiated graph. If `body` fails, the
-/// capture is ended and discarded and the body's error returned: never a partial graph, and
-/// never a silent fallback to eager launches.
+/// Captures what `body` issues on `stream` into an instantiated graph, uploaded so its first
+/// replay pays no upload. If `body` fails, the capture is ended and discarded and the body's
+/// error returned: never a partial graph, and never a silent fallback to eager launches.
 pub fn capture_graph(
     stream: &Arc<CudaStream>,
     what: &str,
@@ -45,8 +45,11 @@ pub fn capture_graph(
         Ok(other) => bail!("graph capture of {what} was invalidated ({other:?})"),
         Err(e) => return Err(e).with_context(|| format!("graph capture of {what}")),
     }
-    match end.with_context(|| format!("ending graph capture of {what}"))? {
-        Some(graph) => Ok(graph),
-        None => bail!("graph capture of {what} produced no graph"),
-    }
+    let Some(graph) = end.with_context(|| format!("ending graph capture of {what}"))? else {
+        bail!("graph capture of {what} produced no graph");
+    };
+    graph
+        .upload()
+        .with_context(|| format!("uploading the graph of {what}"))?;
+    Ok(graph)
 }

@@ -376,14 +376,10 @@ impl<'g> PrepPlan<'g> {
         let stream = self.gpu.stream.clone();
         let what = format!("the {} prep of {}", arm, self.shape.family);
         // graph-upload's copy is host work before each replay, never part of the graph.
-        let graph = capture_graph(&stream, &what, || match arm {
+        capture_graph(&stream, &what, || match arm {
             Arm::GraphUpload => issue_all(self.kernels(arm), self.stream()),
             _ => self.issue_eagerly(arm),
-        })?;
-        graph
-            .upload()
-            .with_context(|| format!("uploading the graph of {what}"))?;
-        Ok(graph)
+        })
     }
 
     /// Replays a graph arm's graph (graph-upload: without its copy, see `copy_host_list`).

@@ -206,9 +206,6 @@ impl Forward {
         issue(collectives.as_mut().map(|(c, b, p)| (*c, &mut **b, *p)))?;
         gpu.sync()?;
         let graph = capture_graph(&gpu.stream, what, || issue(collectives))?;
-        graph
-            .upload()
-            .with_context(|| format!("uploading the graph of {what}"))?;
         Ok(Forward::Real(graph))
     }
 
@@ -536,9 +533,6 @@ impl StepCell<'_> {
             seq.iter()
                 .try_for_each(|&step| launch_of(step, kernel, plan, arm, stream))
         })?;
-        graph
-            .upload()
-            .with_context(|| format!("uploading the graph of {what}"))?;
         Ok(StepPrep {
             plan: prepared,
             framework: Some(graph),
