@@ -403,9 +403,15 @@ impl<'g> PrepPlan<'g> {
         }
     }
 
-    /// Fills every output with the poison so unwritten cells show.
-    pub fn poison_outputs(&self) -> Result<()> {
-        issue_all(&self.poison, self.stream())
+    /// One checked step: every output filled with the poison (so cells the arm does not
+    /// write show), `prepared`'s prep issued, waited for and its outputs downloaded.
+    pub fn poisoned_step(&mut self, prepared: &Prepared) -> Result<Vec<Vec<i32>>> {
+        issue_all(&self.poison, self.stream())?;
+        self.issue(prepared)?;
+        self.gpu
+            .sync()
+            .with_context(|| format!("{} {}", self.shape.family, prepared.arm))?;
+        self.download_outputs()
     }
 
     /// Issues one step's prep with `start` recorded on the stream right before its kernels

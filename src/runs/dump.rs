@@ -190,11 +190,7 @@ fn run_arms(gpu: &Gpu, case: &DumpCase, arms: &[Arm]) -> Result<Vec<(Arm, Vec<Ve
     let mut out = Vec::new();
     for &arm in arms {
         let prepared = plan.prepare(arm)?;
-        plan.poison_outputs()?;
-        plan.issue(&prepared)?;
-        gpu.sync()
-            .with_context(|| format!("{} {arm}", shape.family))?;
-        out.push((arm, plan.download_outputs()?));
+        out.push((arm, plan.poisoned_step(&prepared)?));
     }
     Ok(out)
 }
