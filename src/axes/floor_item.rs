@@ -14,11 +14,9 @@ pub const D2D_COPY_BYTES: usize = 64 << 20;
 pub enum FloorItem {
     /// One empty kernel launch.
     EmptyKernel,
-    /// One replay of a graph holding one empty kernel.
-    EmptyGraph,
     /// One replay of a graph holding this many empty kernels in a chain (each depends on the
     /// one before, as a stream capture of the staged prep makes them): what a graph arm's
-    /// replay costs with nothing inside its nodes.
+    /// replay costs with nothing inside its nodes. One node: the plain empty graph.
     EmptyGraphNodes(u8),
     /// One int device-to-host into pageable memory and a stream sync: the bare `.item()`.
     D2hInt,
@@ -31,9 +29,12 @@ pub enum FloorItem {
 }
 
 impl FloorItem {
+    /// One replay of a graph holding one empty kernel.
+    pub const EMPTY_GRAPH: FloorItem = FloorItem::EmptyGraphNodes(1);
+
     pub const ALL: [FloorItem; 8] = [
         FloorItem::EmptyKernel,
-        FloorItem::EmptyGraph,
+        FloorItem::EMPTY_GRAPH,
         FloorItem::EmptyGraphNodes(2),
         FloorItem::EmptyGraphNodes(3),
         FloorItem::D2hInt,
@@ -49,7 +50,7 @@ impl FloorItem {
     pub fn of_cell(arm: Arm, family: Family) -> FloorItem {
         match arm {
             _ if !arm.uses_graph() => FloorItem::EmptyKernel,
-            Arm::Fused => FloorItem::EmptyGraph,
+            Arm::Fused => FloorItem::EMPTY_GRAPH,
             _ => FloorItem::EmptyGraphNodes(family.stages().len() as u8),
         }
     }
@@ -58,7 +59,7 @@ impl FloorItem {
     /// without `empty-graph-N` rows): the one-node empty graph for every graph arm.
     pub fn of_arm_one_node(arm: Arm) -> FloorItem {
         if arm.uses_graph() {
-            FloorItem::EmptyGraph
+            FloorItem::EMPTY_GRAPH
         } else {
             FloorItem::EmptyKernel
         }
@@ -67,7 +68,7 @@ impl FloorItem {
     pub fn name(self) -> &'static str {
         match self {
             FloorItem::EmptyKernel => "empty-kernel",
-            FloorItem::EmptyGraph | FloorItem::EmptyGraphNodes(1) => "empty-graph",
+            FloorItem::EmptyGraphNodes(1) => "empty-graph",
             FloorItem::EmptyGraphNodes(2) => "empty-graph-2",
             FloorItem::EmptyGraphNodes(3) => "empty-graph-3",
             FloorItem::EmptyGraphNodes(4) => "empty-graph-4",
@@ -111,7 +112,7 @@ mod tests {
         );
         assert_eq!(
             FloorItem::of_cell(Arm::Fused, Family::DsaDecode),
-            FloorItem::EmptyGraph
+            FloorItem::EMPTY_GRAPH
         );
         assert_eq!(
             FloorItem::of_cell(Arm::EagerSync, Family::DsaDecode),

@@ -14,9 +14,8 @@ pub const SMALL_COPY_INTS: usize = 64;
 pub struct Floor<'g> {
     gpu: &'g Gpu,
     empty: Launch,
-    empty_graph: CudaGraph,
-    /// Graphs of several empty kernels in a chain, by node count.
-    empty_graph_chains: Vec<(u8, CudaGraph)>,
+    /// The empty-graph items' graphs: chains of empty kernels, by node count.
+    empty_graphs: Vec<(u8, CudaGraph)>,
     device_ints: CudaSlice<i32>,
     /// Owns the pinned buffer `pinned_ptr` points into.
     _pinned: PinnedHostSlice<i32>,
@@ -35,8 +34,7 @@ impl<'g> Floor<'g> {
         // SAFETY: the empty kernel takes no arguments.
         unsafe { empty.issue(gpu.cu_stream())? };
         gpu.sync()?;
-        let empty_graph = empty_chain(gpu, &empty, 1)?;
-        let empty_graph_chains = FloorItem::ALL
+        let empty_graphs = FloorItem::ALL
             .iter()
             .filter_map(|item| match item {
                 FloorItem::EmptyGraphNodes(n) => Some(*n),
@@ -53,8 +51,7 @@ impl<'g> Floor<'g> {
         Ok(Self {
             gpu,
             empty,
-            empty_graph,
-            empty_graph_chains,
+            empty_graphs,
             device_ints: gpu.alloc(SMALL_COPY_INTS)?,
             _pinned: pinned,
             pinned_ptr,
@@ -70,18 +67,13 @@ impl<'g> Floor<'g> {
         let device = self.device_ints.device_ptr(&self.gpu.stream).0;
         let copy_src = self.copy_src.device_ptr(&self.gpu.stream).0;
         let copy_dst = self.copy_dst.device_ptr(&self.gpu.stream).0;
-        // The graph an empty-graph item replays, found once, outside the timed loop.
-        let graph = match item {
-            FloorItem::EmptyGraphNodes(n) if n > 1 => {
-                &self
-                    .empty_graph_chains
-                    .iter()
-                    .find(|(nodes, _)| *nodes == n)
-                    .with_context(|| format!("no empty graph of {n} nodes in the floor"))?
-                    .1
-            }
-            _ => &self.empty_graph,
+        // The graph an empty-graph item replays (other items replay none), found once,
+        // outside the timed loop.
+        let nodes = match item {
+            FloorItem::EmptyGraphNodes(n) => n,
+            _ => 1,
         };
+        let graph = chain(&self.empty_graphs, nodes)?;
         let start = Instant::now();
         for _ in 0..steps {
             // SAFETY: every pointer is owned by self; the copy buffers hold D2D_COPY_BYTES,
@@ -89,7 +81,7 @@ impl<'g> Floor<'g> {
             unsafe {
                 match item {
                     FloorItem::EmptyKernel => self.empty.issue(stream)?,
-                    FloorItem::EmptyGraph | FloorItem::EmptyGraphNodes(_) => graph.launch()?,
+                    FloorItem::EmptyGraphNodes(_) => graph.launch()?,
                     FloorItem::D2hInt => {
                         result::memcpy_dtoh_async(&mut self.pageable[..1], device, stream)?;
                         result::stream::synchronize(stream)?;
@@ -112,9 +104,18 @@ impl<'g> Floor<'g> {
     }
 
     /// The empty graph as a step source, to time the harness's own per-step overhead.
-    pub fn empty_graph(&self) -> &CudaGraph {
-        &self.empty_graph
+    pub fn empty_graph(&self) -> Result<&CudaGraph> {
+        chain(&self.empty_graphs, 1)
     }
+}
+
+/// The chain of `nodes` empty kernels among `graphs`.
+fn chain(graphs: &[(u8, CudaGraph)], nodes: u8) -> Result<&CudaGraph> {
+    graphs
+        .iter()
+        .find(|(n, _)| *n == nodes)
+        .map(|(_, graph)| graph)
+        .with_context(|| format!("no empty graph of {nodes} nodes in the floor"))
 }
 
 /// A graph of `nodes` empty kernels captured from one stream (so each depends on the one

@@ -337,7 +337,7 @@ fn measure_floor(
     recorder.set_cell(&floor_cell(HARNESS).label());
     let harness = measure(
         gpu,
-        &mut GraphSteps(floor.empty_graph()),
+        &mut GraphSteps(floor.empty_graph()?),
         HARNESS_RANGE,
         rule,
         config.steps_per_sample,

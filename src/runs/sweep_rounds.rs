@@ -247,7 +247,7 @@ impl FloorRounds {
         let cell = floor_cell(HARNESS);
         let t = telemetry(&cell.label());
         rows.extend(cell.rounds_row("step_us", "us", &self.harness, stop, t.as_ref()));
-        let empty_graph = self.item(FloorItem::EmptyGraph);
+        let empty_graph = self.item(FloorItem::EMPTY_GRAPH);
         rows.extend(cell.paired_row(
             "overhead_us",
             "us",
