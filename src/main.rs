@@ -2,7 +2,6 @@
 
 use clap::Parser;
 use metaprep::cli::{self, Cli};
-use metaprep::gpu::nccl::comm::NcclUnavailable;
 use metaprep::gpu::GpuUnavailable;
 use metaprep::model::memory::NotDeployable;
 use metaprep::report::compare::EXIT_BAD_INPUT;
@@ -24,9 +23,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("metaprep: error: {e:#}");
-            if e.downcast_ref::<GpuUnavailable>().is_some()
-                || e.downcast_ref::<NcclUnavailable>().is_some()
-            {
+            if e.downcast_ref::<GpuUnavailable>().is_some() {
                 ExitCode::from(EXIT_NO_GPU)
             } else if e.downcast_ref::<NotDeployable>().is_some() {
                 // Known only once the memory per GPU is, which may take opening the device.

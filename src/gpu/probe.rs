@@ -3,8 +3,8 @@
 
 use std::fmt;
 
-/// No CUDA driver, no NVRTC or no device: the command needs a GPU host. `main` maps this
-/// error to exit code 3.
+/// No CUDA driver, no NVRTC, no device, or a GPU library the command needs (CUPTI, NCCL)
+/// missing: the command needs a GPU host that has it. `main` maps this error to exit code 3.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuUnavailable(pub String);
 

@@ -60,9 +60,7 @@ pub fn split(
                 .into());
             }
             if let Err(why) = nccl {
-                bail!(crate::gpu::nccl::comm::NcclUnavailable(format!(
-                    "--ranks real: {why}"
-                )));
+                bail!(crate::gpu::GpuUnavailable(format!("--ranks real: {why}")));
             }
             s.real = layouts.to_vec();
         }

@@ -3,24 +3,11 @@
 
 use super::locate::{not_found, place_from_python, places_here, Place, NCCL_ENV, NCCL_SONAME};
 use super::raw::{RawComm, RawNccl, UniqueId, NCCL_BFLOAT16, NCCL_FLOAT64, NCCL_MAX, NCCL_SUM};
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, GpuUnavailable};
 use anyhow::{bail, ensure, Context, Result};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// NCCL could not be loaded: `main` maps this to exit code 3 (a missing GPU library).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NcclUnavailable(pub String);
-
-impl fmt::Display for NcclUnavailable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for NcclUnavailable {}
 
 /// The loaded library, where it came from, and its version.
 pub struct Nccl {
@@ -38,7 +25,7 @@ impl Nccl {
         // or an error: never another NCCL found further down the search.
         if let Some(named) = places.first().filter(|p| p.is_named()) {
             return Nccl::open(&named.path).map(Arc::new).map_err(|e| {
-                NcclUnavailable(format!(
+                GpuUnavailable(format!(
                     "{}: {} does not load as NCCL ({e:#}); give a libnccl.so.2, or leave \
                      --nccl-lib and {NCCL_ENV} unset to search for one",
                     named.source,
@@ -58,7 +45,7 @@ impl Nccl {
                 return Ok(n);
             }
         }
-        Err(NcclUnavailable(not_found(&places, &failures)).into())
+        Err(GpuUnavailable(not_found(&places, &failures)).into())
     }
 
     fn open(path: &Path) -> Result<Nccl> {
@@ -329,7 +316,7 @@ mod tests {
                 text.contains("--nccl-lib: /nonexistent/libnccl.so.2"),
                 "{text}"
             );
-            assert!(e.downcast_ref::<NcclUnavailable>().is_some());
+            assert!(e.downcast_ref::<GpuUnavailable>().is_some());
         }
     }
 }
