@@ -37,7 +37,7 @@ fn or_exit<T>(result: anyhow::Result<T>) -> T {
         eprintln!("metaprep bench: error: {e:#}");
         std::process::exit(
             if e.downcast_ref::<metaprep::gpu::GpuUnavailable>().is_some() {
-                2
+                metaprep::gpu::probe::EXIT_NO_GPU.into()
             } else {
                 1
             },

@@ -2,13 +2,11 @@
 
 use clap::Parser;
 use metaprep::cli::{self, Cli};
+use metaprep::gpu::probe::EXIT_NO_GPU;
 use metaprep::gpu::GpuUnavailable;
 use metaprep::model::memory::NotDeployable;
 use metaprep::report::compare::EXIT_BAD_INPUT;
 use std::process::ExitCode;
-
-/// No GPU, driver or NVRTC: distinct from a bad flag, so a script can tell them apart.
-const EXIT_NO_GPU: u8 = 3;
 
 fn main() -> ExitCode {
     // Die quietly on a closed pipe (`metaprep compare A B | head`), as Unix tools do,

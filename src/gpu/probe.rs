@@ -3,8 +3,12 @@
 
 use std::fmt;
 
+/// The exit status of a [`GpuUnavailable`]: distinct from a bad flag (2), so a script can
+/// tell them apart.
+pub const EXIT_NO_GPU: u8 = 3;
+
 /// No CUDA driver, no NVRTC, no device, or a GPU library the command needs (CUPTI, NCCL)
-/// missing: the command needs a GPU host that has it. `main` maps this error to exit code 3.
+/// missing: the command needs a GPU host that has it; it exits with [`EXIT_NO_GPU`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuUnavailable(pub String);
 
