@@ -17,6 +17,17 @@ __device__ __forceinline__ int block_of(const int* host_block, int i, int block)
     return host_block != nullptr ? host_block[i] : block;
 }
 
+// Whether column c of `src` and of each of the `copies` rows of `dst` starts 16 bytes
+// aligned. The rows' pitch matters only when there is more than one, so a single row of an
+// odd width keeps the int4 path wherever its own columns are aligned.
+__device__ __forceinline__ bool int4_aligned(const int* dst, i64 row_pitch, int copies,
+                                             const int* src, int c) {
+    const unsigned long long pitch = copies > 1 ? (unsigned long long)(row_pitch * 4) : 0ull;
+    return ((reinterpret_cast<unsigned long long>(src + c) |
+             reinterpret_cast<unsigned long long>(dst + c) | pitch) &
+            15) == 0;
+}
+
 // One thread's group of four page-table columns [c, c + 4) of a row whose first `cols`
 // columns are written: column k holds token k * stride's slot divided by stride (its page),
 // copied into `copies` rows `row_pitch` ints apart (the rows of one request are alike).
@@ -32,11 +43,7 @@ __device__ __forceinline__ bool page_group(int* __restrict__ dst, i64 row_pitch,
     // and tested n == 4 compiled (NVRTC 13.0, sm_90) to one VIMNMX.RELU with a predicate
     // output standing for n == 4, and on the H200 its partial groups took the int4 path and
     // wrote past their columns (check caught it; the PTX was right).
-    const bool whole = stride == 1 && c + 4 <= cols &&
-                       ((reinterpret_cast<unsigned long long>(src + c) |
-                         reinterpret_cast<unsigned long long>(dst + c) |
-                         (unsigned long long)(row_pitch * 4)) &
-                        15) == 0;
+    const bool whole = stride == 1 && c + 4 <= cols && int4_aligned(dst, row_pitch, copies, src, c);
     if (whole) {
         const int4 q = __ldg(reinterpret_cast<const int4*>(src + c));
         for (int r = 0; r < copies; ++r) {
@@ -63,6 +70,11 @@ static_assert(METAPREP_PAGE_COLS_PER_BLOCK % 4 == 0, "page spans must hold whole
 // spans y, y + gridDim.y, ... up to `live_cols`, each thread four columns at a time. The host
 // bounds gridDim.y so the grid stays near a few blocks per SM however wide the static width
 // is. `on_first(c, value)` sees each group's first column and its value.
+//
+// Where a thread's groups in two consecutive spans of its block are both whole and aligned,
+// it loads both before storing either: two 16-byte loads in flight per thread instead of
+// one, which is what the wide verify and draft-extend copies wait on. Every other group
+// goes through page_group. The pair's test compares columns directly (see page_group).
 template <class OnFirst>
 __device__ __forceinline__ void page_rows_span(int* __restrict__ out, int out_width, int row,
                                                int copies, int live_cols, int stride,
@@ -71,8 +83,38 @@ __device__ __forceinline__ void page_rows_span(int* __restrict__ out, int out_wi
                                                OnFirst on_first) {
     const int* src = req_to_token + (i64)pool_index * req_stride;
     int* dst = out + (i64)row * out_width;
-    for (int begin = blockIdx.y * METAPREP_PAGE_COLS_PER_BLOCK; begin < live_cols;
-         begin += gridDim.y * METAPREP_PAGE_COLS_PER_BLOCK) {
+    const int step = gridDim.y * METAPREP_PAGE_COLS_PER_BLOCK;
+    // Pairs need one group a thread a span: blockDim.x * 4 columns cover the span.
+    const bool pairs = stride == 1 && 4 * (int)blockDim.x == METAPREP_PAGE_COLS_PER_BLOCK;
+    int begin = blockIdx.y * METAPREP_PAGE_COLS_PER_BLOCK;
+    if (pairs) {
+        for (; begin + step < live_cols; begin += 2 * step) {
+            const int c0 = begin + 4 * threadIdx.x, c1 = c0 + step;
+            if (c1 + 4 <= live_cols && int4_aligned(dst, out_width, copies, src, c0) &&
+                int4_aligned(dst, out_width, copies, src, c1)) {
+                const int4 q0 = __ldg(reinterpret_cast<const int4*>(src + c0));
+                const int4 q1 = __ldg(reinterpret_cast<const int4*>(src + c1));
+                for (int r = 0; r < copies; ++r) {
+                    *reinterpret_cast<int4*>(dst + r * (i64)out_width + c0) = q0;
+                    *reinterpret_cast<int4*>(dst + r * (i64)out_width + c1) = q1;
+                }
+                on_first(c0, q0.x);
+                on_first(c1, q1.x);
+                continue;
+            }
+            int first;
+            if (page_group(dst, out_width, copies, src, c0,
+                           min(live_cols, begin + METAPREP_PAGE_COLS_PER_BLOCK), stride, &first)) {
+                on_first(c0, first);
+            }
+            if (page_group(dst, out_width, copies, src, c1,
+                           min(live_cols, begin + step + METAPREP_PAGE_COLS_PER_BLOCK), stride,
+                           &first)) {
+                on_first(c1, first);
+            }
+        }
+    }
+    for (; begin < live_cols; begin += step) {
         const int end = min(live_cols, begin + METAPREP_PAGE_COLS_PER_BLOCK);
         for (int c = begin + 4 * threadIdx.x; c < end; c += 4 * blockDim.x) {
             int first;

@@ -120,18 +120,20 @@ extern "C" __global__ void dsa_page_table(DsaArgs a, int col_limit) {
 }
 
 // Every output in one launch, as graph replay writes it: grid (requests + 1, column spans).
-// Block (i, y) copies its spans of request i's page columns into all of the request's rows
-// (loaded once, stored `tokens` times); blocks (i, 0) then write the request's own lengths
-// (after the copy: a store may alias a later load, so loads issued after a store wait for
-// it); block (requests, 0) does the scans, alongside.
+// Block (0, 0) does the scans; it comes first so that at large batch it starts with the
+// first wave instead of after every page block. Block (i + 1, y) copies its spans of
+// request i's page columns into all of the request's rows (loaded once, stored `tokens`
+// times); blocks (i + 1, 0) then write the request's own lengths (after the copy: a store
+// may alias a later load, so loads issued after a store wait for it).
 extern "C" __global__ void dsa_fused(DsaArgs a) {
-    const int i = blockIdx.x, N = a.tokens;
-    if (i == a.padded_bs) {
+    const int N = a.tokens;
+    if (blockIdx.x == 0) {
         if (blockIdx.y != 0) return;
         dsa_scans_block(a);
-        if (threadIdx.x == 0) a.cu_seqlens_q[i * N] = i * N;
+        if (threadIdx.x == 0) a.cu_seqlens_q[a.padded_bs * N] = a.padded_bs * N;
         return;
     }
+    const int i = blockIdx.x - 1;
     dsa_page_rows(a, i * N, N, METAPREP_DSA_COLS_BY_BLOCK);
     if (blockIdx.y == 0) {
         if (threadIdx.x == 0) a.cache_seqlens[i] = dsa_request_kv(a, i);

@@ -511,6 +511,12 @@ fn initial_col_limit(shape: &Shape, arm: Arm) -> i32 {
     }
 }
 
+/// Threads of a page-table block: one per four columns of a row, in whole warps, at most
+/// [`THREADS`] (a span's worth). DSpark's one-column table needs one warp, not eight.
+fn page_threads(page_width: u32) -> u32 {
+    page_width.div_ceil(4).next_multiple_of(32).min(THREADS)
+}
+
 /// The multi-kernel prep of `arm`: lengths (DSA: one block, for the scans), page table
 /// (grid sized to the static width; eager-sync resizes it each step), DSpark's SWA indices.
 fn staged_launches(gpu: &Gpu, shape: &Shape, arm: Arm, args: FamilyArgs) -> Result<Vec<Launch>> {
@@ -532,8 +538,9 @@ fn staged_launches(gpu: &Gpu, shape: &Shape, arm: Arm, args: FamilyArgs) -> Resu
                 }
                 "page_table" => {
                     let grid = (rows, page_grid_y(rows, page_width, gpu.info.sm_count), 1);
+                    let threads = page_threads(page_width);
                     return Ok(args
-                        .append_to(Launch::new(name, func, grid, (THREADS, 1, 1)))
+                        .append_to(Launch::new(name, func, grid, (threads, 1, 1)))
                         .arg(initial_col_limit(shape, arm)));
                 }
                 _ => Launch::new(name, func, (rows, 1, 1), (128, 1, 1)),
@@ -544,7 +551,7 @@ fn staged_launches(gpu: &Gpu, shape: &Shape, arm: Arm, args: FamilyArgs) -> Resu
 }
 
 /// The fused kernel: one block per request (DSA: a row of blocks, one per column span of its
-/// page rows, plus one more row whose first block does the scans), each request's inputs
+/// page rows, after one more row whose first block does the scans), each request's inputs
 /// loaded once and stored into all of its rows.
 fn fused_launch(gpu: &Gpu, shape: &Shape, args: FamilyArgs) -> Result<Launch> {
     let name = kernel_name(shape.family, "fused");
