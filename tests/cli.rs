@@ -284,8 +284,9 @@ fn sweep_help_explains_rounds() {
         "[default: 6]",
         "--max-rounds <MAX_ROUNDS>",
         "precision, max-rounds, time-cap",
-        "[default: 12]",
+        "[default: 20]",
         "each round's sampling stops at this / --rounds",
+        "Samples per metric of a cell in each round",
     ] {
         assert!(help.contains(text), "sweep --help lacks {text:?}:\n{help}");
     }

@@ -46,8 +46,8 @@ pub enum Command {
     /// Check every family x arm against the CPU reference, bit for bit, on random inputs.
     Check(CheckArgs),
     /// Time every arm over batch size x block size x layout in rounds (see --rounds), with the
-    /// floor measured in every round; writes metaprep.csv, env.json and telemetry.csv to
-    /// --out.
+    /// floor measured in every round; writes metaprep.csv, rounds.csv (each round's medians),
+    /// env.json and telemetry.csv to --out.
     Sweep(SweepArgs),
     /// Run the decode-step model (scheduler work, draft prep, draft forward, verify prep,
     /// verify forward, accept; host one step ahead) per arm, batch, block and layout: ITL,

@@ -63,22 +63,25 @@ pub struct SweepArgs {
     /// an arm's step_us interval is wider than --rel-ci-pct (or 20 ns) or its host-read
     /// cost's (eager-sync − eager-device, paired by round) wider than ±1% or ±0.3 µs, and
     /// until its time cap; the rows' stop_reason says which ended it (precision, max-rounds,
-    /// time-cap).
-    #[arg(long, default_value_t = 12)]
+    /// time-cap). On the H200 host the eager arms' rounds fall into two host states (the
+    /// read blocks 11 or 16.7 µs at batch 8, for tens of seconds at a time), so their groups
+    /// take every round, and a default sweep takes 141–149 s (results/2026-11-29-h200-rounds/).
+    #[arg(long, default_value_t = 20)]
     pub(crate) max_rounds: usize,
-    /// Precision aimed at, in percent of the median: inside a round, a cell stops sampling
-    /// once the 95% CI of its median is within it; over rounds, a group stops once every
-    /// arm's step_us interval between rounds is within it.
+    /// Precision aimed at, in percent of the median: a group stops adding rounds once every
+    /// arm's step_us interval between rounds is within it (and its read cost's is within
+    /// ±1% or ±0.3 µs).
     #[arg(long, default_value_t = 1.0)]
     pub(crate) rel_ci_pct: f64,
-    /// Fewest samples per metric of a cell in each round (10 give the round's median an
-    /// interval that no single outlier holds open).
+    /// Samples per metric of a cell in each round (a round stops there, or at its share of
+    /// --time-cap-ms): its median is the round's value. 10 keep a round's median from resting
+    /// on one outlier; more per round buy nothing the interval between rounds shows.
     #[arg(long, default_value_t = 10)]
     pub(crate) min_samples: usize,
     /// Time cap of a cell per metric over all its rounds, in milliseconds: each round's
-    /// sampling stops at this / --rounds, and a group gets no round beyond --rounds once its
-    /// measuring time reaches its cells' caps together.
-    #[arg(long, default_value_t = 300)]
+    /// sampling stops at this / --rounds even short of its samples, and a group gets no round
+    /// beyond --rounds once its measuring time reaches its cells' caps together.
+    #[arg(long, default_value_t = 500)]
     pub(crate) time_cap_ms: u64,
     /// Steps per sample: a sample is the wall time of this many steps over their count.
     #[arg(long, default_value_t = 50)]

@@ -1,9 +1,30 @@
 //! Turning measurements into tidy CSV rows.
 
 use super::nvml::{reasons_hex, CellTelemetry};
-use crate::results::csv::{CellKey, Row};
+use crate::results::csv::{CellKey, Row, CELL_KEY_COLUMNS, COLUMNS};
 use crate::stats::rounds::{over_rounds, paired, round_medians};
 use crate::stats::summary::{summarize, Estimate, Summary};
+
+/// A round's median of one cell's metric: what `rounds.csv` holds, so the spread between
+/// rounds behind a row's interval (and the order it drifted in) can be read and re-analysed.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RoundLine {
+    pub cell: CellKey,
+    pub metric: String,
+    pub round: u32,
+    pub median: f64,
+    pub samples: u64,
+}
+
+/// `rounds.csv`'s header: the cell key's columns as the results CSV names them, then
+/// [`RoundLine`]'s own.
+pub fn round_columns() -> Vec<&'static str> {
+    COLUMNS[..CELL_KEY_COLUMNS]
+        .iter()
+        .copied()
+        .chain(["metric", "round", "median", "samples"])
+        .collect()
+}
 
 /// The coordinates every row of one cell shares.
 #[derive(Debug, Clone)]
@@ -148,6 +169,25 @@ impl CellId {
         })
     }
 
+    /// One line of `rounds.csv` per round of a metric measured in rounds: the round's median
+    /// and its finite sample count (empty rounds left out), numbered from 1.
+    pub fn round_lines(&self, metric: &str, rounds: &[Vec<f64>]) -> Vec<RoundLine> {
+        rounds
+            .iter()
+            .enumerate()
+            .filter_map(|(index, samples)| {
+                let s = summarize(samples)?;
+                Some(RoundLine {
+                    cell: self.key(),
+                    metric: metric.to_string(),
+                    round: index as u32 + 1,
+                    median: s.median,
+                    samples: s.samples as u64,
+                })
+            })
+            .collect()
+    }
+
     /// A derived metric (a difference or ratio): the point and its interval; p10 and p90 are
     /// not defined for it and stay NaN.
     pub fn estimate_row(
@@ -183,6 +223,30 @@ mod tests {
             layout: "tp8".into(),
             emulated: true,
         }
+    }
+
+    #[test]
+    fn round_lines_write_one_line_per_round_under_the_cell_key_columns() {
+        let rounds = vec![vec![3.0, 1.0, 2.0], vec![], vec![f64::NAN, 4.0]];
+        let lines = cell().round_lines("step_us", &rounds);
+        // The empty round is left out; the others keep their numbers.
+        assert_eq!(
+            lines
+                .iter()
+                .map(|l| (l.round, l.median, l.samples))
+                .collect::<Vec<_>>(),
+            [(1, 2.0, 3), (3, 4.0, 1)]
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rounds.csv");
+        crate::results::csv::write_records(&path, &round_columns(), &lines, |l| l.metric.clone())
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "kind,family,arm,batch_size,block_size,layout,metric,round,median,samples\n\
+             prep,dsa_decode,graph,8,5,tp8,step_us,1,2.0,3\n\
+             prep,dsa_decode,graph,8,5,tp8,step_us,3,4.0,1\n"
+        );
     }
 
     #[test]

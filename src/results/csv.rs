@@ -163,8 +163,11 @@ const OPTIONAL_COLUMNS: &[&str] = &[
     "gpm_cell_share_pct",
 ];
 
+/// How many of [`COLUMNS`], from the first, are a [`CellKey`]'s fields, in its field order.
+pub const CELL_KEY_COLUMNS: usize = 6;
+
 /// Identifies one cell of a sweep: every metric row of a cell shares it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct CellKey {
     pub kind: String,
     pub family: String,

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 /// File names inside a run directory.
 pub const RESULTS_CSV: &str = "metaprep.csv";
 pub const TELEMETRY_CSV: &str = "telemetry.csv";
+/// A sweep's per-round medians ([`crate::harness::rows::RoundLine`]).
+pub const ROUNDS_CSV: &str = "rounds.csv";
 pub const TRACE_JSON: &str = "trace.json";
 /// The traces a steps run writes for its traced cell: eager-sync, then graph replay.
 pub const TRACES: [&str; 2] = [TRACE_JSON, "trace-graph.json"];

@@ -5,12 +5,13 @@
 //! run lands between rounds, where the reported intervals see it (see
 //! [`crate::stats::rounds`]). Each round measures the floor first, then visits every cell
 //! group still measuring (the arms of one family, layout, batch size and block size, back to
-//! back) in a fresh seeded order ([`crate::harness::schedule`]). Inside a round a cell takes a
-//! small budget: the within-round stopping rule with `--min-samples` and its time cap shared
-//! out between `--rounds` rounds. After `--rounds` rounds, a group gets further rounds only
+//! back) in a fresh seeded order ([`crate::harness::schedule`]). Inside a round a cell takes
+//! `--min-samples` samples, or fewer if its time cap shared out between `--rounds` rounds runs
+//! out ([`StoppingRule::per_round`]). After `--rounds` rounds, a group gets further rounds only
 //! while its reported intervals are wide, up to `--max-rounds` or its time cap
 //! ([`crate::stats::stopping`]); then its rows are formed ([`crate::runs::sweep_rounds`])
-//! and written.
+//! and written. Every round's medians go to `rounds.csv` as they come
+//! ([`crate::harness::rows::RoundLine`]).
 //!
 //! **Resume.** A group's rows are written when its rounds stop, all at once, so the CSV only
 //! ever holds whole groups, each from one invocation's rounds; `--resume` keeps those and
@@ -27,7 +28,7 @@ use crate::gpu::{Gpu, ImageChoice, Launch};
 use crate::harness::floor::Floor;
 use crate::harness::pin::{pin_current_thread, CpuPin};
 use crate::harness::prep_cell::measure;
-use crate::harness::rows::CellId;
+use crate::harness::rows::{CellId, RoundLine};
 use crate::harness::run_output::{
     arm_cells, emulation_notes, existing_rows, needs_measuring, progress, Recorder,
 };
@@ -232,6 +233,7 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
         }
         open = close_stopped(&mut groups, &open, &group_rule, &floor_rounds, &recorder);
         recorder.save(&all_rows(&kept, &floor_rows, &groups))?;
+        recorder.save_rounds(&round_lines(&floor_rounds, &groups))?;
     }
     progress.finish_and_clear();
     recorder.finish()?;
@@ -317,6 +319,15 @@ fn all_rows(kept: &[Row], floor: &[Row], groups: &[Group]) -> Vec<Row> {
         .chain(groups.iter().flat_map(|g| &g.rows))
         .cloned()
         .collect()
+}
+
+/// Every round's medians so far, the floor's first: what `rounds.csv` holds.
+fn round_lines(floor: &FloorRounds, groups: &[Group]) -> Vec<RoundLine> {
+    let mut lines = floor.round_lines();
+    for group in groups {
+        lines.extend(group.rounds.round_lines(&group.cells));
+    }
+    lines
 }
 
 /// One round of the floor: every item, then the empty graph through the arms' harness.

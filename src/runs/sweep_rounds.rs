@@ -21,7 +21,7 @@ use crate::axes::{Family, FloorItem};
 use crate::harness::bandwidth::{bytes_row, gb_s_row};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::prep_cell::PrepMeasurement;
-use crate::harness::rows::CellId;
+use crate::harness::rows::{CellId, RoundLine};
 use crate::results::csv::{Row, KIND_FLOOR, STEP_RATIO_VS_EAGER_SYNC};
 use crate::stats::rounds::{over_rounds, paired, Paired};
 use crate::stats::stopping::{RoundsRule, RoundsStop};
@@ -121,6 +121,29 @@ impl GroupRounds {
             .read_cost_sides()
             .and_then(|(sync, device)| paired(sync, device, difference));
         rule.check(self.rounds(), &steps, read_cost.as_ref(), self.elapsed)
+    }
+
+    /// Every round's median of each arm's measured metrics, `cells[i]` being `self.arms[i]`'s.
+    pub fn round_lines(&self, cells: &[CellId]) -> Vec<RoundLine> {
+        let mut lines = Vec::new();
+        for ((arm, a), cell) in self.arms.iter().zip(&self.by_arm).zip(cells) {
+            // Only an arm that reads the host blocks in a read, as in its rows.
+            let blocked = if arm.reads_host() {
+                &a.host_blocked[..]
+            } else {
+                &[]
+            };
+            for (metric, rounds) in [
+                ("step_us", &a.step[..]),
+                ("step_fwd_us", &a.step_fwd),
+                ("host_issue_us", &a.host_issue),
+                ("host_blocked_us", blocked),
+                ("gpu_prep_us", &a.gpu_prep),
+            ] {
+                lines.extend(cell.round_lines(metric, rounds));
+            }
+        }
+        lines
     }
 
     /// The rows of the group's cells, `cells[i]` and `telemetry[i]` being `self.arms[i]`'s,
@@ -225,6 +248,15 @@ impl FloorRounds {
             .map(|r| over_rounds(r))
             .collect();
         rule.check(self.rounds(), &steps, None, self.elapsed)
+    }
+
+    /// Every round's median of each item's `step_us` and the harness's.
+    pub fn round_lines(&self) -> Vec<RoundLine> {
+        let named = FloorItem::ALL.iter().map(|i| i.name()).chain([HARNESS]);
+        named
+            .zip(self.items.iter().chain([&self.harness]))
+            .flat_map(|(name, rounds)| floor_cell(name).round_lines("step_us", rounds))
+            .collect()
     }
 
     /// The floor's rows: each item's `step_us`, the harness's, and its overhead over the empty
@@ -479,6 +511,41 @@ mod tests {
                 STEP_RATIO_VS_EAGER_SYNC
             ]
         );
+    }
+
+    #[test]
+    fn round_lines_give_each_rounds_median_in_order() {
+        let (group, floor) = drifting();
+        let lines = group.round_lines(&cells());
+        let of = |arm: &str, metric: &str| -> Vec<(u32, f64)> {
+            lines
+                .iter()
+                .filter(|l| l.cell.arm == arm && l.metric == metric)
+                .map(|l| (l.round, l.median))
+                .collect()
+        };
+        // The middle of a round's samples (level, 1.001 level, 1.002 level, ...) is 1.001 level.
+        let expected: Vec<(u32, f64)> = (1..)
+            .zip(DRIFT)
+            .map(|(round, d)| (round, 40.0 * d * 1.001))
+            .collect();
+        let got = of("eager-sync", "step_us");
+        assert_eq!(got.len(), expected.len());
+        for ((r, m), (er, em)) in got.iter().zip(&expected) {
+            assert_eq!(r, er);
+            assert!((m - em).abs() < 1e-9, "round {r}: {m} vs {em}");
+        }
+        assert_eq!(of("eager-sync", "host_blocked_us").len(), 6);
+        assert!(
+            of("graph", "host_blocked_us").is_empty(),
+            "graph reads nothing"
+        );
+        assert!(lines.iter().all(|l| l.samples == 10));
+        let floor_lines = floor.round_lines();
+        assert_eq!(floor_lines.len(), (FloorItem::ALL.len() + 1) * DRIFT.len());
+        assert!(floor_lines
+            .iter()
+            .any(|l| l.cell.arm == HARNESS && l.round == 6));
     }
 
     #[test]
