@@ -323,8 +323,9 @@ impl Profile {
         let rank_tokens = u64::from(rank_batch) * u64::from(tokens);
         match layout {
             Layout::Tp(_) => {
-                let n = u64::from(layout.tp_degree());
-                ALL_REDUCES_PER_LAYER * 2 * (n - 1) * rank_tokens * token_bytes / n
+                let ring = CollectiveKind::AllReduce
+                    .link_bytes(rank_tokens * token_bytes, layout.tp_degree());
+                ALL_REDUCES_PER_LAYER * ring.round() as u64
             }
             Layout::Dep(_) => self.moe.map_or(0, |moe| {
                 let n = f64::from(layout.dp_degree());
@@ -344,6 +345,19 @@ pub enum CollectiveKind {
     AllReduce,
     /// depN: expert parallelism's dispatch or combine, a send and a receive to each other GPU.
     AllToAll,
+}
+
+impl CollectiveKind {
+    /// Bytes each rank puts on its links for one collective over a `bytes` buffer in a
+    /// world of `world` ranks: a ring all-reduce sends 2·(N−1)/N of the buffer, an all-to-all
+    /// sends a `bytes` share to each of the N−1 others.
+    pub fn link_bytes(self, bytes: u64, world: u32) -> f64 {
+        let n = f64::from(world);
+        match self {
+            CollectiveKind::AllReduce => bytes as f64 * 2.0 * (n - 1.0) / n,
+            CollectiveKind::AllToAll => bytes as f64 * (n - 1.0),
+        }
+    }
 }
 
 /// The collectives of one forward on one rank, as real ranks issue them.
@@ -506,6 +520,14 @@ impl ForwardModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_bytes_follow_the_ring_and_the_all_to_all() {
+        assert_eq!(CollectiveKind::AllReduce.link_bytes(1000, 2), 1000.0);
+        assert_eq!(CollectiveKind::AllReduce.link_bytes(1000, 4), 1500.0);
+        assert_eq!(CollectiveKind::AllReduce.link_bytes(1000, 1), 0.0);
+        assert_eq!(CollectiveKind::AllToAll.link_bytes(1000, 4), 3000.0);
+    }
 
     fn link(gb_s: f64, latency_us: f64) -> Link {
         Link { gb_s, latency_us }

@@ -51,15 +51,6 @@ impl Timing {
     }
 }
 
-/// Link bytes of a collective of `bytes` on `world` ranks.
-pub fn link_bytes(kind: CollectiveKind, bytes: u64, world: usize) -> f64 {
-    let n = world as f64;
-    match kind {
-        CollectiveKind::AllReduce => bytes as f64 * 2.0 * (n - 1.0) / n,
-        CollectiveKind::AllToAll => bytes as f64 * (n - 1.0),
-    }
-}
-
 /// A least-squares line t = α + link bytes / β through `timings` of one kind: (α µs, β GB/s).
 /// `None` with fewer than two sizes or a slope that is not positive.
 pub fn fit(timings: &[&Timing]) -> Option<(f64, f64)> {
@@ -123,7 +114,7 @@ pub fn run_worker(config: &CollectivesConfig) -> Result<Option<String>> {
                 median_us: s.median,
                 p10_us: s.p10,
                 p90_us: s.p90,
-                link_bytes: link_bytes(kind, bytes, role.world),
+                link_bytes: kind.link_bytes(bytes, role.world as u32),
             });
         }
     }
@@ -217,16 +208,8 @@ mod tests {
             median_us: us,
             p10_us: us,
             p90_us: us,
-            link_bytes: link_bytes(CollectiveKind::AllReduce, bytes, world),
+            link_bytes: CollectiveKind::AllReduce.link_bytes(bytes, world as u32),
         }
-    }
-
-    #[test]
-    fn link_bytes_follow_the_ring_and_the_all_to_all() {
-        assert_eq!(link_bytes(CollectiveKind::AllReduce, 1000, 2), 1000.0);
-        assert_eq!(link_bytes(CollectiveKind::AllReduce, 1000, 4), 1500.0);
-        assert_eq!(link_bytes(CollectiveKind::AllReduce, 1000, 1), 0.0);
-        assert_eq!(link_bytes(CollectiveKind::AllToAll, 1000, 4), 3000.0);
     }
 
     #[test]
