@@ -57,6 +57,7 @@ fn a_run_against_itself_is_all_same() {
     assert_eq!(outcome.exit_code(), 0);
     assert!(outcome.markdown.contains("**0 slower · 0 faster · 432 same · 0 uncertain** (432 matched; 0 only in BASE, 0 only in NEW)"), "{}", outcome.markdown);
     assert!(outcome.markdown.contains("_No cell changed beyond ±2%._"));
+    assert!(!outcome.markdown.contains("The machine moved"));
 }
 
 #[test]
@@ -405,6 +406,13 @@ fn floors_get_no_verdict_and_never_fail_the_gate() {
         !md.contains("| floor | floor |"),
         "no floor row among the cells: {md}"
     );
+    // Every floor moved: the report says so above the cells, though nothing was called.
+    assert!(
+        md.contains("> **The machine moved between the runs**: ")
+            && md.contains("empty-kernel +50.0% [+49.1, +50.9]")
+            && md.contains("0 of the 0 slower/faster calls are on the "),
+        "{md}"
+    );
     // The arms stood still while the floors rose by half: against their floor they fell by
     // a third.
     let eager = line(
@@ -485,6 +493,15 @@ fn change_vs_floor_reads_each_arm_against_its_own_floor() {
     );
     assert!(
         md.contains("**2 slower · 0 faster · 0 same · 0 uncertain** (2 matched"),
+        "{md}"
+    );
+    // The empty kernel moved, the empty graph did not; of the two calls, eager-sync's is on
+    // a row the host paces.
+    assert!(
+        md.contains(
+            "> **The machine moved between the runs**: 1 of 2 floors beyond ±2% (empty-kernel \
+             +100.0%"
+        ) && md.contains("1 of the 2 slower/faster calls are on the 1 host-paced rows"),
         "{md}"
     );
     assert_eq!(outcome.exit_code(), 1, "verdicts stay on the raw times");

@@ -36,8 +36,11 @@
 //! arm's "change vs floor" divides its metric by the floor it is read against first. A
 //! `floor_multiple` that moved only because its floor moved is `floor moved`, not `slower`
 //! or `faster`: its floor's own change lies beyond the threshold the way that explains it,
-//! and the arm's `step_us` in the same cell was not called the same way.
+//! and the arm's `step_us` in the same cell was not called the same way. When any floor moved
+//! beyond the threshold, a warning above the cells names those floors and counts the calls on
+//! host-paced rows, which move with the host (see [`Comparison::host_paced_calls`]).
 
+use crate::axes::Arm;
 use crate::report::change::{
     is_time, judge, ratio_change, relative_change, Change, Verdict, DEFAULT_THRESHOLD_PCT,
 };
@@ -207,6 +210,45 @@ impl Comparison {
     pub fn count(&self, verdict: Verdict) -> usize {
         self.matched.iter().filter(|m| m.verdict == verdict).count()
     }
+
+    /// The floors whose whole interval moved beyond ±`threshold_pct`: the machine changed
+    /// between the runs.
+    pub fn moved_floors(&self, threshold_pct: f64) -> Vec<&FloorMove> {
+        self.floors
+            .iter()
+            .filter(|f| {
+                f.change
+                    .is_some_and(|c| c.lo_pct > threshold_pct || c.hi_pct < -threshold_pct)
+            })
+            .collect()
+    }
+
+    /// Rows called `slower` or `faster` whose metric the host paces, and all such rows.
+    pub fn host_paced_calls(&self) -> (usize, usize) {
+        let paced: Vec<&Matched> = self
+            .matched
+            .iter()
+            .filter(|m| m.new.kind == KIND_PREP && host_paced(&m.new))
+            .collect();
+        let called = paced
+            .iter()
+            .filter(|m| matches!(m.verdict, Verdict::Slower | Verdict::Faster))
+            .count();
+        (called, paced.len())
+    }
+}
+
+/// Whether a prep row's value is set by the host's speed more than by the GPU's: the host's
+/// own times and the read cost, every metric of an eager arm (its launches pace its prep, and
+/// eager-sync waits on a read), and the ratios over eager-sync. On the H200 host these moved
+/// 8–12% between two back-to-back runs while the GPU-bound rows held
+/// (results/2026-11-29-h200-rounds/).
+fn host_paced(row: &Row) -> bool {
+    let eager = row.arm.parse::<Arm>().is_ok_and(|arm| !arm.uses_graph());
+    matches!(
+        row.metric.as_str(),
+        "host_issue_us" | "host_blocked_us" | "read_cost_us" | STEP_RATIO_VS_EAGER_SYNC
+    ) || (eager && row.metric != "bytes")
 }
 
 /// Matches rows on (kind, family, batch size, block size, layout, metric) and arm. With
@@ -670,6 +712,7 @@ fn render_comparison(
         comparison.only_in_base.len(),
         comparison.only_in_new.len(),
     )?;
+    write_machine_moved(&mut out, comparison, threshold)?;
     write_environment(&mut out, comparison, machine)?;
     writeln!(out, "### Cells\n")?;
     let (same, changed): (Vec<&Matched>, Vec<&Matched>) = comparison
@@ -708,6 +751,46 @@ fn render_comparison(
         writeln!(out, "\n</details>\n")?;
     }
     Ok(out)
+}
+
+/// A warning above the cells when the floors say the machine moved between the runs: which
+/// floors, and how many of the calls are on rows the host paces, which move with it.
+fn write_machine_moved(out: &mut String, comparison: &Comparison, threshold: f64) -> Result<()> {
+    let moved = comparison.moved_floors(threshold);
+    if moved.is_empty() {
+        return Ok(());
+    }
+    let floors: Vec<String> = moved
+        .iter()
+        .filter_map(|f| {
+            let c = f.change?;
+            // A floor item with more than one metric (the harness, the copy) names it.
+            let metric = match f.base.metric.as_str() {
+                "step_us" => String::new(),
+                other => format!(" {other}"),
+            };
+            Some(format!(
+                "{}{metric} {} {}",
+                f.base.arm,
+                fmt_pct(c.pct),
+                fmt_interval(c.lo_pct, c.hi_pct)
+            ))
+        })
+        .collect();
+    let (called, paced) = comparison.host_paced_calls();
+    writeln!(
+        out,
+        "> **The machine moved between the runs**: {} of {} floors beyond ±{threshold}% \
+         ({}). {called} of the {} slower/faster calls are on the {paced} host-paced rows (host \
+         times, the read cost, eager arms, ratios over eager-sync), which move with the host; \
+         read those as the machine's unless the change vs floor says otherwise, and put \
+         before and after in one device call where you can.\n",
+        moved.len(),
+        comparison.floors.len(),
+        floors.join(", "),
+        comparison.count(Verdict::Slower) + comparison.count(Verdict::Faster),
+    )?;
+    Ok(())
 }
 
 /// The machine's differences and how each floor moved: no verdicts here.
