@@ -499,7 +499,7 @@ fn change_vs_floor_reads_each_arm_against_its_own_floor() {
     // a row the host paces.
     assert!(
         md.contains(
-            "> **The machine moved between the runs**: 1 of 2 floors beyond ±2% (empty-kernel \
+            "> **The machine moved between the runs**: 1 of 2 floor times beyond ±2% (empty-kernel \
              +100.0%"
         ) && md.contains("1 of the 2 slower/faster calls are on the 1 host-paced rows"),
         "{md}"

@@ -13,6 +13,7 @@ pub mod pin;
 pub mod prep_cell;
 pub mod process_group;
 pub mod rendezvous;
+pub mod rounds_file;
 pub mod rows;
 pub mod run_output;
 pub mod sampling;

@@ -1,7 +1,7 @@
 //! Turning measurements into tidy CSV rows.
 
 use super::nvml::{reasons_hex, CellTelemetry};
-use crate::results::csv::{CellKey, Row, CELL_KEY_COLUMNS, COLUMNS};
+use crate::results::csv::{CellKey, Row};
 use crate::stats::rounds::{over_rounds, paired, round_medians};
 use crate::stats::summary::{summarize, Estimate, Summary};
 
@@ -14,16 +14,6 @@ pub struct RoundLine {
     pub round: u32,
     pub median: f64,
     pub samples: u64,
-}
-
-/// `rounds.csv`'s header: the cell key's columns as the results CSV names them, then
-/// [`RoundLine`]'s own.
-pub fn round_columns() -> Vec<&'static str> {
-    COLUMNS[..CELL_KEY_COLUMNS]
-        .iter()
-        .copied()
-        .chain(["metric", "round", "median", "samples"])
-        .collect()
 }
 
 /// The coordinates every row of one cell shares.
@@ -226,7 +216,7 @@ mod tests {
     }
 
     #[test]
-    fn round_lines_write_one_line_per_round_under_the_cell_key_columns() {
+    fn round_lines_give_each_non_empty_rounds_median_and_samples() {
         let rounds = vec![vec![3.0, 1.0, 2.0], vec![], vec![f64::NAN, 4.0]];
         let lines = cell().round_lines("step_us", &rounds);
         // The empty round is left out; the others keep their numbers.
@@ -236,16 +226,6 @@ mod tests {
                 .map(|l| (l.round, l.median, l.samples))
                 .collect::<Vec<_>>(),
             [(1, 2.0, 3), (3, 4.0, 1)]
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("rounds.csv");
-        crate::results::csv::write_records(&path, &round_columns(), &lines, |l| l.metric.clone())
-            .unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
-            "kind,family,arm,batch_size,block_size,layout,metric,round,median,samples\n\
-             prep,dsa_decode,graph,8,5,tp8,step_us,1,2.0,3\n\
-             prep,dsa_decode,graph,8,5,tp8,step_us,3,4.0,1\n"
         );
     }
 

@@ -5,12 +5,11 @@
 use super::environment::env_for_run;
 use super::gpm::UNAVAILABLE_NOTE;
 use super::nvml::{Sampler, DEFAULT_PERIOD};
-use super::rows::{round_columns, RoundLine};
 use super::telemetry_file::TelemetryFile;
 use crate::axes::layout::Layout;
 use crate::gpu::Gpu;
-use crate::results::csv::{rows_for_resume, write_records, write_rows, Row};
-use crate::results::run_dir::{RESULTS_CSV, ROUNDS_CSV};
+use crate::results::csv::{rows_for_resume, write_rows, Row};
+use crate::results::run_dir::RESULTS_CSV;
 use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};
 
@@ -102,14 +101,6 @@ impl Recorder {
     pub fn save(&self, rows: &[Row]) -> Result<()> {
         write_rows(&self.csv_path, rows)?;
         self.telemetry.write_from(self.sampler.as_ref())
-    }
-
-    /// Rewrites `rounds.csv` beside the results CSV (atomically): this invocation's rounds.
-    pub fn save_rounds(&self, lines: &[RoundLine]) -> Result<()> {
-        let path = self.csv_path.with_file_name(ROUNDS_CSV);
-        write_records(&path, &round_columns(), lines, |l| {
-            format!("round {} of {} {}", l.round, l.cell, l.metric)
-        })
     }
 
     /// Stops sampling and writes the final telemetry.

@@ -211,11 +211,16 @@ impl Comparison {
         self.matched.iter().filter(|m| m.verdict == verdict).count()
     }
 
-    /// The floors whose whole interval moved beyond ±`threshold_pct`: the machine changed
-    /// between the runs.
+    /// The floor items' times (`step_us`; not the harness's overhead, a difference of two
+    /// times, nor the copy's bandwidth, its time again).
+    fn floor_times(&self) -> impl Iterator<Item = &FloorMove> {
+        self.floors.iter().filter(|f| f.base.metric == "step_us")
+    }
+
+    /// The floor items whose time's whole interval moved beyond ±`threshold_pct`: the machine
+    /// changed between the runs.
     pub fn moved_floors(&self, threshold_pct: f64) -> Vec<&FloorMove> {
-        self.floors
-            .iter()
+        self.floor_times()
             .filter(|f| {
                 f.change
                     .is_some_and(|c| c.lo_pct > threshold_pct || c.hi_pct < -threshold_pct)
@@ -764,13 +769,8 @@ fn write_machine_moved(out: &mut String, comparison: &Comparison, threshold: f64
         .iter()
         .filter_map(|f| {
             let c = f.change?;
-            // A floor item with more than one metric (the harness, the copy) names it.
-            let metric = match f.base.metric.as_str() {
-                "step_us" => String::new(),
-                other => format!(" {other}"),
-            };
             Some(format!(
-                "{}{metric} {} {}",
+                "{} {} {}",
                 f.base.arm,
                 fmt_pct(c.pct),
                 fmt_interval(c.lo_pct, c.hi_pct)
@@ -780,13 +780,13 @@ fn write_machine_moved(out: &mut String, comparison: &Comparison, threshold: f64
     let (called, paced) = comparison.host_paced_calls();
     writeln!(
         out,
-        "> **The machine moved between the runs**: {} of {} floors beyond ±{threshold}% \
+        "> **The machine moved between the runs**: {} of {} floor times beyond ±{threshold}% \
          ({}). {called} of the {} slower/faster calls are on the {paced} host-paced rows (host \
          times, the read cost, eager arms, ratios over eager-sync), which move with the host; \
          read those as the machine's unless the change vs floor says otherwise, and put \
          before and after in one device call where you can.\n",
         moved.len(),
-        comparison.floors.len(),
+        comparison.floor_times().count(),
         floors.join(", "),
         comparison.count(Verdict::Slower) + comparison.count(Verdict::Faster),
     )?;
@@ -1204,6 +1204,47 @@ mod tests {
         let bare = compare_rows(&base[2..], &new, None, 2.0).unwrap();
         assert!(bare.matched.iter().all(|m| m.vs_floor.is_none()));
         assert_eq!(bare.only_in_new.len(), 2, "the floors only NEW has");
+    }
+
+    #[test]
+    fn only_floor_times_say_the_machine_moved() {
+        let floor = |arm: &str, metric: &str, median: f64| {
+            let mut r = row("floor", "floor", arm, 1, metric, median);
+            if metric == "gb_s" {
+                r.unit = "GB/s".into();
+            }
+            r
+        };
+        let cell = row("prep", "dsa_decode", "eager-sync", 4, "host_issue_us", 10.0);
+        let base = vec![
+            floor("empty-kernel", "step_us", 4.0),
+            floor("harness", "overhead_us", 0.16),
+            floor("d2d-copy", "gb_s", 3800.0),
+            cell.clone(),
+        ];
+        // The harness's overhead (a difference of two times) and the copy's bandwidth moved;
+        // no floor time did.
+        let new = vec![
+            floor("empty-kernel", "step_us", 4.0),
+            floor("harness", "overhead_us", 0.05),
+            floor("d2d-copy", "gb_s", 3000.0),
+            cell.clone(),
+        ];
+        let comparison = compare_rows(&base, &new, None, 2.0).unwrap();
+        assert!(comparison.moved_floors(2.0).is_empty());
+        // The empty kernel 20% faster: one of one floor time moved, and the eager arm's host
+        // time is one host-paced row (not called here).
+        let mut faster = new.clone();
+        faster[0] = floor("empty-kernel", "step_us", 3.2);
+        let comparison = compare_rows(&base, &faster, None, 2.0).unwrap();
+        let moved: Vec<&str> = comparison
+            .moved_floors(2.0)
+            .iter()
+            .map(|f| f.base.arm.as_str())
+            .collect();
+        assert_eq!(moved, ["empty-kernel"]);
+        assert_eq!(comparison.floor_times().count(), 1);
+        assert_eq!(comparison.host_paced_calls(), (0, 1));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! while its reported intervals are wide, up to `--max-rounds` or its time cap
 //! ([`crate::stats::stopping`]); then its rows are formed ([`crate::runs::sweep_rounds`])
 //! and written. Every round's medians go to `rounds.csv` as they come
-//! ([`crate::harness::rows::RoundLine`]).
+//! ([`crate::harness::rounds_file`]).
 //!
 //! **Resume.** A group's rows are written when its rounds stop, all at once, so the CSV only
 //! ever holds whole groups, each from one invocation's rounds; `--resume` keeps those and
@@ -28,6 +28,7 @@ use crate::gpu::{Gpu, ImageChoice, Launch};
 use crate::harness::floor::Floor;
 use crate::harness::pin::{pin_current_thread, CpuPin};
 use crate::harness::prep_cell::measure;
+use crate::harness::rounds_file::RoundsFile;
 use crate::harness::rows::{CellId, RoundLine};
 use crate::harness::run_output::{
     arm_cells, emulation_notes, existing_rows, needs_measuring, progress, Recorder,
@@ -168,6 +169,7 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
     let pinned = pin_current_thread(config.cpu)?;
     notes.push(pinned.note());
     let recorder = Recorder::start(&gpu, &config.out, csv_path, config.resume, notes)?;
+    let rounds_file = RoundsFile::open(&config.out, config.resume, &done)?;
 
     // Counts cell visits (a cell once per round); the length grows as groups get rounds
     // beyond --rounds, so the ETA is to the end of the rounds planned so far.
@@ -232,8 +234,10 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
             floor_rows = floor_rounds.rows(stop, |label| recorder.cell_telemetry(label));
         }
         open = close_stopped(&mut groups, &open, &group_rule, &floor_rounds, &recorder);
+        // Rounds first: a run stopped between the two writes then has every kept group's
+        // rounds, and a group whose rows are not yet written is measured again on resume.
+        rounds_file.write(&round_lines(&floor_rounds, &groups))?;
         recorder.save(&all_rows(&kept, &floor_rows, &groups))?;
-        recorder.save_rounds(&round_lines(&floor_rounds, &groups))?;
     }
     progress.finish_and_clear();
     recorder.finish()?;

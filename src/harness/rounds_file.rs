@@ -1,0 +1,191 @@
+//! `rounds.csv` kept current during a sweep: every round's median of every cell and metric
+//! ([`RoundLine`]), rewritten (atomically) after each round. On `--resume` the lines of the
+//! cell groups the run keeps are carried over, so the file always covers the same cells as
+//! the results CSV.
+
+use super::rows::RoundLine;
+use crate::results::csv::{write_records, CellKey, CELL_KEY_COLUMNS, COLUMNS};
+use crate::results::run_dir::ROUNDS_CSV;
+use anyhow::{bail, Context, Result};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+/// `rounds.csv`'s header: the cell key's columns as the results CSV names them, then
+/// [`RoundLine`]'s own.
+pub fn round_columns() -> Vec<&'static str> {
+    COLUMNS[..CELL_KEY_COLUMNS]
+        .iter()
+        .copied()
+        .chain(["metric", "round", "median", "samples"])
+        .collect()
+}
+
+/// One line of the file as read back: the cell key's fields, then the line's own.
+type Record = (
+    String,
+    String,
+    String,
+    u32,
+    u32,
+    String,
+    String,
+    u32,
+    f64,
+    u64,
+);
+
+pub struct RoundsFile {
+    path: PathBuf,
+    /// Lines an earlier invocation wrote for the cells this one keeps.
+    kept: Vec<RoundLine>,
+}
+
+impl RoundsFile {
+    /// The rounds file in `dir`. On `resume`, an earlier file's lines of the cells in `keep`
+    /// are kept (the others' groups are measured again); a file that is not a rounds file
+    /// is an error, never overwritten.
+    pub fn open(dir: &Path, resume: bool, keep: &HashSet<CellKey>) -> Result<Self> {
+        let path = dir.join(ROUNDS_CSV);
+        let kept = if resume && path.exists() {
+            read_kept(&path, keep).with_context(|| {
+                format!(
+                    "reading {} to resume it (move it away to resume without it)",
+                    path.display()
+                )
+            })?
+        } else {
+            Vec::new()
+        };
+        Ok(Self { path, kept })
+    }
+
+    /// Rewrites the file: the kept lines, then `lines`.
+    pub fn write(&self, lines: &[RoundLine]) -> Result<()> {
+        write_records(
+            &self.path,
+            &round_columns(),
+            self.kept.iter().chain(lines),
+            |l| format!("round {} of {} {}", l.round, l.cell, l.metric),
+        )
+    }
+}
+
+fn read_kept(path: &Path, keep: &HashSet<CellKey>) -> Result<Vec<RoundLine>> {
+    let mut reader = csv::Reader::from_path(path)?;
+    let header: Vec<String> = reader.headers()?.iter().map(String::from).collect();
+    if header != round_columns() {
+        bail!("its header is not rounds.csv's: {}", header.join(","));
+    }
+    let mut kept = Vec::new();
+    for (index, record) in reader.deserialize::<Record>().enumerate() {
+        let (kind, family, arm, batch_size, block_size, layout, metric, round, median, samples) =
+            record.with_context(|| format!("line {}", index + 2))?;
+        let cell = CellKey {
+            kind,
+            family,
+            arm,
+            batch_size,
+            block_size,
+            layout,
+        };
+        if keep.contains(&cell) {
+            kept.push(RoundLine {
+                cell,
+                metric,
+                round,
+                median,
+                samples,
+            });
+        }
+    }
+    Ok(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(arm: &str, round: u32) -> RoundLine {
+        RoundLine {
+            cell: CellKey {
+                kind: "prep".into(),
+                family: "dsa_decode".into(),
+                arm: arm.into(),
+                batch_size: 8,
+                block_size: 5,
+                layout: "tp1".into(),
+            },
+            metric: "step_us".into(),
+            round,
+            median: 2.0 + f64::from(round),
+            samples: 10,
+        }
+    }
+
+    #[test]
+    fn lines_are_written_under_the_cell_key_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = RoundsFile::open(dir.path(), false, &HashSet::new()).unwrap();
+        file.write(&[line("graph", 1), line("graph", 3)]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(ROUNDS_CSV)).unwrap(),
+            "kind,family,arm,batch_size,block_size,layout,metric,round,median,samples\n\
+             prep,dsa_decode,graph,8,5,tp1,step_us,1,3.0,10\n\
+             prep,dsa_decode,graph,8,5,tp1,step_us,3,5.0,10\n"
+        );
+    }
+
+    #[test]
+    fn resume_keeps_the_kept_cells_lines_and_drops_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = RoundsFile::open(dir.path(), false, &HashSet::new()).unwrap();
+        first
+            .write(&[line("graph", 1), line("fused", 1), line("graph", 2)])
+            .unwrap();
+        let keep: HashSet<CellKey> = [line("graph", 1).cell].into();
+        let resumed = RoundsFile::open(dir.path(), true, &keep).unwrap();
+        resumed.write(&[line("fused", 1)]).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(ROUNDS_CSV)).unwrap();
+        let rows: Vec<&str> = text.lines().skip(1).collect();
+        assert_eq!(
+            rows,
+            [
+                "prep,dsa_decode,graph,8,5,tp1,step_us,1,3.0,10",
+                "prep,dsa_decode,graph,8,5,tp1,step_us,2,4.0,10",
+                "prep,dsa_decode,fused,8,5,tp1,step_us,1,3.0,10",
+            ]
+        );
+        // Without --resume an earlier file is replaced, not carried over.
+        let fresh = RoundsFile::open(dir.path(), false, &keep).unwrap();
+        fresh.write(&[]).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(ROUNDS_CSV)).unwrap();
+        assert_eq!(text.lines().count(), 1);
+    }
+
+    #[test]
+    fn resuming_over_a_file_that_is_not_a_rounds_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(ROUNDS_CSV);
+        std::fs::write(&path, "a,b\n1,2\n").unwrap();
+        let err = RoundsFile::open(dir.path(), true, &HashSet::new())
+            .err()
+            .expect("a foreign file is refused");
+        let text = format!("{err:#}");
+        assert!(
+            text.contains("rounds.csv") && text.contains("header"),
+            "{text}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a,b\n1,2\n");
+        // A damaged line is named.
+        std::fs::write(
+            &path,
+            "kind,family,arm,batch_size,block_size,layout,metric,round,median,samples\n\
+             prep,dsa_decode,graph,eight,5,tp1,step_us,1,3.0,10\n",
+        )
+        .unwrap();
+        let err = RoundsFile::open(dir.path(), true, &HashSet::new())
+            .err()
+            .unwrap();
+        assert!(format!("{err:#}").contains("line 2"), "{err:#}");
+    }
+}
