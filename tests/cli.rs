@@ -293,7 +293,7 @@ fn sweep_help_explains_rounds() {
 }
 
 #[test]
-fn kernel_image_is_a_flag_of_every_gpu_command_and_bad_values_exit_2() {
+fn kernel_image_and_sync_are_flags_of_every_gpu_command_and_bad_values_exit_2() {
     for command in ["info", "check", "sweep", "steps"] {
         let out = metaprep(&[command, "--help"]);
         let help = String::from_utf8_lossy(&out.stdout);
@@ -301,6 +301,9 @@ fn kernel_image_is_a_flag_of_every_gpu_command_and_bad_values_exit_2() {
             "--kernel-image <KERNEL_IMAGE>",
             "JIT-compiled by the driver",
             "[default: auto]",
+            "--sync <SYNC>",
+            "sleep until the GPU signals",
+            "- blocking: Sleep until the GPU signals (CU_CTX_SCHED_BLOCKING_SYNC)",
         ] {
             assert!(
                 help.contains(text),
@@ -311,6 +314,11 @@ fn kernel_image_is_a_flag_of_every_gpu_command_and_bad_values_exit_2() {
             &metaprep(&[command, "--kernel-image", "sass"]),
             2,
             "invalid value 'sass' for '--kernel-image <KERNEL_IMAGE>'",
+        );
+        assert_clean_failure(
+            &metaprep(&[command, "--sync", "poll"]),
+            2,
+            "invalid value 'poll' for '--sync <SYNC>'",
         );
     }
 }

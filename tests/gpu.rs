@@ -4,7 +4,7 @@
 use metaprep::axes::layout::Layout;
 use metaprep::axes::Arm;
 use metaprep::axes::Family;
-use metaprep::gpu::{capture_graph, Gpu, ImageChoice};
+use metaprep::gpu::{capture_graph, Gpu, ImageChoice, SyncMode};
 use metaprep::prep::inputs::LengthRange;
 use metaprep::prep::Shape;
 use metaprep::runs::check::{
@@ -67,7 +67,7 @@ fn every_family_is_exact_from(gpu: &Gpu) {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_cubin_for_the_device_loads_and_every_arm_is_exact() {
-    let gpu = Gpu::open_with(0, ImageChoice::Cubin).unwrap();
+    let gpu = Gpu::open_with(0, ImageChoice::Cubin, SyncMode::Auto).unwrap();
     let image = &gpu.info.kernel_image;
     let (major, minor) = gpu.info.compute_capability;
     println!("{} on {}", image, gpu.info.name);
@@ -81,11 +81,25 @@ fn the_cubin_for_the_device_loads_and_every_arm_is_exact() {
     every_family_is_exact_from(&gpu);
 }
 
+/// Every synchronisation mode is set on the context and read back (`open_with` fails
+/// otherwise), and the eager-sync arm's read gives the same bits under each.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_sync_mode_is_set_on_the_context_and_the_reads_stay_exact() {
+    use clap::ValueEnum;
+    let seed = fresh_seed();
+    for &mode in SyncMode::value_variants() {
+        let gpu = Gpu::open_with(0, ImageChoice::Auto, mode).unwrap();
+        assert_eq!(gpu.info.sync, mode);
+        assert_all_equal(&gpu, Family::DsaDecode, 8, 5, 3, seed);
+    }
+}
+
 /// The PTX fallback (forced), JIT-compiled by the driver, gives the same bits.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_forced_ptx_fallback_loads_and_every_arm_is_exact() {
-    let gpu = Gpu::open_with(0, ImageChoice::Ptx).unwrap();
+    let gpu = Gpu::open_with(0, ImageChoice::Ptx, SyncMode::Auto).unwrap();
     let image = &gpu.info.kernel_image;
     println!("{} on {}", image, gpu.info.name);
     assert!(!image.cubin, "{image}");
@@ -180,6 +194,7 @@ fn step_config(
         cpu: metaprep::harness::pin::CpuPin::Auto,
         device: 0,
         kernel_image: metaprep::gpu::ImageChoice::Auto,
+        sync: metaprep::gpu::SyncMode::Auto,
         arms,
         batch_sizes: vec![1, 3],
         block_sizes: vec![5],
@@ -407,6 +422,7 @@ fn small_sweep(
     metaprep::runs::sweep::SweepConfig {
         device: 0,
         kernel_image: metaprep::gpu::ImageChoice::Auto,
+        sync: metaprep::gpu::SyncMode::Auto,
         cpu: metaprep::harness::pin::CpuPin::Auto,
         families: vec![family],
         arms,

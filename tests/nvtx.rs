@@ -183,6 +183,7 @@ fn child_runs_a_steps_cell_and_a_sweep() {
     let steps = metaprep::runs::steps::StepsConfig {
         device: 0,
         kernel_image: metaprep::gpu::ImageChoice::Auto,
+        sync: metaprep::gpu::SyncMode::Auto,
         cpu: metaprep::harness::pin::CpuPin::Off,
         arms: Arm::ALL.to_vec(),
         batch_sizes: vec![1],
@@ -218,6 +219,7 @@ fn child_runs_a_steps_cell_and_a_sweep() {
     let sweep = metaprep::runs::sweep::SweepConfig {
         device: 0,
         kernel_image: metaprep::gpu::ImageChoice::Auto,
+        sync: metaprep::gpu::SyncMode::Auto,
         cpu: metaprep::harness::pin::CpuPin::Off,
         families: vec![Family::DsaDecode],
         arms: vec![Arm::EagerSync, Arm::Graph],

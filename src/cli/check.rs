@@ -76,7 +76,11 @@ pub(crate) fn check_config(args: &CheckArgs) -> Result<CheckConfig, ExitCode> {
 }
 
 pub(crate) fn run_check(args: &CheckArgs, config: &CheckConfig) -> Result<ExitCode> {
-    let gpu = Gpu::open_with(args.device.device, args.device.kernel_image)?;
+    let gpu = Gpu::open_with(
+        args.device.device,
+        args.device.kernel_image,
+        args.device.sync,
+    )?;
     println!(
         "metaprep check on {} (sm_{}{}, CUDA {}, kernels: {}), seed {} (replay with --seed {})",
         gpu.info.name,
@@ -136,6 +140,7 @@ pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Re
         Some(Gpu::open_with(
             args.device.device,
             args.device.kernel_image,
+            args.device.sync,
         )?)
     };
     let count = args.dump_cases as usize;

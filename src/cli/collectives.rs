@@ -65,6 +65,7 @@ pub(crate) fn collectives(args: &CollectivesArgs) -> Result<ExitCode> {
     if let (Some(rank), Some(id_file)) = (args.worker_rank, &args.id_file) {
         let config = CollectivesConfig {
             device: args.device.device,
+            sync: args.device.sync,
             role: RankRole {
                 rank,
                 world: args.gpus.context("a worker is told the world's size")? as usize,
@@ -102,6 +103,7 @@ pub(crate) fn collectives(args: &CollectivesArgs) -> Result<ExitCode> {
         let mut c = Command::new(exe);
         c.arg("collectives")
             .args(["--device", &args.device.device.to_string()])
+            .args(["--sync", &args.device.sync.to_string()])
             .args(["--gpus", &world.to_string()])
             .args(["--sizes-kib", &args.sizes_kib])
             .args(["--iters", &args.iters.to_string()])

@@ -6,7 +6,7 @@ use anyhow::Result;
 use std::process::ExitCode;
 
 pub(crate) fn info(args: &DeviceArgs) -> Result<ExitCode> {
-    let gpu = Gpu::open_with(args.device, args.kernel_image)?;
+    let gpu = Gpu::open_with(args.device, args.kernel_image, args.sync)?;
     let i = &gpu.info;
     println!("GPU {}: {}", i.ordinal, i.name);
     println!(
@@ -22,6 +22,7 @@ pub(crate) fn info(args: &DeviceArgs) -> Result<ExitCode> {
     println!("  CUDA (driver)       {}", i.cuda_driver_version);
     println!("  NVRTC               {}", i.nvrtc_version);
     println!("  kernels             {}", i.kernel_image);
+    println!("  synchronise         {}", i.sync);
     println!("  devices visible     {}", i.device_count);
     match crate::gpu::cupti::load_cupti(None) {
         Ok(cupti) => println!(

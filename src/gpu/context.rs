@@ -5,6 +5,7 @@ use super::image::{ImageChoice, KernelImage};
 use super::kernels::KernelModule;
 use super::nvrtc;
 use super::probe::{require_driver, require_nvrtc, GpuUnavailable};
+use super::sync_mode::SyncMode;
 use anyhow::{Context, Result};
 use cudarc::driver::sys::CUdevice_attribute as Attr;
 use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
@@ -27,6 +28,8 @@ pub struct DeviceInfo {
     pub device_count: u32,
     /// What every module is compiled to: a cubin for this device, or PTX.
     pub kernel_image: KernelImage,
+    /// How the host waits in a synchronise (set on the context and read back).
+    pub sync: SyncMode,
 }
 
 pub struct Gpu {
@@ -43,12 +46,12 @@ fn version_string(v: i32) -> String {
 impl Gpu {
     /// Opens device `ordinal`, its kernels compiled to a cubin where NVRTC knows the device.
     pub fn open(ordinal: usize) -> Result<Self> {
-        Self::open_with(ordinal, ImageChoice::Auto)
+        Self::open_with(ordinal, ImageChoice::Auto, SyncMode::Auto)
     }
 
-    /// Opens device `ordinal`, its kernels compiled as `image` asks. Missing driver, NVRTC or
-    /// device is a `GpuUnavailable` error.
-    pub fn open_with(ordinal: usize, image: ImageChoice) -> Result<Self> {
+    /// Opens device `ordinal`, its kernels compiled as `image` asks, the host waiting in a
+    /// synchronise as `sync` says. Missing driver, NVRTC or device is a `GpuUnavailable` error.
+    pub fn open_with(ordinal: usize, image: ImageChoice, sync: SyncMode) -> Result<Self> {
         require_driver()?;
         require_nvrtc()?;
         // SAFETY: the library is present (probed above), so cudarc will not panic loading it.
@@ -73,6 +76,9 @@ impl Gpu {
         // outside a capture (CUDA_ERROR_STREAM_CAPTURE_ISOLATION); we order streams ourselves.
         // SAFETY: no buffer exists yet, so no tracked event is pending.
         unsafe { ctx.disable_event_tracking() };
+        ctx.bind_to_thread()
+            .context("making the context current to set its synchronisation")?;
+        sync.apply_to_current()?;
         let stream = ctx.new_stream().context("creating a stream")?;
         let attr = |a| {
             ctx.attribute(a)
@@ -106,6 +112,7 @@ impl Gpu {
             nvrtc_version: nvrtc,
             device_count,
             kernel_image,
+            sync,
         };
         Ok(Self {
             ctx,

@@ -18,6 +18,7 @@ pub mod nvtx;
 pub mod probe;
 pub mod python_site;
 pub mod step_source;
+pub mod sync_mode;
 
 pub use capture::{capture_graph, ensure_not_capturing};
 pub use context::{DeviceInfo, Gpu};
@@ -26,3 +27,4 @@ pub use kernels::KernelModule;
 pub use launch::Launch;
 pub use probe::GpuUnavailable;
 pub use step_source::StepSource;
+pub use sync_mode::SyncMode;

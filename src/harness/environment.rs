@@ -30,6 +30,7 @@ pub fn env_record(gpu: &Gpu, notes: Vec<String>) -> EnvRecord {
         cuda_driver_version: info.cuda_driver_version.clone(),
         nvrtc_version: info.nvrtc_version.clone(),
         kernel_image: info.kernel_image.to_string(),
+        sync: info.sync.to_string(),
         notes,
         ..Default::default()
     };

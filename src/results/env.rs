@@ -44,6 +44,10 @@ pub struct EnvRecord {
     /// it; empty in older records.
     #[serde(default)]
     pub kernel_image: String,
+    /// How the host waited in a synchronise (`auto`, `spin`, `yield`, `blocking`: the
+    /// `--sync` the context was set to); empty in older records.
+    #[serde(default)]
+    pub sync: String,
     /// NVML readings at the start of the run; `None` without NVML.
     pub sm_clock_max_mhz: Option<u32>,
     pub mem_clock_max_mhz: Option<u32>,
@@ -304,6 +308,7 @@ pub(crate) fn test_env() -> EnvRecord {
         cuda_driver_version: "13.0".into(),
         nvrtc_version: "13.0".into(),
         kernel_image: "cubin sm_90 (NVRTC 13.0)".into(),
+        sync: "auto".into(),
         sm_clock_max_mhz: Some(1980),
         mem_clock_max_mhz: Some(3201),
         power_limit_w: Some(700.0),

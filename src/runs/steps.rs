@@ -27,7 +27,7 @@ use crate::axes::Family;
 use crate::axes::Layout;
 use crate::gpu::nccl::Comm;
 use crate::gpu::nvtx::{self, Range};
-use crate::gpu::{capture_graph, Gpu, ImageChoice, KernelModule, Launch};
+use crate::gpu::{capture_graph, Gpu, ImageChoice, KernelModule, Launch, SyncMode};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::pin::{pin_current_thread, CpuPin};
 use crate::harness::rows::CellId;
@@ -74,6 +74,7 @@ pub struct StepsConfig {
     pub device: usize,
     /// What the kernels are compiled to.
     pub kernel_image: ImageChoice,
+    pub sync: SyncMode,
     /// Where the measuring thread is pinned once the GPU is open.
     pub cpu: CpuPin,
     pub arms: Vec<Arm>,
@@ -902,7 +903,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         .gpu_memory
         .map(|memory| plan(config, context, memory))
         .transpose()?;
-    let gpu = Gpu::open_with(config.device, config.kernel_image)?;
+    let gpu = Gpu::open_with(config.device, config.kernel_image, config.sync)?;
     let world = match &config.rank {
         Some(role) => RankWorld::join(role, &gpu)?,
         None => RankWorld::alone(),
