@@ -76,19 +76,19 @@ impl Gpu {
         // outside a capture (CUDA_ERROR_STREAM_CAPTURE_ISOLATION); we order streams ourselves.
         // SAFETY: no buffer exists yet, so no tracked event is pending.
         unsafe { ctx.disable_event_tracking() };
-        ctx.bind_to_thread()
-            .context("making the context current to set its synchronisation")?;
-        sync.apply_to_current()?;
-        let stream = ctx.new_stream().context("creating a stream")?;
-        let attr = |a| {
-            ctx.attribute(a)
-                .with_context(|| format!("reading device attribute {a:?}"))
-        };
         let mut driver = 0;
         // SAFETY: a plain out-parameter query; the driver was probed above.
         unsafe { sys::cuDriverGetVersion(&mut driver) }
             .result()
             .context("reading the driver's CUDA version")?;
+        ctx.bind_to_thread()
+            .context("making the context current to set its synchronisation")?;
+        sync.apply_to_current(driver)?;
+        let stream = ctx.new_stream().context("creating a stream")?;
+        let attr = |a| {
+            ctx.attribute(a)
+                .with_context(|| format!("reading device attribute {a:?}"))
+        };
         let (nvrtc_major, nvrtc_minor) = nvrtc::version()?;
         let nvrtc = format!("{nvrtc_major}.{nvrtc_minor}");
         let compute_capability = ctx

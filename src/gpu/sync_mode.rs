@@ -12,6 +12,9 @@ use cudarc::driver::{result, sys};
 use serde::Serialize;
 use std::fmt;
 
+/// The first driver with cuCtxSetFlags (CUDA 12.1, as cuDriverGetVersion writes it).
+const SET_FLAGS_DRIVER: i32 = 12010;
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum SyncMode {
@@ -49,11 +52,22 @@ impl SyncMode {
         .find(|m| m.flag() as u32 == sched)
     }
 
-    /// Sets the mode on the calling thread's current context and reads it back: a context
-    /// that does not take it is an error, not a run in another mode.
-    pub fn apply_to_current(self) -> Result<()> {
-        result::ctx::set_flags(self.flag())
-            .with_context(|| format!("setting the context's synchronisation to {self}"))?;
+    /// Sets the mode on the calling thread's current context (a driver of CUDA `driver`,
+    /// as cuDriverGetVersion gives it) and reads it back: a context that does not take it is
+    /// an error, not a run in another mode. `auto`, every context's default, is only read
+    /// back, so the default needs no driver newer than the rest of metaprep does.
+    pub fn apply_to_current(self, driver: i32) -> Result<()> {
+        if self != SyncMode::Auto {
+            ensure!(
+                driver >= SET_FLAGS_DRIVER,
+                "--sync {self} needs a driver of CUDA 12.1 or newer (cuCtxSetFlags); this one \
+                 is CUDA {}.{}: update the driver or leave --sync at auto",
+                driver / 1000,
+                (driver % 1000) / 10
+            );
+            result::ctx::set_flags(self.flag())
+                .with_context(|| format!("setting the context's synchronisation to {self}"))?;
+        }
         let mut flags = 0u32;
         // SAFETY: cuCtxGetFlags writes one unsigned int for the current context.
         unsafe { sys::cuCtxGetFlags(&mut flags) }
@@ -100,5 +114,18 @@ mod tests {
         }
         assert_eq!(SyncMode::of_flags(3), None, "spin | yield is no mode");
         assert_eq!(SyncMode::default(), SyncMode::Auto);
+    }
+
+    #[test]
+    fn a_driver_without_cu_ctx_set_flags_is_refused_before_any_driver_call() {
+        // Checked before the driver is asked anything, so this runs without a GPU.
+        let err = SyncMode::Spin.apply_to_current(12000).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("--sync spin needs a driver of CUDA 12.1")
+                && text.contains("this one is CUDA 12.0")
+                && text.contains("leave --sync at auto"),
+            "{text}"
+        );
     }
 }
