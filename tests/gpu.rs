@@ -88,6 +88,8 @@ fn the_cubin_for_the_device_loads_and_every_arm_is_exact() {
 fn every_sync_mode_is_set_on_the_context_and_the_reads_stay_exact() {
     use clap::ValueEnum;
     let seed = fresh_seed();
+    // Auto (the context as the driver made it) first: the others change the process's
+    // primary context for good.
     for &mode in SyncMode::value_variants() {
         let gpu = Gpu::open_with(0, ImageChoice::Auto, mode).unwrap();
         assert_eq!(gpu.info.sync, mode);

@@ -81,8 +81,10 @@ impl Gpu {
         unsafe { sys::cuDriverGetVersion(&mut driver) }
             .result()
             .context("reading the driver's CUDA version")?;
-        ctx.bind_to_thread()
-            .context("making the context current to set its synchronisation")?;
+        if sync != SyncMode::Auto {
+            ctx.bind_to_thread()
+                .context("making the context current to set its synchronisation")?;
+        }
         sync.apply_to_current(driver)?;
         let stream = ctx.new_stream().context("creating a stream")?;
         let attr = |a| {

@@ -54,32 +54,39 @@ impl SyncMode {
 
     /// Sets the mode on the calling thread's current context (a driver of CUDA `driver`,
     /// as cuDriverGetVersion gives it) and reads it back: a context that does not take it is
-    /// an error, not a run in another mode. `auto`, every context's default, is only read
-    /// back, so the default needs no driver newer than the rest of metaprep does.
+    /// an error, not a run in another mode. `auto` leaves the context as the driver made it
+    /// (its flags may name the policy the driver chose, so they are not checked), which is
+    /// what a process that never asks gets; a process runs in one mode.
     pub fn apply_to_current(self, driver: i32) -> Result<()> {
-        if self != SyncMode::Auto {
-            ensure!(
-                driver >= SET_FLAGS_DRIVER,
-                "--sync {self} needs a driver of CUDA 12.1 or newer (cuCtxSetFlags); this one \
-                 is CUDA {}.{}: update the driver or leave --sync at auto",
-                driver / 1000,
-                (driver % 1000) / 10
-            );
-            result::ctx::set_flags(self.flag())
-                .with_context(|| format!("setting the context's synchronisation to {self}"))?;
+        if self == SyncMode::Auto {
+            return Ok(());
         }
-        let mut flags = 0u32;
-        // SAFETY: cuCtxGetFlags writes one unsigned int for the current context.
-        unsafe { sys::cuCtxGetFlags(&mut flags) }
-            .result()
-            .context("reading the context's flags back")?;
-        let now = SyncMode::of_flags(flags);
+        ensure!(
+            driver >= SET_FLAGS_DRIVER,
+            "--sync {self} needs a driver of CUDA 12.1 or newer (cuCtxSetFlags); this one is \
+             CUDA {}.{}: update the driver or leave --sync at auto",
+            driver / 1000,
+            (driver % 1000) / 10
+        );
+        result::ctx::set_flags(self.flag())
+            .with_context(|| format!("setting the context's synchronisation to {self}"))?;
+        let now = current_mode()?;
         ensure!(
             now == Some(self),
-            "the context's synchronisation is {now:?} after asking for {self} (flags {flags:#x})"
+            "the context's synchronisation is {now:?} after asking for {self}"
         );
         Ok(())
     }
+}
+
+/// The calling thread's current context's mode.
+fn current_mode() -> Result<Option<SyncMode>> {
+    let mut flags = 0u32;
+    // SAFETY: cuCtxGetFlags writes one unsigned int for the current context.
+    unsafe { sys::cuCtxGetFlags(&mut flags) }
+        .result()
+        .context("reading the context's flags")?;
+    Ok(SyncMode::of_flags(flags))
 }
 
 impl fmt::Display for SyncMode {
