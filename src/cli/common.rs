@@ -38,8 +38,8 @@ pub struct DeviceArgs {
     /// (the driver's choice, what PyTorch leaves it at), `spin` (busy-wait), `yield` (yield
     /// the CPU between polls) or `blocking` (sleep until the GPU signals). The last three are
     /// set on the context and read back (auto leaves it as the driver made it); env.json
-    /// records it. On an H200 a small D2H read plus synchronise
-    /// took 9.8 µs with auto, 8.2 µs with spin and 13–16 µs with blocking.
+    /// records it. On an H200 a small D2H read plus synchronise took 9.8 µs with auto,
+    /// 8.2 µs with spin and 13–16 µs with blocking.
     #[arg(long, value_enum, default_value_t = SyncMode::Auto)]
     pub(crate) sync: SyncMode,
 }

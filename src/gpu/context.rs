@@ -28,7 +28,7 @@ pub struct DeviceInfo {
     pub device_count: u32,
     /// What every module is compiled to: a cubin for this device, or PTX.
     pub kernel_image: KernelImage,
-    /// How the host waits in a synchronise (set on the context and read back).
+    /// How the host waits in a synchronise ([`SyncMode::apply`]).
     pub sync: SyncMode,
 }
 
@@ -81,11 +81,7 @@ impl Gpu {
         unsafe { sys::cuDriverGetVersion(&mut driver) }
             .result()
             .context("reading the driver's CUDA version")?;
-        if sync != SyncMode::Auto {
-            ctx.bind_to_thread()
-                .context("making the context current to set its synchronisation")?;
-        }
-        sync.apply_to_current(driver)?;
+        sync.apply(&ctx, driver)?;
         let stream = ctx.new_stream().context("creating a stream")?;
         let attr = |a| {
             ctx.attribute(a)

@@ -8,7 +8,7 @@
 //! (results/2026-11-29-h200-rounds/drift/probe-*.txt).
 
 use anyhow::{ensure, Context, Result};
-use cudarc::driver::{result, sys};
+use cudarc::driver::{result, sys, CudaContext};
 use serde::Serialize;
 use std::fmt;
 
@@ -52,28 +52,36 @@ impl SyncMode {
         .find(|m| m.flag() as u32 == sched)
     }
 
-    /// Sets the mode on the calling thread's current context (a driver of CUDA `driver`,
-    /// as cuDriverGetVersion gives it) and reads it back: a context that does not take it is
-    /// an error, not a run in another mode. `auto` leaves the context as the driver made it
+    /// Sets the mode on `ctx` (made current on this thread; a driver of CUDA `driver`, as
+    /// cuDriverGetVersion gives it) and reads it back: a context that does not take it is an
+    /// error, not a run in another mode. `auto` leaves the context as the driver made it
     /// (its flags may name the policy the driver chose, so they are not checked), which is
     /// what a process that never asks gets; a process runs in one mode.
-    pub fn apply_to_current(self, driver: i32) -> Result<()> {
+    pub fn apply(self, ctx: &CudaContext, driver: i32) -> Result<()> {
         if self == SyncMode::Auto {
             return Ok(());
         }
-        ensure!(
-            driver >= SET_FLAGS_DRIVER,
-            "--sync {self} needs a driver of CUDA 12.1 or newer (cuCtxSetFlags); this one is \
-             CUDA {}.{}: update the driver or leave --sync at auto",
-            driver / 1000,
-            (driver % 1000) / 10
-        );
+        self.settable_on(driver)?;
+        ctx.bind_to_thread()
+            .context("making the context current to set its synchronisation")?;
         result::ctx::set_flags(self.flag())
             .with_context(|| format!("setting the context's synchronisation to {self}"))?;
         let now = current_mode()?;
         ensure!(
             now == Some(self),
             "the context's synchronisation is {now:?} after asking for {self}"
+        );
+        Ok(())
+    }
+
+    /// Whether a driver of CUDA `driver` has cuCtxSetFlags to set this mode with.
+    fn settable_on(self, driver: i32) -> Result<()> {
+        ensure!(
+            driver >= SET_FLAGS_DRIVER,
+            "--sync {self} needs a driver of CUDA 12.1 or newer (cuCtxSetFlags); this one is \
+             CUDA {}.{}: update the driver or leave --sync at auto",
+            driver / 1000,
+            (driver % 1000) / 10
         );
         Ok(())
     }
@@ -126,7 +134,7 @@ mod tests {
     #[test]
     fn a_driver_without_cu_ctx_set_flags_is_refused_before_any_driver_call() {
         // Checked before the driver is asked anything, so this runs without a GPU.
-        let err = SyncMode::Spin.apply_to_current(12000).unwrap_err();
+        let err = SyncMode::Spin.settable_on(12000).unwrap_err();
         let text = err.to_string();
         assert!(
             text.contains("--sync spin needs a driver of CUDA 12.1")

@@ -15,6 +15,27 @@ pub struct Change {
     pub hi_pct: f64,
 }
 
+/// Which way a change moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moved {
+    Up,
+    Down,
+}
+
+impl Change {
+    /// Which way the whole interval lies beyond ±`threshold_pct`; `None` while any of it is
+    /// within (or NaN).
+    pub fn beyond(&self, threshold_pct: f64) -> Option<Moved> {
+        if self.lo_pct > threshold_pct {
+            Some(Moved::Up)
+        } else if self.hi_pct < -threshold_pct {
+            Some(Moved::Down)
+        } else {
+            None
+        }
+    }
+}
+
 /// The change a ratio row (NEW over BASE formed inside each round, such as
 /// `step_ratio_vs_eager_sync`) states: its median and interval less 1, in percent. `None`
 /// without an interval.
@@ -157,15 +178,12 @@ pub fn judge(base: &Row, new: &Row, threshold_pct: f64) -> (Option<Change>, Verd
 pub fn verdict_on_change(change: &Change, better: Better, threshold_pct: f64) -> Verdict {
     let t = threshold_pct;
     if change.lo_pct >= -t && change.hi_pct <= t {
-        Verdict::Same
-    } else if change.lo_pct > t || change.hi_pct < -t {
-        let went_up = change.lo_pct > t;
-        match (better, went_up) {
-            (Better::Higher, true) | (Better::Lower, false) => Verdict::Faster,
-            (Better::Higher, false) | (Better::Lower, true) => Verdict::Slower,
-            (Better::Unknown, _) => Verdict::Changed,
-        }
-    } else {
-        Verdict::Uncertain
+        return Verdict::Same;
+    }
+    match (better, change.beyond(t)) {
+        (_, None) => Verdict::Uncertain,
+        (Better::Higher, Some(Moved::Up)) | (Better::Lower, Some(Moved::Down)) => Verdict::Faster,
+        (Better::Higher, Some(Moved::Down)) | (Better::Lower, Some(Moved::Up)) => Verdict::Slower,
+        (Better::Unknown, Some(_)) => Verdict::Changed,
     }
 }

@@ -42,7 +42,7 @@
 
 use crate::axes::Arm;
 use crate::report::change::{
-    is_time, judge, ratio_change, relative_change, Change, Verdict, DEFAULT_THRESHOLD_PCT,
+    is_time, judge, ratio_change, relative_change, Change, Moved, Verdict, DEFAULT_THRESHOLD_PCT,
 };
 use crate::report::format::{
     arm_rank, floor_of, floor_rank, fmt_interval, fmt_num, fmt_pct, kind_rank, launch_floors,
@@ -160,7 +160,7 @@ pub fn noise_floor_pct(metric: &str) -> f64 {
 /// beyond the metric's noise floor, `uncertain` otherwise.
 fn capped(change: Option<Change>, verdict: Verdict, metric: &str) -> Verdict {
     let floor = noise_floor_pct(metric);
-    let beyond = change.is_some_and(|c| c.lo_pct > floor || c.hi_pct < -floor);
+    let beyond = change.is_some_and(|c| c.beyond(floor).is_some());
     let calls_a_move = matches!(
         verdict,
         Verdict::Faster | Verdict::Slower | Verdict::Changed
@@ -221,10 +221,7 @@ impl Comparison {
     /// changed between the runs.
     pub fn moved_floors(&self, threshold_pct: f64) -> Vec<&FloorMove> {
         self.floor_times()
-            .filter(|f| {
-                f.change
-                    .is_some_and(|c| c.lo_pct > threshold_pct || c.hi_pct < -threshold_pct)
-            })
+            .filter(|f| f.change.is_some_and(|c| c.beyond(threshold_pct).is_some()))
             .collect()
     }
 
@@ -406,10 +403,12 @@ fn explain_by_floors(
         else {
             continue;
         };
-        let explains = match m.verdict {
-            Verdict::Slower => floor.hi_pct < -threshold_pct,
-            _ => floor.lo_pct > threshold_pct,
+        // A faster floor raises the multiple, a slower one lowers it.
+        let explaining = match m.verdict {
+            Verdict::Slower => Moved::Down,
+            _ => Moved::Up,
         };
+        let explains = floor.beyond(threshold_pct) == Some(explaining);
         let own = step_verdicts.get(&m.new.cell_key());
         if explains && own != Some(&m.verdict) {
             m.verdict = Verdict::FloorMoved;

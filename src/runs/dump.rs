@@ -135,14 +135,34 @@ pub fn shared_full_to_swa(seed: u64) -> Vec<i32> {
         .collect()
 }
 
-/// The CPU reference of each page rule (eager, then graph), with the prefix its tensors
-/// are dumped under.
-type References = [(&'static str, Vec<Expected>); 2];
+/// A case's CPU reference under each page rule, each computed once (the arms of one rule
+/// share it).
+struct References {
+    eager: Vec<Expected>,
+    graph: Vec<Expected>,
+}
 
-/// A case's references, each computed once (the arms of one rule share it).
-fn references(case: &DumpCase) -> References {
-    [(PageRule::Eager, "eager"), (PageRule::Graph, "graph")]
-        .map(|(rule, prefix)| (prefix, expected(&case.shape, &case.inputs, rule)))
+impl References {
+    fn of_case(case: &DumpCase) -> Self {
+        let under = |rule| expected(&case.shape, &case.inputs, rule);
+        Self {
+            eager: under(PageRule::Eager),
+            graph: under(PageRule::Graph),
+        }
+    }
+
+    /// The reference `arm` is checked against: its page rule's.
+    fn of_arm(&self, arm: Arm) -> &[Expected] {
+        match PageRule::of(arm) {
+            PageRule::Eager => &self.eager,
+            PageRule::Graph => &self.graph,
+        }
+    }
+
+    /// Each rule's reference with the prefix its tensors are dumped under.
+    fn named(&self) -> [(&'static str, &[Expected]); 2] {
+        [("eager", &self.eager), ("graph", &self.graph)]
+    }
 }
 
 /// One case's tensors: inputs, both reference paths, and each arm's buffers when given.
@@ -165,7 +185,7 @@ fn case_tensors(
         &inputs.out_cache_loc,
     )?;
     t.add("swa_valid_from", &[pool_rows], &inputs.swa_valid_from)?;
-    for (prefix, reference) in references {
+    for (prefix, reference) in references.named() {
         for e in reference {
             let name = format!("{prefix}/{}", e.spec.name);
             t.add(name, &[e.spec.rows, e.spec.width], &e.dense())?;
@@ -222,12 +242,9 @@ pub fn write_dump(
             }
             None => Vec::new(),
         };
-        let references = references(&case);
+        let references = References::of_case(&case);
         for (arm, buffers) in &arm_buffers {
-            let want = match PageRule::of(*arm) {
-                PageRule::Eager => &references[0].1,
-                PageRule::Graph => &references[1].1,
-            };
+            let want = references.of_arm(*arm);
             for (e, got) in want.iter().zip(buffers) {
                 if let (count @ 1.., Some(first)) = e.compare(got) {
                     mismatches.push((k, *arm, count, first.to_string()));

@@ -64,6 +64,23 @@ struct ArmRounds {
     gpu_prep: Rounds,
 }
 
+impl ArmRounds {
+    /// The metrics measured of `arm` (all µs), in the rows' order: `host_blocked_us` only
+    /// for an arm that reads the host, the others block in no read.
+    fn measured(&self, arm: Arm) -> Vec<(&'static str, &Rounds)> {
+        let mut metrics = vec![
+            ("step_us", &self.step),
+            ("step_fwd_us", &self.step_fwd),
+            ("host_issue_us", &self.host_issue),
+        ];
+        if arm.reads_host() {
+            metrics.push(("host_blocked_us", &self.host_blocked));
+        }
+        metrics.push(("gpu_prep_us", &self.gpu_prep));
+        metrics
+    }
+}
+
 /// A group's arms, round by round.
 #[derive(Debug, Clone)]
 pub struct GroupRounds {
@@ -126,20 +143,8 @@ impl GroupRounds {
     /// Every round's median of each arm's measured metrics, `cells[i]` being `self.arms[i]`'s.
     pub fn round_lines(&self, cells: &[CellId]) -> Vec<RoundLine> {
         let mut lines = Vec::new();
-        for ((arm, a), cell) in self.arms.iter().zip(&self.by_arm).zip(cells) {
-            // Only an arm that reads the host blocks in a read, as in its rows.
-            let blocked = if arm.reads_host() {
-                &a.host_blocked[..]
-            } else {
-                &[]
-            };
-            for (metric, rounds) in [
-                ("step_us", &a.step[..]),
-                ("step_fwd_us", &a.step_fwd),
-                ("host_issue_us", &a.host_issue),
-                ("host_blocked_us", blocked),
-                ("gpu_prep_us", &a.gpu_prep),
-            ] {
+        for ((&arm, a), cell) in self.arms.iter().zip(&self.by_arm).zip(cells) {
+            for (metric, rounds) in a.measured(arm) {
                 lines.extend(cell.round_lines(metric, rounds));
             }
         }
@@ -160,13 +165,9 @@ impl GroupRounds {
         let mut rows = Vec::new();
         for (((&arm, a), cell), t) in self.arms.iter().zip(&self.by_arm).zip(cells).zip(telemetry) {
             let t = t.as_ref();
-            rows.extend(cell.rounds_row("step_us", "us", &a.step, stop, t));
-            rows.extend(cell.rounds_row("step_fwd_us", "us", &a.step_fwd, stop, t));
-            rows.extend(cell.rounds_row("host_issue_us", "us", &a.host_issue, stop, t));
-            if arm.reads_host() {
-                rows.extend(cell.rounds_row("host_blocked_us", "us", &a.host_blocked, stop, t));
+            for (metric, rounds) in a.measured(arm) {
+                rows.extend(cell.rounds_row(metric, "us", rounds, stop, t));
             }
-            rows.extend(cell.rounds_row("gpu_prep_us", "us", &a.gpu_prep, stop, t));
             if let Some(bytes) = self.bytes {
                 rows.push(bytes_row(cell, bytes, self.rounds()));
                 rows.extend(gb_s_row(cell, bytes, &a.gpu_prep, stop, t));
