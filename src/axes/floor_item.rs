@@ -10,6 +10,10 @@ use crate::axes::{Arm, Family};
 /// bandwidth. A prep whose bytes stay in L2 between steps may exceed it.
 pub const D2D_COPY_BYTES: usize = 64 << 20;
 
+/// GPU work the `d2h-int-busy` read is queued behind, in µs: long enough that the read is
+/// always issued while it runs, short against the ~8 µs steps such a read completes on.
+pub const BUSY_BEFORE_READ_US: f64 = 2.0;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FloorItem {
     /// One empty kernel launch.
@@ -20,6 +24,11 @@ pub enum FloorItem {
     EmptyGraphNodes(u8),
     /// One int device-to-host into pageable memory and a stream sync: the bare `.item()`.
     D2hInt,
+    /// The same read queued behind [`BUSY_BEFORE_READ_US`] of running GPU work, as an
+    /// engine's read lands behind the forward. On the H200 such a read completed on a grid of
+    /// about 8 µs after the work ended, pinned or pageable, whatever the sync mode, where one
+    /// on an idle GPU took 9–10 µs (results/2026-11-29-h200-read-landing/).
+    D2hIntBusy,
     /// A small host-to-device copy from pinned memory.
     H2dPinned,
     /// A small host-to-device copy from pageable memory (`torch.tensor(list, device=...)`).
@@ -32,12 +41,13 @@ impl FloorItem {
     /// One replay of a graph holding one empty kernel.
     pub const EMPTY_GRAPH: FloorItem = FloorItem::EmptyGraphNodes(1);
 
-    pub const ALL: [FloorItem; 8] = [
+    pub const ALL: [FloorItem; 9] = [
         FloorItem::EmptyKernel,
         FloorItem::EMPTY_GRAPH,
         FloorItem::EmptyGraphNodes(2),
         FloorItem::EmptyGraphNodes(3),
         FloorItem::D2hInt,
+        FloorItem::D2hIntBusy,
         FloorItem::H2dPinned,
         FloorItem::H2dPageable,
         FloorItem::D2dCopy,
@@ -74,6 +84,7 @@ impl FloorItem {
             FloorItem::EmptyGraphNodes(4) => "empty-graph-4",
             FloorItem::EmptyGraphNodes(_) => "empty-graph-n",
             FloorItem::D2hInt => "d2h-int",
+            FloorItem::D2hIntBusy => "d2h-int-busy",
             FloorItem::H2dPinned => "h2d-pinned",
             FloorItem::H2dPageable => "h2d-pageable",
             FloorItem::D2dCopy => "d2d-copy",

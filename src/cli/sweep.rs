@@ -63,9 +63,11 @@ pub struct SweepArgs {
     /// an arm's step_us interval is wider than --rel-ci-pct (or 20 ns) or its host-read
     /// cost's (eager-sync − eager-device, paired by round) wider than ±1% or ±0.3 µs, and
     /// until its time cap; the rows' stop_reason says which ended it (precision, max-rounds,
-    /// time-cap). On the H200 host the eager arms' rounds fall into two host states (the
-    /// read blocks 11 or 16.7 µs at batch 8, for tens of seconds at a time), so their groups
-    /// take every round, and a default sweep takes 141–149 s (results/2026-11-29-h200-rounds/).
+    /// time-cap). On the H200 eager-sync's read blocks about 11 or 17 µs at batch 8 from round to
+    /// round: a copy queued behind running GPU work completes in steps of about 8 µs, and the
+    /// host's speed decides whether the read lands behind the prep's last kernel (the floor's
+    /// d2h-int-busy; results/2026-11-29-h200-read-landing/). So eager groups take every
+    /// round, and a default sweep takes about 2½ minutes (results/2026-11-29-h200-rounds/).
     #[arg(long, default_value_t = 20)]
     pub(crate) max_rounds: usize,
     /// Precision aimed at, in percent of the median: a group stops adding rounds once every

@@ -1,9 +1,10 @@
 //! The floor, measured in the same run as the arms: the cheapest things a step can ask of
 //! the GPU. An arm's cost is read against these.
 
-use crate::axes::floor_item::D2D_COPY_BYTES;
+use crate::axes::floor_item::{BUSY_BEFORE_READ_US, D2D_COPY_BYTES};
 use crate::axes::FloorItem;
 use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
+use crate::model::forward;
 use anyhow::{Context, Result};
 use cudarc::driver::{result, CudaGraph, CudaSlice, DevicePtr, PinnedHostSlice};
 use std::time::{Duration, Instant};
@@ -14,6 +15,8 @@ pub const SMALL_COPY_INTS: usize = 64;
 pub struct Floor<'g> {
     gpu: &'g Gpu,
     empty: Launch,
+    /// The GPU work the `d2h-int-busy` read is queued behind.
+    busy: Launch,
     /// The empty-graph items' graphs: chains of empty kernels, by node count.
     empty_graphs: Vec<(u8, CudaGraph)>,
     device_ints: CudaSlice<i32>,
@@ -51,6 +54,7 @@ impl<'g> Floor<'g> {
         Ok(Self {
             gpu,
             empty,
+            busy: forward::spin(gpu, BUSY_BEFORE_READ_US)?,
             empty_graphs,
             device_ints: gpu.alloc(SMALL_COPY_INTS)?,
             _pinned: pinned,
@@ -77,12 +81,17 @@ impl<'g> Floor<'g> {
         let start = Instant::now();
         for _ in 0..steps {
             // SAFETY: every pointer is owned by self; the copy buffers hold D2D_COPY_BYTES,
-            // the others SMALL_COPY_INTS.
+            // the others SMALL_COPY_INTS; the spin kernel's one argument is set.
             unsafe {
                 match item {
                     FloorItem::EmptyKernel => self.empty.issue(stream)?,
                     FloorItem::EmptyGraphNodes(_) => graph.launch()?,
                     FloorItem::D2hInt => {
+                        result::memcpy_dtoh_async(&mut self.pageable[..1], device, stream)?;
+                        result::stream::synchronize(stream)?;
+                    }
+                    FloorItem::D2hIntBusy => {
+                        self.busy.issue(stream)?;
                         result::memcpy_dtoh_async(&mut self.pageable[..1], device, stream)?;
                         result::stream::synchronize(stream)?;
                     }

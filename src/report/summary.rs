@@ -10,6 +10,8 @@
 //! one the difference of the medians with its interval by MOVER. Every table is sorted by
 //! fixed keys, so the same rows always give the same text.
 
+use crate::axes::floor_item::BUSY_BEFORE_READ_US;
+use crate::axes::FloorItem;
 use crate::report::change::{
     better_direction, change_of_ratio, relative_change, verdict_on_change, Verdict,
     DEFAULT_THRESHOLD_PCT,
@@ -595,7 +597,38 @@ fn write_floors(out: &mut String, index: &Index) -> fmt::Result {
             row.samples
         )?;
     }
-    writeln!(out)
+    writeln!(out)?;
+    write_read_behind_work(out, index)
+}
+
+/// What queuing the read behind running GPU work added: `d2h-int-busy` over `d2h-int` and
+/// the work itself. A host read of lengths in an engine lands that way, behind the forward.
+fn write_read_behind_work(out: &mut String, index: &Index) -> fmt::Result {
+    let step = |item: FloorItem| {
+        index
+            .rows
+            .iter()
+            .find(|r| r.kind == KIND_FLOOR && r.arm == item.name() && r.metric == "step_us")
+            .map(|r| r.median)
+    };
+    let (Some(idle), Some(busy)) = (step(FloorItem::D2hInt), step(FloorItem::D2hIntBusy)) else {
+        return Ok(());
+    };
+    writeln!(
+        out,
+        "A small read queued behind {} µs of running GPU work (`{}`, the work's launch \
+         included) took {} µs against {} µs on an idle GPU (`{}`): {} µs more than the read \
+         and the work added up. A copy behind running work starts only when the copy engine \
+         next sees that work done, which on the H200 came in steps of about 8 µs, so \
+         eager-sync's read cost moves in such steps with where its read lands \
+         (results/2026-11-29-h200-read-landing/).\n",
+        fmt_num(BUSY_BEFORE_READ_US),
+        FloorItem::D2hIntBusy.name(),
+        fmt_num(busy),
+        fmt_num(idle),
+        FloorItem::D2hInt.name(),
+        fmt_num(busy - idle - BUSY_BEFORE_READ_US)
+    )
 }
 
 #[cfg(test)]
@@ -874,6 +907,30 @@ mod tests {
         let graph = text.find("| empty-graph |").unwrap();
         let d2h = text.find("| d2h-int |").unwrap();
         assert!(kernel < graph && graph < d2h, "floor items in fixed order");
+    }
+
+    #[test]
+    fn a_read_behind_running_work_is_set_against_one_on_an_idle_gpu() {
+        let floors = |busy: Option<f64>| {
+            let mut rows = vec![
+                prep("graph", 22.5),
+                row(KIND_FLOOR, "floor", "d2h-int", 1, "step_us", 9.5),
+            ];
+            rows.extend(busy.map(|us| row(KIND_FLOOR, "floor", "d2h-int-busy", 1, "step_us", us)));
+            render_summary(&rows, &test_env())
+        };
+        // 19.75 = 9.5 on an idle GPU + 2 µs of work + 8.25 µs of waiting.
+        let text = floors(Some(19.75));
+        assert!(
+            text.contains(
+                "queued behind 2.00 µs of running GPU work (`d2h-int-busy`, the work's launch \
+                 included) took 19.8 µs against 9.50 µs on an idle GPU (`d2h-int`): 8.25 µs \
+                 more than the read and the work added up"
+            ),
+            "{text}"
+        );
+        // A run without the busy read (from before it) says nothing of it.
+        assert!(!floors(None).contains("queued behind"));
     }
 
     #[test]
