@@ -410,7 +410,10 @@ fn floors_get_no_verdict_and_never_fail_the_gate() {
     assert!(
         md.contains("> **The machine moved between the runs**: ")
             && md.contains("empty-kernel +50.0% [+49.1, +50.9]")
-            && md.contains("so none of them is called slower or faster here: 0 that moved"),
+            && md.contains(
+                "the host got slower, and rows it paces move with it: 0 of the 216 \
+                 host-paced rows"
+            ),
         "{md}"
     );
     // The arms stood still while the floors rose by half: against their floor they fell by
@@ -502,8 +505,8 @@ fn change_vs_floor_reads_each_arm_against_its_own_floor() {
         md.contains(
             "> **The machine moved between the runs**: 1 of 2 floor times beyond ±2% (empty-kernel \
              +100.0%"
-        ) && md.contains("The 1 host-paced rows (host")
-            && md.contains("1 that moved beyond the threshold are `floor moved`"),
+        ) && md.contains("1 of the 1 host-paced rows (host")
+            && md.contains("are `floor moved`, those called slower and not beyond their own floor"),
         "{md}"
     );
     assert_eq!(

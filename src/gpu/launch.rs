@@ -2,7 +2,8 @@
 //! bytes. Issuing goes straight to `cuLaunchKernel` so the harness adds as little as
 //! possible to what it times.
 
-use anyhow::{Context, Result};
+use super::{Gpu, KernelModule};
+use anyhow::{bail, Context, Result};
 use cudarc::driver::{sys, CudaFunction};
 use std::ffi::c_void;
 
@@ -32,6 +33,16 @@ impl Launch {
             args: Vec::new(),
             params: Vec::new(),
         }
+    }
+
+    /// A kernel that keeps the GPU busy for `us` microseconds (one block, `%globaltimer`):
+    /// the stand-in forward, and the work the floor's `d2h-int-busy` read queues behind.
+    pub fn spin(gpu: &Gpu, us: f64) -> Result<Self> {
+        if !(us.is_finite() && us > 0.0) {
+            bail!("a spin kernel needs a positive duration in µs, got {us}");
+        }
+        let func = gpu.function(KernelModule::Forward, "spin_ns")?;
+        Ok(Self::new("spin_ns", func, (1, 1, 1), (1, 1, 1)).arg((us * 1e3).round() as u64))
     }
 
     /// Appends an argument: a plain value or a `#[repr(C)]` struct of device pointers.

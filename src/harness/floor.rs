@@ -4,7 +4,6 @@
 use crate::axes::floor_item::{BUSY_BEFORE_READ_US, D2D_COPY_BYTES};
 use crate::axes::FloorItem;
 use crate::gpu::{capture_graph, Gpu, KernelModule, Launch};
-use crate::model::forward;
 use anyhow::{Context, Result};
 use cudarc::driver::{result, CudaGraph, CudaSlice, DevicePtr, PinnedHostSlice};
 use std::time::{Duration, Instant};
@@ -54,7 +53,7 @@ impl<'g> Floor<'g> {
         Ok(Self {
             gpu,
             empty,
-            busy: forward::spin(gpu, BUSY_BEFORE_READ_US)?,
+            busy: Launch::spin(gpu, BUSY_BEFORE_READ_US)?,
             empty_graphs,
             device_ints: gpu.alloc(SMALL_COPY_INTS)?,
             _pinned: pinned,

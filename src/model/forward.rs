@@ -1,18 +1,9 @@
-//! GPU stand-ins for a model forward: a fixed-duration spin, or a kernel that streams the
-//! bytes one GPU's forward reads.
+//! GPU stand-ins for a model forward: a fixed-duration spin ([`Launch::spin`]), or a kernel
+//! that streams the bytes one GPU's forward reads.
 
 use crate::gpu::{Gpu, KernelModule, Launch};
-use anyhow::{bail, Result};
+use anyhow::Result;
 use cudarc::driver::{CudaSlice, DevicePtr};
-
-/// A kernel that keeps the GPU busy for `us` microseconds (one block, `%globaltimer`).
-pub fn spin(gpu: &Gpu, us: f64) -> Result<Launch> {
-    if !(us.is_finite() && us > 0.0) {
-        bail!("a forward stand-in needs a positive duration in µs, got {us}");
-    }
-    let func = gpu.function(KernelModule::Forward, "spin_ns")?;
-    Ok(Launch::new("spin_ns", func, (1, 1, 1), (1, 1, 1)).arg((us * 1e3).round() as u64))
-}
 
 /// A buffer larger than L2 that the streaming kernel reads, and the sink it writes.
 pub struct StreamSource {

@@ -36,10 +36,11 @@
 //! arm's "change vs floor" divides its metric by the floor it is read against first. A
 //! `floor_multiple` that moved only because its floor moved is `floor moved`, not `slower`
 //! or `faster`: its floor's own change lies beyond the threshold the way that explains it,
-//! and the arm's `step_us` in the same cell was not called the same way. When any floor time
-//! moved beyond the threshold the host moved, and rows it paces move with it: a host-paced
-//! row (see `host_paced`) that moved beyond the threshold is then `floor moved` too, and a
-//! warning above the cells names the floors and counts those rows
+//! and the arm's `step_us` in the same cell was not called the same way. When the launch
+//! floors moved one way beyond the threshold the host moved ([`Comparison::host_moved`]), and
+//! rows it paces move with it: a host-paced row (see `host_paced`) of one arm called the way
+//! the host pushes it, and not beyond its own floor that way, is then `floor moved` too. When
+//! any floor time moved, a warning above the cells names the floors and counts those rows
 //! ([`Comparison::host_paced_floor_moved`]). On the H200 host two back-to-back sweeps of one
 //! binary moved the launch floors 10–17%, and host-paced rows with them, while the rows the
 //! GPU paces were called in 2–3 of about 960 (results/2026-11-29-h200-read-landing/).
@@ -49,8 +50,8 @@ use crate::report::change::{
     is_time, judge, ratio_change, relative_change, Change, Moved, Verdict, DEFAULT_THRESHOLD_PCT,
 };
 use crate::report::format::{
-    arm_rank, floor_of, floor_rank, fmt_interval, fmt_num, fmt_pct, kind_rank, launch_floors,
-    layout_rank, table_cell,
+    arm_rank, floor_of, floor_rank, fmt_interval, fmt_num, fmt_pct, is_launch_floor, kind_rank,
+    launch_floors, layout_rank, table_cell,
 };
 use crate::results::atomic::write_atomic;
 use crate::results::csv::{
@@ -93,8 +94,8 @@ pub const NOISE_FLOOR_HOST_PCT: f64 = 75.0;
 /// (GPU, driver, CPU, git revision) may differ: the report's Environment section shows it
 /// and how each floor moved; floors get no verdict and never fail the comparison.
 ///
-/// Exit status: 0, or 1 when any cell got slower (to gate CI), or 2 on bad input or
-/// differing settings.
+/// Exit status: 0, or 1 when any cell got slower (to gate CI; `floor moved` rows, which
+/// the machine explains, do not count), or 2 on bad input or differing settings.
 #[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct CompareArgs {
     /// The "before" run: a run directory (`results/<run>/`) or a results CSV file.
@@ -229,13 +230,24 @@ impl Comparison {
             .collect()
     }
 
+    /// Which way the host moved between the runs, as its launch floors (the empty kernel and
+    /// the empty graphs) say: `Up` (slower) when every one whose whole interval moved beyond
+    /// ±`threshold_pct` moved up, `Down` when every one moved down, `None` when none did or
+    /// they disagree. The copies and reads are not the host's launch path: the d2d copy is
+    /// the GPU's bandwidth, and `d2h-int-busy` moves in the copy engine's ~8 µs steps.
+    pub fn host_moved(&self, threshold_pct: f64) -> Option<Moved> {
+        let moves: Vec<Moved> = self
+            .floor_times()
+            .filter(|f| is_launch_floor(&f.base.arm))
+            .filter_map(|f| f.change?.beyond(threshold_pct))
+            .collect();
+        let first = *moves.first()?;
+        moves.iter().all(|&m| m == first).then_some(first)
+    }
+
     /// Rows whose metric the host paces that are `floor moved`, and all such rows.
     pub fn host_paced_floor_moved(&self) -> (usize, usize) {
-        let paced: Vec<&Matched> = self
-            .matched
-            .iter()
-            .filter(|m| m.new.kind == KIND_PREP && host_paced(&m.new))
-            .collect();
+        let paced: Vec<&Matched> = self.matched.iter().filter(|m| host_paced_prep(m)).collect();
         let moved = paced
             .iter()
             .filter(|m| m.verdict == Verdict::FloorMoved)
@@ -249,8 +261,9 @@ impl Comparison {
 /// eager-sync waits on a read) but eager-device's `step_fwd_us`, and the ratios over
 /// eager-sync. On the H200 host these moved 8–17% between two back-to-back runs while the
 /// GPU-bound rows held (results/2026-11-29-h200-rounds/, results/2026-11-29-h200-read-landing/).
-/// Eager-device's step with the forward is the GPU's, prep and forward back to back: never
-/// called in three A/A pairs, and `slower` in 48 of 48 cells for 2 µs more forward.
+/// Eager-device's step with the forward is the GPU's, prep and forward back to back: in A/A
+/// pairs it was called only at batch 256, by about 1 µs, as the graph arms' `step_fwd_us`
+/// there; it was `slower` in 48 of 48 cells for 2 µs more forward.
 fn host_paced(row: &Row) -> bool {
     let arm = row.arm.parse::<Arm>().ok();
     let eager = arm.is_some_and(|arm| !arm.uses_graph());
@@ -259,6 +272,36 @@ fn host_paced(row: &Row) -> bool {
         row.metric.as_str(),
         "host_issue_us" | "host_blocked_us" | "read_cost_us" | STEP_RATIO_VS_EAGER_SYNC
     ) || (eager && row.metric != "bytes" && !gpu_paced_eager)
+}
+
+/// A prep row of one arm on both sides whose metric the host paces.
+fn host_paced_prep(m: &Matched) -> bool {
+    m.new.kind == KIND_PREP && m.base.arm == m.new.arm && host_paced(&m.new)
+}
+
+/// Turns a host-paced call into `floor moved` where the host explains it: the launch floors
+/// moved one way beyond the threshold (`host`), the row (a time read against a floor) was
+/// called the way such a host pushes it (slower for a slower host), and its change over its
+/// own floor is not itself beyond the threshold that way. A host 20% faster explains no row
+/// called slower, a row that moved further than its floor keeps its call, and so does a row
+/// with no floor to set it against (a ratio, a bandwidth).
+fn explain_by_host(matched: &mut [Matched], host: Option<Moved>, threshold_pct: f64) {
+    let Some(host) = host else {
+        return;
+    };
+    let pushed = match host {
+        Moved::Up => Verdict::Slower,
+        Moved::Down => Verdict::Faster,
+    };
+    for m in matched.iter_mut() {
+        // vs_floor is a time's change, so Up is slower, as for the floors.
+        let within_its_floor = m
+            .vs_floor
+            .is_some_and(|c| c.beyond(threshold_pct) != Some(host));
+        if host_paced_prep(m) && m.verdict == pushed && within_its_floor {
+            m.verdict = Verdict::FloorMoved;
+        }
+    }
 }
 
 /// Matches rows on (kind, family, batch size, block size, layout, metric) and arm. With
@@ -359,18 +402,8 @@ pub fn compare_rows(
         .sort_by_key(|f| (floor_rank(&f.base.arm), f.base.arm.clone()));
     comparison.only_in_base = [only_in_base, floors_only_in_base].concat();
     comparison.only_in_new = [only_in_new, floors_only_in_new].concat();
-    // A machine whose floors moved moved its host: rows the host paces went with it, so
-    // their calls say nothing about the code.
-    if !comparison.moved_floors(threshold_pct).is_empty() {
-        for m in comparison.matched.iter_mut() {
-            if m.new.kind == KIND_PREP
-                && host_paced(&m.new)
-                && matches!(m.verdict, Verdict::Slower | Verdict::Faster)
-            {
-                m.verdict = Verdict::FloorMoved;
-            }
-        }
-    }
+    let host = comparison.host_moved(threshold_pct);
+    explain_by_host(&mut comparison.matched, host, threshold_pct);
     if comparison.matched.is_empty() {
         bail!(
             "no cell of BASE matches a cell of NEW on (kind, family, batch size, block size, \
@@ -715,8 +748,9 @@ fn render_comparison(
          graph of as many kernel nodes as theirs), so what the machine did cancels out; \
          verdicts are on the time itself. `floor moved` = a floor multiple that moved because \
          its floor moved beyond the threshold (see Environment) while the arm's own step time \
-         was not called that way, or any host-paced row that moved beyond the threshold when \
-         a floor time did: the machine, not the code; it does not fail the comparison.\n"
+         was not called that way, or a host-paced row called the way the launch floors moved \
+         (slower when they got slower) and not beyond its own floor that way: the machine, \
+         not the code; it does not fail the comparison.\n"
     )?;
     writeln!(
         out,
@@ -798,14 +832,30 @@ fn write_machine_moved(out: &mut String, comparison: &Comparison, threshold: f64
         })
         .collect();
     let (floor_moved, paced) = comparison.host_paced_floor_moved();
+    let host = match comparison.host_moved(threshold) {
+        Some(host) => {
+            let (way, call) = match host {
+                Moved::Up => ("slower", "slower"),
+                Moved::Down => ("faster", "faster"),
+            };
+            format!(
+                "The launch floors say the host got {way}, and rows it paces move with it: \
+                 {floor_moved} of the {paced} host-paced rows (host times, the read cost, eager \
+                 arms, ratios over eager-sync) are `floor moved`, those called {call} and not \
+                 beyond their own floor that way. To judge host-side code, compare runs whose \
+                 launch floors held (on the H200 host even back-to-back runs in one device call \
+                 moved 10–17%)."
+            )
+        }
+        None => format!(
+            "The launch floors did not move one way, so the {paced} host-paced rows keep their \
+             verdicts; read them against their change vs floor."
+        ),
+    };
     writeln!(
         out,
         "> **The machine moved between the runs**: {} of {} floor times beyond ±{threshold}% \
-         ({}). The {paced} host-paced rows (host times, the read cost, eager arms, ratios over \
-         eager-sync) move with the host, so none of them is called slower or faster here: \
-         {floor_moved} that moved beyond the threshold are `floor moved`; their change vs \
-         floor is shown. To judge host-side code, compare runs whose floors held (on the \
-         H200 host even back-to-back runs in one device call moved 10–17%).\n",
+         ({}). {host}\n",
         moved.len(),
         comparison.floor_times().count(),
         floors.join(", "),
@@ -1268,60 +1318,88 @@ mod tests {
     }
 
     #[test]
-    fn host_paced_calls_are_floor_moved_only_when_a_floor_time_moved() {
-        let kernel = |median: f64| row("floor", "floor", "empty-kernel", 1, "step_us", median);
+    fn host_paced_calls_the_host_explains_are_floor_moved() {
+        let floor = |arm: &str, median: f64| row("floor", "floor", arm, 1, "step_us", median);
         let cell = |arm: &str, metric: &str, median: f64| {
             row("prep", "dsa_decode", arm, 4, metric, median)
         };
         let base = vec![
-            kernel(4.0),
+            floor("empty-kernel", 4.0),
+            floor("d2d-copy", 32.0),
             cell("eager-sync", "host_issue_us", 10.0),
             cell("eager-device", "step_fwd_us", 10.0),
             cell("graph", "step_us", 10.0),
         ];
-        // All 20% slower. With the floor held, all are called.
-        let new = |floor: f64| {
+        let new = |kernel: f64, copy: f64, host_issue: f64| {
             vec![
-                kernel(floor),
-                cell("eager-sync", "host_issue_us", 12.0),
+                floor("empty-kernel", kernel),
+                floor("d2d-copy", copy),
+                cell("eager-sync", "host_issue_us", host_issue),
                 cell("eager-device", "step_fwd_us", 12.0),
                 cell("graph", "step_us", 12.0),
             ]
         };
-        let verdicts = |comparison: &Comparison| -> Vec<(String, Verdict)> {
-            comparison
-                .matched
-                .iter()
-                .map(|m| (format!("{} {}", m.new.arm, m.new.metric), m.verdict))
-                .collect()
+        let verdicts = |base: &[Row], new: &[Row]| -> Vec<Verdict> {
+            let comparison = compare_rows(base, new, None, 2.0).unwrap();
+            comparison.matched.iter().map(|m| m.verdict).collect()
         };
-        let held = compare_rows(&base, &new(4.0), None, 2.0).unwrap();
+        use Verdict::{FloorMoved, Slower};
+        // Every row 20% slower, the floors held: all are called.
+        assert_eq!(verdicts(&base, &new(4.0, 32.0, 12.0)), [Slower; 3]);
+        // The empty kernel 20% slower: the host got slower, and eager-sync's host time, which
+        // it paces, went with it (0% over its floor); eager-device's step with the forward
+        // and the graph arm's step, which the GPU paces, are still called.
+        let moved = compare_rows(&base, &new(4.8, 32.0, 12.0), None, 2.0).unwrap();
+        assert_eq!(moved.host_moved(2.0), Some(Moved::Up));
         assert_eq!(
-            verdicts(&held),
-            [
-                ("eager-sync host_issue_us".to_string(), Verdict::Slower),
-                ("eager-device step_fwd_us".to_string(), Verdict::Slower),
-                ("graph step_us".to_string(), Verdict::Slower)
-            ]
-        );
-        assert_eq!(held.host_paced_floor_moved(), (0, 1));
-        // The empty kernel 20% slower: the host moved, and the eager arm's host time with
-        // it; eager-device's step with the forward and the graph arm's step, which the GPU
-        // paces, are still called.
-        let moved = compare_rows(&base, &new(4.8), None, 2.0).unwrap();
-        assert_eq!(
-            verdicts(&moved),
-            [
-                ("eager-sync host_issue_us".to_string(), Verdict::FloorMoved),
-                ("eager-device step_fwd_us".to_string(), Verdict::Slower),
-                ("graph step_us".to_string(), Verdict::Slower)
-            ]
+            moved.matched.iter().map(|m| m.verdict).collect::<Vec<_>>(),
+            [FloorMoved, Slower, Slower]
         );
         assert_eq!(moved.host_paced_floor_moved(), (1, 1));
+        // A row with no floor to set it against (a bandwidth) keeps its call.
+        let mut slow_copy = cell("eager-sync", "gb_s", 100.0);
+        slow_copy.unit = "GB/s".into();
+        let mut slower_copy = cell("eager-sync", "gb_s", 80.0);
+        slower_copy.unit = "GB/s".into();
         assert_eq!(
-            moved.count(Verdict::Slower),
-            2,
-            "GPU-paced calls still fail it"
+            verdicts(
+                &[floor("empty-kernel", 4.0), slow_copy],
+                &[floor("empty-kernel", 4.8), slower_copy]
+            ),
+            [Slower]
+        );
+        // A host 20% faster explains no row called slower.
+        assert_eq!(verdicts(&base, &new(3.2, 32.0, 12.0)), [Slower; 3]);
+        // A host 20% slower does not explain a row 50% slower: +25% over its floor.
+        assert_eq!(verdicts(&base, &new(4.8, 32.0, 15.0)), [Slower; 3]);
+        // The d2d copy is the GPU's bandwidth, not the host's launch path.
+        let copy_moved = compare_rows(&base, &new(4.0, 40.0, 12.0), None, 2.0).unwrap();
+        assert_eq!(copy_moved.moved_floors(2.0).len(), 1);
+        assert_eq!(copy_moved.host_moved(2.0), None);
+        assert_eq!(
+            copy_moved
+                .matched
+                .iter()
+                .map(|m| m.verdict)
+                .collect::<Vec<_>>(),
+            [Slower; 3]
+        );
+        // Two arms across runs (graph in BASE, eager-sync in NEW, the host 20% slower): the
+        // gap between arms is not the host's move, so the call stands.
+        let arms = compare_rows(
+            &[floor("empty-kernel", 4.0), cell("graph", "step_us", 10.0)],
+            &[
+                floor("empty-kernel", 4.8),
+                cell("eager-sync", "step_us", 12.0),
+            ],
+            Some(("graph", "eager-sync")),
+            2.0,
+        )
+        .unwrap();
+        assert_eq!(arms.host_moved(2.0), Some(Moved::Up));
+        assert_eq!(
+            arms.matched.iter().map(|m| m.verdict).collect::<Vec<_>>(),
+            [Slower]
         );
     }
 

@@ -13,7 +13,7 @@ pub(crate) const DEVICE_ARM: &str = "eager-device";
 
 /// Whether a floor item is one a prep's cost is read against: an empty kernel or an empty
 /// graph (of any node count), the least it can cost to put that launch on the GPU.
-fn is_launch_floor(item: &str) -> bool {
+pub(crate) fn is_launch_floor(item: &str) -> bool {
     FloorItem::ALL.iter().any(|i| {
         i.name() == item && matches!(i, FloorItem::EmptyKernel | FloorItem::EmptyGraphNodes(_))
     })

@@ -614,20 +614,27 @@ fn write_read_behind_work(out: &mut String, index: &Index) -> fmt::Result {
     let (Some(idle), Some(busy)) = (step(FloorItem::D2hInt), step(FloorItem::D2hIntBusy)) else {
         return Ok(());
     };
+    let extra = busy - idle - BUSY_BEFORE_READ_US;
+    let beyond = if extra > 0.0 {
+        format!(
+            "{} µs more than the read and the work added up",
+            fmt_num(extra)
+        )
+    } else {
+        "no more than the read and the work added up".to_string()
+    };
     writeln!(
         out,
         "A small read queued behind {} µs of running GPU work (`{}`, the work's launch \
-         included) took {} µs against {} µs on an idle GPU (`{}`): {} µs more than the read \
-         and the work added up. A copy behind running work starts only when the copy engine \
-         next sees that work done, which on the H200 came in steps of about 8 µs, so \
-         eager-sync's read cost moves in such steps with where its read lands \
+         included) took {} µs against {} µs on an idle GPU (`{}`): {beyond}. On the H200 a \
+         copy queued behind running work returned in steps of about 8 µs after the work, and \
+         eager-sync's read cost moved in such steps with where its read landed \
          (results/2026-11-29-h200-read-landing/).\n",
         fmt_num(BUSY_BEFORE_READ_US),
         FloorItem::D2hIntBusy.name(),
         fmt_num(busy),
         fmt_num(idle),
         FloorItem::D2hInt.name(),
-        fmt_num(busy - idle - BUSY_BEFORE_READ_US)
     )
 }
 
@@ -929,6 +936,8 @@ mod tests {
             ),
             "{text}"
         );
+        // A read that cost no more than the work and the idle read says so, not "-0.5 µs".
+        assert!(floors(Some(11.0)).contains(": no more than the read and the work added up."));
         // A run without the busy read (from before it) says nothing of it.
         assert!(!floors(None).contains("queued behind"));
     }

@@ -55,8 +55,8 @@ pub struct Row {
     /// for step rows, the family pair the step prepares (`dspark+dsa_target_verify`), with
     /// ` host x<scale>` after it for what-if host scales other than 1.
     pub family: String,
-    /// `eager-sync`, `eager-device`, `graph`, `fused`; for floor rows the floor item
-    /// (`empty-kernel`, `empty-graph`, `d2h-int`, `h2d-pinned`, `h2d-pageable`, `d2d-copy`).
+    /// `eager-sync`, `eager-device`, `graph`, `graph-upload`, `fused`; for floor rows the
+    /// floor item ([`crate::axes::FloorItem::name`]) or `harness`.
     pub arm: String,
     pub batch_size: u32,
     /// Draft block size (gamma) for dspark, draft tokens per request (N) for the DSA families.

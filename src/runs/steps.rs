@@ -37,7 +37,7 @@ use crate::harness::run_output::{
 use crate::harness::timer::{open_timer, ProgramItems, TimelineTimer, TimerKind};
 use crate::harness::topology;
 use crate::model::collectives::CollectiveBuffers;
-use crate::model::forward::{spin, StreamSource};
+use crate::model::forward::StreamSource;
 use crate::model::host_profile::{HostProfile, Item, Phase};
 use crate::model::memory::{Deployment, GpuMemory, NotDeployable};
 use crate::model::metrics::{StepRecord, Timeline};
@@ -170,7 +170,7 @@ impl Forward {
             launches.push(source.launch(gpu, spec.stream_bytes)?);
         }
         if spec.spin_us > 0.0 {
-            launches.push(spin(gpu, spec.spin_us)?);
+            launches.push(Launch::spin(gpu, spec.spin_us)?);
         }
         Ok(Forward::Emulated(launches))
     }
@@ -189,7 +189,7 @@ impl Forward {
             bytes => Some(source.launch(gpu, bytes)?),
         };
         let spin = match (&collectives, spec.spin_us > 0.0) {
-            (None, true) => Some(spin(gpu, spec.spin_us)?),
+            (None, true) => Some(Launch::spin(gpu, spec.spin_us)?),
             _ => None,
         };
         // Modules load and NCCL connects outside the capture: one eager forward first.
@@ -426,7 +426,7 @@ struct StepPrep {
 /// A kernel a framework op launches: a spin of the profile's `kernel_us`, or an empty kernel.
 fn framework_kernel(gpu: &Gpu, us: f64) -> Result<Launch> {
     let launch = if us > 0.0 {
-        spin(gpu, us)?
+        Launch::spin(gpu, us)?
     } else {
         let func = gpu.function(KernelModule::Floor, "empty_kernel")?;
         Launch::new("empty_kernel", func, (1, 1, 1), (1, 1, 1))

@@ -35,7 +35,6 @@ use crate::harness::run_output::{
 };
 use crate::harness::sampling::sample_per_step;
 use crate::harness::schedule::round_order;
-use crate::model::forward;
 use crate::prep::accept::AcceptModel;
 use crate::prep::bytes::prep_bytes;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
@@ -179,7 +178,7 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
 
     let mut floor = Floor::new(&gpu)?;
     let mut forward = if config.forward_us > 0.0 {
-        Some(forward::spin(&gpu, config.forward_us)?)
+        Some(Launch::spin(&gpu, config.forward_us)?)
     } else {
         None
     };
