@@ -78,7 +78,12 @@ impl FamilyArgs {
 /// The name of eager-sync's host read in NVTX ranges and traces, as the engine writes it.
 pub const READ_RANGE: &CStr = c"seq_lens.tolist()";
 
+/// Threads of a block: a page-table block's threads take four columns each of one span.
 const THREADS: u32 = 256;
+// The page copies keep two loads in flight only where a block's threads cover one span
+// exactly (kernels/common.cuh `page_rows_span`); otherwise every group would take the
+// one-load path, a slowdown nothing would report.
+const _: () = assert!(4 * THREADS == crate::gpu::kernels::PAGE_COLS_PER_BLOCK);
 /// Argument index of `col_limit` in the page-table kernels.
 const COL_LIMIT_ARG: usize = 1;
 /// Position of the page-table launch in a staged plan (lengths, page table, [swa]).
