@@ -2,7 +2,6 @@
 
 use super::common::{usage, DeviceArgs, PrepAxes};
 use crate::cli::lists::{arms, families, parse_u32_list};
-use crate::gpu::Gpu;
 use crate::runs::check::{self, CheckConfig};
 use crate::runs::dump::write_dump;
 use anyhow::{Context, Result};
@@ -76,11 +75,7 @@ pub(crate) fn check_config(args: &CheckArgs) -> Result<CheckConfig, ExitCode> {
 }
 
 pub(crate) fn run_check(args: &CheckArgs, config: &CheckConfig) -> Result<ExitCode> {
-    let gpu = Gpu::open_with(
-        args.device.device,
-        args.device.kernel_image,
-        args.device.sync,
-    )?;
+    let gpu = args.device.open()?;
     println!(
         "metaprep check on {} (sm_{}{}, CUDA {}, kernels: {}), seed {} (replay with --seed {})",
         gpu.info.name,
@@ -137,11 +132,7 @@ pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Re
     let gpu = if args.cpu_only {
         None
     } else {
-        Some(Gpu::open_with(
-            args.device.device,
-            args.device.kernel_image,
-            args.device.sync,
-        )?)
+        Some(args.device.open()?)
     };
     let count = args.dump_cases as usize;
     let source = match &gpu {

@@ -1,7 +1,7 @@
 //! The flags several commands share, and the validation of shared values.
 
 use crate::axes::Family;
-use crate::gpu::{ImageChoice, SyncMode};
+use crate::gpu::{Gpu, ImageChoice, SyncMode};
 use crate::harness::pin::CpuPin;
 use crate::prep::inputs::LengthRange;
 use crate::prep::Shape;
@@ -43,6 +43,13 @@ pub struct DeviceArgs {
     /// completed in steps of about 8 µs after the work whatever the mode.
     #[arg(long, value_enum, default_value_t = SyncMode::Auto)]
     pub(crate) sync: SyncMode,
+}
+
+impl DeviceArgs {
+    /// The GPU these flags name, opened as they say.
+    pub(crate) fn open(&self) -> Result<Gpu> {
+        Gpu::open_with(self.device, self.kernel_image, self.sync)
+    }
 }
 
 /// NVTX ranges for Nsight Systems.

@@ -1,12 +1,11 @@
 //! `metaprep info`: the GPU and the host.
 
 use super::common::DeviceArgs;
-use crate::gpu::Gpu;
 use anyhow::Result;
 use std::process::ExitCode;
 
 pub(crate) fn info(args: &DeviceArgs) -> Result<ExitCode> {
-    let gpu = Gpu::open_with(args.device, args.kernel_image, args.sync)?;
+    let gpu = args.open()?;
     let i = &gpu.info;
     println!("GPU {}: {}", i.ordinal, i.name);
     println!(

@@ -10,6 +10,7 @@
 //! `--sync spin` kept them (results/2026-11-29-h200-read-landing/).
 
 use anyhow::{ensure, Context, Result};
+use clap::ValueEnum;
 use cudarc::driver::{result, sys, CudaContext};
 use serde::Serialize;
 use std::fmt;
@@ -44,14 +45,10 @@ impl SyncMode {
     /// The mode a context's flags hold (their scheduling bits); `None` for bits no mode has.
     pub fn of_flags(flags: u32) -> Option<SyncMode> {
         let sched = flags & sys::CUctx_flags::CU_CTX_SCHED_MASK as u32;
-        [
-            SyncMode::Auto,
-            SyncMode::Spin,
-            SyncMode::Yield,
-            SyncMode::Blocking,
-        ]
-        .into_iter()
-        .find(|m| m.flag() as u32 == sched)
+        SyncMode::value_variants()
+            .iter()
+            .copied()
+            .find(|m| m.flag() as u32 == sched)
     }
 
     /// Sets the mode on `ctx` (made current on this thread; a driver of CUDA `driver`, as
@@ -99,21 +96,19 @@ fn current_mode() -> Result<Option<SyncMode>> {
     Ok(SyncMode::of_flags(flags))
 }
 
+/// The flag's value as `--sync` takes it.
 impl fmt::Display for SyncMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            SyncMode::Auto => "auto",
-            SyncMode::Spin => "spin",
-            SyncMode::Yield => "yield",
-            SyncMode::Blocking => "blocking",
-        })
+        match self.to_possible_value() {
+            Some(value) => f.write_str(value.get_name()),
+            None => write!(f, "{self:?}"),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::ValueEnum;
 
     #[test]
     fn each_mode_is_its_own_scheduling_flag_and_reads_back_from_flags() {

@@ -85,12 +85,10 @@ impl<'g> Floor<'g> {
                 match item {
                     FloorItem::EmptyKernel => self.empty.issue(stream)?,
                     FloorItem::EmptyGraphNodes(_) => graph.launch()?,
-                    FloorItem::D2hInt => {
-                        result::memcpy_dtoh_async(&mut self.pageable[..1], device, stream)?;
-                        result::stream::synchronize(stream)?;
-                    }
-                    FloorItem::D2hIntBusy => {
-                        self.busy.issue(stream)?;
+                    FloorItem::D2hInt | FloorItem::D2hIntBusy => {
+                        if item == FloorItem::D2hIntBusy {
+                            self.busy.issue(stream)?;
+                        }
                         result::memcpy_dtoh_async(&mut self.pageable[..1], device, stream)?;
                         result::stream::synchronize(stream)?;
                     }

@@ -43,7 +43,7 @@
 //! any floor time moved, a warning above the cells names the floors and counts those rows
 //! ([`Comparison::host_paced_floor_moved`]). On the H200 host two back-to-back sweeps of one
 //! binary moved the launch floors 10–17%, and host-paced rows with them, while the rows the
-//! GPU paces were called in 2–3 of about 960 (results/2026-11-29-h200-read-landing/).
+//! GPU paces were called in 3–6 of about 960 (results/2026-11-29-h200-read-landing/).
 
 use crate::axes::Arm;
 use crate::report::change::{
@@ -834,14 +834,14 @@ fn write_machine_moved(out: &mut String, comparison: &Comparison, threshold: f64
     let (floor_moved, paced) = comparison.host_paced_floor_moved();
     let host = match comparison.host_moved(threshold) {
         Some(host) => {
-            let (way, call) = match host {
-                Moved::Up => ("slower", "slower"),
-                Moved::Down => ("faster", "faster"),
+            let way = match host {
+                Moved::Up => "slower",
+                Moved::Down => "faster",
             };
             format!(
                 "The launch floors say the host got {way}, and rows it paces move with it: \
                  {floor_moved} of the {paced} host-paced rows (host times, the read cost, eager \
-                 arms, ratios over eager-sync) are `floor moved`, those called {call} and not \
+                 arms, ratios over eager-sync) are `floor moved`, those called {way} and not \
                  beyond their own floor that way. To judge host-side code, compare runs whose \
                  launch floors held (on the H200 host even back-to-back runs in one device call \
                  moved 10–17%)."

@@ -55,12 +55,16 @@ pub(crate) fn floor_of<'a>(
         .find_map(|item| floors.get(item.name()).map(|row| (item.name(), *row)))
 }
 
+/// The median of floor item `item`'s `metric` in `rows`.
+pub(crate) fn floor_median(rows: &[Row], item: FloorItem, metric: &str) -> Option<f64> {
+    rows.iter()
+        .find(|r| r.kind == KIND_FLOOR && r.arm == item.name() && r.metric == metric)
+        .map(|r| r.median)
+}
+
 /// The run's bandwidth ceiling: the d2d-copy floor item's `gb_s` (bytes read and written).
 pub(crate) fn copy_ceiling(rows: &[Row]) -> Option<f64> {
-    rows.iter()
-        .find(|r| r.kind == KIND_FLOOR && r.arm == FloorItem::D2dCopy.name() && r.metric == "gb_s")
-        .map(|r| r.median)
-        .filter(|v| v.is_finite() && *v > 0.0)
+    floor_median(rows, FloorItem::D2dCopy, "gb_s").filter(|v| v.is_finite() && *v > 0.0)
 }
 
 /// Table order of floor items: launches, then copies, then anything else.

@@ -17,8 +17,8 @@ use crate::report::change::{
     DEFAULT_THRESHOLD_PCT,
 };
 use crate::report::format::{
-    arm_rank, copy_ceiling, floor_of, floor_rank, fmt_interval, fmt_num, fmt_pct, launch_floors,
-    layout_rank, table_cell, BASELINE_ARM, DEVICE_ARM,
+    arm_rank, copy_ceiling, floor_median, floor_of, floor_rank, fmt_interval, fmt_num, fmt_pct,
+    launch_floors, layout_rank, table_cell, BASELINE_ARM, DEVICE_ARM,
 };
 use crate::results::atomic::write_atomic;
 use crate::results::csv::{
@@ -604,13 +604,7 @@ fn write_floors(out: &mut String, index: &Index) -> fmt::Result {
 /// What queuing the read behind running GPU work added: `d2h-int-busy` over `d2h-int` and
 /// the work itself. A host read of lengths in an engine lands that way, behind the forward.
 fn write_read_behind_work(out: &mut String, index: &Index) -> fmt::Result {
-    let step = |item: FloorItem| {
-        index
-            .rows
-            .iter()
-            .find(|r| r.kind == KIND_FLOOR && r.arm == item.name() && r.metric == "step_us")
-            .map(|r| r.median)
-    };
+    let step = |item| floor_median(index.rows, item, "step_us");
     let (Some(idle), Some(busy)) = (step(FloorItem::D2hInt), step(FloorItem::D2hIntBusy)) else {
         return Ok(());
     };

@@ -230,32 +230,26 @@ impl FloorRounds {
         &self.items[index_of(item)]
     }
 
+    /// Each item's `step_us` rounds and the harness's, by name.
+    fn step_rounds(&self) -> impl Iterator<Item = (&'static str, &Rounds)> {
+        let names = FloorItem::ALL.iter().map(|i| i.name()).chain([HARNESS]);
+        names.zip(self.items.iter().chain([&self.harness]))
+    }
+
     fn rounds(&self) -> usize {
-        self.items
-            .iter()
-            .chain([&self.harness])
-            .map(Vec::len)
-            .min()
-            .unwrap_or(0)
+        self.step_rounds().map(|(_, r)| r.len()).min().unwrap_or(0)
     }
 
     /// Whether the floor's rounds may stop, and why: every item's `step_us` and the
     /// harness's judged as a group's arms are (no read cost).
     pub fn stop(&self, rule: &RoundsRule) -> Option<RoundsStop> {
-        let steps: Vec<_> = self
-            .items
-            .iter()
-            .chain([&self.harness])
-            .map(|r| over_rounds(r))
-            .collect();
+        let steps: Vec<_> = self.step_rounds().map(|(_, r)| over_rounds(r)).collect();
         rule.check(self.rounds(), &steps, None, self.elapsed)
     }
 
     /// Every round's median of each item's `step_us` and the harness's.
     pub fn round_lines(&self) -> Vec<RoundLine> {
-        let named = FloorItem::ALL.iter().map(|i| i.name()).chain([HARNESS]);
-        named
-            .zip(self.items.iter().chain([&self.harness]))
+        self.step_rounds()
             .flat_map(|(name, rounds)| floor_cell(name).round_lines("step_us", rounds))
             .collect()
     }
