@@ -17,6 +17,30 @@ __device__ __forceinline__ int block_of(const int* host_block, int i, int block)
     return host_block != nullptr ? host_block[i] : block;
 }
 
+// Cache policy of the prep's stores (values are unaffected). The wide page rows are written
+// once a step and not read back by the prep: they stream through L2 marked evict-first
+// (`st.global.cs`). The small outputs (real_page_table's sampled cells, the lengths and their
+// prefix sums) are a few MB written in 20- to 64-byte pieces scattered over large tables: with
+// normal priority the page-row stream evicts them, and each piece goes back to DRAM on its own
+// (on the H200 the DSA fused kernel at batch 1024, block 5, spent 3 µs of 44 on 1.6 MB of
+// real_page_table cells). Marked evict-last they stay in L2, where the attention kernels that
+// read them next find them (results/2026-11-30-h200-fused-l2-policy).
+__device__ __forceinline__ void store_streaming(int* p, int4 q) {
+    __stcs(reinterpret_cast<int4*>(p), q);
+}
+
+__device__ __forceinline__ void store_kept(int* p, int v) {
+#if __CUDA_ARCH__ >= 800
+    // Not volatile: the compiler may compute the policy once for all of a thread's stores.
+    unsigned long long policy;
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+    asm volatile("st.global.L2::cache_hint.b32 [%0], %1, %2;" ::"l"(p), "r"(v), "l"(policy)
+                 : "memory");
+#else
+    *p = v;
+#endif
+}
+
 // Whether column c of `src` and of each of the `copies` rows of `dst` starts 16 bytes
 // aligned. The rows' pitch matters only when there is more than one, so a single row of an
 // odd width keeps the int4 path wherever its own columns are aligned.
@@ -46,9 +70,7 @@ __device__ __forceinline__ bool page_group(int* __restrict__ dst, i64 row_pitch,
     const bool whole = stride == 1 && c + 4 <= cols && int4_aligned(dst, row_pitch, copies, src, c);
     if (whole) {
         const int4 q = __ldg(reinterpret_cast<const int4*>(src + c));
-        for (int r = 0; r < copies; ++r) {
-            *reinterpret_cast<int4*>(dst + r * row_pitch + c) = q;
-        }
+        for (int r = 0; r < copies; ++r) store_streaming(dst + r * row_pitch + c, q);
         *first = q.x;
         return true;
     }
@@ -95,8 +117,8 @@ __device__ __forceinline__ void page_rows_span(int* __restrict__ out, int out_wi
                 const int4 q0 = __ldg(reinterpret_cast<const int4*>(src + c0));
                 const int4 q1 = __ldg(reinterpret_cast<const int4*>(src + c1));
                 for (int r = 0; r < copies; ++r) {
-                    *reinterpret_cast<int4*>(dst + r * (i64)out_width + c0) = q0;
-                    *reinterpret_cast<int4*>(dst + r * (i64)out_width + c1) = q1;
+                    store_streaming(dst + r * (i64)out_width + c0, q0);
+                    store_streaming(dst + r * (i64)out_width + c1, q1);
                 }
                 on_first(c0, q0.x);
                 on_first(c1, q1.x);

@@ -36,9 +36,9 @@ __device__ __forceinline__ int dsa_topk_len(const DsaArgs& a, int row) {
 // Row `row`'s own length outputs (the scans aside).
 __device__ __forceinline__ void dsa_row_outputs(const DsaArgs& a, int row) {
     const int len = dsa_row_len(a, row);
-    if (a.seqlens_expanded != nullptr) a.seqlens_expanded[row] = len;
-    a.dsa_cache_seqlens[row] = min(len, METAPREP_DSA_TOPK);
-    a.cu_seqlens_q[row] = row;
+    if (a.seqlens_expanded != nullptr) store_kept(a.seqlens_expanded + row, len);
+    store_kept(a.dsa_cache_seqlens + row, min(len, METAPREP_DSA_TOPK));
+    store_kept(a.cu_seqlens_q + row, row);
 }
 
 // The two scans, cu_seqlens_k over requests and dsa_cu_seqlens_k over rows, by one whole
@@ -57,15 +57,15 @@ __device__ void dsa_scans_block(const DsaArgs& a) {
     unsigned kv_run = block_exclusive_sum(kv);
     unsigned topk_run = block_exclusive_sum(topk);
     if (threadIdx.x == 0) {
-        a.cu_seqlens_k[0] = 0;
-        a.dsa_cu_seqlens_k[0] = 0;
+        store_kept(a.cu_seqlens_k, 0);
+        store_kept(a.dsa_cu_seqlens_k, 0);
     }
     for (int i = begin; i < end; ++i) {
         kv_run += (unsigned)dsa_request_kv(a, i);
-        a.cu_seqlens_k[i + 1] = (int)kv_run;
+        store_kept(a.cu_seqlens_k + i + 1, (int)kv_run);
         for (int row = i * N; row < (i + 1) * N; ++row) {
             topk_run += (unsigned)dsa_topk_len(a, row);
-            a.dsa_cu_seqlens_k[row + 1] = (int)topk_run;
+            store_kept(a.dsa_cu_seqlens_k + row + 1, (int)topk_run);
         }
     }
 }
@@ -73,9 +73,9 @@ __device__ void dsa_scans_block(const DsaArgs& a) {
 // Every length output, by one whole block (blockDim.x <= 1024, a multiple of 32).
 __device__ void dsa_lengths_block(const DsaArgs& a) {
     const int P = a.padded_bs, rows = P * a.tokens;
-    for (int i = threadIdx.x; i < P; i += blockDim.x) a.cache_seqlens[i] = dsa_request_kv(a, i);
+    for (int i = threadIdx.x; i < P; i += blockDim.x) store_kept(a.cache_seqlens + i, dsa_request_kv(a, i));
     for (int r = threadIdx.x; r < rows; r += blockDim.x) dsa_row_outputs(a, r);
-    if (threadIdx.x == 0) a.cu_seqlens_q[rows] = rows;
+    if (threadIdx.x == 0) store_kept(a.cu_seqlens_q + rows, rows);
     dsa_scans_block(a);
     if (a.eager_cols != nullptr) {
         // The eager path's max_seqlen_k, found on the device instead of by a host read.
@@ -106,8 +106,8 @@ __device__ __forceinline__ void dsa_page_rows(const DsaArgs& a, int row, int cop
                    a.req_to_token, a.req_stride, a.req_pool_indices[i], [&](int c, int value) {
                        if (c % METAPREP_DSA_REAL_PAGE_SIZE != 0) return;
                        for (int r = 0; r < copies; ++r) {
-                           real[(i64)r * a.real_width + c / METAPREP_DSA_REAL_PAGE_SIZE] =
-                               value / METAPREP_DSA_REAL_PAGE_SIZE;
+                           store_kept(real + (i64)r * a.real_width + c / METAPREP_DSA_REAL_PAGE_SIZE,
+                                      value / METAPREP_DSA_REAL_PAGE_SIZE);
                        }
                    });
 }
@@ -130,13 +130,13 @@ extern "C" __global__ void dsa_fused(DsaArgs a) {
     if (blockIdx.x == 0) {
         if (blockIdx.y != 0) return;
         dsa_scans_block(a);
-        if (threadIdx.x == 0) a.cu_seqlens_q[a.padded_bs * N] = a.padded_bs * N;
+        if (threadIdx.x == 0) store_kept(a.cu_seqlens_q + a.padded_bs * N, a.padded_bs * N);
         return;
     }
     const int i = blockIdx.x - 1;
     dsa_page_rows(a, i * N, N, METAPREP_DSA_COLS_BY_BLOCK);
     if (blockIdx.y == 0) {
-        if (threadIdx.x == 0) a.cache_seqlens[i] = dsa_request_kv(a, i);
+        if (threadIdx.x == 0) store_kept(a.cache_seqlens + i, dsa_request_kv(a, i));
         for (int j = threadIdx.x; j < N; j += blockDim.x) dsa_row_outputs(a, i * N + j);
     }
 }
