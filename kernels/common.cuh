@@ -17,14 +17,14 @@ __device__ __forceinline__ int block_of(const int* host_block, int i, int block)
     return host_block != nullptr ? host_block[i] : block;
 }
 
-// Cache policy of the prep's stores (values are unaffected). The wide page rows are written
-// once a step and not read back by the prep: they stream through L2 marked evict-first
+// Cache policy of the prep's stores (values are unaffected). The 16-byte page-row stores are
+// written once a step and not read back by the prep: they stream through L2 marked evict-first
 // (`st.global.cs`). The small outputs (real_page_table's sampled cells, the lengths and their
-// prefix sums) are a few MB written in 20- to 64-byte pieces scattered over large tables: with
-// normal priority the page-row stream evicts them, and each piece goes back to DRAM on its own
-// (on the H200 the DSA fused kernel at batch 1024, block 5, spent 3 µs of 44 on 1.6 MB of
-// real_page_table cells). Marked evict-last they stay in L2, where the attention kernels that
-// read them next find them (results/2026-11-30-h200-fused-l2-policy).
+// prefix sums) are marked evict-last, so they tend to stay in L2 until the next step rewrites
+// them instead of being evicted by the page-row stream: on the H200, fused verify at batch
+// 1024, block 5 wrote 2.1 MB less to DRAM a step and ran 6-8% faster back to back
+// (results/2026-11-30-h200-fused-l2-policy). Whether the attention kernels that read them
+// next find them in L2 is not measured here.
 __device__ __forceinline__ void store_streaming(int* p, int4 q) {
     __stcs(reinterpret_cast<int4*>(p), q);
 }
@@ -157,17 +157,22 @@ __device__ __forceinline__ unsigned warp_inclusive_sum(unsigned v) {
     return v;
 }
 
-// Sum of `v` over the threads before this one in a whole block (blockDim.x a multiple of 32,
-// at most 1024): warp shuffles, one shared word per warp, three barriers.
-__device__ unsigned block_exclusive_sum(unsigned v) {
-    __shared__ unsigned warp_sums[32];
+// Sums of `v.x` and of `v.y` over the threads before this one in a whole block (blockDim.x a
+// multiple of 32, at most 1024): warp shuffles, one shared pair per warp, three barriers for
+// both sums.
+__device__ uint2 block_exclusive_sums(uint2 v) {
+    __shared__ uint2 warp_sums[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    const unsigned inclusive = warp_inclusive_sum(v);
+    const uint2 inclusive = make_uint2(warp_inclusive_sum(v.x), warp_inclusive_sum(v.y));
     if (lane == 31) warp_sums[warp] = inclusive;
     __syncthreads();
-    if (warp == 0) warp_sums[lane] = warp_inclusive_sum(lane < warps ? warp_sums[lane] : 0u);
+    if (warp == 0) {
+        const uint2 w = lane < warps ? warp_sums[lane] : make_uint2(0, 0);
+        warp_sums[lane] = make_uint2(warp_inclusive_sum(w.x), warp_inclusive_sum(w.y));
+    }
     __syncthreads();
-    const unsigned before = (warp == 0 ? 0u : warp_sums[warp - 1]) + inclusive - v;
+    const uint2 base = warp == 0 ? make_uint2(0, 0) : warp_sums[warp - 1];
+    const uint2 before = make_uint2(base.x + inclusive.x - v.x, base.y + inclusive.y - v.y);
     __syncthreads();  // warp_sums is reused by the next scan
     return before;
 }

@@ -19,19 +19,24 @@ struct DsaArgs {
     int padded_bs; int tokens; int req_stride; int page_width; int real_width;
 };
 
-// Each family file defines these two: request i's KV length (cache_seqlens) and query row
-// `row`'s visible length (seqlens_expanded).
-__device__ int dsa_request_kv(const DsaArgs& a, int i);
-__device__ int dsa_row_len(const DsaArgs& a, int row);
+// Each family file defines these two from request i's committed length `len` (seq_lens[i]):
+// its KV length (cache_seqlens) and the visible length of its row j (seqlens_expanded).
+__device__ int dsa_kv_of(const DsaArgs& a, int i, int len);
+__device__ int dsa_row_len_of(const DsaArgs& a, int i, int len, int j);
+
+__device__ __forceinline__ int dsa_request_kv(const DsaArgs& a, int i) {
+    return dsa_kv_of(a, i, a.seq_lens[i]);
+}
+
+__device__ __forceinline__ int dsa_row_len(const DsaArgs& a, int row) {
+    const int i = row / a.tokens;
+    return dsa_row_len_of(a, i, a.seq_lens[i], row % a.tokens);
+}
 
 // The page-table stage's `col_limit`: a column count (eager-sync, from its host read), or
 // METAPREP_DSA_COLS_FROM_DEVICE (eager-device: the max the lengths stage left in eager_cols)
 // or METAPREP_DSA_COLS_BY_BLOCK (graph replay: each row in whole 128-column blocks), both
 // defined from src/gpu/kernels.rs.
-
-__device__ __forceinline__ int dsa_topk_len(const DsaArgs& a, int row) {
-    return min(dsa_row_len(a, row), METAPREP_DSA_TOPK);
-}
 
 // Row `row`'s own length outputs (the scans aside).
 __device__ __forceinline__ void dsa_row_outputs(const DsaArgs& a, int row) {
@@ -43,29 +48,34 @@ __device__ __forceinline__ void dsa_row_outputs(const DsaArgs& a, int row) {
 
 // The two scans, cu_seqlens_k over requests and dsa_cu_seqlens_k over rows, by one whole
 // block: each thread takes a contiguous chunk of requests, sums their KV lengths and their
-// rows' top-k lengths (independent loads), one warp-shuffle scan per sum gives the chunk's
-// start, and the thread writes its chunk's prefixes.
+// rows' top-k lengths, one warp-shuffle scan of both sums gives the chunk's starts, and the
+// thread writes its chunk's prefixes. A request's length is loaded once a pass and its rows'
+// lengths computed from it: loaded again for each row, every row of the writing pass would
+// wait out a load, since no load may move above a store to an output it might alias.
 __device__ void dsa_scans_block(const DsaArgs& a) {
     const int P = a.padded_bs, N = a.tokens;
     const int per = ceil_div(P, blockDim.x);
     const int begin = min((int)threadIdx.x * per, P), end = min(begin + per, P);
-    unsigned kv = 0, topk = 0;
+    uint2 sums = make_uint2(0, 0);  // (kv, top-k)
     for (int i = begin; i < end; ++i) {
-        kv += (unsigned)dsa_request_kv(a, i);
-        for (int row = i * N; row < (i + 1) * N; ++row) topk += (unsigned)dsa_topk_len(a, row);
+        const int len = a.seq_lens[i];
+        sums.x += (unsigned)dsa_kv_of(a, i, len);
+        for (int j = 0; j < N; ++j) {
+            sums.y += (unsigned)min(dsa_row_len_of(a, i, len, j), METAPREP_DSA_TOPK);
+        }
     }
-    unsigned kv_run = block_exclusive_sum(kv);
-    unsigned topk_run = block_exclusive_sum(topk);
+    uint2 run = block_exclusive_sums(sums);
     if (threadIdx.x == 0) {
         store_kept(a.cu_seqlens_k, 0);
         store_kept(a.dsa_cu_seqlens_k, 0);
     }
     for (int i = begin; i < end; ++i) {
-        kv_run += (unsigned)dsa_request_kv(a, i);
-        store_kept(a.cu_seqlens_k + i + 1, (int)kv_run);
-        for (int row = i * N; row < (i + 1) * N; ++row) {
-            topk_run += (unsigned)dsa_topk_len(a, row);
-            store_kept(a.dsa_cu_seqlens_k + row + 1, (int)topk_run);
+        const int len = a.seq_lens[i];
+        run.x += (unsigned)dsa_kv_of(a, i, len);
+        store_kept(a.cu_seqlens_k + i + 1, (int)run.x);
+        for (int j = 0; j < N; ++j) {
+            run.y += (unsigned)min(dsa_row_len_of(a, i, len, j), METAPREP_DSA_TOPK);
+            store_kept(a.dsa_cu_seqlens_k + i * N + j + 1, (int)run.y);
         }
     }
 }

@@ -1,6 +1,6 @@
 // dsa_decode: one row per request. cache_seqlens = L, its one row sees L; the kernels
 // (lengths, page table, fused) are in dsa_common.cuh.
 
-__device__ int dsa_request_kv(const DsaArgs& a, int i) { return a.seq_lens[i]; }
+__device__ int dsa_kv_of(const DsaArgs&, int, int len) { return len; }
 
-__device__ int dsa_row_len(const DsaArgs& a, int row) { return a.seq_lens[row]; }
+__device__ int dsa_row_len_of(const DsaArgs&, int, int len, int) { return len; }

@@ -3,9 +3,8 @@
 // padding rows, whose L = 1 is below N); page rows cover kv = L. The kernels are in
 // dsa_common.cuh.
 
-__device__ int dsa_request_kv(const DsaArgs& a, int i) { return a.seq_lens[i]; }
+__device__ int dsa_kv_of(const DsaArgs&, int, int len) { return len; }
 
-__device__ int dsa_row_len(const DsaArgs& a, int row) {
-    const int i = row / a.tokens, j = row % a.tokens;
-    return max(a.seq_lens[i] - block_of(a.host_block, i, a.tokens) + j + 1, 0);
+__device__ int dsa_row_len_of(const DsaArgs& a, int i, int len, int j) {
+    return max(len - block_of(a.host_block, i, a.tokens) + j + 1, 0);
 }
