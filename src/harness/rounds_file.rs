@@ -20,19 +20,40 @@ pub fn round_columns() -> Vec<&'static str> {
         .collect()
 }
 
-/// One line of the file as read back: the cell key's fields, then the line's own.
-type Record = (
-    String,
-    String,
-    String,
-    u32,
-    u32,
-    String,
-    String,
-    u32,
-    f64,
-    u64,
-);
+/// One line of the file as read back, by column name: the cell key's fields, then the
+/// line's own ([`RoundLine`] writes the cell nested, which the reader cannot read back).
+#[derive(serde::Deserialize)]
+struct Record {
+    kind: String,
+    family: String,
+    arm: String,
+    batch_size: u32,
+    block_size: u32,
+    layout: String,
+    metric: String,
+    round: u32,
+    median: f64,
+    samples: u64,
+}
+
+impl From<Record> for RoundLine {
+    fn from(r: Record) -> Self {
+        RoundLine {
+            cell: CellKey {
+                kind: r.kind,
+                family: r.family,
+                arm: r.arm,
+                batch_size: r.batch_size,
+                block_size: r.block_size,
+                layout: r.layout,
+            },
+            metric: r.metric,
+            round: r.round,
+            median: r.median,
+            samples: r.samples,
+        }
+    }
+}
 
 pub struct RoundsFile {
     path: PathBuf,
@@ -78,24 +99,9 @@ fn read_kept(path: &Path, keep: &HashSet<CellKey>) -> Result<Vec<RoundLine>> {
     }
     let mut kept = Vec::new();
     for (index, record) in reader.deserialize::<Record>().enumerate() {
-        let (kind, family, arm, batch_size, block_size, layout, metric, round, median, samples) =
-            record.with_context(|| format!("line {}", index + 2))?;
-        let cell = CellKey {
-            kind,
-            family,
-            arm,
-            batch_size,
-            block_size,
-            layout,
-        };
-        if keep.contains(&cell) {
-            kept.push(RoundLine {
-                cell,
-                metric,
-                round,
-                median,
-                samples,
-            });
+        let line = RoundLine::from(record.with_context(|| format!("line {}", index + 2))?);
+        if keep.contains(&line.cell) {
+            kept.push(line);
         }
     }
     Ok(kept)

@@ -209,6 +209,9 @@ pub struct Comparison {
     /// Cells and metrics present on one side only, as readable labels.
     pub only_in_base: Vec<String>,
     pub only_in_new: Vec<String>,
+    /// Which way the host moved ([`Comparison::host_moved`] at the comparison's threshold),
+    /// found once: the verdicts and the report's warning both read it.
+    pub host: Option<Moved>,
 }
 
 impl Comparison {
@@ -402,8 +405,8 @@ pub fn compare_rows(
         .sort_by_key(|f| (floor_rank(&f.base.arm), f.base.arm.clone()));
     comparison.only_in_base = [only_in_base, floors_only_in_base].concat();
     comparison.only_in_new = [only_in_new, floors_only_in_new].concat();
-    let host = comparison.host_moved(threshold_pct);
-    explain_by_host(&mut comparison.matched, host, threshold_pct);
+    comparison.host = comparison.host_moved(threshold_pct);
+    explain_by_host(&mut comparison.matched, comparison.host, threshold_pct);
     if comparison.matched.is_empty() {
         bail!(
             "no cell of BASE matches a cell of NEW on (kind, family, batch size, block size, \
@@ -832,7 +835,7 @@ fn write_machine_moved(out: &mut String, comparison: &Comparison, threshold: f64
         })
         .collect();
     let (floor_moved, paced) = comparison.host_paced_floor_moved();
-    let host = match comparison.host_moved(threshold) {
+    let host = match comparison.host {
         Some(host) => {
             let way = match host {
                 Moved::Up => "slower",
