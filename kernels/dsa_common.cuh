@@ -33,6 +33,9 @@ __device__ __forceinline__ int dsa_row_len(const DsaArgs& a, int row) {
     return dsa_row_len_of(a, i, a.seq_lens[i], row % a.tokens);
 }
 
+// What sparse attention reads of a row that sees `row_len`: at most the top-k.
+__device__ __forceinline__ int dsa_topk_len(int row_len) { return min(row_len, METAPREP_DSA_TOPK); }
+
 // The page-table stage's `col_limit`: a column count (eager-sync, from its host read), or
 // METAPREP_DSA_COLS_FROM_DEVICE (eager-device: the max the lengths stage left in eager_cols)
 // or METAPREP_DSA_COLS_BY_BLOCK (graph replay: each row in whole 128-column blocks), both
@@ -42,7 +45,7 @@ __device__ __forceinline__ int dsa_row_len(const DsaArgs& a, int row) {
 __device__ __forceinline__ void dsa_row_outputs(const DsaArgs& a, int row) {
     const int len = dsa_row_len(a, row);
     if (a.seqlens_expanded != nullptr) store_kept(a.seqlens_expanded + row, len);
-    store_kept(a.dsa_cache_seqlens + row, min(len, METAPREP_DSA_TOPK));
+    store_kept(a.dsa_cache_seqlens + row, dsa_topk_len(len));
     store_kept(a.cu_seqlens_q + row, row);
 }
 
@@ -61,7 +64,7 @@ __device__ void dsa_scans_block(const DsaArgs& a) {
         const int len = a.seq_lens[i];
         sums.x += (unsigned)dsa_kv_of(a, i, len);
         for (int j = 0; j < N; ++j) {
-            sums.y += (unsigned)min(dsa_row_len_of(a, i, len, j), METAPREP_DSA_TOPK);
+            sums.y += (unsigned)dsa_topk_len(dsa_row_len_of(a, i, len, j));
         }
     }
     uint2 run = block_exclusive_sums(sums);
@@ -74,7 +77,7 @@ __device__ void dsa_scans_block(const DsaArgs& a) {
         run.x += (unsigned)dsa_kv_of(a, i, len);
         store_kept(a.cu_seqlens_k + i + 1, (int)run.x);
         for (int j = 0; j < N; ++j) {
-            run.y += (unsigned)min(dsa_row_len_of(a, i, len, j), METAPREP_DSA_TOPK);
+            run.y += (unsigned)dsa_topk_len(dsa_row_len_of(a, i, len, j));
             store_kept(a.dsa_cu_seqlens_k + i * N + j + 1, (int)run.y);
         }
     }

@@ -194,9 +194,7 @@ fn step_config(
 
     StepsConfig {
         cpu: metaprep::harness::pin::CpuPin::Auto,
-        device: 0,
-        kernel_image: metaprep::gpu::ImageChoice::Auto,
-        sync: metaprep::gpu::SyncMode::Auto,
+        gpu: metaprep::gpu::GpuChoice::default(),
         arms,
         batch_sizes: vec![1, 3],
         block_sizes: vec![5],
@@ -422,9 +420,7 @@ fn small_sweep(
     out: std::path::PathBuf,
 ) -> metaprep::runs::sweep::SweepConfig {
     metaprep::runs::sweep::SweepConfig {
-        device: 0,
-        kernel_image: metaprep::gpu::ImageChoice::Auto,
-        sync: metaprep::gpu::SyncMode::Auto,
+        gpu: metaprep::gpu::GpuChoice::default(),
         cpu: metaprep::harness::pin::CpuPin::Auto,
         families: vec![family],
         arms,

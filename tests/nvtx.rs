@@ -181,9 +181,7 @@ fn child_runs_a_steps_cell_and_a_sweep() {
         max: 8192,
     };
     let steps = metaprep::runs::steps::StepsConfig {
-        device: 0,
-        kernel_image: metaprep::gpu::ImageChoice::Auto,
-        sync: metaprep::gpu::SyncMode::Auto,
+        gpu: metaprep::gpu::GpuChoice::default(),
         cpu: metaprep::harness::pin::CpuPin::Off,
         arms: Arm::ALL.to_vec(),
         batch_sizes: vec![1],
@@ -217,9 +215,7 @@ fn child_runs_a_steps_cell_and_a_sweep() {
     };
     metaprep::runs::steps::run(&steps).unwrap();
     let sweep = metaprep::runs::sweep::SweepConfig {
-        device: 0,
-        kernel_image: metaprep::gpu::ImageChoice::Auto,
-        sync: metaprep::gpu::SyncMode::Auto,
+        gpu: metaprep::gpu::GpuChoice::default(),
         cpu: metaprep::harness::pin::CpuPin::Off,
         families: vec![Family::DsaDecode],
         arms: vec![Arm::EagerSync, Arm::Graph],

@@ -64,8 +64,7 @@ pub(crate) fn collectives(args: &CollectivesArgs) -> Result<ExitCode> {
     };
     if let (Some(rank), Some(id_file)) = (args.worker_rank, &args.id_file) {
         let config = CollectivesConfig {
-            device: args.device.device,
-            sync: args.device.sync,
+            gpu: args.device.choice(),
             role: RankRole {
                 rank,
                 world: args.gpus.context("a worker is told the world's size")? as usize,
@@ -103,7 +102,8 @@ pub(crate) fn collectives(args: &CollectivesArgs) -> Result<ExitCode> {
         let mut c = Command::new(exe);
         c.arg("collectives")
             .args(["--device", &args.device.device.to_string()])
-            .args(["--sync", &args.device.sync.to_string()])
+            .args(["--kernel-image", &flag_value(args.device.kernel_image)])
+            .args(["--sync", &flag_value(args.device.sync)])
             .args(["--gpus", &world.to_string()])
             .args(["--sizes-kib", &args.sizes_kib])
             .args(["--iters", &args.iters.to_string()])
@@ -130,4 +130,27 @@ pub(crate) fn collectives(args: &CollectivesArgs) -> Result<ExitCode> {
     }
     ran?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A value flag as the command line writes it, to hand on to a worker (every variant has a
+/// name; none is skipped).
+fn flag_value(value: impl clap::ValueEnum) -> String {
+    value
+        .to_possible_value()
+        .map(|v| v.get_name().to_owned())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::{ImageChoice, SyncMode};
+
+    #[test]
+    fn workers_get_the_flags_as_the_command_line_writes_them() {
+        assert_eq!(flag_value(ImageChoice::Ptx), "ptx");
+        assert_eq!(flag_value(ImageChoice::Auto), "auto");
+        assert_eq!(flag_value(SyncMode::Blocking), "blocking");
+        assert_eq!(flag_value(SyncMode::Spin), SyncMode::Spin.to_string());
+    }
 }

@@ -1,7 +1,7 @@
 //! The flags several commands share, and the validation of shared values.
 
 use crate::axes::Family;
-use crate::gpu::{Gpu, ImageChoice, SyncMode};
+use crate::gpu::{Gpu, GpuChoice, ImageChoice, SyncMode};
 use crate::harness::pin::CpuPin;
 use crate::prep::inputs::LengthRange;
 use crate::prep::Shape;
@@ -46,9 +46,18 @@ pub struct DeviceArgs {
 }
 
 impl DeviceArgs {
+    /// The GPU these flags name and how to open it.
+    pub(crate) fn choice(&self) -> GpuChoice {
+        GpuChoice {
+            ordinal: self.device,
+            image: self.kernel_image,
+            sync: self.sync,
+        }
+    }
+
     /// The GPU these flags name, opened as they say.
     pub(crate) fn open(&self) -> Result<Gpu> {
-        Gpu::open_with(self.device, self.kernel_image, self.sync)
+        self.choice().open()
     }
 }
 

@@ -61,7 +61,7 @@ pub fn rank_worker(args: &RankWorkerArgs) -> Result<ExitCode> {
         nccl: args.nccl_lib.clone(),
         id_file: args.id_file.clone(),
     };
-    config.device += args.rank;
+    config.gpu = config.gpu.for_rank(args.rank);
     config.cpu = role.cpu(config.cpu)?;
     config.layouts = vec![args.layout];
     config.layouts_named = true;

@@ -389,9 +389,7 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         )));
     }
     Ok(StepsConfig {
-        device: args.device.device,
-        kernel_image: args.device.kernel_image,
-        sync: args.device.sync,
+        gpu: args.device.choice(),
         cpu: args.pin.cpu,
         arms: usage(arms(&args.arms))?,
         batch_sizes,

@@ -134,9 +134,7 @@ pub(crate) fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
         )));
     }
     let config = SweepConfig {
-        device: args.device.device,
-        kernel_image: args.device.kernel_image,
-        sync: args.device.sync,
+        gpu: args.device.choice(),
         cpu: args.pin.cpu,
         families: usage(families(&args.prep.families))?,
         arms: usage(arms(&args.prep.arms))?,

@@ -39,6 +39,31 @@ pub struct Gpu {
     modules: RefCell<HashMap<KernelModule, Arc<CudaModule>>>,
 }
 
+/// Which GPU a command runs on and how it is opened: what `--device`, `--kernel-image` and
+/// `--sync` say. The default is device 0 as the driver and NVRTC would have it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GpuChoice {
+    /// CUDA device ordinal (a rank's GPU is this plus its rank).
+    pub ordinal: usize,
+    pub image: ImageChoice,
+    pub sync: SyncMode,
+}
+
+impl GpuChoice {
+    /// Opens the chosen GPU ([`Gpu::open_with`]).
+    pub fn open(&self) -> Result<Gpu> {
+        Gpu::open_with(self.ordinal, self.image, self.sync)
+    }
+
+    /// The same choice for rank `rank`, which runs on the `rank`-th GPU from this one.
+    pub fn for_rank(self, rank: usize) -> Self {
+        Self {
+            ordinal: self.ordinal + rank,
+            ..self
+        }
+    }
+}
+
 fn version_string(v: i32) -> String {
     format!("{}.{}", v / 1000, (v % 1000) / 10)
 }
@@ -190,5 +215,28 @@ impl Gpu {
         self.stream
             .synchronize()
             .context("synchronising the stream (a kernel may have faulted)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ranks_choice_is_the_next_gpus_opened_the_same_way() {
+        let first = GpuChoice {
+            ordinal: 2,
+            image: ImageChoice::Ptx,
+            sync: SyncMode::Spin,
+        };
+        assert_eq!(
+            first.for_rank(3),
+            GpuChoice {
+                ordinal: 5,
+                ..first
+            }
+        );
+        assert_eq!(first.for_rank(0), first);
+        assert_eq!(GpuChoice::default().ordinal, 0);
     }
 }

@@ -21,7 +21,7 @@ pub mod step_source;
 pub mod sync_mode;
 
 pub use capture::{capture_graph, ensure_not_capturing};
-pub use context::{DeviceInfo, Gpu};
+pub use context::{DeviceInfo, Gpu, GpuChoice};
 pub use image::{ImageChoice, KernelImage};
 pub use kernels::KernelModule;
 pub use launch::Launch;

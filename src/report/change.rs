@@ -22,6 +22,16 @@ pub enum Moved {
     Down,
 }
 
+impl Moved {
+    /// The call on a time (lower is better) that moved this way: up is slower.
+    pub fn for_time(self) -> Verdict {
+        match self {
+            Moved::Up => Verdict::Slower,
+            Moved::Down => Verdict::Faster,
+        }
+    }
+}
+
 impl Change {
     /// Which way the whole interval lies beyond ±`threshold_pct`; `None` while any of it is
     /// within (or NaN).

@@ -292,10 +292,7 @@ fn explain_by_host(matched: &mut [Matched], host: Option<Moved>, threshold_pct: 
     let Some(host) = host else {
         return;
     };
-    let pushed = match host {
-        Moved::Up => Verdict::Slower,
-        Moved::Down => Verdict::Faster,
-    };
+    let pushed = host.for_time();
     for m in matched.iter_mut() {
         // vs_floor is a time's change, so Up is slower, as for the floors.
         let within_its_floor = m
@@ -837,10 +834,7 @@ fn write_machine_moved(out: &mut String, comparison: &Comparison, threshold: f64
     let (floor_moved, paced) = comparison.host_paced_floor_moved();
     let host = match comparison.host {
         Some(host) => {
-            let way = match host {
-                Moved::Up => "slower",
-                Moved::Down => "faster",
-            };
+            let way = host.for_time().as_str();
             format!(
                 "The launch floors say the host got {way}, and rows it paces move with it: \
                  {floor_moved} of the {paced} host-paced rows (host times, the read cost, eager \

@@ -4,7 +4,7 @@
 //! with two ranks or more, the grouped all-to-alls of expert parallelism) with CUDA events
 //! over a range of sizes; rank 0 prints the table and the α, β fit.
 
-use crate::gpu::{Gpu, ImageChoice, SyncMode};
+use crate::gpu::GpuChoice;
 use crate::model::collectives::CollectiveBuffers;
 use crate::model::profile::{CollectiveKind, CollectivePlan};
 use crate::results::atomic::write_atomic;
@@ -19,10 +19,8 @@ const WARMUP: u32 = 5;
 
 #[derive(Debug, Clone)]
 pub struct CollectivesConfig {
-    /// The first GPU; rank r runs on `device + r`.
-    pub device: usize,
-    /// How each rank's host waits in a synchronise.
-    pub sync: SyncMode,
+    /// The first GPU and how it is opened; rank r runs on the r-th GPU from it.
+    pub gpu: GpuChoice,
     pub role: RankRole,
     pub sizes: Vec<u64>,
     /// Collectives timed back to back per sample.
@@ -75,7 +73,7 @@ pub fn fit(timings: &[&Timing]) -> Option<(f64, f64)> {
 /// Runs this process's rank; rank 0 returns the table it printed.
 pub fn run_worker(config: &CollectivesConfig) -> Result<Option<String>> {
     let role = &config.role;
-    let gpu = Gpu::open_with(config.device + role.rank, ImageChoice::Auto, config.sync)?;
+    let gpu = config.gpu.for_rank(role.rank).open()?;
     let world = RankWorld::join(role, &gpu)?;
     let comm = world.comm().context("a collectives worker joins a world")?;
     let kinds: &[CollectiveKind] = if role.world > 1 {

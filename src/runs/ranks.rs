@@ -138,8 +138,8 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         .gpu_memory
         .map(|memory| steps::plan(config, context, memory))
         .transpose()?;
-    let (count, memory) = devices(config.device)?;
-    let gpus = count - config.device as u32;
+    let (count, memory) = devices(config.gpu.ordinal)?;
+    let gpus = count - config.gpu.ordinal as u32;
     let (deployment, _) = match planned {
         Some(p) => p,
         None => steps::plan(config, context, GpuMemory::device(memory))?,
@@ -223,8 +223,8 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
             "real ranks: {layout} ran {n} ranks, one process per GPU (GPUs {}-{}), collectives \
              through {}; every rank's rows in {RANKS_CSV}, each cell's slowest rank (by step_us) \
              in {RESULTS_CSV}; each rank's own run in {}",
-            config.device,
-            config.device + n - 1,
+            config.gpu.ordinal,
+            config.gpu.ordinal + n - 1,
             nccl.describe(),
             Path::new(RANKS_DIR).join(layout.to_string()).display()
         ));

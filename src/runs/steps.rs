@@ -27,7 +27,7 @@ use crate::axes::Family;
 use crate::axes::Layout;
 use crate::gpu::nccl::Comm;
 use crate::gpu::nvtx::{self, Range};
-use crate::gpu::{capture_graph, Gpu, ImageChoice, KernelModule, Launch, SyncMode};
+use crate::gpu::{capture_graph, Gpu, GpuChoice, KernelModule, Launch};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::pin::{pin_current_thread, CpuPin};
 use crate::harness::rows::CellId;
@@ -71,10 +71,8 @@ const IDLE_READS: usize = 21;
 
 #[derive(Debug, Clone)]
 pub struct StepsConfig {
-    pub device: usize,
-    /// What the kernels are compiled to.
-    pub kernel_image: ImageChoice,
-    pub sync: SyncMode,
+    /// The GPU (a rank's: the first plus its rank) and how it is opened.
+    pub gpu: GpuChoice,
     /// Where the measuring thread is pinned once the GPU is open.
     pub cpu: CpuPin,
     pub arms: Vec<Arm>,
@@ -903,7 +901,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         .gpu_memory
         .map(|memory| plan(config, context, memory))
         .transpose()?;
-    let gpu = Gpu::open_with(config.device, config.kernel_image, config.sync)?;
+    let gpu = config.gpu.open()?;
     let world = match &config.rank {
         Some(role) => RankWorld::join(role, &gpu)?,
         None => RankWorld::alone(),

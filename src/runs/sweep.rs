@@ -24,7 +24,7 @@ use crate::axes::Family;
 use crate::axes::FloorItem;
 use crate::gpu::nvtx;
 use crate::gpu::StepSource;
-use crate::gpu::{Gpu, ImageChoice, Launch, SyncMode};
+use crate::gpu::{Gpu, GpuChoice, Launch};
 use crate::harness::floor::Floor;
 use crate::harness::pin::{pin_current_thread, CpuPin};
 use crate::harness::prep_cell::measure;
@@ -54,10 +54,8 @@ use std::time::Instant;
 
 #[derive(Debug, Clone)]
 pub struct SweepConfig {
-    pub device: usize,
-    /// What the kernels are compiled to.
-    pub kernel_image: ImageChoice,
-    pub sync: SyncMode,
+    /// The GPU and how it is opened.
+    pub gpu: GpuChoice,
     /// Where the measuring thread is pinned once the GPU is open.
     pub cpu: CpuPin,
     pub families: Vec<Family>,
@@ -138,7 +136,7 @@ pub struct SweepOutcome {
 pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
     let started = Instant::now();
     let (csv_path, mut kept) = existing_rows(&config.out, config.resume)?;
-    let gpu = Gpu::open_with(config.device, config.kernel_image, config.sync)?;
+    let gpu = config.gpu.open()?;
     // The floor is measured again on every invocation so arms are read against a floor of
     // the same run; older floor rows are replaced.
     kept.retain(|r| r.kind != KIND_FLOOR);
