@@ -39,7 +39,7 @@ strip --strip-debug "$out"/metaprep "$out"/tests/* "$out"/benches/* 2>/dev/null 
 # The NVTX test double (a tool NVTX loads through NVTX_INJECTION64_PATH), for tests/nvtx-*
 # and the nvtx stage: GPU hosts may have no C compiler.
 cc -shared -fPIC -O2 -o "$out/libnvtx_recorder.so" tests/fixtures/nvtx_recorder.c
-cp scripts/run-on-gpu.sh scripts/calibrate_torch.py scripts/compare_reference.py scripts/compare_timers.py \
+cp scripts/run-on-gpu.sh scripts/calibrate_torch.py scripts/metaprep_host.py scripts/reference_loop.py scripts/compare_timers.py \
     scripts/crosscheck_sglang.py "$out/"
 echo "bundle in $out/:"
 ls -l "$out" "$out/tests" "$out/benches"

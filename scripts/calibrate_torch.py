@@ -12,8 +12,8 @@ the two things it needs from PyTorch:
   so the Rust model can be checked against it.
 
 It also writes calibration.json (every number measured, with the per-op listings the counts
-come from) and trace.json / trace-graph.json (torch.profiler Chrome traces of a few
-reference steps of the eager-sync and graph arms).
+come from) and trace-ARM.json with trace-ARM.probe.json (torch.profiler Chrome traces of a
+few reference steps of each arm, recorded as the README's calibration recipe says).
 
 The two preps follow SGLang 0.5.23's eager metadata code: dspark_draft_block after
 deepseek_v4_backend.py init_forward_metadata_dspark_draft_block, dsa_target_verify after
@@ -38,15 +38,17 @@ is first started, so CUPTI's hooks cannot slow it down.
 import argparse
 import contextlib
 import copy
-import csv
 import functools
-import io
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from datetime import datetime, timezone
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import metaprep_host as mh  # noqa: E402  (imports torch only when first used)
 
 # torch, torch.nn.functional and numpy are imported in main() after the arguments are parsed,
 # so `--help` works on a machine without them.
@@ -67,6 +69,9 @@ REAL_PAGE = 64  # the DSA "real" page table takes every 64th slot
 LOGIT_VOCAB = 32  # vocabulary of the sampling stand-in's logits
 ACCEPT_ROWS = 64  # rows of the precomputed accepted-tokens table, cycled by the loop
 
+# The seed's serving run accepted 3.51 tokens per step at block 5 (simulated acceptance);
+# the per-draft-token rate alpha that gives it by expected_accept_length.
+ACCEPT_RATE = 0.7795
 QUICK = {"steps": 30, "warmup": 5, "reps": 100, "forward_us": [1000.0], "batch_sizes": [1]}
 FULL_REPS = 1000  # micro-benchmark repetitions (after warm-up)
 PREP_CALLS = 200  # prep host-time repetitions
@@ -102,6 +107,12 @@ def r3(value):
 
 def align_up(value, multiple):
     return (value + multiple - 1) // multiple * multiple
+
+
+def expected_accept_length(alpha, block):
+    """Tokens a block of `block` drafts accepts per step at per-token rate alpha, bonus
+    token included: (1 - alpha^(block+1)) / (1 - alpha) (Leviathan et al. 2023)."""
+    return sum(alpha ** k for k in range(block + 1))
 
 
 def format_number(value):
@@ -177,7 +188,7 @@ def parse_args(argv):
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--out", required=True, help="folder for the output files (created if missing)")
-    p.add_argument("--forward-us", type=number_list(float), default="100,1000,5000",
+    p.add_argument("--forward-us", type=number_list(float), default="100,1000,3000",
                    help="forward times (µs) of the reference grid; each forward is one _sleep")
     p.add_argument("--batch-sizes", type=number_list(int), default="1,8,64",
                    help="batch sizes of the reference grid")
@@ -192,8 +203,14 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=20, help="unmeasured steps before them")
     p.add_argument("--scheduler-us", type=float, default=50.0,
                    help="host busy-wait standing in for the scheduler, per step")
-    p.add_argument("--accept-length", type=float, default=3.51,
-                   help="mean tokens accepted per request per step (1 .. block+1)")
+    p.add_argument("--accept-rate", type=float, default=ACCEPT_RATE,
+                   help="per-draft-token acceptance rate alpha: a block of N drafts accepts "
+                        "(1 - alpha^(N+1)) / (1 - alpha) tokens per request per step, bonus "
+                        "included (Leviathan et al. 2023); the default is the seed's 3.51 "
+                        "tokens at block 5")
+    p.add_argument("--accept-length", type=float, default=None,
+                   help="mean tokens accepted per request per step (1 .. block+1) instead of "
+                        "the --accept-rate formula")
     p.add_argument("--seq-lens", type=length_range, default="2048-8192",
                    help="initial sequence lengths, drawn uniformly from LO-HI")
     p.add_argument("--max-context", type=int, default=32768,
@@ -203,7 +220,13 @@ def parse_args(argv):
                    help="CPU to pin the measuring thread to once CUDA is up: a number, auto (the "
                         "last CPU this process may run on, as metaprep's --cpu auto) or off; "
                         "unpinned, PyTorch's op costs after a wait move by up to 2x")
-    p.add_argument("--trace-steps", type=int, default=4, help="steps in each exported trace")
+    p.add_argument("--trace-steps", type=int, default=6, help="steps in each exported trace")
+    p.add_argument("--trace-batch-sizes", type=number_list(int), default="8,64",
+                   help="batch sizes of the extra graph-arm traces from which calibrate takes "
+                        "the preps' GPU time per batch (--gpu-trace)")
+    p.add_argument("--trace-arm", choices=ARMS, default=None,
+                   help="(internal) record one trace of this arm in this fresh process and exit")
+    p.add_argument("--trace-batch", type=int, default=1, help="(internal) with --trace-arm")
     p.add_argument("--quick", action="store_true",
                    help="smoke run: 30 steps, 5 warm-up, 100 reps, forward 1000 us, batch 1 "
                         "(replaces those flags)")
@@ -221,6 +244,10 @@ def parse_args(argv):
         p.error("--rounds must be between 1 and --steps")
     if args.scheduler_us < 0:
         p.error("--scheduler-us must not be negative")
+    if not 0 <= args.accept_rate < 1:
+        p.error("--accept-rate must lie in [0, 1)")
+    if args.accept_length is None:
+        args.accept_length = expected_accept_length(args.accept_rate, args.block)
     if not 1 <= args.accept_length <= args.block + 1:
         p.error(f"--accept-length must lie in 1 .. block+1 = {args.block + 1}")
     longest_run = max(args.warmup + args.steps, args.trace_steps)
@@ -366,7 +393,10 @@ def tally(events):
                      key=lambda e: (e["ts"], -e.get("dur", 0))):
         if not top or op["ts"] >= end(top[-1]):  # else it is nested in the last top-level op
             top.append(op)
-    items = [{"name": op["name"], "ts": op["ts"], "launches": 0, "syncs": False} for op in top]
+    items = [{"name": op["name"], "ts": op["ts"], "launches": 0, "syncs": False,
+              "uploads": False} for op in top]
+    htod = {e.get("args", {}).get("correlation") for e in events
+            if e.get("ph") == "X" and e.get("cat") == "gpu_memcpy" and "HtoD" in e.get("name", "")}
 
     bare_calls = []  # runtime calls outside every op that do not sync (e.g. cudaGraphLaunch)
     for call in (e for e in events if in_call(e, {"cuda_runtime", "cuda_driver"})):
@@ -376,21 +406,29 @@ def tally(events):
         if owner is not None:
             owner["launches"] += name.startswith(LAUNCH_PREFIXES)
             owner["syncs"] |= syncs
+            owner["uploads"] |= (name.startswith("cudaMemcpy")
+                                 and call.get("args", {}).get("correlation") in htod)
         elif syncs:
-            items.append({"name": name, "ts": call["ts"], "launches": 0, "syncs": True})
+            items.append({"name": name, "ts": call["ts"], "launches": 0, "syncs": True,
+                          "uploads": False})
         else:
             bare_calls.append(name)
     items.sort(key=lambda item: item["ts"])
 
-    read_at = [i for i, item in enumerate(items) if item["syncs"]]
-    ops = [item for item in items if not item["syncs"]]
+    # A syncing upload (torch.tensor(list, device=...)) waits for the stream but brings
+    # nothing to the host: an op, not a read, exactly as `metaprep calibrate` counts it.
+    for item in items:
+        item["reads"] = item["syncs"] and not item["uploads"]
+    read_at = [i for i, item in enumerate(items) if item["reads"]]
+    ops = [item for item in items if not item["reads"]]
     return {
         "ops": len(ops),
         "launches": sum(1 for item in ops if item["launches"]),
         "kernel_launches": sum(item["launches"] for item in items),
         "reads": len(read_at),
         "ops_before_read": read_at[0] if read_at else 0,
-        "listing": [{k: item[k] for k in ("name", "launches", "syncs")} for item in items],
+        "listing": [{k: item[k] for k in ("name", "launches", "syncs", "uploads")}
+                    for item in items],
         "bare_calls": bare_calls,
     }
 
@@ -634,16 +672,49 @@ def run_loop(state, forwards, arm, warmup, steps, scheduler_us, annotate=False):
     return step_us, {key: v[warmup:] for key, v in host.items()}
 
 
-def export_trace(state, forwards, arm, args, path):
-    """A Chrome trace of --trace-steps reference steps of `arm` (the first is the loop's
-    warm-up step, which it needs only to time the next one)."""
-    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    with torch.profiler.profile(activities=activities) as prof:
-        run_loop(state, forwards, arm, 1, args.trace_steps - 1, args.scheduler_us, annotate=True)
-    tmp = path + ".tmp"
-    prof.export_chrome_trace(tmp)
-    os.replace(tmp, path)
-    log(f"wrote {path}")
+def trace_path(out, arm, bs):
+    return os.path.join(out, f"trace-{arm}.json" if bs == 1 else f"trace-{arm}-bs{bs}.json")
+
+
+def record_trace(args):
+    """--trace-arm: in this fresh process (no profiler has run in it), a few untraced steps,
+    then --trace-steps steps of the arm recorded as the README's calibration recipe says
+    (metaprep_host.record writes the probe file beside the trace). Writes the traced and
+    the bare steps' host timings to trace-ARM[-bsN].timings.json."""
+    cycles_per_us, _ = calibrate_sleep()
+    pin_thread(args.cpu)
+    state = StepState(args.trace_batch, args)
+    forwards = forward_graphs(TRACE_FORWARD_US, cycles_per_us)
+    arm = args.trace_arm
+    bare_step, bare_host = run_loop(state, forwards, arm, args.warmup, args.steps // 2,
+                                    args.scheduler_us)
+    path = trace_path(args.out, arm, args.trace_batch)
+    with mh.record(path):
+        step_us, host = run_loop(state, forwards, arm, 1, args.trace_steps - 1,
+                                 args.scheduler_us, annotate=True)
+    write_json(path[:-5] + ".timings.json", {
+        "arm": arm, "batch_size": args.trace_batch, "forward_us": TRACE_FORWARD_US,
+        "traced": {"step_us": [r3(v) for v in step_us],
+                   "host_us": {k: [r3(x) for x in v] for k, v in host.items()}},
+        "bare": {"step_us": [r3(v) for v in bare_step],
+                 "host_us": {k: [r3(x) for x in v] for k, v in bare_host.items()}}})
+    log(f"wrote {path} and {mh.probe_path(path)}")
+    return 0
+
+
+def export_traces(args):
+    """One fresh process per trace: each arm at batch 1, and the graph arm at each
+    --trace-batch-sizes (for the preps' GPU time per batch)."""
+    jobs = [(arm, 1) for arm in ARMS] + [("graph", bs) for bs in args.trace_batch_sizes]
+    for arm, bs in jobs:
+        cmd = [sys.executable, os.path.abspath(__file__), "--out", args.out, "--trace-arm", arm,
+               "--trace-batch", str(bs), "--trace-steps", str(args.trace_steps),
+               "--cpu", str(args.cpu), "--seed", str(args.seed), "--block", str(args.block),
+               "--accept-length", repr(args.accept_length), "--steps", str(args.steps),
+               "--warmup", str(args.warmup), "--scheduler-us", repr(args.scheduler_us),
+               "--max-context", str(args.max_context),
+               "--seq-lens", f"{args.seq_lens[0]}-{args.seq_lens[1]}"]
+        subprocess.run(cmd, check=True)
 
 
 # ----------------------------------------------------------------------------- outputs
@@ -661,20 +732,14 @@ def write_json(path, value):
     write_atomic(path, json.dumps(value, indent=2) + "\n")
 
 
-REFERENCE_COLUMNS = ("forward_us", "batch_size", "block", "arm", "step_us_median", "step_us_p10",
-                     "step_us_p90", "samples", "host_prep_us_median")
-
-
-def write_reference(path, cells):
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(REFERENCE_COLUMNS)
-    for c in cells:
-        step = c["step_us"]
-        writer.writerow([format_number(c["forward_us"]), c["batch_size"], c["block"], c["arm"],
-                         step["median"], step["p10"], step["p90"], step["reps"],
-                         c["host_prep_us"]["median"]])
-    write_atomic(path, text.getvalue())
+def write_reference(path, cells, rounds):
+    """reference.csv in the format `metaprep validate` reads (metaprep_host.REFERENCE_COLUMNS)."""
+    mh.write_reference(path, [
+        mh.reference_row(c["forward_us"], c["batch_size"], c["block"], c["arm"],
+                         c["step_us_samples"], rounds=rounds,
+                         host_speed_us=float(np.median(c["host_speed_us"])))
+        for c in cells])
+    log(f"wrote {path}")
 
 
 def prep_entries(preps, upload_ops):
@@ -754,6 +819,9 @@ def host_profile(meta, micro, probes, preps, sampling, accept, upload, args, in_
         "upload_us": {"value": micro["upload_us"]["median"],
                       "source": f"median host time of torch.tensor([5], dtype=int32, "
                                 f"device='cuda'), GPU idle, {reps} reps"},
+        "host_speed_us": {"value": meta["host_speed_us"],
+                          "source": "metaprep_host.host_speed() in this process before the "
+                                    "micro-benchmarks (µs per x.add_(1), no profiler)"},
         "upload_syncs": {"value": upload_probe["waits"],
                          "source": f"the same upload issued behind a {SLEEP_PROBE_US} us "
                                    f"torch.cuda._sleep took {upload_probe['median_us']:.0f} us (median "
@@ -804,6 +872,8 @@ def main(argv=None):
         return 2
 
     os.makedirs(args.out, exist_ok=True)
+    if args.trace_arm is not None:
+        return record_trace(args)
     started = time.perf_counter()
     meta = {
         "tool": "scripts/calibrate_torch.py",
@@ -819,6 +889,7 @@ def main(argv=None):
     cycles_per_us, rates = calibrate_sleep()
     log(f"_sleep: {cycles_per_us:.1f} cycles/us")
     meta["cpu"] = pin_thread(args.cpu)  # CUDA's own threads exist now and keep the whole mask
+    meta["host_speed_us"] = mh.host_speed()
     log(f"measuring thread pinned to CPU {meta['cpu']}" if meta["cpu"] is not None
         else "measuring thread not pinned (--cpu off)")
     x = torch.zeros(1, dtype=torch.int32, device=dev)
@@ -889,12 +960,13 @@ def main(argv=None):
     for bs in args.batch_sizes:
         state = states[bs]
         for fwd in args.forward_us:
-            samples = {arm: {"step": [], "prep": [], "round_medians": [],
+            samples = {arm: {"step": [], "prep": [], "round_medians": [], "speed": [],
                              "host": {key: [] for key in HOST_KEYS}} for arm in args.arms}
             for r in range(args.rounds):
                 # Rotate the arms' order each round, so none always runs first.
                 order = args.arms[r % len(args.arms):] + args.arms[:r % len(args.arms)]
                 for arm in order:
+                    samples[arm]["speed"].append(mh.host_speed())  # GPU idle: run_loop synced
                     step_us, host = run_loop(state, forwards[fwd], arm, args.warmup, per_round,
                                              args.scheduler_us)
                     samples[arm]["step"] += step_us
@@ -907,6 +979,7 @@ def main(argv=None):
                 cell = {"forward_us": fwd, "batch_size": bs, "block": args.block, "arm": arm,
                         "step_us": summarize(got["step"]), "host_prep_us": summarize(got["prep"]),
                         "round_medians_us": got["round_medians"],
+                        "host_speed_us": got["speed"],
                         "step_us_samples": [r3(v) for v in got["step"]],
                         "host_prep_us_samples": [r3(v) for v in got["prep"]],
                         "host_us": got["host"]}
@@ -915,7 +988,7 @@ def main(argv=None):
                     f"step {cell['step_us']['median']} us (p10 {cell['step_us']['p10']}, "
                     f"p90 {cell['step_us']['p90']}; rounds {got['round_medians']}), "
                     f"host prep {cell['host_prep_us']['median']} us")
-    write_reference(os.path.join(args.out, "reference.csv"), cells)
+    write_reference(os.path.join(args.out, "reference.csv"), cells, args.rounds)
 
     # 5. Op counts, from the profiler (started only now: CUPTI stays hooked once it has run).
     for family, prep, key in zip(FAMILIES, (state1.draft_prep, state1.verify_prep),
@@ -968,11 +1041,9 @@ def main(argv=None):
         "reference": cells,
     })
 
-    # 6. Traces of a few reference steps at batch size 1.
-    export_trace(state1, forwards[TRACE_FORWARD_US], "eager-sync", args,
-                 os.path.join(args.out, "trace.json"))
-    export_trace(state1, forwards[TRACE_FORWARD_US], "graph", args,
-                 os.path.join(args.out, "trace-graph.json"))
+    # 6. Traces of a few reference steps, one fresh process each, as the calibration recipe
+    # records them (README); each writes its traced and bare host timings beside it.
+    export_traces(args)
     log(f"done in {time.perf_counter() - started:.1f} s")
     return 0
 

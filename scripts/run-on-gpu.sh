@@ -10,11 +10,11 @@
 # `overhead_us` row (the empty graph through the arms' harness, one range a step, minus the
 # bare empty graph).
 #
-# calibrate needs python3 with torch (CUDA): it measures PyTorch's host costs into
-# out/calibration/host_profile.json, runs the PyTorch reference step loop, runs `steps` with
-# that profile at forward 100/1000/5000 µs and once per grid cell with that cell's own in-loop
-# op costs (calibration/cells/), and writes out/validation.md (model against loop);
-# the steps stage then uses that profile instead of the built-in one.
+# calibrate needs python3 with torch (CUDA): it runs both reference loops
+# (calibrate_torch.py, reference_loop.py), calibrates a profile from each one's traces as the
+# README's recipe says, and validates it against that loop's untraced grid (validate/ in
+# out/calibrate_torch/ and out/reference_loop/); calibrate_torch.py's directly measured
+# host_profile.json is what the steps stage then uses instead of the built-in one.
 #
 # timers runs one steps grid (TIMERS_FLAGS, default tp1 x bs 1,8,64 x block 5 planned for
 # 1000 GiB, which moe-large needs at tp1) with --timer events and --timer cupti, each with
@@ -47,23 +47,28 @@ for stage in "${stages[@]}"; do
         sweep) run sweep "$here/metaprep" sweep --out "$out/sweep" ${SWEEP_FLAGS:-} ;;
         bench) (cd "$here" && for b in benches/*; do run bench "$b" --bench; done) ;;
         calibrate)
-            run calibrate python3 "$here/calibrate_torch.py" --out "$out/calibration"
-            if [ -f "$out/calibration/host_profile.json" ]; then
-                profile=$out/calibration/host_profile.json
-                for f in 100 1000 5000; do
-                    run "validate-f$f" "$here/metaprep" steps --host-profile "$profile" --forward-us $f \
-                        --tp tp1 --batch-sizes 1,8,64 --block-sizes 5 \
-                        --arms eager-sync,eager-device,graph,graph-upload --out "$out/validate-f$f"
-                done
-                # Each grid cell again, with that cell's own in-loop op costs (see compare_reference.py).
-                for cell in "$out"/calibration/cells/*.json; do
-                    name=$(basename "$cell" .json); f=${name%-bs*}; f=${f#f}; bs=${name#*-bs}
-                    run "validate-$name" "$here/metaprep" steps --host-profile "$cell" --forward-us "$f" \
-                        --tp tp1 --batch-sizes "$bs" --block-sizes 5 \
-                        --arms eager-sync,eager-device,graph,graph-upload --out "$out/validate-cells/$name"
-                done
-                python3 "$here/compare_reference.py" "$out" > "$out/validation.md" || status=1
-            fi ;;
+            # Both reference loops, each calibrated from its own traces exactly as the README's
+            # recipe says (one trace per arm at bs 1, forward 1000 us, each in a fresh process
+            # with its probe file; graph-arm traces at bs 8 and 64 for the preps' GPU time),
+            # then validated against its own untraced grid in this same call.
+            for loop in calibrate_torch reference_loop; do
+                dir=$out/$loop
+                case $loop in
+                    calibrate_torch) flags="--forward-us 100,1000,3000"; shape="" ;;
+                    reference_loop) flags=""; shape="--seq-lens 1500-6000 --max-context 16384" ;;
+                esac
+                # shellcheck disable=SC2086
+                run "$loop" python3 "$here/$loop.py" --out "$dir" $flags
+                [ -f "$dir/reference.csv" ] || { status=1; continue; }
+                traces=(); for arm in eager-sync eager-device graph graph-upload; do traces+=("$dir/trace-$arm.json"); done
+                run "$loop-calibrate" "$here/metaprep" calibrate "${traces[@]}" \
+                    --gpu-trace "8:$dir/trace-graph-bs8.json" --gpu-trace "64:$dir/trace-graph-bs64.json" \
+                    --out "$dir/profile.json"
+                # shellcheck disable=SC2086
+                run "$loop-validate" "$here/metaprep" validate "$dir/reference.csv" \
+                    --host-profile "$dir/profile.json" --out "$dir/validate" $shape ${VALIDATE_FLAGS:-}
+            done
+            [ -f "$out/calibrate_torch/host_profile.json" ] && profile=$out/calibrate_torch/host_profile.json ;;
         # shellcheck disable=SC2086
         ranks)
             gpus=$("$here/metaprep" info 2>/dev/null | awk '/devices visible/ {print $3}')

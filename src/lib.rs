@@ -5,6 +5,7 @@
 //! prep} → gpu`; everything may use `results`, `stats` and `axes`; `report` reads `results`.
 
 pub mod axes;
+pub mod calibrate;
 pub mod cli;
 pub mod gpu;
 pub mod harness;

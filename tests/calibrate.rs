@@ -1,60 +1,13 @@
-//! `metaprep calibrate` on a real trace: the PyTorch reference loop recorded on the H200 by
-//! scripts/calibrate_torch.py (committed under results/), and the CLI's refusals.
+//! `metaprep calibrate` and `metaprep validate` through the binary, with no GPU: what they
+//! refuse (one line, exit 2, before any GPU work) and what they write.
 
-use metaprep::model::calibrate::calibrate_trace;
-use metaprep::model::host_profile::{HostProfile, Item};
-use std::path::Path;
+use metaprep::model::host_profile::HostProfile;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const H200_TRACE: &str = "results/2026-11-29-h200-host-program/calibration/trace.json";
-
-fn h200_trace() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(H200_TRACE)
-}
-
-#[test]
-fn the_h200_reference_trace_gives_the_loops_program_and_eager_sync_preps() {
-    let base = HostProfile::load("native").unwrap();
-    let c = calibrate_trace(&h200_trace(), &base).unwrap();
-    let p = &c.profile;
-    let labels: Vec<&str> = p.program.iter().map(Item::label).collect();
-    assert_eq!(
-        labels,
-        [
-            "scheduler",
-            "draft prep",
-            "draft forward",
-            "sampling",
-            "verify prep",
-            "verify forward",
-            "accept"
-        ]
-    );
-    // The loop's sampling is four real ops; the scheduler a pure busy-wait of 50 µs.
-    assert!(matches!(p.program[3], Item::Host { ops: 4, .. }));
-    match &p.program[0] {
-        Item::Host { us, ops: 0, .. } => assert!((50.0..80.0).contains(us), "{us}"),
-        other => panic!("{other:?}"),
-    }
-    // Both preps ran eager-sync in this trace: they read, after two ops (`.tolist()` resolves
-    // conj and neg first), and launch kernels.
-    for family in ["dspark_draft_block", "dsa_target_verify"] {
-        let sync = p.preps[family].eager_sync;
-        assert!(sync.reads >= 1, "{family}: {sync:?}");
-        assert_eq!(sync.ops_before_read, 2, "{family}: {sync:?}");
-        assert!(sync.ops > 20 && sync.launches > 10, "{family}: {sync:?}");
-        assert!(p.preps[family].source.contains(H200_TRACE), "{family}");
-    }
-    // Host costs in µs, as the profiler saw them (its own overhead included).
-    for (name, v) in [
-        ("op_us", p.op_us.value),
-        ("read_us", p.read_us.value),
-        ("graph_launch_us", p.graph_launch_us.value),
-    ] {
-        assert!((1.0..100.0).contains(&v), "{name} = {v}");
-    }
-    assert!(p.upload_syncs.value, "torch.tensor(list, device=...) syncs");
-    assert!(c.report.contains("| step |"), "{}", c.report);
+/// A small torch.profiler trace (3 steps of an annotated loop) with no probe file.
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_trace_small.json")
 }
 
 fn metaprep(args: &[&str]) -> std::process::Output {
@@ -64,52 +17,97 @@ fn metaprep(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// Runs `args`, which must fail with exit 2 and one stderr line holding `needle`.
+fn refused(args: &[&str], needle: &str) {
+    let o = metaprep(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: {err}");
+}
+
 #[test]
 fn calibrate_refuses_bad_input_with_one_line_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let not_json = dir.path().join("broken.json");
     std::fs::write(&not_json, "{\"traceEvents\": [").unwrap();
+    let trace = dir.path().join("trace.json");
+    std::fs::copy(fixture(), &trace).unwrap();
+    let link = dir.path().join("link.json");
+    std::fs::hard_link(&trace, &link).unwrap();
     let out = dir.path().join("profile.json");
-    let out_s = out.to_str().unwrap();
-    for (args, needle) in [
-        (
-            vec!["calibrate", not_json.to_str().unwrap(), "--out", out_s],
-            "broken.json",
-        ),
-        (
-            vec!["calibrate", "/nonexistent/trace.json", "--out", out_s],
-            "trace.json",
-        ),
-        (
-            vec![
-                "calibrate",
-                h200_trace().to_str().unwrap(),
-                "--out",
-                out_s,
-                "--base",
-                "nope",
-            ],
-            "--base",
-        ),
-    ] {
-        let o = metaprep(&args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(!out.exists(), "{args:?} wrote a profile");
-    }
-    // A written profile loads as a --host-profile; a second run refuses to overwrite it.
-    let o = metaprep(&["calibrate", h200_trace().to_str().unwrap(), "--out", out_s]);
+    let (out_s, trace_s) = (out.to_str().unwrap(), trace.to_str().unwrap());
+    let keep = "--keep-profiler-costs";
+    refused(
+        &[
+            "calibrate",
+            not_json.to_str().unwrap(),
+            "--out",
+            out_s,
+            keep,
+        ],
+        "broken.json",
+    );
+    refused(
+        &["calibrate", "/nonexistent/t.json", "--out", out_s, keep],
+        "t.json",
+    );
+    refused(
+        &["calibrate", trace_s, "--out", out_s, "--base", "nope", keep],
+        "--base",
+    );
+    refused(
+        &["calibrate", trace_s, "--out", out_s, "--gpu-trace", "64"],
+        "BATCH:FILE",
+    );
+    refused(
+        &[
+            "calibrate",
+            trace_s,
+            "--out",
+            out_s,
+            "--gpu-trace",
+            "x:a.json",
+        ],
+        "batch size",
+    );
+    // No probe file beside the trace: refused, naming the recipe and the way out.
+    refused(
+        &["calibrate", trace_s, "--out", out_s],
+        "--keep-profiler-costs",
+    );
+    assert!(!out.exists());
+    // --out may not be the trace, by another path or a hard link.
+    let other_path = format!("{}/./trace.json", dir.path().display());
+    refused(
+        &["calibrate", trace_s, "--out", &other_path, "--force", keep],
+        "is the input",
+    );
+    refused(
+        &[
+            "calibrate",
+            trace_s,
+            "--out",
+            link.to_str().unwrap(),
+            "--force",
+            keep,
+        ],
+        "is the input",
+    );
+    // Kept costs: a profile that loads; a second run refuses to overwrite it.
+    let o = metaprep(&["calibrate", trace_s, "--out", out_s, keep]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    HostProfile::load(out_s).unwrap();
-    let o = metaprep(&["calibrate", h200_trace().to_str().unwrap(), "--out", out_s]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
+    let p = HostProfile::load(out_s).unwrap();
+    assert!(
+        p.op_us.source.contains("AS THE PROFILER SAW THEM"),
+        "{}",
+        p.op_us.source
+    );
+    refused(&["calibrate", trace_s, "--out", out_s, keep], "--force");
 }
 
 #[test]
-fn steps_refuses_bad_host_profiles_and_scales_before_any_gpu_work() {
+fn steps_refuses_bad_host_profiles_scales_and_acceptance_before_any_gpu_work() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad-profile.json");
     std::fs::write(&bad, "{\"name\": \"x\"}").unwrap();
@@ -128,13 +126,76 @@ fn steps_refuses_bad_host_profiles_and_scales_before_any_gpu_work() {
             vec!["--collective-latency-us", "nan"],
             "--collective-latency-us",
         ),
+        // The native profile records no host speed to move from.
+        (
+            vec!["--host-profile", "native", "--host-speed-us", "9"],
+            "--host-speed-us",
+        ),
+        (vec!["--host-speed-us=-1"], "--host-speed-us"),
+        (vec!["--accept-rate", "1.5"], "--accept-rate"),
+        (vec!["--accept-length", "3.51"], "--accept-rate"),
+        (
+            vec!["--accept-length", "7", "--block-sizes", "5"],
+            "--accept-length",
+        ),
     ] {
         let mut all = vec!["steps", "--out", out_s];
         all.extend(args.iter().copied());
-        let o = metaprep(&all);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
+        refused(&all, needle);
         assert!(!out.exists(), "{args:?} created the run directory");
     }
+    let o = metaprep(&["steps", "--accept-rate", "0.7", "--accept-length", "3"]);
+    assert_eq!(o.status.code(), Some(2), "conflicting flags");
+}
+
+#[test]
+fn validate_refuses_a_bad_reference_and_axis_flags_before_any_gpu_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("v");
+    let out_s = out.to_str().unwrap();
+    let good = dir.path().join("ref.csv");
+    std::fs::write(
+        &good,
+        "forward_us,batch_size,block,arm,step_us\n1000,1,5,graph,2080\n",
+    )
+    .unwrap();
+    let cut = dir.path().join("cut.csv");
+    std::fs::write(
+        &cut,
+        "forward_us,batch_size,block,arm,step_us\n1000,1,5,graph,20",
+    )
+    .unwrap();
+    let arm = dir.path().join("arm.csv");
+    std::fs::write(
+        &arm,
+        "forward_us,batch_size,block,arm,step_us\n1000,1,5,warp,2080\n",
+    )
+    .unwrap();
+    let g = good.to_str().unwrap();
+    refused(
+        &["validate", "/nonexistent.csv", "--out", out_s],
+        "nonexistent.csv",
+    );
+    refused(
+        &["validate", cut.to_str().unwrap(), "--out", out_s],
+        "newline",
+    );
+    refused(
+        &["validate", arm.to_str().unwrap(), "--out", out_s],
+        "line 2",
+    );
+    refused(
+        &["validate", g, "--out", out_s, "--forward-us", "100"],
+        "--forward-us",
+    );
+    refused(&["validate", g, "--out", out_s, "--tp", "tp8"], "--tp");
+    refused(
+        &["validate", g, "--out", out_s, "--step-pct", "0"],
+        "--step-pct",
+    );
+    refused(
+        &["validate", g, "--out", out_s, "--host-profile", "nope"],
+        "--host-profile",
+    );
+    assert!(!out.exists());
 }

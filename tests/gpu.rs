@@ -203,7 +203,7 @@ fn step_config(
         gpu_memory: None,
         target: ForwardModel::FixedUs(200.0),
         draft: ForwardModel::FixedUs(200.0),
-        accept_mean: 3.0,
+        acceptance: metaprep::prep::accept::Acceptance::Length(3.0),
         host: HostProfile::load("pytorch").unwrap(),
         host_scales: vec![1.0],
         link_gb_s: 450.0,

@@ -191,7 +191,7 @@ fn child_runs_a_steps_cell_and_a_sweep() {
         gpu_memory: None,
         target: ForwardModel::FixedUs(100.0),
         draft: ForwardModel::FixedUs(100.0),
-        accept_mean: 2.0,
+        acceptance: metaprep::prep::accept::Acceptance::Length(2.0),
         host: HostProfile::load("pytorch").unwrap(),
         host_scales: vec![1.0],
         link_gb_s: 450.0,

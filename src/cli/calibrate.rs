@@ -1,21 +1,26 @@
-//! `metaprep calibrate`: a host profile from a PyTorch profiler trace.
+//! `metaprep calibrate`: a host profile from PyTorch profiler traces of an engine.
 
 use super::common::usage;
+use crate::calibrate::{calibrate as derive_profile, CalibrateRequest};
 use crate::model::host_profile::HostProfile;
 use anyhow::{Context, Result};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Args)]
 pub struct CalibrateArgs {
-    /// A Chrome trace from `torch.profiler` (`export_chrome_trace`), each decode step inside
-    /// `record_function("step")` (or `prof.step()`), its parts named `scheduler`,
-    /// `draft prep`, `draft forward`, `verify prep`, `verify forward`, `accept`, ... as
-    /// scripts/calibrate_torch.py records them.
-    pub(crate) trace: PathBuf,
-    /// The profile whose values stand where the trace shows nothing (an arm it did not run,
-    /// a foreign engine's program): native, pytorch or a JSON file.
+    /// Chrome traces from `torch.profiler` (`export_chrome_trace`), one per arm, recorded at
+    /// one cell with scripts/metaprep_host.py `record()` (which writes each trace's probe file
+    /// beside it: the profiler's own cost is measured there and taken off). Each decode step
+    /// inside `record_function("step")` (or `prof.step()`), its parts named `draft prep`,
+    /// `draft forward`, `verify prep`, `verify forward`, `accept`; any other name (such as
+    /// `scheduler`, `sampling`) is a host segment. The README's calibration recipe says what
+    /// to run.
+    #[arg(required = true, value_name = "TRACE")]
+    pub(crate) traces: Vec<PathBuf>,
+    /// The profile whose values stand where the traces show nothing (an arm no trace ran, a
+    /// foreign engine's program): native, pytorch or a JSON file.
     #[arg(long, default_value = "pytorch")]
     pub(crate) base: String,
     /// Where to write the derived profile (JSON); it must not exist yet, unless --force.
@@ -24,21 +29,89 @@ pub struct CalibrateArgs {
     /// Replace --out if it exists.
     #[arg(long)]
     pub(crate) force: bool,
+    /// The batch size the traces ran at (their preps' GPU time is taken at it).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) batch_size: u32,
+    /// BATCH:FILE, repeatable: a trace of the same engine at another batch size, of which
+    /// only the preps' GPU time is read (CUDA activity, which the profiler does not slow),
+    /// for each prep's `kernel_us_by_batch`. Without it every batch uses the traced one's.
+    #[arg(long, value_name = "BATCH:FILE")]
+    pub(crate) gpu_trace: Vec<String>,
+    /// Calibrate traces that have no probe file, with the profiler's own cost left in their
+    /// host costs (every source says so): predictions from such a profile overstate the
+    /// host time after a read about twofold.
+    #[arg(long)]
+    pub(crate) keep_profiler_costs: bool,
+}
+
+fn gpu_trace(text: &str) -> Result<(u32, PathBuf)> {
+    let (batch, file) = text.split_once(':').with_context(|| {
+        format!("--gpu-trace `{text}` is not BATCH:FILE, such as 64:trace-bs64.json")
+    })?;
+    let batch = batch
+        .parse::<u32>()
+        .ok()
+        .filter(|&b| b > 0)
+        .with_context(|| format!("--gpu-trace `{text}`: `{batch}` is not a batch size"))?;
+    Ok((batch, PathBuf::from(file)))
+}
+
+/// Whether `out` is one of `inputs` (the same file by any path, or a hard link to it).
+fn same_file(out: &Path, input: &Path) -> bool {
+    match (out.canonicalize(), input.canonicalize()) {
+        (Ok(a), Ok(b)) if a == b => true,
+        _ => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::MetadataExt;
+                if let (Ok(a), Ok(b)) = (std::fs::metadata(out), std::fs::metadata(input)) {
+                    return a.dev() == b.dev() && a.ino() == b.ino();
+                }
+            }
+            false
+        }
+    }
 }
 
 pub(crate) fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
     let derived = (|| {
         let base = HostProfile::load(&args.base).context("--base")?;
+        anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
+        let gpu_traces = args
+            .gpu_trace
+            .iter()
+            .map(|t| gpu_trace(t))
+            .collect::<Result<Vec<_>>>()?;
         if args.out.exists() && !args.force {
             anyhow::bail!(
                 "--out {} exists: choose another path or pass --force to replace it",
                 args.out.display()
             );
         }
-        if args.out == args.trace {
-            anyhow::bail!("--out is the trace itself: choose another path");
+        let inputs = args
+            .traces
+            .iter()
+            .cloned()
+            .chain(gpu_traces.iter().map(|(_, p)| p.clone()));
+        for input in inputs {
+            let probe = crate::calibrate::probe_path(&input);
+            for file in [&input, &probe] {
+                if same_file(&args.out, file) {
+                    anyhow::bail!(
+                        "--out {} is the input {}: choose another path",
+                        args.out.display(),
+                        file.display()
+                    );
+                }
+            }
         }
-        crate::model::calibrate::calibrate_trace(&args.trace, &base)
+        let request = CalibrateRequest {
+            traces: args.traces.clone(),
+            batch: args.batch_size,
+            gpu_traces,
+            keep_profiler_costs: args.keep_profiler_costs,
+        };
+        derive_profile(&request, &base)
     })();
     let calibration = match usage(derived) {
         Ok(c) => c,
@@ -47,6 +120,10 @@ pub(crate) fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
     crate::results::atomic::write_atomic(&args.out, calibration.profile.to_json().as_bytes())?;
     println!("{}", calibration.report);
     println!("wrote {}", args.out.display());
-    println!("next: metaprep steps --host-profile {}", args.out.display());
+    println!(
+        "next: metaprep validate REFERENCE.csv --host-profile {} (or metaprep steps --host-profile {})",
+        args.out.display(),
+        args.out.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// Where the measuring thread runs.
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct PinArgs {
     /// CPU to pin the measuring thread to once the GPU is open: a CPU number, `auto` (the
     /// last CPU this process may run on) or `off`. Unpinned, the OS moves the thread between
@@ -22,7 +22,7 @@ pub struct PinArgs {
     pub(crate) cpu: CpuPin,
 }
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct DeviceArgs {
     /// CUDA device ordinal to run on.
     #[arg(long, default_value_t = 0)]
@@ -62,7 +62,7 @@ impl DeviceArgs {
 }
 
 /// NVTX ranges for Nsight Systems.
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct NvtxArgs {
     /// NVTX ranges (`on`) around every step, every phase of a step and every arm's prep,
     /// named as in the CSV (`step (graph)`, `draft prep (eager-sync)`, `draft forward`,
@@ -88,7 +88,7 @@ impl NvtxArgs {
 }
 
 /// The prep axes `check` and `sweep` share.
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct PrepAxes {
     /// Metadata families, comma separated: dspark_draft_block, dsa_decode,
     /// dsa_target_verify, dsa_draft_extend_v2.

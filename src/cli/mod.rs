@@ -11,6 +11,7 @@ pub mod rank_worker;
 pub mod report;
 pub mod steps;
 pub mod sweep;
+pub mod validate;
 
 use crate::report::compare::{run_compare, CompareArgs, EXIT_BAD_INPUT};
 use anyhow::Result;
@@ -59,6 +60,12 @@ pub enum Command {
     /// per-op cost, reads, graph launches, the step's host program and each prep's ops.
     /// Needs no GPU.
     Calibrate(CalibrateArgs),
+    /// Hold the step model against an engine's own untraced step times: run `steps` with a
+    /// host profile on every cell of a reference CSV (forward µs, batch, block, arm, step µs,
+    /// host speed), each at the host speed the reference recorded, and write validation.md
+    /// and validation.csv (reference, model, error, pass per arm and for eager-sync − graph).
+    /// Exit 1 when a cell fails its bar.
+    Validate(Box<validate::ValidateArgs>),
     Compare(CompareArgs),
     /// NCCL latency and bandwidth on this host's GPUs: all-reduce (and, with two GPUs or
     /// more, expert parallelism's all-to-all) over a range of sizes, one process per GPU,
@@ -102,6 +109,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::RankWorker(args) => rank_worker::rank_worker(&args),
         Command::Report(args) => report::report(&args.run_dir),
         Command::Calibrate(args) => calibrate::calibrate(&args),
+        Command::Validate(args) => {
+            args.steps.nvtx.apply();
+            validate::validate(&args)
+        }
         Command::Compare(args) => match run_compare(&args) {
             Ok(outcome) => {
                 print!("{}", outcome.markdown);

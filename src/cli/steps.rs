@@ -12,6 +12,7 @@ use crate::model::host_profile::{HostProfile, Item};
 use crate::model::memory::GpuMemory;
 use crate::model::profile::{ForwardModel, Profile};
 use crate::model::stop::StepRounds;
+use crate::prep::accept::Acceptance;
 use crate::runs::rank_world::{RanksMode, ReadSkew};
 use crate::runs::steps::{Cell, StepsConfig, TraceRequest};
 use anyhow::{Context, Result};
@@ -20,7 +21,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct StepsArgs {
     #[command(flatten)]
     pub(crate) device: DeviceArgs,
@@ -82,10 +83,18 @@ pub struct StepsArgs {
     /// ignores the profiles and the layout).
     #[arg(long)]
     pub(crate) forward_us: Option<f64>,
-    /// Mean tokens accepted per request per step, bonus token included (between 1 and
-    /// block + 1 for every block size).
-    #[arg(long, default_value_t = 3.51)]
-    pub(crate) accept_length: f64,
+    /// Per-draft-token acceptance rate α: each draft token is accepted with probability α
+    /// until the first rejection, so a block of γ drafts accepts (1 − α^(γ+1)) / (1 − α)
+    /// tokens per request per step, bonus token included (Leviathan et al. 2023), drawn per
+    /// request per step. Default: the rate that gives the seed serving run's 3.51 tokens at
+    /// block 5 (α ≈ 0.779: block 3 accepts 2.86, block 8 4.04).
+    #[arg(long, conflicts_with = "accept_length")]
+    pub(crate) accept_rate: Option<f64>,
+    /// Instead of --accept-rate: this mean accepted length (tokens per request per step, 1 to
+    /// block + 1) for one block size. With several --block-sizes it is refused, since one
+    /// length for every block would give each block a different α.
+    #[arg(long)]
+    pub(crate) accept_length: Option<f64>,
     /// The host program of a step and what each piece costs: `pytorch` (measured from
     /// PyTorch on an H200 by scripts/calibrate_torch.py: framework ops per prep at their
     /// measured host cost), `native` (the Rust harness's own launches and reads, nothing
@@ -93,6 +102,13 @@ pub struct StepsArgs {
     /// host-profiles/README.md documents every field).
     #[arg(long, default_value = "pytorch")]
     pub(crate) host_profile: String,
+    /// Run the profile's framework costs at this measured host speed instead of the one they
+    /// were calibrated at: µs per `x.add_(1)` as scripts/metaprep_host.py `host_speed()`
+    /// measures it in the engine's process. Ops, reads, graph launches and uploads scale by
+    /// this over the profile's `host_speed_us`; host segments and GPU times stay. `metaprep
+    /// validate` passes each reference cell's own.
+    #[arg(long)]
+    pub(crate) host_speed_us: Option<f64>,
     /// Replace the µs of the program's `scheduler` host segment (a what-if).
     #[arg(long)]
     pub(crate) host_work_us: Option<f64>,
@@ -204,6 +220,26 @@ pub struct StepsArgs {
     pub(crate) read_skew_rank: String,
 }
 
+/// `--accept-rate` / `--accept-length`, checked against the run's block sizes.
+pub(crate) fn acceptance(
+    rate: Option<f64>,
+    length: Option<f64>,
+    blocks: &[u32],
+) -> Result<Acceptance> {
+    match (rate, length) {
+        (_, Some(l)) if blocks.len() > 1 => anyhow::bail!(
+            "--accept-length {l} fixes one block size's mean, but --block-sizes lists {}: \
+             give --accept-rate (one α, each block its own length) or one block size",
+            blocks.len()
+        ),
+        (_, Some(l)) => Acceptance::Length(l)
+            .check(blocks)
+            .context("--accept-length"),
+        (Some(r), None) => Acceptance::Rate(r).check(blocks).context("--accept-rate"),
+        (None, None) => Ok(Acceptance::seed()),
+    }
+}
+
 /// `--read-skew-us` and `--read-skew-rank`, checked.
 fn read_skew(args: &StepsArgs) -> Result<ReadSkew> {
     for (v, flag) in [
@@ -260,7 +296,10 @@ fn host_program(args: &StepsArgs) -> Result<HostProfile> {
         };
         *us = v;
     }
-    Ok(host)
+    match args.host_speed_us {
+        Some(speed) => host.at_host_speed(speed).context("--host-speed-us"),
+        None => Ok(host),
+    }
 }
 
 fn trace_cell(s: &str) -> Result<Cell> {
@@ -298,16 +337,11 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         "--batch-sizes",
     ))?;
     let block_sizes = usage(parse_u32_list(&args.block_sizes, "--block-sizes"))?;
-    let smallest_block = *block_sizes
-        .iter()
-        .min()
-        .expect("a parsed list is not empty");
-    if !(args.accept_length >= 1.0 && args.accept_length <= smallest_block as f64 + 1.0) {
-        return usage(Err(anyhow::anyhow!(
-            "--accept-length: {} is impossible with block {smallest_block}: a step accepts between 1 and block + 1 tokens",
-            args.accept_length
-        )));
-    }
+    let acceptance = usage(acceptance(
+        args.accept_rate,
+        args.accept_length,
+        &block_sizes,
+    ))?;
     for (v, flag) in [
         (args.host_work_us, "--host-work-us"),
         (Some(args.link_gb_s), "--link-gb-s"),
@@ -399,7 +433,7 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         gpu_memory,
         target: usage(forward_model(&args.model, args).context("--model"))?,
         draft: usage(forward_model(&args.draft_model, args).context("--draft-model"))?,
-        accept_mean: args.accept_length,
+        acceptance,
         host,
         host_scales: args.host_scale.clone(),
         link_gb_s: args.link_gb_s,

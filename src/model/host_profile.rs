@@ -184,6 +184,12 @@ pub struct HostProfile {
     pub graph_launch_us: Sourced<f64>,
     pub upload_us: Sourced<f64>,
     pub upload_syncs: Sourced<bool>,
+    /// The host speed the framework costs above were taken at: µs per `x.add_(1)` on a
+    /// one-element CUDA tensor with no profiler running, in the process that was measured
+    /// (scripts/metaprep_host.py `host_speed()`). With it, [`HostProfile::at_host_speed`]
+    /// moves the costs to another measured host speed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_speed_us: Option<Sourced<f64>>,
     pub preps: BTreeMap<String, PrepOps>,
     pub program: Vec<Item>,
 }
@@ -368,21 +374,64 @@ impl HostProfile {
             "--host-scale {scale}: give a factor above 0 and at most 1000, such as 0.5,1,2"
         );
         let mut p = self.clone();
-        p.op_us.value *= scale;
-        for prep in p.preps.values_mut() {
-            for ops in [
-                &mut prep.eager_sync,
-                &mut prep.eager_device,
-                &mut prep.graph,
-            ] {
-                ops.op_us = ops.op_us.map(|v| v * scale);
-            }
-        }
+        p.scale_op_costs(scale);
         for item in &mut p.program {
             if let Item::Host { us, .. } = item {
                 *us *= scale;
             }
         }
+        Ok(p)
+    }
+
+    /// Framework ops' host costs (the profile's and each prep arm's own) times `scale`.
+    fn scale_op_costs(&mut self, scale: f64) {
+        self.op_us.value *= scale;
+        for prep in self.preps.values_mut() {
+            let upload = prep.graph_upload.as_mut();
+            for ops in [
+                &mut prep.eager_sync,
+                &mut prep.eager_device,
+                &mut prep.graph,
+            ]
+            .into_iter()
+            .chain(upload)
+            {
+                ops.op_us = ops.op_us.map(|v| v * scale);
+            }
+        }
+    }
+
+    /// The profile at another measured host speed (`speed_us`, µs per probe op as the
+    /// profile's `host_speed_us` counts it): every framework cost (ops, reads, graph
+    /// launches, uploads) scales by `speed_us` / the profile's own host speed. Host segments
+    /// given as plain µs (a Python stretch, a busy-wait) and GPU times stay as measured.
+    pub fn at_host_speed(&self, speed_us: f64) -> Result<HostProfile> {
+        let Some(own) = &self.host_speed_us else {
+            bail!(
+                "host profile `{}` records no host speed (`host_speed_us`), so it cannot be moved \
+                 to another one: calibrate it from a trace with its probe file (README: \
+                 calibration recipe), or leave out --host-speed-us",
+                self.name
+            );
+        };
+        ensure!(
+            speed_us.is_finite() && speed_us > 0.0 && speed_us <= 1e4,
+            "host speed {speed_us} µs per op is not a measured host speed (give µs per \
+             `x.add_(1)`, as scripts/metaprep_host.py host_speed() prints)"
+        );
+        let ratio = speed_us / own.value;
+        let mut p = self.clone();
+        p.scale_op_costs(ratio);
+        for cost in [&mut p.read_us, &mut p.graph_launch_us, &mut p.upload_us] {
+            cost.value *= ratio;
+        }
+        p.host_speed_us = Some(Sourced {
+            value: speed_us,
+            source: format!(
+                "moved from {} us (its own: {}) by x{ratio:.4}, framework costs only",
+                own.value, own.source
+            ),
+        });
         Ok(p)
     }
 

@@ -9,13 +9,11 @@
 //! * `profile` — bytes a forward streams and its collectives move, per model profile;
 //! * `memory` — the bytes one GPU holds, and which cells of a run fit its memory;
 //! * `host_profile` — the host program of a step and its measured costs (JSON files);
-//! * `calibrate` — a host profile derived from a PyTorch profiler trace;
 //! * `program` — the program op by op, and a simulation of it for tests;
 //! * `stop` — when a cell stops: rounds, until its arms against eager-sync are precise;
 //! * `metrics` — ITL, throughput, forward occupancy and host-bound gap from a timeline;
 //! * `trace` — a Chrome trace-event (Perfetto) writer for host and GPU timelines.
 
-pub mod calibrate;
 pub mod collectives;
 pub mod forward;
 pub mod host_profile;

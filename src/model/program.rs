@@ -312,6 +312,7 @@ mod tests {
                 value: true,
                 source: "test".into(),
             },
+            host_speed_us: None,
             preps: BTreeMap::from([
                 ("dspark_draft_block".into(), prep.clone()),
                 ("dsa_target_verify".into(), prep),

@@ -48,21 +48,8 @@ impl AcceptModel {
     /// The model whose expected accept length (tokens per request per step, including the
     /// bonus token) is `mean`, e.g. 3.51.
     pub fn with_mean(mean: f64, block: u32, seed: u32, max_len: i32) -> Result<Self> {
-        let most = block as f64 + 1.0;
-        if !(1.0..=most).contains(&mean) {
-            bail!("accept length {mean} is impossible with block {block}: a step accepts between 1 and block + 1 = {most} tokens");
-        }
-        let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
-        for _ in 0..64 {
-            let mid = 0.5 * (lo + hi);
-            if expected_accept(mid, block) < mean {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
         Ok(Self::with_probability(
-            0.5 * (lo + hi),
+            rate_for_mean(mean, block)?,
             block,
             seed,
             max_len,
@@ -100,9 +87,97 @@ impl AcceptModel {
     }
 }
 
-/// 1 + p + p^2 + ... + p^block.
-fn expected_accept(p: f64, block: u32) -> f64 {
+/// 1 + p + p^2 + ... + p^block = (1 - p^(block+1)) / (1 - p): the tokens a block of `block`
+/// drafts accepts per step at per-draft-token rate p, bonus token included (Leviathan et al.
+/// 2023, "Fast Inference from Transformers via Speculative Decoding", eq. 1).
+pub fn expected_accept(p: f64, block: u32) -> f64 {
     (0..=block).map(|k| p.powi(k as i32)).sum()
+}
+
+/// The per-draft-token rate whose expected accept length at `block` is `mean`.
+fn rate_for_mean(mean: f64, block: u32) -> Result<f64> {
+    let most = block as f64 + 1.0;
+    if !(1.0..=most).contains(&mean) {
+        bail!("accept length {mean} is impossible with block {block}: a step accepts between 1 and block + 1 = {most} tokens");
+    }
+    let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
+    for _ in 0..64 {
+        let mid = 0.5 * (lo + hi);
+        if expected_accept(mid, block) < mean {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(0.5 * (lo + hi))
+}
+
+/// The seed PR's serving run: a simulated acceptance of 3.51 tokens per step at block 5.
+pub const SEED_ACCEPT_LENGTH: f64 = 3.51;
+pub const SEED_ACCEPT_BLOCK: u32 = 5;
+
+/// How many tokens a step accepts, for every block size of a run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Acceptance {
+    /// Each draft token is accepted with this probability until the first rejection, so a
+    /// block of γ accepts [`expected_accept`]`(rate, γ)` tokens per step.
+    Rate(f64),
+    /// This mean at every block size (`--accept-length`: an override for one block size).
+    Length(f64),
+}
+
+impl Acceptance {
+    /// The default: the rate that gives the seed's 3.51 tokens at block 5 (α ≈ 0.779).
+    pub fn seed() -> Acceptance {
+        Acceptance::Rate(
+            rate_for_mean(SEED_ACCEPT_LENGTH, SEED_ACCEPT_BLOCK).expect("3.51 fits block 5"),
+        )
+    }
+
+    /// Checks the value against every block size of the run.
+    pub fn check(self, blocks: &[u32]) -> Result<Acceptance> {
+        match self {
+            Acceptance::Rate(r) if !(r.is_finite() && (0.0..1.0).contains(&r)) => {
+                bail!("accept rate {r} is not a probability below 1: give a value in [0, 1)")
+            }
+            Acceptance::Length(l) => {
+                for &b in blocks {
+                    rate_for_mean(l, b)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(self)
+    }
+
+    /// Expected tokens per request per step at `block`, bonus token included.
+    pub fn mean_at(self, block: u32) -> f64 {
+        match self {
+            Acceptance::Rate(r) => expected_accept(r, block),
+            Acceptance::Length(l) => l,
+        }
+    }
+
+    /// The accept kernel's model at `block`.
+    pub fn model(self, block: u32, seed: u32, max_len: i32) -> Result<AcceptModel> {
+        match self {
+            Acceptance::Rate(r) => Ok(AcceptModel::with_probability(r, block, seed, max_len)),
+            Acceptance::Length(l) => AcceptModel::with_mean(l, block, seed, max_len),
+        }
+    }
+
+    /// One line for notes and summaries.
+    pub fn describe(self) -> String {
+        match self {
+            Acceptance::Rate(r) => format!(
+                "accept rate {r:.4} per draft token (block 3: {:.2}, 5: {:.2}, 8: {:.2} tokens per step)",
+                expected_accept(r, 3),
+                expected_accept(r, 5),
+                expected_accept(r, 8)
+            ),
+            Acceptance::Length(l) => format!("accept length {l} tokens per step at every block"),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -121,6 +196,35 @@ mod tests {
             "sample mean {sample_mean}"
         );
         assert!((0..n).all(|i| (1..=6).contains(&m.draw(i, 3))));
+    }
+
+    #[test]
+    fn the_seed_rate_gives_each_block_its_own_length() {
+        let Acceptance::Rate(a) = Acceptance::seed() else {
+            panic!("the seed is a rate")
+        };
+        // (1 - a^6) / (1 - a) = 3.51 at block 5 (the closed form, not the sum this module uses).
+        assert!(((1.0 - a.powi(6)) / (1.0 - a) - 3.51).abs() < 1e-9, "{a}");
+        assert!((0.77..0.79).contains(&a), "{a}");
+        let s = Acceptance::seed();
+        assert!((s.mean_at(3) - 2.86).abs() < 0.01, "{}", s.mean_at(3));
+        assert!((s.mean_at(8) - 4.04).abs() < 0.02, "{}", s.mean_at(8));
+        // The kernel's model at each block draws around that block's own mean.
+        for block in [3, 5, 8] {
+            let m = s.model(block, 4, 1 << 20).unwrap();
+            let n = 20_000;
+            let got = (0..n).map(|i| m.draw(i, 1) as f64).sum::<f64>() / n as f64;
+            assert!(
+                (got - s.mean_at(block)).abs() < 0.05,
+                "block {block}: {got}"
+            );
+        }
+        // A length override keeps one mean for every block.
+        let l = Acceptance::Length(3.51);
+        assert_eq!(l.mean_at(3), 3.51);
+        assert!(l.check(&[3, 5]).is_ok() && l.check(&[1]).is_err());
+        assert!(Acceptance::Rate(1.0).check(&[5]).is_err());
+        assert!(Acceptance::Rate(f64::NAN).check(&[5]).is_err());
     }
 
     #[test]

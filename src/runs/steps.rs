@@ -48,7 +48,7 @@ use crate::model::profile::{
 use crate::model::program::{prep_sequence, span_start, OpLaunch, PrepStep};
 use crate::model::stop::StepRounds;
 use crate::model::trace::{HostLane, TraceBuilder};
-use crate::prep::accept::AcceptModel;
+use crate::prep::accept::Acceptance;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{PrepPlan, Prepared, READ_RANGE};
@@ -85,7 +85,8 @@ pub struct StepsConfig {
     pub gpu_memory: Option<GpuMemory>,
     pub target: ForwardModel,
     pub draft: ForwardModel,
-    pub accept_mean: f64,
+    /// Tokens a step accepts at each block size.
+    pub acceptance: Acceptance,
     /// The host program and its costs.
     pub host: HostProfile,
     /// What-if factors on every host cost (1 = as measured); each adds a set of cells.
@@ -955,8 +956,11 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
     let (mut timer, timer_line) =
         open_timer(config.timer, &gpu, items, config.cupti_lib.as_deref())?;
     notes.push(format!(
-        "{STEP_MODEL_NOTE} target {}, draft {}, accept length {}, link {} GB/s, {latency}; {timer_line}",
-        model_name(&config.target), model_name(&config.draft), config.accept_mean, config.link_gb_s
+        "{STEP_MODEL_NOTE} target {}, draft {}, {}, link {} GB/s, {latency}; {timer_line}",
+        model_name(&config.target),
+        model_name(&config.draft),
+        config.acceptance.describe(),
+        config.link_gb_s
     ));
     notes.push(format!(
         "{}; program: {}",
@@ -1002,8 +1006,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     config.seq_lens,
                     false,
                 );
-                let accept = AcceptModel::with_mean(
-                    config.accept_mean,
+                let accept = config.acceptance.model(
                     block,
                     config.seed as u32,
                     draft_shape.max_seq_len(),

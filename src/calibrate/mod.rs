@@ -1,0 +1,452 @@
+//! `metaprep calibrate`: a [`HostProfile`] from PyTorch profiler traces of an engine, with
+//! the profiler's own cost taken off; and `metaprep validate`, which holds `steps` with a
+//! profile against an engine's untraced step times.
+//!
+//! # What is read
+//!
+//! One Chrome trace per arm (`torch.profiler.profile(...).export_chrome_trace(path)`),
+//! streamed event by event (`trace`), each with its probe file beside it (`x.probe.json`,
+//! written by scripts/metaprep_host.py `record()`). Only complete events (`"ph": "X"`) of
+//! these categories are used: `cpu_op`, `user_annotation`, `cuda_runtime` / `cuda_driver`,
+//! and the GPU side `kernel`, `gpu_memcpy`, `gpu_memset` (older exports' `Operator`,
+//! `Runtime`, `Kernel`, `Memcpy`, `Memset` too). Host events are those of the **main
+//! thread**: the (pid, tid) with the most `cpu_op`s.
+//!
+//! # Definitions
+//!
+//! * **top-level op**: a `cpu_op` on the main thread not inside another one.
+//! * **syncing op**: a top-level op holding `cudaStreamSynchronize`,
+//!   `cudaDeviceSynchronize`, `cudaEventSynchronize` or the blocking `cudaMemcpy`.
+//! * **upload**: a top-level op with an HtoD copy (by `args.correlation`) and no other copy
+//!   (`torch.tensor(list, device=...)`); a syncing upload counts among a prep's ops, never
+//!   as a read — scripts/calibrate_torch.py counts it the same way.
+//! * **read**: a syncing op that is not an upload.
+//! * **steps**: the outermost `step` annotations, else `ProfilerStep#N` ranges.
+//!
+//! # The profiler's cost
+//!
+//! Under `torch.profiler` a framework op costs 1.5–2.5× its bare time on the H200, so
+//! durations read straight off a trace predict about twice the host time an engine really
+//! spends. The probe file says what each recorded event cost in *this* trace's session
+//! (`probe`: a fit over workloads of known event mixes), and every duration calibration
+//! reads has the cost of the events recorded inside it taken off (`Analysis::op_us`,
+//! `Analysis::range_us`). Each trace's costs are then moved to one host speed (the median of
+//! the traces' own, each measured bare in its process) and the profile records it as
+//! `host_speed_us`, so `steps --host-speed-us` and `validate` can move them to the host
+//! speed a reference ran at. Without a probe file calibration refuses, unless
+//! `--keep-profiler-costs` (every source then says the costs include the profiler's).
+//!
+//! # Derivations (each value's `source` names the traces and the rule)
+//!
+//! Only events inside steps are used.
+//! * `op_us`: median host time of the top-level ops that do not sync.
+//! * `read_us`: median host time of the reads less each one's wait for the GPU.
+//! * `graph_launch_us`: median host time of the `draft forward` / `verify forward`
+//!   annotations (one replay each), else of the `cudaGraphLaunch` calls.
+//! * `upload_us`, `upload_syncs`: uploads' host time less their wait; whether any syncs.
+//! * `kernel_us`: GPU time per launch of the launching ops outside the preps.
+//! * **program**: the annotations directly inside each step, in order, the sequence most
+//!   steps share (every trace must share it); `draft prep`, `draft forward`, `verify
+//!   prep`, `verify forward`, `accept` map to their items, other names to `host` items
+//!   (`ops` inside, or `us` when they hold no op).
+//! * **preps**: `draft prep` → `dspark_draft_block`, `verify prep` → `dsa_target_verify`;
+//!   a trace's prep is the eager-sync arm if it reads, graph-upload if it replays a graph
+//!   and uploads, graph if it only replays, else eager-device; counts are medians over
+//!   steps; the arm's `op_us` = (host time − waits − reads × read_us − replays ×
+//!   graph_launch_us − uploads × upload_us) / ops; `kernel_us` from its launches' GPU time
+//!   (per batch with `--gpu-trace`). Arms no trace showed keep the base profile's entries.
+
+mod analysis;
+mod derive;
+mod probe;
+mod report;
+mod trace;
+pub mod validate;
+
+#[cfg(test)]
+mod synthetic;
+
+use crate::model::host_profile::HostProfile;
+use analysis::Analysis;
+use anyhow::{anyhow, bail, Result};
+use derive::{GpuTrace, Traced};
+use probe::ProbeFile;
+use std::path::{Path, PathBuf};
+use trace::Trace;
+
+pub use probe::probe_path;
+
+/// What `metaprep calibrate` was asked for.
+#[derive(Debug, Clone)]
+pub struct CalibrateRequest {
+    /// One trace per arm, at the calibrated cell.
+    pub traces: Vec<PathBuf>,
+    /// The batch size the traces ran at.
+    pub batch: u32,
+    /// Traces at other batch sizes whose preps' GPU time gives `kernel_us_by_batch`.
+    pub gpu_traces: Vec<(u32, PathBuf)>,
+    /// Calibrate traces without probe files, the profiler's own cost left in.
+    pub keep_profiler_costs: bool,
+}
+
+/// A derived profile and a markdown report of how.
+#[derive(Debug, Clone)]
+pub struct Calibration {
+    pub profile: HostProfile,
+    pub report: String,
+}
+
+/// Reads, analyses and derives; every failure is one line naming the file.
+pub fn calibrate(req: &CalibrateRequest, base: &HostProfile) -> Result<Calibration> {
+    if req.traces.is_empty() {
+        bail!("give at least one trace");
+    }
+    let names: Vec<String> = req.traces.iter().map(|p| p.display().to_string()).collect();
+    let traces: Vec<Trace> = req
+        .traces
+        .iter()
+        .map(|p| Trace::read(p))
+        .collect::<Result<_>>()?;
+    let mut traced = Vec::new();
+    for ((path, name), trace) in req.traces.iter().zip(&names).zip(&traces) {
+        traced.push(analyse(path, name, trace, req.keep_profiler_costs)?);
+    }
+    let gpu_names: Vec<String> = req
+        .gpu_traces
+        .iter()
+        .map(|(_, p)| p.display().to_string())
+        .collect();
+    let gpu_read: Vec<Trace> = req
+        .gpu_traces
+        .iter()
+        .map(|(_, p)| Trace::read(p))
+        .collect::<Result<_>>()?;
+    let gpu_traces: Vec<GpuTrace> = req
+        .gpu_traces
+        .iter()
+        .zip(&gpu_names)
+        .zip(&gpu_read)
+        .map(|(((batch, _), name), trace)| {
+            Ok(GpuTrace {
+                batch: *batch,
+                analysis: Analysis::new(name, trace)?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    let derivation = derive::derive(&traced, &gpu_traces, req.batch, base)?;
+    let profile = HostProfile::parse(&derivation.profile.to_json())
+        .map_err(|e| anyhow!("{}: the derived profile is not valid: {e:#}", names[0]))?;
+    let report = report::render(&traced, &derivation, base);
+    Ok(Calibration { profile, report })
+}
+
+/// One trace with its probe: the per-event costs fitted and applied.
+fn analyse<'t>(path: &Path, name: &'t str, trace: &'t Trace, keep: bool) -> Result<Traced<'t>> {
+    let mut analysis = Analysis::new(name, trace)?;
+    let probe_file = probe_path(path);
+    if !probe_file.exists() {
+        if keep {
+            return Ok(Traced {
+                analysis,
+                probe: None,
+            });
+        }
+        bail!(
+            "{name}: no probe file {} beside it, so the profiler's own cost (1.5-2.5x per op on an H200) cannot be taken off: record the trace with scripts/metaprep_host.py (README: calibration recipe), or pass --keep-profiler-costs to calibrate with that cost left in",
+            probe_file.display()
+        );
+    }
+    let probe = ProbeFile::read(&probe_file)?;
+    let counts = analysis.probe_counts(&probe.mark, probe.bare_us.keys().cloned(), probe.reps);
+    let fit = probe::fit(&probe, &counts).map_err(|e| anyhow!("{name}: {e:#}"))?;
+    analysis.deflate_with(fit.costs);
+    Ok(Traced {
+        analysis,
+        probe: Some((probe, fit)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::synthetic::{probe_file, Op, Synth};
+    use super::*;
+    use crate::model::host_profile::Item;
+    use probe::EventCosts;
+
+    /// What one recorded event costs in the synthetic sessions: the sizes seen on the H200
+    /// (call 1 of 2026-12-01: cpu ops 0.8-2 µs, runtime calls 1.3-8 µs; a CUPTI'd graph
+    /// replay ~20 µs more than bare).
+    const COSTS: EventCosts = EventCosts {
+        cpu_op: 1.9,
+        runtime: 4.0,
+        annotation: 1.1,
+        graph_launch: 18.0,
+        graph_node: 1.2,
+        runtime_busy: 9.0,
+        graph_launch_busy: 20.0,
+    };
+    const OP: f64 = 10.0;
+    const READ: f64 = 15.0;
+    const UPLOAD: f64 = 19.0;
+    const REPLAY: f64 = 5.0;
+
+    fn op(s: &mut Synth, nested: u32, kernels: &[f64]) {
+        s.op(Op {
+            name: "aten::add",
+            bare_us: OP,
+            nested,
+            kernels,
+        });
+    }
+
+    /// One arm's prep: eager-sync reads after 2 ops and uploads once, eager-device issues
+    /// the same ops, graph replays 6 nodes.
+    fn prep(s: &mut Synth, arm: Arm) {
+        match arm {
+            Arm::EagerSync | Arm::EagerDevice => {
+                op(s, 0, &[]);
+                op(s, 2, &[]);
+                if arm == Arm::EagerSync {
+                    s.read(READ);
+                    s.upload(UPLOAD);
+                }
+                for i in 0..6 {
+                    op(s, i % 3, &[2.0]);
+                }
+            }
+            _ => s.replay(REPLAY, 6, 2.0),
+        }
+    }
+
+    /// A trace of 4 steps of `arm`, profiled at `COSTS` (or bare), with its probes.
+    fn engine(arm: Arm, costs: Option<EventCosts>) -> (String, String) {
+        let mut s = Synth::new(costs);
+        let (probes, _) = s.probes(50);
+        for _ in 0..4 {
+            s.range("step", |s| {
+                s.range("scheduler", |s| s.host(50.0));
+                s.range("draft prep", |s| prep(s, arm));
+                s.range("draft forward", |s| s.replay(REPLAY, 1, 1000.0));
+                s.range("sampling", |s| {
+                    for _ in 0..4 {
+                        op(s, 1, &[1.5]);
+                    }
+                });
+                s.range("verify prep", |s| prep(s, arm));
+                s.range("verify forward", |s| s.replay(REPLAY, 1, 1000.0));
+                s.range("accept", |s| op(s, 0, &[1.0]));
+            });
+        }
+        (s.into_json(), probe_file(&probes, 7.5))
+    }
+
+    /// The three arms' traces written into `dir` (with probe files unless `bare_probes`
+    /// is false), calibrated.
+    fn calibrated(dir: &Path, with_probes: bool) -> Result<Calibration> {
+        let mut traces = Vec::new();
+        for arm in [Arm::EagerSync, Arm::EagerDevice, Arm::Graph] {
+            let (trace, probe) = engine(arm, Some(COSTS));
+            let path = dir.join(format!("trace-{arm}.json"));
+            std::fs::write(&path, trace).unwrap();
+            if with_probes {
+                std::fs::write(probe_path(&path), probe).unwrap();
+            }
+            traces.push(path);
+        }
+        let req = CalibrateRequest {
+            traces,
+            batch: 1,
+            gpu_traces: Vec::new(),
+            keep_profiler_costs: !with_probes,
+        };
+        calibrate(&req, &HostProfile::load("pytorch").unwrap())
+    }
+
+    use crate::axes::Arm;
+
+    fn close(got: f64, want: f64, tol: f64) -> bool {
+        (got - want).abs() <= tol
+    }
+
+    #[test]
+    fn a_known_profiler_cost_is_taken_off_every_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = calibrated(dir.path(), true).unwrap();
+        let p = &c.profile;
+        assert!(close(p.op_us.value, OP, 0.05), "op_us {}", p.op_us.value);
+        assert!(
+            close(p.read_us.value, READ, 0.05),
+            "read_us {}",
+            p.read_us.value
+        );
+        assert!(
+            close(p.graph_launch_us.value, REPLAY, 0.1),
+            "graph {}",
+            p.graph_launch_us.value
+        );
+        assert!(
+            close(p.upload_us.value, UPLOAD, 0.05),
+            "upload {}",
+            p.upload_us.value
+        );
+        assert!(p.upload_syncs.value);
+        assert_eq!(p.host_speed_us.as_ref().unwrap().value, 7.5);
+        let draft = &p.preps["dspark_draft_block"];
+        // eager-sync: 8 ops + the upload (an op, not a read), 1 read after 2 ops; its op_us
+        // is (8 × 10 + 19) / 9, the read at read_us not among them.
+        assert_eq!(
+            (
+                draft.eager_sync.ops,
+                draft.eager_sync.reads,
+                draft.eager_sync.ops_before_read
+            ),
+            (9, 1, 2)
+        );
+        assert_eq!(draft.eager_sync.launches, 6);
+        let sync_op = draft.eager_sync.op_us.unwrap();
+        assert!(close(sync_op, (8.0 * OP + UPLOAD) / 9.0, 0.05), "{sync_op}");
+        assert!(
+            close(draft.eager_device.op_us.unwrap(), OP, 0.05),
+            "{:?}",
+            draft.eager_device
+        );
+        assert_eq!((draft.graph.ops, draft.graph.launches), (0, 0));
+        // The prep's kernels: 2 µs each, from the eager-device launches.
+        assert!(close(draft.kernel_us.unwrap(), 2.0, 1e-6));
+        // The program as annotated; the scheduler's 50 µs of Python left as measured.
+        let labels: Vec<&str> = p.program.iter().map(Item::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "scheduler",
+                "draft prep",
+                "draft forward",
+                "sampling",
+                "verify prep",
+                "verify forward",
+                "accept"
+            ]
+        );
+        match &p.program[0] {
+            Item::Host { us, ops: 0, .. } => assert!(close(*us, 50.0, 0.05), "{us}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(p.program[3], Item::Host { ops: 4, .. }));
+        assert!(p.op_us.source.contains("taken off"), "{}", p.op_us.source);
+        assert!(
+            c.report.contains("graph launch 18.000 µs (19.9"),
+            "{}",
+            c.report
+        );
+    }
+
+    #[test]
+    fn without_probes_the_costs_stay_inflated_and_say_so() {
+        let dir = tempfile::tempdir().unwrap();
+        // Kept: every framework cost carries the profiler's.
+        let c = calibrated(dir.path(), false).unwrap();
+        let p = &c.profile;
+        assert!(p.op_us.value > OP + 1.0, "{}", p.op_us.value);
+        assert!(
+            p.graph_launch_us.value > REPLAY + 15.0,
+            "{}",
+            p.graph_launch_us.value
+        );
+        assert!(p.host_speed_us.is_none());
+        assert!(
+            p.op_us.source.contains("AS THE PROFILER SAW THEM"),
+            "{}",
+            p.op_us.source
+        );
+        // Not asked to keep them: refused, naming the fix.
+        let req = CalibrateRequest {
+            traces: vec![dir.path().join("trace-eager-sync.json")],
+            batch: 1,
+            gpu_traces: Vec::new(),
+            keep_profiler_costs: false,
+        };
+        let e = format!(
+            "{:#}",
+            calibrate(&req, &HostProfile::load("pytorch").unwrap()).unwrap_err()
+        );
+        assert!(
+            e.contains("no probe file") && e.contains("--keep-profiler-costs"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn each_trace_is_moved_to_one_host_speed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut traces = Vec::new();
+        // The eager-device trace's process ran at 10 µs per probe op, the graph's at 5.
+        for (arm, speed) in [(Arm::EagerDevice, 10.0), (Arm::Graph, 5.0)] {
+            let (trace, probe) = engine(arm, Some(COSTS));
+            let probe = probe.replace(
+                "\"host_speed_us\":7.5",
+                &format!("\"host_speed_us\":{speed}"),
+            );
+            let path = dir.path().join(format!("t-{arm}.json"));
+            std::fs::write(&path, trace).unwrap();
+            std::fs::write(probe_path(&path), probe).unwrap();
+            traces.push(path);
+        }
+        let req = CalibrateRequest {
+            traces,
+            batch: 1,
+            gpu_traces: Vec::new(),
+            keep_profiler_costs: false,
+        };
+        let p = calibrate(&req, &HostProfile::load("pytorch").unwrap())
+            .unwrap()
+            .profile;
+        // Reference speed: the median, 7.5. Eager-device's 10 µs ops at speed 10 → 7.5 µs.
+        assert_eq!(p.host_speed_us.as_ref().unwrap().value, 7.5);
+        let dev = p.preps["dspark_draft_block"].eager_device.op_us.unwrap();
+        assert!(close(dev, OP * 7.5 / 10.0, 0.05), "{dev}");
+        // Replays of 5 µs: the graph trace's (at speed 5) → 7.5, the eager-device's (at 10) →
+        // 3.75; the median of the pooled samples lies between.
+        let g = p.graph_launch_us.value;
+        assert!((3.7..=7.6).contains(&g), "{g}");
+        // Moving the profile to another measured host speed scales framework costs only.
+        let slow = p.at_host_speed(15.0).unwrap();
+        assert!(close(slow.op_us.value, p.op_us.value * 2.0, 1e-9));
+        assert!(close(slow.read_us.value, p.read_us.value * 2.0, 1e-9));
+        match (&slow.program[0], &p.program[0]) {
+            (Item::Host { us: a, .. }, Item::Host { us: b, .. }) => assert_eq!(a, b),
+            other => panic!("{other:?}"),
+        }
+        assert!(p.at_host_speed(0.0).is_err());
+        assert!(HostProfile::load("native")
+            .unwrap()
+            .at_host_speed(7.0)
+            .is_err());
+    }
+
+    #[test]
+    fn two_traces_of_one_arm_or_of_two_programs_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut traces = Vec::new();
+        for i in 0..2 {
+            let (trace, probe) = engine(Arm::Graph, Some(COSTS));
+            let path = dir.path().join(format!("g{i}.json"));
+            std::fs::write(&path, trace).unwrap();
+            std::fs::write(probe_path(&path), probe).unwrap();
+            traces.push(path);
+        }
+        let req = CalibrateRequest {
+            traces,
+            batch: 1,
+            gpu_traces: Vec::new(),
+            keep_profiler_costs: false,
+        };
+        let e = format!(
+            "{:#}",
+            calibrate(&req, &HostProfile::load("pytorch").unwrap()).unwrap_err()
+        );
+        assert!(
+            e.contains("already showed") && e.contains("one trace per arm"),
+            "{e}"
+        );
+    }
+}

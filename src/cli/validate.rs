@@ -1,0 +1,190 @@
+//! `metaprep validate REFERENCE --host-profile P`: the step model against an engine's own
+//! untraced step times, on the reference's grid, in one call.
+
+use super::common::{default_out, usage};
+use super::steps::{steps_config, StepsArgs};
+use crate::axes::Arm;
+use crate::calibrate::validate::{
+    cell_host_speed, compare_cell, csv_text, markdown, Bars, Cell, Line, ModelCell, ModelStep,
+    Reference,
+};
+use crate::model::host_profile::HostProfile;
+use crate::results::atomic::write_atomic;
+use crate::results::csv::{Row, KIND_STEP};
+use anyhow::{Context, Result};
+use clap::Args;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct ValidateArgs {
+    /// The reference: a CSV with one row per (forward_us, batch_size, block, arm) holding
+    /// the engine's untraced median `step_us`, and optionally `host_speed_us` (µs per
+    /// `x.add_(1)` in its process while the cell ran), `step_us_p10`, `step_us_p90`,
+    /// `samples`, `rounds`; scripts/metaprep_host.py `write_reference` writes it.
+    pub(crate) reference: PathBuf,
+    /// Each arm's step time passes within ± this many percent of the reference's.
+    #[arg(long, default_value_t = 10.0)]
+    pub(crate) step_pct: f64,
+    /// eager-sync − graph passes within ± this many percent of the reference's difference.
+    #[arg(long, default_value_t = 15.0)]
+    pub(crate) diff_pct: f64,
+    /// Every `steps` flag that is not an axis of the reference (--host-profile, --seed,
+    /// --min-rounds, --cpu, ...): the reference names the forward, batch, block and arms,
+    /// the layout is tp1, and --out is validate's own.
+    #[command(flatten)]
+    pub(crate) steps: StepsArgs,
+}
+
+/// The steps flags validate sets per cell, which must not be given.
+fn refuse_axes(a: &StepsArgs) -> Result<()> {
+    for (given, flag) in [
+        (a.forward_us.is_some(), "--forward-us"),
+        (a.batch_sizes.is_some(), "--batch-sizes"),
+        (a.tp.is_some(), "--tp"),
+        (a.host_speed_us.is_some(), "--host-speed-us"),
+        (a.full, "--full"),
+        (a.resume, "--resume"),
+        (a.trace.is_some(), "--trace"),
+        (a.host_scale != [1.0], "--host-scale"),
+    ] {
+        anyhow::ensure!(
+            !given,
+            "{flag}: validate takes the forward, batch, block, arms and host speed of each cell from the reference and runs tp1; leave {flag} out"
+        );
+    }
+    Ok(())
+}
+
+/// One steps run of one cell: its step_us medians per arm.
+fn model_run(
+    base: &StepsArgs,
+    cell: Cell,
+    arms: &[Arm],
+    speed: Option<f64>,
+    out: &Path,
+) -> Result<BTreeMap<Arm, ModelStep>> {
+    let mut a = base.clone();
+    a.forward_us = Some(cell.forward_us);
+    a.batch_sizes = Some(cell.batch_size.to_string());
+    a.block_sizes = cell.block.to_string();
+    a.tp = Some("tp1".into());
+    a.arms = arms.iter().map(|a| a.name()).collect::<Vec<_>>().join(",");
+    a.host_speed_us = speed;
+    a.out = Some(out.to_path_buf());
+    // Bad flags were refused before the first cell, so a refusal here is a bug of this file.
+    let config = steps_config(&a).map_err(|_| {
+        anyhow::anyhow!("validate: steps refused the settings of {}", out.display())
+    })?;
+    let outcome = crate::runs::steps::run(&config)?;
+    let rows: Vec<&Row> = outcome
+        .rows
+        .iter()
+        .filter(|r| r.kind == KIND_STEP && r.metric == "step_us")
+        .collect();
+    let mut steps = BTreeMap::new();
+    for r in rows {
+        let arm: Arm = r.arm.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+        steps.insert(
+            arm,
+            ModelStep {
+                median: r.median,
+                ci_lo: r.ci_lo,
+                ci_hi: r.ci_hi,
+            },
+        );
+    }
+    Ok(steps)
+}
+
+pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
+    let prepared = (|| {
+        refuse_axes(&args.steps)?;
+        for (v, flag) in [(args.step_pct, "--step-pct"), (args.diff_pct, "--diff-pct")] {
+            anyhow::ensure!(
+                v.is_finite() && v > 0.0 && v <= 100.0,
+                "{flag} {v}: give a percentage above 0 and at most 100"
+            );
+        }
+        let reference = Reference::read(&args.reference)?;
+        let profile = HostProfile::load(&args.steps.host_profile).context("--host-profile")?;
+        let out = args
+            .steps
+            .out
+            .clone()
+            .unwrap_or_else(|| default_out("validate"));
+        anyhow::ensure!(
+            !out.exists(),
+            "--out {} exists: validate writes a new folder; choose another",
+            out.display()
+        );
+        // The first cell's settings, checked whole before any GPU work.
+        let (cell, rows) = &reference.cells[0];
+        let mut first = args.steps.clone();
+        first.forward_us = Some(cell.forward_us);
+        first.batch_sizes = Some(cell.batch_size.to_string());
+        first.block_sizes = cell.block.to_string();
+        first.tp = Some("tp1".into());
+        first.arms = rows.keys().map(|a| a.name()).collect::<Vec<_>>().join(",");
+        first.out = Some(out.join("steps").join("check"));
+        if steps_config(&first).is_err() {
+            anyhow::bail!("the steps flags given to validate were refused (see above)");
+        }
+        Ok((reference, profile, out))
+    })();
+    let (reference, profile, out) = match usage(prepared) {
+        Ok(v) => v,
+        Err(code) => return Ok(code),
+    };
+    std::fs::create_dir_all(out.join("steps"))
+        .with_context(|| format!("creating {}", out.display()))?;
+    let bars = Bars {
+        step_pct: args.step_pct,
+        diff_pct: args.diff_pct,
+    };
+    let own_speed = profile.host_speed_us.as_ref().map(|s| s.value);
+    let mut lines: Vec<Line> = Vec::new();
+    for (cell, rows) in &reference.cells {
+        let arms: Vec<Arm> = rows.keys().copied().collect();
+        let name = format!("f{}-bs{}-b{}", cell.forward_us, cell.batch_size, cell.block);
+        let raw = model_run(
+            &args.steps,
+            *cell,
+            &arms,
+            None,
+            &out.join("steps").join(format!("{name}-raw")),
+        )?;
+        let speed = cell_host_speed(rows).filter(|_| own_speed.is_some());
+        let at_speed = match speed {
+            Some(s) => model_run(
+                &args.steps,
+                *cell,
+                &arms,
+                Some(s),
+                &out.join("steps").join(&name),
+            )?,
+            None => raw.clone(),
+        };
+        let model = ModelCell {
+            at_speed,
+            raw,
+            host_ratio: speed.zip(own_speed).map(|(s, o)| s / o),
+        };
+        lines.extend(compare_cell(*cell, rows, &model, bars)?);
+    }
+    let reference_name = args.reference.display().to_string();
+    write_atomic(&out.join("validation.csv"), csv_text(&lines)?.as_bytes())?;
+    let md = markdown(&reference_name, &profile.name, &lines, bars);
+    write_atomic(&out.join("validation.md"), md.as_bytes())?;
+    print!("{md}");
+    println!(
+        "wrote {} and validation.csv",
+        out.join("validation.md").display()
+    );
+    Ok(if lines.iter().all(|l| l.pass) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
