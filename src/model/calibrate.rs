@@ -1056,6 +1056,10 @@ impl<'t> Analysis<'t> {
             upload_syncs,
             preps,
             program,
+            // A trace does not time the other read paths: a profile for eager-pinned or
+            // eager-mapped needs scripts/torch_read_paths.py.
+            pinned_read_us: None,
+            mapped_read_us: None,
         };
         let profile = HostProfile::parse(&profile.to_json())
             .map_err(|e| anyhow!("{file}: the derived profile is not valid: {e:#}"))?;
