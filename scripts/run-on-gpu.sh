@@ -11,7 +11,8 @@
 # bare empty graph).
 #
 # calibrate needs python3 with torch (CUDA): it measures PyTorch's host costs into
-# out/calibration/host_profile.json, runs the PyTorch reference step loop, runs `steps` with
+# out/calibration/host_profile.json (with torch_read_paths.py's pinned read cost, which
+# eager-pinned needs), runs the PyTorch reference step loop, runs `steps` with
 # that profile at forward 100/1000/5000 µs and once per grid cell with that cell's own in-loop
 # op costs (calibration/cells/), and writes out/validation.md (model against loop);
 # the steps stage then uses that profile instead of the built-in one.
@@ -50,6 +51,8 @@ for stage in "${stages[@]}"; do
             run calibrate python3 "$here/calibrate_torch.py" --out "$out/calibration"
             if [ -f "$out/calibration/host_profile.json" ]; then
                 profile=$out/calibration/host_profile.json
+                # PyTorch's pinned read beside .tolist(), so eager-pinned can run with it.
+                run torch-read-paths python3 "$here/torch_read_paths.py" --profile "$profile" --out "$profile"
                 for f in 100 1000 5000; do
                     run "validate-f$f" "$here/metaprep" steps --host-profile "$profile" --forward-us $f \
                         --tp tp1 --batch-sizes 1,8,64 --block-sizes 5 \

@@ -374,7 +374,9 @@ impl HostProfile {
         for arm in arms {
             if let Some(path) = arm.read_path().filter(|&p| self.read_cost(p).is_none()) {
                 bail!(
-                    "host profile `{}` has no `{}`, the cost of the {arm} arm's read: measure it                      with scripts/torch_read_paths.py --profile PROFILE --out FILE on the GPU                      host and pass --host-profile FILE, or leave {arm} out of --arms",
+                    "host profile `{}` has no `{}`, the cost of the {arm} arm's read: measure it \
+                     with scripts/torch_read_paths.py --profile PROFILE --out FILE on the GPU \
+                     host and pass --host-profile FILE, or leave {arm} out of --arms",
                     self.name,
                     read_field(path)
                 );

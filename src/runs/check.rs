@@ -46,6 +46,32 @@ pub struct CellResult {
     pub first: Option<(usize, Mismatch)>,
 }
 
+impl CellResult {
+    /// Counts `expected`'s cells and each one `got` differs in, as `output` of `step`.
+    fn compare_lengths(
+        &mut self,
+        step: usize,
+        output: &'static str,
+        got: &[i32],
+        expected: &[i32],
+    ) {
+        self.cells += expected.len() as u64;
+        for (row, (&got, &expected)) in got.iter().zip(expected).enumerate() {
+            if got != expected {
+                self.mismatches += 1;
+                let mismatch = Mismatch {
+                    output,
+                    row,
+                    col: 0,
+                    expected,
+                    got,
+                };
+                self.first.get_or_insert((step, mismatch));
+            }
+        }
+    }
+}
+
 /// Longest committed length drawn for a batch size.
 pub fn length_cap(batch_size: u32, token_budget: u64) -> u32 {
     (token_budget / batch_size as u64).clamp(1, MAX_CONTEXT as u64) as u32
@@ -149,22 +175,8 @@ pub fn check_shape_arms(
                     0 => &inputs.seq_lens,
                     _ => &want.seq_lens_after[step - 1],
                 };
-                result.cells += held.len() as u64;
-                for (i, (&got, &expected)) in plan.host_lengths().iter().zip(held).enumerate() {
-                    if got != expected {
-                        result.mismatches += 1;
-                        result.first.get_or_insert((
-                            step,
-                            Mismatch {
-                                output: "seq_lens read to the host",
-                                row: i,
-                                col: 0,
-                                expected,
-                                got,
-                            },
-                        ));
-                    }
-                }
+                let read = plan.host_lengths();
+                result.compare_lengths(step, "seq_lens read to the host", read, held);
             }
             for (got, want) in outputs.iter().zip(&want.outputs[step]) {
                 let (count, first) = want.compare(got);
@@ -177,22 +189,7 @@ pub fn check_shape_arms(
             lengths.issue_accept()?;
             let lens = lengths.download_seq_lens()?;
             let expected_lens = &want.seq_lens_after[step][..live];
-            for (i, (&g, &e)) in lens[..live].iter().zip(expected_lens).enumerate() {
-                if g != e {
-                    result.mismatches += 1;
-                    result.first.get_or_insert((
-                        step,
-                        Mismatch {
-                            output: "seq_lens after accept",
-                            row: i,
-                            col: 0,
-                            expected: e,
-                            got: g,
-                        },
-                    ));
-                }
-            }
-            result.cells += live as u64;
+            result.compare_lengths(step, "seq_lens after accept", &lens[..live], expected_lens);
         }
         results.push(result);
     }

@@ -314,9 +314,9 @@ pub fn read_cost_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rend
     let chart = LineChart {
         x_axis: XAxis::BatchSize,
         title: "What each read path costs against device-only lengths".into(),
-        subtitle: format!(
-            "kind=prep, metric read_cost_us (the arm's step_us − eager-device's, paired in each round), middle block size per family; dashed: the floor's reads — {BAND_NOTE}"
-        ),
+        subtitle: "read_cost_us: the arm's step_us − eager-device's, paired per round; middle \
+                   block per family; dashed: the floor's reads; band: p10–p90"
+            .into(),
         y_desc: "host read cost per step (µs)".into(),
         y_log: false,
         panels: family_panels(costs, &floor_levels(rows, &READ_FLOOR_ITEMS))?,
