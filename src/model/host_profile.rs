@@ -386,7 +386,8 @@ impl HostProfile {
     }
 
     /// One line for notes: what each read path of `arms` other than eager-sync's costs and
-    /// where that came from; `None` when the run has none of them.
+    /// where that came from; `None` when the run has none of them. It begins as
+    /// [`describe`](Self::describe)'s line does, so a run's settings hold it with the profile.
     pub fn read_paths_note(&self, arms: &[Arm]) -> Option<String> {
         let parts: Vec<String> = arms
             .iter()
@@ -401,7 +402,13 @@ impl HostProfile {
                 None => format!("{arm} {}: none", read_field(path)),
             })
             .collect();
-        (!parts.is_empty()).then(|| format!("read paths: {}", parts.join("; ")))
+        (!parts.is_empty()).then(|| {
+            format!(
+                "{HOST_PROFILE_NOTE}{}` read paths: {}",
+                self.name,
+                parts.join("; ")
+            )
+        })
     }
 
     /// Host µs per op of `arm`'s prep for `phase`.
@@ -638,6 +645,10 @@ mod tests {
         let note = p
             .read_paths_note(&[Arm::EagerSync, Arm::EagerPinned, Arm::EagerMapped])
             .unwrap();
+        assert!(
+            note.starts_with("host profile `native` read paths: "),
+            "{note}"
+        );
         assert!(note.contains("eager-pinned pinned_read_us: none"), "{note}");
         assert!(
             note.contains("eager-mapped mapped_read_us 3.5 us (test)"),
