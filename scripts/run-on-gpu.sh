@@ -14,7 +14,8 @@
 # (calibrate_torch.py, reference_loop.py), calibrates a profile from each one's traces as the
 # README's recipe says, and validates it against that loop's untraced grid (validate/ in
 # out/calibrate_torch/ and out/reference_loop/); calibrate_torch.py's directly measured
-# host_profile.json is what the steps stage then uses instead of the built-in one.
+# host_profile.json (with torch_read_paths.py's pinned read cost, which eager-pinned needs) is
+# what the steps stage then uses instead of the built-in one.
 #
 # timers runs one steps grid (TIMERS_FLAGS, default tp1 x bs 1,8,64 x block 5 planned for
 # 1000 GiB, which moe-large needs at tp1) with --timer events and --timer cupti, each with
@@ -68,7 +69,11 @@ for stage in "${stages[@]}"; do
                 run "$loop-validate" "$here/metaprep" validate "$dir/reference.csv" \
                     --host-profile "$dir/profile.json" --out "$dir/validate" $shape ${VALIDATE_FLAGS:-}
             done
-            [ -f "$out/calibrate_torch/host_profile.json" ] && profile=$out/calibrate_torch/host_profile.json ;;
+            if [ -f "$out/calibrate_torch/host_profile.json" ]; then
+                profile=$out/calibrate_torch/host_profile.json
+                # PyTorch's pinned read beside .tolist(), so eager-pinned can run with it.
+                run torch-read-paths python3 "$here/torch_read_paths.py" --profile "$profile" --out "$profile"
+            fi ;;
         # shellcheck disable=SC2086
         ranks)
             gpus=$("$here/metaprep" info 2>/dev/null | awk '/devices visible/ {print $3}')

@@ -2,15 +2,17 @@
 //! `cargo test --release -- --ignored` (or the bundle's `tests/gpu-*` executable with `--ignored`).
 
 use metaprep::axes::layout::Layout;
-use metaprep::axes::Arm;
 use metaprep::axes::Family;
-use metaprep::gpu::{capture_graph, Gpu, ImageChoice, SyncMode};
+use metaprep::axes::{Arm, ReadPath};
+use metaprep::gpu::{capture_graph, Gpu, HostReader, ImageChoice, Launch, SyncMode};
+use metaprep::model::host_profile::{HostProfile, Sourced};
 use metaprep::prep::inputs::LengthRange;
 use metaprep::prep::Shape;
 use metaprep::runs::check::{
-    check_shape, check_shape_arms, eager_sync_capture_is_refused, shape_seed,
+    check_shape, check_shape_arms, host_read_capture_is_refused, shape_seed,
 };
 use metaprep::stats::stopping::StoppingRule;
+use std::time::Duration;
 
 fn gpu() -> Gpu {
     Gpu::open(0).expect("these tests need a CUDA GPU")
@@ -150,14 +152,113 @@ fn every_arm_is_exact_when_page_rows_are_not_16_byte_aligned() {
     }
 }
 
+/// Capturing any reading arm is refused by the guard, naming its read: eager-sync's
+/// `.tolist()`, eager-pinned's pinned copy, eager-mapped's mapped store (whose kernel a
+/// capture would otherwise take in silently, leaving the host to poll a flag nothing writes).
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn capturing_eager_sync_is_refused_by_the_guard() {
+fn capturing_any_reading_arm_is_refused_by_the_guard() {
     let gpu = gpu();
     for family in Family::ALL {
-        let message = eager_sync_capture_is_refused(&gpu, family).unwrap();
-        assert!(message.contains("seq_lens.tolist()"), "{message}");
+        for arm in Arm::ALL.into_iter().filter(|a| a.reads_host()) {
+            let message = host_read_capture_is_refused(&gpu, family, arm).unwrap();
+            let path = arm.read_path().unwrap();
+            assert!(
+                message.contains(&*path.range().to_string_lossy()),
+                "{arm}: {message}"
+            );
+        }
     }
+}
+
+/// Every read path brings over the lengths the device holds when the read is issued, also
+/// while the GPU is still busy: before each read a 2 ms spin is queued, then the accept that
+/// changes the lengths, so a read returning before its own data landed (a mapped read taking
+/// the last read's flag for its own) would bring the previous step's lengths.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_read_path_brings_its_own_steps_lengths_while_the_gpu_is_busy() {
+    use metaprep::prep::accept::AcceptModel;
+    use metaprep::prep::inputs::generate;
+    use metaprep::prep::lengths::DeviceLengths;
+    use metaprep::prep::plan::PrepPlan;
+
+    let gpu = gpu();
+    for (family, bs) in [(Family::DsaDecode, 8), (Family::DsparkDraftBlock, 300)] {
+        let shape = check_shape(family, bs, 5, 12, 1 << 20).unwrap();
+        let inputs = generate(&shape, 3, LengthRange { min: 0, max: 2048 }, false);
+        let accept = AcceptModel::with_probability(0.7, 5, 3, shape.max_seq_len());
+        let lengths = DeviceLengths::new(&gpu, &inputs.seq_lens, bs as usize, accept).unwrap();
+        let mut plan = PrepPlan::new(&gpu, shape, &inputs, &lengths).unwrap();
+        for path in ReadPath::ALL {
+            lengths.reset().unwrap();
+            let mut previous = inputs.seq_lens.clone();
+            for step in 0..10 {
+                Launch::keep_gpu_busy(&gpu, 2000.0).unwrap();
+                lengths.issue_accept().unwrap();
+                plan.read_host_lengths(path).unwrap();
+                let held = lengths.download_seq_lens().unwrap();
+                assert_ne!(held, previous, "the accept changes the lengths every step");
+                assert_eq!(
+                    plan.host_lengths(),
+                    &held[..],
+                    "{family} {path} read, step {step}"
+                );
+                previous = held;
+            }
+        }
+    }
+}
+
+/// A mapped poll for a sequence no kernel stores ends with an error, never a hang: as soon
+/// as it finds the stream idle (the work done, the flag stale), and after its timeout while
+/// the stream stays busy. A read inside a capture is refused before it launches anything.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_mapped_poll_for_a_sequence_never_stored_fails_instead_of_hanging() {
+    use cudarc::driver::DevicePtr;
+
+    let gpu = gpu();
+    let ints = gpu.upload(&[5i32, 6, 7]).unwrap();
+    let src = ints.device_ptr(&gpu.stream).0;
+    let mut reader = HostReader::new(&gpu, ReadPath::Mapped, src, 3).unwrap();
+    let mut out = [0; 3];
+    reader.read(&mut out).unwrap();
+    assert_eq!(out, [5, 6, 7], "sequence 1 stored and read");
+
+    let idle = format!(
+        "{:#}",
+        reader.poll_mapped(2, Duration::from_secs(30)).unwrap_err()
+    );
+    assert!(
+        idle.contains("sequence 2")
+            && idle.contains("finished its work")
+            && idle.contains("holds sequence 1"),
+        "{idle}"
+    );
+    Launch::keep_gpu_busy(&gpu, 300_000.0).unwrap();
+    let busy = format!(
+        "{:#}",
+        reader
+            .poll_mapped(3, Duration::from_millis(20))
+            .unwrap_err()
+    );
+    assert!(busy.contains("never wrote the flag"), "{busy}");
+    gpu.sync().unwrap();
+
+    let captured = capture_graph(&gpu.stream, "a mapped read", || reader.read(&mut out))
+        .err()
+        .expect("a mapped read inside a capture must fail");
+    let message = format!("{captured:#}");
+    assert!(
+        message.contains("host read during CUDA graph capture")
+            && message.contains("mapped host memory"),
+        "{message}"
+    );
+    // The reader and the stream still work: the next read takes the next sequence.
+    out = [0; 3];
+    reader.read(&mut out).unwrap();
+    assert_eq!(out, [5, 6, 7]);
 }
 
 #[test]
@@ -179,6 +280,17 @@ fn any_host_read_inside_a_capture_is_an_error() {
     assert_eq!(gpu.download("after", &buf).unwrap(), vec![1, 2, 3]);
 }
 
+/// The measured `pytorch` profile, given a pinned read cost where it has none: the pageable
+/// read's, as a stand-in so every arm runs (these tests check structure, not that figure).
+fn pytorch_with_every_read_path() -> HostProfile {
+    let mut host = HostProfile::load("pytorch").unwrap();
+    host.pinned_read_us.get_or_insert_with(|| Sourced {
+        value: host.read_us.value,
+        source: "test stand-in: the pageable read's read_us".into(),
+    });
+    host
+}
+
 /// A small `steps` run on tp1, bs 1 and 3, block 5, with 200 µs forwards and the measured
 /// `pytorch` host profile, tracing bs 1 to `dir/trace.json`.
 fn step_config(
@@ -186,7 +298,6 @@ fn step_config(
     arms: Vec<Arm>,
     timer: metaprep::harness::timer::TimerKind,
 ) -> metaprep::runs::steps::StepsConfig {
-    use metaprep::model::host_profile::HostProfile;
     use metaprep::model::profile::ForwardModel;
     use metaprep::model::stop::StepRounds;
     use metaprep::runs::steps::{StepsConfig, TraceRequest};
@@ -204,7 +315,7 @@ fn step_config(
         target: ForwardModel::FixedUs(200.0),
         draft: ForwardModel::FixedUs(200.0),
         acceptance: metaprep::prep::accept::Acceptance::Length(3.0),
-        host: HostProfile::load("pytorch").unwrap(),
+        host: pytorch_with_every_read_path(),
         host_scales: vec![1.0],
         link_gb_s: 450.0,
         collective_latency_us: None,
@@ -265,7 +376,7 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
             assert!(occupancy > 0.0 && occupancy <= 1.0, "{arm}: {occupancy}");
         }
     }
-    for arm in ["eager-sync", "graph-upload"] {
+    for arm in ["eager-sync", "eager-pinned", "eager-mapped", "graph-upload"] {
         assert!(
             median(arm, 1, "host_blocked_us") > 0.0,
             "{arm} blocks the host"

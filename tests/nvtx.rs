@@ -126,7 +126,7 @@ fn child_pushes_nested_ranges() {
     set_enabled(false);
     drop(Range::push(c"not sent: --nvtx off"));
     set_enabled(true);
-    drop(Range::push(metaprep::prep::plan::READ_RANGE));
+    drop(Range::push(metaprep::axes::ReadPath::Pageable.range()));
     drop(step);
 }
 
@@ -138,15 +138,18 @@ fn steps_and_sweep_name_every_phase_and_prep_in_nvtx_ranges() {
     let lines = recorded_by("child_runs_a_steps_cell_and_a_sweep");
     let names: std::collections::BTreeSet<&str> = pushed(&lines).into_iter().collect();
     println!("{} ranges, names: {names:?}", lines.len() / 2);
-    let mut expected = vec![
-        "seq_lens.tolist()".to_string(),
-        "draft forward".into(),
+    let mut expected: Vec<String> = metaprep::axes::ReadPath::ALL
+        .iter()
+        .map(|path| path.range().to_string_lossy().into_owned())
+        .collect();
+    expected.extend([
+        "draft forward".to_string(),
         "verify forward".into(),
         "accept".into(),
         "harness (empty graph)".into(),
         "dsa_decode prep (eager-sync)".into(),
         "dsa_decode prep (graph)".into(),
-    ];
+    ]);
     for arm in metaprep::axes::Arm::ALL {
         expected.push(format!("step ({arm})"));
         expected.push(format!("draft prep ({arm})"));
@@ -165,7 +168,7 @@ fn steps_and_sweep_name_every_phase_and_prep_in_nvtx_ranges() {
 fn child_runs_a_steps_cell_and_a_sweep() {
     use metaprep::axes::layout::Layout;
     use metaprep::axes::{Arm, Family};
-    use metaprep::model::host_profile::HostProfile;
+    use metaprep::model::host_profile::{HostProfile, Sourced};
     use metaprep::model::profile::ForwardModel;
     use metaprep::model::stop::StepRounds;
     use metaprep::prep::inputs::LengthRange;
@@ -192,7 +195,16 @@ fn child_runs_a_steps_cell_and_a_sweep() {
         target: ForwardModel::FixedUs(100.0),
         draft: ForwardModel::FixedUs(100.0),
         acceptance: metaprep::prep::accept::Acceptance::Length(2.0),
-        host: HostProfile::load("pytorch").unwrap(),
+        // A pinned read cost where the profile has none, so eager-pinned runs too: these
+        // ranges are what is checked, not that figure.
+        host: {
+            let mut host = HostProfile::load("pytorch").unwrap();
+            host.pinned_read_us.get_or_insert_with(|| Sourced {
+                value: host.read_us.value,
+                source: "test stand-in: the pageable read's read_us".into(),
+            });
+            host
+        },
         host_scales: vec![1.0],
         link_gb_s: 450.0,
         collective_latency_us: None,

@@ -129,6 +129,38 @@ fn fixture_rows() -> Vec<Row> {
             }
         }
     }
+    // The read paths: each reading arm's read cost against eager-device (the sync read
+    // blocking longest), and in the steps each arm's paired ratio to eager-sync.
+    for family in ["dspark_draft_block", "dsa_decode"] {
+        for block in [3, 5, 8] {
+            for (arm, us) in [
+                ("eager-sync", 18.0),
+                ("eager-pinned", 15.0),
+                ("eager-mapped", 7.0),
+            ] {
+                for bs in BATCHES {
+                    let cost = us + 0.1 * f64::from(bs);
+                    let metric = "read_cost_us";
+                    rows.push(row(KIND_PREP, family, arm, bs, block, "tp1", metric, cost));
+                }
+            }
+        }
+    }
+    for layout in ["tp1", "tp8"] {
+        for (arm, ratio) in [
+            ("graph", 0.8),
+            ("eager-pinned", 0.97),
+            ("eager-mapped", 0.9),
+        ] {
+            for bs in BATCHES {
+                let family = "dspark+dsa_target_verify";
+                let metric = "step_ratio_vs_eager_sync";
+                let mut r = row(KIND_STEP, family, arm, bs, 5, layout, metric, ratio);
+                (r.unit, r.ci_lo, r.ci_hi) = ("x".into(), ratio - 0.005, ratio + 0.005);
+                rows.push(r);
+            }
+        }
+    }
     // One cell whose speedup is exactly 2, to find in the heatmap's annotations.
     rows.retain(|r| !(r.kind == KIND_PREP && r.batch_size == 1 && r.block_size == 3));
     for (arm, us) in [("eager-sync", 80.0), ("graph", 40.0)] {
@@ -147,6 +179,7 @@ fn fixture_rows() -> Vec<Row> {
         ("empty-kernel", 2.2),
         ("empty-graph", 2.9),
         ("d2h-int", 11.5),
+        ("d2h-int-busy", 20.5),
     ] {
         rows.push(row(KIND_FLOOR, "floor", item, 1, 0, "tp1", "step_us", us));
     }
@@ -297,6 +330,8 @@ fn every_chart_is_written_as_a_real_png_and_svg() {
         ("speedup_step", PANEL_CHART_SIZE),
         ("prep_floor", PANEL_CHART_SIZE),
         ("bandwidth", PANEL_CHART_SIZE),
+        ("read_cost", PANEL_CHART_SIZE),
+        ("read_recovery", PANEL_CHART_SIZE),
         ("telemetry", WIDE_CHART_SIZE),
         // Two traces, two stacked panels of 300 px under 180 px of title and legend.
         ("timeline", (WIDE_CHART_SIZE.0, 180 + 2 * 300)),
@@ -523,6 +558,37 @@ fn the_bandwidth_chart_reads_its_rows_from_a_csv() {
 }
 
 #[test]
+fn the_read_path_charts_draw_each_path_against_the_floors_reads_and_graphs_gain() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = render_fixture(dir.path());
+    let cost = svg_text(&set, "read_cost");
+    for text in [
+        "eager-sync",
+        "eager-pinned",
+        "eager-mapped",
+        "d2h-int 11.5",
+        "d2h-int-busy 20.5",
+    ] {
+        assert!(cost.contains(text), "read_cost.svg lacks {text}");
+    }
+    // Steps: pinned wins back 3% of graph's 20% (15%), mapped 10% (50%), per layout.
+    let recovery = svg_text(&set, "read_recovery");
+    for text in [
+        "eager-pinned",
+        "eager-mapped",
+        "eager-sync (0%)",
+        "graph (100%)",
+        "tp8",
+    ] {
+        assert!(recovery.contains(text), "read_recovery.svg lacks {text}");
+    }
+    assert!(
+        !recovery.contains(">eager-device<"),
+        "only the read paths get a share"
+    );
+}
+
+#[test]
 fn empty_input_skips_every_chart_with_a_reason() {
     let dir = tempfile::tempdir().unwrap();
     let set = render_all(dir.path(), &[], &EnvRecord::default(), &[], &[]).unwrap();
@@ -540,6 +606,8 @@ fn empty_input_skips_every_chart_with_a_reason() {
             "speedup_step",
             "prep_floor",
             "bandwidth",
+            "read_cost",
+            "read_recovery",
             "telemetry",
             "timeline",
             "stragglers"
@@ -592,7 +660,7 @@ fn non_finite_values_render_without_panicking() {
     telemetry[30].power_w = f64::NAN;
     telemetry[31].sm_clock_mhz = f64::INFINITY;
     let set = render_all(dir.path(), &rows, &fixture_env(), &telemetry, &[]).unwrap();
-    assert_eq!(set.files.len(), 20, "{set:?}");
+    assert_eq!(set.files.len(), 24, "{set:?}");
     for png in set.files.iter().filter(|p| p.extension().unwrap() == "png") {
         assert!(png_facts(png).1 > 50, "{}", png.display());
     }

@@ -1,5 +1,6 @@
 //! The ways to run one prep plan.
 
+use super::read_path::ReadPath;
 use std::fmt;
 use std::str::FromStr;
 
@@ -18,15 +19,24 @@ pub enum Arm {
     GraphUpload,
     /// One kernel writing every output of the family, captured in a graph.
     Fused,
+    /// eager-sync with the read done well: an asynchronous copy into pinned memory and a
+    /// wait on an event recorded after it (`x.to("cpu", non_blocking=True)` then
+    /// `event.synchronize()`); the same host-built list, page width and launches.
+    EagerPinned,
+    /// eager-sync with the lengths stored by a one-block kernel into mapped pinned host
+    /// memory, with a sequence number the host polls for; the same list, width and launches.
+    EagerMapped,
 }
 
 impl Arm {
-    pub const ALL: [Arm; 5] = [
+    pub const ALL: [Arm; 7] = [
         Arm::EagerSync,
         Arm::EagerDevice,
         Arm::Graph,
         Arm::GraphUpload,
         Arm::Fused,
+        Arm::EagerPinned,
+        Arm::EagerMapped,
     ];
 
     pub fn name(self) -> &'static str {
@@ -36,12 +46,26 @@ impl Arm {
             Arm::Graph => "graph",
             Arm::GraphUpload => "graph-upload",
             Arm::Fused => "fused",
+            Arm::EagerPinned => "eager-pinned",
+            Arm::EagerMapped => "eager-mapped",
         }
     }
 
-    /// True for the arm that reads device lengths to the host each step.
+    /// How the arm brings device lengths to the host each step; `None` for the arms that
+    /// keep them on the device.
+    pub fn read_path(self) -> Option<ReadPath> {
+        match self {
+            Arm::EagerSync => Some(ReadPath::Pageable),
+            Arm::EagerPinned => Some(ReadPath::Pinned),
+            Arm::EagerMapped => Some(ReadPath::Mapped),
+            Arm::EagerDevice | Arm::Graph | Arm::GraphUpload | Arm::Fused => None,
+        }
+    }
+
+    /// True for the arms that read device lengths to the host each step (eager-sync and its
+    /// pinned and mapped variants).
     pub fn reads_host(self) -> bool {
-        self == Arm::EagerSync
+        self.read_path().is_some()
     }
 
     pub fn uses_graph(self) -> bool {
@@ -59,7 +83,8 @@ impl FromStr for Arm {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Arm::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
-            format!("unknown arm '{s}': use one of eager-sync, eager-device, graph, graph-upload, fused")
+            let names: Vec<&str> = Arm::ALL.iter().map(|a| a.name()).collect();
+            format!("unknown arm '{s}': use one of {}", names.join(", "))
         })
     }
 }
@@ -73,6 +98,22 @@ mod tests {
         for arm in Arm::ALL {
             assert_eq!(arm.name().parse::<Arm>(), Ok(arm));
         }
-        assert!("graphs".parse::<Arm>().unwrap_err().contains("eager-sync"));
+        let e = "graphs".parse::<Arm>().unwrap_err();
+        assert!(
+            e.contains("eager-sync") && e.contains("eager-mapped"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_reading_arms_are_eager_and_each_has_its_own_path() {
+        let readers: Vec<Arm> = Arm::ALL.into_iter().filter(|a| a.reads_host()).collect();
+        assert_eq!(
+            readers,
+            [Arm::EagerSync, Arm::EagerPinned, Arm::EagerMapped]
+        );
+        assert!(readers.iter().all(|a| !a.uses_graph()));
+        let paths: Vec<ReadPath> = readers.iter().filter_map(|a| a.read_path()).collect();
+        assert_eq!(paths, ReadPath::ALL);
     }
 }

@@ -624,6 +624,9 @@ pub fn derive(
         graph_launch_us: costs.graph_launch_us,
         upload_us: costs.upload_us,
         upload_syncs: costs.upload_syncs,
+        // A trace shows one read path (the pageable `.tolist()`); the others stay the base's.
+        pinned_read_us: base.pinned_read_us.clone(),
+        mapped_read_us: base.mapped_read_us.clone(),
         host_speed_us,
         preps,
         program,

@@ -1,6 +1,7 @@
 //! `metaprep check`: its flags, their validation, and the check against the CPU reference.
 
 use super::common::{usage, DeviceArgs, PrepAxes};
+use crate::axes::Arm;
 use crate::cli::lists::{arms, families, parse_u32_list};
 use crate::runs::check::{self, CheckConfig};
 use crate::runs::dump::write_dump;
@@ -87,12 +88,14 @@ pub(crate) fn run_check(args: &CheckArgs, config: &CheckConfig) -> Result<ExitCo
         config.seed
     );
     for &family in &config.families {
-        let message =
-            check::eager_sync_capture_is_refused(&gpu, family).context("capture guard")?;
-        println!(
-            "capture guard, {family}: capturing eager-sync refused ({})",
-            first_line(&message)
-        );
+        for arm in Arm::ALL.into_iter().filter(|a| a.reads_host()) {
+            let message =
+                check::host_read_capture_is_refused(&gpu, family, arm).context("capture guard")?;
+            println!(
+                "capture guard, {family}: capturing {arm} refused ({})",
+                first_line(&message)
+            );
+        }
     }
     let results = check::run(&gpu, config, |r| {
         if r.mismatches > 0 {

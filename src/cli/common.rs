@@ -97,13 +97,16 @@ pub struct PrepAxes {
         default_value = "dspark_draft_block,dsa_decode,dsa_target_verify,dsa_draft_extend_v2"
     )]
     pub(crate) families: String,
-    /// Arms, comma separated: eager-sync (host read each step, the "before"), eager-device
-    /// (device lengths, eager launches), graph (device lengths, one graph replay),
-    /// graph-upload (graph, but `[block] * bs` copied up from the host before each replay, as
-    /// the merged DSA draft-extend path does), fused (one kernel, in a graph).
+    /// Arms, comma separated: eager-sync (host read each step, the "before"), eager-pinned
+    /// and eager-mapped (the same prep, the read done well: a pinned copy and an event wait,
+    /// or a kernel storing the lengths into mapped host memory and the host polling a flag;
+    /// docs/read-paths.md), eager-device (device lengths, eager launches), graph (device
+    /// lengths, one graph replay), graph-upload (graph, but `[block] * bs` copied up from the
+    /// host before each replay, as the merged DSA draft-extend path does), fused (one kernel,
+    /// in a graph).
     #[arg(
         long,
-        default_value = "eager-sync,eager-device,graph,graph-upload,fused"
+        default_value = "eager-sync,eager-pinned,eager-mapped,eager-device,graph,graph-upload,fused"
     )]
     pub(crate) arms: String,
 }

@@ -31,7 +31,10 @@ pub struct StepsArgs {
     pub(crate) nvtx: NvtxArgs,
     /// Arms, comma separated: eager-sync (both metadata preps read seq_lens to the host,
     /// which blocks the host until the GPU catches up), eager-device, graph, graph-upload
-    /// (graph replay with `[block] * bs` copied up before each replay), fused.
+    /// (graph replay with `[block] * bs` copied up before each replay), fused, and
+    /// eager-pinned / eager-mapped (eager-sync's program with a pinned or a mapped read; not
+    /// in the default: eager-pinned needs a host profile with a measured `pinned_read_us`,
+    /// from scripts/torch_read_paths.py, and the two add half again to the run's time).
     #[arg(long, default_value = "eager-sync,eager-device,graph,graph-upload")]
     pub(crate) arms: String,
     /// Batch sizes (requests per step), comma separated. Default: 1,4,16,64, the small
@@ -422,10 +425,12 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
             widest - 1
         )));
     }
+    let arms = usage(arms(&args.arms))?;
+    usage(host.require_read_costs(&arms))?;
     Ok(StepsConfig {
         gpu: args.device.choice(),
         cpu: args.pin.cpu,
-        arms: usage(arms(&args.arms))?,
+        arms,
         batch_sizes,
         block_sizes,
         layouts,

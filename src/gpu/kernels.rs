@@ -45,6 +45,8 @@ pub enum KernelModule {
     Accept,
     Floor,
     Forward,
+    /// The mapped read's store kernel (eager-mapped).
+    HostRead,
 }
 
 impl KernelModule {
@@ -57,6 +59,7 @@ impl KernelModule {
             Self::Accept => "accept.cu",
             Self::Floor => "floor.cu",
             Self::Forward => "forward.cu",
+            Self::HostRead => "host_read.cu",
         }
     }
 
@@ -69,6 +72,7 @@ impl KernelModule {
             Self::Accept => include_str!("../../kernels/accept.cu"),
             Self::Floor => include_str!("../../kernels/floor.cu"),
             Self::Forward => include_str!("../../kernels/forward.cu"),
+            Self::HostRead => include_str!("../../kernels/host_read.cu"),
         }
     }
 
@@ -114,7 +118,7 @@ impl KernelModule {
 mod tests {
     use super::*;
 
-    const ALL: [KernelModule; 7] = [
+    const ALL: [KernelModule; 8] = [
         KernelModule::DsparkDraftBlock,
         KernelModule::DsaDecode,
         KernelModule::DsaTargetVerify,
@@ -122,6 +126,7 @@ mod tests {
         KernelModule::Accept,
         KernelModule::Floor,
         KernelModule::Forward,
+        KernelModule::HostRead,
     ];
 
     /// NVRTC needs no GPU: CI installs it from PyPI (nvidia-cuda-nvrtc-cu12 12.9, the first

@@ -45,6 +45,14 @@ impl Launch {
         Ok(Self::new("spin_ns", func, (1, 1, 1), (1, 1, 1)).arg((us * 1e3).round() as u64))
     }
 
+    /// Queues `us` µs of GPU work (a spin) on `gpu`'s stream and returns at once: for tests
+    /// and probes that need the GPU busy when they issue what comes next.
+    pub fn keep_gpu_busy(gpu: &Gpu, us: f64) -> Result<()> {
+        let spin = Self::spin(gpu, us)?;
+        // SAFETY: the spin kernel takes only a duration, no pointer.
+        unsafe { spin.issue(gpu.cu_stream()) }
+    }
+
     /// Appends an argument: a plain value or a `#[repr(C)]` struct of device pointers.
     pub fn arg<T: Copy>(mut self, value: T) -> Self {
         let words = std::mem::size_of::<T>().div_ceil(8).max(1);

@@ -2,13 +2,16 @@
 //! context and stream, `image` decides between a cubin for the device's own architecture and
 //! PTX, `nvrtc` compiles to either, `kernels` holds `kernels/*.cu`, `launch` holds prebuilt
 //! kernel launches, `nvtx` names ranges for Nsight Systems, `capture` captures graphs and
-//! guards host reads against running inside a capture, `cupti` loads CUPTI and collects its
-//! activity records, `python_site` finds the Python site-packages where the NVIDIA wheels put
-//! CUPTI and NCCL.
+//! guards host reads against running inside a capture, `host_memory` owns page-locked host
+//! memory and `host_read` the three ways device ints reach the host (pageable, pinned,
+//! mapped), `cupti` loads CUPTI and collects its activity records, `python_site` finds the
+//! Python site-packages where the NVIDIA wheels put CUPTI and NCCL.
 
 pub mod capture;
 pub mod context;
 pub mod cupti;
+pub mod host_memory;
+pub mod host_read;
 pub mod image;
 pub mod kernels;
 pub mod launch;
@@ -22,6 +25,7 @@ pub mod sync_mode;
 
 pub use capture::{capture_graph, ensure_not_capturing};
 pub use context::{DeviceInfo, Gpu, GpuChoice};
+pub use host_read::HostReader;
 pub use image::{ImageChoice, KernelImage};
 pub use kernels::KernelModule;
 pub use launch::Launch;

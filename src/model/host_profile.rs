@@ -53,9 +53,15 @@
 //!   of them launch a GPU kernel, how many reads they make and how many ops come first.
 //!   The plan's own kernels take the last launch slots; the others launch an empty kernel.
 //! * `program` — the step, in order. A `host` item costs `us` plus `ops` × `op_us`.
+//! * `pinned_read_us`, `mapped_read_us` (optional) — `read_us` for the other read paths
+//!   (docs/read-paths.md): eager-pinned's `x.to("cpu", non_blocking=True)` and
+//!   `event.synchronize()`, eager-mapped's store into mapped memory and flag poll, each with
+//!   the GPU idle; the step loop tops its own read of that path up to it. A profile without
+//!   one cannot run that arm.
 
 use crate::axes::Arm;
 use crate::axes::Family;
+use crate::axes::ReadPath;
 use crate::results::env::HOST_PROFILE_NOTE;
 use anyhow::{bail, ensure, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -192,6 +198,12 @@ pub struct HostProfile {
     pub host_speed_us: Option<Sourced<f64>>,
     pub preps: BTreeMap<String, PrepOps>,
     pub program: Vec<Item>,
+    /// `read_us` of eager-pinned's read path, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_read_us: Option<Sourced<f64>>,
+    /// `read_us` of eager-mapped's read path, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mapped_read_us: Option<Sourced<f64>>,
 }
 
 /// The items that put work on the GPU, each exactly once in every program, in this order.
@@ -333,6 +345,11 @@ impl HostProfile {
                 check_us(&format!("host item `{name}`: us"), *us)?;
             }
         }
+        for path in [ReadPath::Pinned, ReadPath::Mapped] {
+            if let Some(cost) = self.read_cost(path) {
+                check_us(&read_field(path), cost.value)?;
+            }
+        }
         Ok(())
     }
 
@@ -340,11 +357,64 @@ impl HostProfile {
     pub fn arm_ops(&self, phase: Phase, arm: Arm) -> ArmOps {
         let prep = &self.preps[family_of(phase).name()];
         match arm {
-            Arm::EagerSync => prep.eager_sync,
+            Arm::EagerSync | Arm::EagerPinned | Arm::EagerMapped => prep.eager_sync,
             Arm::EagerDevice => prep.eager_device,
             Arm::GraphUpload => prep.graph_upload.unwrap_or(prep.graph),
             Arm::Graph | Arm::Fused => prep.graph,
         }
+    }
+
+    /// Host µs one read by `path` costs with the GPU idle, and where that came from.
+    pub fn read_cost(&self, path: ReadPath) -> Option<&Sourced<f64>> {
+        match path {
+            ReadPath::Pageable => Some(&self.read_us),
+            ReadPath::Pinned => self.pinned_read_us.as_ref(),
+            ReadPath::Mapped => self.mapped_read_us.as_ref(),
+        }
+    }
+
+    /// Refuses `arms` when one reads by a path this profile has no cost for: the step loop
+    /// would run it at the harness's own read cost, which no measurement of the framework
+    /// gave.
+    pub fn require_read_costs(&self, arms: &[Arm]) -> Result<()> {
+        for arm in arms {
+            if let Some(path) = arm.read_path().filter(|&p| self.read_cost(p).is_none()) {
+                bail!(
+                    "host profile `{}` has no `{}`, the cost of the {arm} arm's read: measure it \
+                     with scripts/torch_read_paths.py --profile PROFILE --out FILE on the GPU \
+                     host and pass --host-profile FILE, or leave {arm} out of --arms",
+                    self.name,
+                    read_field(path)
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// One line for notes: what each read path of `arms` other than eager-sync's costs and
+    /// where that came from; `None` when the run has none of them. It begins as
+    /// [`describe`](Self::describe)'s line does, so a run's settings hold it with the profile.
+    pub fn read_paths_note(&self, arms: &[Arm]) -> Option<String> {
+        let parts: Vec<String> = arms
+            .iter()
+            .filter_map(|&arm| Some((arm, arm.read_path().filter(|&p| p != ReadPath::Pageable)?)))
+            .map(|(arm, path)| match self.read_cost(path) {
+                Some(c) => format!(
+                    "{arm} {} {:.1} us ({})",
+                    read_field(path),
+                    c.value,
+                    c.source
+                ),
+                None => format!("{arm} {}: none", read_field(path)),
+            })
+            .collect();
+        (!parts.is_empty()).then(|| {
+            format!(
+                "{HOST_PROFILE_NOTE}{}` read paths: {}",
+                self.name,
+                parts.join("; ")
+            )
+        })
     }
 
     /// Host µs per op of `arm`'s prep for `phase`.
@@ -422,7 +492,11 @@ impl HostProfile {
         let ratio = speed_us / own.value;
         let mut p = self.clone();
         p.scale_op_costs(ratio);
-        for cost in [&mut p.read_us, &mut p.graph_launch_us, &mut p.upload_us] {
+        let other_reads = [p.pinned_read_us.as_mut(), p.mapped_read_us.as_mut()];
+        for cost in [&mut p.read_us, &mut p.graph_launch_us, &mut p.upload_us]
+            .into_iter()
+            .chain(other_reads.into_iter().flatten())
+        {
             cost.value *= ratio;
         }
         p.host_speed_us = Some(Sourced {
@@ -445,6 +519,14 @@ impl HostProfile {
             self.graph_launch_us.value,
             self.source
         )
+    }
+}
+
+/// The profile field that holds `path`'s read cost.
+fn read_field(path: ReadPath) -> String {
+    match path {
+        ReadPath::Pageable => "read_us".into(),
+        _ => format!("{path}_read_us"),
     }
 }
 
@@ -592,6 +674,54 @@ mod tests {
         for bad in [0.0, -1.0, f64::NAN, 1e9] {
             assert!(p.scaled(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn each_read_path_has_its_own_cost_and_a_missing_one_refuses_its_arm() {
+        let mut p = HostProfile::load("native").unwrap();
+        assert_eq!(p.read_cost(ReadPath::Pageable), Some(&p.read_us));
+        p.pinned_read_us = None;
+        p.mapped_read_us = Some(Sourced {
+            value: 3.5,
+            source: "test".into(),
+        });
+        p.require_read_costs(&[Arm::EagerSync, Arm::EagerMapped, Arm::Graph])
+            .unwrap();
+        let e = p
+            .require_read_costs(&[Arm::EagerSync, Arm::EagerPinned])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("pinned_read_us") && e.contains("eager-pinned") && e.contains("native"),
+            "{e}"
+        );
+        let note = p
+            .read_paths_note(&[Arm::EagerSync, Arm::EagerPinned, Arm::EagerMapped])
+            .unwrap();
+        assert!(
+            note.starts_with("host profile `native` read paths: "),
+            "{note}"
+        );
+        assert!(note.contains("eager-pinned pinned_read_us: none"), "{note}");
+        assert!(
+            note.contains("eager-mapped mapped_read_us 3.5 us (test)"),
+            "{note}"
+        );
+        assert_eq!(p.read_paths_note(&[Arm::EagerSync, Arm::Graph]), None);
+        // The reading arms issue eager-sync's framework ops; only the read differs.
+        for arm in [Arm::EagerPinned, Arm::EagerMapped] {
+            assert_eq!(
+                p.arm_ops(Phase::Verify, arm),
+                p.arm_ops(Phase::Verify, Arm::EagerSync)
+            );
+        }
+        let mut v = native_json();
+        v["mapped_read_us"] = serde_json::json!({"value": -2.0, "source": "x"});
+        assert!(
+            parse_err(&v).contains("mapped_read_us"),
+            "{}",
+            parse_err(&v)
+        );
     }
 
     #[test]

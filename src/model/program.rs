@@ -11,7 +11,8 @@ use crate::axes::Arm;
 /// One host action of a prep, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PrepStep {
-    /// A host read of device lengths (`.tolist()`): waits for the GPU to drain.
+    /// A host read of device lengths (`.tolist()`, or the pinned or mapped read of
+    /// eager-pinned and eager-mapped): waits for the GPU to drain.
     Read,
     /// One framework op: host time, and maybe a kernel launch.
     Op(Option<OpLaunch>),
@@ -44,9 +45,9 @@ impl PrepStep {
 
 /// The host actions of `arm`'s prep: `ops` framework ops, the last `launches` of which
 /// launch a kernel, with the plan's `kernels` in the last launching slots (any that do not
-/// fit follow the ops, as native launches). eager-sync makes its reads after
-/// `ops_before_read` ops, and never after its first real kernel (those kernels read the
-/// host-built list). Graph arms run their ops, then graph-upload's copy, then the replay.
+/// fit follow the ops, as native launches). A reading arm (eager-sync, eager-pinned,
+/// eager-mapped) makes its reads after `ops_before_read` ops, and never after its first real
+/// kernel (those kernels read the host-built list). Graph arms run their ops, then graph-upload's copy, then the replay.
 pub fn prep_sequence(arm: Arm, ops: ArmOps, kernels: usize) -> Vec<PrepStep> {
     let n = ops.ops as usize;
     let mut seq = Vec::with_capacity(n + kernels + ops.reads as usize + 2);
@@ -107,7 +108,8 @@ pub struct SimGpu {
     pub kernel_us: f64,
     /// A whole prep graph.
     pub replay_us: f64,
-    /// Host time of a read with the GPU idle, before the profile's top-up.
+    /// Host time of a read with the GPU idle, before the profile's top-up (the same for
+    /// every read path).
     pub read_us: f64,
 }
 
@@ -121,7 +123,8 @@ pub struct SimStep {
 /// Runs the host program of `arm` for `steps` steps on one host thread and one GPU
 /// stream, with the host allowed one step ahead (it waits for step k−2 before step k), and
 /// returns the last step's wall time and GPU idle time. Host items and ops cost what the
-/// profile says; a read waits for the stream to drain, then costs `max(read_us, profile)`.
+/// profile says; a read waits for the stream to drain, then costs `max(read_us, profile)`,
+/// the profile's cost being that of `arm`'s read path (0 where the profile has none).
 pub fn simulate(profile: &HostProfile, arm: Arm, gpu: SimGpu, steps: usize) -> SimStep {
     let mut host = 0.0f64;
     let mut stream = 0.0f64;
@@ -135,7 +138,11 @@ pub fn simulate(profile: &HostProfile, arm: Arm, gpu: SimGpu, steps: usize) -> S
         }
         *stream += us;
     };
-    let read_us = gpu.read_us.max(profile.read_us.value);
+    let profile_read_us = arm
+        .read_path()
+        .and_then(|path| profile.read_cost(path))
+        .map_or(0.0, |cost| cost.value);
+    let read_us = gpu.read_us.max(profile_read_us);
     let mut idle_at_step = Vec::with_capacity(steps);
     for k in 0..steps {
         if k >= 2 {
@@ -330,6 +337,8 @@ mod tests {
                 Item::VerifyForward,
                 Item::Accept { ops: 0 },
             ],
+            pinned_read_us: None,
+            mapped_read_us: None,
         }
     }
 
@@ -385,6 +394,28 @@ mod tests {
         let long = simulate(&synthetic(0, 0, 10.0, 1500.0), Arm::EagerSync, GPU, 20);
         assert_eq!(short.step_us, 2000.0 + 2.0 * 10.0);
         assert_eq!(long.step_us, 2000.0 + 2.0 * 10.0 + 500.0);
+    }
+
+    #[test]
+    fn every_read_path_exposes_the_same_work_and_costs_its_own_read() {
+        let mut p = synthetic(0, 20, 10.0, 0.0);
+        let s = |v: f64| Sourced {
+            value: v,
+            source: "test".into(),
+        };
+        p.read_us = s(30.0);
+        p.pinned_read_us = Some(s(15.0));
+        let cost = |arm| simulate(&p, arm, GPU, 20).step_us;
+        // The same 20 ops follow each read, exposed; only the read itself differs: 30 µs
+        // pageable, 15 µs pinned, and the harness's own 10 µs where the profile has nothing.
+        assert_eq!(cost(Arm::EagerSync), 2000.0 + 2.0 * (30.0 + 200.0));
+        assert_eq!(cost(Arm::EagerPinned), 2000.0 + 2.0 * (15.0 + 200.0));
+        assert_eq!(cost(Arm::EagerMapped), 2000.0 + 2.0 * (10.0 + 200.0));
+        assert_eq!(
+            prep_sequence(Arm::EagerMapped, ops(6, 4, 1, 2), 2),
+            prep_sequence(Arm::EagerSync, ops(6, 4, 1, 2), 2),
+            "one host program for every read path"
+        );
     }
 
     #[test]

@@ -1,20 +1,21 @@
-//! One prep plan per shape: the device buffers, the launches prepared once, and the four
-//! arms. The arms share every buffer and kernel; they differ only in how lengths reach the
-//! kernels (a host read and a host-built list, or device tensors only) and how the kernels
-//! are launched (eagerly, or as one replay of a captured graph).
+//! One prep plan per shape: the device buffers, the launches prepared once, and the arms.
+//! The arms share every buffer and kernel; they differ only in how lengths reach the kernels
+//! (a host read and a host-built list, or device tensors only), how a host read brings them
+//! over (pageable, pinned or mapped: the reading arms run the very same launches), and how
+//! the kernels are launched (eagerly, or as one replay of a captured graph).
 
 use super::family::{page_grid_y, PageRule, Shape, POISON};
 use super::inputs::HostInputs;
 use super::lengths::DeviceLengths;
 use crate::axes::Arm;
 use crate::axes::Family;
+use crate::axes::ReadPath;
 use crate::gpu::kernels::{DSA_COLS_BY_BLOCK, DSA_COLS_FROM_DEVICE};
 use crate::gpu::nvtx::Range;
 use crate::gpu::StepSource;
-use crate::gpu::{capture_graph, ensure_not_capturing, Gpu, KernelModule, Launch};
+use crate::gpu::{capture_graph, ensure_not_capturing, Gpu, HostReader, KernelModule, Launch};
 use anyhow::{Context, Result};
 use cudarc::driver::{result, sys, CudaGraph, CudaSlice, DevicePtr};
-use std::ffi::CStr;
 use std::time::{Duration, Instant};
 
 /// Argument block of the DSpark kernels (mirrors `DsparkArgs` in the .cu file).
@@ -75,9 +76,6 @@ impl FamilyArgs {
     }
 }
 
-/// The name of eager-sync's host read in NVTX ranges and traces, as the engine writes it.
-pub const READ_RANGE: &CStr = c"seq_lens.tolist()";
-
 /// Threads of a block: a page-table block's threads take four columns each of one span.
 const THREADS: u32 = 256;
 // The page copies keep two loads in flight only where a block's threads cover one span
@@ -103,7 +101,7 @@ pub struct PrepPlan<'g> {
     gpu: &'g Gpu,
     pub shape: Shape,
     lengths: &'g DeviceLengths<'g>,
-    /// Where eager-sync's host-built `[block] * bs` list lands.
+    /// Where the reading arms' host-built `[block] * bs` list lands.
     host_block: CudaSlice<i32>,
     outputs: Vec<CudaSlice<i32>>,
     /// Inputs only the kernels read, and eager-device's device-side column count; kept
@@ -111,7 +109,8 @@ pub struct PrepPlan<'g> {
     _inputs: Vec<CudaSlice<i32>>,
     /// eager-device's kernels: the eager page rule with the column count found on the device.
     eager_device_launches: Vec<Launch>,
-    /// eager-sync's kernels: the eager page rule sized by its host read, the block list.
+    /// The reading arms' kernels (eager-sync, eager-pinned, eager-mapped: one set, whatever
+    /// the read path): the eager page rule sized by the host read, the block list.
     sync_launches: Vec<Launch>,
     /// graph's kernels: the graph page rule, device tensors only.
     graph_launches: Vec<Launch>,
@@ -119,14 +118,17 @@ pub struct PrepPlan<'g> {
     upload_launches: Vec<Launch>,
     fused: Launch,
     poison: Vec<Launch>,
+    /// What the last host read brought over: `seq_lens`, padding rows included.
     host_lens: Vec<i32>,
     host_list: Vec<i32>,
-    /// Host time blocked in eager-sync's read since `take_blocked` last ran.
+    /// One reader per [`ReadPath`], made on its first read (outside any capture).
+    readers: [Option<HostReader>; 3],
+    /// Host time blocked in the reading arms' reads since `take_blocked` last ran.
     blocked: Duration,
     /// When the last host read began and ended (for a trace's "blocked in read" lane).
     last_read: Option<(Instant, Instant)>,
-    /// An event eager-sync records right before its kernels launch, once the host read has
-    /// returned and the list is copied: device time spans start there, so the time the GPU
+    /// An event a reading arm records right before its kernels launch, once the host read
+    /// has returned and the list is copied: device time spans start there, so the time the GPU
     /// waits for the host to read, build lists and copy is not counted as prep work.
     launch_start: Option<sys::CUevent>,
 }
@@ -258,6 +260,7 @@ impl<'g> PrepPlan<'g> {
             poison,
             host_lens: vec![0; padded],
             host_list: Vec::with_capacity(padded),
+            readers: [None, None, None],
             blocked: Duration::ZERO,
             last_read: None,
             launch_start: None,
@@ -268,23 +271,27 @@ impl<'g> PrepPlan<'g> {
         self.gpu.cu_stream()
     }
 
-    /// eager-sync's host inputs: read `seq_lens` to the host (`.tolist()`), padding rows
+    /// A reading arm's host inputs: read `seq_lens` to the host by `path` (eager-sync's
+    /// `.tolist()`, eager-pinned's pinned copy, eager-mapped's mapped store), padding rows
     /// included (the kernels compute them like real rows), build `[block] * bs` and the max
     /// length there, copy the list back, and size the page-table columns and grid by that
     /// max. Returns when the read is back and the copy issued.
-    pub fn read_host_lengths(&mut self) -> Result<()> {
-        ensure_not_capturing(&self.gpu.stream, "seq_lens.tolist() in the eager-sync prep")?;
-        let stream = self.stream();
-        let seq_lens = self.lengths.seq_lens_ptr();
-        let range = Range::push(READ_RANGE);
+    pub fn read_host_lengths(&mut self, path: ReadPath) -> Result<()> {
+        let reader = match &mut self.readers[path.index()] {
+            Some(reader) => reader,
+            slot => {
+                // Making a reader loads a module, which a capture cannot hold: the guard
+                // first, so a capture is refused here as in every read.
+                ensure_not_capturing(&self.gpu.stream, &HostReader::operation(path))?;
+                let src = self.lengths.seq_lens_ptr();
+                slot.insert(HostReader::new(self.gpu, path, src, self.host_lens.len())?)
+            }
+        };
+        let range = Range::push(path.range());
         let read_start = Instant::now();
-        // SAFETY: host_lens and seq_lens both hold padded_bs elements; the copy is pageable,
-        // so it completes before the synchronize returns.
-        unsafe {
-            result::memcpy_dtoh_async(&mut self.host_lens[..], seq_lens, stream)
-                .context("reading seq_lens to the host")?;
-            result::stream::synchronize(stream).context("waiting for seq_lens on the host")?;
-        }
+        reader
+            .read(&mut self.host_lens)
+            .with_context(|| format!("reading seq_lens to the host ({path})"))?;
         let read_end = Instant::now();
         drop(range);
         self.blocked += read_end - read_start;
@@ -301,9 +308,14 @@ impl<'g> PrepPlan<'g> {
         Ok(())
     }
 
+    /// What the last host read brought over (`seq_lens`, padding rows included).
+    pub fn host_lengths(&self) -> &[i32] {
+        &self.host_lens
+    }
+
     /// Builds `[block] * bs` on the host and copies it up from pageable memory, as
-    /// `torch.tensor([block] * bs, device=...)` does: eager-sync's list, and the constant
-    /// graph-upload copies before each replay.
+    /// `torch.tensor([block] * bs, device=...)` does: the reading arms' list, and the
+    /// constant graph-upload copies before each replay.
     pub fn copy_host_list(&mut self) -> Result<()> {
         ensure_not_capturing(&self.gpu.stream, "copying the host-built block list up")?;
         self.host_list.clear();
@@ -324,7 +336,7 @@ impl<'g> PrepPlan<'g> {
     /// The kernels `arm` launches each step (eagerly, or captured into its graph).
     fn kernels(&self, arm: Arm) -> &[Launch] {
         match arm {
-            Arm::EagerSync => &self.sync_launches,
+            Arm::EagerSync | Arm::EagerPinned | Arm::EagerMapped => &self.sync_launches,
             Arm::EagerDevice => &self.eager_device_launches,
             Arm::Graph => &self.graph_launches,
             Arm::GraphUpload => &self.upload_launches,
@@ -338,7 +350,7 @@ impl<'g> PrepPlan<'g> {
     }
 
     /// Launches `arm`'s kernel `index` (eager arms: a framework issues them one op at a
-    /// time, with host work between). eager-sync's must follow `read_host_lengths`.
+    /// time, with host work between). A reading arm's must follow `read_host_lengths`.
     pub fn issue_kernel(&self, arm: Arm, index: usize) -> Result<()> {
         // SAFETY: launches are built by PrepPlan::new over buffers the plan owns.
         unsafe { self.kernels(arm)[index].issue(self.stream()) }
@@ -347,12 +359,12 @@ impl<'g> PrepPlan<'g> {
     /// Issues `arm`'s launches eagerly, with its host inputs first: how eager arms run and
     /// graph arms warm up.
     fn issue_eagerly(&mut self, arm: Arm) -> Result<()> {
-        match arm {
-            Arm::EagerSync => self.read_host_lengths()?,
-            Arm::GraphUpload => self.copy_host_list()?,
-            _ => {}
+        match arm.read_path() {
+            Some(path) => self.read_host_lengths(path)?,
+            None if arm == Arm::GraphUpload => self.copy_host_list()?,
+            None => {}
         }
-        if let Some(event) = self.launch_start.filter(|_| arm == Arm::EagerSync) {
+        if let Some(event) = self.launch_start.filter(|_| arm.reads_host()) {
             // SAFETY: issue_marked keeps the event alive for the duration of the call.
             unsafe { result::event::record(event, self.stream()) }
                 .context("recording the launch-start event")?;
@@ -375,8 +387,9 @@ impl<'g> PrepPlan<'g> {
         Ok(Prepared { arm, graph })
     }
 
-    /// Captures `arm`'s prep into a graph. For eager-sync this must fail: its host read
-    /// cannot live in a graph, and the capture guard says so.
+    /// Captures `arm`'s prep into a graph. For a reading arm this must fail: its host read
+    /// cannot live in a graph (the mapped read's store kernel could, and the host would then
+    /// poll for a flag nothing writes), and the capture guard says so.
     pub fn capture(&mut self, arm: Arm) -> Result<CudaGraph> {
         let stream = self.gpu.stream.clone();
         let what = format!("the {} prep of {}", arm, self.shape.family);
@@ -420,15 +433,15 @@ impl<'g> PrepPlan<'g> {
     }
 
     /// Issues one step's prep with `start` recorded on the stream right before its kernels
-    /// launch: for eager-sync after the host read, the host-built list and its copy, for the
-    /// other arms just before the launch or replay. Device time from `start` to an event
+    /// launch: for a reading arm after the host read, the host-built list and its copy, for
+    /// the other arms just before the launch or replay. Device time from `start` to an event
     /// recorded after the call is the prep's own span on the GPU.
     pub fn issue_marked(
         &mut self,
         prepared: &Prepared,
         start: &cudarc::driver::CudaEvent,
     ) -> Result<()> {
-        if prepared.arm != Arm::EagerSync {
+        if !prepared.arm.reads_host() {
             start.record(&self.gpu.stream)?;
             return self.issue(prepared);
         }
@@ -443,7 +456,7 @@ impl<'g> PrepPlan<'g> {
         self.last_read.take()
     }
 
-    /// Host time blocked in eager-sync's read since the last call.
+    /// Host time blocked in the reading arms' reads since the last call.
     pub fn take_blocked(&mut self) -> Duration {
         std::mem::take(&mut self.blocked)
     }

@@ -91,12 +91,20 @@ pub(crate) fn layout_rank(layout: &str) -> u8 {
         .map_or(u8::MAX, |p| p as u8)
 }
 
-/// Table order of arms: from the "before" to the closest to the floor.
+/// Table order of arms: from the "before" (and its better reads) to the closest to the floor.
 pub(crate) fn arm_rank(arm: &str) -> u8 {
-    [BASELINE_ARM, DEVICE_ARM, "graph-upload", "graph", "fused"]
-        .iter()
-        .position(|a| *a == arm)
-        .map_or(u8::MAX, |p| p as u8)
+    [
+        BASELINE_ARM,
+        "eager-pinned",
+        "eager-mapped",
+        DEVICE_ARM,
+        "graph-upload",
+        "graph",
+        "fused",
+    ]
+    .iter()
+    .position(|a| *a == arm)
+    .map_or(u8::MAX, |p| p as u8)
 }
 
 /// A number with as many digits as its size deserves: 2,280 · 412 · 45.2 · 4.50.

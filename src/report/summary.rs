@@ -11,7 +11,7 @@
 //! fixed keys, so the same rows always give the same text.
 
 use crate::axes::floor_item::BUSY_BEFORE_READ_US;
-use crate::axes::FloorItem;
+use crate::axes::{Arm, FloorItem, ReadPath};
 use crate::report::change::{
     better_direction, change_of_ratio, relative_change, verdict_on_change, Verdict,
     DEFAULT_THRESHOLD_PCT,
@@ -56,6 +56,7 @@ fn write_summary_text(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::R
     }
     write_steps(out, &index, env)?;
     write_preps(out, &index, env)?;
+    crate::report::read_paths::write_read_paths(out, rows)?;
     write_floors(out, &index)?;
     Ok(())
 }
@@ -308,9 +309,14 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
             .iter()
             .map(|c| (c.arm_rank, c.cell.arm.as_str()))
             .collect();
-        let has_host_read = [BASELINE_ARM, DEVICE_ARM]
-            .iter()
-            .all(|a| arms.iter().any(|(_, arm)| arm == a));
+        // The reading arms each get a read column (their step − eager-device's) beside
+        // eager-device; eager-sync's is the "host read".
+        let has_device = arms.iter().any(|(_, arm)| *arm == DEVICE_ARM);
+        let readers: Vec<(&str, ReadPath)> = (arms.iter())
+            .filter(|_| has_device)
+            .filter_map(|(_, arm)| Some((*arm, arm.parse::<Arm>().ok()?.read_path()?)))
+            .collect();
+        let has_host_read = readers.iter().any(|(arm, _)| *arm == BASELINE_ARM);
         let has_bandwidth = cells.iter().any(|c| index.get(&c.cell, "gb_s").is_some());
         let emulated = index.emulated(KIND_PREP, &group);
         writeln!(
@@ -352,6 +358,9 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
                 ". Host read = {BASELINE_ARM} − {DEVICE_ARM}, median µs [95% interval]"
             )?;
         }
+        for (arm, path) in readers.iter().filter(|(arm, _)| *arm != BASELINE_ARM) {
+            write!(out, "; {path} read = {arm} − {DEVICE_ARM}")?;
+        }
         if has_bandwidth {
             write!(
                 out,
@@ -373,15 +382,18 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
         for (_, arm) in &arms {
             write!(out, " {} |", table_cell(arm))?;
         }
-        if has_host_read {
-            write!(out, " host read (µs) |")?;
+        for (arm, path) in &readers {
+            match *arm {
+                BASELINE_ARM => write!(out, " host read (µs) |")?,
+                _ => write!(out, " {path} read (µs) |")?,
+            }
         }
         if has_bandwidth {
             write!(out, " bandwidth (% of copy) |")?;
         }
         writeln!(out)?;
         write!(out, "|---:|---:|{}", "---:|".repeat(arms.len()))?;
-        write!(out, "{}", if has_host_read { "---|" } else { "" })?;
+        write!(out, "{}", "---|".repeat(readers.len()))?;
         writeln!(out, "{}", if has_bandwidth { "---|" } else { "" })?;
 
         // One table row per shape; any cell of the shape names it, the arm is swapped in.
@@ -398,20 +410,20 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
                 let floor = floor_of(&floors, arm, &cell.family).map(|(_, r)| r.median);
                 write!(out, " {} |", prep_cost(index, &cell, floor))?;
             }
-            if has_host_read {
-                let sync_cell = sorted.with_arm(BASELINE_ARM);
-                let sync = index.get(&sync_cell, "step_us");
+            for (arm, _) in &readers {
+                let reader_cell = sorted.with_arm(arm);
+                let reader = index.get(&reader_cell, "step_us");
                 let device = index.get(&sorted.with_arm(DEVICE_ARM), "step_us");
                 // The sweep's own paired estimate when the run has one.
-                let text = match (index.get(&sync_cell, "read_cost_us"), sync, device) {
+                let text = match (index.get(&reader_cell, "read_cost_us"), reader, device) {
                     (Some(cost), _, _) => format!(
                         "{} [{}, {}]",
                         fmt_num(cost.median),
                         fmt_num(cost.ci_lo),
                         fmt_num(cost.ci_hi)
                     ),
-                    (None, Some(sync), Some(device)) => {
-                        let (d, lo, hi) = difference(sync, device);
+                    (None, Some(reader), Some(device)) => {
+                        let (d, lo, hi) = difference(reader, device);
                         format!("{} [{}, {}]", fmt_num(d), fmt_num(lo), fmt_num(hi))
                     }
                     _ => "—".to_string(),
@@ -704,6 +716,41 @@ mod tests {
         let rows = vec![prep("eager-sync", 40.0), prep("eager-device", 25.0), cost];
         let md = render_summary(&rows, &EnvRecord::default());
         assert!(md.contains("18.3 [18.0, 18.6]"), "{md}");
+    }
+
+    #[test]
+    fn every_reading_arm_gets_its_read_column_beside_eager_device() {
+        let mut rows = Vec::new();
+        for (arm, step, cost) in [
+            ("eager-sync", 40.0, Some(18.0)),
+            ("eager-pinned", 37.0, Some(15.0)),
+            ("eager-mapped", 30.0, None),
+            ("eager-device", 22.0, None),
+        ] {
+            rows.push(prep(arm, step));
+            if let Some(cost) = cost {
+                let mut r = prep(arm, cost);
+                r.metric = "read_cost_us".into();
+                rows.push(r);
+            }
+        }
+        let md = render_summary(&rows, &test_env());
+        assert!(
+            md.contains(
+                "| bs | block | eager-sync | eager-pinned | eager-mapped | eager-device | host \
+                 read (µs) | pinned read (µs) | mapped read (µs) |\n|---:|---:|---:|---:|---:|---:|---|---|---|\n"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("; pinned read = eager-pinned − eager-device"),
+            "{md}"
+        );
+        // The paired rows where the run has them, the difference of medians where not.
+        assert!(
+            md.contains("| 18.0 [17.8, 18.2] | 15.0 [14.8, 15.2] | 8.00 ["),
+            "{md}"
+        );
     }
 
     #[test]

@@ -68,13 +68,15 @@ pub fn speed_targets(rows: &[Row], sweep_seconds: Option<f64>) -> Vec<Target> {
         half / (0.02 * r.median.abs()).max(0.3)
     });
     out.push(Target {
-        name: "host-read cost (eager-sync - eager-device), 95% CI half-width (worst cell)".into(),
+        name: "host-read cost (each reading arm - eager-device), 95% CI half-width (worst cell)"
+            .into(),
         measured: read.map_or("no rows".into(), |(r, _)| {
             let half = (r.ci_hi - r.ci_lo) / 2.0;
             format!(
-                "+/-{half:.3} us on {:.2} us ({:.1}%, {})",
+                "+/-{half:.3} us on {:.2} us ({:.1}%, {} {})",
                 r.median,
                 100.0 * half / r.median.abs(),
+                r.arm,
                 describe(r)
             )
         }),
@@ -129,7 +131,11 @@ mod tests {
         assert!(t[0].measured.starts_with("1.50x"), "{}", t[0].measured);
         assert_eq!(t[1].met, Some(true));
         assert_eq!(t[2].met, Some(false));
-        assert!(t[2].measured.contains("bs 64"), "{}", t[2].measured);
+        assert!(
+            t[2].measured.contains("eager-sync dsa_decode bs 64"),
+            "{}",
+            t[2].measured
+        );
         assert_eq!(t[3].met, Some(true));
         let md = render(&t);
         assert!(md.contains("**no**") && md.contains("| yes |"));

@@ -2,7 +2,8 @@
 //! stands for (eager arms: the eager page rule; graph arms: graph replay's), bit for bit, on
 //! random inputs (fresh seed, printed; every other request with a nonzero `swa_valid_from`),
 //! poisoned outputs, and several steps with `seq_lens` advanced on the device by `accept`
-//! between them.
+//! between them. A reading arm's host read must also bring over the lengths the device held
+//! at that step (never an earlier step's: a stale mapped flag taken for fresh shows here).
 
 use crate::axes::Arm;
 use crate::axes::Family;
@@ -43,6 +44,32 @@ pub struct CellResult {
     pub cells: u64,
     pub mismatches: u64,
     pub first: Option<(usize, Mismatch)>,
+}
+
+impl CellResult {
+    /// Counts `expected`'s cells and each one `got` differs in, as `output` of `step`.
+    fn compare_lengths(
+        &mut self,
+        step: usize,
+        output: &'static str,
+        got: &[i32],
+        expected: &[i32],
+    ) {
+        self.cells += expected.len() as u64;
+        for (row, (&got, &expected)) in got.iter().zip(expected).enumerate() {
+            if got != expected {
+                self.mismatches += 1;
+                let mismatch = Mismatch {
+                    output,
+                    row,
+                    col: 0,
+                    expected,
+                    got,
+                };
+                self.first.get_or_insert((step, mismatch));
+            }
+        }
+    }
 }
 
 /// Longest committed length drawn for a batch size.
@@ -143,6 +170,14 @@ pub fn check_shape_arms(
             let outputs = plan
                 .poisoned_step(&prepared)
                 .with_context(|| format!("step {step}"))?;
+            if arm.reads_host() {
+                let held = match step {
+                    0 => &inputs.seq_lens,
+                    _ => &want.seq_lens_after[step - 1],
+                };
+                let read = plan.host_lengths();
+                result.compare_lengths(step, "seq_lens read to the host", read, held);
+            }
             for (got, want) in outputs.iter().zip(&want.outputs[step]) {
                 let (count, first) = want.compare(got);
                 result.cells += want.checked_cells() as u64;
@@ -154,42 +189,31 @@ pub fn check_shape_arms(
             lengths.issue_accept()?;
             let lens = lengths.download_seq_lens()?;
             let expected_lens = &want.seq_lens_after[step][..live];
-            for (i, (&g, &e)) in lens[..live].iter().zip(expected_lens).enumerate() {
-                if g != e {
-                    result.mismatches += 1;
-                    result.first.get_or_insert((
-                        step,
-                        Mismatch {
-                            output: "seq_lens after accept",
-                            row: i,
-                            col: 0,
-                            expected: e,
-                            got: g,
-                        },
-                    ));
-                }
-            }
-            result.cells += live as u64;
+            result.compare_lengths(step, "seq_lens after accept", &lens[..live], expected_lens);
         }
         results.push(result);
     }
     Ok(results)
 }
 
-/// Capturing eager-sync must be refused by the capture guard; returns the guard's message.
-pub fn eager_sync_capture_is_refused(gpu: &Gpu, family: Family) -> Result<String> {
+/// Capturing a reading arm (eager-sync, eager-pinned, eager-mapped) must be refused by the
+/// capture guard; returns the guard's message.
+pub fn host_read_capture_is_refused(gpu: &Gpu, family: Family, arm: Arm) -> Result<String> {
+    if !arm.reads_host() {
+        bail!("the {arm} arm reads nothing to the host: there is no read to refuse");
+    }
     let shape = check_shape(family, 2, 5, 1, 1 << 16)?;
     let inputs = generate(&shape, 1, LengthRange { min: 0, max: 4096 }, false);
     let accept = AcceptModel::with_probability(0.7, shape.block, 1, shape.max_seq_len());
     let lengths = DeviceLengths::new(gpu, &inputs.seq_lens, shape.batch_size as usize, accept)?;
     let mut plan = PrepPlan::new(gpu, shape, &inputs, &lengths)?;
-    plan.prepare(Arm::EagerSync)?;
-    match plan.capture(Arm::EagerSync) {
-        Ok(_) => bail!("capturing the eager-sync prep of {family} succeeded: the capture guard let a host read into a graph"),
+    plan.prepare(arm)?;
+    match plan.capture(arm) {
+        Ok(_) => bail!("capturing the {arm} prep of {family} succeeded: the capture guard let a host read into a graph"),
         Err(e) => {
             let message = format!("{e:#}");
             if !message.contains("host read during CUDA graph capture") {
-                bail!("capturing eager-sync failed for another reason than the guard: {message}");
+                bail!("capturing {arm} failed for another reason than the guard: {message}");
             }
             // The stream must be usable again afterwards: a graph arm still captures.
             plan.prepare(Arm::Graph).context("capturing the graph arm after the refused capture")?;

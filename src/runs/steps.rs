@@ -25,6 +25,7 @@
 use crate::axes::Arm;
 use crate::axes::Family;
 use crate::axes::Layout;
+use crate::axes::ReadPath;
 use crate::gpu::nccl::Comm;
 use crate::gpu::nvtx::{self, Range};
 use crate::gpu::{capture_graph, Gpu, GpuChoice, KernelModule, Launch};
@@ -51,7 +52,7 @@ use crate::model::trace::{HostLane, TraceBuilder};
 use crate::prep::accept::Acceptance;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
-use crate::prep::plan::{PrepPlan, Prepared, READ_RANGE};
+use crate::prep::plan::{PrepPlan, Prepared};
 use crate::prep::Shape;
 use crate::results::csv::{completed_cells, step_family, Row, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
 use crate::results::env::STEP_MODEL_NOTE;
@@ -270,8 +271,8 @@ struct HostCosts {
     op: Duration,
     /// One graph replay's launch (forwards, graph arms).
     graph_launch: Duration,
-    /// What the profile's read costs beyond the harness's own idle read.
-    read_top_up: Duration,
+    /// What the profile's read costs beyond the harness's own idle read, per read path.
+    read_top_up: [Duration; 3],
     /// What the profile's upload costs beyond the harness's own idle upload.
     upload_top_up: Duration,
     /// Extra host time after each read on this rank (`--read-skew-us`, jitter).
@@ -283,7 +284,7 @@ impl HostCosts {
     /// profile's (the step loop tops its real read and copy up to them).
     fn new(
         profile: HostProfile,
-        idle_read: Duration,
+        idle_reads: [Duration; 3],
         idle_upload: Duration,
         read_skew: ReadDelay,
     ) -> HostCosts {
@@ -291,7 +292,10 @@ impl HostCosts {
             read_skew,
             op: us(profile.op_us.value),
             graph_launch: us(profile.graph_launch_us.value),
-            read_top_up: us(profile.read_us.value).saturating_sub(idle_read),
+            read_top_up: ReadPath::ALL.map(|path| {
+                let cost = profile.read_cost(path).map_or(0.0, |c| c.value);
+                us(cost).saturating_sub(idle_reads[path.index()])
+            }),
             upload_top_up: us(profile.upload_us.value).saturating_sub(idle_upload),
             profile,
         }
@@ -359,7 +363,10 @@ impl PrepRun<'_, '_> {
             let t0 = Instant::now();
             match step {
                 PrepStep::Read => {
-                    self.plan.read_host_lengths()?;
+                    let path = arm
+                        .read_path()
+                        .with_context(|| format!("the {arm} arm reads nothing to the host"))?;
+                    self.plan.read_host_lengths(path)?;
                     if let (Some(log), Some((r0, r1))) =
                         (log.as_deref_mut(), self.plan.take_last_read())
                     {
@@ -371,7 +378,9 @@ impl PrepRun<'_, '_> {
                         });
                     }
                     spin_until(
-                        Instant::now() + self.costs.read_top_up + self.costs.read_skew.next(),
+                        Instant::now()
+                            + self.costs.read_top_up[path.index()]
+                            + self.costs.read_skew.next(),
                     );
                 }
                 PrepStep::Op(_) => {
@@ -539,16 +548,19 @@ impl StepCell<'_> {
         })
     }
 
-    /// Median host times of the harness's own read and syncing upload with the GPU idle:
-    /// what the profile's `read_us` and `upload_us` top up.
-    fn idle_host_costs(&mut self) -> Result<(Duration, Duration)> {
-        let mut reads = Vec::with_capacity(IDLE_READS);
+    /// Median host times of the harness's own reads by each of `paths` and of its syncing
+    /// upload, with the GPU idle: what the profile's read costs (`read_us`, ...) and
+    /// `upload_us` top up. A path not in `paths` gets zero.
+    fn idle_host_costs(&mut self, paths: &[ReadPath]) -> Result<([Duration; 3], Duration)> {
+        let mut reads: [Vec<Duration>; 3] = Default::default();
         let mut uploads = Vec::with_capacity(IDLE_READS);
         for _ in 0..IDLE_READS {
-            self.gpu.sync()?;
-            let t0 = Instant::now();
-            self.draft.read_host_lengths()?;
-            reads.push(t0.elapsed());
+            for &path in paths {
+                self.gpu.sync()?;
+                let t0 = Instant::now();
+                self.draft.read_host_lengths(path)?;
+                reads[path.index()].push(t0.elapsed());
+            }
             self.gpu.sync()?;
             let t0 = Instant::now();
             self.draft.copy_host_list()?;
@@ -559,9 +571,9 @@ impl StepCell<'_> {
         self.draft.take_last_read();
         let median = |mut v: Vec<Duration>| {
             v.sort();
-            v[v.len() / 2]
+            v.get(v.len() / 2).copied().unwrap_or_default()
         };
-        Ok((median(reads), median(uploads)))
+        Ok((reads.map(median), median(uploads)))
     }
 
     /// Runs one step of `program`: every item of the host program in order. With `marks`,
@@ -769,7 +781,8 @@ impl StepCell<'_> {
         let steps = ran;
         let program_items = &self.costs.profile.program;
         if let Some(t) = trace.as_deref_mut() {
-            let read = READ_RANGE.to_string_lossy();
+            let path = program.arm.read_path().unwrap_or(ReadPath::Pageable);
+            let read = path.range().to_string_lossy();
             let mut from = 0;
             for (k, &end) in step_ends.iter().enumerate() {
                 for s in &spans[from..end] {
@@ -894,6 +907,8 @@ fn traced_cell(config: &StepsConfig, deployment: &Deployment) -> Result<Option<C
 
 pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
     let started = Instant::now();
+    config.host.require_read_costs(&config.arms)?;
+    let read_paths: Vec<ReadPath> = config.arms.iter().filter_map(|a| a.read_path()).collect();
     let (csv_path, mut rows) = existing_rows(&config.out, config.resume)?;
     let context = config.context();
     // A planned memory is checked before the GPU opens, the device's once it is open: either
@@ -967,6 +982,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         config.host.describe(),
         program_line(&config.host)
     ));
+    notes.extend(config.host.read_paths_note(&config.arms));
     notes.push(deployment.note());
     let recorder = Recorder::start(&gpu, &config.out, csv_path, config.resume, notes)?;
     let stream_source = StreamSource::new(&gpu, 1 << 30)?;
@@ -1060,18 +1076,18 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     // Each host scale sets its own costs below, once the idle costs are known.
                     costs: HostCosts::new(
                         config.host.clone(),
-                        Duration::ZERO,
+                        [Duration::ZERO; 3],
                         Duration::ZERO,
                         ReadDelay::none(),
                     ),
                     upload_blocked: Duration::ZERO,
                     initial: inputs.seq_lens.clone(),
                 };
-                let (idle_read, idle_upload) = cell.idle_host_costs()?;
+                let (idle_reads, idle_upload) = cell.idle_host_costs(&read_paths)?;
                 for (scale, cells) in &groups {
                     cell.costs = HostCosts::new(
                         config.host.scaled(*scale)?,
-                        idle_read,
+                        idle_reads,
                         idle_upload,
                         config.read_skew.on(world.rank(), config.seed),
                     );

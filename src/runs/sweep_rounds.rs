@@ -6,7 +6,8 @@
 //! [`CellId::rounds_row`] (median of the rounds' medians, interval between rounds); the
 //! quantities users read as differences are formed inside each round, where their two sides
 //! ran back to back or in the same round, with [`CellId::paired_row`]:
-//! * `read_cost_us` (on eager-sync's cell): eager-sync's `step_us` − eager-device's;
+//! * `read_cost_us` (on each reading arm's cell: eager-sync, eager-pinned, eager-mapped):
+//!   the arm's `step_us` − eager-device's;
 //! * `step_ratio_vs_eager_sync` (every other arm): the arm's `step_us` / eager-sync's;
 //! * `floor_multiple`: an arm's `step_us` / its launch floor's (empty kernel for eager arms,
 //!   empty graph for graph arms) in the same round;
@@ -126,18 +127,27 @@ impl GroupRounds {
         Some(&self.by_arm[index].step)
     }
 
-    /// eager-sync's and eager-device's step times: the read cost's two sides.
-    fn read_cost_sides(&self) -> Option<(&Rounds, &Rounds)> {
-        Some((self.step(Arm::EagerSync)?, self.step(Arm::EagerDevice)?))
+    /// A reading arm's and eager-device's step times: the two sides of `arm`'s read cost.
+    fn read_cost_sides(&self, arm: Arm) -> Option<(&Rounds, &Rounds)> {
+        Some((self.step(arm)?, self.step(Arm::EagerDevice)?))
     }
 
-    /// Whether the group gets no further round, and why (see [`RoundsRule`]).
+    /// Whether the group gets no further round, and why (see [`RoundsRule`]): the rule
+    /// judges every reading arm's read cost, and the group stops only when it stops for each.
     pub fn stop(&self, rule: &RoundsRule) -> Option<RoundsStop> {
         let steps: Vec<_> = self.by_arm.iter().map(|a| over_rounds(&a.step)).collect();
-        let read_cost: Option<Paired> = self
-            .read_cost_sides()
-            .and_then(|(sync, device)| paired(sync, device, difference));
-        rule.check(self.rounds(), &steps, read_cost.as_ref(), self.elapsed)
+        let read_costs: Vec<Paired> = (self.arms.iter())
+            .filter(|arm| arm.reads_host())
+            .filter_map(|&arm| self.read_cost_sides(arm))
+            .filter_map(|(own, device)| paired(own, device, difference))
+            .collect();
+        if read_costs.is_empty() {
+            return rule.check(self.rounds(), &steps, None, self.elapsed);
+        }
+        let stops: Option<Vec<RoundsStop>> = (read_costs.iter())
+            .map(|cost| rule.check(self.rounds(), &steps, Some(cost), self.elapsed))
+            .collect();
+        stops.map(|stops| stops[0])
     }
 
     /// Every round's median of each arm's measured metrics, `cells[i]` being `self.arms[i]`'s.
@@ -174,26 +184,18 @@ impl GroupRounds {
             }
             let floor_item = floor.item(FloorItem::of_cell(arm, self.family));
             rows.extend(cell.paired_row("floor_multiple", "x", (&a.step, floor_item), ratio, t));
-            match (arm, sync) {
-                (Arm::EagerSync, _) => {
-                    if let Some((sync, device)) = self.read_cost_sides() {
-                        rows.extend(cell.paired_row(
-                            "read_cost_us",
-                            "us",
-                            (sync, device),
-                            difference,
-                            None,
-                        ));
-                    }
-                }
-                (_, Some(sync)) => rows.extend(cell.paired_row(
+            if let Some((own, device)) = self.read_cost_sides(arm).filter(|_| arm.reads_host()) {
+                let sides = (own.as_slice(), device.as_slice());
+                rows.extend(cell.paired_row("read_cost_us", "us", sides, difference, None));
+            }
+            if let Some(sync) = sync.filter(|_| arm != Arm::EagerSync) {
+                rows.extend(cell.paired_row(
                     STEP_RATIO_VS_EAGER_SYNC,
                     "x",
                     (&a.step, sync),
                     ratio,
                     t,
-                )),
-                (_, None) => {}
+                ));
             }
         }
         rows
@@ -508,6 +510,85 @@ mod tests {
                 STEP_RATIO_VS_EAGER_SYNC
             ]
         );
+    }
+
+    /// A group of the reading arms with eager-device: eager-sync 40 µs, eager-device 22,
+    /// eager-pinned 31 and eager-mapped 27 µs, each times `drift(arm index, round drift)`.
+    fn readers(drift: impl Fn(usize, f64) -> f64) -> (GroupRounds, Vec<CellId>) {
+        let arms = [
+            Arm::EagerSync,
+            Arm::EagerDevice,
+            Arm::EagerPinned,
+            Arm::EagerMapped,
+        ];
+        let mut group = GroupRounds::new(Family::DsaDecode, &arms);
+        for d in DRIFT {
+            for (i, us) in [40.0, 22.0, 31.0, 27.0].into_iter().enumerate() {
+                group.push(i, measurement(us * drift(i, d)));
+            }
+        }
+        let cells = arms
+            .iter()
+            .map(|arm| CellId {
+                arm: arm.name().into(),
+                ..cells()[0].clone()
+            })
+            .collect();
+        (group, cells)
+    }
+
+    #[test]
+    fn every_reading_arm_gets_its_read_cost_against_eager_device() {
+        let (group, cells) = readers(|_, d| d);
+        let (_, floor) = drifting();
+        let rows = group.rows(
+            &cells,
+            &floor,
+            RoundsStop::Precision,
+            &[None, None, None, None],
+        );
+        // Paired in each round: (arm − 22 µs) times the round's drift; the median of six
+        // drifts is 1.025, each round's middle sample 1.001 times its level.
+        for (arm, cost) in [
+            ("eager-sync", 18.0),
+            ("eager-pinned", 9.0),
+            ("eager-mapped", 5.0),
+        ] {
+            let r = find(&rows, arm, "read_cost_us");
+            assert!(
+                (r.median - cost * 1.001 * 1.025).abs() < 1e-9,
+                "{arm}: {r:?}"
+            );
+            assert_eq!(r.stop_reason, "derived");
+        }
+        // eager-sync's metrics, and the ratio over it.
+        let mut like_sync = metrics_of(&rows, "eager-sync");
+        like_sync.push(STEP_RATIO_VS_EAGER_SYNC);
+        assert_eq!(metrics_of(&rows, "eager-pinned"), like_sync);
+        let ratio = find(&rows, "eager-mapped", STEP_RATIO_VS_EAGER_SYNC);
+        assert!((ratio.median - 27.0 / 40.0).abs() < 1e-12, "{ratio:?}");
+        assert!(!rows
+            .iter()
+            .any(|r| r.arm == "eager-device" && r.metric == "read_cost_us"));
+    }
+
+    #[test]
+    fn a_group_waits_for_its_least_precise_read_cost() {
+        let rule = RoundsRule {
+            min_rounds: 6,
+            max_rounds: 8,
+            step: StoppingRule {
+                rel_ci: 0.2,
+                ..StoppingRule::default()
+            },
+            time_cap: Duration::from_secs(60),
+        };
+        // Every cell steady but eager-mapped, whose ±10% drift leaves its 5-µs read cost
+        // between 2.3 and 7.7 µs: the others' read costs are exact, and still no stop.
+        let (group, _) = readers(|i, d| if i == 3 { d } else { 1.0 });
+        assert_eq!(group.stop(&rule), None);
+        let (steady, _) = readers(|_, _| 1.0);
+        assert_eq!(steady.stop(&rule), Some(RoundsStop::Precision));
     }
 
     #[test]

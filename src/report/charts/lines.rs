@@ -7,6 +7,7 @@ use super::{
 };
 use crate::report::change::relative_change;
 use crate::report::format::copy_ceiling;
+use crate::report::read_paths::{recovered_rows, RECOVERED};
 use crate::results::csv::{
     host_scale_of, CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP, STEP_FAMILY,
 };
@@ -21,6 +22,8 @@ use std::path::Path;
 
 /// The floor items drawn as horizontal lines on the prep chart.
 const FLOOR_ITEMS: [&str; 3] = ["empty-kernel", "empty-graph", "d2h-int"];
+/// The floor's reads, drawn on the read-cost chart: idle, and behind running work.
+const READ_FLOOR_ITEMS: [&str; 2] = ["d2h-int", "d2h-int-busy"];
 const BAND_NOTE: &str = "line: median per cell; shaded band: p10–p90";
 /// The "before" every step change is measured against, and the "after".
 const BASELINE_ARM: &str = "eager-sync";
@@ -250,7 +253,7 @@ pub fn prep_floor_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Ren
             reason: "no kind=prep rows with metric step_us".into(),
         });
     }
-    let panels = family_panels(prep, &floor_levels(rows))?;
+    let panels = family_panels(prep, &floor_levels(rows, &FLOOR_ITEMS))?;
     let chart = LineChart {
         x_axis: XAxis::BatchSize,
         title: "Prep cost per arm vs the hardware floor".into(),
@@ -293,6 +296,77 @@ pub fn bandwidth_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rend
         env: env.clone(),
     };
     chart.write(dir, "bandwidth")
+}
+
+/// Each reading arm's host-read cost (`kind=prep`, `read_cost_us`: its step time minus
+/// eager-device's, paired in each round) against batch size, one panel per family, with the
+/// floor's one-int reads on an idle GPU and behind running work as horizontal lines.
+pub fn read_cost_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> {
+    let costs: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.kind == KIND_PREP && r.metric == "read_cost_us")
+        .collect();
+    if costs.is_empty() {
+        return Ok(Rendered::Skipped {
+            reason: "no kind=prep rows with metric read_cost_us".into(),
+        });
+    }
+    let chart = LineChart {
+        x_axis: XAxis::BatchSize,
+        title: "What each read path costs against device-only lengths".into(),
+        subtitle: "read_cost_us: the arm's step_us − eager-device's, paired per round; middle \
+                   block per family; dashed: the floor's reads; band: p10–p90"
+            .into(),
+        y_desc: "host read cost per step (µs)".into(),
+        y_log: false,
+        panels: family_panels(costs, &floor_levels(rows, &READ_FLOOR_ITEMS))?,
+        env: env.clone(),
+    };
+    chart.write(dir, "read_cost")
+}
+
+/// The share of graph replay's gain over eager-sync that eager-pinned and eager-mapped win
+/// back ([`recovered_rows`]), one panel per layout for a steps run (per family for a
+/// sweep), with eager-sync at 0% and graph at 100% as horizontal lines.
+pub fn read_recovery_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> {
+    let shares = recovered_rows(rows);
+    let steps: Vec<Row> = shares
+        .iter()
+        .filter(|r| r.kind == KIND_STEP)
+        .cloned()
+        .collect();
+    let (panels, what) = if !steps.is_empty() {
+        let panels = step_panels(&steps, RECOVERED)?.unwrap_or_default();
+        (panels, "the decode step (steps)")
+    } else if !shares.is_empty() {
+        (
+            family_panels(shares.iter().collect(), &[])?,
+            "the prep (sweep)",
+        )
+    } else {
+        return Ok(Rendered::Skipped {
+            reason: "no eager-pinned or eager-mapped cell with paired ratios beside graph's".into(),
+        });
+    };
+    let mut panels = panels;
+    for panel in &mut panels {
+        panel.floors = vec![
+            (format!("{BASELINE_ARM} (0%)"), 0.0),
+            (format!("{AFTER_ARM} (100%)"), 100.0),
+        ];
+    }
+    let chart = LineChart {
+        x_axis: XAxis::BatchSize,
+        title: "How much of graph's gain each read path recovers".into(),
+        subtitle: format!(
+            "{what}: (1 − arm/{BASELINE_ARM}) / (1 − {AFTER_ARM}/{BASELINE_ARM}) of step_us, from the paired ratios; band: both ratios' 95% intervals at their extremes"
+        ),
+        y_desc: format!("share of {AFTER_ARM}'s gain recovered (%)"),
+        y_log: false,
+        panels,
+        env: env.clone(),
+    };
+    chart.write(dir, "read_recovery")
 }
 
 /// The prep `gb_s` rows as percentages of `ceiling` (median and p10–p90 alike).
@@ -342,9 +416,9 @@ fn skipped(metric: &str) -> Rendered {
     }
 }
 
-/// The floor items present in `rows`, each the median over its rows' medians.
-fn floor_levels(rows: &[Row]) -> Vec<(String, f64)> {
-    FLOOR_ITEMS
+/// The floor items of `items` present in `rows`, each the median over its rows' medians.
+fn floor_levels(rows: &[Row], items: &[&str]) -> Vec<(String, f64)> {
+    items
         .iter()
         .filter_map(|item| {
             let mut values: Vec<f64> = rows
@@ -754,7 +828,7 @@ mod tests {
             row(KIND_FLOOR, "h2d-pinned", 1, "step_us", 7.0),
         ];
         assert_eq!(
-            floor_levels(&rows),
+            floor_levels(&rows, &FLOOR_ITEMS),
             [
                 ("empty-kernel 3 µs".to_string(), 3.0),
                 ("d2h-int 11 µs".to_string(), 11.0)

@@ -1,5 +1,6 @@
 //! PNG and SVG charts of a run: latency and throughput curves, speedup heatmaps, prep cost
-//! against the hardware floor, prep bandwidth against the copy ceiling, a step timeline from
+//! against the hardware floor, prep bandwidth against the copy ceiling, each read path's cost
+//! and the share of graph's gain it recovers, a step timeline from
 //! a Chrome trace, with real ranks each rank's wait at the collectives, and NVML telemetry.
 //!
 //! Every chart is drawn twice through the same generic code, once into an RGB buffer that
@@ -17,8 +18,8 @@ mod timeline;
 pub use clocks::telemetry_chart;
 pub use heatmap::{speedup_chart, speedups, Speedup};
 pub use lines::{
-    bandwidth_chart, host_scale_chart, itl_chart, prep_floor_chart, step_change_chart,
-    throughput_chart,
+    bandwidth_chart, host_scale_chart, itl_chart, prep_floor_chart, read_cost_chart,
+    read_recovery_chart, step_change_chart, throughput_chart,
 };
 pub use stragglers::{waits, RankWaits};
 pub use timeline::{parse_trace, timeline_chart, Lane, Span, Trace};
@@ -93,6 +94,8 @@ pub fn render_all(
         ("speedup_step", speedup_chart(dir, rows, env, KIND_STEP)?),
         ("prep_floor", prep_floor_chart(dir, rows, env)?),
         ("bandwidth", bandwidth_chart(dir, rows, env)?),
+        ("read_cost", read_cost_chart(dir, rows, env)?),
+        ("read_recovery", read_recovery_chart(dir, rows, env)?),
         ("telemetry", telemetry_chart(dir, telemetry, env)?),
         (
             "timeline",
@@ -363,8 +366,10 @@ fn layout_order(layout: &str) -> (usize, String) {
 
 /// Arms from the "before" to the "after", so legends read in the design's order.
 fn arm_order(arm: &str) -> (usize, String) {
-    const KNOWN: [&str; 5] = [
+    const KNOWN: [&str; 7] = [
         "eager-sync",
+        "eager-pinned",
+        "eager-mapped",
         "eager-device",
         "graph-upload",
         "graph",
@@ -389,6 +394,9 @@ fn arm_colour(arm: &str) -> RGBColor {
         "graph" => RGBColor(31, 119, 180),
         "graph-upload" => RGBColor(148, 103, 189),
         "fused" => RGBColor(44, 160, 44),
+        // eager-sync's kin, lighter and darker: Tableau-20's light red and a dark red.
+        "eager-pinned" => RGBColor(255, 152, 150),
+        "eager-mapped" => RGBColor(140, 20, 30),
         other => categorical(other.bytes().map(usize::from).sum()),
     }
 }
@@ -528,6 +536,33 @@ mod tests {
         assert_eq!(short_number(1_500_000.0), "1.5M");
         assert_eq!(trimmed(10.0, 2), "10");
         assert_eq!(trimmed(0.669, 2), "0.67");
+    }
+
+    #[test]
+    fn no_two_known_series_share_a_colour() {
+        let known = [
+            "tp1",
+            "tp2",
+            "tp4",
+            "tp8",
+            "dep2",
+            "dep4",
+            "eager-sync",
+            "eager-pinned",
+            "eager-mapped",
+            "eager-device",
+            "graph",
+            "graph-upload",
+            "fused",
+        ];
+        let colours: std::collections::BTreeSet<(u8, u8, u8)> = known
+            .iter()
+            .map(|k| {
+                let c = arm_colour(k);
+                (c.0, c.1, c.2)
+            })
+            .collect();
+        assert_eq!(colours.len(), known.len());
     }
 
     #[test]
