@@ -791,6 +791,11 @@ fn help_explains_every_flag() {
         "within ±PCT",
         "[default: 2]",
         "--out <FILE>",
+        "the terminal then gets only the verdict line",
+        "--details <FILE>",
+        "--json <FILE>",
+        "--allow-missing",
+        "a regression can hide in what NEW no longer measures",
         "--allow-mismatch",
         "lists the differences at the top",
         "Machine differences (GPU, driver, CPU, git revision) never need it",
@@ -823,6 +828,11 @@ fn as_a_subcommand_the_help_explains_verdicts_and_exit_status() {
     assert!(help.contains("Runs whose settings differ"), "{help}");
     assert!(help.contains("floors get no verdict"), "{help}");
     assert!(help.contains("change vs floor"), "{help}");
+    assert!(help.contains("under 60,000 characters"), "{help}");
+    assert!(
+        help.contains("lost its interval (unless --allow-missing)"),
+        "{help}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -875,6 +885,14 @@ fn verdicts_of(json: &serde_json::Value, arm: &str, metric: &str) -> Vec<(String
         }
     }
     counts.into_iter().collect()
+}
+
+/// The real A/A pair with NEW edited: it exits 1, and the verdicts of eager-sync's `metric`.
+fn aa_pair_edited(edit: impl FnOnce(&mut Vec<Row>), metric: &str) -> Vec<(String, usize)> {
+    let new = edited(AA2, edit);
+    let (json, outcome) = json_of(&[path(&fixture(AA1)), path(new.path())]);
+    assert_eq!(outcome.exit_code(), 1);
+    verdicts_of(&json, "eager-sync", metric)
 }
 
 fn counted(pairs: &[(&str, usize)]) -> Vec<(String, usize)> {
@@ -977,39 +995,37 @@ fn graph_floors_moving_do_not_excuse_an_eager_row() {
 fn a_row_that_moved_further_than_its_floor_is_called() {
     // The real A/A pair, NEW's launch floors +10% and eager-sync's step_us +30% (+18% over
     // its own floor) in every cell. Build 0ff8bee: 16 of 16 `floor moved`.
-    let new = edited(AA2, |rows| {
-        for r in rows.iter_mut() {
-            if is_launch_floor(r) {
-                scale(r, 1.1);
-            } else if of(r, "eager-sync", "step_us") {
-                scale(r, 1.3);
+    let verdicts = aa_pair_edited(
+        |rows| {
+            for r in rows.iter_mut() {
+                if is_launch_floor(r) {
+                    scale(r, 1.1);
+                } else if of(r, "eager-sync", "step_us") {
+                    scale(r, 1.3);
+                }
             }
-        }
-    });
-    let (json, outcome) = json_of(&[path(&fixture(AA1)), path(new.path())]);
-    assert_eq!(outcome.exit_code(), 1);
-    assert_eq!(
-        verdicts_of(&json, "eager-sync", "step_us"),
-        counted(&[("slower", 16)])
+        },
+        "step_us",
     );
+    assert_eq!(verdicts, counted(&[("slower", 16)]));
 }
 
 #[test]
 fn a_read_cost_25_percent_higher_is_called_though_the_floors_moved() {
     // The real A/A pair, NEW's read_cost_us +25% in every cell and every floor +10%. Build
     // 0ff8bee: 10 of 16 `floor moved` (29 of 48 on the whole grid), 0 slower.
-    let new = edited(AA2, |rows| {
-        for r in rows.iter_mut() {
-            if r.kind == "floor" {
-                scale(r, 1.1);
-            } else if of(r, "eager-sync", "read_cost_us") {
-                scale(r, 1.25);
+    let verdicts = aa_pair_edited(
+        |rows| {
+            for r in rows.iter_mut() {
+                if r.kind == "floor" {
+                    scale(r, 1.1);
+                } else if of(r, "eager-sync", "read_cost_us") {
+                    scale(r, 1.25);
+                }
             }
-        }
-    });
-    let (json, outcome) = json_of(&[path(&fixture(AA1)), path(new.path())]);
-    assert_eq!(outcome.exit_code(), 1);
-    let verdicts = verdicts_of(&json, "eager-sync", "read_cost_us");
+        },
+        "read_cost_us",
+    );
     assert!(
         !verdicts.iter().any(|(v, _)| v == "floor moved"),
         "{verdicts:?}"
@@ -1020,17 +1036,15 @@ fn a_read_cost_25_percent_higher_is_called_though_the_floors_moved() {
 #[test]
 fn twenty_percent_on_every_eager_sync_step_of_a_real_aa_pair_is_caught() {
     // Build 0ff8bee: 48 of 48 `floor moved`, because the floors of the second run moved.
-    let new = edited(AA2, |rows| {
-        for r in rows.iter_mut().filter(|r| of(r, "eager-sync", "step_us")) {
-            scale(r, 1.2);
-        }
-    });
-    let (json, outcome) = json_of(&[path(&fixture(AA1)), path(new.path())]);
-    assert_eq!(outcome.exit_code(), 1);
-    assert_eq!(
-        verdicts_of(&json, "eager-sync", "step_us"),
-        counted(&[("slower", 16)])
+    let verdicts = aa_pair_edited(
+        |rows| {
+            for r in rows.iter_mut().filter(|r| of(r, "eager-sync", "step_us")) {
+                scale(r, 1.2);
+            }
+        },
+        "step_us",
     );
+    assert_eq!(verdicts, counted(&[("slower", 16)]));
 }
 
 #[test]

@@ -145,10 +145,14 @@ struct SweepOnly {
 /// its message on stderr, which the parent quotes.
 pub(crate) fn sweep_worker(args: &SweepWorkerArgs) -> Result<ExitCode> {
     use clap::Parser;
-    let sweep = SweepOnly::try_parse_from(
+    let parsed = SweepOnly::try_parse_from(
         std::iter::once(std::ffi::OsString::from("sweep")).chain(args.sweep_args.iter().cloned()),
     )
-    .map_err(|e| anyhow::anyhow!("the parent's sweep arguments: {e}"))?;
+    .map_err(|e| anyhow::anyhow!("the parent's sweep arguments: {e}"));
+    let sweep = match usage(parsed) {
+        Ok(sweep) => sweep,
+        Err(code) => return Ok(code),
+    };
     sweep.args.nvtx.apply();
     let config = match sweep_config(&sweep.args, args.sweep_args.clone()) {
         Ok(c) => c,

@@ -670,35 +670,29 @@ mod tests {
 
     #[test]
     fn only_a_rows_own_floor_moved_the_same_way_with_the_change_over_it_shown_small_excuses_it() {
-        let verdict = |c: &Comparison| c.matched[0].verdict;
-        // Its own floor 20% slower, the row 20% slower, tight enough to show ~0% over it.
-        assert_eq!(
-            verdict(&eager_against(20.0, 20.0, 0.0, 0.3)),
-            Verdict::FloorMoved
-        );
-        // Another floor moving excuses nothing: the row is not read against the graph's floor.
-        // (A rule that asks whether *any* launch floor moved, or all that moved agree, would
-        // relabel this one.)
-        assert_eq!(
-            verdict(&eager_against(20.0, 0.0, 20.0, 0.3)),
-            Verdict::Slower
-        );
-        // Its floor moved the other way: no excuse.
-        assert_eq!(
-            verdict(&eager_against(20.0, -20.0, 0.0, 0.3)),
-            Verdict::Slower
-        );
-        // The row moved further than its floor: +18% over it is not within the threshold.
-        assert_eq!(
-            verdict(&eager_against(30.0, 10.0, 10.0, 0.3)),
-            Verdict::Slower
-        );
-        // With a floor as wide as a real empty kernel's (±8%), the change over the floor
-        // cannot be shown within ±2%: not proven, so the call stands.
-        assert_eq!(
-            verdict(&eager_against(20.0, 20.0, 20.0, 8.0)),
-            Verdict::Slower
-        );
+        // (row, its own floor, the graph's floor, both floors' width) in %, and the verdict.
+        let cases = [
+            // Its own floor 20% slower, the row 20% slower, tight enough to show ~0% over it.
+            ((20.0, 20.0, 0.0, 0.3), Verdict::FloorMoved),
+            // Another floor moving excuses nothing: the row is not read against the graph's
+            // floor. (A rule asking whether *any* launch floor moved, or whether all that moved
+            // agree, would relabel this one.)
+            ((20.0, 0.0, 20.0, 0.3), Verdict::Slower),
+            // Its floor moved the other way: no excuse.
+            ((20.0, -20.0, 0.0, 0.3), Verdict::Slower),
+            // The row moved further than its floor: +18% over it is not within the threshold.
+            ((30.0, 10.0, 10.0, 0.3), Verdict::Slower),
+            // With floors as wide as a real empty kernel's (±8%) the change over the floor
+            // cannot be shown within ±2%: not proven, so the call stands.
+            ((20.0, 20.0, 20.0, 8.0), Verdict::Slower),
+        ];
+        for ((row, kernel, graph, width), expected) in cases {
+            let c = eager_against(row, kernel, graph, width);
+            assert_eq!(
+                c.matched[0].verdict, expected,
+                "{row} {kernel} {graph} {width}"
+            );
+        }
         // A row the GPU paces is never excused by a launch floor.
         let base = vec![
             floor("empty-graph-2", 5.0, 0.3),

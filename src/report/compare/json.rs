@@ -133,13 +133,14 @@ struct Compared<'a> {
     verdict: &'static str,
 }
 
-/// The comparison as one JSON document.
-pub fn render(
+/// Writes the comparison as one JSON document (a line) to `out`.
+pub fn write(
+    out: &mut dyn std::io::Write,
     c: &Comparison,
     warnings: &[String],
     exit_code: u8,
     allow_missing: bool,
-) -> serde_json::Result<String> {
+) -> serde_json::Result<()> {
     let report = Report {
         report: "metaprep compare",
         base: SideInfo::of(&c.base),
@@ -204,7 +205,6 @@ pub fn render(
             })
             .collect(),
     };
-    let mut text = serde_json::to_string(&report)?;
-    text.push('\n');
-    Ok(text)
+    serde_json::to_writer(&mut *out, &report)?;
+    out.write_all(b"\n").map_err(serde_json::Error::io)
 }

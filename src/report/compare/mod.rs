@@ -44,7 +44,7 @@
 //!
 //! **Scale.** Each side is read, cut to [`side::Entry`] (names shared), and its full rows
 //! dropped before the other side is read; rows are paired through a hash index and sorted
-//! once ([`matching`]). The compare of build `0ff8bee` was already linear in time (0.41 s at
+//! once (`matching.rs`). The compare of build `0ff8bee` was already linear in time (0.41 s at
 //! 25k rows a side, 2.6 s at 200k) but held every row four times over (the rows, a filtered
 //! clone of each side, and both rows again in every match) and printed every row: 971 MB and
 //! 28 MB of markdown for 200k × 200k rows.
@@ -63,7 +63,7 @@ pub use markdown::{MAX_REPORT_CHARS, REPORT_HEADER};
 pub use side::{Entry, Names, Side, Which};
 
 use crate::report::change::{Verdict, DEFAULT_THRESHOLD_PCT};
-use crate::results::atomic::write_atomic;
+use crate::results::atomic::{write_atomic, write_atomic_with};
 use crate::results::csv::Row;
 use crate::results::env::describe;
 use anyhow::{bail, Context, Result};
@@ -342,14 +342,16 @@ pub fn run_compare(args: &CompareArgs) -> Result<CompareOutcome> {
         written.push(format!("every row in {}", path.display()));
     }
     if let Some(path) = &args.json {
-        let json = json::render(
-            &comparison,
-            &warnings,
-            context.exit_code,
-            args.allow_missing,
-        )
-        .context("serialising the comparison as JSON")?;
-        write_atomic(path, json.as_bytes())?;
+        write_atomic_with(path, |out| {
+            json::write(
+                out,
+                &comparison,
+                &warnings,
+                context.exit_code,
+                args.allow_missing,
+            )
+            .context("serialising the comparison as JSON")
+        })?;
         written.push(format!("JSON in {}", path.display()));
     }
     outcome.written = written.clone();
