@@ -52,7 +52,7 @@ fn gpu_commands_without_a_driver_exit_3_with_one_line() {
 
 #[test]
 fn bad_flags_are_refused_before_any_gpu_work() {
-    let cases: [(&[&str], &str); 27] = [
+    let cases: [(&[&str], &str); 30] = [
         (
             &["steps", "--tp", "tp2", "--read-skew-rank", "2"],
             "--read-skew-rank 2: no layout of the run has that rank",
@@ -130,6 +130,28 @@ fn bad_flags_are_refused_before_any_gpu_work() {
         (
             &["sweep", "--max-rounds", "1000"],
             "--max-rounds: 1000 must be between",
+        ),
+        (
+            &["sweep", "--processes", "0"],
+            "--processes: 0 must be between 1 (every round in this process) and --max-rounds (20)",
+        ),
+        (
+            &["sweep", "--processes", "21"],
+            "--processes: 21 must be between",
+        ),
+        (
+            &[
+                "sweep-worker",
+                "--first-round",
+                "0",
+                "--rounds",
+                "1",
+                "--groups",
+                "0",
+                "--",
+                "--bogus",
+            ],
+            "the parent's sweep arguments",
         ),
         (&["steps", "--forward-us", "1e12"], "between 0 and a second"),
         (&["steps", "--host-work-us", "1e12"], "--host-work-us"),
@@ -287,6 +309,9 @@ fn sweep_help_explains_rounds() {
         "[default: 20]",
         "each round's sampling stops at this / --rounds",
         "Samples per metric of a cell in each round",
+        "--processes <PROCESSES>",
+        "ceil(--max-rounds / N) rounds of the groups still open",
+        "[default: 5]",
     ] {
         assert!(help.contains(text), "sweep --help lacks {text:?}:\n{help}");
     }

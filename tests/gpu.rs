@@ -554,6 +554,9 @@ fn small_sweep(
         seed: 1,
         out,
         resume: false,
+        // In this process: a worker is the metaprep binary, which a test executable is not.
+        processes: 1,
+        args: Vec::new(),
     }
 }
 
@@ -593,8 +596,10 @@ fn the_sweep_measures_in_rounds_and_resumes_whole_groups() {
     };
     let prep = prep_of(&first.rows);
     // Per group: 3 arms x 7 metrics (bytes and gb_s among them), eager-sync's
-    // host_blocked_us and read_cost_us, and two arms' step_ratio_vs_eager_sync.
-    assert_eq!(prep.len(), 2 * (3 * 7 + 4));
+    // host_blocked_us and read_cost_us, and two arms' step_ratio_vs_eager_sync; and the twins
+    // per unit of host speed of the host-paced times: eager-sync's 5 and its read cost's,
+    // eager-device's step, host issue and GPU prep, graph's host issue.
+    assert_eq!(prep.len(), 2 * (3 * 7 + 4 + 10));
     for r in first
         .rows
         .iter()
@@ -631,6 +636,8 @@ fn the_sweep_measures_in_rounds_and_resumes_whole_groups() {
         assert!(find("graph", bs, "gb_s").median > 0.0);
     }
     find("harness", 1, "overhead_us");
+    assert!(find("host-ref", 1, "step_us").median > 0.0);
+    assert!(find("graph", 1, "host_issue_us_per_host_ref").median > 0.0);
     assert!(find("d2d-copy", 1, "gb_s").median > 100.0);
     println!("{} rows in {:.1} s", first.rows.len(), first.seconds);
 

@@ -14,6 +14,11 @@ pub const D2D_COPY_BYTES: usize = 64 << 20;
 /// always issued while it runs, short against the ~8 µs steps such a read completes on.
 pub const BUSY_BEFORE_READ_US: f64 = 2.0;
 
+/// The floor row of the host-speed reference: a fixed piece of CPU work timed on the measuring
+/// thread's core in every round of a sweep (`harness::host_reference`). Not a GPU item: a
+/// floor cell beside the items, as the sweep's `harness` row is.
+pub const HOST_REFERENCE: &str = "host-ref";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FloorItem {
     /// One empty kernel launch.

@@ -195,3 +195,12 @@ pub(crate) fn validate_shapes(
     }
     Ok(())
 }
+
+/// This process's command line after `subcommand`: what a parent hands on to its workers.
+pub(crate) fn args_after(subcommand: &str) -> Vec<std::ffi::OsString> {
+    std::env::args_os()
+        .skip(1)
+        .skip_while(|a| a != subcommand)
+        .skip(1)
+        .collect()
+}

@@ -75,6 +75,10 @@ pub enum Command {
     /// One rank of `steps` with real ranks (started by `steps`, not by hand).
     #[command(hide = true)]
     RankWorker(Box<rank_worker::RankWorkerArgs>),
+    /// Rounds of a sweep measured in a worker process (started by `sweep --processes`, not by
+    /// hand).
+    #[command(hide = true)]
+    SweepWorker(Box<sweep::SweepWorkerArgs>),
 }
 
 /// Runs a parsed command line: bad flags exit 2 here, before any GPU work.
@@ -91,7 +95,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 None => check::run_check(&args, &config),
             }
         }
-        Command::Sweep(args) => match sweep::sweep_config(&args) {
+        Command::Sweep(args) => match sweep::sweep_config(&args, common::args_after("sweep")) {
             Ok(config) => {
                 args.nvtx.apply();
                 sweep::run_sweep(&config)
@@ -107,6 +111,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         },
         Command::Collectives(args) => collectives::collectives(&args),
         Command::RankWorker(args) => rank_worker::rank_worker(&args),
+        Command::SweepWorker(args) => sweep::sweep_worker(&args),
         Command::Report(args) => report::report(&args.run_dir),
         Command::Calibrate(args) => calibrate::calibrate(&args),
         Command::Validate(args) => {
@@ -115,7 +120,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Compare(args) => match run_compare(&args) {
             Ok(outcome) => {
-                print!("{}", outcome.markdown);
+                print!("{}", outcome.terminal);
+                if args.out.is_none() {
+                    for written in &outcome.written {
+                        eprintln!("metaprep: {written}");
+                    }
+                }
                 Ok(ExitCode::from(outcome.exit_code()))
             }
             Err(e) => {

@@ -464,11 +464,7 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
 
 /// This process's arguments after `steps`: what real ranks' workers are given.
 pub(crate) fn args_after_subcommand() -> Vec<OsString> {
-    std::env::args_os()
-        .skip(1)
-        .skip_while(|a| a != "steps")
-        .skip(1)
-        .collect()
+    super::common::args_after("steps")
 }
 
 pub(crate) fn run_steps(config: &StepsConfig, steps_args: &[OsString]) -> Result<ExitCode> {

@@ -98,12 +98,82 @@ pub struct SweepArgs {
     /// every other group is measured again from its first round.
     #[arg(long)]
     pub(crate) resume: bool,
+    /// Worker processes the rounds are shared out over, started one after another, each
+    /// measuring ceil(--max-rounds / N) rounds of the groups still open (metaprep's hidden
+    /// `sweep-worker`); 1 measures every round in this process. A process draws its state
+    /// once for all its rounds (where its memory and the driver's structures landed, its
+    /// CPU's state): on the H200 host one process's graph host_issue_us sat 50-58% above
+    /// another's with intervals that excluded zero, so rounds in one process cannot show that
+    /// spread. Each worker costs its start (a GPU context, the kernels' compile, the inputs);
+    /// env.json names each worker's pinned CPU and its host speed, rounds.csv which worker
+    /// measured each round.
+    #[arg(long, default_value_t = DEFAULT_PROCESSES)]
+    pub(crate) processes: usize,
+}
+
+/// Worker processes a sweep's rounds are shared out over by default: five draws of a process's
+/// state, four rounds each at the default --max-rounds, for a few seconds' start each.
+pub const DEFAULT_PROCESSES: usize = 5;
+
+/// `metaprep sweep-worker` (hidden): rounds of a sweep measured for the sweep that started
+/// it, which passes its own sweep arguments after `--`.
+#[derive(Args)]
+pub struct SweepWorkerArgs {
+    /// The first round to measure, from 0 over the whole run.
+    #[arg(long)]
+    first_round: usize,
+    /// How many rounds to measure.
+    #[arg(long)]
+    rounds: usize,
+    /// Grid indices of the cell groups to visit, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    groups: Vec<usize>,
+    /// The parent's `sweep` arguments.
+    #[arg(last = true)]
+    sweep_args: Vec<std::ffi::OsString>,
+}
+
+/// The parent's `sweep` arguments parsed as `sweep` parses them.
+#[derive(clap::Parser)]
+#[command(name = "sweep")]
+struct SweepOnly {
+    #[command(flatten)]
+    args: SweepArgs,
+}
+
+/// Runs a sweep worker: its rounds' messages go to stdout; an error ends it with exit 1 and
+/// its message on stderr, which the parent quotes.
+pub(crate) fn sweep_worker(args: &SweepWorkerArgs) -> Result<ExitCode> {
+    use clap::Parser;
+    let parsed = SweepOnly::try_parse_from(
+        std::iter::once(std::ffi::OsString::from("sweep")).chain(args.sweep_args.iter().cloned()),
+    )
+    .map_err(|e| anyhow::anyhow!("the parent's sweep arguments: {e}"));
+    let sweep = match usage(parsed) {
+        Ok(sweep) => sweep,
+        Err(code) => return Ok(code),
+    };
+    sweep.args.nvtx.apply();
+    let config = match sweep_config(&sweep.args, args.sweep_args.clone()) {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+    let assignment = crate::runs::sweep_workers::Assignment {
+        first_round: args.first_round,
+        rounds: args.rounds,
+        groups: args.groups.clone(),
+    };
+    crate::runs::sweep_workers::serve(&config, &assignment, &mut std::io::stdout().lock())?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// More rounds than any sweep needs: a larger --max-rounds is a typo.
 const MAX_ROUNDS: usize = 100;
 
-pub(crate) fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
+pub(crate) fn sweep_config(
+    args: &SweepArgs,
+    command_args: Vec<std::ffi::OsString>,
+) -> Result<SweepConfig, ExitCode> {
     usage(resume_target(args.resume, &args.out))?;
     let positive = |v: f64, flag: &str| {
         if v.is_finite() && v > 0.0 {
@@ -131,6 +201,14 @@ pub(crate) fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
             "--max-rounds: {} must be between --rounds ({}) and {MAX_ROUNDS}",
             args.max_rounds,
             args.rounds
+        )));
+    }
+    if args.processes == 0 || args.processes > args.max_rounds {
+        return usage(Err(anyhow::anyhow!(
+            "--processes: {} must be between 1 (every round in this process) and --max-rounds \
+             ({}): a worker measures one round at least",
+            args.processes,
+            args.max_rounds
         )));
     }
     let config = SweepConfig {
@@ -161,6 +239,8 @@ pub(crate) fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
         seed: args.seed,
         out: args.out.clone().unwrap_or_else(|| default_out("sweep")),
         resume: args.resume,
+        processes: args.processes,
+        args: command_args,
     };
     validate_shapes(
         &config.families,

@@ -8,6 +8,7 @@ pub mod bandwidth;
 pub mod environment;
 pub mod floor;
 pub mod gpm;
+pub mod host_reference;
 pub mod nvml;
 pub mod pin;
 pub mod prep_cell;

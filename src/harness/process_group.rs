@@ -3,12 +3,15 @@
 //! rank to fail ends the group: the others are killed and waited for, and the error names
 //! the rank, its exit status and its last stderr lines. Workers die with the parent too
 //! (PR_SET_PDEATHSIG), so no rank outlives a killed run.
+//!
+//! A single [`Worker`] is started the same way, with its stdout piped to the caller, who reads
+//! what it hands back line by line (a sweep's worker processes).
 
 use anyhow::{Context, Result};
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -68,7 +71,7 @@ pub fn run_group(commands: Vec<Command>) -> Result<Vec<u32>> {
         let reader = child
             .stderr
             .take()
-            .map(|stderr| forward_stderr(rank, stderr, tail.clone()));
+            .map(|stderr| forward_stderr(format!("rank {rank}"), stderr, tail.clone()));
         members.push(Member {
             child,
             tail,
@@ -144,13 +147,13 @@ fn describe(status: ExitStatus) -> String {
 }
 
 fn forward_stderr(
-    rank: usize,
+    label: String,
     stderr: std::process::ChildStderr,
     tail: Arc<Mutex<VecDeque<String>>>,
 ) -> JoinHandle<()> {
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
-            eprintln!("[rank {rank}] {line}");
+            eprintln!("[{label}] {line}");
             if let Ok(mut t) = tail.lock() {
                 if t.len() == TAIL_LINES {
                     t.pop_front();
@@ -159,6 +162,88 @@ fn forward_stderr(
             }
         }
     })
+}
+
+/// One worker process whose stdout the caller reads line by line, its stderr forwarded with
+/// its label in front; it dies with the parent, and is killed and reaped if dropped running.
+pub struct Worker {
+    label: String,
+    member: Member,
+    stdout: BufReader<ChildStdout>,
+    finished: bool,
+}
+
+impl Worker {
+    /// Starts `command` as the worker `label` (e.g. `sweep worker 2`).
+    pub fn spawn(label: &str, mut command: Command) -> Result<Worker> {
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        die_with_parent(&mut command);
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("starting {label}: {command:?}"))?;
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let reader = child
+            .stderr
+            .take()
+            .map(|stderr| forward_stderr(label.to_string(), stderr, tail.clone()));
+        let stdout = child
+            .stdout
+            .take()
+            .context("the worker's stdout was not piped")?;
+        Ok(Worker {
+            label: label.to_string(),
+            member: Member {
+                child,
+                tail,
+                reader,
+            },
+            stdout: BufReader::new(stdout),
+            finished: false,
+        })
+    }
+
+    /// The next line the worker wrote to stdout, without its newline; `None` once it closed
+    /// stdout (ended).
+    pub fn next_line(&mut self) -> Result<Option<String>> {
+        let mut line = String::new();
+        let read = self
+            .stdout
+            .read_line(&mut line)
+            .with_context(|| format!("reading what {} sent", self.label))?;
+        if read == 0 {
+            return Ok(None);
+        }
+        if line.ends_with('\n') {
+            line.pop();
+        }
+        Ok(Some(line))
+    }
+
+    /// Waits for the worker to end: `Ok` on exit status 0, else an error naming it, its exit
+    /// status and its last stderr lines.
+    pub fn finish(mut self) -> Result<()> {
+        let status = self.member.child.wait();
+        self.finished = true;
+        join_reader(&mut self.member);
+        let status = status.with_context(|| format!("waiting for {}", self.label))?;
+        if status.success() {
+            return Ok(());
+        }
+        let tail = failed(0, &self.member, describe(status));
+        let last = match tail.stderr_tail.is_empty() {
+            true => " (no stderr)".to_string(),
+            false => format!("; its last stderr: {}", tail.stderr_tail.join(" | ")),
+        };
+        anyhow::bail!("{} failed: {}{last}", self.label, tail.status)
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if !self.finished {
+            stop_all(std::slice::from_mut(&mut self.member));
+        }
+    }
 }
 
 /// The worker gets SIGKILL when the thread that spawned it ends (the parent's main thread:
@@ -253,6 +338,34 @@ mod tests {
             .parse()
             .unwrap();
         assert!(!alive(pid), "rank 0 ({pid}) was left running");
+    }
+
+    #[test]
+    fn a_worker_hands_back_its_lines_and_a_failed_one_is_named() {
+        let mut worker = Worker::spawn("sweep worker 1", sh("echo one; echo two")).unwrap();
+        assert_eq!(worker.next_line().unwrap().as_deref(), Some("one"));
+        assert_eq!(worker.next_line().unwrap().as_deref(), Some("two"));
+        assert_eq!(worker.next_line().unwrap(), None);
+        worker.finish().unwrap();
+        let mut failing =
+            Worker::spawn("sweep worker 2", sh("echo half; echo 'no GPU' >&2; exit 3")).unwrap();
+        while failing.next_line().unwrap().is_some() {}
+        let error = failing.finish().unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "sweep worker 2 failed: exit status 3; its last stderr: no GPU"
+        );
+    }
+
+    #[test]
+    fn a_dropped_worker_is_killed_and_reaped() {
+        let mut worker = Worker::spawn("w", sh("echo $$; exec sleep 30")).unwrap();
+        let pid: u32 = worker.next_line().unwrap().unwrap().parse().unwrap();
+        assert!(alive(pid));
+        let start = Instant::now();
+        drop(worker);
+        assert!(!alive(pid), "the worker ({pid}) was left running");
+        assert!(start.elapsed() < Duration::from_secs(10));
     }
 
     #[test]

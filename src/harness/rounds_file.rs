@@ -1,7 +1,8 @@
-//! `rounds.csv` kept current during a sweep: every round's median of every cell and metric
-//! ([`RoundLine`]), rewritten (atomically) after each round. On `--resume` the lines of the
-//! cell groups the run keeps are carried over, so the file always covers the same cells as
-//! the results CSV.
+//! `rounds.csv` kept current during a sweep: every round's median of every cell and metric,
+//! and the process that measured it ([`RoundLine`]), rewritten (atomically) after each round.
+//! On `--resume` the lines of the cell groups the run keeps are carried over, so the file
+//! always covers the same cells as the results CSV; a file from before the `process` column
+//! reads with process 0.
 
 use super::rows::RoundLine;
 use crate::results::csv::{write_records, CellKey, CELL_KEY_COLUMNS, COLUMNS};
@@ -16,9 +17,12 @@ pub fn round_columns() -> Vec<&'static str> {
     COLUMNS[..CELL_KEY_COLUMNS]
         .iter()
         .copied()
-        .chain(["metric", "round", "median", "samples"])
+        .chain(["metric", "round", "median", "samples", PROCESS_COLUMN])
         .collect()
 }
+
+/// The column a metaprep before worker processes did not write.
+const PROCESS_COLUMN: &str = "process";
 
 /// One line of the file as read back, by column name: the cell key's fields, then the
 /// line's own ([`RoundLine`] writes the cell nested, which the reader cannot read back).
@@ -34,6 +38,8 @@ struct Record {
     round: u32,
     median: f64,
     samples: u64,
+    #[serde(default)]
+    process: u32,
 }
 
 impl From<Record> for RoundLine {
@@ -51,6 +57,7 @@ impl From<Record> for RoundLine {
             round: r.round,
             median: r.median,
             samples: r.samples,
+            process: r.process,
         }
     }
 }
@@ -94,7 +101,9 @@ impl RoundsFile {
 fn read_kept(path: &Path, keep: &HashSet<CellKey>) -> Result<Vec<RoundLine>> {
     let mut reader = csv::Reader::from_path(path)?;
     let header: Vec<String> = reader.headers()?.iter().map(String::from).collect();
-    if header != round_columns() {
+    let columns = round_columns();
+    let older = &columns[..columns.len() - 1];
+    if header != columns && header != older {
         bail!("its header is not rounds.csv's: {}", header.join(","));
     }
     let mut kept = Vec::new();
@@ -125,6 +134,7 @@ mod tests {
             round,
             median: 2.0 + f64::from(round),
             samples: 10,
+            process: round.div_ceil(2),
         }
     }
 
@@ -135,10 +145,25 @@ mod tests {
         file.write(&[line("graph", 1), line("graph", 3)]).unwrap();
         assert_eq!(
             std::fs::read_to_string(dir.path().join(ROUNDS_CSV)).unwrap(),
-            "kind,family,arm,batch_size,block_size,layout,metric,round,median,samples\n\
-             prep,dsa_decode,graph,8,5,tp1,step_us,1,3.0,10\n\
-             prep,dsa_decode,graph,8,5,tp1,step_us,3,5.0,10\n"
+            "kind,family,arm,batch_size,block_size,layout,metric,round,median,samples,process\n\
+             prep,dsa_decode,graph,8,5,tp1,step_us,1,3.0,10,1\n\
+             prep,dsa_decode,graph,8,5,tp1,step_us,3,5.0,10,2\n"
         );
+    }
+
+    #[test]
+    fn a_file_from_before_the_process_column_resumes_with_process_0() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(ROUNDS_CSV),
+            "kind,family,arm,batch_size,block_size,layout,metric,round,median,samples\n\
+             prep,dsa_decode,graph,8,5,tp1,step_us,1,3.0,10\n",
+        )
+        .unwrap();
+        let keep: HashSet<CellKey> = [line("graph", 1).cell].into();
+        let resumed = RoundsFile::open(dir.path(), true, &keep).unwrap();
+        assert_eq!(resumed.kept.len(), 1);
+        assert_eq!((resumed.kept[0].round, resumed.kept[0].process), (1, 0));
     }
 
     #[test]
@@ -156,9 +181,9 @@ mod tests {
         assert_eq!(
             rows,
             [
-                "prep,dsa_decode,graph,8,5,tp1,step_us,1,3.0,10",
-                "prep,dsa_decode,graph,8,5,tp1,step_us,2,4.0,10",
-                "prep,dsa_decode,fused,8,5,tp1,step_us,1,3.0,10",
+                "prep,dsa_decode,graph,8,5,tp1,step_us,1,3.0,10,1",
+                "prep,dsa_decode,graph,8,5,tp1,step_us,2,4.0,10,1",
+                "prep,dsa_decode,fused,8,5,tp1,step_us,1,3.0,10,1",
             ]
         );
         // Without --resume an earlier file is replaced, not carried over.

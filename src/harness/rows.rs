@@ -6,7 +6,8 @@ use crate::stats::rounds::{over_rounds, paired, round_medians};
 use crate::stats::summary::{summarize, Estimate, Summary};
 
 /// A round's median of one cell's metric: what `rounds.csv` holds, so the spread between
-/// rounds behind a row's interval (and the order it drifted in) can be read and re-analysed.
+/// rounds behind a row's interval (and the order it drifted in, and in which process) can be
+/// read and re-analysed.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RoundLine {
     pub cell: CellKey,
@@ -14,6 +15,9 @@ pub struct RoundLine {
     pub round: u32,
     pub median: f64,
     pub samples: u64,
+    /// The worker process that measured the round, from 1 (`sweep --processes`); 0 for a
+    /// round measured in the sweep's own process.
+    pub process: u32,
 }
 
 /// The coordinates every row of one cell shares.
@@ -160,8 +164,14 @@ impl CellId {
     }
 
     /// One line of `rounds.csv` per round of a metric measured in rounds: the round's median
-    /// and its finite sample count (empty rounds left out), numbered from 1.
-    pub fn round_lines(&self, metric: &str, rounds: &[Vec<f64>]) -> Vec<RoundLine> {
+    /// and its finite sample count (empty rounds left out), numbered from 1, with the process
+    /// that measured it (`processes[index]`, 0 where not given).
+    pub fn round_lines(
+        &self,
+        metric: &str,
+        rounds: &[Vec<f64>],
+        processes: &[u32],
+    ) -> Vec<RoundLine> {
         rounds
             .iter()
             .enumerate()
@@ -173,6 +183,7 @@ impl CellId {
                     round: index as u32 + 1,
                     median: s.median,
                     samples: s.samples as u64,
+                    process: processes.get(index).copied().unwrap_or(0),
                 })
             })
             .collect()
@@ -218,15 +229,19 @@ mod tests {
     #[test]
     fn round_lines_give_each_non_empty_rounds_median_and_samples() {
         let rounds = vec![vec![3.0, 1.0, 2.0], vec![], vec![f64::NAN, 4.0]];
-        let lines = cell().round_lines("step_us", &rounds);
-        // The empty round is left out; the others keep their numbers.
+        let lines = cell().round_lines("step_us", &rounds, &[1, 1, 2]);
+        // The empty round is left out; the others keep their numbers and processes.
         assert_eq!(
             lines
                 .iter()
-                .map(|l| (l.round, l.median, l.samples))
+                .map(|l| (l.round, l.median, l.samples, l.process))
                 .collect::<Vec<_>>(),
-            [(1, 2.0, 3), (3, 4.0, 1)]
+            [(1, 2.0, 3, 1), (3, 4.0, 1, 2)]
         );
+        assert!(cell()
+            .round_lines("step_us", &rounds, &[])
+            .iter()
+            .all(|l| l.process == 0));
     }
 
     #[test]

@@ -39,11 +39,11 @@ pub(crate) fn launch_floors(rows: &[Row]) -> BTreeMap<&str, &Row> {
 /// ([`FloorItem::of_cell`]), found in `floors`; in a run from before the floor had graphs of
 /// several nodes, what that run read it against (the one-node empty graph). Eager arms and
 /// unknown ones are read against the empty kernel.
-pub(crate) fn floor_of<'a>(
-    floors: &BTreeMap<&str, &'a Row>,
+pub(crate) fn floor_of<'a, T>(
+    floors: &BTreeMap<&str, &'a T>,
     arm: &str,
     family: &str,
-) -> Option<(&'static str, &'a Row)> {
+) -> Option<(&'static str, &'a T)> {
     let arm = arm.parse::<Arm>().ok();
     let like = match (arm, family.parse::<Family>()) {
         (Some(arm), Ok(family)) => FloorItem::of_cell(arm, family),

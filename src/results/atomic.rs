@@ -6,6 +6,15 @@ use std::io::Write;
 use std::path::Path;
 
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(path, |file| file.write_all(bytes).map_err(Into::into))
+}
+
+/// The same, the contents written by `write` into the temporary file (through a buffer), so a
+/// large file need not be held in memory whole first.
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -17,8 +26,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .to_string_lossy();
     let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
     let result = (|| -> Result<()> {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        write(&mut file)?;
+        let file = file.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)?;
         Ok(())

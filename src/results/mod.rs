@@ -5,6 +5,7 @@
 pub mod atomic;
 pub mod csv;
 pub mod env;
+pub mod pacing;
 pub mod rank_rows;
 pub mod run_dir;
 pub mod safetensors;

@@ -28,32 +28,39 @@ pub struct RunDir {
     pub traces: Vec<(String, String)>,
 }
 
+/// A run directory's results CSV and environment record only (what `compare` reads), with
+/// the errors [`RunDir::open`] gives for a path that is not a run directory.
+pub fn open_results(dir: &Path) -> Result<(Vec<Row>, EnvRecord)> {
+    if !dir.exists() {
+        bail!(
+            "{} does not exist: pass a run directory such as `results/<run>/`",
+            dir.display()
+        );
+    }
+    if !dir.is_dir() {
+        bail!(
+            "{} is not a directory: pass the run directory that holds {RESULTS_CSV}",
+            dir.display()
+        );
+    }
+    let csv_path = dir.join(RESULTS_CSV);
+    if !csv_path.exists() {
+        bail!(
+            "{} has no {RESULTS_CSV}: run `metaprep sweep --out DIR` or \
+             `metaprep steps --out DIR` first",
+            dir.display()
+        );
+    }
+    let rows = read_rows(&csv_path)?;
+    let env = EnvRecord::read(dir)?;
+    Ok((rows, env))
+}
+
 impl RunDir {
     /// Reads `dir`. Fails on a path that is not a directory, a directory without
     /// `metaprep.csv` or `env.json`, or any file that cannot be read.
     pub fn open(dir: &Path) -> Result<RunDir> {
-        if !dir.exists() {
-            bail!(
-                "{} does not exist: pass a run directory such as `results/<run>/`",
-                dir.display()
-            );
-        }
-        if !dir.is_dir() {
-            bail!(
-                "{} is not a directory: pass the run directory that holds {RESULTS_CSV}",
-                dir.display()
-            );
-        }
-        let csv_path = dir.join(RESULTS_CSV);
-        if !csv_path.exists() {
-            bail!(
-                "{} has no {RESULTS_CSV}: run `metaprep sweep --out DIR` or \
-                 `metaprep steps --out DIR` first",
-                dir.display()
-            );
-        }
-        let rows = read_rows(&csv_path)?;
-        let env = EnvRecord::read(dir)?;
+        let (rows, env) = open_results(dir)?;
         let telemetry_path = dir.join(TELEMETRY_CSV);
         let telemetry = if telemetry_path.exists() {
             read_table(&telemetry_path, TELEMETRY_COLUMNS, &[])?

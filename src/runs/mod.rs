@@ -10,3 +10,4 @@ pub mod ranks;
 pub mod steps;
 pub mod sweep;
 pub mod sweep_rounds;
+pub mod sweep_workers;

@@ -16,7 +16,16 @@
 //! A prep cell also gets `bytes`, what its prep reads and writes (the same for every arm),
 //! and `gb_s`, those bytes over each `gpu_prep_us` sample; the floor's d2d copy gets `gb_s`,
 //! the ceiling they are read against ([`crate::harness::bandwidth`]).
+//!
+//! The floor also times the host-speed reference ([`HOST_REFERENCE`], a fixed piece of CPU
+//! work on the measuring core) every round, and each host-paced time of a cell gets a twin
+//! over it, formed inside each round ([`crate::results::pacing`]): the row per unit of host
+//! speed, where a move of the whole host cancels.
+//!
+//! A round's measurements travel as [`RoundResult`] (serde), so a round measured in a worker
+//! process (`sweep --processes`) is kept exactly as one measured here.
 
+use crate::axes::floor_item::HOST_REFERENCE;
 use crate::axes::Arm;
 use crate::axes::{Family, FloorItem};
 use crate::harness::bandwidth::{bytes_row, gb_s_row};
@@ -24,8 +33,10 @@ use crate::harness::nvml::CellTelemetry;
 use crate::harness::prep_cell::PrepMeasurement;
 use crate::harness::rows::{CellId, RoundLine};
 use crate::results::csv::{Row, KIND_FLOOR, STEP_RATIO_VS_EAGER_SYNC};
-use crate::stats::rounds::{over_rounds, paired, Paired};
+use crate::results::pacing::{has_host_twin, twin_metric};
+use crate::stats::rounds::{over_rounds, paired, round_medians, Paired};
 use crate::stats::stopping::{RoundsRule, RoundsStop};
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// The floor row of the empty graph run through the arms' harness.
@@ -53,6 +64,59 @@ pub fn floor_cell(item: &str) -> CellId {
         layout: "tp1".into(),
         emulated: false,
     }
+}
+
+/// One visit of one arm: each metric's samples in one round.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArmRound {
+    pub step: Vec<f64>,
+    /// `None` when the sweep runs no forward (`--forward-us 0`).
+    pub step_fwd: Option<Vec<f64>>,
+    pub host_issue: Vec<f64>,
+    pub host_blocked: Vec<f64>,
+    pub gpu_prep: Vec<f64>,
+}
+
+impl From<PrepMeasurement> for ArmRound {
+    fn from(m: PrepMeasurement) -> Self {
+        ArmRound {
+            step: m.step.per_step_us,
+            step_fwd: m.step_fwd.map(|f| f.per_step_us),
+            host_issue: m.host_issue_us,
+            host_blocked: m.host_blocked_us,
+            gpu_prep: m.gpu_prep_us,
+        }
+    }
+}
+
+/// One visit of a group in one round: its arms (by index into the run's arms) in the order
+/// they ran, what one prep moves, and the time the visit took.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupRound {
+    /// The group's index in the whole grid (resumed or not, worker or not).
+    pub grid_index: usize,
+    pub arms: Vec<(usize, ArmRound)>,
+    pub bytes: Option<u64>,
+    pub seconds: f64,
+}
+
+/// One round of the floor: each item's samples in [`FloorItem::ALL`]'s order, the harness's
+/// and the host-speed reference's, and the time it took.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FloorRound {
+    pub items: Vec<Vec<f64>>,
+    pub harness: Vec<f64>,
+    pub host_reference: Vec<f64>,
+    pub seconds: f64,
+}
+
+/// Everything one round measured: the floor, then every group it visited.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundResult {
+    /// From 0, over the whole run.
+    pub round: usize,
+    pub floor: FloorRound,
+    pub groups: Vec<GroupRound>,
 }
 
 /// One arm's metrics, round by round.
@@ -106,15 +170,24 @@ impl GroupRounds {
     }
 
     /// Adds a round of `self.arms[index]`.
-    pub fn push(&mut self, index: usize, m: PrepMeasurement) {
+    pub fn push(&mut self, index: usize, m: ArmRound) {
         let a = &mut self.by_arm[index];
-        a.step.push(m.step.per_step_us);
+        a.step.push(m.step);
         if let Some(fwd) = m.step_fwd {
-            a.step_fwd.push(fwd.per_step_us);
+            a.step_fwd.push(fwd);
         }
-        a.host_issue.push(m.host_issue_us);
-        a.host_blocked.push(m.host_blocked_us);
-        a.gpu_prep.push(m.gpu_prep_us);
+        a.host_issue.push(m.host_issue);
+        a.host_blocked.push(m.host_blocked);
+        a.gpu_prep.push(m.gpu_prep);
+    }
+
+    /// Adds a visit of the group: every arm's round, its bytes and its time.
+    pub fn push_visit(&mut self, visit: GroupRound) {
+        for (index, arm) in visit.arms {
+            self.push(index, arm);
+        }
+        self.bytes = visit.bytes.or(self.bytes);
+        self.elapsed += Duration::from_secs_f64(visit.seconds);
     }
 
     /// Rounds every arm has measured.
@@ -150,12 +223,13 @@ impl GroupRounds {
         stops.map(|stops| stops[0])
     }
 
-    /// Every round's median of each arm's measured metrics, `cells[i]` being `self.arms[i]`'s.
-    pub fn round_lines(&self, cells: &[CellId]) -> Vec<RoundLine> {
+    /// Every round's median of each arm's measured metrics, `cells[i]` being `self.arms[i]`'s;
+    /// `processes[r]` measured round `r`.
+    pub fn round_lines(&self, cells: &[CellId], processes: &[u32]) -> Vec<RoundLine> {
         let mut lines = Vec::new();
         for ((&arm, a), cell) in self.arms.iter().zip(&self.by_arm).zip(cells) {
             for (metric, rounds) in a.measured(arm) {
-                lines.extend(cell.round_lines(metric, rounds));
+                lines.extend(cell.round_lines(metric, rounds, processes));
             }
         }
         lines
@@ -173,10 +247,18 @@ impl GroupRounds {
         let stop = stop.as_str();
         let sync = self.step(Arm::EagerSync);
         let mut rows = Vec::new();
+        let host = floor.host_reference();
+        let twin = |cell: &CellId, metric: &str, rounds: &[Vec<f64>], t| {
+            let twinned = !host.is_empty() && has_host_twin(&cell.arm, metric);
+            twinned
+                .then(|| cell.paired_row(&twin_metric(metric), "x", (rounds, host), ratio, t))
+                .flatten()
+        };
         for (((&arm, a), cell), t) in self.arms.iter().zip(&self.by_arm).zip(cells).zip(telemetry) {
             let t = t.as_ref();
             for (metric, rounds) in a.measured(arm) {
                 rows.extend(cell.rounds_row(metric, "us", rounds, stop, t));
+                rows.extend(twin(cell, metric, rounds, t));
             }
             if let Some(bytes) = self.bytes {
                 rows.push(bytes_row(cell, bytes, self.rounds()));
@@ -187,6 +269,13 @@ impl GroupRounds {
             if let Some((own, device)) = self.read_cost_sides(arm).filter(|_| arm.reads_host()) {
                 let sides = (own.as_slice(), device.as_slice());
                 rows.extend(cell.paired_row("read_cost_us", "us", sides, difference, None));
+                // Each round's read cost, as one value a round, over the host's.
+                let cost: Vec<Vec<f64>> = round_medians(own)
+                    .into_iter()
+                    .zip(round_medians(device))
+                    .map(|(s, d)| vec![s - d])
+                    .collect();
+                rows.extend(twin(cell, "read_cost_us", &cost, None));
             }
             if let Some(sync) = sync.filter(|_| arm != Arm::EagerSync) {
                 rows.extend(cell.paired_row(
@@ -202,12 +291,13 @@ impl GroupRounds {
     }
 }
 
-/// The floor's items and the harness, round by round.
+/// The floor's items, the harness and the host-speed reference, round by round.
 #[derive(Debug, Clone, Default)]
 pub struct FloorRounds {
     /// In [`FloorItem::ALL`]'s order.
     items: [Rounds; FloorItem::ALL.len()],
     harness: Rounds,
+    host_reference: Rounds,
     /// Time spent measuring the floor, over all rounds.
     pub elapsed: Duration,
 }
@@ -228,14 +318,36 @@ impl FloorRounds {
         self.harness.push(per_step_us);
     }
 
+    pub fn push_host_reference(&mut self, per_unit_us: Vec<f64>) {
+        self.host_reference.push(per_unit_us);
+    }
+
+    /// Adds one round of the floor (its items in [`FloorItem::ALL`]'s order).
+    pub fn push_round(&mut self, round: FloorRound) {
+        for (item, samples) in FloorItem::ALL.iter().zip(round.items) {
+            self.push(*item, samples);
+        }
+        self.push_harness(round.harness);
+        self.push_host_reference(round.host_reference);
+        self.elapsed += Duration::from_secs_f64(round.seconds);
+    }
+
+    /// The host-speed reference's rounds (none in a floor measured without it).
+    pub fn host_reference(&self) -> &[Vec<f64>] {
+        &self.host_reference
+    }
+
     pub fn item(&self, item: FloorItem) -> &[Vec<f64>] {
         &self.items[index_of(item)]
     }
 
-    /// Each item's `step_us` rounds and the harness's, by name.
+    /// Each item's `step_us` rounds, the harness's and the host-speed reference's, by name.
     fn step_rounds(&self) -> impl Iterator<Item = (&'static str, &Rounds)> {
-        let names = FloorItem::ALL.iter().map(|i| i.name()).chain([HARNESS]);
-        names.zip(self.items.iter().chain([&self.harness]))
+        let names = FloorItem::ALL.iter().map(|i| i.name());
+        let rounds = self.items.iter();
+        names
+            .chain([HARNESS, HOST_REFERENCE])
+            .zip(rounds.chain([&self.harness, &self.host_reference]))
     }
 
     fn rounds(&self) -> usize {
@@ -249,15 +361,17 @@ impl FloorRounds {
         rule.check(self.rounds(), &steps, None, self.elapsed)
     }
 
-    /// Every round's median of each item's `step_us` and the harness's.
-    pub fn round_lines(&self) -> Vec<RoundLine> {
+    /// Every round's median of each item's `step_us`, the harness's and the host reference's;
+    /// `processes[r]` measured round `r`.
+    pub fn round_lines(&self, processes: &[u32]) -> Vec<RoundLine> {
         self.step_rounds()
-            .flat_map(|(name, rounds)| floor_cell(name).round_lines("step_us", rounds))
+            .flat_map(|(name, rounds)| floor_cell(name).round_lines("step_us", rounds, processes))
             .collect()
     }
 
-    /// The floor's rows: each item's `step_us`, the harness's, and its overhead over the empty
-    /// graph; `telemetry` gives a floor cell's NVML summary by label.
+    /// The floor's rows: each item's `step_us`, the harness's and its overhead over the empty
+    /// graph, and the host-speed reference's (µs per unit of its work); `telemetry` gives a
+    /// floor cell's NVML summary by label.
     pub fn rows(
         &self,
         stop: RoundsStop,
@@ -284,6 +398,9 @@ impl FloorRounds {
             difference,
             None,
         ));
+        let cell = floor_cell(HOST_REFERENCE);
+        let t = telemetry(&cell.label());
+        rows.extend(cell.rounds_row("step_us", "us", &self.host_reference, stop, t.as_ref()));
         rows
     }
 }
@@ -317,6 +434,18 @@ mod tests {
     }
 
     const ARMS: [Arm; 3] = [Arm::EagerSync, Arm::EagerDevice, Arm::Graph];
+    /// The graph arm's rows of a group whose bytes are known, in order.
+    const GRAPH_METRICS: [&str; 9] = [
+        "step_us",
+        "step_fwd_us",
+        "host_issue_us",
+        "host_issue_us_per_host_ref",
+        "gpu_prep_us",
+        "bytes",
+        "gb_s",
+        "floor_multiple",
+        STEP_RATIO_VS_EAGER_SYNC,
+    ];
     /// The host's drift, round by round: ±10% around 1, the same for every cell of a round.
     const DRIFT: [f64; 6] = [1.0, 1.1, 0.92, 1.05, 0.9, 1.08];
 
@@ -337,7 +466,7 @@ mod tests {
     /// Six rounds in which every cell drifts by [`DRIFT`]: eager-sync 40 µs, eager-device
     /// 22 µs, graph 10 µs, the empty kernel 2 µs, the empty graphs of 1, 2 and 3 nodes 2.5, 5
     /// and 6 µs, the reads on an idle and a busy GPU 9 and 17 µs, the d2d copy 32 µs, the
-    /// harness 2.7 µs.
+    /// harness 2.7 µs, the host-speed reference 1.25 µs a unit.
     fn drifting() -> (GroupRounds, FloorRounds) {
         let mut group = GroupRounds::new(Family::DsaDecode, &ARMS);
         let mut floor = FloorRounds::default();
@@ -349,8 +478,9 @@ mod tests {
                 floor.push(*item, samples(us * d));
             }
             floor.push_harness(samples(2.7 * d));
+            floor.push_host_reference(samples(1.25 * d));
             for (i, us) in [40.0, 22.0, 10.0].into_iter().enumerate() {
-                group.push(i, measurement(us * d));
+                group.push(i, measurement(us * d).into());
             }
         }
         (group, floor)
@@ -384,17 +514,31 @@ mod tests {
         assert_eq!((step.rounds, step.samples), (6, 60));
         assert_eq!(step.stop_reason, "max-rounds");
         // Every metric of every arm is a rounds row; host_blocked_us only for the reader.
+        // Each host-paced time has its twin per unit of host speed right after it.
         assert_eq!(
             metrics_of(&rows, "eager-sync"),
             [
                 "step_us",
+                "step_us_per_host_ref",
                 "step_fwd_us",
+                "step_fwd_us_per_host_ref",
                 "host_issue_us",
+                "host_issue_us_per_host_ref",
                 "host_blocked_us",
+                "host_blocked_us_per_host_ref",
                 "gpu_prep_us",
+                "gpu_prep_us_per_host_ref",
                 "floor_multiple",
-                "read_cost_us"
+                "read_cost_us",
+                "read_cost_us_per_host_ref"
             ]
+        );
+        let mut graph = GRAPH_METRICS.to_vec();
+        graph.retain(|m| !["bytes", "gb_s"].contains(m));
+        assert_eq!(
+            metrics_of(&rows, "graph"),
+            graph,
+            "the GPU paces a graph arm's times but its host issue"
         );
         assert!(!rows
             .iter()
@@ -436,6 +580,68 @@ mod tests {
     }
 
     #[test]
+    fn twins_per_unit_of_host_speed_cancel_a_drift_the_host_shares() {
+        let (group, floor) = drifting();
+        let rows = group.rows(&cells(), &floor, RoundsStop::Precision, &[None, None, None]);
+        // Host and cells drift alike, round by round: over the host's 1.25 µs a unit,
+        // eager-sync's 40 µs is 32 units in every round, the read cost 18 / 1.25 = 14.4.
+        for (metric, value) in [
+            ("step_us_per_host_ref", 32.0),
+            ("read_cost_us_per_host_ref", 14.4),
+            ("host_issue_us_per_host_ref", 16.0),
+        ] {
+            let twin = find(&rows, "eager-sync", metric);
+            assert!((twin.median - value).abs() < 1e-9, "{metric}: {twin:?}");
+            assert!(twin.ci_hi - twin.ci_lo < 1e-9, "{metric}: {twin:?}");
+            assert_eq!((twin.unit.as_str(), twin.rounds), ("x", 6));
+        }
+        // The raw row keeps the drift.
+        let raw = find(&rows, "eager-sync", "step_us");
+        assert!(raw.ci_hi / raw.ci_lo > 1.2, "{raw:?}");
+        // A floor measured without the reference (none pushed) gives no twins.
+        let mut bare = FloorRounds::default();
+        for d in DRIFT {
+            bare.push(FloorItem::EmptyKernel, samples(2.0 * d));
+        }
+        let rows = group.rows(&cells(), &bare, RoundsStop::Precision, &[None, None, None]);
+        assert!(!rows.iter().any(|r| r.metric.ends_with("_per_host_ref")));
+    }
+
+    #[test]
+    fn a_round_from_a_worker_is_kept_as_one_measured_here() {
+        let (here, floor_here) = drifting();
+        let mut there = GroupRounds::new(Family::DsaDecode, &ARMS);
+        let mut floor_there = FloorRounds::default();
+        for d in DRIFT {
+            let items = [2.0, 2.5, 5.0, 6.0, 9.0, 17.0, 3.0, 4.0, 32.0];
+            floor_there.push_round(FloorRound {
+                items: items.iter().map(|us| samples(us * d)).collect(),
+                harness: samples(2.7 * d),
+                host_reference: samples(1.25 * d),
+                seconds: 0.0,
+            });
+            there.push_visit(GroupRound {
+                grid_index: 0,
+                arms: [40.0, 22.0, 10.0]
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, us)| (i, measurement(us * d).into()))
+                    .collect(),
+                bytes: None,
+                seconds: 0.5,
+            });
+        }
+        // Compared as printed: derived rows hold NaN quantiles, which equal nothing.
+        let rows = |g: &GroupRounds, f: &FloorRounds| {
+            let mut rows = g.rows(&cells(), f, RoundsStop::MaxRounds, &[None, None, None]);
+            rows.extend(f.rows(RoundsStop::MaxRounds, |_| None));
+            format!("{rows:?}")
+        };
+        assert_eq!(rows(&here, &floor_here), rows(&there, &floor_there));
+        assert_eq!(there.elapsed, Duration::from_secs(3));
+    }
+
+    #[test]
     fn floor_rows_and_the_harness_overhead() {
         let (_, floor) = drifting();
         let rows = floor.rows(RoundsStop::Precision, |_| None);
@@ -454,7 +660,8 @@ mod tests {
                 "d2d-copy",
                 "d2d-copy",
                 "harness",
-                "harness"
+                "harness",
+                HOST_REFERENCE
             ]
         );
         // 128 MiB a copy over 32 µs times the drift; inside a round the middle samples are
@@ -497,19 +704,7 @@ mod tests {
                 ("GB/s", "precision")
             );
         }
-        assert_eq!(
-            metrics_of(&rows, "graph"),
-            [
-                "step_us",
-                "step_fwd_us",
-                "host_issue_us",
-                "gpu_prep_us",
-                "bytes",
-                "gb_s",
-                "floor_multiple",
-                STEP_RATIO_VS_EAGER_SYNC
-            ]
-        );
+        assert_eq!(metrics_of(&rows, "graph"), GRAPH_METRICS);
     }
 
     /// A group of the reading arms with eager-device: eager-sync 40 µs, eager-device 22,
@@ -524,7 +719,7 @@ mod tests {
         let mut group = GroupRounds::new(Family::DsaDecode, &arms);
         for d in DRIFT {
             for (i, us) in [40.0, 22.0, 31.0, 27.0].into_iter().enumerate() {
-                group.push(i, measurement(us * drift(i, d)));
+                group.push(i, measurement(us * drift(i, d)).into());
             }
         }
         let cells = arms
@@ -594,7 +789,7 @@ mod tests {
     #[test]
     fn round_lines_give_each_rounds_median_in_order() {
         let (group, floor) = drifting();
-        let lines = group.round_lines(&cells());
+        let lines = group.round_lines(&cells(), &[1, 1, 1, 2, 2, 2]);
         let of = |arm: &str, metric: &str| -> Vec<(u32, f64)> {
             lines
                 .iter()
@@ -619,11 +814,19 @@ mod tests {
             "graph reads nothing"
         );
         assert!(lines.iter().all(|l| l.samples == 10));
-        let floor_lines = floor.round_lines();
-        assert_eq!(floor_lines.len(), (FloorItem::ALL.len() + 1) * DRIFT.len());
+        assert_eq!(
+            lines.iter().filter(|l| l.process == 2).count() * 2,
+            lines.len(),
+            "rounds 4 to 6 in the second process"
+        );
+        let floor_lines = floor.round_lines(&[]);
+        assert_eq!(floor_lines.len(), (FloorItem::ALL.len() + 2) * DRIFT.len());
         assert!(floor_lines
             .iter()
             .any(|l| l.cell.arm == HARNESS && l.round == 6));
+        assert!(floor_lines
+            .iter()
+            .any(|l| l.cell.arm == HOST_REFERENCE && l.round == 6));
     }
 
     #[test]

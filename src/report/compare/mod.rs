@@ -1,0 +1,378 @@
+//! `metaprep compare BASE NEW`: the before/after of two runs, or of two arms of one run, with
+//! a verdict per cell and metric that CI can gate on. Users read docs/compare.md; this says
+//! how it is computed.
+//!
+//! **Interval of a change.** Each row carries a 95% interval of its median. The change
+//! NEW/BASE − 1 gets its interval by MOVER (method of variance estimates recovery, Zou &
+//! Donner 2008) on the log scale: the two medians' intervals are combined as if independent,
+//! keeping their asymmetry ([`crate::report::change`]).
+//!
+//! **Which noise the intervals hold.** A sweep measures every cell in rounds spread over the
+//! run (see [`crate::stats::rounds`]), and with `--processes` over several worker processes,
+//! so an interval holds the drift of the host and GPU during a run and, with workers, between
+//! processes. A sweep by a metaprep before rounds (its CSV has no `rounds` column, read as 0)
+//! took each cell's interval from consecutive batches of one stretch, which misses that
+//! drift: its prep rows are read with a warning, `uncertain` unless `faster`, `slower` or
+//! `changed` with the whole interval beyond a noise floor ([`NOISE_FLOOR_STEP_PCT`] for
+//! `step_us` and `step_fwd_us`, [`NOISE_FLOOR_HOST_PCT`] for the others).
+//!
+//! **Direction.** Lower is better for times, floor multiples and ratios to eager-sync; higher
+//! for throughput, bandwidth and occupancy. A metric of unknown direction that moved beyond
+//! the threshold is `changed` and does not fail the comparison (so are a prep's `bytes`).
+//!
+//! **What a floor or the host may excuse.** Relabelled is only what is proven. A host-paced row
+//! ([`crate::results::pacing::host_paced`]) called `slower` or `faster` becomes `floor moved`
+//! when its *own* floor (the one it is read against: the empty kernel for eager arms, the
+//! empty graph of as many nodes for graph arms) moved beyond the threshold the same way and
+//! its change over that floor is shown *within* the threshold; `host moved` when the
+//! host-speed reference (fixed CPU work on the measuring core, timed every round) did so and
+//! its change per unit of host speed (its twin row, formed inside each round) is shown
+//! within the threshold. A floor multiple is `floor moved` when its floor moved the other way
+//! beyond the threshold and the cell's `step_us` is shown within it; a prep's `gb_s` follows
+//! its `gpu_prep_us` when the bytes held. No floor excuses a row it is not read against, and
+//! an interval stacked from four intervals that merely fails to prove a change over the floor
+//! is no proof: on build `0ff8bee` that rule turned a +20% eager-sync `step_us` in every cell
+//! of a real A/A pair into 48 of 48 `floor moved` (issue 25).
+//!
+//! **Missing and broken.** Rows, cells or arms only in BASE, and rows of NEW without an
+//! interval where BASE has one (`broken`), fail the comparison unless `--allow-missing`, and
+//! the report names them first. Between two arms, rows one arm lacks are not findings.
+//!
+//! **Power.** Each row's "could call" is the smallest slower change its two intervals could
+//! have called ([`crate::report::change::smallest_callable_pct`]); the report's head gives
+//! it per class of rows (kind, metric, who paces it).
+//!
+//! **Scale.** Each side is read, cut to [`side::Entry`] (names shared), and its full rows
+//! dropped before the other side is read; rows are paired through a hash index and sorted
+//! once (`matching.rs`). The compare of build `0ff8bee` was already linear in time (0.41 s at
+//! 25k rows a side, 2.6 s at 200k) but held every row four times over (the rows, a filtered
+//! clone of each side, and both rows again in every match) and printed every row: 971 MB and
+//! 28 MB of markdown for 200k × 200k rows.
+
+mod comparison;
+mod json;
+mod markdown;
+mod matching;
+mod side;
+
+pub use comparison::{
+    compare, noise_floor_pct, Comparison, FloorMove, Matched, PowerClass, NOISE_FLOOR_HOST_PCT,
+    NOISE_FLOOR_STEP_PCT,
+};
+pub use markdown::{MAX_REPORT_CHARS, REPORT_HEADER};
+pub use side::{Entry, Names, Side, Which};
+
+use crate::report::change::{Verdict, DEFAULT_THRESHOLD_PCT};
+use crate::results::atomic::{write_atomic, write_atomic_with};
+use crate::results::csv::Row;
+use crate::results::env::describe;
+use anyhow::{bail, Context, Result};
+use std::fmt::Write;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Exit status for bad input (unreadable runs, mismatched settings, nothing to compare).
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+/// Compare two runs (or two arms of one run) cell by cell.
+///
+/// Each matched cell and metric gets the change of its median in percent with a 95%
+/// interval and a verdict: `same` (interval inside ±threshold), `faster` / `slower` (the
+/// whole interval beyond the threshold in the better / worse direction; lower is better for
+/// times, higher for throughput and occupancy) or `uncertain`; `floor moved` / `host moved`
+/// where the row's own floor or the host-speed reference moved beyond the threshold the same
+/// way and the row's change over it is shown within the threshold; `broken` where NEW lost the
+/// interval BASE has. An arm's times also show their change vs floor (over the floor the arm is
+/// read against) and host-paced rows their change per unit of host speed; every row shows the
+/// smallest slower change it could have called.
+///
+/// The report leads with one line of verdict counts, names missing and broken rows, says what
+/// size of change each class of rows could see, gives one step_us table of family × arm, then
+/// only the rows called, capped to stay under 60,000 characters (a pull request's body).
+///
+/// Runs whose settings differ (sweep vs steps, any flag that changes what is measured: seed,
+/// axes, forward model, host profile, ...; not --out, --trace, --trace-cell, --device or
+/// --resume) are refused, naming each difference, unless --allow-mismatch. The machine
+/// (GPU, driver, CPU, git revision) may differ: the report's Environment section shows it
+/// and how each floor moved; floors get no verdict and never fail the comparison.
+///
+/// Exit status: 0, or 1 when any cell got slower, or any row, cell or arm of BASE is missing
+/// from NEW or lost its interval (unless --allow-missing), or 2 on bad input or differing
+/// settings. `floor moved` and `host moved` rows, which the machine explains, do not fail it.
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct CompareArgs {
+    /// The "before" run: a run directory (`results/<run>/`) or a results CSV file.
+    pub base: PathBuf,
+    /// The "after" run: a run directory or a results CSV file. With --base-arm/--new-arm it
+    /// may be the same as BASE.
+    pub new: PathBuf,
+    /// Compare two arms instead of two runs: the rows of this arm in BASE (e.g.
+    /// `eager-sync`) are the baseline. Needs --new-arm.
+    #[arg(long, value_name = "ARM", requires = "new_arm")]
+    pub base_arm: Option<String>,
+    /// The arm of NEW compared against --base-arm (e.g. `graph`). Needs --base-arm.
+    #[arg(long, value_name = "ARM", requires = "base_arm")]
+    pub new_arm: Option<String>,
+    /// Change in percent that counts as noise: a cell is `same` when its whole interval lies
+    /// within ±PCT, and `faster`/`slower` only when its whole interval lies beyond it. A
+    /// sweep by a metaprep before measurement rounds is read with a warning: its prep cells
+    /// are `uncertain` unless they moved beyond the run-to-run noise measured on an H200
+    /// (35% for step_us and step_fwd_us, 75% for the other metrics).
+    #[arg(long, value_name = "PCT", default_value_t = DEFAULT_THRESHOLD_PCT)]
+    pub threshold: f64,
+    /// Write the report to FILE (replaced atomically) instead of printing it; the terminal
+    /// then gets only the verdict line and where each file went.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Also write every row (the same tables uncapped, `same` and `uncertain` rows included)
+    /// as markdown to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub details: Option<PathBuf>,
+    /// Also write the comparison as JSON to FILE, every row with its changes and verdict: for
+    /// scripts.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Compare even when the two runs' settings differ (their env.json's command, flags and
+    /// axes, forward model or host profile); the report lists the differences at the top.
+    /// Machine differences (GPU, driver, CPU, git revision) never need it: they are shown.
+    #[arg(long)]
+    pub allow_mismatch: bool,
+    /// Report rows, cells or arms only in BASE, and rows of NEW without an interval where
+    /// BASE has one, without failing the comparison on them (they fail it by default: a
+    /// regression can hide in what NEW no longer measures).
+    #[arg(long)]
+    pub allow_missing: bool,
+}
+
+/// What a comparison found. The caller prints `terminal` and exits with `exit_code()`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareOutcome {
+    /// The report for a pull request (what `--out` writes).
+    pub markdown: String,
+    /// What to print: the report, or with `--out` only the verdict line and the files.
+    pub terminal: String,
+    pub slower: usize,
+    /// Missing and broken rows.
+    pub findings: usize,
+    pub allow_missing: bool,
+    /// The files written besides the report (`--details`, `--json`), said on stderr when the
+    /// report goes to stdout.
+    pub written: Vec<String>,
+}
+
+impl CompareOutcome {
+    /// 1 when something got slower beyond the threshold, or something is missing or broken
+    /// (unless allowed), else 0. Bad input is an `Err` from [`run_compare`]; exit with
+    /// [`EXIT_BAD_INPUT`] then.
+    pub fn exit_code(&self) -> u8 {
+        u8::from(self.slower > 0 || (self.findings > 0 && !self.allow_missing))
+    }
+}
+
+/// Compares rows held in memory (see [`compare`]).
+pub fn compare_rows(
+    base: &[Row],
+    new: &[Row],
+    arms: Option<(&str, &str)>,
+    threshold_pct: f64,
+) -> Result<Comparison> {
+    let mut names = Names::default();
+    let base = Side::of_rows(Which::Base, base, &mut names);
+    let new = Side::of_rows(Which::New, new, &mut names);
+    compare(base, new, arms, threshold_pct)
+}
+
+/// The start of a file `compare` writes for each output flag: a file that does not start so
+/// is never overwritten.
+fn signature(flag: &str) -> &'static str {
+    match flag {
+        "--json" => json::JSON_SIGNATURE,
+        _ => REPORT_HEADER,
+    }
+}
+
+/// Refuses an output that would overwrite an input, a file `compare` did not write (a run's
+/// CSV or env.json among them), another output of the same call, or need folders created (a
+/// typo should not grow a tree).
+fn check_outputs(args: &CompareArgs) -> Result<()> {
+    let outputs: Vec<(&str, &PathBuf)> = [
+        ("--out", &args.out),
+        ("--details", &args.details),
+        ("--json", &args.json),
+    ]
+    .into_iter()
+    .filter_map(|(flag, path)| path.as_ref().map(|p| (flag, p)))
+    .collect();
+    let resolved = |p: &Path| std::fs::canonicalize(p).ok();
+    for (i, (flag, out)) in outputs.iter().enumerate() {
+        let name = out.display();
+        if let Some(out_real) = resolved(out) {
+            if [&args.base, &args.new]
+                .iter()
+                .any(|input| resolved(input).as_ref() == Some(&out_real))
+            {
+                bail!("{flag} {name} is one of the compared inputs: choose another file");
+            }
+        }
+        if let Some((other, _)) = outputs[..i]
+            .iter()
+            .find(|(_, o)| o == out || (resolved(o).is_some() && resolved(o) == resolved(out)))
+        {
+            bail!("{flag} {name} is also {other}'s file: give each output its own file");
+        }
+        match out.parent().filter(|p| !p.as_os_str().is_empty()) {
+            Some(parent) if !parent.is_dir() => bail!(
+                "{flag} {name}: the folder {} does not exist; create it first",
+                parent.display()
+            ),
+            _ => {}
+        }
+        if out.is_dir() {
+            bail!("{flag} {name} is a directory: name a file");
+        }
+        if out.exists() && !starts_with(out, signature(flag)) {
+            bail!(
+                "{flag} {name} exists and is not a file `compare` wrote: choose another file \
+                 (compare replaces only its own outputs)"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Whether the file at `path` starts with `prefix` (reading no more of it than that).
+fn starts_with(path: &Path, prefix: &str) -> bool {
+    let mut start = vec![0; prefix.len()];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut start))
+        .is_ok_and(|()| start == prefix.as_bytes())
+}
+
+/// Warnings the inputs give (settings not checked or differing, sides without rounds), and
+/// how the machines differ. Fails on differing settings unless `allow_mismatch`.
+fn read_settings(
+    base: &Side,
+    new: &Side,
+    allow_mismatch: bool,
+) -> Result<(Vec<String>, Vec<crate::results::env::Difference>)> {
+    let mut warnings = Vec::new();
+    let mut machine = Vec::new();
+    match (&base.env, &new.env) {
+        (Some(base_env), Some(new_env)) => {
+            let settings = base_env.setting_differences(new_env);
+            if !settings.is_empty() {
+                if !allow_mismatch {
+                    bail!(
+                        "BASE and NEW were run with different settings (BASE vs NEW: {}), so \
+                         they did not measure the same thing: rerun one with the other's \
+                         settings, or pass --allow-mismatch to compare anyway",
+                        describe(&settings)
+                    );
+                }
+                let mut warning = "⚠ settings differ (BASE vs NEW); compared because of \
+                                   --allow-mismatch:"
+                    .to_string();
+                for difference in &settings {
+                    write!(warning, "\n> - {difference}")?;
+                }
+                warnings.push(warning);
+            }
+            machine = base_env.machine_differences(new_env);
+        }
+        _ => warnings.push(
+            "⚠ settings not checked: a side is a CSV without an env.json beside it".to_string(),
+        ),
+    }
+    let sides_without_rounds: Vec<&str> = [base, new]
+        .into_iter()
+        .filter(|side| side.measured_without_rounds())
+        .map(|side| side.which.as_str())
+        .collect();
+    if !sides_without_rounds.is_empty() {
+        warnings.push(format!(
+            "⚠ {} {} measured without rounds (a sweep by a metaprep before them): intervals \
+             from one stretch miss the drift between runs, so prep cells are `uncertain` \
+             unless they moved beyond ±{NOISE_FLOOR_STEP_PCT}% (step_us, step_fwd_us) or \
+             ±{NOISE_FLOOR_HOST_PCT}% (other metrics), the A/A noise measured on an H200.",
+            sides_without_rounds.join(" and "),
+            if sides_without_rounds.len() == 1 {
+                "was"
+            } else {
+                "were"
+            }
+        ));
+    }
+    Ok((warnings, machine))
+}
+
+/// Runs `metaprep compare`: checks every output before reading anything, loads both sides,
+/// refuses differing settings unless allowed, compares, and writes the outputs asked for.
+pub fn run_compare(args: &CompareArgs) -> Result<CompareOutcome> {
+    if !args.threshold.is_finite() || !(0.0..=100.0).contains(&args.threshold) {
+        bail!(
+            "--threshold {} is not a percentage between 0 and 100: pass e.g. `--threshold 2`",
+            args.threshold
+        );
+    }
+    check_outputs(args)?;
+    let mut names = Names::default();
+    let base = Side::load(Which::Base, &args.base, &mut names)?;
+    let new = Side::load(Which::New, &args.new, &mut names)?;
+    let (warnings, machine) = read_settings(&base, &new, args.allow_mismatch)?;
+    let arms = args.base_arm.as_deref().zip(args.new_arm.as_deref());
+    let comparison = compare(base, new, arms, args.threshold)?;
+    let mut outcome = CompareOutcome {
+        markdown: String::new(),
+        terminal: String::new(),
+        slower: comparison.count(Verdict::Slower),
+        findings: comparison.findings(),
+        allow_missing: args.allow_missing,
+        written: Vec::new(),
+    };
+    let context = markdown::Context {
+        warnings: &warnings,
+        machine: &machine,
+        exit_code: outcome.exit_code(),
+        allow_missing: args.allow_missing,
+    };
+    outcome.markdown = markdown::pull_request(&comparison, &context);
+    let mut written = Vec::new();
+    if let Some(path) = &args.details {
+        write_atomic(path, markdown::details(&comparison, &context).as_bytes())?;
+        written.push(format!("every row in {}", path.display()));
+    }
+    if let Some(path) = &args.json {
+        write_atomic_with(path, |out| {
+            json::write(
+                out,
+                &comparison,
+                &warnings,
+                context.exit_code,
+                args.allow_missing,
+            )
+            .context("serialising the comparison as JSON")
+        })?;
+        written.push(format!("JSON in {}", path.display()));
+    }
+    outcome.written = written.clone();
+    outcome.terminal = match &args.out {
+        Some(path) => {
+            write_atomic(path, outcome.markdown.as_bytes())?;
+            written.insert(
+                0,
+                format!(
+                    "report in {} ({} characters)",
+                    path.display(),
+                    outcome.markdown.chars().count()
+                ),
+            );
+            format!(
+                "{}\n{}\n",
+                markdown::verdict_line(&comparison, context.exit_code),
+                written.join("; ")
+            )
+        }
+        None => outcome.markdown.clone(),
+    };
+    Ok(outcome)
+}

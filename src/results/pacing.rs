@@ -1,0 +1,95 @@
+//! Which rows the host's speed sets more than the GPU's, and the twin the sweep writes of each
+//! such time: the same quantity per unit of host speed.
+//!
+//! On the H200 host the rows below moved 8–17% between two back-to-back runs and up to 58%
+//! between processes while the GPU-paced rows held (results/2026-11-29-h200-rounds/,
+//! results/2026-11-29-h200-read-landing/, issue 25). The sweep times a fixed piece of CPU work
+//! on the measuring core in every round ([`crate::axes::floor_item::HOST_REFERENCE`]), and
+//! writes each host-paced time over that round's reference as a twin row (`<metric>` +
+//! [`PER_HOST_SUFFIX`], unit `x`), formed inside each round like the other paired rows, so a
+//! move of the whole host cancels in it. `compare` shows a row's raw change and its twin's
+//! side by side.
+
+use crate::axes::Arm;
+use crate::results::csv::STEP_RATIO_VS_EAGER_SYNC;
+
+/// What a twin's metric adds to its row's: `host_issue_us_per_host_ref`.
+pub const PER_HOST_SUFFIX: &str = "_per_host_ref";
+
+/// Whether a prep row's value is set by the host's speed more than by the GPU's: the host's
+/// own times and the read cost, every metric of an eager arm (its launches pace its prep, and
+/// eager-sync waits on a read) but eager-device's `step_fwd_us` and the bytes, and the ratios
+/// over eager-sync. Eager-device's step with the forward is the GPU's, prep and forward back
+/// to back: in A/A pairs it was called only at batch 256, by about 1 µs, as the graph arms'
+/// `step_fwd_us` there; it was `slower` in 48 of 48 cells for 2 µs more forward.
+pub fn host_paced(arm: &str, metric: &str) -> bool {
+    let arm = arm.parse::<Arm>().ok();
+    let eager = arm.is_some_and(|arm| !arm.uses_graph());
+    let gpu_paced_eager = arm == Some(Arm::EagerDevice) && metric == "step_fwd_us";
+    matches!(
+        metric,
+        "host_issue_us" | "host_blocked_us" | "read_cost_us" | STEP_RATIO_VS_EAGER_SYNC
+    ) || (eager && metric != "bytes" && !gpu_paced_eager && raw_of(metric).is_none())
+}
+
+/// Whether the sweep writes a per-host-speed twin of this prep row: a host-paced time.
+pub fn has_host_twin(arm: &str, metric: &str) -> bool {
+    metric.ends_with("_us") && host_paced(arm, metric)
+}
+
+/// The twin's metric of `metric`.
+pub fn twin_metric(metric: &str) -> String {
+    format!("{metric}{PER_HOST_SUFFIX}")
+}
+
+/// The metric a twin is of; `None` for a row that is not a twin.
+pub fn raw_of(metric: &str) -> Option<&str> {
+    metric.strip_suffix(PER_HOST_SUFFIX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_paces_eager_arms_and_host_times_not_the_gpus_rows() {
+        for (arm, metric) in [
+            ("eager-sync", "step_us"),
+            ("eager-sync", "step_fwd_us"),
+            ("eager-sync", "gb_s"),
+            ("eager-device", "gpu_prep_us"),
+            ("graph", "host_issue_us"),
+            ("fused", "host_issue_us"),
+            ("eager-sync", "read_cost_us"),
+            ("graph", STEP_RATIO_VS_EAGER_SYNC),
+        ] {
+            assert!(host_paced(arm, metric), "{arm} {metric}");
+        }
+        for (arm, metric) in [
+            ("eager-device", "step_fwd_us"),
+            ("eager-sync", "bytes"),
+            ("graph", "step_us"),
+            ("fused", "gpu_prep_us"),
+            ("graph", "gb_s"),
+            ("eager-sync", "step_us_per_host_ref"),
+        ] {
+            assert!(!host_paced(arm, metric), "{arm} {metric}");
+        }
+    }
+
+    #[test]
+    fn twins_are_of_host_paced_times_and_name_their_row() {
+        assert!(has_host_twin("eager-sync", "read_cost_us"));
+        assert!(has_host_twin("graph", "host_issue_us"));
+        assert!(
+            !has_host_twin("eager-sync", "gb_s"),
+            "a bandwidth, not a time"
+        );
+        assert!(!has_host_twin("graph", STEP_RATIO_VS_EAGER_SYNC));
+        assert!(!has_host_twin("graph", "step_us"), "the GPU paces it");
+        let twin = twin_metric("host_issue_us");
+        assert_eq!(twin, "host_issue_us_per_host_ref");
+        assert_eq!(raw_of(&twin), Some("host_issue_us"));
+        assert_eq!(raw_of("host_issue_us"), None);
+    }
+}

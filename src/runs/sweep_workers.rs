@@ -1,0 +1,239 @@
+//! `sweep --processes N`: the sweep's rounds measured by worker processes, one after another,
+//! so that what a process draws once for all its rounds (where its memory and the driver's
+//! structures landed, the state of its CPU) varies between rounds and lands in the intervals
+//! (see [`crate::runs::sweep`]).
+//!
+//! The parent starts `metaprep sweep-worker` with its own sweep arguments after `--`, the
+//! rounds to measure and the grid indices of the groups still open. A worker opens the GPU,
+//! pins its measuring thread, measures those rounds exactly as a sweep measures its own
+//! ([`Measurer`]), and writes one JSON [`WorkerMessage`] a line to stdout: when it has pinned,
+//! when each cell begins (the parent tags its NVML samples with it), and each round's
+//! [`RoundResult`]. The parent keeps every round as if it had measured it, stops groups by
+//! the same rule, and writes the files after each worker.
+
+use crate::harness::pin::pin_current_thread;
+use crate::harness::process_group::Worker;
+use crate::runs::sweep::{grid, Measurer, RunState, Sink, SweepConfig};
+use crate::runs::sweep_rounds::RoundResult;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+
+/// What a worker hands back, one JSON document a line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum WorkerMessage {
+    /// The worker opened the GPU and pinned its measuring thread (env.json's note of it).
+    Started { pinned: String },
+    /// A cell begins; `counts` when it is a prep cell's visit (the progress counts those).
+    Cell { label: String, counts: bool },
+    /// A round is measured.
+    Round(Box<RoundResult>),
+}
+
+/// The rounds a worker measures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    /// The first round's index over the whole run, from 0.
+    pub first_round: usize,
+    pub rounds: usize,
+    /// Grid indices ([`grid`]) of the groups to visit.
+    pub groups: Vec<usize>,
+}
+
+/// The command of worker `number` measuring `assignment`: this program's hidden `sweep-worker`
+/// with the parent's sweep arguments after `--`.
+pub fn worker_command(exe: &Path, assignment: &Assignment, sweep_args: &[OsString]) -> Command {
+    let groups: Vec<String> = assignment.groups.iter().map(usize::to_string).collect();
+    let mut c = Command::new(exe);
+    c.arg("sweep-worker")
+        .arg("--first-round")
+        .arg(assignment.first_round.to_string())
+        .arg("--rounds")
+        .arg(assignment.rounds.to_string())
+        .arg("--groups")
+        .arg(groups.join(","))
+        .arg("--")
+        .args(sweep_args);
+    c
+}
+
+/// Measures the run's rounds in worker processes, keeping each round in `state` and writing
+/// the files after each worker. Returns env.json's notes of each worker.
+pub(crate) fn run(config: &SweepConfig, state: &mut RunState, sink: &Sink) -> Result<Vec<String>> {
+    let exe = std::env::current_exe().context("finding this program to start sweep workers")?;
+    let per_worker = config.rounds_per_process();
+    let mut notes = Vec::new();
+    let mut number = 1u32;
+    while let Some(first_round) = state.next_round() {
+        let assignment = Assignment {
+            first_round,
+            rounds: per_worker.min(config.max_rounds - first_round),
+            groups: state.open_specs().iter().map(|g| g.grid_index).collect(),
+        };
+        let label = format!("sweep worker {number}");
+        let mut worker = Worker::spawn(&label, worker_command(&exe, &assignment, &config.args))?;
+        let mut received = 0;
+        while let Some(line) = worker.next_line()? {
+            let message: WorkerMessage = serde_json::from_str(&line)
+                .with_context(|| format!("{label} sent what is not a worker message"))?;
+            match message {
+                WorkerMessage::Started { pinned } => {
+                    notes.push(format!("worker {number}: {pinned}"))
+                }
+                WorkerMessage::Cell { label, counts } => sink.mark(&label, counts),
+                WorkerMessage::Round(result) => {
+                    let expected = first_round + received;
+                    if result.round != expected {
+                        bail!(
+                            "{label} sent round {} where round {expected} was due",
+                            result.round + 1
+                        );
+                    }
+                    sink.plan(state, result.round);
+                    state.absorb(*result, number, sink);
+                    received += 1;
+                }
+            }
+        }
+        worker.finish()?;
+        if received != assignment.rounds {
+            bail!(
+                "{label} ended after {received} of its {} rounds without an error",
+                assignment.rounds
+            );
+        }
+        sink.save(state)?;
+        number += 1;
+    }
+    Ok(notes)
+}
+
+/// Runs one worker: measures `assignment`'s rounds of `config`'s grid, writing each message
+/// to `out`.
+pub fn serve(config: &SweepConfig, assignment: &Assignment, out: &mut impl Write) -> Result<()> {
+    let gpu = config.gpu.open()?;
+    let whole = grid(config, gpu.info.device_count);
+    let mut groups = Vec::with_capacity(assignment.groups.len());
+    for &index in &assignment.groups {
+        let spec = whole.get(index).with_context(|| {
+            format!(
+                "--groups: the grid has {} groups, no group {index}: a worker takes its \
+                 parent's sweep arguments unchanged",
+                whole.len()
+            )
+        })?;
+        groups.push(spec.clone());
+    }
+    // Held to the end: dropping it unpins the thread.
+    let pinned = pin_current_thread(config.cpu)?;
+    send(
+        out,
+        &WorkerMessage::Started {
+            pinned: pinned.note(),
+        },
+    )?;
+    let mut measurer = Measurer::new(&gpu, config)?;
+    for round in assignment.first_round..assignment.first_round + assignment.rounds {
+        let mut mark = |label: &str, counts: bool| {
+            send(
+                &mut *out,
+                &WorkerMessage::Cell {
+                    label: label.to_string(),
+                    counts,
+                },
+            )
+        };
+        let result = measurer.round(round, &groups, &mut mark)?;
+        send(out, &WorkerMessage::Round(Box::new(result)))?;
+    }
+    Ok(())
+}
+
+/// One message, a line, flushed at once (the parent tags NVML samples as cells begin).
+fn send(out: &mut impl Write, message: &WorkerMessage) -> Result<()> {
+    serde_json::to_writer(&mut *out, message).context("writing to the parent")?;
+    out.write_all(b"\n").context("writing to the parent")?;
+    out.flush().context("writing to the parent")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runs::sweep_rounds::{ArmRound, FloorRound, GroupRound};
+
+    #[test]
+    fn a_worker_gets_its_rounds_groups_and_the_parents_arguments() {
+        let c = worker_command(
+            Path::new("/bin/metaprep"),
+            &Assignment {
+                first_round: 4,
+                rounds: 4,
+                groups: vec![0, 3, 7],
+            },
+            &[
+                "--batch-sizes".into(),
+                "8,64".into(),
+                "--processes".into(),
+                "5".into(),
+            ],
+        );
+        let args: Vec<String> = c.get_args().map(|a| a.to_string_lossy().into()).collect();
+        assert_eq!(
+            args.join(" "),
+            "sweep-worker --first-round 4 --rounds 4 --groups 0,3,7 -- --batch-sizes 8,64 \
+             --processes 5"
+        );
+    }
+
+    #[test]
+    fn messages_go_one_a_line_and_come_back_whole() {
+        let round = RoundResult {
+            round: 2,
+            floor: FloorRound {
+                items: vec![vec![2.0, 2.1]; 9],
+                harness: vec![1.5],
+                host_reference: vec![1.25, 1.26],
+                seconds: 0.01,
+            },
+            groups: vec![GroupRound {
+                grid_index: 7,
+                arms: vec![(
+                    1,
+                    ArmRound {
+                        step: vec![10.0, 10.5],
+                        step_fwd: None,
+                        host_issue: vec![3.0],
+                        host_blocked: vec![0.0],
+                        gpu_prep: vec![4.0],
+                    },
+                )],
+                bytes: Some(8000),
+                seconds: 0.2,
+            }],
+        };
+        let messages = [
+            WorkerMessage::Started {
+                pinned: "measuring thread: pinned to CPU 15".into(),
+            },
+            WorkerMessage::Cell {
+                label: "prep dsa_decode/graph bs=8 block=5 tp1".into(),
+                counts: true,
+            },
+            WorkerMessage::Round(Box::new(round)),
+        ];
+        let mut out = Vec::new();
+        for m in &messages {
+            send(&mut out, m).unwrap();
+        }
+        let text = String::from_utf8(out).unwrap();
+        let back: Vec<WorkerMessage> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(back, messages);
+        assert_eq!(text.lines().count(), 3);
+    }
+}
