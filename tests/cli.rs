@@ -91,7 +91,7 @@ fn bad_flags_are_refused_before_any_gpu_work() {
         ),
         (
             &["steps", "--accept-length", "5", "--block-sizes", "3"],
-            "--accept-length: 5 is impossible",
+            "--accept-length: accept length 5 is impossible with block 3",
         ),
         (
             &["steps", "--trace", "t.json", "--trace-cell", "tp4:x:5"],
