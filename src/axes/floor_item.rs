@@ -2,6 +2,7 @@
 //! read against (measured by `harness::floor`).
 
 use crate::axes::{Arm, Family};
+use std::str::FromStr;
 
 /// Bytes of the device-to-device copy, the bandwidth ceiling preps are read against: of the
 /// order of the largest default-sweep prep (dsa_target_verify at bs 256, block 8 moves about
@@ -13,6 +14,10 @@ pub const D2D_COPY_BYTES: usize = 64 << 20;
 /// GPU work the `d2h-int-busy` read is queued behind, in µs: long enough that the read is
 /// always issued while it runs, short against the ~8 µs steps such a read completes on.
 pub const BUSY_BEFORE_READ_US: f64 = 2.0;
+
+/// The `arm` of the floor row that runs the bare empty graph through the measuring harness:
+/// the harness's own per-step overhead. Not a floor item, but a floor row.
+pub const HARNESS: &str = "harness";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FloorItem {
@@ -100,6 +105,19 @@ impl FloorItem {
     }
 }
 
+impl FromStr for FloorItem {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        FloorItem::ALL
+            .into_iter()
+            .find(|i| i.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = FloorItem::ALL.iter().map(|i| i.name()).collect();
+                format!("unknown floor item '{s}': use one of {}", names.join(", "))
+            })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +155,10 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), FloorItem::ALL.len());
+        for item in FloorItem::ALL {
+            assert_eq!(item.name().parse::<FloorItem>(), Ok(item));
+        }
+        let e = HARNESS.parse::<FloorItem>().unwrap_err();
+        assert!(e.contains("'harness'") && e.contains("d2d-copy"), "{e}");
     }
 }

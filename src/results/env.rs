@@ -65,6 +65,15 @@ impl EnvRecord {
             .and_then(|n| n.split('`').next())
     }
 
+    /// The subcommand the run was started as (`sweep`, `steps`, `rank-worker`), `None` for a
+    /// record without a command line.
+    pub fn subcommand(&self) -> Option<&str> {
+        self.command_line
+            .split_whitespace()
+            .nth(1)
+            .filter(|a| !a.starts_with('-'))
+    }
+
     /// Writes `<dir>/env.json` atomically and returns its path.
     pub fn write(&self, dir: &Path) -> Result<PathBuf> {
         let path = dir.join(ENV_FILE);

@@ -27,8 +27,7 @@ use crate::stats::rounds::{over_rounds, paired, Paired};
 use crate::stats::stopping::{RoundsRule, RoundsStop};
 use std::time::Duration;
 
-/// The floor row of the empty graph run through the arms' harness.
-pub const HARNESS: &str = "harness";
+pub use crate::axes::floor_item::HARNESS;
 
 /// Rounds of samples: one list per round.
 type Rounds = Vec<Vec<f64>>;
