@@ -11,7 +11,7 @@ use crate::stats::summary::MIN_CI_SAMPLES;
 use anyhow::{bail, Context, Result};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
 
@@ -245,18 +245,40 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
     let name = path.display().to_string();
     let table = read_records(path)?;
     check_header(&name, &table.headers, COLUMNS, OPTIONAL_COLUMNS)?;
-    table
+    let rows = table
         .records
         .iter()
         .map(|(line, record)| {
-            let row = record
+            let row: Row = record
                 .deserialize(Some(&table.headers))
                 .map_err(|e| describe_field_error(&name, *line, &table.headers, record, &e))?;
             checked_row(row).map_err(|why| {
                 anyhow::anyhow!("{name} line {line}: {why}: fix or delete that line")
             })
         })
-        .collect()
+        .collect::<Result<Vec<Row>>>()?;
+    // Every writer writes a cell's metric once; a second one is two runs' rows mixed.
+    let mut seen = HashMap::with_capacity(rows.len());
+    for (row, (line, _)) in rows.iter().zip(&table.records) {
+        let key = (
+            row.kind.as_str(),
+            row.family.as_str(),
+            row.arm.as_str(),
+            row.batch_size,
+            row.block_size,
+            row.layout.as_str(),
+            row.metric.as_str(),
+        );
+        if let Some(first) = seen.insert(key, *line) {
+            bail!(
+                "{name} line {line}: {} {} is on line {first} already: a cell's metric appears \
+                 once in a run; delete one of the two lines",
+                row.cell_key(),
+                row.metric
+            );
+        }
+    }
+    Ok(rows)
 }
 
 /// `row` as read from a file, checked ([`check_row`]). A measured median with fewer samples
@@ -276,7 +298,7 @@ pub(crate) fn checked_row(mut row: Row) -> std::result::Result<Row, String> {
 /// that is not a number, an infinite value, a negative time, rate or ratio (a derived row,
 /// a difference, may be negative), or a median outside its own interval.
 fn check_row(row: &Row) -> std::result::Result<(), String> {
-    check_cell_key(&row.cell_key())?;
+    check_names(&row.kind, &row.family, &row.arm, &row.layout)?;
     if row.median.is_nan() {
         return Err("column `median`: the median is not a number".into());
     }
@@ -310,45 +332,54 @@ fn check_row(row: &Row) -> std::result::Result<(), String> {
 }
 
 /// A cell's kind, family, arm and layout, each one metaprep writes; the error names the column.
-pub(crate) fn check_cell_key(row: &CellKey) -> std::result::Result<(), String> {
+pub(crate) fn check_cell_key(key: &CellKey) -> std::result::Result<(), String> {
+    check_names(&key.kind, &key.family, &key.arm, &key.layout)
+}
+
+fn check_names(
+    kind: &str,
+    family: &str,
+    arm: &str,
+    layout: &str,
+) -> std::result::Result<(), String> {
     let column = |name: &str, why: String| Err(format!("column `{name}`: {why}"));
-    if let Err(e) = row.layout.parse::<Layout>() {
+    if let Err(e) = layout.parse::<Layout>() {
         return column("layout", e.to_string());
     }
-    match row.kind.as_str() {
+    match kind {
         KIND_PREP => {
-            if let Err(e) = row.family.parse::<Family>() {
+            if let Err(e) = family.parse::<Family>() {
                 return column("family", e);
             }
-            if let Err(e) = row.arm.parse::<Arm>() {
+            if let Err(e) = arm.parse::<Arm>() {
                 return column("arm", e);
             }
         }
         KIND_STEP => {
-            let plain = row.family.split(HOST_SCALE_MARK).next();
-            if plain != Some(STEP_FAMILY) || host_scale_of(&row.family).is_none() {
+            let plain = family.split(HOST_SCALE_MARK).next();
+            if plain != Some(STEP_FAMILY) || host_scale_of(family).is_none() {
                 return column(
                     "family",
                     format!(
                         "`{}` is not a step row's family: `{STEP_FAMILY}`, or \
                          `{STEP_FAMILY}{HOST_SCALE_MARK}<scale>` for a what-if host scale",
-                        row.family
+                        family
                     ),
                 );
             }
-            if let Err(e) = row.arm.parse::<Arm>() {
+            if let Err(e) = arm.parse::<Arm>() {
                 return column("arm", e);
             }
         }
         KIND_FLOOR => {
-            if row.family != KIND_FLOOR {
+            if family != KIND_FLOOR {
                 return column(
                     "family",
-                    format!("`{}` is not a floor row's family: `floor`", row.family),
+                    format!("`{}` is not a floor row's family: `floor`", family),
                 );
             }
-            if row.arm != HARNESS {
-                if let Err(e) = row.arm.parse::<FloorItem>() {
+            if arm != HARNESS {
+                if let Err(e) = arm.parse::<FloorItem>() {
                     return column("arm", format!("{e} (or {HARNESS})"));
                 }
             }
@@ -955,6 +986,20 @@ mod tests {
         let harness = row("floor", "floor", HARNESS, 1, "overhead_us", 0.2);
         write_rows(&path, &[harness]).unwrap();
         assert_eq!(read_rows(&path).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_cells_metric_twice_is_refused_naming_both_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        let mut rows = sample_rows();
+        rows.push(rows[0].clone());
+        write_rows(&path, &rows).unwrap();
+        let error = error_of(&path);
+        assert!(
+            error.contains("line 5: prep dspark_draft_block/graph bs=4 block=5 tp1 step_us is on line 2 already"),
+            "{error}"
+        );
     }
 
     #[test]
