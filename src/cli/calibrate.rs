@@ -1,7 +1,8 @@
 //! `metaprep calibrate`: a host profile from a PyTorch profiler trace.
 
-use super::common::usage;
+use super::common::{usage, writable_file};
 use crate::model::host_profile::HostProfile;
+use crate::results::atomic::same_file;
 use anyhow::{Context, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -29,14 +30,22 @@ pub struct CalibrateArgs {
 pub(crate) fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
     let derived = (|| {
         let base = HostProfile::load(&args.base).context("--base")?;
+        // One file under another name (`./t.json`, an absolute path, a hard or symbolic link)
+        // is still the trace: --force must not replace it.
+        if same_file(&args.out, &args.trace) {
+            anyhow::bail!(
+                "--out {} is the trace {} itself (the same file by another name or link): \
+                 choose another path",
+                args.out.display(),
+                args.trace.display()
+            );
+        }
+        writable_file(&args.out, "--out")?;
         if args.out.exists() && !args.force {
             anyhow::bail!(
                 "--out {} exists: choose another path or pass --force to replace it",
                 args.out.display()
             );
-        }
-        if args.out == args.trace {
-            anyhow::bail!("--out is the trace itself: choose another path");
         }
         crate::model::calibrate::calibrate_trace(&args.trace, &base)
     })();
@@ -44,7 +53,8 @@ pub(crate) fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };
-    crate::results::atomic::write_atomic(&args.out, calibration.profile.to_json().as_bytes())?;
+    crate::results::atomic::write_atomic(&args.out, calibration.profile.to_json().as_bytes())
+        .with_context(|| format!("--out {}", args.out.display()))?;
     println!("{}", calibration.report);
     println!("wrote {}", args.out.display());
     println!("next: metaprep steps --host-profile {}", args.out.display());

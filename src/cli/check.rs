@@ -3,7 +3,7 @@
 use super::common::{usage, DeviceArgs, PrepAxes};
 use crate::cli::lists::{arms, families, parse_u32_list};
 use crate::runs::check::{self, CheckConfig};
-use crate::runs::dump::write_dump;
+use crate::runs::dump::{write_dump, DumpTarget};
 use anyhow::{Context, Result};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -57,6 +57,19 @@ pub(crate) fn check_config(args: &CheckArgs) -> Result<CheckConfig, ExitCode> {
         token_budget: args.token_budget,
     })
     .and_then(|config: CheckConfig| {
+        let largest = *config
+            .batch_sizes
+            .iter()
+            .max()
+            .expect("a parsed list is not empty");
+        if config.token_budget < u64::from(largest) {
+            return usage(Err(anyhow::anyhow!(
+                "--token-budget {}: a batch of {largest} needs a token per request at least; \
+                 give {largest} or more (the default, 2097152, draws lengths up to 128k at small \
+                 batches)",
+                config.token_budget
+            )));
+        }
         for &family in &config.families {
             for &bs in &config.batch_sizes {
                 for &block in &config.block_sizes {
@@ -129,6 +142,10 @@ pub(crate) fn run_check(args: &CheckArgs, config: &CheckConfig) -> Result<ExitCo
 
 /// `check --dump DIR`: the cases, the CPU reference, and unless `--cpu-only` each arm.
 pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Result<ExitCode> {
+    let target = match usage(DumpTarget::new(dir)) {
+        Ok(t) => t,
+        Err(code) => return Ok(code),
+    };
     let gpu = if args.cpu_only {
         None
     } else {
@@ -149,11 +166,26 @@ pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Re
         config.seed,
         config.seed
     );
-    let mismatches = write_dump(dir, config.seed, count, gpu.as_ref(), &config.arms, |k| {
-        if (k + 1) % 100 == 0 {
-            println!("  {} of {count} cases written", k + 1);
-        }
-    })?;
+    if let Some((seed, cases)) = target.replaces {
+        println!(
+            "  it replaces the dump there ({cases} cases, seed {seed}) once every case is written"
+        );
+    }
+    let building = target.building();
+    let mismatches = write_dump(
+        &building,
+        config.seed,
+        count,
+        gpu.as_ref(),
+        &config.arms,
+        |k| {
+            if (k + 1) % 100 == 0 {
+                println!("  {} of {count} cases written", k + 1);
+            }
+        },
+    )?;
+    // A dump that shows a mismatch is kept: its buffers are what to look at.
+    target.commit()?;
     for (case, arm, cells, first) in &mismatches {
         println!("MISMATCH case {case} {arm}: {cells} cells differ; first: {first}");
     }

@@ -91,7 +91,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             }
             Err(code) => Ok(code),
         },
-        Command::Steps(args) => match steps::steps_config(&args) {
+        Command::Steps(args) => match steps::steps_config(&args)
+            .and_then(|config| steps::check_outputs(&config).map(|()| config))
+        {
             Ok(config) => {
                 args.nvtx.apply();
                 steps::run_steps(&config, &steps::args_after_subcommand())
