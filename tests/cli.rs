@@ -52,7 +52,7 @@ fn gpu_commands_without_a_driver_exit_3_with_one_line() {
 
 #[test]
 fn bad_flags_are_refused_before_any_gpu_work() {
-    let cases: [(&[&str], &str); 42] = [
+    let cases: [(&[&str], &str); 45] = [
         (
             &["sweep", "--cpu", "99999"],
             "--cpu 99999 is not one of the CPUs this process may run on",
@@ -112,6 +112,15 @@ fn bad_flags_are_refused_before_any_gpu_work() {
             &["sweep", "--forward-us", "-3"],
             "--forward-us: -3 is not a duration",
         ),
+        (
+            &["check", "--soak", "1000"],
+            "--soak soaks one shape per family and arm: give one --batch-sizes and one --block-sizes value",
+        ),
+        (
+            &["check", "--soak", "1000", "--dump", "d"],
+            "the argument '--soak <STEPS>' cannot be used with '--dump <DIR>'",
+        ),
+        (&["check", "--soak", "0"], "invalid value '0' for '--soak <STEPS>'"),
         (
             &["steps", "--tp", "tp2", "--read-skew-rank", "2"],
             "--read-skew-rank 2: no layout of the run has that rank",

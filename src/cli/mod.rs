@@ -79,9 +79,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 Ok(c) => c,
                 Err(code) => return Ok(code),
             };
-            match &args.dump {
-                Some(dir) => check::run_dump(&args, &config, dir),
-                None => check::run_check(&args, &config),
+            match (&args.dump, args.soak) {
+                (Some(dir), _) => check::run_dump(&args, &config, dir),
+                (None, Some(steps)) => check::run_soak(&args, &config, steps),
+                (None, None) => check::run_check(&args, &config),
             }
         }
         Command::Sweep(args) => match sweep::sweep_config(&args) {
