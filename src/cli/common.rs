@@ -372,6 +372,12 @@ mod tests {
                 "{line}: {why}"
             );
         }
+        // Found once the GPU is open (a setting resolved from the flags), it still exits 2.
+        let late = check_run_out_for(out, true, "metaprep sweep --seed 3").unwrap_err();
+        assert!(
+            late.downcast_ref::<crate::results::BadInput>().is_some(),
+            "{late:#}"
+        );
         // Without --resume, an existing run is refused whatever the settings.
         let why = check_run_out_for(out, false, "metaprep sweep --seed 1").unwrap_err();
         assert!(format!("{why:#}").contains("metaprep.csv already exists: pass --resume"));

@@ -66,7 +66,8 @@ fn write_summary_text(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::R
 /// nearly all of it in scanning every row for each cell's throttle flag).
 struct Index<'a> {
     rows: &'a [Row],
-    by_cell: HashMap<(CellKey, &'a str), &'a Row>,
+    /// Each cell's rows by metric: a lookup borrows its key, never copies it.
+    by_cell: HashMap<CellKey, HashMap<&'a str, &'a Row>>,
     throttled: HashSet<CellKey>,
     /// (kind, family, layout) with an emulated row.
     emulated: HashSet<(&'a str, &'a str, &'a str)>,
@@ -85,7 +86,11 @@ impl<'a> Index<'a> {
             if row.emulated {
                 emulated.insert((row.kind.as_str(), row.family.as_str(), row.layout.as_str()));
             }
-            by_cell.entry((key, row.metric.as_str())).or_insert(row);
+            by_cell
+                .entry(key)
+                .or_insert_with(HashMap::new)
+                .entry(row.metric.as_str())
+                .or_insert(row);
         }
         Index {
             rows,
@@ -96,7 +101,7 @@ impl<'a> Index<'a> {
     }
 
     fn get(&self, cell: &CellKey, metric: &str) -> Option<&'a Row> {
-        self.by_cell.get(&(cell.clone(), metric)).copied()
+        self.by_cell.get(cell)?.get(metric).copied()
     }
 
     /// The cells of one kind grouped by (family, layout), each group's cells in table

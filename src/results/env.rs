@@ -247,12 +247,13 @@ impl EnvRecord {
             .filter(|d| counts(d))
             .collect();
         if !differences.is_empty() {
-            bail!(
+            return Err(crate::results::BadInput(format!(
                 "cannot resume {}: its settings differ from this command's (the run vs now: {}); \
                  resume with the same command, or start a new run with another --out",
                 dir.display(),
                 describe(&differences)
-            );
+            ))
+            .into());
         }
         Ok(())
     }
