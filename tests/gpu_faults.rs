@@ -47,6 +47,15 @@ fn leftovers(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The line metaprep's error is on.
+fn error_line(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find(|l| l.starts_with("metaprep: error:"))
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// A grid of six cells of about a second each (two arms, six rounds of 150 steps with a
 /// 200 µs forward), so a kill lands inside a cell.
 const KILL_GRID: &[&str] = &[
@@ -247,11 +256,7 @@ fn an_out_of_memory_at_run_time_fails_clearly_with_exit_1_and_nothing_half_writt
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
-    let error = stderr
-        .lines()
-        .find(|l| l.starts_with("metaprep: error:"))
-        .unwrap_or_default()
-        .to_string();
+    let error = error_line(&stderr);
     assert_eq!(o.status.code(), Some(1), "{stderr}");
     assert!(error.contains("out of memory"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
@@ -335,11 +340,7 @@ fn a_rank_killed_mid_run_ends_the_world_naming_it_and_leaves_nothing() {
     let o = parent.wait_with_output().unwrap();
     let ended_s = killed.elapsed().as_secs_f64();
     let stderr = String::from_utf8_lossy(&o.stderr);
-    let error = stderr
-        .lines()
-        .find(|l| l.starts_with("metaprep: error:"))
-        .unwrap_or_default()
-        .to_string();
+    let error = error_line(&stderr);
     assert_eq!(o.status.code(), Some(1), "{stderr}");
     assert!(error.contains("rank 1 failed"), "{stderr}");
     let left: Vec<u32> = std::fs::read_dir("/proc")

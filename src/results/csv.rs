@@ -248,14 +248,7 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
     let rows = table
         .records
         .iter()
-        .map(|(line, record)| {
-            let row: Row = record
-                .deserialize(Some(&table.headers))
-                .map_err(|e| describe_field_error(&name, *line, &table.headers, record, &e))?;
-            checked_row(row).map_err(|why| {
-                anyhow::anyhow!("{name} line {line}: {why}: fix or delete that line")
-            })
-        })
+        .map(|(line, record)| parse_row(&name, *line, &table.headers, record))
         .collect::<Result<Vec<Row>>>()?;
     // Every writer writes a cell's metric once; a second one is two runs' rows mixed.
     let mut seen = HashMap::with_capacity(rows.len());
@@ -281,10 +274,24 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// Line `line` of file `name` as a [`Row`], checked ([`checked_row`]); errors name both.
+pub(crate) fn parse_row(
+    name: &str,
+    line: u64,
+    headers: &csv::StringRecord,
+    record: &csv::StringRecord,
+) -> Result<Row> {
+    let row: Row = record
+        .deserialize(Some(headers))
+        .map_err(|e| describe_field_error(name, line, headers, record, &e))?;
+    checked_row(row)
+        .map_err(|why| anyhow::anyhow!("{name} line {line}: {why}: fix or delete that line"))
+}
+
 /// `row` as read from a file, checked ([`check_row`]). A measured median with fewer samples
 /// than any 95% interval needs has no CI, whatever an older writer put there (a one-sample
 /// "interval" of zero width claims certainty).
-pub(crate) fn checked_row(mut row: Row) -> std::result::Result<Row, String> {
+fn checked_row(mut row: Row) -> std::result::Result<Row, String> {
     if row.stop_reason != "derived" && (row.samples as usize) < MIN_CI_SAMPLES {
         row.ci_lo = f64::NAN;
         row.ci_hi = f64::NAN;
@@ -543,7 +550,7 @@ pub(crate) fn check_header(
     )
 }
 
-pub(crate) fn describe_field_error(
+fn describe_field_error(
     name: &str,
     line: u64,
     headers: &csv::StringRecord,

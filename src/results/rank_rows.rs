@@ -3,8 +3,7 @@
 //! see [`slowest_rank_rows`]), so every reader of it works unchanged.
 
 use crate::results::csv::{
-    check_header, checked_row, describe_field_error, read_records, write_records, CellKey, Row,
-    COLUMNS, OPTIONAL_COLUMNS,
+    check_header, parse_row, read_records, write_records, CellKey, Row, COLUMNS, OPTIONAL_COLUMNS,
 };
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
@@ -48,12 +47,7 @@ pub fn read_rank_rows(path: &Path) -> Result<Vec<RankRow>> {
                 )
             })?;
             let rest: csv::StringRecord = record.iter().skip(1).collect();
-            let row = rest
-                .deserialize(Some(&row_headers))
-                .map_err(|e| describe_field_error(&name, *line, &row_headers, &rest, &e))?;
-            let row = checked_row(row).map_err(|why| {
-                anyhow::anyhow!("{name} line {line}: {why}: fix or delete that line")
-            })?;
+            let row = parse_row(&name, *line, &row_headers, &rest)?;
             Ok(RankRow { rank, row })
         })
         .collect()
