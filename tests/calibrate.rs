@@ -106,6 +106,66 @@ fn calibrate_refuses_bad_input_with_one_line_and_exit_2() {
     refused(&["calibrate", trace_s, "--out", out_s, keep], "--force");
 }
 
+/// `--out` naming the trace under another spelling or link is refused even with --force, and
+/// an --out that cannot be written is refused naming the flag, before the trace is read.
+#[test]
+fn calibrate_never_replaces_its_trace_and_names_an_unwritable_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.json");
+    std::fs::copy(fixture(), &trace).unwrap();
+    let original = std::fs::read(&trace).unwrap();
+    let link = dir.path().join("link.json");
+    std::fs::hard_link(&trace, &link).unwrap();
+    let symlink = dir.path().join("sym.json");
+    std::os::unix::fs::symlink(&trace, &symlink).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_metaprep"))
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let absolute = trace.to_str().unwrap();
+    for out in [
+        "./t.json",
+        absolute,
+        "link.json",
+        "sym.json",
+        "../{}/t.json",
+    ] {
+        let name = dir.path().file_name().unwrap().to_str().unwrap();
+        let out = out.replace("{}", name);
+        let o = run(&["calibrate", "t.json", "--out", &out, "--force"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{out}: {err}");
+        assert!(err.contains("is the input t.json"), "{out}: {err}");
+        assert_eq!(
+            std::fs::read(&trace).unwrap(),
+            original,
+            "{out} replaced the trace"
+        );
+    }
+    std::fs::write(dir.path().join("afile"), "x").unwrap();
+    for (out, needle) in [
+        (
+            "afile/p.json",
+            "--out afile/p.json: afile is a file, not a folder",
+        ),
+        (
+            "afile/deeper/p.json",
+            "--out afile/deeper/p.json: afile is a file, so no folder",
+        ),
+        (".", "--out . is a folder: name a file in it"),
+        ("/sys/p.json", "--out /sys/p.json: cannot write in /sys"),
+    ] {
+        let o = run(&["calibrate", "t.json", "--out", out]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{out}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{out}: {err}");
+        assert!(err.contains(needle), "{out}: {err}");
+    }
+}
+
 #[test]
 fn steps_refuses_bad_host_profiles_scales_and_acceptance_before_any_gpu_work() {
     let dir = tempfile::tempdir().unwrap();

@@ -52,7 +52,75 @@ fn gpu_commands_without_a_driver_exit_3_with_one_line() {
 
 #[test]
 fn bad_flags_are_refused_before_any_gpu_work() {
-    let cases: [(&[&str], &str); 30] = [
+    let cases: [(&[&str], &str); 48] = [
+        (
+            &["sweep", "--cpu", "99999"],
+            "--cpu 99999 is not one of the CPUs this process may run on",
+        ),
+        (
+            &["steps", "--cpu", "99999"],
+            "--cpu 99999 is not one of the CPUs this process may run on",
+        ),
+        (
+            &["collectives", "--gpus", "0"],
+            "--gpus 0: a world needs one rank at least",
+        ),
+        (
+            &["collectives", "--sizes-kib", "8,4294967295"],
+            "--sizes-kib: 4294967295 KiB is more than 16777216 KiB (16 GiB) per buffer",
+        ),
+        (
+            &["info", "--device", "-1"],
+            "`-1` is not a device ordinal: give 0 for the first GPU",
+        ),
+        (&["check", "--device", "-1"], "`-1` is not a device ordinal"),
+        (
+            &["steps", "--full", "--batch-sizes", "1"],
+            "the argument '--full' cannot be used with '--batch-sizes <BATCH_SIZES>'",
+        ),
+        (
+            &["steps", "--gpu-memory-gib", "1e30"],
+            "--gpu-memory-gib: 1000000000000000000000000000000 is not a memory size: give the \
+             GiB of one GPU, above 0 and at most 10000",
+        ),
+        (
+            &["steps", "--precision-pct", "1e30"],
+            "--precision-pct (1000000000000000000000000000000) must be a positive number of \
+             percentage points, at most 100",
+        ),
+        (
+            &["sweep", "--rel-ci-pct", "1e30"],
+            "--rel-ci-pct: 1000000000000000000000000000000% is no precision",
+        ),
+        (
+            &["steps", "--max-rounds", "4000000000"],
+            "--max-rounds (4000000000) at least --min-rounds and at most 100",
+        ),
+        (
+            &["check", "--token-budget", "0"],
+            "--token-budget 0: a batch of 1024 needs a token per request at least",
+        ),
+        (
+            &["check", "--token-budget", "7", "--batch-sizes", "1,8"],
+            "--token-budget 7: a batch of 8 needs",
+        ),
+        (
+            &["steps", "--model", "moe-large", "--forward-us", "-3"],
+            "--forward-us: -3 is not a duration",
+        ),
+        (
+            &["sweep", "--forward-us", "-3"],
+            "--forward-us: -3 is not a duration",
+        ),
+        (
+            &["check", "--soak", "1000"],
+            "--soak soaks one shape per family and arm: give one --batch-sizes and one --block-sizes value",
+        ),
+        (
+            &["check", "--soak", "1000", "--dump", "d"],
+            "the argument '--soak <STEPS>' cannot be used with '--dump <DIR>'",
+        ),
+        (&["check", "--soak", "0"], "invalid value '0' for '--soak <STEPS>'"),
         (
             &["steps", "--tp", "tp2", "--read-skew-rank", "2"],
             "--read-skew-rank 2: no layout of the run has that rank",
@@ -168,6 +236,199 @@ fn bad_flags_are_refused_before_any_gpu_work() {
         Some(2),
         "clap's own usage error"
     );
+    // --forward-us replaces both forwards: its error names it alone, not a --model the user
+    // never passed.
+    let out = metaprep(&["steps", "--forward-us", "0"]);
+    assert_clean_failure(
+        &out,
+        2,
+        "metaprep: error: --forward-us: 0 is not a duration in µs between 0 and a second",
+    );
+    assert!(!stderr(&out).contains("--model"), "{}", stderr(&out));
+}
+
+/// `--out` at a file, under a file or where nothing can be written, and a `--trace` or
+/// `--dump` that cannot be written, exit 2 with one line naming the flag, before any GPU
+/// work, and create nothing.
+#[test]
+fn unusable_output_paths_are_refused_before_any_gpu_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("afile");
+    std::fs::write(&file, "mine").unwrap();
+    let (f, under) = (file.to_str().unwrap(), file.join("run"));
+    let under = under.to_str().unwrap();
+    let trace_under = file.join("t.json");
+    let trace_under = trace_under.to_str().unwrap();
+    let folder = dir.path().to_str().unwrap();
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["sweep", "--out", f],
+            format!("--out {f}: {f} is a file, not a folder"),
+        ),
+        (
+            vec!["steps", "--out", f],
+            format!("--out {f}: {f} is a file, not a folder"),
+        ),
+        (
+            vec!["sweep", "--out", under],
+            format!("--out {under}: {f} is a file, so no folder can be made under it"),
+        ),
+        (
+            vec!["steps", "--out", under],
+            format!("--out {under}: {f} is a file, so no folder can be made under it"),
+        ),
+        (
+            vec!["collectives", "--out", under],
+            format!("--out {under}: {f} is a file"),
+        ),
+        (
+            vec!["sweep", "--out", "/sys/metaprep-run"],
+            "--out /sys/metaprep-run: cannot write in /sys".into(),
+        ),
+        (
+            vec!["steps", "--out", "/sys/metaprep-run"],
+            "--out /sys/metaprep-run: cannot write in /sys".into(),
+        ),
+        (
+            vec!["steps", "--trace", trace_under],
+            format!("--trace {trace_under}: {f} is a file, not a folder"),
+        ),
+        (
+            vec!["steps", "--trace", folder],
+            format!("--trace {folder} is a folder: name a file in it"),
+        ),
+        (
+            vec!["steps", "--trace", "/sys/t.json"],
+            "--trace /sys/t.json: cannot write in /sys".into(),
+        ),
+        (
+            vec!["check", "--dump", f, "--cpu-only"],
+            format!("--dump {f} is a file: name a folder for the cases"),
+        ),
+        (
+            vec!["check", "--dump", f],
+            format!("--dump {f} is a file: name a folder for the cases"),
+        ),
+        (
+            vec!["check", "--dump", under, "--cpu-only"],
+            format!("--dump {under}: {f} is a file, so no folder can be made under it"),
+        ),
+        (
+            vec!["check", "--dump", "/sys/metaprep-dump", "--cpu-only"],
+            "--dump /sys: cannot write there".into(),
+        ),
+    ];
+    for (args, needle) in &cases {
+        let out = metaprep(args);
+        assert_clean_failure(&out, 2, needle);
+        assert_eq!(
+            stderr(&out).lines().count(),
+            1,
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "nothing created"
+    );
+    // Permission bits bind everyone but root (who writes anyway, so nothing is lost there).
+    // SAFETY: a plain query.
+    if unsafe { libc::geteuid() } != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        let locked = dir.path().join("locked");
+        std::fs::create_dir(&locked).unwrap();
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o555)).unwrap();
+        let run = locked.join("run");
+        assert_clean_failure(
+            &metaprep(&["sweep", "--out", run.to_str().unwrap()]),
+            2,
+            "cannot write in",
+        );
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+/// A run folder that holds `metaprep.csv` (a fixture's) and an env.json recording
+/// `command_line`.
+fn run_folder(command_line: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run_small");
+    std::fs::copy(
+        fixture.join("metaprep.csv"),
+        dir.path().join("metaprep.csv"),
+    )
+    .unwrap();
+    let env = std::fs::read_to_string(fixture.join("env.json")).unwrap();
+    let mut env: serde_json::Value = serde_json::from_str(&env).unwrap();
+    env["command_line"] = command_line.into();
+    std::fs::write(dir.path().join("env.json"), env.to_string()).unwrap();
+    dir
+}
+
+/// An existing run without --resume, and a --resume whose command line differs from the
+/// run's (another command, seed, axes or rounds), exit 2 before any GPU work.
+#[test]
+fn an_existing_run_and_a_mismatched_resume_are_refused_before_any_gpu_work() {
+    let run = run_folder("metaprep sweep --seed 1 --batch-sizes 1,8,64 --rounds 6 --out r");
+    let out = run.path().to_str().unwrap();
+    for command in ["sweep", "steps"] {
+        assert_clean_failure(
+            &metaprep(&[command, "--out", out]),
+            2,
+            "metaprep.csv already exists: pass --resume to continue that run",
+        );
+    }
+    let resume = |extra: &[&str]| {
+        let mut args = vec!["sweep", "--out", out, "--resume"];
+        args.extend(extra);
+        metaprep(&args)
+    };
+    for (extra, named) in [
+        (
+            &["--seed", "2", "--batch-sizes", "1,8,64", "--rounds", "6"][..],
+            "--seed: `1` vs `2`",
+        ),
+        (
+            &["--seed", "1", "--batch-sizes", "1,8", "--rounds", "6"],
+            "--batch-sizes: `1,8,64` vs `1,8`",
+        ),
+        (
+            &["--seed", "1", "--batch-sizes", "1,8,64", "--rounds", "8"],
+            "--rounds: `6` vs `8`",
+        ),
+        (
+            &[
+                "--seed",
+                "1",
+                "--batch-sizes",
+                "1,8,64",
+                "--rounds",
+                "6",
+                "--families",
+                "dsa_decode",
+            ],
+            "--families: not given (its default) vs `dsa_decode`",
+        ),
+    ] {
+        assert_clean_failure(&resume(extra), 2, named);
+    }
+    let steps_run = run_folder("metaprep steps --seed 1 --out r");
+    let out = steps_run.path().to_str().unwrap();
+    assert_clean_failure(
+        &metaprep(&["sweep", "--out", out, "--resume", "--seed", "1"]),
+        2,
+        "command: `steps` vs `sweep`",
+    );
+    // A damaged CSV is refused by line before the GPU opens.
+    std::fs::write(steps_run.path().join("metaprep.csv"), "kind,family\nprep").unwrap();
+    assert_clean_failure(
+        &metaprep(&["steps", "--out", out, "--resume", "--seed", "1"]),
+        2,
+        "metaprep.csv line 2",
+    );
 }
 
 #[test]
@@ -256,18 +517,140 @@ fn report_writes_charts_and_summary_and_refuses_bad_dirs() {
     let empty = tempfile::tempdir().unwrap();
     assert_clean_failure(
         &metaprep(&["report", empty.path().to_str().unwrap()]),
-        1,
+        2,
         "has no metaprep.csv",
     );
     std::fs::write(empty.path().join("metaprep.csv"), "kind,family\nprep,x\n").unwrap();
     assert_clean_failure(
         &metaprep(&["report", empty.path().to_str().unwrap()]),
-        1,
+        2,
         "metaprep.csv",
     );
     assert!(
         !empty.path().join("summary.md").exists(),
         "no half-written output"
+    );
+}
+
+/// Every input `report` cannot use exits 2 with one line naming the file, line or field,
+/// before anything is drawn; the run's earlier charts and summary stay as they were.
+#[test]
+fn report_refuses_bad_input_with_exit_2_and_leaves_the_old_report() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run_small");
+    let good = |name: &str| std::fs::read_to_string(fixture.join(name)).unwrap();
+    let csv = good("metaprep.csv");
+    let cut = &csv[..csv.len() - 3];
+    let spoilt_median = csv.replacen(",step_us,us,", ",step_us,us,nan", 1);
+    let negative = {
+        let mut lines: Vec<String> = csv.lines().map(String::from).collect();
+        let fields: Vec<&str> = lines[1].split(',').collect();
+        let mut fields: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+        fields[9] = "-4.0".into();
+        lines[1] = fields.join(",");
+        lines.join("\n") + "\n"
+    };
+    let steps_env = good("env.json").replace("metaprep sweep ", "metaprep steps ");
+    let cases: [(&str, String, &str); 8] = [
+        ("metaprep.csv", cut.to_string(), "metaprep.csv line 438: the last line has no final newline"),
+        ("metaprep.csv", spoilt_median, "metaprep.csv line 2, column `median`: cannot read"),
+        ("metaprep.csv", negative, "metaprep.csv line 2: prep dspark_draft_block/eager-sync bs=1 block=3 tp1 step_us: column `median`: -4 us is negative"),
+        ("metaprep.csv", csv.replacen(",tp1,", ",tp3,", 1), "column `layout`: `tp3` is not a layout"),
+        ("metaprep.csv", csv.replacen("kind,", "kinds,", 1), "metaprep.csv line 1: the header does not match"),
+        ("env.json", "{\"gpu_name\": ".into(), "env.json: not a metaprep environment record"),
+        ("env.json", steps_env, "beside an env.json of `metaprep steps`"),
+        ("trace.json", "{\"traceEvents\": 3}".into(), "reading the trace trace.json"),
+    ];
+    for (file, text, needle) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["metaprep.csv", "env.json", "telemetry.csv", "trace.json"] {
+            std::fs::copy(fixture.join(name), dir.path().join(name)).unwrap();
+        }
+        let run = dir.path().to_str().unwrap();
+        assert_eq!(metaprep(&["report", run]).status.code(), Some(0));
+        let summary = std::fs::read(dir.path().join("summary.md")).unwrap();
+        let chart = std::fs::read(dir.path().join("charts/itl.svg")).unwrap();
+        std::fs::write(dir.path().join(file), &text).unwrap();
+        let out = metaprep(&["report", run]);
+        assert_clean_failure(&out, 2, needle);
+        assert_eq!(stderr(&out).lines().count(), 1, "{file}: {}", stderr(&out));
+        assert_eq!(
+            std::fs::read(dir.path().join("summary.md")).unwrap(),
+            summary
+        );
+        assert_eq!(
+            std::fs::read(dir.path().join("charts/itl.svg")).unwrap(),
+            chart
+        );
+    }
+    // A run folder where the charts cannot go.
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["metaprep.csv", "env.json"] {
+        std::fs::copy(fixture.join(name), dir.path().join(name)).unwrap();
+    }
+    std::fs::write(dir.path().join("charts"), "a file").unwrap();
+    assert_clean_failure(
+        &metaprep(&["report", dir.path().to_str().unwrap()]),
+        2,
+        "charts is not a folder",
+    );
+    assert!(!dir.path().join("summary.md").exists(), "nothing written");
+}
+
+/// A dump replaces an earlier dump whole (a smaller one leaves no stale cases), and refuses
+/// a folder that holds other files.
+#[test]
+fn a_dump_replaces_an_earlier_dump_whole_and_refuses_other_folders() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("dump");
+    let d = dump.to_str().unwrap();
+    let write = |cases: &str| {
+        metaprep(&[
+            "check",
+            "--dump",
+            d,
+            "--cpu-only",
+            "--dump-cases",
+            cases,
+            "--seed",
+            "3",
+        ])
+    };
+    assert_eq!(write("12").status.code(), Some(0));
+    let out = write("3");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains("it replaces the dump there (12 cases, seed 3)"));
+    let mut files: Vec<String> = std::fs::read_dir(&dump)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "case-00000.safetensors",
+            "case-00001.safetensors",
+            "case-00002.safetensors",
+            "cases.json",
+            "full_to_swa.safetensors"
+        ]
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "no staging left"
+    );
+    let other = dir.path().join("notes");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("mine.txt"), "mine").unwrap();
+    assert_clean_failure(
+        &metaprep(&["check", "--dump", other.to_str().unwrap(), "--cpu-only"]),
+        2,
+        "holds files and is not a dump",
+    );
+    assert_eq!(
+        std::fs::read_to_string(other.join("mine.txt")).unwrap(),
+        "mine"
     );
 }
 

@@ -152,6 +152,31 @@ fn every_arm_is_exact_when_page_rows_are_not_16_byte_aligned() {
     }
 }
 
+/// A short soak of every arm of every family: 3 spot checks over 20 001 steps with accept
+/// advancing lengths on the device, all equal to the reference, memory sampled at each.
+/// (`check --soak 1000000` is the long one.)
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_short_soak_of_every_arm_stays_exact() {
+    let gpu = gpu();
+    let seed = fresh_seed();
+    for family in Family::ALL {
+        let shape = check_shape(family, 3, 5, 1, 1 << 16).unwrap();
+        for arm in Arm::ALL {
+            let r = metaprep::runs::check::soak(&gpu, shape, arm, 20_001, 1 << 16, seed, |_, _| {})
+                .unwrap();
+            assert_eq!(
+                (r.checks, r.mismatches),
+                (3, 0),
+                "{family} {arm}: {:?}",
+                r.first
+            );
+            assert_eq!(r.device.samples.len(), 3);
+            assert!(r.host.first() > 0 && r.device.first() > 0);
+        }
+    }
+}
+
 /// Capturing any reading arm is refused by the guard, naming its read: eager-sync's
 /// `.tolist()`, eager-pinned's pinned copy, eager-mapped's mapped store (whose kernel a
 /// capture would otherwise take in silently, leaving the host to poll a flag nothing writes).

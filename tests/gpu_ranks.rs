@@ -7,26 +7,11 @@
 use metaprep::results::csv::{read_rows, Row};
 use metaprep::results::env::EnvRecord;
 use metaprep::results::rank_rows::{read_rank_rows, RANKS_CSV};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn metaprep_bin() -> PathBuf {
-    if let Some(bin) = std::env::var_os("METAPREP_BIN") {
-        return bin.into();
-    }
-    let exe = std::env::current_exe().unwrap();
-    // bundle/tests/gpu_ranks-* → bundle/metaprep
-    if let Some(bundled) = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("metaprep"))
-    {
-        if bundled.is_file() {
-            return bundled;
-        }
-    }
-    PathBuf::from(env!("CARGO_BIN_EXE_metaprep"))
-}
+mod support;
+use support::{metaprep_bin, skipped};
 
 /// A short steps run: 6 rounds of 20 steps per arm, a 10-step timeline.
 const QUICK: &[&str] = &[
@@ -60,25 +45,11 @@ fn steps(out: &Path, args: &[&str]) {
     assert!(status.success(), "metaprep steps {args:?}: {status}");
 }
 
-fn gpus() -> u32 {
-    metaprep::gpu::probe::devices(0)
-        .expect("these tests need a CUDA GPU")
-        .0
-}
-
 fn median(rows: &[Row], arm: &str, metric: &str) -> f64 {
     rows.iter()
         .find(|r| r.arm == arm && r.metric == metric)
         .unwrap_or_else(|| panic!("no {metric} row for {arm}"))
         .median
-}
-
-fn skipped(needs: u32) -> bool {
-    let have = gpus();
-    if have < needs {
-        println!("SKIPPED: needs {needs} GPUs, this host has {have}");
-    }
-    have < needs
 }
 
 /// tp1 as a world of one rank (NCCL loaded, the rank a worker process, its forwards

@@ -3,11 +3,13 @@
 //! error or a skip, never a panic.
 
 use metaprep::report::charts::{
-    itl_chart, render_all, speedup_chart, telemetry_chart, timeline_chart, ChartSet, Rendered,
-    PANEL_CHART_SIZE, WIDE_CHART_SIZE,
+    itl_chart, parse_traces, render_all, speedup_chart, telemetry_chart, timeline_chart, ChartSet,
+    Rendered, Trace, CHARTS, PANEL_CHART_SIZE, WIDE_CHART_SIZE,
 };
+use metaprep::report::{ReportTarget, Written};
 use metaprep::results::csv::{step_family, Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
 use metaprep::results::env::EnvRecord;
+use metaprep::results::run_dir::RunDir;
 use metaprep::results::telemetry::TelemetrySample;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -485,21 +487,85 @@ fn a_malformed_trace_is_an_error_and_writes_nothing() {
     assert!(format!("{err:#}").contains("traceEvents"), "{err:#}");
 }
 
+/// A run held in memory, as `report` reads one, with the fixture's telemetry and traces.
+fn fixture_run(dir: &Path, rows: Vec<Row>) -> (RunDir, Vec<Trace>) {
+    let traces = parse_traces(&[
+        ("trace.json", &fixture_trace()),
+        ("trace-ranks.json", &fixture_rank_trace()),
+    ])
+    .unwrap();
+    let run = RunDir {
+        path: dir.to_path_buf(),
+        rows,
+        env: fixture_env(),
+        telemetry: fixture_telemetry(),
+        traces: Vec::new(),
+    };
+    (run, traces)
+}
+
+/// `report`'s writing: the charts and the summary through a staging folder.
+fn report(dir: &Path, rows: Vec<Row>, with_traces: bool) -> anyhow::Result<Written> {
+    let (run, traces) = fixture_run(dir, rows);
+    let traces = if with_traces { traces } else { Vec::new() };
+    let run = RunDir {
+        telemetry: if with_traces {
+            run.telemetry
+        } else {
+            Vec::new()
+        },
+        ..run
+    };
+    ReportTarget::new(dir)?.write(&run, &traces)
+}
+
+/// Every file under `dir`, by path, with its bytes.
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.insert(path.clone(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
 #[test]
 fn a_chart_without_data_this_time_is_removed_not_left_stale() {
     let dir = tempfile::tempdir().unwrap();
-    render_fixture(dir.path());
+    let written = report(dir.path(), fixture_rows(), true).unwrap();
+    assert!(
+        written.charts.skipped.is_empty(),
+        "{:?}",
+        written.charts.skipped
+    );
+    assert_eq!(written.charts.files.len(), 2 * CHARTS.len());
     let charts = dir.path().join("charts");
     assert!(charts.join("itl.png").exists() && charts.join("timeline.svg").exists());
+    assert!(written
+        .charts
+        .files
+        .iter()
+        .all(|f| f.starts_with(&charts) && f.exists()));
+    assert_eq!(written.summary, dir.path().join("summary.md"));
     let user_file = charts.join("notes.txt");
     std::fs::write(&user_file, "mine").unwrap();
     let prep_only: Vec<Row> = fixture_rows()
         .into_iter()
         .filter(|r| r.kind != KIND_STEP)
         .collect();
-    let set = render_all(dir.path(), &prep_only, &fixture_env(), &[], &[]).unwrap();
+    let written = report(dir.path(), prep_only.clone(), false).unwrap();
     for name in ["itl", "throughput", "timeline", "telemetry"] {
-        assert!(set.skipped.iter().any(|(n, _)| n == name), "{name}");
+        assert!(
+            written.charts.skipped.iter().any(|(n, _)| n == name),
+            "{name}"
+        );
         for ext in ["png", "svg"] {
             assert!(
                 !charts.join(format!("{name}.{ext}")).exists(),
@@ -514,9 +580,66 @@ fn a_chart_without_data_this_time_is_removed_not_left_stale() {
         .into_iter()
         .filter(|r| r.arm != "d2d-copy")
         .collect();
-    let set = render_all(dir.path(), &no_copy, &fixture_env(), &[], &[]).unwrap();
-    assert!(set.skipped.iter().any(|(n, _)| n == "bandwidth"));
+    let written = report(dir.path(), no_copy, false).unwrap();
+    assert!(written.charts.skipped.iter().any(|(n, _)| n == "bandwidth"));
     assert!(!charts.join("bandwidth.svg").exists());
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left.len(),
+        2,
+        "charts/ and summary.md, no staging left: {left:?}"
+    );
+}
+
+/// A chart that fails to draw (two rows for one cell) fails the report after others were
+/// drawn: the run keeps its old charts and summary, every file as it was, stale ones too.
+#[test]
+fn a_report_that_fails_midway_leaves_the_old_charts_and_summary_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    report(dir.path(), fixture_rows(), true).unwrap();
+    let before = snapshot(dir.path());
+    let mut rows: Vec<Row> = fixture_rows()
+        .into_iter()
+        .filter(|r| r.kind != KIND_STEP)
+        .collect();
+    let twice = rows
+        .iter()
+        .find(|r| r.kind == KIND_PREP && r.metric == "step_us")
+        .unwrap()
+        .clone();
+    rows.push(twice);
+    let error = report(dir.path(), rows, false).err().expect("a cell twice");
+    assert!(
+        format!("{error:#}").contains("merge or drop duplicates"),
+        "{error:#}"
+    );
+    assert_eq!(
+        snapshot(dir.path()),
+        before,
+        "nothing changed, nothing left"
+    );
+}
+
+#[test]
+fn a_folder_where_report_writes_a_file_is_refused_before_drawing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("charts/itl.png")).unwrap();
+    let error = ReportTarget::new(dir.path()).err().unwrap();
+    assert!(
+        format!("{error:#}").contains("charts/itl.png is a folder where report writes a file"),
+        "{error:#}"
+    );
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("charts"), "a file").unwrap();
+    let error = ReportTarget::new(other.path()).err().unwrap();
+    assert!(
+        format!("{error:#}").contains("charts is not a folder"),
+        "{error:#}"
+    );
+    assert_eq!(snapshot(other.path()).len(), 1, "nothing written");
 }
 
 /// The bandwidth chart from a small synthetic CSV, read back as `report` reads a run: one
@@ -594,25 +717,7 @@ fn empty_input_skips_every_chart_with_a_reason() {
     let set = render_all(dir.path(), &[], &EnvRecord::default(), &[], &[]).unwrap();
     assert!(set.files.is_empty());
     let names: Vec<&str> = set.skipped.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(
-        names,
-        [
-            "itl",
-            "throughput",
-            "throughput_change",
-            "itl_change",
-            "host_scale",
-            "speedup_prep",
-            "speedup_step",
-            "prep_floor",
-            "bandwidth",
-            "read_cost",
-            "read_recovery",
-            "telemetry",
-            "timeline",
-            "stragglers"
-        ]
-    );
+    assert_eq!(names, CHARTS);
     assert!(set.skipped.iter().all(|(_, reason)| !reason.is_empty()));
     assert!(!dir.path().join("charts").exists());
 

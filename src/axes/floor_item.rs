@@ -2,6 +2,7 @@
 //! read against (measured by `harness::floor`).
 
 use crate::axes::{Arm, Family};
+use std::str::FromStr;
 
 /// Bytes of the device-to-device copy, the bandwidth ceiling preps are read against: of the
 /// order of the largest default-sweep prep (dsa_target_verify at bs 256, block 8 moves about
@@ -18,6 +19,9 @@ pub const BUSY_BEFORE_READ_US: f64 = 2.0;
 /// thread's core in every round of a sweep (`harness::host_reference`). Not a GPU item: a
 /// floor cell beside the items, as the sweep's `harness` row is.
 pub const HOST_REFERENCE: &str = "host-ref";
+/// The `arm` of the floor row that runs the bare empty graph through the measuring harness:
+/// the harness's own per-step overhead. Not a floor item, but a floor row.
+pub const HARNESS: &str = "harness";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FloorItem {
@@ -105,6 +109,19 @@ impl FloorItem {
     }
 }
 
+impl FromStr for FloorItem {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        FloorItem::ALL
+            .into_iter()
+            .find(|i| i.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = FloorItem::ALL.iter().map(|i| i.name()).collect();
+                format!("unknown floor item '{s}': use one of {}", names.join(", "))
+            })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,5 +159,10 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), FloorItem::ALL.len());
+        for item in FloorItem::ALL {
+            assert_eq!(item.name().parse::<FloorItem>(), Ok(item));
+        }
+        let e = HARNESS.parse::<FloorItem>().unwrap_err();
+        assert!(e.contains("'harness'") && e.contains("d2d-copy"), "{e}");
     }
 }

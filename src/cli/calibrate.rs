@@ -1,11 +1,12 @@
 //! `metaprep calibrate`: a host profile from PyTorch profiler traces of an engine.
 
-use super::common::usage;
+use super::common::{usage, writable_file};
 use crate::calibrate::{calibrate as derive_profile, CalibrateRequest};
 use crate::model::host_profile::HostProfile;
+use crate::results::atomic::same_file;
 use anyhow::{Context, Result};
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -56,23 +57,6 @@ fn gpu_trace(text: &str) -> Result<(u32, PathBuf)> {
     Ok((batch, PathBuf::from(file)))
 }
 
-/// Whether `out` is one of `inputs` (the same file by any path, or a hard link to it).
-fn same_file(out: &Path, input: &Path) -> bool {
-    match (out.canonicalize(), input.canonicalize()) {
-        (Ok(a), Ok(b)) if a == b => true,
-        _ => {
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::MetadataExt;
-                if let (Ok(a), Ok(b)) = (std::fs::metadata(out), std::fs::metadata(input)) {
-                    return a.dev() == b.dev() && a.ino() == b.ino();
-                }
-            }
-            false
-        }
-    }
-}
-
 pub(crate) fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
     let derived = (|| {
         let base = HostProfile::load(&args.base).context("--base")?;
@@ -82,6 +66,7 @@ pub(crate) fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
             .iter()
             .map(|t| gpu_trace(t))
             .collect::<Result<Vec<_>>>()?;
+        writable_file(&args.out, "--out")?;
         if args.out.exists() && !args.force {
             anyhow::bail!(
                 "--out {} exists: choose another path or pass --force to replace it",
@@ -117,7 +102,8 @@ pub(crate) fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };
-    crate::results::atomic::write_atomic(&args.out, calibration.profile.to_json().as_bytes())?;
+    crate::results::atomic::write_atomic(&args.out, calibration.profile.to_json().as_bytes())
+        .with_context(|| format!("--out {}", args.out.display()))?;
     println!("{}", calibration.report);
     println!("wrote {}", args.out.display());
     println!(

@@ -4,7 +4,7 @@ use super::common::{usage, DeviceArgs, PrepAxes};
 use crate::axes::Arm;
 use crate::cli::lists::{arms, families, parse_u32_list};
 use crate::runs::check::{self, CheckConfig};
-use crate::runs::dump::write_dump;
+use crate::runs::dump::{write_dump, DumpTarget};
 use anyhow::{Context, Result};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -45,6 +45,15 @@ pub struct CheckArgs {
     /// With --dump: how many cases (they cycle through the families, batch 1-8, blocks 1-8).
     #[arg(long, default_value_t = 640, requires = "dump", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub(crate) dump_cases: u32,
+    /// Instead of the check: a soak of N steps of each family x arm at one shape (one
+    /// --batch-sizes and one --block-sizes value), each step's prep followed by `accept` on
+    /// the device, a poisoned step checked against the CPU reference every 10000 steps and at
+    /// the last, device memory in use and this process's resident memory sampled at each
+    /// check. Fails (exit 1) on any mismatch or if either memory grows by more than 1% over
+    /// its first sample. On an H200, 10^6 steps of eager-sync take about half a minute a
+    /// family, of graph a few seconds.
+    #[arg(long, value_name = "STEPS", conflicts_with = "dump", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    pub(crate) soak: Option<u64>,
 }
 
 pub(crate) fn check_config(args: &CheckArgs) -> Result<CheckConfig, ExitCode> {
@@ -58,6 +67,25 @@ pub(crate) fn check_config(args: &CheckArgs) -> Result<CheckConfig, ExitCode> {
         token_budget: args.token_budget,
     })
     .and_then(|config: CheckConfig| {
+        let largest = *config
+            .batch_sizes
+            .iter()
+            .max()
+            .expect("a parsed list is not empty");
+        if config.token_budget < u64::from(largest) {
+            return usage(Err(anyhow::anyhow!(
+                "--token-budget {}: a batch of {largest} needs a token per request at least; \
+                 give {largest} or more (the default, 2097152, draws lengths up to 128k at small \
+                 batches)",
+                config.token_budget
+            )));
+        }
+        if args.soak.is_some() && (config.batch_sizes.len(), config.block_sizes.len()) != (1, 1) {
+            return usage(Err(anyhow::anyhow!(
+                "--soak soaks one shape per family and arm: give one --batch-sizes and one \
+                 --block-sizes value, such as --batch-sizes 8 --block-sizes 5"
+            )));
+        }
         for &family in &config.families {
             for &bs in &config.batch_sizes {
                 for &block in &config.block_sizes {
@@ -132,6 +160,10 @@ pub(crate) fn run_check(args: &CheckArgs, config: &CheckConfig) -> Result<ExitCo
 
 /// `check --dump DIR`: the cases, the CPU reference, and unless `--cpu-only` each arm.
 pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Result<ExitCode> {
+    let target = match usage(DumpTarget::new(dir)) {
+        Ok(t) => t,
+        Err(code) => return Ok(code),
+    };
     let gpu = if args.cpu_only {
         None
     } else {
@@ -152,11 +184,26 @@ pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Re
         config.seed,
         config.seed
     );
-    let mismatches = write_dump(dir, config.seed, count, gpu.as_ref(), &config.arms, |k| {
-        if (k + 1) % 100 == 0 {
-            println!("  {} of {count} cases written", k + 1);
-        }
-    })?;
+    if let Some((seed, cases)) = target.replaces {
+        println!(
+            "  it replaces the dump there ({cases} cases, seed {seed}) once every case is written"
+        );
+    }
+    let building = target.building();
+    let mismatches = write_dump(
+        &building,
+        config.seed,
+        count,
+        gpu.as_ref(),
+        &config.arms,
+        |k| {
+            if (k + 1) % 100 == 0 {
+                println!("  {} of {count} cases written", k + 1);
+            }
+        },
+    )?;
+    // A dump that shows a mismatch is kept: its buffers are what to look at.
+    target.commit()?;
     for (case, arm, cells, first) in &mismatches {
         println!("MISMATCH case {case} {arm}: {cells} cells differ; first: {first}");
     }
@@ -171,6 +218,92 @@ pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Re
     println!(
         "wrote {count} cases to {} (index: cases.json)",
         dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `check --soak STEPS`: every family x arm of the run soaked at its one shape.
+pub(crate) fn run_soak(args: &CheckArgs, config: &CheckConfig, steps: u64) -> Result<ExitCode> {
+    let gpu = args.device.open()?;
+    let (bs, block) = (config.batch_sizes[0], config.block_sizes[0]);
+    println!(
+        "metaprep check --soak {steps} on {} (kernels: {}): bs {bs} block {block}, a spot check every {} steps, seed {} (replay with --seed {})",
+        gpu.info.name,
+        gpu.info.kernel_image,
+        check::SOAK_CHECK_EVERY,
+        config.seed,
+        config.seed
+    );
+    let mib = |b: u64| b as f64 / f64::from(1 << 20);
+    // Each row as its soak ends, so a run stopped early keeps what it finished.
+    println!(
+        "\n| family | arm | steps | spot checks | cells checked | mismatches | steps/s | device MiB first / max / last (growth) | host RSS MiB first / max / last (growth) |\n|---|---|---:|---:|---:|---:|---:|---|---|"
+    );
+    let mut results = Vec::new();
+    for &family in &config.families {
+        let shape = check::check_shape(family, bs, block, 1, config.token_budget)?;
+        let seed = check::shape_seed(config.seed, family, bs, block);
+        for &arm in &config.arms {
+            let started = std::time::Instant::now();
+            let r = check::soak(
+                &gpu,
+                shape,
+                arm,
+                steps,
+                config.token_budget,
+                seed,
+                |step, bad| {
+                    if step > 0 && step % (20 * check::SOAK_CHECK_EVERY) == 0 {
+                        eprintln!(
+                            "  {family} {arm}: {step} steps, {bad} mismatches, {:.0} s",
+                            started.elapsed().as_secs_f64()
+                        );
+                    }
+                },
+            )
+            .with_context(|| format!("soaking {family} {arm}"))?;
+            if let Some((step, m)) = &r.first {
+                println!("MISMATCH {family} {arm} at step {step}: {m}");
+            }
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {:.0} | {:.1} / {:.1} / {:.1} ({:+.3}%) | {:.1} / {:.1} / {:.1} ({:+.3}%) |",
+                r.family,
+                r.arm,
+                r.steps,
+                r.checks,
+                r.cells,
+                r.mismatches,
+                r.steps as f64 / r.seconds,
+                mib(r.device.first()),
+                mib(r.device.max()),
+                mib(r.device.last()),
+                r.device.growth_pct(),
+                mib(r.host.first()),
+                mib(r.host.max()),
+                mib(r.host.last()),
+                r.host.growth_pct()
+            );
+            results.push(r);
+        }
+    }
+    let failed: Vec<String> = results
+        .iter()
+        .filter(|r| !r.passed())
+        .map(|r| format!("{} {}", r.family, r.arm))
+        .collect();
+    if !failed.is_empty() {
+        println!(
+            "\nFAILED: {} (a mismatch, or memory grown by more than {}%; seed {})",
+            failed.join(", "),
+            check::SOAK_MEMORY_GROWTH_PCT,
+            config.seed
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    println!(
+        "\nOK: {} soaks of {steps} steps, every spot check equal to the CPU reference, device and host memory within {}% of their first sample",
+        results.len(),
+        check::SOAK_MEMORY_GROWTH_PCT
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,7 @@
 //! `metaprep collectives`: NCCL latency and bandwidth on this host's GPUs (one process per
 //! GPU; this command starts them as hidden `--worker-rank` runs of itself).
 
-use super::common::{usage, DeviceArgs};
+use super::common::{usage, writable_folder, DeviceArgs};
 use crate::cli::lists::parse_u32_list;
 use crate::gpu::nccl::Nccl;
 use crate::gpu::probe::devices;
@@ -44,15 +44,34 @@ pub struct CollectivesArgs {
     pub(crate) id_file: Option<PathBuf>,
 }
 
-/// The sizes in bytes, with the counts checked: bad flags exit 2 before any GPU work.
+/// The largest `--sizes-kib` value: a 16 GiB buffer, more than any engine all-reduces at once
+/// (an all-to-all sends it to every other rank), and room on every GPU it runs on.
+const MAX_SIZE_KIB: u32 = 16 << 20;
+
+/// The sizes in bytes, with the counts, `--gpus` and `--out` checked: bad flags exit 2
+/// before any GPU work.
 fn sizes_of(args: &CollectivesArgs) -> Result<Vec<u64>, ExitCode> {
     let kib = usage(parse_u32_list(&args.sizes_kib, "--sizes-kib"))?;
+    if let Some(&big) = kib.iter().find(|&&k| k > MAX_SIZE_KIB) {
+        return usage(Err(anyhow::anyhow!(
+            "--sizes-kib: {big} KiB is more than {MAX_SIZE_KIB} KiB (16 GiB) per buffer: give \
+             sizes in KiB, such as 8,64,512,4096,65536"
+        )));
+    }
     if args.iters == 0 || args.samples < 3 {
         return usage(Err(anyhow::anyhow!(
             "--iters must be at least 1 and --samples at least 3 (got {} and {})",
             args.iters,
             args.samples
         )));
+    }
+    if args.gpus == Some(0) {
+        return usage(Err(anyhow::anyhow!(
+            "--gpus 0: a world needs one rank at least (one GPU times NCCL's local path)"
+        )));
+    }
+    if let (Some(out), None) = (&args.out, args.worker_rank) {
+        usage(writable_folder(out, "--out"))?;
     }
     Ok(kib.iter().map(|&k| u64::from(k) * 1024).collect())
 }

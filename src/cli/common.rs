@@ -5,9 +5,11 @@ use crate::gpu::{Gpu, GpuChoice, ImageChoice, SyncMode};
 use crate::harness::pin::CpuPin;
 use crate::prep::inputs::LengthRange;
 use crate::prep::Shape;
-use anyhow::{Context, Result};
+use crate::results::env::{Difference, EnvRecord, ENV_FILE};
+use crate::results::run_dir::RESULTS_CSV;
+use anyhow::{bail, Context, Result};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -22,10 +24,18 @@ pub struct PinArgs {
     pub(crate) cpu: CpuPin,
 }
 
+impl PinArgs {
+    /// `--cpu`, checked against the CPUs this process may run on before any GPU work.
+    pub(crate) fn checked(&self) -> Result<CpuPin> {
+        crate::harness::pin::pinned_cpu(self.cpu, &crate::harness::pin::allowed_cpus()?)?;
+        Ok(self.cpu)
+    }
+}
+
 #[derive(Args, Clone)]
 pub struct DeviceArgs {
-    /// CUDA device ordinal to run on.
-    #[arg(long, default_value_t = 0)]
+    /// CUDA device ordinal to run on: 0 for the first GPU (`nvidia-smi` lists them).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = device_ordinal)]
     pub(crate) device: usize,
     /// What the kernels are compiled to: `auto` (a cubin for the GPU's exact architecture,
     /// sm_90 on H100/H200, sm_100 on B200, sm_103 on GB300, where NVRTC knows it; else PTX
@@ -43,6 +53,14 @@ pub struct DeviceArgs {
     /// completed in steps of about 8 µs after the work whatever the mode.
     #[arg(long, value_enum, default_value_t = SyncMode::Auto)]
     pub(crate) sync: SyncMode,
+}
+
+/// `--device`: a CUDA device ordinal. Negative numbers reach this parser (rather than being
+/// read as a flag) so that `--device -1` gets a line that says what an ordinal is.
+fn device_ordinal(s: &str) -> Result<usize, String> {
+    s.parse().map_err(|_| {
+        format!("`{s}` is not a device ordinal: give 0 for the first GPU, 1 for the second, ...")
+    })
 }
 
 impl DeviceArgs {
@@ -115,6 +133,108 @@ pub struct PrepAxes {
 pub(crate) fn resume_target(resume: bool, out: &Option<PathBuf>) -> Result<()> {
     if resume && out.is_none() {
         anyhow::bail!("--resume continues the run in --out DIR: name that directory");
+    }
+    Ok(())
+}
+
+/// A folder a command will write into (`flag` names it): an existing one must be a folder
+/// this process can write in; a missing one will be created, under its nearest existing
+/// ancestor, which must be. Checked before any GPU work, so that a run never measures for
+/// minutes and then fails to save.
+pub(crate) fn writable_folder(dir: &Path, flag: &str) -> Result<()> {
+    match folder_problem(dir) {
+        Some(problem) => bail!("{flag} {}: {problem}", dir.display()),
+        None => Ok(()),
+    }
+}
+
+/// A file a command will write (`flag` names it): not a folder, and in a folder that
+/// [`writable_folder`] accepts.
+pub(crate) fn writable_file(file: &Path, flag: &str) -> Result<()> {
+    let shown = file.display();
+    if file.is_dir() {
+        bail!(
+            "{flag} {shown} is a folder: name a file in it, such as {}",
+            file.join("out.json").display()
+        );
+    }
+    let folder = file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    match folder_problem(folder) {
+        Some(problem) => bail!("{flag} {shown}: {problem}"),
+        None => Ok(()),
+    }
+}
+
+/// Why `dir` cannot be written in or made: it is a file, an ancestor is, or the nearest
+/// existing one refuses a new file (permissions, a read-only mount, ACLs and quotas all
+/// answer that one way: by making and removing a file there).
+fn folder_problem(dir: &Path) -> Option<String> {
+    let existing = dir
+        .ancestors()
+        .find(|a| a.as_os_str().is_empty() || a.exists())
+        .filter(|a| !a.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !existing.is_dir() {
+        return Some(if existing == dir {
+            format!(
+                "{} is a file, not a folder: name a folder (or a new path)",
+                dir.display()
+            )
+        } else {
+            format!(
+                "{} is a file, so no folder can be made under it: name another path",
+                existing.display()
+            )
+        });
+    }
+    let probe = existing.join(format!(".metaprep-write-test.{}", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            None
+        }
+        Err(e) => Some(format!(
+            "cannot write in {} ({e}): choose a folder you can write to",
+            existing.display()
+        )),
+    }
+}
+
+/// `--out` of a measuring run (`sweep`, `steps`), checked before any GPU work: a folder it can
+/// write in; without `--resume` one that holds no run yet; with it, a run whose CSV reads and
+/// whose command line matches this one (the settings resolved later, such as the host
+/// profile, are compared again once the GPU is open).
+pub(crate) fn check_run_out(out: &Path, resume: bool) -> Result<()> {
+    check_run_out_for(out, resume, &std::env::args().collect::<Vec<_>>().join(" "))
+}
+
+/// [`check_run_out`] for the invocation `command_line` (as env.json records it).
+fn check_run_out_for(out: &Path, resume: bool, command_line: &str) -> Result<()> {
+    writable_folder(out, "--out")?;
+    let csv = out.join(RESULTS_CSV);
+    if !resume {
+        if csv.exists() {
+            bail!(
+                "{} already exists: pass --resume to continue that run, or choose another --out",
+                csv.display()
+            );
+        }
+        return Ok(());
+    }
+    crate::results::csv::rows_for_resume(&csv)?;
+    if out.join(ENV_FILE).exists() {
+        let now = EnvRecord {
+            command_line: command_line.to_string(),
+            ..EnvRecord::default()
+        };
+        EnvRecord::read(out)?.check_resume(out, &now, Difference::of_command_line)?;
     }
     Ok(())
 }
@@ -203,4 +323,105 @@ pub(crate) fn args_after(subcommand: &str) -> Vec<std::ffi::OsString> {
         .skip_while(|a| a != subcommand)
         .skip(1)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::csv::test_rows::row;
+    use crate::results::csv::write_rows;
+
+    /// A run folder whose env.json records `command_line`, with one row.
+    fn run_of(command_line: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        write_rows(
+            &dir.path().join(RESULTS_CSV),
+            &[row("prep", "dsa_decode", "graph", 8, "step_us", 20.0)],
+        )
+        .unwrap();
+        EnvRecord {
+            command_line: command_line.into(),
+            ..crate::results::env::test_env()
+        }
+        .write(dir.path())
+        .unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_resume_must_repeat_the_command_line_before_any_gpu_work() {
+        let run = run_of("metaprep sweep --seed 1 --batch-sizes 1,8 --rounds 6 --out r");
+        let out = run.path();
+        let check = |line: &str| check_run_out_for(out, true, line).map_err(|e| format!("{e:#}"));
+        // The same settings, the axes in another order, another --out spelling: resumable.
+        check("bundle/metaprep sweep --out x --resume --batch-sizes 8,1 --seed 1 --rounds 6")
+            .unwrap();
+        for (line, named) in [
+            (
+                "metaprep sweep --seed 2 --batch-sizes 1,8 --rounds 6 --resume",
+                "--seed: `1` vs `2`",
+            ),
+            (
+                "metaprep sweep --seed 1 --batch-sizes 1 --rounds 6 --resume",
+                "--batch-sizes: `1,8` vs `1`",
+            ),
+            (
+                "metaprep sweep --seed 1 --batch-sizes 1,8 --rounds 8 --resume",
+                "--rounds: `6` vs `8`",
+            ),
+            (
+                "metaprep sweep --seed 1 --batch-sizes 1,8 --resume",
+                "--rounds: `6` vs not given",
+            ),
+            (
+                "metaprep steps --seed 1 --batch-sizes 1,8 --rounds 6 --resume",
+                "command: `sweep` vs `steps`",
+            ),
+        ] {
+            let why = check(line).unwrap_err();
+            assert!(
+                why.contains("cannot resume") && why.contains(named),
+                "{line}: {why}"
+            );
+        }
+        // Found once the GPU is open (a setting resolved from the flags), it still exits 2.
+        let late = check_run_out_for(out, true, "metaprep sweep --seed 3").unwrap_err();
+        assert!(
+            late.downcast_ref::<crate::results::BadInput>().is_some(),
+            "{late:#}"
+        );
+        // Without --resume, an existing run is refused whatever the settings.
+        let why = check_run_out_for(out, false, "metaprep sweep --seed 1").unwrap_err();
+        assert!(format!("{why:#}").contains("metaprep.csv already exists: pass --resume"));
+        // A damaged CSV is refused before the GPU opens, naming its line.
+        std::fs::write(out.join(RESULTS_CSV), "kind,family\nprep").unwrap();
+        let why = check("metaprep sweep --seed 1 --batch-sizes 1,8 --rounds 6").unwrap_err();
+        assert!(why.contains("metaprep.csv line 2"), "{why}");
+    }
+
+    #[test]
+    fn output_folders_and_files_must_be_writable() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("afile");
+        std::fs::write(&file, "x").unwrap();
+        let why = |r: Result<()>| format!("{:#}", r.unwrap_err());
+        assert!(why(writable_folder(&file, "--out")).contains("afile is a file, not a folder"));
+        assert!(why(writable_folder(&file.join("a/b"), "--out"))
+            .contains("afile is a file, so no folder can be made under it"));
+        assert!(why(writable_file(&file.join("t.json"), "--trace")).starts_with("--trace "));
+        assert!(why(writable_file(dir.path(), "--trace")).contains("is a folder: name a file"));
+        // sysfs takes no new file, even from root.
+        assert!(
+            why(writable_folder(Path::new("/sys/metaprep/run"), "--out"))
+                .contains("cannot write in /sys")
+        );
+        writable_folder(&dir.path().join("new/run"), "--out").unwrap();
+        writable_file(&dir.path().join("t.json"), "--trace").unwrap();
+        assert!(!dir.path().join("new").exists(), "a check creates nothing");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no probe left"
+        );
+    }
 }

@@ -90,9 +90,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 Ok(c) => c,
                 Err(code) => return Ok(code),
             };
-            match &args.dump {
-                Some(dir) => check::run_dump(&args, &config, dir),
-                None => check::run_check(&args, &config),
+            match (&args.dump, args.soak) {
+                (Some(dir), _) => check::run_dump(&args, &config, dir),
+                (None, Some(steps)) => check::run_soak(&args, &config, steps),
+                (None, None) => check::run_check(&args, &config),
             }
         }
         Command::Sweep(args) => match sweep::sweep_config(&args, common::args_after("sweep")) {
@@ -102,7 +103,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             }
             Err(code) => Ok(code),
         },
-        Command::Steps(args) => match steps::steps_config(&args) {
+        Command::Steps(args) => match steps::steps_config(&args)
+            .and_then(|config| steps::check_outputs(&config).map(|()| config))
+        {
             Ok(config) => {
                 args.nvtx.apply();
                 steps::run_steps(&config, &steps::args_after_subcommand())

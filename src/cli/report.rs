@@ -1,5 +1,8 @@
 //! `metaprep report`: charts and summary.md beside a run's CSV.
 
+use super::common::usage;
+use crate::report::charts::parse_traces;
+use crate::report::ReportTarget;
 use crate::results::run_dir::RunDir;
 use anyhow::Result;
 use clap::Args;
@@ -12,26 +15,32 @@ pub struct ReportArgs {
     pub(crate) run_dir: PathBuf,
 }
 
+/// Bad input (a run that cannot be read, a damaged trace, a run folder that cannot take the
+/// charts) exits 2 before anything is drawn; the charts and summary then replace the old
+/// ones together, or not at all (exit 1).
 pub(crate) fn report(dir: &std::path::Path) -> Result<ExitCode> {
-    let run = RunDir::open(dir)?;
-    let charts = crate::report::charts::render_all(
-        dir,
-        &run.rows,
-        &run.env,
-        &run.telemetry,
-        &run.traces
-            .iter()
-            .map(|(name, json)| (name.as_str(), json.as_str()))
-            .collect::<Vec<_>>(),
-    )?;
-    let summary = crate::report::summary::write_summary(dir, &run.rows, &run.env)?;
+    let checked = (|| {
+        let run = RunDir::open(dir)?;
+        let traces = parse_traces(
+            &run.traces
+                .iter()
+                .map(|(name, json)| (name.as_str(), json.as_str()))
+                .collect::<Vec<_>>(),
+        )?;
+        Ok((run, traces, ReportTarget::new(dir)?))
+    })();
+    let (run, traces, target) = match usage(checked) {
+        Ok(checked) => checked,
+        Err(code) => return Ok(code),
+    };
+    let written = target.write(&run, &traces)?;
     println!(
         "wrote {} and {} chart files under {}",
-        summary.display(),
-        charts.files.len(),
-        dir.join("charts").display()
+        written.summary.display(),
+        written.charts.files.len(),
+        dir.join(crate::report::charts::CHARTS_DIR).display()
     );
-    for (chart, reason) in &charts.skipped {
+    for (chart, reason) in &written.charts.skipped {
         println!("skipped {chart}: {reason}");
     }
     Ok(ExitCode::SUCCESS)

@@ -1,8 +1,8 @@
 //! `metaprep steps`: its flags, their validation, and the run.
 
 use super::common::{
-    default_out, forward_us, resume_target, seq_lens_within, time_cap, usage, validate_shapes,
-    DeviceArgs, NvtxArgs, PinArgs,
+    check_run_out, default_out, forward_us, resume_target, seq_lens_within, time_cap, usage,
+    validate_shapes, writable_file, DeviceArgs, NvtxArgs, PinArgs,
 };
 use crate::axes::layout::Layout;
 use crate::axes::Family;
@@ -43,8 +43,9 @@ pub struct StepsArgs {
     #[arg(long)]
     pub(crate) batch_sizes: Option<String>,
     /// The full grid: every batch size from 1 to 256 in powers of two (instead of 1,4,16,64),
-    /// on every layout that fits. Takes several times the default's time.
-    #[arg(long)]
+    /// on every layout that fits. Takes several times the default's time. It picks the batch
+    /// sizes, so it cannot be given with --batch-sizes.
+    #[arg(long, conflicts_with = "batch_sizes")]
     pub(crate) full: bool,
     /// Draft block sizes gamma, comma separated; the verify step checks the same N tokens.
     #[arg(long, default_value = "3,5,8")]
@@ -84,7 +85,7 @@ pub struct StepsArgs {
     pub(crate) custom_hidden_size: u32,
     /// Replace both forwards by a fixed GPU busy-wait of this many µs (a quick what-if that
     /// ignores the profiles and the layout).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub(crate) forward_us: Option<f64>,
     /// Per-draft-token acceptance rate α: each draft token is accepted with probability α
     /// until the first rejection, so a block of γ drafts accepts (1 − α^(γ+1)) / (1 − α)
@@ -267,20 +268,23 @@ fn read_skew(args: &StepsArgs) -> Result<ReadSkew> {
     })
 }
 
-fn forward_model(name: &str, args: &StepsArgs) -> Result<ForwardModel> {
+/// The forward `flag` (`--model`, `--draft-model`) names, or `--forward-us`'s busy-wait,
+/// which replaces both (its errors name `--forward-us`, not a flag the user may not have given).
+fn forward_model(name: &str, flag: &str, args: &StepsArgs) -> Result<ForwardModel> {
     if let Some(us) = args.forward_us {
         return Ok(ForwardModel::FixedUs(forward_us(us)?));
     }
-    Ok(ForwardModel::Profile(if name == "custom" {
+    let profile = if name == "custom" {
         Profile::custom(
             args.custom_weight_bytes_per_layer,
             args.custom_layers,
             args.custom_kv_bytes_per_token_per_layer,
             args.custom_hidden_size,
-        )?
+        )
     } else {
-        Profile::named(name)?
-    }))
+        Profile::named(name)
+    };
+    Ok(ForwardModel::Profile(profile.context(flag.to_string())?))
 }
 
 /// The `--host-profile`, with `--host-work-us` replacing its scheduler segment.
@@ -429,15 +433,15 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
     usage(host.require_read_costs(&arms))?;
     Ok(StepsConfig {
         gpu: args.device.choice(),
-        cpu: args.pin.cpu,
+        cpu: usage(args.pin.checked())?,
         arms,
         batch_sizes,
         block_sizes,
         layouts,
         layouts_named: args.tp.is_some(),
         gpu_memory,
-        target: usage(forward_model(&args.model, args).context("--model"))?,
-        draft: usage(forward_model(&args.draft_model, args).context("--draft-model"))?,
+        target: usage(forward_model(&args.model, "--model", args))?,
+        draft: usage(forward_model(&args.draft_model, "--draft-model", args))?,
         acceptance,
         host,
         host_scales: args.host_scale.clone(),
@@ -460,6 +464,16 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         rank: None,
         read_skew,
     })
+}
+
+/// Where a `steps` run writes, checked before any GPU work (a rank worker's own folder is its
+/// parent's to make): `--out` ([`check_run_out`]) and `--trace`'s file.
+pub(crate) fn check_outputs(config: &StepsConfig) -> Result<(), ExitCode> {
+    usage(check_run_out(&config.out, config.resume))?;
+    if let Some(trace) = &config.trace {
+        usage(writable_file(&trace.path, "--trace"))?;
+    }
+    Ok(())
 }
 
 /// This process's arguments after `steps`: what real ranks' workers are given.

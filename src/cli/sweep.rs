@@ -1,13 +1,13 @@
 //! `metaprep sweep`: its flags, their validation, and the run.
 
 use super::common::{
-    default_out, forward_us, resume_target, seq_lens_within, time_cap, usage, validate_shapes,
-    DeviceArgs, NvtxArgs, PinArgs, PrepAxes,
+    check_run_out, default_out, forward_us, resume_target, seq_lens_within, time_cap, usage,
+    validate_shapes, DeviceArgs, NvtxArgs, PinArgs, PrepAxes,
 };
 use crate::cli::lists::{arms, families, layouts, parse_u32_list};
 use crate::report::targets;
 use crate::runs::sweep::{self, SweepConfig};
-use crate::stats::rounds::MIN_ROUNDS;
+use crate::stats::rounds::{MAX_ROUNDS, MIN_ROUNDS};
 use crate::stats::stopping::StoppingRule;
 use anyhow::Result;
 use clap::Args;
@@ -42,7 +42,7 @@ pub struct SweepArgs {
     pub(crate) tp: String,
     /// GPU time of the stand-in forward launched after each prep for the step_fwd_us
     /// metric (the GPU is busy when the next host read lands); 0 skips it.
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 20.0)]
     pub(crate) forward_us: f64,
     /// Longest context a request may reach: the static width of the page tables the graph
     /// path sizes by (tokens).
@@ -167,9 +167,6 @@ pub(crate) fn sweep_worker(args: &SweepWorkerArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// More rounds than any sweep needs: a larger --max-rounds is a typo.
-const MAX_ROUNDS: usize = 100;
-
 pub(crate) fn sweep_config(
     args: &SweepArgs,
     command_args: Vec<std::ffi::OsString>,
@@ -182,6 +179,13 @@ pub(crate) fn sweep_config(
             Err(anyhow::anyhow!("{flag}: {v} is not a positive number"))
         }
     };
+    if args.rel_ci_pct > 100.0 {
+        return usage(Err(anyhow::anyhow!(
+            "--rel-ci-pct: {}% is no precision: an interval of more than ±100% of the median \
+             says nothing (1 by default)",
+            args.rel_ci_pct
+        )));
+    }
     let time_cap = usage(time_cap(args.time_cap_ms, "--time-cap-ms"))?;
     if args.min_samples < 2 {
         return usage(Err(anyhow::anyhow!(
@@ -213,7 +217,7 @@ pub(crate) fn sweep_config(
     }
     let config = SweepConfig {
         gpu: args.device.choice(),
-        cpu: args.pin.cpu,
+        cpu: usage(args.pin.checked())?,
         families: usage(families(&args.prep.families))?,
         arms: usage(arms(&args.prep.arms))?,
         batch_sizes: usage(parse_u32_list(&args.batch_sizes, "--batch-sizes"))?,
@@ -248,6 +252,7 @@ pub(crate) fn sweep_config(
         &config.block_sizes,
         config.max_context,
     )?;
+    usage(check_run_out(&config.out, config.resume))?;
     Ok(config)
 }
 

@@ -182,9 +182,19 @@ impl Gpu {
         &self,
         len: usize,
     ) -> Result<CudaSlice<T>> {
-        self.stream
-            .alloc_zeros(len.max(1))
-            .with_context(|| format!("allocating {len} elements on the device"))
+        self.stream.alloc_zeros(len.max(1)).map_err(|e| {
+            let bytes = len.max(1) * std::mem::size_of::<T>();
+            let free = match self.ctx.mem_get_info() {
+                Ok((free, total)) => {
+                    format!("{} of {} MiB free on the device", free >> 20, total >> 20)
+                }
+                Err(_) => "free memory unknown".into(),
+            };
+            anyhow::anyhow!(
+                "allocating {} MiB ({len} elements) on the device ({free}): {e}",
+                bytes.div_ceil(1 << 20)
+            )
+        })
     }
 
     /// Copies a device buffer to the host, refusing to do so inside a capture.

@@ -3,7 +3,7 @@
 
 use super::nvml;
 use crate::gpu::Gpu;
-use crate::results::env::{describe, EnvRecord};
+use crate::results::env::EnvRecord;
 
 /// Builds the record; without NVML, the NVML fields stay empty and a note says why.
 pub fn env_record(gpu: &Gpu, notes: Vec<String>) -> EnvRecord {
@@ -92,15 +92,7 @@ fn resumed_record(dir: &std::path::Path, fresh: EnvRecord) -> anyhow::Result<Env
         );
     }
     // The same settings `compare` checks: command, flags and axes, host profile and model.
-    let differences = original.setting_differences(&fresh);
-    if !differences.is_empty() {
-        anyhow::bail!(
-            "cannot resume {}: its settings differ from this command's (the run vs now: {}); \
-             resume with the same command, or start a new run with another --out",
-            dir.display(),
-            describe(&differences)
-        );
-    }
+    original.check_resume(dir, &fresh, |_| true)?;
     original.notes.push(format!(
         "resumed {} with: {}",
         fresh.date, fresh.command_line

@@ -98,23 +98,33 @@ impl Drop for Pinned {
     }
 }
 
-/// Pins the calling thread as `pin` says, until the returned guard is dropped.
-pub fn pin_current_thread(pin: CpuPin) -> Result<Pinned> {
-    let allowed = allowed_cpus()?;
-    let cpu = match pin {
-        CpuPin::Off => return Ok(Pinned { cpu: None, allowed }),
-        CpuPin::Auto => *allowed
-            .last()
-            .ok_or_else(|| anyhow::anyhow!("this thread may run on no CPU"))?,
+/// The CPU `pin` puts the measuring thread on (`None` for `--cpu off`), one of `allowed`:
+/// checked before any GPU work, so a CPU the process may not use is a bad flag.
+pub fn pinned_cpu(pin: CpuPin, allowed: &[usize]) -> Result<Option<usize>> {
+    match pin {
+        CpuPin::Off => Ok(None),
+        CpuPin::Auto => {
+            Ok(Some(*allowed.last().ok_or_else(|| {
+                anyhow::anyhow!("this thread may run on no CPU")
+            })?))
+        }
         CpuPin::Core(n) => {
             ensure!(
                 allowed.contains(&n),
                 "--cpu {n} is not one of the CPUs this process may run on ({}); pick one of \
                  them, or --cpu auto",
-                ranges(&allowed)
+                ranges(allowed)
             );
-            n
+            Ok(Some(n))
         }
+    }
+}
+
+/// Pins the calling thread as `pin` says, until the returned guard is dropped.
+pub fn pin_current_thread(pin: CpuPin) -> Result<Pinned> {
+    let allowed = allowed_cpus()?;
+    let Some(cpu) = pinned_cpu(pin, &allowed)? else {
+        return Ok(Pinned { cpu: None, allowed });
     };
     set_affinity(&[cpu]).with_context(|| format!("pinning the measuring thread to CPU {cpu}"))?;
     Ok(Pinned {

@@ -5,9 +5,11 @@
 //! reads with process 0.
 
 use super::rows::RoundLine;
-use crate::results::csv::{write_records, CellKey, CELL_KEY_COLUMNS, COLUMNS};
+use crate::results::csv::{
+    check_cell_key, read_table, write_records, CellKey, CELL_KEY_COLUMNS, COLUMNS,
+};
 use crate::results::run_dir::ROUNDS_CSV;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -99,16 +101,13 @@ impl RoundsFile {
 }
 
 fn read_kept(path: &Path, keep: &HashSet<CellKey>) -> Result<Vec<RoundLine>> {
-    let mut reader = csv::Reader::from_path(path)?;
-    let header: Vec<String> = reader.headers()?.iter().map(String::from).collect();
-    let columns = round_columns();
-    let older = &columns[..columns.len() - 1];
-    if header != columns && header != older {
-        bail!("its header is not rounds.csv's: {}", header.join(","));
-    }
+    // `process` is new (sweep worker processes): older files read as process 0.
+    let lines: Vec<Record> = read_table(path, &round_columns(), &["process"])?;
     let mut kept = Vec::new();
-    for (index, record) in reader.deserialize::<Record>().enumerate() {
-        let line = RoundLine::from(record.with_context(|| format!("line {}", index + 2))?);
+    for (index, record) in lines.into_iter().enumerate() {
+        let line = RoundLine::from(record);
+        check_cell_key(&line.cell)
+            .map_err(|why| anyhow::anyhow!("{} line {}: {why}", path.display(), index + 2))?;
         if keep.contains(&line.cell) {
             kept.push(line);
         }
@@ -218,5 +217,24 @@ mod tests {
             .err()
             .unwrap();
         assert!(format!("{err:#}").contains("line 2"), "{err:#}");
+        // A file cut while it was written, and a cell no metaprep writes.
+        let good = "kind,family,arm,batch_size,block_size,layout,metric,round,median,samples\n\
+                    prep,dsa_decode,graph,8,5,tp1,step_us,1,3.0,10\n";
+        for (text, why) in [
+            (
+                &good[..good.len() - 3],
+                "line 2: the last line has no final newline",
+            ),
+            (
+                &good.replace(",tp1,", ",tp9,")[..],
+                "line 2: column `layout`: `tp9`",
+            ),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let err = RoundsFile::open(dir.path(), true, &HashSet::new())
+                .err()
+                .unwrap();
+            assert!(format!("{err:#}").contains(why), "{err:#}");
+        }
     }
 }

@@ -9,8 +9,9 @@ use super::telemetry_file::TelemetryFile;
 use crate::axes::layout::Layout;
 use crate::gpu::Gpu;
 use crate::results::csv::{rows_for_resume, write_rows, Row};
-use crate::results::run_dir::RESULTS_CSV;
-use anyhow::{bail, Result};
+use crate::results::env::ENV_FILE;
+use crate::results::run_dir::{RESULTS_CSV, ROUNDS_CSV, TELEMETRY_CSV};
+use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
 /// The results CSV of a run about to start: its path and, on `--resume`, the rows an
@@ -24,11 +25,38 @@ pub fn existing_rows(out: &Path, resume: bool) -> Result<(PathBuf, Vec<Row>)> {
         );
     }
     let rows = if resume {
+        remove_temporaries(out)?;
         rows_for_resume(&csv_path)?
     } else {
         Vec::new()
     };
     Ok((csv_path, rows))
+}
+
+/// The files of a run a write may be cut inside (`write_atomic` writes each to
+/// `.<name>.tmp<pid>` first).
+const RUN_FILES: [&str; 4] = [RESULTS_CSV, TELEMETRY_CSV, ROUNDS_CSV, ENV_FILE];
+
+/// Removes the temporary files an invocation killed inside a write left in `out`: the files
+/// themselves are whole (a temporary is renamed over them only once written), and nothing
+/// else would ever remove them.
+fn remove_temporaries(out: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return Ok(());
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_temporary = RUN_FILES.iter().any(|f| {
+            name.strip_prefix(&format!(".{f}.tmp"))
+                .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+        });
+        if is_temporary {
+            std::fs::remove_file(entry.path())
+                .with_context(|| format!("removing the leftover {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// One line per layout that needs more GPUs than the `ranks` the run had, saying how it
@@ -178,6 +206,31 @@ mod tests {
         let err = existing_rows(dir.path(), false).unwrap_err().to_string();
         assert!(err.contains("--resume"), "{err}");
         assert!(existing_rows(dir.path(), true).unwrap().1.is_empty());
+    }
+
+    #[test]
+    fn a_resume_removes_the_temporaries_a_killed_write_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = existing_rows(dir.path(), false).unwrap();
+        write_rows(&path, &[]).unwrap();
+        let left = [
+            ".metaprep.csv.tmp4242",
+            ".telemetry.csv.tmp7",
+            ".env.json.tmp1",
+        ];
+        let kept = [".metaprep.csv.tmpx", "notes.tmp1", ".mine.csv.tmp3"];
+        for name in left.iter().chain(&kept) {
+            std::fs::write(dir.path().join(name), "cut").unwrap();
+        }
+        existing_rows(dir.path(), false).unwrap_err();
+        assert!(dir.path().join(left[0]).exists(), "only a resume tidies");
+        existing_rows(dir.path(), true).unwrap();
+        for name in left {
+            assert!(!dir.path().join(name).exists(), "{name} left");
+        }
+        for name in kept {
+            assert!(dir.path().join(name).exists(), "{name} removed");
+        }
     }
 
     #[test]

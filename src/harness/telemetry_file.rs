@@ -2,8 +2,9 @@
 //! cells so an interrupted run keeps its telemetry, and continued on `--resume`.
 
 use super::nvml::Sampler;
+use crate::results::csv::read_table;
 use crate::results::run_dir::TELEMETRY_CSV;
-use crate::results::telemetry::{write_samples, TelemetrySample};
+use crate::results::telemetry::{write_samples, TelemetrySample, TELEMETRY_COLUMNS};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -17,8 +18,7 @@ impl TelemetryFile {
     pub fn open(dir: &Path, resume: bool) -> Result<Self> {
         let path = dir.join(TELEMETRY_CSV);
         let earlier = if resume && path.exists() {
-            csv::Reader::from_path(&path)
-                .and_then(|mut r| r.deserialize().collect::<Result<Vec<TelemetrySample>, _>>())
+            read_table(&path, TELEMETRY_COLUMNS, &[])
                 .with_context(|| format!("reading {} to resume it", path.display()))?
         } else {
             Vec::new()

@@ -31,13 +31,17 @@ pub struct GpuMemory {
     pub from_flag: bool,
 }
 
+/// The most `--gpu-memory-gib` takes: about 70 times an H200's, room for what-if plans of GPUs to
+/// come (`results/` plans with 1000); beyond it a value is a typo.
+pub const MAX_GPU_MEMORY_GIB: f64 = 10_000.0;
+
 impl GpuMemory {
     /// `--gpu-memory-gib`: the memory of the GPU to plan for.
     pub fn from_gib(gib: f64) -> Result<GpuMemory> {
         ensure!(
-            gib.is_finite() && gib > 0.0,
+            gib.is_finite() && gib > 0.0 && gib <= MAX_GPU_MEMORY_GIB,
             "--gpu-memory-gib: {gib} is not a memory size: give the GiB of one GPU, above 0 \
-             (an H200 reports about 140)"
+             and at most {MAX_GPU_MEMORY_GIB} (an H200 reports about 140)"
         );
         Ok(GpuMemory {
             bytes: (gib * GIB) as u64,

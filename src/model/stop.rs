@@ -13,7 +13,7 @@
 //! ±`precision_pct` percent instead.
 
 use crate::axes::Arm;
-use crate::stats::rounds::{half_width, over_rounds, paired, MIN_ROUNDS};
+use crate::stats::rounds::{half_width, over_rounds, paired, MAX_ROUNDS, MIN_ROUNDS};
 use crate::stats::stopping::RoundsStop;
 use crate::stats::summary::{rel_half_width, Estimate};
 use anyhow::{ensure, Result};
@@ -41,14 +41,16 @@ impl StepRounds {
         cap: Duration,
     ) -> Result<Self> {
         ensure!(
-            min >= MIN_ROUNDS && max >= min,
+            min >= MIN_ROUNDS && max >= min && max <= MAX_ROUNDS,
             "--min-rounds ({min}) must be at least {MIN_ROUNDS} (fewer round medians give no \
-             95% interval) and --max-rounds ({max}) at least --min-rounds"
+             95% interval) and --max-rounds ({max}) at least --min-rounds and at most \
+             {MAX_ROUNDS}"
         );
         ensure!(steps >= 2, "--round-steps ({steps}) must be at least 2");
         ensure!(
-            precision_pct.is_finite() && precision_pct > 0.0,
-            "--precision-pct ({precision_pct}) must be a positive number of percentage points"
+            precision_pct.is_finite() && precision_pct > 0.0 && precision_pct <= 100.0,
+            "--precision-pct ({precision_pct}) must be a positive number of percentage points, \
+             at most 100 (a change known to ±100 points is not known)"
         );
         Ok(StepRounds {
             min,

@@ -4,12 +4,14 @@
 //! Every metric of a cell is its own row so that charts, summaries and `compare` can filter
 //! without knowing which metrics exist.
 
+use crate::axes::floor_item::HARNESS;
+use crate::axes::{Arm, Family, FloorItem, Layout};
 use crate::results::atomic::write_atomic;
 use crate::stats::summary::MIN_CI_SAMPLES;
 use anyhow::{bail, Context, Result};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
 
@@ -154,7 +156,7 @@ pub const COLUMNS: &[&str] = &[
 ];
 
 /// Columns an older metaprep did not write: a file without them reads with their defaults.
-const OPTIONAL_COLUMNS: &[&str] = &[
+pub(crate) const OPTIONAL_COLUMNS: &[&str] = &[
     "rounds",
     "gpm_sm_util_pct",
     "gpm_dram_bw_util_pct",
@@ -240,36 +242,72 @@ pub fn write_records<T: Serialize>(
 /// Reads a results CSV written by [`write_rows`]. Every failure names the file, the line
 /// and what to do about it.
 pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
-    let mut rows: Vec<Row> = read_table(path, COLUMNS, OPTIONAL_COLUMNS)?;
-    for (i, row) in rows.iter().enumerate() {
-        // Records are one line each, after the header.
-        check_values(row).map_err(|why| {
-            anyhow::anyhow!(
-                "{} line {}: {} {}: {why}: fix or delete that line",
-                path.display(),
-                i + 2,
+    let name = path.display().to_string();
+    let table = read_records(path)?;
+    check_header(&name, &table.headers, COLUMNS, OPTIONAL_COLUMNS)?;
+    let rows = table
+        .records
+        .iter()
+        .map(|(line, record)| parse_row(&name, *line, &table.headers, record))
+        .collect::<Result<Vec<Row>>>()?;
+    // Every writer writes a cell's metric once; a second one is two runs' rows mixed.
+    let mut seen = HashMap::with_capacity(rows.len());
+    for (row, (line, _)) in rows.iter().zip(&table.records) {
+        let key = (
+            row.kind.as_str(),
+            row.family.as_str(),
+            row.arm.as_str(),
+            row.batch_size,
+            row.block_size,
+            row.layout.as_str(),
+            row.metric.as_str(),
+        );
+        if let Some(first) = seen.insert(key, *line) {
+            bail!(
+                "{name} line {line}: {} {} is on line {first} already: a cell's metric appears \
+                 once in a run; delete one of the two lines",
                 row.cell_key(),
                 row.metric
-            )
-        })?;
-    }
-    // A measured median with fewer samples than any 95% interval needs has no CI, whatever
-    // an older writer put there (a one-sample "interval" of zero width claims certainty).
-    for r in rows
-        .iter_mut()
-        .filter(|r| r.stop_reason != "derived" && (r.samples as usize) < MIN_CI_SAMPLES)
-    {
-        r.ci_lo = f64::NAN;
-        r.ci_hi = f64::NAN;
+            );
+        }
     }
     Ok(rows)
 }
 
-/// Why a row's numbers cannot be a measurement: a median that is not a number, an infinite
-/// value, or a negative time, rate or ratio (a derived row, a difference, may be negative).
-fn check_values(row: &Row) -> std::result::Result<(), String> {
+/// Line `line` of file `name` as a [`Row`], checked ([`checked_row`]); errors name both.
+pub(crate) fn parse_row(
+    name: &str,
+    line: u64,
+    headers: &csv::StringRecord,
+    record: &csv::StringRecord,
+) -> Result<Row> {
+    let row: Row = record
+        .deserialize(Some(headers))
+        .map_err(|e| describe_field_error(name, line, headers, record, &e))?;
+    checked_row(row)
+        .map_err(|why| anyhow::anyhow!("{name} line {line}: {why}: fix or delete that line"))
+}
+
+/// `row` as read from a file, checked ([`check_row`]). A measured median with fewer samples
+/// than any 95% interval needs has no CI, whatever an older writer put there (a one-sample
+/// "interval" of zero width claims certainty).
+fn checked_row(mut row: Row) -> std::result::Result<Row, String> {
+    if row.stop_reason != "derived" && (row.samples as usize) < MIN_CI_SAMPLES {
+        row.ci_lo = f64::NAN;
+        row.ci_hi = f64::NAN;
+    }
+    check_row(&row).map_err(|why| format!("{} {}: {why}", row.cell_key(), row.metric))?;
+    Ok(row)
+}
+
+/// Why a row cannot be one metaprep wrote: a kind, family, arm or layout it does not know
+/// (each checked by its own parser, so a new arm is known as soon as it exists), a median
+/// that is not a number, an infinite value, a negative time, rate or ratio (a derived row,
+/// a difference, may be negative), or a median outside its own interval.
+fn check_row(row: &Row) -> std::result::Result<(), String> {
+    check_names(&row.kind, &row.family, &row.arm, &row.layout)?;
     if row.median.is_nan() {
-        return Err("the median is not a number".into());
+        return Err("column `median`: the median is not a number".into());
     }
     let values = [
         ("median", row.median),
@@ -279,11 +317,85 @@ fn check_values(row: &Row) -> std::result::Result<(), String> {
         ("ci_hi", row.ci_hi),
     ];
     if let Some((name, v)) = values.iter().find(|(_, v)| v.is_infinite()) {
-        return Err(format!("{name} is {v}"));
+        return Err(format!("column `{name}`: {v} is not a measurement"));
     }
     if row.stop_reason != "derived" {
         if let Some((name, v)) = values.iter().find(|(_, v)| *v < 0.0) {
-            return Err(format!("{name} {v} {} is negative", row.unit));
+            return Err(format!("column `{name}`: {v} {} is negative", row.unit));
+        }
+    }
+    // NaN bounds are no interval (too few samples); a median outside its own is no row.
+    if !(row.ci_lo.is_nan()
+        || row.ci_hi.is_nan()
+        || row.ci_lo <= row.median && row.median <= row.ci_hi)
+    {
+        return Err(format!(
+            "columns `ci_lo`, `median`, `ci_hi`: {} <= {} <= {} does not hold: an interval \
+             holds its median",
+            row.ci_lo, row.median, row.ci_hi
+        ));
+    }
+    Ok(())
+}
+
+/// A cell's kind, family, arm and layout, each one metaprep writes; the error names the column.
+pub(crate) fn check_cell_key(key: &CellKey) -> std::result::Result<(), String> {
+    check_names(&key.kind, &key.family, &key.arm, &key.layout)
+}
+
+fn check_names(
+    kind: &str,
+    family: &str,
+    arm: &str,
+    layout: &str,
+) -> std::result::Result<(), String> {
+    let column = |name: &str, why: String| Err(format!("column `{name}`: {why}"));
+    if let Err(e) = layout.parse::<Layout>() {
+        return column("layout", e.to_string());
+    }
+    match kind {
+        KIND_PREP => {
+            if let Err(e) = family.parse::<Family>() {
+                return column("family", e);
+            }
+            if let Err(e) = arm.parse::<Arm>() {
+                return column("arm", e);
+            }
+        }
+        KIND_STEP => {
+            let plain = family.split(HOST_SCALE_MARK).next();
+            if plain != Some(STEP_FAMILY) || host_scale_of(family).is_none() {
+                return column(
+                    "family",
+                    format!(
+                        "`{}` is not a step row's family: `{STEP_FAMILY}`, or \
+                         `{STEP_FAMILY}{HOST_SCALE_MARK}<scale>` for a what-if host scale",
+                        family
+                    ),
+                );
+            }
+            if let Err(e) = arm.parse::<Arm>() {
+                return column("arm", e);
+            }
+        }
+        KIND_FLOOR => {
+            if family != KIND_FLOOR {
+                return column(
+                    "family",
+                    format!("`{}` is not a floor row's family: `floor`", family),
+                );
+            }
+            if arm != HARNESS {
+                if let Err(e) = arm.parse::<FloorItem>() {
+                    return column("arm", format!("{e} (or {HARNESS})"));
+                }
+            }
+        }
+        other => {
+            return column(
+                "kind",
+                format!("`{other}` is not a kind: use {KIND_PREP}, {KIND_FLOOR} or {KIND_STEP}"),
+            )
         }
     }
     Ok(())
@@ -307,6 +419,30 @@ pub(crate) fn read_table<T: DeserializeOwned>(
     columns: &[&str],
     optional: &[&str],
 ) -> Result<Vec<T>> {
+    let name = path.display().to_string();
+    let table = read_records(path)?;
+    check_header(&name, &table.headers, columns, optional)?;
+    table
+        .records
+        .iter()
+        .map(|(line, record)| {
+            record
+                .deserialize(Some(&table.headers))
+                .map_err(|e| describe_field_error(&name, *line, &table.headers, record, &e))
+        })
+        .collect()
+}
+
+/// A CSV file read whole: its header and each record with its line number.
+pub(crate) struct Records {
+    pub headers: csv::StringRecord,
+    pub records: Vec<(u64, csv::StringRecord)>,
+}
+
+/// Reads every record of a CSV, each as long as the header. A file must end in a newline:
+/// every writer here ends each record with one, so a file without it was cut while being
+/// written (a last number `72.0` cut to `7` would otherwise read as a smaller number).
+pub(crate) fn read_records(path: &Path) -> Result<Records> {
     let name = path.display();
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
@@ -330,44 +466,42 @@ pub(crate) fn read_table<T: DeserializeOwned>(
         .headers()
         .with_context(|| format!("{name} line 1: cannot read the header"))?
         .clone();
-    check_header(&name.to_string(), &headers, columns, optional)?;
-
-    let mut items = Vec::new();
-    let mut records = reader.records().peekable();
-    while let Some(record) = records.next() {
+    let mut records = Vec::new();
+    for record in reader.records() {
         let record = record.map_err(|e| {
             let line = e.position().map_or(0, |p| p.line());
             anyhow::anyhow!("{name} line {line}: {e}: fix or delete that line")
         })?;
-        let line = record.position().map_or(0, |p| p.line());
-        if record.len() != headers.len() {
-            let is_last = records.peek().is_none();
-            if is_last && !ends_with_newline && record.len() < headers.len() {
-                bail!(
-                    "{name} line {line}: the last line is cut short ({} of {} fields, no final \
-                     newline): the file was truncated; delete that line and rerun the missing \
-                     cell (`--resume` reruns only cells absent from the file)",
-                    record.len(),
-                    headers.len()
-                );
-            }
-            bail!(
-                "{name} line {line}: {} fields where the header has {}: fix or delete that line",
-                record.len(),
-                headers.len()
-            );
-        }
-        let item = record
-            .deserialize(Some(&headers))
-            .map_err(|e| describe_field_error(&name.to_string(), line, &headers, &record, &e))?;
-        items.push(item);
+        records.push((record.position().map_or(0, |p| p.line()), record));
     }
-    Ok(items)
+    if !ends_with_newline {
+        let Some((line, record)) = records.last() else {
+            bail!(
+                "{name} line 1: the file ends inside its header (no final newline): it was cut \
+                 while being written; regenerate it"
+            );
+        };
+        bail!(
+            "{name} line {line}: the last line has no final newline ({} of {} fields): the \
+             file was cut while being written, so its last value may be cut too; delete that \
+             line and rerun the missing cell (`--resume` reruns only cells absent from the file)",
+            record.len(),
+            headers.len()
+        );
+    }
+    if let Some((line, record)) = records.iter().find(|(_, r)| r.len() != headers.len()) {
+        bail!(
+            "{name} line {line}: {} fields where the header has {}: fix or delete that line",
+            record.len(),
+            headers.len()
+        );
+    }
+    Ok(Records { headers, records })
 }
 
 /// Names the missing and unexpected columns; the order of columns does not matter because
 /// fields are matched by name.
-fn check_header(
+pub(crate) fn check_header(
     name: &str,
     headers: &csv::StringRecord,
     columns: &[&str],
@@ -502,7 +636,7 @@ mod tests {
         let mut floor = row("floor", "floor", "empty-kernel", 1, "step_us", 4.5);
         floor.throttled = true;
         floor.clock_event_reasons = "0x0000000000000004".into();
-        floor.family = "floor, with \"quotes\"".into(); // must survive CSV quoting
+        floor.stop_reason = "ci, with \"quotes\"".into(); // must survive CSV quoting
         vec![
             row("prep", "dspark_draft_block", "graph", 4, "step_us", 21.25),
             row(
@@ -757,7 +891,168 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let error = error_of(&write_file(&dir, cut));
         assert!(error.contains("line 4"), "{error}");
-        assert!(error.contains("cut short"), "{error}");
+        assert!(
+            error.contains("the last line has no final newline (22 of 29 fields)"),
+            "{error}"
+        );
+    }
+
+    /// A file cut inside the last field of its last line has every field, and the cut
+    /// value still parses (`72.0` read as `7`): only the missing newline tells.
+    #[test]
+    fn a_last_line_cut_inside_its_last_value_is_refused() {
+        let mut rows = sample_rows();
+        rows[2].gpm_cell_share_pct = Some(72.0);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        write_rows(&path, &rows).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.ends_with(",72.0\n"), "{text}");
+        let cut = &text[..text.len() - 4];
+        let error = error_of(&write_file(&dir, cut));
+        assert!(
+            error.contains(
+                "metaprep.csv line 4: the last line has no final newline (29 of 29 fields)"
+            ),
+            "{error}"
+        );
+        // A header alone, cut before its newline, is refused too.
+        let header = text.lines().next().unwrap();
+        let error = error_of(&write_file(&dir, header));
+        assert!(
+            error.contains("line 1: the file ends inside its header"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn unknown_names_are_refused_naming_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = good_text();
+        let cases = [
+            (
+                ",graph,4,5,",
+                ",graphs,4,5,",
+                "line 2: prep dspark_draft_block/graphs",
+                "column `arm`: unknown arm 'graphs'",
+            ),
+            (
+                "prep,dspark_draft_block,graph,4,5,tp1,false,step_us",
+                "prep,dspark_draft_block,graph,4,5,tp3,false,step_us",
+                "line 2",
+                "column `layout`: `tp3` is not a layout",
+            ),
+            (
+                "prep,dspark_draft_block,graph,4,5,tp1,false,step_us",
+                "prep,dspark,graph,4,5,tp1,false,step_us",
+                "line 2",
+                "column `family`: unknown family 'dspark'",
+            ),
+            (
+                "prep,dspark_draft_block,graph,4,5,tp1,false,step_us",
+                "bench,dspark_draft_block,graph,4,5,tp1,false,step_us",
+                "line 2",
+                "column `kind`: `bench` is not a kind",
+            ),
+            (
+                "floor,floor,empty-kernel",
+                "floor,floor,empty-kernels",
+                "line 4",
+                "column `arm`: unknown floor item 'empty-kernels'",
+            ),
+            (
+                "floor,floor,empty-kernel",
+                "floor,prep,empty-kernel",
+                "line 4",
+                "column `family`: `prep` is not a floor row's family",
+            ),
+        ];
+        for (from, to, line, why) in cases {
+            assert!(text.contains(from), "{from}");
+            let error = error_of(&write_file(&dir, &text.replacen(from, to, 1)));
+            assert!(error.contains(line) && error.contains(why), "{to}: {error}");
+        }
+        // A step row's family names the step's pair, or a what-if host scale of it.
+        let mut step = row("step", STEP_FAMILY, "graph", 1, "itl_us", 100.0);
+        step.block_size = 3;
+        let mut scaled = step.clone();
+        scaled.family = step_family(2.0);
+        let path = dir.path().join("metaprep.csv");
+        write_rows(&path, &[step.clone(), scaled.clone()]).unwrap();
+        assert_eq!(read_rows(&path).unwrap().len(), 2);
+        for bad in ["dspark", "dspark+dsa_target_verify host xfast"] {
+            scaled.family = bad.into();
+            write_rows(&path, &[step.clone(), scaled.clone()]).unwrap();
+            let error = error_of(&path);
+            assert!(
+                error.contains("line 3") && error.contains("is not a step row's family"),
+                "{error}"
+            );
+        }
+        // The harness row is a floor row.
+        let harness = row("floor", "floor", HARNESS, 1, "overhead_us", 0.2);
+        write_rows(&path, &[harness]).unwrap();
+        assert_eq!(read_rows(&path).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_cells_metric_twice_is_refused_naming_both_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        let mut rows = sample_rows();
+        rows.push(rows[0].clone());
+        write_rows(&path, &rows).unwrap();
+        let error = error_of(&path);
+        assert!(
+            error.contains("line 5: prep dspark_draft_block/graph bs=4 block=5 tp1 step_us is on line 2 already"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_median_outside_its_interval_and_impossible_values_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        let good = row("prep", "dsa_decode", "graph", 8, "step_us", 20.0);
+        type Spoil = fn(&mut Row);
+        let cases: [(Spoil, &str); 6] = [
+            (|r| r.ci_lo = 20.5, "20.5 <= 20 <= 20.2 does not hold"),
+            (|r| r.ci_hi = 19.0, "19.8 <= 20 <= 19 does not hold"),
+            (
+                |r| r.median = f64::NAN,
+                "column `median`: the median is not a number",
+            ),
+            (
+                |r| r.p90 = f64::INFINITY,
+                "column `p90`: inf is not a measurement",
+            ),
+            (
+                |r| r.median = f64::NEG_INFINITY,
+                "column `median`: -inf is not a measurement",
+            ),
+            (|r| r.p10 = -1.0, "column `p10`: -1 us is negative"),
+        ];
+        for (spoil, why) in cases {
+            let mut bad = good.clone();
+            spoil(&mut bad);
+            write_rows(&path, &[good.clone(), bad]).unwrap();
+            let error = error_of(&path);
+            assert!(
+                error.contains("line 3: prep dsa_decode/graph bs=8") && error.contains(why),
+                "{why}: {error}"
+            );
+        }
+        // A derived row (a difference) may be negative, its interval still holds it.
+        let mut diff = good.clone();
+        (diff.stop_reason, diff.median, diff.ci_lo, diff.ci_hi) =
+            ("derived".into(), -2.0, -3.0, -1.0);
+        (diff.p10, diff.p90) = (-3.5, -0.5);
+        write_rows(&path, &[diff.clone()]).unwrap();
+        assert_eq!(read_rows(&path).unwrap(), vec![diff.clone()]);
+        diff.median = -0.5;
+        diff.ci_hi = -1.0;
+        write_rows(&path, &[diff]).unwrap();
+        assert!(error_of(&path).contains("does not hold"));
     }
 
     #[test]

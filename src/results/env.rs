@@ -65,6 +65,15 @@ impl EnvRecord {
             .and_then(|n| n.split('`').next())
     }
 
+    /// The subcommand the run was started as (`sweep`, `steps`, `rank-worker`), `None` for a
+    /// record without a command line.
+    pub fn subcommand(&self) -> Option<&str> {
+        self.command_line
+            .split_whitespace()
+            .nth(1)
+            .filter(|a| !a.starts_with('-'))
+    }
+
     /// Writes `<dir>/env.json` atomically and returns its path.
     pub fn write(&self, dir: &Path) -> Result<PathBuf> {
         let path = dir.join(ENV_FILE);
@@ -222,6 +231,34 @@ impl EnvRecord {
     }
 }
 
+impl EnvRecord {
+    /// Refuses to continue the run in `dir`, recorded as `self`, with the invocation `fresh`
+    /// records when a setting differs that `counts` (all of them once the GPU is open; before,
+    /// those of the command line, [`Difference::of_command_line`]); the error names each.
+    pub fn check_resume(
+        &self,
+        dir: &Path,
+        fresh: &EnvRecord,
+        counts: impl Fn(&Difference) -> bool,
+    ) -> Result<()> {
+        let differences: Vec<Difference> = self
+            .setting_differences(fresh)
+            .into_iter()
+            .filter(|d| counts(d))
+            .collect();
+        if !differences.is_empty() {
+            return Err(crate::results::BadInput(format!(
+                "cannot resume {}: its settings differ from this command's (the run vs now: {}); \
+                 resume with the same command, or start a new run with another --out",
+                dir.display(),
+                describe(&differences)
+            ))
+            .into());
+        }
+        Ok(())
+    }
+}
+
 /// Flags that say where a run writes, which GPU of the host it takes, where its CUPTI lives,
 /// or that it continues one: not what it measures.
 /// `--kernel-image` is among them: what it loaded is a machine field, shown, never refused.
@@ -245,6 +282,14 @@ pub struct Difference {
     pub name: String,
     pub this: Option<String>,
     pub other: Option<String>,
+}
+
+impl Difference {
+    /// A difference of the subcommand or of a flag: known from the command line, before any
+    /// GPU work (the setting notes, such as the host profile, are resolved later).
+    pub fn of_command_line(&self) -> bool {
+        self.name == "command" || self.name.starts_with("--")
+    }
 }
 
 /// Differences as one line: `a: `1` vs `2`; b: ...` (values may hold commas).

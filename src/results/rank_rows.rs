@@ -2,8 +2,10 @@
 //! `rank` column in front. `metaprep.csv` holds one row set per cell (the slowest rank's,
 //! see [`slowest_rank_rows`]), so every reader of it works unchanged.
 
-use crate::results::csv::{write_records, CellKey, Row, COLUMNS};
-use anyhow::{bail, Context, Result};
+use crate::results::csv::{
+    check_header, parse_row, read_records, write_records, CellKey, Row, COLUMNS, OPTIONAL_COLUMNS,
+};
+use anyhow::{bail, Result};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -27,26 +29,28 @@ pub fn write_rank_rows(path: &Path, rows: &[RankRow]) -> Result<()> {
 }
 
 pub fn read_rank_rows(path: &Path) -> Result<Vec<RankRow>> {
-    let mut reader =
-        csv::Reader::from_path(path).with_context(|| format!("opening {}", path.display()))?;
-    let headers = reader.headers()?.clone();
-    if headers.get(0) != Some("rank") {
-        bail!("{} does not start with a `rank` column", path.display());
+    let name = path.display().to_string();
+    let table = read_records(path)?;
+    if table.headers.get(0) != Some("rank") {
+        bail!("{name} line 1: it does not start with a `rank` column");
     }
-    let row_headers: csv::StringRecord = headers.iter().skip(1).collect();
-    let mut out = Vec::new();
-    for (i, record) in reader.records().enumerate() {
-        let record = record.with_context(|| format!("{} line {}", path.display(), i + 2))?;
-        let rank = record[0]
-            .parse()
-            .with_context(|| format!("{} line {}: rank `{}`", path.display(), i + 2, &record[0]))?;
-        let rest: csv::StringRecord = record.iter().skip(1).collect();
-        let row = rest
-            .deserialize(Some(&row_headers))
-            .with_context(|| format!("{} line {}", path.display(), i + 2))?;
-        out.push(RankRow { rank, row });
-    }
-    Ok(out)
+    let row_headers: csv::StringRecord = table.headers.iter().skip(1).collect();
+    check_header(&name, &row_headers, COLUMNS, OPTIONAL_COLUMNS)?;
+    table
+        .records
+        .iter()
+        .map(|(line, record)| {
+            let rank = record[0].parse().map_err(|_| {
+                anyhow::anyhow!(
+                    "{name} line {line}, column `rank`: `{}` is not a rank: fix or delete that line",
+                    &record[0]
+                )
+            })?;
+            let rest: csv::StringRecord = record.iter().skip(1).collect();
+            let row = parse_row(&name, *line, &row_headers, &rest)?;
+            Ok(RankRow { rank, row })
+        })
+        .collect()
 }
 
 /// A rank and its `step_us` median.
@@ -193,5 +197,28 @@ mod tests {
             );
             assert!(a.row.ci_lo.is_nan());
         }
+    }
+
+    #[test]
+    fn a_cut_or_unknown_rank_row_is_refused_by_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(RANKS_CSV);
+        write_rank_rows(&path, &rank_rows()).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, &text[..text.len() - 3]).unwrap();
+        let error = format!("{:#}", read_rank_rows(&path).unwrap_err());
+        assert!(
+            error.contains("ranks.csv line 9: the last line has no final newline"),
+            "{error}"
+        );
+        std::fs::write(&path, text.replacen(",graph,", ",graphs,", 1)).unwrap();
+        let error = format!("{:#}", read_rank_rows(&path).unwrap_err());
+        assert!(
+            error.contains("line 6: step") && error.contains("unknown arm 'graphs'"),
+            "{error}"
+        );
+        std::fs::write(&path, text.replacen("\n0,", "\nzero,", 1)).unwrap();
+        let error = format!("{:#}", read_rank_rows(&path).unwrap_err());
+        assert!(error.contains("line 2, column `rank`: `zero`"), "{error}");
     }
 }

@@ -1,7 +1,7 @@
 //! A run directory, `results/<run>/`, read back as a whole: the results CSV, the
 //! environment record, and the optional telemetry and Chrome trace.
 
-use crate::results::csv::{read_rows, read_table, Row};
+use crate::results::csv::{read_rows, read_table, Row, KIND_STEP};
 use crate::results::env::EnvRecord;
 use crate::results::telemetry::{TelemetrySample, TELEMETRY_COLUMNS};
 use anyhow::{bail, Context, Result};
@@ -53,6 +53,7 @@ pub fn open_results(dir: &Path) -> Result<(Vec<Row>, EnvRecord)> {
     }
     let rows = read_rows(&csv_path)?;
     let env = EnvRecord::read(dir)?;
+    check_same_run(&csv_path, &rows, &env)?;
     Ok((rows, env))
 }
 
@@ -84,6 +85,25 @@ impl RunDir {
             traces,
         })
     }
+}
+
+/// A steps run writes only step rows: a CSV with prep or floor rows beside a steps run's
+/// env.json is a sweep's CSV in another run's folder, whose charts and summary would carry
+/// the wrong machine and settings. (A sweep's env.json beside step rows is not refused:
+/// the test fixtures combine both kinds to draw every chart from one run.)
+fn check_same_run(csv_path: &Path, rows: &[Row], env: &EnvRecord) -> Result<()> {
+    let steps_run = matches!(env.subcommand(), Some("steps" | "rank-worker"));
+    if let Some(row) = rows.iter().find(|r| steps_run && r.kind != KIND_STEP) {
+        bail!(
+            "{}: a `{}` row ({}) beside an env.json of `metaprep {}`, which writes only `{KIND_STEP}` \
+             rows: the CSV and env.json come from different runs; put each run's files in its own folder",
+            csv_path.display(),
+            row.kind,
+            row.cell_key(),
+            env.subcommand().unwrap_or_default()
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -185,5 +205,48 @@ mod tests {
         write_run(dir.path());
         std::fs::remove_file(dir.path().join("env.json")).unwrap();
         assert!(error_of(dir.path()).contains("has no env.json"));
+
+        // A telemetry file cut while it was written.
+        write_run(dir.path());
+        let mut writer = ::csv::Writer::from_writer(Vec::new());
+        writer.serialize(sample()).unwrap();
+        let text = String::from_utf8(writer.into_inner().unwrap()).unwrap();
+        std::fs::write(dir.path().join(TELEMETRY_CSV), text.trim_end_matches('\n')).unwrap();
+        let error = error_of(dir.path());
+        assert!(
+            error.contains("telemetry.csv line 2: the last line has no final newline"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_sweeps_csv_beside_a_steps_env_json_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        write_run(dir.path());
+        let mut env = test_env();
+        env.command_line = "metaprep steps --out results/x".into();
+        env.write(dir.path()).unwrap();
+        let error = error_of(dir.path());
+        assert!(
+            error.contains("metaprep.csv: a `prep` row (prep dsa_decode/graph bs=1 block=5 tp1) beside an env.json of `metaprep steps`"),
+            "{error}"
+        );
+        // Step rows beside it are that run's own.
+        write_rows(
+            &dir.path().join(RESULTS_CSV),
+            &[row(
+                "step",
+                crate::results::csv::STEP_FAMILY,
+                "graph",
+                1,
+                "itl_us",
+                90.0,
+            )],
+        )
+        .unwrap();
+        assert_eq!(RunDir::open(dir.path()).unwrap().rows.len(), 1);
+        env.command_line = "metaprep rank-worker --rank 0 -- --tp tp2".into();
+        env.write(dir.path()).unwrap();
+        assert!(RunDir::open(dir.path()).is_ok());
     }
 }

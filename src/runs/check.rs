@@ -196,6 +196,177 @@ pub fn check_shape_arms(
     Ok(results)
 }
 
+/// A soak's spot checks against the CPU reference: one poisoned step every this many.
+pub const SOAK_CHECK_EVERY: u64 = 10_000;
+/// How far device memory in use and the process's resident memory may grow over a soak from
+/// their first sample, in percent: flat, less the noise of allocator bookkeeping.
+pub const SOAK_MEMORY_GROWTH_PCT: f64 = 1.0;
+
+/// Bytes sampled over a soak, at each spot check.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryTrace {
+    pub samples: Vec<u64>,
+}
+
+impl MemoryTrace {
+    pub fn first(&self) -> u64 {
+        self.samples.first().copied().unwrap_or(0)
+    }
+
+    pub fn max(&self) -> u64 {
+        self.samples.iter().copied().max().unwrap_or(0)
+    }
+
+    pub fn last(&self) -> u64 {
+        self.samples.last().copied().unwrap_or(0)
+    }
+
+    /// Growth of the largest sample over the first, in percent (0 with no samples).
+    pub fn growth_pct(&self) -> f64 {
+        match self.first() {
+            0 => 0.0,
+            first => (self.max() - first) as f64 * 100.0 / first as f64,
+        }
+    }
+
+    pub fn is_flat(&self) -> bool {
+        self.growth_pct() <= SOAK_MEMORY_GROWTH_PCT
+    }
+}
+
+/// One (family, arm) soaked: steps run, spot checks and what they found, memory over time.
+#[derive(Debug, Clone)]
+pub struct SoakResult {
+    pub family: Family,
+    pub arm: Arm,
+    pub steps: u64,
+    pub checks: u64,
+    pub cells: u64,
+    pub mismatches: u64,
+    /// The first differing cell and the step it was found at.
+    pub first: Option<(u64, Mismatch)>,
+    pub seconds: f64,
+    /// Device memory in use (total less free, as the driver reports it).
+    pub device: MemoryTrace,
+    /// This process's resident set.
+    pub host: MemoryTrace,
+}
+
+impl SoakResult {
+    pub fn passed(&self) -> bool {
+        self.mismatches == 0 && self.device.is_flat() && self.host.is_flat()
+    }
+}
+
+/// This process's resident set in bytes, from `/proc/self/statm`.
+pub fn host_resident_bytes() -> Result<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").context("reading /proc/self/statm")?;
+    resident_from_statm(&statm)
+}
+
+fn resident_from_statm(statm: &str) -> Result<u64> {
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .with_context(|| {
+            format!(
+                "/proc/self/statm: no resident page count in `{}`",
+                statm.trim()
+            )
+        })?;
+    // SAFETY: a plain query.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Ok(pages * page.max(1) as u64)
+}
+
+/// `steps` steps of `arm`'s prep of `shape`, each followed by `accept` on the device (the
+/// host mirrors it, so the reference follows the lengths), a poisoned step checked against
+/// the CPU reference every [`SOAK_CHECK_EVERY`] and at the last, device and host memory
+/// sampled at each check. `on_check` sees (steps done, mismatches so far).
+pub fn soak(
+    gpu: &Gpu,
+    shape: Shape,
+    arm: Arm,
+    steps: u64,
+    token_budget: u64,
+    seed: u64,
+    mut on_check: impl FnMut(u64, u64),
+) -> Result<SoakResult> {
+    let range = LengthRange {
+        min: 0,
+        max: length_cap(shape.batch_size, token_budget),
+    };
+    let mut state = generate(&shape, seed, range, true);
+    draw_swa_valid_from(&mut state, shape.batch_size as usize, seed);
+    let accept = AcceptModel::with_probability(0.7, shape.block, seed as u32, shape.max_seq_len());
+    let live = shape.batch_size as usize;
+    let lengths = DeviceLengths::new(gpu, &state.seq_lens, live, accept)?;
+    let mut plan = PrepPlan::new(gpu, shape, &state, &lengths)?;
+    let prepared = plan.prepare(arm)?;
+    lengths.reset()?;
+    let rule = PageRule::of(arm);
+    let mut counters = vec![0u32; shape.padded_bs as usize];
+    let mut result = SoakResult {
+        family: shape.family,
+        arm,
+        steps,
+        checks: 0,
+        cells: 0,
+        mismatches: 0,
+        first: None,
+        seconds: 0.0,
+        device: MemoryTrace::default(),
+        host: MemoryTrace::default(),
+    };
+    let started = std::time::Instant::now();
+    for step in 0..steps {
+        if step % SOAK_CHECK_EVERY == 0 || step + 1 == steps {
+            let outputs = plan
+                .poisoned_step(&prepared)
+                .with_context(|| format!("soak step {step}"))?;
+            let device_lens = lengths.download_seq_lens()?;
+            for (got, want) in outputs.iter().zip(expected(&shape, &state, rule)) {
+                let (count, first) = want.compare(got);
+                result.cells += want.checked_cells() as u64;
+                result.mismatches += count as u64;
+                if result.first.is_none() {
+                    result.first = first.map(|m| (step, m));
+                }
+            }
+            for (i, (&g, &e)) in device_lens.iter().zip(&state.seq_lens).enumerate() {
+                if g != e {
+                    result.mismatches += 1;
+                    result.first.get_or_insert((
+                        step,
+                        Mismatch {
+                            output: "seq_lens",
+                            row: i,
+                            col: 0,
+                            expected: e,
+                            got: g,
+                        },
+                    ));
+                }
+            }
+            result.cells += device_lens.len() as u64;
+            result.checks += 1;
+            let (free, total) = gpu.ctx.mem_get_info().context("reading device memory")?;
+            result.device.samples.push((total - free) as u64);
+            result.host.samples.push(host_resident_bytes()?);
+            on_check(step, result.mismatches);
+        } else {
+            plan.issue(&prepared)
+                .with_context(|| format!("soak step {step}"))?;
+        }
+        lengths.issue_accept()?;
+        accept.apply(&mut state.seq_lens, &mut counters, live);
+    }
+    gpu.sync().context("the soak's last steps")?;
+    result.seconds = started.elapsed().as_secs_f64();
+    Ok(result)
+}
+
 /// Capturing a reading arm (eager-sync, eager-pinned, eager-mapped) must be refused by the
 /// capture guard; returns the guard's message.
 pub fn host_read_capture_is_refused(gpu: &Gpu, family: Family, arm: Arm) -> Result<String> {
@@ -345,5 +516,35 @@ mod tests {
         assert_ne!(a, shape_seed(1, Family::DsaDecode, 8, 6));
         assert_ne!(a, shape_seed(1, Family::DsaTargetVerify, 8, 5));
         assert_ne!(a, shape_seed(2, Family::DsaDecode, 8, 5));
+    }
+
+    #[test]
+    fn memory_traces_flat_and_growing() {
+        let flat = MemoryTrace {
+            samples: vec![1_000_000, 1_004_000, 1_009_999, 1_001_000],
+        };
+        assert_eq!(
+            (flat.first(), flat.max(), flat.last()),
+            (1_000_000, 1_009_999, 1_001_000)
+        );
+        assert!(flat.is_flat() && flat.growth_pct() < 1.0);
+        let leaking = MemoryTrace {
+            samples: vec![1_000_000, 1_006_000, 1_012_000],
+        };
+        assert!(!leaking.is_flat());
+        assert!((leaking.growth_pct() - 1.2).abs() < 1e-9);
+        assert!(MemoryTrace::default().is_flat());
+    }
+
+    #[test]
+    fn resident_memory_comes_from_statm() {
+        // SAFETY: a plain query.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+        assert_eq!(
+            resident_from_statm("5000 1200 300 1 0 900 0\n").unwrap(),
+            1200 * page
+        );
+        assert!(resident_from_statm("").is_err());
+        assert!(host_resident_bytes().unwrap() > 0);
     }
 }

@@ -29,11 +29,12 @@ use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::PrepPlan;
 use crate::prep::reference::{expected, Expected};
 use crate::results::atomic::write_atomic;
+use crate::results::atomic::Staging;
 use crate::results::safetensors::Tensors;
 use crate::stats::rng::SplitMix64;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::json;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Lengths where a formula changes branch or a block boundary falls.
 const EDGES: [i32; 22] = [
@@ -215,6 +216,95 @@ fn run_arms(gpu: &Gpu, case: &DumpCase, arms: &[Arm]) -> Result<Vec<(Arm, Vec<Ve
     Ok(out)
 }
 
+/// What `format` in every dump's `cases.json` begins with: how a folder is known as a dump.
+const FORMAT_MARK: &str = "metaprep check --dump";
+
+/// The folder a dump goes to, checked before any GPU work, and the staging folder beside it
+/// the dump is built in: it replaces the folder whole once every file is written, so a
+/// failure leaves an earlier dump (or nothing) as it was, and a smaller dump never leaves an
+/// earlier one's cases beside an index that does not list them.
+pub struct DumpTarget {
+    dir: PathBuf,
+    staging: Staging,
+    /// The dump it replaces: `(seed, cases)` from its index.
+    pub replaces: Option<(u64, usize)>,
+}
+
+impl DumpTarget {
+    /// Refuses a file, and a folder with files in it that is not a dump: `--dump` replaces
+    /// the folder whole, and only a dump may be replaced.
+    pub fn new(dir: &Path) -> Result<DumpTarget> {
+        let shown = dir.display();
+        let mut replaces = None;
+        if dir.symlink_metadata().is_ok() {
+            if !dir.is_dir() {
+                bail!("--dump {shown} is a file: name a folder for the cases (a new one, or an earlier dump to replace)");
+            }
+            let mut entries = std::fs::read_dir(dir)
+                .with_context(|| format!("--dump {shown}: cannot read the folder"))?;
+            if entries.next().is_some() {
+                replaces = Some(dump_index(dir).with_context(|| {
+                    format!(
+                        "--dump {shown} holds files and is not a dump (`check --dump` replaces \
+                         the folder whole): name a new or empty folder, or an earlier dump"
+                    )
+                })?);
+            }
+        }
+        let parent = dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if let Some(file) = parent.ancestors().find(|a| a.is_file()) {
+            bail!(
+                "--dump {shown}: {} is a file, so no folder can be made under it",
+                file.display()
+            );
+        }
+        std::fs::create_dir_all(parent).map_err(|e| {
+            anyhow::anyhow!("--dump {shown}: cannot create {} ({e})", parent.display())
+        })?;
+        let name = dir
+            .file_name()
+            .with_context(|| format!("--dump {shown} names no folder"))?
+            .to_string_lossy();
+        let staging = Staging::new(parent, &format!("{name}.dump"), "--dump")?;
+        Ok(DumpTarget {
+            dir: dir.to_path_buf(),
+            staging,
+            replaces,
+        })
+    }
+
+    /// Where the new dump is written.
+    pub fn building(&self) -> PathBuf {
+        self.staging.path().join("dump")
+    }
+
+    /// Puts the new dump in place of the folder.
+    pub fn commit(self) -> Result<()> {
+        let built = self.building();
+        self.staging.commit(&[(built, self.dir)], &[])
+    }
+}
+
+/// The seed and case count of the dump in `dir`, from its index; an error when `dir` holds
+/// no index a dump wrote.
+fn dump_index(dir: &Path) -> Result<(u64, usize)> {
+    let path = dir.join("cases.json");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let index: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let is_dump = index["format"]
+        .as_str()
+        .is_some_and(|f| f.starts_with(FORMAT_MARK));
+    match (is_dump, index["seed"].as_u64(), index["cases"].as_array()) {
+        (true, Some(seed), Some(cases)) => Ok((seed, cases.len())),
+        _ => bail!("{} is not a dump's index", path.display()),
+    }
+}
+
 /// A dump's differences between arms and the reference: (case, arm, cells differing, first).
 pub type ArmMismatch = (usize, Arm, usize, String);
 
@@ -360,5 +450,67 @@ mod tests {
             "no GPU, no arm buffers"
         );
         assert!(dir.path().join("full_to_swa.safetensors").exists());
+    }
+
+    /// Every file under `dir` with its bytes.
+    fn files(dir: &Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
+        let mut all: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.file_name(), std::fs::read(e.path()).unwrap())
+            })
+            .collect();
+        all.sort();
+        all
+    }
+
+    #[test]
+    fn a_dump_that_fails_midway_leaves_the_earlier_dump_whole() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("dump");
+        let target = DumpTarget::new(&dir).unwrap();
+        assert_eq!(target.replaces, None);
+        write_dump(&target.building(), 5, 6, None, &Arm::ALL, |_| {}).unwrap();
+        target.commit().unwrap();
+        let before = files(&dir);
+        assert_eq!(before.len(), 8, "6 cases, the index, full_to_swa");
+        assert_eq!(dump_index(&dir).unwrap(), (5, 6));
+
+        let target = DumpTarget::new(&dir).unwrap();
+        assert_eq!(target.replaces, Some((5, 6)));
+        // A case that cannot be written: a folder where its file goes.
+        std::fs::create_dir_all(target.building().join("case-00001.safetensors")).unwrap();
+        assert!(write_dump(&target.building(), 9, 3, None, &Arm::ALL, |_| {}).is_err());
+        drop(target);
+        assert_eq!(files(&dir), before, "the earlier dump is whole");
+        assert_eq!(
+            std::fs::read_dir(parent.path()).unwrap().count(),
+            1,
+            "no staging left"
+        );
+    }
+
+    #[test]
+    fn only_an_empty_folder_or_a_dump_is_a_target() {
+        let parent = tempfile::tempdir().unwrap();
+        let empty = parent.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        let target = DumpTarget::new(&empty).unwrap();
+        write_dump(&target.building(), 1, 1, None, &Arm::ALL, |_| {}).unwrap();
+        target.commit().unwrap();
+        assert!(empty.join("cases.json").exists());
+        let foreign = parent.path().join("foreign");
+        std::fs::create_dir(&foreign).unwrap();
+        std::fs::write(
+            foreign.join("cases.json"),
+            r#"{"format": "mine", "seed": 1, "cases": []}"#,
+        )
+        .unwrap();
+        let error = DumpTarget::new(&foreign).err().unwrap();
+        assert!(
+            format!("{error:#}").contains("holds files and is not a dump"),
+            "{error:#}"
+        );
     }
 }

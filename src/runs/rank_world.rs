@@ -42,7 +42,15 @@ pub fn start_world(
             .with_context(|| format!("removing the stale {}", id_file.display()))?;
     }
     let exe = std::env::current_exe().context("finding this program to start its ranks")?;
-    run_group((0..ranks).map(|r| command(r, &exe)).collect())?;
+    let ran = run_group((0..ranks).map(|r| command(r, &exe)).collect());
+    // The id names a world that no longer exists, whether it finished or a rank died.
+    match std::fs::remove_file(&id_file) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            eprintln!("metaprep: could not remove {}: {e}", id_file.display())
+        }
+        _ => {}
+    }
+    ran?;
     Ok(())
 }
 
@@ -325,9 +333,23 @@ mod tests {
             c
         })
         .unwrap();
-        let failing = start_world(&root.path().join("other"), 1, |_, _| Command::new("false"));
+        // Rank 0 publishes an id, then a rank dies: no id file outlives the world.
+        let other = root.path().join("other");
+        let publish = format!("echo id > {}; exit 3", id_file(&other).display());
+        let failing = start_world(&other, 2, |r, _| {
+            let mut c = Command::new("sh");
+            c.args(["-c", if r == 0 { &publish } else { "exec sleep 5" }]);
+            c
+        });
         assert!(failing.is_err(), "a rank's failure is the world's");
-        assert!(root.path().join("other").is_dir());
+        assert!(other.is_dir() && !id_file(&other).exists());
+        start_world(&dir, 1, |_, _| {
+            let mut c = Command::new("sh");
+            c.args(["-c", &format!("echo id > {}", id_file(&dir).display())]);
+            c
+        })
+        .unwrap();
+        assert!(!id_file(&dir).exists(), "nor one that finished");
     }
 
     /// The world's stop over ranks' decisions, as the agreed maxima give it.

@@ -175,7 +175,10 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         }
     };
     if config.resume {
-        bail!("--resume is not supported with real ranks: rerun into a new --out");
+        return Err(crate::results::BadInput(
+            "--resume is not supported with real ranks: rerun into a new --out".into(),
+        )
+        .into());
     }
     existing_rows(&config.out, false)?;
     // Without --trace-cell, the first cell of the first real layout with several ranks (or

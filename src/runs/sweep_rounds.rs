@@ -39,8 +39,7 @@ use crate::stats::stopping::{RoundsRule, RoundsStop};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// The floor row of the empty graph run through the arms' harness.
-pub const HARNESS: &str = "harness";
+pub use crate::axes::floor_item::HARNESS;
 
 /// Rounds of samples: one list per round.
 type Rounds = Vec<Vec<f64>>;

@@ -15,6 +15,9 @@ use super::summary::{summarize, Estimate, Summary, MIN_CI_SAMPLES};
 
 /// The fewest rounds whose medians give a 95% interval (6: `[min, max]` covers 96.9%).
 pub const MIN_ROUNDS: usize = MIN_CI_SAMPLES;
+/// More rounds than any cell needs (`sweep` and `steps --max-rounds`): a larger value is a
+/// typo, and one that large would run for days.
+pub const MAX_ROUNDS: usize = 100;
 
 /// Median of each round's samples (non-finite samples dropped; an empty round is skipped).
 pub fn round_medians(rounds: &[Vec<f64>]) -> Vec<f64> {

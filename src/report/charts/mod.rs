@@ -61,18 +61,30 @@ pub struct ChartSet {
     pub skipped: Vec<(String, String)>,
 }
 
-/// Renders every chart whose data exists into `<dir>/charts/<name>.{png,svg}`.
-///
-/// `traces` are `(file name, JSON)` pairs, drawn as stacked timeline panels in order. They
-/// are parsed first, so a malformed trace fails, naming its file, before any file is written.
-pub fn render_all(
-    dir: &Path,
-    rows: &[Row],
-    env: &EnvRecord,
-    telemetry: &[TelemetrySample],
-    traces: &[(&str, &str)],
-) -> Result<ChartSet> {
-    let traces = traces
+/// Every chart `report` draws, by file name (without `.png`/`.svg`), in drawing order.
+pub const CHARTS: [&str; 14] = [
+    "itl",
+    "throughput",
+    "throughput_change",
+    "itl_change",
+    "host_scale",
+    "speedup_prep",
+    "speedup_step",
+    "prep_floor",
+    "bandwidth",
+    "read_cost",
+    "read_recovery",
+    "telemetry",
+    "timeline",
+    "stragglers",
+];
+
+/// The folder charts go into, inside a run directory.
+pub const CHARTS_DIR: &str = "charts";
+
+/// Parses `(file name, JSON)` traces for [`render_parsed`]; an error names the file.
+pub fn parse_traces(traces: &[(&str, &str)]) -> Result<Vec<Trace>> {
+    traces
         .iter()
         .map(|(name, json)| {
             let mut trace =
@@ -80,43 +92,59 @@ pub fn render_all(
             trace.title.get_or_insert_with(|| name.to_string());
             Ok(trace)
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect()
+}
+
+/// Parses `traces` ([`parse_traces`], so a malformed trace fails before any file is written)
+/// and renders every chart ([`render_parsed`]).
+pub fn render_all(
+    dir: &Path,
+    rows: &[Row],
+    env: &EnvRecord,
+    telemetry: &[TelemetrySample],
+    traces: &[(&str, &str)],
+) -> Result<ChartSet> {
+    render_parsed(dir, rows, env, telemetry, &parse_traces(traces)?)
+}
+
+/// Renders every chart whose data exists into `<dir>/charts/<name>.{png,svg}`, the timeline
+/// from `traces` stacked in order. Charts without data are listed as skipped, and nothing is
+/// removed: `report` builds its charts in a staging folder and replaces the run's (a skipped
+/// chart's old files among them) only once all of them are drawn.
+pub fn render_parsed(
+    dir: &Path,
+    rows: &[Row],
+    env: &EnvRecord,
+    telemetry: &[TelemetrySample],
+    traces: &[Trace],
+) -> Result<ChartSet> {
     let outcomes = [
-        ("itl", itl_chart(dir, rows, env)?),
-        ("throughput", throughput_chart(dir, rows, env)?),
-        (
-            "throughput_change",
-            step_change_chart(dir, rows, env, "throughput_tok_s")?,
-        ),
-        ("itl_change", step_change_chart(dir, rows, env, "itl_us")?),
-        ("host_scale", host_scale_chart(dir, rows, env)?),
-        ("speedup_prep", speedup_chart(dir, rows, env, KIND_PREP)?),
-        ("speedup_step", speedup_chart(dir, rows, env, KIND_STEP)?),
-        ("prep_floor", prep_floor_chart(dir, rows, env)?),
-        ("bandwidth", bandwidth_chart(dir, rows, env)?),
-        ("read_cost", read_cost_chart(dir, rows, env)?),
-        ("read_recovery", read_recovery_chart(dir, rows, env)?),
-        ("telemetry", telemetry_chart(dir, telemetry, env)?),
-        (
-            "timeline",
-            if traces.is_empty() {
-                Rendered::Skipped {
-                    reason: "no Chrome trace given".into(),
-                }
-            } else {
-                timeline::render(dir, &traces, env)?
-            },
-        ),
-        ("stragglers", stragglers::render(dir, &traces, env)?),
+        itl_chart(dir, rows, env)?,
+        throughput_chart(dir, rows, env)?,
+        step_change_chart(dir, rows, env, "throughput_tok_s")?,
+        step_change_chart(dir, rows, env, "itl_us")?,
+        host_scale_chart(dir, rows, env)?,
+        speedup_chart(dir, rows, env, KIND_PREP)?,
+        speedup_chart(dir, rows, env, KIND_STEP)?,
+        prep_floor_chart(dir, rows, env)?,
+        bandwidth_chart(dir, rows, env)?,
+        read_cost_chart(dir, rows, env)?,
+        read_recovery_chart(dir, rows, env)?,
+        telemetry_chart(dir, telemetry, env)?,
+        if traces.is_empty() {
+            Rendered::Skipped {
+                reason: "no Chrome trace given".into(),
+            }
+        } else {
+            timeline::render(dir, traces, env)?
+        },
+        stragglers::render(dir, traces, env)?,
     ];
     let mut set = ChartSet::default();
-    for (name, outcome) in outcomes {
+    for (name, outcome) in CHARTS.into_iter().zip(outcomes) {
         match outcome {
             Rendered::Files { png, svg } => set.files.extend([png, svg]),
-            Rendered::Skipped { reason } => {
-                remove_stale(dir, name)?;
-                set.skipped.push((name.to_string(), reason));
-            }
+            Rendered::Skipped { reason } => set.skipped.push((name.to_string(), reason)),
         }
     }
     Ok(set)
@@ -130,20 +158,9 @@ pub(super) fn host_profile_note(env: &EnvRecord) -> String {
         })
 }
 
-/// Removes `<dir>/charts/<name>.{png,svg}` left by an earlier report: a chart with no data
-/// this time must not stand beside a summary that no longer draws it.
-fn remove_stale(dir: &Path, name: &str) -> Result<()> {
-    for ext in ["png", "svg"] {
-        let path = dir.join("charts").join(format!("{name}.{ext}"));
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(e)
-                    .with_context(|| format!("removing the stale chart {}", path.display()))
-            }
-            _ => {}
-        }
-    }
-    Ok(())
+/// The two files of chart `name` inside `dir`'s charts folder.
+pub fn chart_files(dir: &Path, name: &str) -> [PathBuf; 2] {
+    ["png", "svg"].map(|ext| dir.join(CHARTS_DIR).join(format!("{name}.{ext}")))
 }
 
 /// A chart's data, drawable on any plotters backend.
@@ -171,9 +188,7 @@ fn write_chart(dir: &Path, name: &str, size: (u32, u32), chart: &impl Chart) -> 
             .with_context(|| format!("drawing chart {name} (SVG)"))?;
         root.present().drawn()?;
     }
-    let charts = dir.join("charts");
-    let png_path = charts.join(format!("{name}.png"));
-    let svg_path = charts.join(format!("{name}.svg"));
+    let [png_path, svg_path] = chart_files(dir, name);
     write_atomic(&png_path, &encode_png(&rgb, size)?)?;
     write_atomic(&svg_path, svg.as_bytes())?;
     Ok(Rendered::Files {
