@@ -4,7 +4,7 @@
 //! Every metric of a cell is its own row so that charts, summaries and `compare` can filter
 //! without knowing which metrics exist.
 
-use crate::axes::floor_item::HARNESS;
+use crate::axes::floor_item::{HARNESS, HOST_REFERENCE};
 use crate::axes::{Arm, Family, FloorItem, Layout};
 use crate::results::atomic::write_atomic;
 use crate::stats::summary::MIN_CI_SAMPLES;
@@ -385,9 +385,10 @@ fn check_names(
                     format!("`{}` is not a floor row's family: `floor`", family),
                 );
             }
-            if arm != HARNESS {
+            // The harness's overhead and the host-speed reference are floor rows of their own.
+            if arm != HARNESS && arm != HOST_REFERENCE {
                 if let Err(e) = arm.parse::<FloorItem>() {
-                    return column("arm", format!("{e} (or {HARNESS})"));
+                    return column("arm", format!("{e} (or {HARNESS}, {HOST_REFERENCE})"));
                 }
             }
         }
@@ -989,10 +990,20 @@ mod tests {
                 "{error}"
             );
         }
-        // The harness row is a floor row.
+        // The harness row and the host-speed reference are floor rows, and an arm's time per
+        // unit of host speed is a metric of its own.
         let harness = row("floor", "floor", HARNESS, 1, "overhead_us", 0.2);
-        write_rows(&path, &[harness]).unwrap();
-        assert_eq!(read_rows(&path).unwrap().len(), 1);
+        let host = row("floor", "floor", HOST_REFERENCE, 1, "step_us", 21.0);
+        let twin = row(
+            "prep",
+            "dsa_decode",
+            "eager-sync",
+            8,
+            "host_issue_us_per_host_ref",
+            0.4,
+        );
+        write_rows(&path, &[harness, host, twin]).unwrap();
+        assert_eq!(read_rows(&path).unwrap().len(), 3);
     }
 
     #[test]
