@@ -40,6 +40,6 @@ strip --strip-debug "$out"/metaprep "$out"/tests/* "$out"/benches/* 2>/dev/null 
 # and the nvtx stage: GPU hosts may have no C compiler.
 cc -shared -fPIC -O2 -o "$out/libnvtx_recorder.so" tests/fixtures/nvtx_recorder.c
 cp scripts/run-on-gpu.sh scripts/calibrate_torch.py scripts/compare_reference.py scripts/compare_timers.py \
-    scripts/crosscheck_sglang.py "$out/"
+    scripts/crosscheck_sglang.py scripts/count_sglang_ops.py scripts/sglang_standins.py "$out/"
 echo "bundle in $out/:"
 ls -l "$out" "$out/tests" "$out/benches"
