@@ -92,7 +92,7 @@ NO_KERNEL = frozenset(
         "alias resolve_conj resolve_neg to _to_copy contiguous item _local_scalar_dense lift "
         "unbind split narrow chunk numel size stride is_nonzero result_type _unsafe_view dim "
         "view_as expand_as unflatten new_empty new_empty_strided").split())
-# aten::alias: what the Dev subclass's as_subclass conversions record; CUDA has none.
+# aten::alias is not counted at all on CPU (is_artifact).
 # Reads: a device value to the host. CUDA's top-level items for each, from the ops PyTorch
 # dispatches: tolist = resolve_conj, resolve_neg (no-ops) then aten::to (D2H, syncs);
 # item / int() = aten::item (syncs); cpu() = aten::to (syncs).
@@ -277,6 +277,20 @@ def is_memcpy(node):
     return all(contiguous(dims[k], strides[k]) for k in (0, 1))
 
 
+def is_artifact(node):
+    """aten::alias on CPU: what Dev's as_subclass conversions record; CUDA has none."""
+    return ON_CPU and node.name == "aten::alias"
+
+
+def top_ops(node):
+    """The cpu_ops under `node` that no other cpu_op holds (annotations looked through)."""
+    for c in node.children:
+        if c.cat == "cpu_op":
+            yield c
+        elif c.cat == "user_annotation":
+            yield from top_ops(c)
+
+
 def subtree(node):
     yield node
     for c in node.children:
@@ -323,7 +337,7 @@ def items_of(events):
                 add(dict(name=label, kind="op", launches=1, upload=False, syncs=False,
                          strict=False, decided="Python launch (no cpu_op)"), at or site)
                 if label.startswith("ext:"):
-                    for n in (n for n in c.children if n.cat == "cpu_op"):
+                    for n in (n for n in top_ops(c) if not is_artifact(n)):
                         # the extension's own allocations, which calibrate.rs sees as ops
                         it = op_item(n, False)
                         it.update(strict=True, profile=False, decided="inside " + label)
@@ -356,7 +370,7 @@ def items_of(events):
                 walk(c, on_device or prefix == ON_DEVICE, split(c.name, prefix)[1] or site)
             elif c.cat == "user_annotation":
                 walk(c, on_device, site)
-            elif c.cat == "cpu_op" and not (ON_CPU and c.name == "aten::alias"):
+            elif c.cat == "cpu_op" and not is_artifact(c):
                 add(op_item(c, on_device), site)
             elif not ON_CPU and c.name in SYNC_CALLS:
                 add(dict(name=c.name, kind="read", launches=0, upload=False, syncs=True,

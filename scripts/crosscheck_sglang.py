@@ -163,11 +163,11 @@ DSA_MODES = {"dsa_decode": "DECODE", "dsa_target_verify": "TARGET_VERIFY",
 def live_batch(ins, live, block, with_swa=None):
     """The live requests' inputs, unpadded: what the eager path runs."""
     extra = {} if with_swa is None else dict(full_to_swa=with_swa,
-                                             swa_valid_from=ins["swa_valid_from"])
-    return sg.Batch(seq_lens=ins["seq_lens"][:live], block=block,
-                    req_pool_indices=ins["req_pool_indices"][:live],
-                    req_to_token=ins["req_to_token"],
-                    out_cache_loc=ins["out_cache_loc"][: live * block], **extra)
+                                             swa_valid_from=np.array(ins["swa_valid_from"]))
+    return sg.Batch(seq_lens=np.array(ins["seq_lens"][:live]), block=block,
+                    req_pool_indices=np.array(ins["req_pool_indices"][:live]),
+                    req_to_token=np.array(ins["req_to_token"]),
+                    out_cache_loc=np.array(ins["out_cache_loc"][: live * block]), **extra)
 
 
 def dsa_eager(fam, ins, dump, poison, block, tally, case, a, live):
@@ -269,7 +269,8 @@ def main():
     poison, consts = index["poison"], index["constants"]
     a_common = {"topk": consts["dsa_topk"], "real_page": consts["dsa_real_page_size"],
                 "page_size": consts["page_size"]}
-    f2s = read_safetensors(os.path.join(ARGS.dump, "full_to_swa.safetensors"))["full_to_swa"]
+    f2s = np.array(read_safetensors(os.path.join(ARGS.dump, "full_to_swa.safetensors"))[
+        "full_to_swa"])  # writable: torch warns on read-only arrays
     cases = index["cases"][: ARGS.limit]
     tally = Tally()
     notes = defaultdict(int)

@@ -436,7 +436,7 @@ def dsv4_backend(block, req_to_token, full_to_swa, valid_from):
 def forward_batch(case, mode, mirror):
     """The ForwardBatch fields init_forward_metadata reads for `case` (a Batch) in `mode` (a
     ForwardMode name): spec-v2's gpu-only batches, no host mirror unless `mirror`
-    (eagle_worker_common.py:239-242 for draft extend)."""
+    (eagle_worker_common.py:216-222 for draft extend)."""
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
     n, bs = case.block, case.bs
     fb = types.SimpleNamespace(
