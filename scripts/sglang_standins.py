@@ -15,7 +15,10 @@ The backends are built with `object.__new__` plus the attributes the prep method
 __init__ sets them for an H200 serving DeepSeek-V3.2 (DSA) or DeepSeek-V4 with a DSpark
 drafter: bf16 KV, fa3 DSA decode, the default sgl-kernel top-k with its v2 plan, no
 CP/DP attention, no kpool, no request window or SWA ring. CUDA extensions these paths call
-that are not installed get stand-ins (`stub_extensions`, `stub_jit_topk`), named in STUBBED.
+that are not installed get stand-ins (`stub_extensions`, `stub_jit_topk`), and packages SGLang
+imports but these paths never call get placeholder modules where not installed
+(IMPORTED_NOT_CALLED: on the GPU image only SGLang's own files, msgspec and dill travel); all
+named in STUBBED.
 """
 import contextlib
 import importlib.abc
@@ -254,7 +257,8 @@ def stub_jit_topk(build):
 
 class _Placeholder:
     """Whatever SGLang takes from a module that is not installed: any attribute, called or
-    not, is another placeholder; calls are listed in PLACEHOLDER_CALLS."""
+    not, is another placeholder, and a class derived from one a plain class; calls are
+    listed in PLACEHOLDER_CALLS (after `configure`, a call is a counted path's: an error)."""
 
     def __init__(self, name):
         self._name = name
@@ -268,13 +272,38 @@ class _Placeholder:
         PLACEHOLDER_CALLS.append(self._name)
         return _Placeholder(f"{self._name}()")
 
+    def __or__(self, other):  # `X | None` in an annotation evaluated at import
+        return self
+
+    __ror__ = __or__
+
+    def __getitem__(self, item):  # `X[...]` likewise
+        return self
+
+    def __mro_entries__(self, bases):
+        return (_PlaceholderBase,)  # a class SGLang derives from it at import: a plain class
+
+
+class _PlaceholderMeta(type):
+    def __getattr__(cls, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Placeholder(f"{cls.__name__}.{attr}")
+
+
+class _PlaceholderBase(metaclass=_PlaceholderMeta):
+    """The base of classes SGLang derives from a placeholder: class keywords ignored, any
+    missing class attribute a placeholder."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__()
+
 
 PLACEHOLDER_CALLS = []
 
 
 class _Missing(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Modules SGLang imports at load time on CUDA that the counted paths do not call
-    (sgl_kernel's), where not installed: their names are placeholders."""
+    """Modules under `roots` as placeholders (see IMPORTED_NOT_CALLED)."""
 
     def __init__(self, roots):
         self.roots = roots
@@ -302,13 +331,24 @@ class _Missing(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
+# Packages SGLang imports on the way to the metadata code (its server, protocol and tooling
+# modules) that the counted methods never call: where not installed (the GPU image), their
+# names are placeholders, so only SGLang's own files and msgspec need to travel there.
+# sgl_kernel is imported at load on CUDA only (on CPU SGLang catches its ImportError).
+IMPORTED_NOT_CALLED = (
+    "IPython", "traitlets", "compressed_tensors", "gguf", "loguru", "orjson",
+    "partial_json_parser", "pybase64", "starlette", "truststore", "tvm_ffi", "zmq",
+    "zstandard", "openai", "jiter", "httpx2", "httpcore2", "sniffio", "pydantic",
+    "pydantic_core", "annotated_types", "typing_inspection")
+
+
 def stub_missing_imports():
-    """On CUDA only: on CPU SGLang does not import sgl_kernel, or falls back when it fails."""
-    roots = {r for r in ("sgl_kernel",) if importlib.util.find_spec(r) is None}
-    if roots and not ON_CPU:
+    names = IMPORTED_NOT_CALLED + (() if ON_CPU else ("sgl_kernel",))
+    roots = {r for r in names if importlib.util.find_spec(r) is None}
+    if roots:
         sys.meta_path.append(_Missing(roots))
-        STUBBED.append("sgl_kernel: placeholders (imported at load on CUDA; calls listed in "
-                       "placeholder_calls)")
+        STUBBED.append("placeholders (imported at load, not installed here): "
+                       + ", ".join(sorted(roots)))
 
 
 def configure(device, build_jit=False):
@@ -325,6 +365,15 @@ def configure(device, build_jit=False):
     patch_triton_launches()
     from sglang.srt.runtime_context import get_parallel
     get_parallel().override_permanently(attn_cp_size=1)
+    # Load what the scripts call now: placeholders called at import (a pydantic Field in a
+    # class body) are not the preps'; PLACEHOLDER_CALLS from here on are.
+    for name in ("sglang.kernels.ops.attention.dsa.metadata",
+                 "sglang.kernels.ops.speculative.dspark.dspark_attn_metadata",
+                 "sglang.srt.layers.attention.deepseek_v4_backend",
+                 "sglang.srt.layers.attention.dsa_backend",
+                 "sglang.srt.model_executor.forward_batch_info"):
+        importlib.import_module(name)
+    PLACEHOLDER_CALLS.clear()
 
 
 def placement():
