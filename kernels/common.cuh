@@ -2,9 +2,11 @@
 // METAPREP_SWA_WINDOW, METAPREP_DSA_TOPK, METAPREP_SWA_ALIGN, ...) so there is one source of
 // truth.
 //
-// Conventions: every buffer is int32 and row-major; `padded_bs` rows exist and every one is
-// computed alike: padding rows hold the engine's fill values (sequence length 1, pool row 0,
-// KV slot 0), as SGLang's graph runner fills them. `host_block`, when not null, is the
+// Conventions: every buffer is int32 and row-major, sized for the padded batch; the kernels
+// compute the first `bs` requests (the argument blocks' `bs`) and leave the rest as they were.
+// Graph arms pass the padded batch, whose padding rows hold the engine's fill values
+// (sequence length 1, pool row 0, KV slot 0), as SGLang's graph runner fills them; eager arms
+// pass the live batch, as SGLang's eager path never pads. `host_block`, when not null, is the
 // `[block] * bs` list the eager-sync arm built on the host and copied up; device-only arms
 // pass null and use the block size they were launched with.
 

@@ -16,7 +16,8 @@ struct DsaArgs {
     int* page_table_1;       // [rows, page_width]
     int* real_page_table;    // [rows, real_width]
     int* eager_cols;         // [1] or null: the eager column count, left by the lengths stage
-    int padded_bs; int tokens; int req_stride; int page_width; int real_width;
+    int bs;                  // requests computed (rows: bs * tokens); see common.cuh
+    int tokens; int req_stride; int page_width; int real_width;
 };
 
 // Each family file defines these two from request i's committed length `len` (seq_lens[i]):
@@ -56,7 +57,7 @@ __device__ __forceinline__ void dsa_row_outputs(const DsaArgs& a, int row) {
 // lengths computed from it: loaded again for each row, every row of the writing pass would
 // wait out a load, since no load may move above a store to an output it might alias.
 __device__ void dsa_scans_block(const DsaArgs& a) {
-    const int P = a.padded_bs, N = a.tokens;
+    const int P = a.bs, N = a.tokens;
     const int per = ceil_div(P, blockDim.x);
     const int begin = min((int)threadIdx.x * per, P), end = min(begin + per, P);
     uint2 sums = make_uint2(0, 0);  // (kv, top-k)
@@ -85,7 +86,7 @@ __device__ void dsa_scans_block(const DsaArgs& a) {
 
 // Every length output, by one whole block (blockDim.x <= 1024, a multiple of 32).
 __device__ void dsa_lengths_block(const DsaArgs& a) {
-    const int P = a.padded_bs, rows = P * a.tokens;
+    const int P = a.bs, rows = P * a.tokens;
     for (int i = threadIdx.x; i < P; i += blockDim.x) store_kept(a.cache_seqlens + i, dsa_request_kv(a, i));
     for (int r = threadIdx.x; r < rows; r += blockDim.x) dsa_row_outputs(a, r);
     if (threadIdx.x == 0) store_kept(a.cu_seqlens_q + rows, rows);
@@ -143,7 +144,7 @@ extern "C" __global__ void dsa_fused(DsaArgs a) {
     if (blockIdx.x == 0) {
         if (blockIdx.y != 0) return;
         dsa_scans_block(a);
-        if (threadIdx.x == 0) store_kept(a.cu_seqlens_q + a.padded_bs * N, a.padded_bs * N);
+        if (threadIdx.x == 0) store_kept(a.cu_seqlens_q + a.bs * N, a.bs * N);
         return;
     }
     const int i = blockIdx.x - 1;

@@ -14,7 +14,8 @@ struct DsparkArgs {
     const int* host_block;
     int* extend_seq_lens; int* seq_lens_extended; int* seq_lens_causal; int* positions;
     int* swa_topk_lengths; int* page_table; int* swa_page_indices;
-    int padded_bs; int block; int req_stride; int page_width; int swa_width;
+    int bs;  // requests computed (rows: bs * block); see common.cuh
+    int block; int req_stride; int page_width; int swa_width;
 };
 
 // The window's length: the last min(L, W) tokens, none below the pool row's valid_from.
@@ -70,7 +71,7 @@ __device__ __forceinline__ void dspark_page_rows(const DsparkArgs& a, int t, int
 
 extern "C" __global__ void dspark_draft_block_lengths(DsparkArgs a) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= a.padded_bs * a.block) return;
+    if (t >= a.bs * a.block) return;
     const int i = t / a.block;
     const int L = a.seq_lens[i];
     dspark_write_lengths(a, t, L, dspark_context_len(a, a.req_pool_indices[i], L),

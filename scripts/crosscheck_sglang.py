@@ -4,28 +4,29 @@
     metaprep check --dump DIR --cpu-only --seed 11          # no GPU needed
     python3 scripts/crosscheck_sglang.py DIR [--device cpu|cuda] [--limit N] [--out FILE]
 
-SGLang comes from the environment (pip install sglang==0.5.23 --no-deps, plus the small
-packages its modules import; never vendored here). With --device cpu (the default) the script
-sets TRITON_INTERPRET=1 before torch and triton load, runs SGLang's torch functions on CPU
-tensors and its Triton kernels in Triton's interpreter: tensors are CPU tensors of a subclass
-that answers is_cuda=True, so SGLang's own wrappers (and their asserts) run unchanged. With
---device cuda the same calls run on the GPU.
+SGLang comes from the environment (see results/2026-12-01-sglang-op-counts/README.md for
+the install; never vendored here). With --device cpu (the default) the script sets
+TRITON_INTERPRET=1 before torch and triton load and runs SGLang's code on CPU tensors that
+answer is_cuda=True (scripts/sglang_standins.py), so its own wrappers take their CUDA
+(Triton) paths and Triton's interpreter runs the kernels. With --device cuda the same calls
+run on the GPU.
 
-What is called, per family (SGLang 0.5.23 paths in comments below):
-* DSA decode / target verify / draft-extend v2, graph path: the fused Triton metadata kernels
-  graph replay runs (fused_dsa_{decode,target_verify,draft_extend}_metadata) on buffers filled
-  with metaprep's poison, at the padded batch with the graph runner's fill values already in
-  the inputs; every buffer is compared whole against `graph/<output>`, so a cell either side
-  writes and the other does not is a difference.
-* DSA, eager path: the expressions of DeepseekSparseAttnBackend.init_forward_metadata with
-  SGLang's own helpers (compute_cu_seqlens, seqlens_expand_triton, compute_dsa_seqlens,
-  _transform_table_1_to_real); each result [rows, cols] must equal `eager/<output>`'s first
-  cols columns, and the rest of the dump's row must be poison.
-* DSpark draft block: init_forward_metadata_dspark_draft_block's chain
-  (compute_uniform_extend_lengths, ExpandPrefillCausally, BuildPageTablePositions with
-  max_seq_len = page_size, ComputeDsparkWindowGather with swa_valid_from,
-  BuildDsparkSwaPageIndices) and the graph path's BuildBlockSeqLensCausal, each of the
-  dispatching classes through both its torch and its triton implementation.
+What is called, per family (SGLang 0.5.23; backends built by scripts/sglang_standins.py):
+* DSA decode / target verify / draft-extend v2, eager path: the backend's own
+  DeepseekSparseAttnBackend.init_forward_metadata on the live batch, unpadded (as the eager
+  path runs it), with no host mirror (it reads the lengths); each result [rows, cols] must
+  equal `eager/<output>` in its first rows and columns, and every other cell of the dump's
+  buffer (padding rows, columns past the eager width) must be poison.
+* DSA, graph path: the fused Triton metadata kernels graph replay runs
+  (fused_dsa_{decode,target_verify,draft_extend}_metadata) on buffers filled with
+  metaprep's poison, at the padded batch with the graph runner's fill values already in the
+  inputs; every buffer is compared whole against `graph/<output>`.
+* DSpark draft block: DeepseekV4AttnBackend.init_forward_metadata_dspark_draft_block, eager
+  (live batch, `seq_lens_cpu=None`, extend lengths uploaded) against `eager/<output>`, and as
+  the graph runner calls it (padded batch, glued, host mirror) against `graph/<output>`;
+  `extend_seq_lens` and `seq_lens_extended` are the values the method computes on the way
+  (compute_uniform_extend_lengths, _draft_block_extend_lens). The graph path's
+  BuildBlockSeqLensCausal (DSpark target verify in the graph), torch and triton, too.
 
 Prints, per (family, path, output), MATCH or DIFFER with the first differing cell, over all
 cases; exits 1 on any DIFFER.
@@ -35,7 +36,6 @@ import json
 import os
 import struct
 import sys
-import types
 from collections import defaultdict
 
 
@@ -56,6 +56,9 @@ if ARGS.device == "cpu":
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sglang_standins as sg  # noqa: E402
+
 
 def read_safetensors(path):
     """name -> int32 numpy array (the dump holds int32 tensors only)."""
@@ -73,18 +76,8 @@ def read_safetensors(path):
     return out
 
 
-class Host(torch.Tensor):
-    """A CPU tensor that says it is on CUDA: SGLang's wrappers assert is_cuda and dispatch to
-    their Triton kernels on it, which TRITON_INTERPRET=1 then runs on the host."""
-
-    @property
-    def is_cuda(self):
-        return True
-
-
 def dev(a):
-    t = torch.from_numpy(np.array(a, dtype=np.int32))
-    return t.cuda() if ARGS.device == "cuda" else t.as_subclass(Host)
+    return sg.dev(np.array(a, dtype=np.int32))
 
 
 def host(t):
@@ -112,18 +105,20 @@ class Tally:
                 key, f"case {case}: cell {cell}: SGLang {got[cell]}, metaprep {want[cell]} "
                      f"({len(bad)} cells differ)")
 
-    def prefix(self, key, case, got, dense, poison):
-        """SGLang's eager result [rows, cols] is the dump's written prefix; the rest poison."""
+    def written(self, key, case, got, dense, poison):
+        """SGLang's result [rows, cols] is the top-left corner of the dump's buffer; every
+        other cell (rows the path does not compute, columns past its width) is poison."""
         got = np.asarray(got)
         if got.ndim == 1:
             got = got[:, None]
-        cols = got.shape[1]
-        if cols > dense.shape[1]:
+        rows, cols = got.shape
+        if rows > dense.shape[0] or cols > dense.shape[1]:
             self.cases[key] += 1
-            self.first.setdefault(key, f"case {case}: {cols} columns, buffer {dense.shape[1]}")
+            self.first.setdefault(key, f"case {case}: result {got.shape}, buffer {dense.shape}")
             return
-        rest = dense[:, cols:]
-        self.same(key, case, np.concatenate([got, np.full_like(rest, poison)], axis=1), dense)
+        want = np.full_like(dense, poison)
+        want[:rows, :cols] = got
+        self.same(key, case, want, dense)
 
 
 def dsa_graph(fam, ins, dump, poison, block, tally, case, a):
@@ -161,95 +156,101 @@ def dsa_graph(fam, ins, dump, poison, block, tally, case, a):
         tally.same((fam, "graph (fused Triton)", name), case, got, dump[f"graph/{name}"])
 
 
-def dsa_eager(fam, ins, dump, poison, block, tally, case, a):
+DSA_MODES = {"dsa_decode": "DECODE", "dsa_target_verify": "TARGET_VERIFY",
+             "dsa_draft_extend_v2": "DRAFT_EXTEND_V2"}
+
+
+def live_batch(ins, live, block, with_swa=None):
+    """The live requests' inputs, unpadded: what the eager path runs."""
+    extra = {} if with_swa is None else dict(full_to_swa=with_swa,
+                                             swa_valid_from=np.array(ins["swa_valid_from"]))
+    return sg.Batch(seq_lens=np.array(ins["seq_lens"][:live]), block=block,
+                    req_pool_indices=np.array(ins["req_pool_indices"][:live]),
+                    req_to_token=np.array(ins["req_to_token"]),
+                    out_cache_loc=np.array(ins["out_cache_loc"][: live * block]), **extra)
+
+
+def dsa_eager(fam, ins, dump, poison, block, tally, case, a, live):
     """DeepseekSparseAttnBackend.init_forward_metadata (python/sglang/srt/layers/attention/
-    dsa_backend.py) for decode, target verify and draft-extend v2, on SGLang's helpers."""
-    from sglang.kernels.ops.attention.pad import seqlens_expand_triton
-    from sglang.srt.layers.attention.dsa.dsa_backend_mtp_precompute import compute_cu_seqlens
-    from sglang.srt.layers.attention.dsa.utils import compute_dsa_seqlens
-    from sglang.srt.layers.attention.dsa_backend import DeepseekSparseAttnBackend
-    seq, rp, r2t = dev(ins["seq_lens"]), dev(ins["req_pool_indices"]), dev(ins["req_to_token"])
-    P = seq.shape[0]
-    draft = block if fam == "dsa_target_verify" else 0
-    cache = (seq + draft).to(torch.int32)
-    cu_k = compute_cu_seqlens(cache)
-    max_seqlen_k = int(host(seq).max()) + draft
-    page_table = r2t[rp.long(), :max_seqlen_k]
-    if fam == "dsa_decode":
-        cu_q = torch.arange(0, P + 1, dtype=torch.int32)
-        expanded = cache
-    else:
-        cu_q = torch.arange(0, P * block + 1, 1, dtype=torch.int32)
-        expanded = seqlens_expand_triton(dev(np.full(P, block)), cache, P * block, block)
-        page_table = torch.repeat_interleave(page_table, repeats=block, dim=0)
-    dsa = compute_dsa_seqlens(expanded, a["topk"], index_kpool=1)
+    dsa_backend.py:1095-1425) on the live batch, for decode, target verify, draft-extend v2."""
+    batch = live_batch(ins, live, block)
+    backend = sg.dsa_backend(block, batch.req_to_token, live)
+    backend.dsa_index_topk, backend.physical_page_size = a["topk"], a["real_page"]
+    with sg.placement():
+        backend.init_forward_metadata(sg.forward_batch(batch, DSA_MODES[fam], mirror=False))
+    m = backend.forward_metadata
     got = {
-        "cache_seqlens": cache, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k,
-        "seqlens_expanded": expanded, "dsa_cache_seqlens": dsa,
-        "dsa_cu_seqlens_k": compute_cu_seqlens(dsa), "page_table_1": page_table,
-        "real_page_table": DeepseekSparseAttnBackend._transform_table_1_to_real(
-            types.SimpleNamespace(physical_page_size=a["real_page"]), page_table),
+        "cache_seqlens": m.cache_seqlens_int32, "cu_seqlens_q": m.cu_seqlens_q,
+        "cu_seqlens_k": m.cu_seqlens_k, "seqlens_expanded": m.dsa_seqlens_expanded,
+        "dsa_cache_seqlens": m.dsa_cache_seqlens_int32, "dsa_cu_seqlens_k": m.dsa_cu_seqlens_k,
+        "page_table_1": m.page_table_1, "real_page_table": m.real_page_table,
     }
     for name in a["outputs"]:
-        tally.prefix((fam, "eager (init_forward_metadata)", name), case, host(got[name]),
-                     dump[f"eager/{name}"], poison)
+        tally.written((fam, "eager (init_forward_metadata, live batch)", name), case,
+                      host(got[name]), dump[f"eager/{name}"], poison)
 
 
-def dspark(ins, dump, f2s, block, tally, case, a):
+def dspark_method(ins, f2s, block, live, glued):
+    """init_forward_metadata_dspark_draft_block's outputs on the first `live` requests: the
+    metadata it returns and the lengths it computes on the way."""
+    import sglang.srt.layers.attention.deepseek_v4_backend as v4_module
+    batch = live_batch(ins, live, block, with_swa=f2s)
+    backend = sg.dsv4_backend(block, batch.req_to_token, batch.full_to_swa, batch.valid_from)
+    backend.draft_metadata_glued = glued
+    seen = {}
+    uniform, extend_lens = v4_module.compute_uniform_extend_lengths, backend._draft_block_extend_lens
+
+    def record_lengths(**kwargs):
+        seen["lengths"] = uniform(**kwargs)
+        return seen["lengths"]
+
+    def record_extend(lens):
+        seen["extend"] = extend_lens(lens)
+        return seen["extend"]
+
+    v4_module.compute_uniform_extend_lengths = record_lengths
+    backend._draft_block_extend_lens = record_extend
+    try:
+        with sg.placement():
+            meta = backend.init_forward_metadata_dspark_draft_block(
+                max_seq_len=batch.width, req_pool_indices=batch.req_pool_indices,
+                seq_lens=batch.seq_lens, seq_lens_cpu=batch.seq_lens_cpu if glued else None,
+                out_cache_loc=batch.out_cache_loc, block_size=block)
+    finally:
+        v4_module.compute_uniform_extend_lengths = uniform
+    core = meta.core_attn_metadata
+    return {
+        "extend_seq_lens": seen["extend"], "seq_lens_extended": seen["lengths"].seq_lens_extended,
+        "seq_lens_causal": core.seq_lens_casual, "positions": core.positions_casual,
+        "swa_topk_lengths": core.swa_topk_lengths, "page_table": core.page_table,
+        "swa_page_indices": core.swa_page_indices,
+    }
+
+
+def dspark(ins, dump, f2s, block, tally, case, a, live, poison):
     """DeepseekV4AttnBackend.init_forward_metadata_dspark_draft_block (python/sglang/srt/
-    layers/attention/deepseek_v4_backend.py) and its kernels (python/sglang/kernels/ops/
-    speculative/dspark/dspark_attn_metadata.py, .../attention/dsv4/attn_metadata_kernels.py)."""
-    from sglang.kernels.ops.attention.dsv4.attn_metadata_kernels import (
-        BuildPageTablePositions, ExpandPrefillCausally)
+    layers/attention/deepseek_v4_backend.py:2204-2240): eager on the live batch, and as the
+    graph runner calls it (init_forward_metadata_out_graph L2756-2768) on the padded one; and
+    the graph path's BuildBlockSeqLensCausal (python/sglang/kernels/ops/speculative/dspark/)."""
     from sglang.kernels.ops.speculative.dspark.dspark_attn_metadata import (
-        BuildBlockSeqLensCausal, BuildDsparkSwaPageIndices, ComputeDsparkWindowGather)
-    from sglang.srt.layers.attention.deepseek_v4_backend import (
-        PAGE_INDEX_ALIGNED_SIZE, SWA_WINDOW)
-    from sglang.srt.speculative.ragged_verify import compute_uniform_extend_lengths
-    seq, rp, r2t = dev(ins["seq_lens"]), dev(ins["req_pool_indices"]), dev(ins["req_to_token"])
-    out_loc, valid_from = dev(ins["out_cache_loc"]), dev(ins["swa_valid_from"])
-    lengths = compute_uniform_extend_lengths(
-        seq_lens=seq, seq_lens_cpu=[int(x) for x in ins["seq_lens"]], extend_len=block)
-    extend = dev(lengths.extend_seq_lens_cpu)
-    want = lambda name: dump[f"graph/{name}"]  # DSpark writes alike on both paths
-    key = lambda impl, name: ("dspark_draft_block", impl, name)
-    tally.same(key("compute_uniform_extend_lengths", "extend_seq_lens"), case,
-               host(extend)[:, None], want("extend_seq_lens"))
-    tally.same(key("compute_uniform_extend_lengths", "seq_lens_extended"), case,
-               host(lengths.seq_lens_extended)[:, None], want("seq_lens_extended"))
+        BuildBlockSeqLensCausal)
+    padded = len(ins["seq_lens"])
+    for path, rows, glued, rule in (
+            ("eager (live batch, reads, uploads)", live, False, "eager"),
+            ("graph runner's call (padded, glued)", padded, True, "graph")):
+        got = dspark_method(ins, f2s, block, rows, glued)
+        for name in a["outputs"]:
+            tally.written(("dspark_draft_block", f"init_forward_metadata_dspark_draft_block, "
+                           f"{path}", name), case, host(got[name]), dump[f"{rule}/{name}"],
+                          poison)
+    seq = dev(ins["seq_lens"])
     for impl in ("torch", "triton"):
-        expanded = getattr(ExpandPrefillCausally, impl)(
-            req_pool_indices=rp, seq_lens=lengths.seq_lens_extended, extend_seq_lens=extend,
-            extend_start_loc=None, seq_lens_cpu=lengths.seq_lens_cpu_extended,
-            extend_seq_lens_cpu=lengths.extend_seq_lens_cpu, num_tokens=lengths.num_tokens,
-            padded_num_tokens=out_loc.shape[0])
-        causal, rp_rep = expanded.seq_lens_casual, expanded.req_pool_indices_repeated
-        tally.same(key(f"ExpandPrefillCausally.{impl}", "seq_lens_causal"), case,
-                   host(causal)[:, None], want("seq_lens_causal"))
-        prep = getattr(BuildPageTablePositions, impl)(
-            req_to_token=r2t, req_pool_indices_repeated=rp_rep, seq_lens_casual=causal,
-            max_seq_len=a["page_size"], page_size=a["page_size"], swa_window=SWA_WINDOW)
-        tally.same(key(f"BuildPageTablePositions.{impl}", "positions"), case,
-                   host(prep.positions_casual)[:, None], want("positions"))
-        tally.same(key(f"BuildPageTablePositions.{impl}", "page_table"), case,
-                   host(prep.page_table), want("page_table"))
-        gather = getattr(ComputeDsparkWindowGather, impl)(
-            seq_lens_casual=causal, req_pool_indices_repeated=rp_rep, block_size=block,
-            swa_window=SWA_WINDOW, valid_from=valid_from)
-        swa, swa_lens = getattr(BuildDsparkSwaPageIndices, impl)(
-            req_to_token=r2t, full_to_swa_mapping=f2s,
-            req_pool_indices_per_request=gather.req_pool_indices_per_request,
-            offsets=gather.offsets, invalid=gather.invalid, out_loc=out_loc[: gather.num_q],
-            context_lens=gather.context_lens, block_size=block, swa_window=SWA_WINDOW,
-            page_index_aligned_size=PAGE_INDEX_ALIGNED_SIZE)
-        name = f"ComputeDsparkWindowGather + BuildDsparkSwaPageIndices.{impl}"
-        tally.same(key(name, "swa_topk_lengths"), case, host(swa_lens)[:, None],
-                   want("swa_topk_lengths"))
-        tally.same(key(name, "swa_page_indices"), case, host(swa), want("swa_page_indices"))
-        graph_causal = getattr(BuildBlockSeqLensCausal, impl)(
-            seq_lens=seq, block_size=block, device=seq.device)
-        tally.same(key(f"BuildBlockSeqLensCausal.{impl} (graph)", "seq_lens_causal"), case,
-                   host(graph_causal)[:, None], want("seq_lens_causal"))
+        with sg.placement():
+            causal = getattr(BuildBlockSeqLensCausal, impl)(
+                seq_lens=seq, block_size=block, device=seq.device)
+        tally.same(("dspark_draft_block", f"BuildBlockSeqLensCausal.{impl} (graph)",
+                    "seq_lens_causal"), case, host(causal)[:, None],
+                   dump["graph/seq_lens_causal"])
 
 
 def arms_against_reference(meta, dump, tally, case):
@@ -262,12 +263,14 @@ def arms_against_reference(meta, dump, tally, case):
 
 
 def main():
+    sg.configure(ARGS.device)
     import sglang
     index = json.load(open(os.path.join(ARGS.dump, "cases.json")))
     poison, consts = index["poison"], index["constants"]
     a_common = {"topk": consts["dsa_topk"], "real_page": consts["dsa_real_page_size"],
                 "page_size": consts["page_size"]}
-    f2s = dev(read_safetensors(os.path.join(ARGS.dump, "full_to_swa.safetensors"))["full_to_swa"])
+    f2s = np.array(read_safetensors(os.path.join(ARGS.dump, "full_to_swa.safetensors"))[
+        "full_to_swa"])  # writable: torch warns on read-only arrays
     cases = index["cases"][: ARGS.limit]
     tally = Tally()
     notes = defaultdict(int)
@@ -277,12 +280,13 @@ def main():
                                      "out_cache_loc", "swa_valid_from")}
         a = dict(a_common, outputs=meta["outputs"])
         fam, block, case = meta["family"], meta["block"], meta["id"]
+        live = meta["batch_size"]
         notes[meta["note"]] += 1
         if fam == "dspark_draft_block":
-            dspark(ins, dump, f2s, block, tally, case, a)
+            dspark(ins, dump, f2s, block, tally, case, a, live, poison)
         else:
             dsa_graph(fam, ins, dump, poison, block, tally, case, a)
-            dsa_eager(fam, ins, dump, poison, block, tally, case, a)
+            dsa_eager(fam, ins, dump, poison, block, tally, case, a, live)
         arms_against_reference(meta, dump, tally, case)
         if (n + 1) % 50 == 0:
             print(f"  {n + 1} of {len(cases)} cases", file=sys.stderr, flush=True)

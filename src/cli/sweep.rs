@@ -252,6 +252,16 @@ pub(crate) fn sweep_config(
         &config.block_sizes,
         config.max_context,
     )?;
+    Ok(config)
+}
+
+/// The settings of the sweep this process runs itself, its --out checked too (a worker's is
+/// not: the parent made that folder, and an earlier worker wrote into it).
+pub(crate) fn parent_config(
+    args: &SweepArgs,
+    command_args: Vec<std::ffi::OsString>,
+) -> Result<SweepConfig, ExitCode> {
+    let config = sweep_config(args, command_args)?;
     usage(check_run_out(&config.out, config.resume))?;
     Ok(config)
 }

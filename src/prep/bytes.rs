@@ -22,8 +22,8 @@
 //! What is not counted: re-reads a kernel makes of an element (caches serve them), the
 //! 32-byte sectors a scattered read fetches around its 4 bytes, eager-sync's and
 //! graph-upload's `[block] * bs` list (how an arm gets the block, not what the outputs need),
-//! and the eager arms' wider page rows (`max(L)` columns in every row): the count is the same
-//! for every arm of a cell, the graph path's. Gathers (`full_to_swa`) count once per cell
+//! and the eager arms' own shape (`max(L)` columns in every row, no padding rows): the count
+//! is the same for every arm of a cell, the graph path's. Gathers (`full_to_swa`) count once per cell
 //! that reads one, whether or not two cells hit the same slot.
 
 use super::family::{graph_page_cols, real_cols, Shape};

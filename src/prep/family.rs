@@ -26,15 +26,20 @@ pub const MAX_BATCH: u32 = 65536;
 /// The checker's poison: negative and not -1, so no real output can equal it.
 pub const POISON: i32 = -0x3c3c_3c3c;
 
-/// Which DSA page-table cells a path writes, as SGLang 0.5.23's DSA backend
-/// (python/sglang/srt/layers/attention/dsa_backend.py) writes them.
+/// Which rows and DSA page-table cells a path writes, as SGLang 0.5.23 writes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PageRule {
-    /// `init_forward_metadata`: `req_to_token[req_pool_indices, :max_seqlen_k]` with
-    /// `max_seqlen_k = max(L)` (+N for verify), the same columns for every row.
+    /// The eager path (`init_forward_metadata` in
+    /// python/sglang/srt/layers/attention/dsa_backend.py, DSpark's
+    /// `init_forward_metadata_dspark_draft_block`): the live batch only, never padded, so
+    /// padding rows are not written; DSA page rows are `req_to_token[req_pool_indices,
+    /// :max_seqlen_k]` with `max_seqlen_k = max(L)` (+N for verify) over the live lengths,
+    /// the same columns for every row.
     Eager,
-    /// Graph replay's fused Triton kernels (python/sglang/kernels/ops/attention/dsa/metadata.py):
-    /// each row in whole 128-column blocks, `[0, roundup128(kv))` with kv = L (+N for verify).
+    /// Graph replay: the batch padded to the captured size, padding rows computed from the
+    /// graph runner's fill values; DSA page rows as the fused Triton kernels
+    /// (python/sglang/kernels/ops/attention/dsa/metadata.py) write them, each in whole
+    /// 128-column blocks, `[0, roundup128(kv))` with kv = L (+N for verify).
     Graph,
 }
 
@@ -60,9 +65,10 @@ impl Family {
         }
     }
 
-    /// The page-table columns the eager path writes for every row, from lengths it read on
-    /// the host (`seq_lens.max().item()`), before clipping to the static width. DSpark's
-    /// table is the one-page placeholder whatever the lengths.
+    /// The page-table columns the eager path writes for every row, from the live lengths
+    /// it read on the host (`seq_lens.max().item()`; no padding rows: the eager path runs
+    /// the live batch), before clipping to the static width. DSpark's table is the
+    /// one-page placeholder whatever the lengths.
     pub fn host_col_limit(self, seq_lens: &[i32], block: u32) -> u32 {
         if self == Family::DsparkDraftBlock {
             return 1;
@@ -155,6 +161,20 @@ impl Shape {
     /// Rows of the per-token outputs and the page table.
     pub fn rows(&self) -> usize {
         self.padded_bs as usize * self.tokens_per_request()
+    }
+
+    /// The requests a path computes: the live batch on the eager path, which never pads;
+    /// the padded batch on graph replay.
+    pub fn computed_bs(&self, rule: PageRule) -> u32 {
+        match rule {
+            PageRule::Eager => self.batch_size,
+            PageRule::Graph => self.padded_bs,
+        }
+    }
+
+    /// The rows a path computes (the rest of the buffers' rows it leaves as they were).
+    pub fn computed_rows(&self, rule: PageRule) -> usize {
+        self.computed_bs(rule) as usize * self.tokens_per_request()
     }
 
     /// Static page-table width. DSpark: one page, the placeholder SGLang's CUDA
@@ -282,6 +302,21 @@ mod tests {
         assert_eq!(names[2], ("cu_seqlens_k", 5), "one key range per request");
         assert_eq!(names[5], ("dsa_cu_seqlens_k", 17));
         assert_eq!(d.max_seq_len(), 994);
+        assert_eq!(
+            (
+                d.computed_rows(PageRule::Graph),
+                d.computed_rows(PageRule::Eager)
+            ),
+            (8, 8)
+        );
+        assert_eq!(
+            (
+                v.computed_rows(PageRule::Graph),
+                v.computed_rows(PageRule::Eager)
+            ),
+            (16, 12),
+            "the eager path computes the 3 live requests only"
+        );
         assert!(Shape::new(Family::DsaDecode, 0, 5, 4096).is_err());
         assert!(Shape::new(Family::DsaDecode, 1, 5, 10).is_err());
         assert!(

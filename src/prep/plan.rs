@@ -30,7 +30,8 @@ struct DsparkArgs {
     swa_valid_from: u64,
     host_block: u64,
     outputs: [u64; 7],
-    padded_bs: i32,
+    /// Requests the kernels compute: the padded batch on graph arms, the live one on eager.
+    bs: i32,
     block: i32,
     req_stride: i32,
     page_width: i32,
@@ -54,7 +55,8 @@ struct DsaArgs {
     page_table_1: u64,
     real_page_table: u64,
     eager_cols: u64,
-    padded_bs: i32,
+    /// Requests the kernels compute: the padded batch on graph arms, the live one on eager.
+    bs: i32,
     tokens: i32,
     req_stride: i32,
     page_width: i32,
@@ -165,7 +167,8 @@ impl<'g> PrepPlan<'g> {
             .collect::<Result<Vec<_>>>()?;
 
         let out: Vec<u64> = outputs.iter().map(|b| ptr(b, gpu)).collect();
-        let args_with = |host_block_ptr: u64, eager_cols_ptr: u64| match shape.family {
+        // `rule` sets the requests computed: eager arms never pad (PageRule::Eager).
+        let args_with = |host_block_ptr: u64, eager_cols_ptr: u64, rule| match shape.family {
             Family::DsparkDraftBlock => FamilyArgs::Dspark(DsparkArgs {
                 seq_lens,
                 req_pool_indices: ptr(&req_pool_indices, gpu),
@@ -175,7 +178,7 @@ impl<'g> PrepPlan<'g> {
                 swa_valid_from: ptr(&swa_valid_from, gpu),
                 host_block: host_block_ptr,
                 outputs: out.clone().try_into().expect("seven DSpark outputs"),
-                padded_bs: padded as i32,
+                bs: shape.computed_bs(rule) as i32,
                 block: shape.block as i32,
                 req_stride: shape.max_context as i32,
                 page_width: shape.page_width() as i32,
@@ -203,7 +206,7 @@ impl<'g> PrepPlan<'g> {
                     page_table_1: by_name("page_table_1"),
                     real_page_table: by_name("real_page_table"),
                     eager_cols: eager_cols_ptr,
-                    padded_bs: padded as i32,
+                    bs: shape.computed_bs(rule) as i32,
                     tokens: shape.tokens_per_request() as i32,
                     req_stride: shape.max_context as i32,
                     page_width: shape.page_width() as i32,
@@ -213,13 +216,14 @@ impl<'g> PrepPlan<'g> {
         };
         let block_list = ptr(&host_block, gpu);
         let staged = |arm, host_block_ptr, eager_cols_ptr| {
-            staged_launches(gpu, &shape, arm, args_with(host_block_ptr, eager_cols_ptr))
+            let args = args_with(host_block_ptr, eager_cols_ptr, PageRule::of(arm));
+            staged_launches(gpu, &shape, arm, args)
         };
         let eager_device_launches = staged(Arm::EagerDevice, 0, ptr(&eager_cols, gpu))?;
         let sync_launches = staged(Arm::EagerSync, block_list, 0)?;
         let graph_launches = staged(Arm::Graph, 0, 0)?;
         let upload_launches = staged(Arm::GraphUpload, block_list, 0)?;
-        let fused = fused_launch(gpu, &shape, args_with(0, 0))?;
+        let fused = fused_launch(gpu, &shape, args_with(0, 0, PageRule::Graph))?;
 
         let poison_fn = gpu.function(module_of(shape.family), "poison_i32")?;
         let poison = outputs
@@ -258,7 +262,7 @@ impl<'g> PrepPlan<'g> {
             upload_launches,
             fused,
             poison,
-            host_lens: vec![0; padded],
+            host_lens: vec![0; shape.batch_size as usize],
             host_list: Vec::with_capacity(padded),
             readers: [None, None, None],
             blocked: Duration::ZERO,
@@ -271,11 +275,11 @@ impl<'g> PrepPlan<'g> {
         self.gpu.cu_stream()
     }
 
-    /// A reading arm's host inputs: read `seq_lens` to the host by `path` (eager-sync's
-    /// `.tolist()`, eager-pinned's pinned copy, eager-mapped's mapped store), padding rows
-    /// included (the kernels compute them like real rows), build `[block] * bs` and the max
-    /// length there, copy the list back, and size the page-table columns and grid by that
-    /// max. Returns when the read is back and the copy issued.
+    /// A reading arm's host inputs: read the live `seq_lens` to the host by `path`
+    /// (eager-sync's `.tolist()`, eager-pinned's pinned copy, eager-mapped's mapped store;
+    /// the eager path never pads), build `[block] * bs` and the max length there, copy the
+    /// list back, and size the page-table columns and grid by that max. Returns when the read
+    /// is back and the copy issued.
     pub fn read_host_lengths(&mut self, path: ReadPath) -> Result<()> {
         let reader = match &mut self.readers[path.index()] {
             Some(reader) => reader,
@@ -300,7 +304,7 @@ impl<'g> PrepPlan<'g> {
             .shape
             .family
             .host_col_limit(&self.host_lens, self.shape.block);
-        self.copy_host_list()?;
+        self.copy_block_list(self.shape.batch_size as usize)?;
         let cols = col_limit.min(self.shape.page_width() as u32);
         let page = &mut self.sync_launches[PAGE_LAUNCH];
         page.set_arg(COL_LIMIT_ARG, cols as i32);
@@ -308,21 +312,27 @@ impl<'g> PrepPlan<'g> {
         Ok(())
     }
 
-    /// What the last host read brought over (`seq_lens`, padding rows included).
+    /// What the last host read brought over: the live requests' `seq_lens`.
     pub fn host_lengths(&self) -> &[i32] {
         &self.host_lens
     }
 
-    /// Builds `[block] * bs` on the host and copies it up from pageable memory, as
-    /// `torch.tensor([block] * bs, device=...)` does: the reading arms' list, and the
-    /// constant graph-upload copies before each replay.
+    /// The constant `[block] * bs` graph-upload copies up before each replay, for the
+    /// padded batch (see `copy_block_list`).
+
     pub fn copy_host_list(&mut self) -> Result<()> {
+        self.copy_block_list(self.shape.padded_bs as usize)
+    }
+
+    /// Builds `[block] * n` on the host and copies it up from pageable memory, as
+    /// `torch.tensor([block] * bs, device=...)` does: eager-sync's list for the live batch,
+    /// graph-upload's for the padded one.
+    fn copy_block_list(&mut self, n: usize) -> Result<()> {
         ensure_not_capturing(&self.gpu.stream, "copying the host-built block list up")?;
         self.host_list.clear();
-        self.host_list
-            .resize(self.shape.padded_bs as usize, self.shape.block as i32);
-        // SAFETY: host_block holds padded_bs elements; a pageable copy is staged before the
-        // call returns, so host_list may change afterwards.
+        self.host_list.resize(n, self.shape.block as i32);
+        // SAFETY: host_block holds padded_bs >= n elements; a pageable copy is staged before
+        // the call returns, so host_list may change afterwards.
         unsafe {
             result::memcpy_htod_async(
                 ptr(&self.host_block, self.gpu),
@@ -536,9 +546,10 @@ fn page_threads(page_width: u32) -> u32 {
 }
 
 /// The multi-kernel prep of `arm`: lengths (DSA: one block, for the scans), page table
-/// (grid sized to the static width; eager-sync resizes it each step), DSpark's SWA indices.
+/// (grid sized to the static width; eager-sync resizes it each step), DSpark's SWA indices,
+/// over the rows the arm's path computes (eager arms: the live batch's).
 fn staged_launches(gpu: &Gpu, shape: &Shape, arm: Arm, args: FamilyArgs) -> Result<Vec<Launch>> {
-    let rows = shape.rows() as u32;
+    let rows = shape.computed_rows(PageRule::of(arm)) as u32;
     let page_width = shape.page_width() as u32;
     shape
         .family

@@ -2,9 +2,11 @@
 //! DESIGN.md. It is the specification the GPU arms are checked against, bit for bit, and
 //! what `check --dump` hands to scripts/crosscheck_sglang.py to hold against SGLang's code.
 //!
-//! Only cells the engine writes are expected (SGLang 0.5.23): every length, position and SWA
-//! cell of every row, padding rows computed like real ones from their fill values (see
-//! `inputs::PAD_SEQ_LEN`); DSpark's one-page table; DSA page rows as the path's `PageRule`
+//! Only cells the engine writes are expected (SGLang 0.5.23), by the path's `PageRule`: on
+//! graph replay every length, position and SWA cell of every row, padding rows computed like
+//! real ones from their fill values (see `inputs::PAD_SEQ_LEN`); on the eager path, which
+//! never pads, the live requests' rows only (padding rows, and the cumulative sums' entries
+//! past the live rows, are not written). DSpark's one-page table; DSA page rows as the rule
 //! writes them. Cells past a row's written prefix must keep the checker's poison.
 
 use super::family::{graph_page_cols, real_cols, OutputSpec, PageRule, Shape, POISON};
@@ -46,6 +48,13 @@ impl Expected {
             spec,
             row_start: vec![0],
             values: Vec::new(),
+        }
+    }
+
+    /// Rows past those pushed are written by no path: empty, all poison.
+    fn finish(&mut self) {
+        while self.row_start.len() <= self.spec.rows {
+            self.row_start.push(self.values.len());
         }
     }
 
@@ -123,10 +132,12 @@ impl Expected {
 /// `rule`, in `shape.outputs()` order.
 pub fn expected(shape: &Shape, inputs: &HostInputs, rule: PageRule) -> Vec<Expected> {
     let mut out: Vec<Expected> = shape.outputs().into_iter().map(Expected::new).collect();
+    let requests = shape.computed_bs(rule) as usize;
     match shape.family {
-        Family::DsparkDraftBlock => dspark_draft_block(shape, inputs, &mut out),
-        _ => dsa(shape, inputs, rule, &mut out),
+        Family::DsparkDraftBlock => dspark_draft_block(shape, inputs, requests, &mut out),
+        _ => dsa(shape, inputs, rule, requests, &mut out),
     }
+    out.iter_mut().for_each(Expected::finish);
     out
 }
 
@@ -144,16 +155,17 @@ pub fn dspark_context_len(len: i32, valid_from: i32) -> i32 {
         .min(len.saturating_sub(valid_from).max(0))
 }
 
-fn dspark_draft_block(shape: &Shape, inputs: &HostInputs, out: &mut [Expected]) {
+/// DSpark's outputs for the first `requests` requests.
+fn dspark_draft_block(shape: &Shape, inputs: &HostInputs, requests: usize, out: &mut [Expected]) {
     let [extend, extended, causal, positions, swa_lens, pages, swa] = out else {
         unreachable!()
     };
     let g = shape.block as i32;
-    for &l in &inputs.seq_lens {
+    for &l in &inputs.seq_lens[..requests] {
         extend.push_row([g]);
         extended.push_row([l + g]);
     }
-    for t in 0..shape.rows() {
+    for t in 0..requests * g as usize {
         let (i, j) = (t / g as usize, (t % g as usize) as i32);
         let l = inputs.seq_lens[i];
         let pool = inputs.req_pool_indices[i] as usize;
@@ -192,21 +204,22 @@ fn cumsum(values: impl IntoIterator<Item = i32>) -> impl Iterator<Item = i32> {
     }))
 }
 
-/// The three DSA families: decode (one row per request), verify and draft-extend (N rows).
-fn dsa(shape: &Shape, inputs: &HostInputs, rule: PageRule, out: &mut [Expected]) {
+/// The three DSA families (decode: one row per request; verify and draft-extend: N rows)
+/// for the first `requests` requests.
+fn dsa(shape: &Shape, inputs: &HostInputs, rule: PageRule, requests: usize, out: &mut [Expected]) {
     let family = shape.family;
     let (n, tokens) = (shape.block as i32, shape.tokens_per_request() as i32);
-    let kv: Vec<i32> = inputs
-        .seq_lens
+    let seq_lens = &inputs.seq_lens[..requests];
+    let kv: Vec<i32> = seq_lens
         .iter()
         .map(|&l| family.request_kv(l, shape.block))
         .collect();
     let rows: Vec<(usize, i32)> = (0..kv.len())
         .flat_map(|i| (0..tokens).map(move |j| (i, j)))
-        .map(|(i, j)| (i, dsa_row_len(family, inputs.seq_lens[i], n, j)))
+        .map(|(i, j)| (i, dsa_row_len(family, seq_lens[i], n, j)))
         .collect();
     let eager_cols =
-        (family.host_col_limit(&inputs.seq_lens, shape.block) as usize).min(shape.page_width());
+        (family.host_col_limit(seq_lens, shape.block) as usize).min(shape.page_width());
     for o in out.iter_mut() {
         match o.spec.name {
             "cache_seqlens" => kv.iter().for_each(|&k| o.push_row([k])),
@@ -368,6 +381,26 @@ mod tests {
             &[0],
             "pool row 0's first page"
         );
+        let eager = expected(
+            &shape,
+            &hand_inputs(&shape, &[0, 5, 1], &[2, 0, 1]),
+            PageRule::Eager,
+        );
+        for e in &eager {
+            let live = if e.spec.rows == 4 { 3 } else { 24 };
+            assert!(
+                (0..e.spec.rows).all(|r| e.row(r).is_empty() == (r >= live)),
+                "eager: {} has its {live} live rows only",
+                e.spec.name
+            );
+            assert_eq!(
+                (0..live).map(|r| e.row(r)).collect::<Vec<_>>(),
+                (0..live)
+                    .map(|r| by_name(&out, e.spec.name).row(r))
+                    .collect::<Vec<_>>(),
+                "live rows alike on both paths"
+            );
+        }
     }
 
     #[test]
@@ -403,14 +436,56 @@ mod tests {
         assert_eq!(real.row(1), &[2000 / 64, 2064 / 64]);
         let eager = expected(&shape, &inputs, PageRule::Eager);
         let pages = by_name(&eager, "page_table_1");
-        for r in 0..4 {
+        for r in 0..3 {
             assert_eq!(
                 pages.row(r).len(),
                 2050,
-                "eager: max(L) columns in every row"
+                "eager: max(L) columns in every live row"
             );
         }
+        assert!(pages.row(3).is_empty(), "eager: no padding row");
         assert_eq!(by_name(&eager, "real_page_table").row(0).len(), 33);
+        let cu_k = by_name(&eager, "cu_seqlens_k");
+        assert_eq!(
+            (0..4).map(|r| cu_k.row(r)[0]).collect::<Vec<_>>(),
+            vec![0, 0, 1, 2051]
+        );
+        assert!(
+            cu_k.row(4).is_empty(),
+            "eager: the sum stops at the live batch"
+        );
+        assert!(by_name(&eager, "cache_seqlens").row(3).is_empty());
+        assert!(by_name(&eager, "cu_seqlens_q").row(4).is_empty());
+    }
+
+    #[test]
+    fn eager_width_comes_from_the_live_lengths_only() {
+        // Issue 24's case: bs 3 pads to 4 with L = 1; every live length is 0. The eager path
+        // runs the 3 live requests: decode writes 0 columns, verify (N = 1) 1, where a width
+        // over the padded lengths would be 1 and 2.
+        for (family, cols) in [(Family::DsaDecode, 0), (Family::DsaTargetVerify, 1)] {
+            let shape = Shape::new(family, 3, 1, 1024).unwrap();
+            let inputs = hand_inputs(&shape, &[0, 0, 0], &[1, 2, 0]);
+            let eager = expected(&shape, &inputs, PageRule::Eager);
+            for name in ["page_table_1", "real_page_table"] {
+                let e = by_name(&eager, name);
+                let want = if name == "page_table_1" {
+                    cols
+                } else {
+                    real_cols(cols)
+                };
+                for r in 0..3 {
+                    assert_eq!(e.row(r).len(), want, "{family} {name} row {r}");
+                }
+                assert!(e.row(3).is_empty(), "{family} {name}: no padding row");
+            }
+            let graph = expected(&shape, &inputs, PageRule::Graph);
+            assert_eq!(
+                by_name(&graph, "page_table_1").row(3).len(),
+                128,
+                "{family}: graph replay computes the padding row (L = 1)"
+            );
+        }
     }
 
     #[test]

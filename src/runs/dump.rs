@@ -14,7 +14,8 @@
 //!   engine's fill values);
 //! * the CPU reference's outputs `eager/<output>` and `graph/<output>`, each `[rows, width]`
 //!   as the whole buffer a correct path leaves: the written cells, and the poison
-//!   (`cases.json`'s `poison`) in every cell the path does not write;
+//!   (`cases.json`'s `poison`) in every cell the path does not write (the eager path runs
+//!   the live batch unpadded, so its padding rows are all poison);
 //! * with a GPU, each arm's buffers after one poisoned step, `arm/<arm>/<output>`.
 
 use crate::axes::{Arm, Family};
@@ -64,8 +65,13 @@ pub fn dump_case(seed: u64, k: usize, full_to_swa: &[i32]) -> Result<DumpCase> {
     };
     let n = block as i32;
     let clamp_edges = [n - 1, n, n + 1, n + 2];
+    // Batch 3 (padded to 4) with every live length 0, in one 32-case stretch of four: the
+    // eager page width's edge (issue 24: the live lengths give 0 columns, or N for verify,
+    // where the padding row's fill length would give more).
+    let all_empty = bs == 3 && (k / 32) % 4 == 1;
     let lens: Vec<i32> = (0..bs)
         .map(|i| match (long && i == 0, rng.range(0, 3)) {
+            _ if all_empty => 0,
             (true, _) => LONG[rng.range(0, LONG.len() as u64 - 1) as usize],
             (false, 0) => clamp_edges[rng.range(0, 3) as usize].max(0),
             (false, 1) => rng.range(0, 5000) as i32,
@@ -109,6 +115,7 @@ pub fn dump_case(seed: u64, k: usize, full_to_swa: &[i32]) -> Result<DumpCase> {
         }
     }
     let note = match (long, with_valid_from, shape.padded_bs as usize > bs) {
+        _ if all_empty => "padding rows, every length 0",
         (true, _, _) => "long context",
         (_, true, _) => "swa_valid_from",
         (_, _, true) => "padding rows",
@@ -412,6 +419,16 @@ mod tests {
             }
         }
         assert!(cases.iter().any(|c| c.shape.padded_bs > c.shape.batch_size));
+        for family in Family::ALL {
+            assert!(
+                cases.iter().any(|c| c.shape.family == family
+                    && c.shape.padded_bs > c.shape.batch_size
+                    && c.inputs.seq_lens[..c.shape.batch_size as usize]
+                        .iter()
+                        .all(|&l| l == 0)),
+                "no padded {family} case with every live length 0"
+            );
+        }
         assert!(cases
             .iter()
             .any(|c| c.inputs.swa_valid_from.iter().any(|&v| v != 0)));
