@@ -40,7 +40,7 @@ pub struct ProbeFile {
     pub reps: u32,
     /// The annotations' name prefix (`metaprep probe`).
     pub mark: String,
-    /// This process's host speed before the profiler started: µs per `x.add_(1)`.
+    /// This process's host speed before the profiler started: µs per op of host_speed().
     pub host_speed_us: f64,
     /// Workload → µs per repetition of each bare timing.
     pub bare_us: BTreeMap<String, Vec<f64>>,

@@ -130,7 +130,7 @@ fn trace_section(r: &mut String, t: &Traced) {
     };
     let _ = writeln!(
         r,
-        "* probe file: host speed {:.3} µs per `x.add_(1)` bare, torch {}, {}",
+        "* probe file: host speed {:.3} µs per op (metaprep_host.py host_speed) bare, torch {}, {}",
         probe.host_speed_us, probe.torch, probe.date
     );
     if probe.profiler_ran_before {

@@ -33,7 +33,7 @@ pub struct ReferenceRow {
     pub samples: Option<f64>,
     #[serde(default, deserialize_with = "empty_as_none")]
     pub rounds: Option<f64>,
-    /// µs per `x.add_(1)` in the engine's process while the cell ran.
+    /// µs per op of scripts/metaprep_host.py host_speed() in the engine's process while the cell ran.
     #[serde(default, deserialize_with = "empty_as_none")]
     pub host_speed_us: Option<f64>,
 }

@@ -99,15 +99,17 @@ pub struct StepsArgs {
     /// length for every block would give each block a different α.
     #[arg(long)]
     pub(crate) accept_length: Option<f64>,
-    /// The host program of a step and what each piece costs: `pytorch` (measured from
-    /// PyTorch on an H200 by scripts/calibrate_torch.py: framework ops per prep at their
-    /// measured host cost), `native` (the Rust harness's own launches and reads, nothing
-    /// added), or a JSON file (written by scripts/calibrate_torch.py or `metaprep calibrate`;
-    /// host-profiles/README.md documents every field).
+    /// The host program of a step and what each piece costs: `pytorch` (each prep's ops,
+    /// launches and reads as SGLang 0.5.23's own eager code issues them, at the framework
+    /// costs scripts/calibrate_torch.py measured on an H200), `pytorch-transcription` (the
+    /// same costs with that script's own transcription of the preps, which issues more ops),
+    /// `native` (the Rust harness's own launches and reads, nothing added), or a JSON file
+    /// (`metaprep calibrate` from your engine's traces: docs/calibration.md; every field in
+    /// host-profiles/README.md).
     #[arg(long, default_value = "pytorch")]
     pub(crate) host_profile: String,
     /// Run the profile's framework costs at this measured host speed instead of the one they
-    /// were calibrated at: µs per `x.add_(1)` as scripts/metaprep_host.py `host_speed()`
+    /// were calibrated at: µs per op as scripts/metaprep_host.py `host_speed()`
     /// measures it in the engine's process. Ops, reads, graph launches and uploads scale by
     /// this over the profile's `host_speed_us`; host segments and GPU times stay. `metaprep
     /// validate` passes each reference cell's own.

@@ -21,7 +21,8 @@ use std::process::ExitCode;
 pub struct ValidateArgs {
     /// The reference: a CSV with one row per (forward_us, batch_size, block, arm) holding
     /// the engine's untraced median `step_us`, and optionally `host_speed_us` (µs per
-    /// `x.add_(1)` in its process while the cell ran), `step_us_p10`, `step_us_p90`,
+    /// op of scripts/metaprep_host.py host_speed() in its process while the cell ran),
+    /// `step_us_p10`, `step_us_p90`,
     /// `samples`, `rounds`; scripts/metaprep_host.py `write_reference` writes it.
     pub(crate) reference: PathBuf,
     /// Each arm's step time passes within ± this many percent of the reference's.

@@ -69,9 +69,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Profiles shipped with the binary, by name.
-pub const BUILT_IN: [(&str, &str); 2] = [
+pub const BUILT_IN: [(&str, &str); 3] = [
     ("native", include_str!("../../host-profiles/native.json")),
     ("pytorch", include_str!("../../host-profiles/pytorch.json")),
+    (
+        "pytorch-transcription",
+        include_str!("../../host-profiles/pytorch-transcription.json"),
+    ),
 ];
 
 /// A value and the measurement (or citation) it came from.
@@ -190,8 +194,8 @@ pub struct HostProfile {
     pub graph_launch_us: Sourced<f64>,
     pub upload_us: Sourced<f64>,
     pub upload_syncs: Sourced<bool>,
-    /// The host speed the framework costs above were taken at: µs per `x.add_(1)` on a
-    /// one-element CUDA tensor with no profiler running, in the process that was measured
+    /// The host speed the framework costs above were taken at: µs per op of a pass of 24
+    /// varied small CUDA ops with no profiler running, in the process that was measured
     /// (scripts/metaprep_host.py `host_speed()`). With it, [`HostProfile::at_host_speed`]
     /// moves the costs to another measured host speed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -487,7 +491,7 @@ impl HostProfile {
         ensure!(
             speed_us.is_finite() && speed_us > 0.0 && speed_us <= 1e4,
             "host speed {speed_us} µs per op is not a measured host speed (give µs per \
-             `x.add_(1)`, as scripts/metaprep_host.py host_speed() prints)"
+             op, as scripts/metaprep_host.py host_speed() prints)"
         );
         let ratio = speed_us / own.value;
         let mut p = self.clone();
