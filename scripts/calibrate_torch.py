@@ -37,7 +37,6 @@ is first started, so CUPTI's hooks cannot slow it down.
 
 import argparse
 import contextlib
-import copy
 import functools
 import json
 import os
@@ -791,18 +790,13 @@ PREP_SOURCES = {
 }
 
 
-def host_profile(meta, micro, probes, preps, sampling, accept, upload, args, in_loop_at=None):
-    """The host profile; `in_loop_at` (forward µs, batch size) names the grid cell whose own
-    loop measured the eager preps' op costs, else they come from the separate in-loop run."""
+def host_profile(meta, micro, probes, preps, sampling, accept, upload, args):
+    """The host profile, the eager preps' op costs from the separate in-loop run."""
     reps = args.reps
-    where = (f"forward {format_number(TRACE_FORWARD_US)} us, bs 1, {args.steps} steps"
-             if in_loop_at is None else
-             f"the reference grid's cell forward {format_number(in_loop_at[0])} us, "
-             f"bs {in_loop_at[1]}, {args.rounds} rounds")
+    where = f"forward {format_number(TRACE_FORWARD_US)} us, bs 1, {args.steps} steps"
     upload_probe, tolist = probes["upload"], probes["tolist"]
     return {
-        "name": "pytorch" if in_loop_at is None else
-                f"pytorch-f{format_number(in_loop_at[0])}-bs{in_loop_at[1]}",
+        "name": "pytorch",
         "source": f"scripts/calibrate_torch.py on {meta['gpu']}, torch {meta['torch']}, "
                   f"CUDA {meta['cuda']}, {meta['date']}",
         "op_us": {"value": micro["op_us"]["median"],
@@ -1009,24 +1003,6 @@ def main(argv=None):
 
     write_json(os.path.join(args.out, "host_profile.json"),
                host_profile(meta, micro, probes, preps, sampling, accept, upload, args))
-    # One profile per grid cell with the eager preps' op costs that cell's own loop measured:
-    # this host's Python speed drifts by up to 2x within seconds (round medians above), which
-    # no single profile predicts; these let the validation feed the model the host costs the
-    # loop had, so what it tests is the host program's ordering and exposure.
-    os.makedirs(os.path.join(args.out, "cells"), exist_ok=True)
-    for fwd in args.forward_us:
-        for bs in args.batch_sizes:
-            own = {c["arm"]: c["host_us"] for c in cells
-                   if (c["forward_us"], c["batch_size"]) == (fwd, bs) and c["arm"] in in_loop}
-            cell_preps = copy.deepcopy(preps)
-            for family, key in zip(FAMILIES, ("draft", "verify")):
-                for arm, host in own.items():
-                    cell_preps[family][arm].update(
-                        in_loop_op_us(cell_preps[family][arm], arm, host, key, micro))
-            profile = host_profile(meta, micro, probes, cell_preps, sampling, accept, upload, args,
-                                   in_loop_at=(fwd, bs))
-            write_json(os.path.join(args.out, "cells", f"f{format_number(fwd)}-bs{bs}.json"),
-                       profile)
     write_json(os.path.join(args.out, "calibration.json"), {
         **meta,
         "args": vars(args),
