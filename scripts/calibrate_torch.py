@@ -70,7 +70,7 @@ ACCEPT_ROWS = 64  # rows of the precomputed accepted-tokens table, cycled by the
 
 # The seed's serving run accepted 3.51 tokens per step at block 5 (simulated acceptance);
 # the per-draft-token rate alpha that gives it by expected_accept_length.
-ACCEPT_RATE = 0.7795
+ACCEPT_RATE = 0.778544  # solves (1 - a^6) / (1 - a) = 3.51 (as metaprep steps does)
 QUICK = {"steps": 30, "warmup": 5, "reps": 100, "forward_us": [1000.0], "batch_sizes": [1]}
 FULL_REPS = 1000  # micro-benchmark repetitions (after warm-up)
 PREP_CALLS = 200  # prep host-time repetitions

@@ -61,7 +61,7 @@ def parse_args(argv):
     p.add_argument("--forward-us", type=numbers(float), default="100,1000,3000")
     p.add_argument("--batch-sizes", type=numbers(int), default="1,8,64")
     p.add_argument("--block", type=int, default=5)
-    p.add_argument("--accept-rate", type=float, default=0.7795,
+    p.add_argument("--accept-rate", type=float, default=0.778544,
                    help="per-draft-token acceptance rate (3.51 tokens per step at block 5)")
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--round-steps", type=int, default=25)
