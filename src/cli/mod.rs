@@ -5,6 +5,7 @@ pub mod calibrate;
 pub mod check;
 pub mod collectives;
 pub mod common;
+pub mod doctor;
 pub mod info;
 pub mod lists;
 pub mod rank_worker;
@@ -44,6 +45,11 @@ pub struct Cli {
 pub enum Command {
     /// Print the GPU: name, compute capability, SMs, L2, memory, driver and CUDA versions.
     Info(DeviceArgs),
+    /// Check this host for everything metaprep uses: the driver, NVRTC (also looked for in
+    /// Python's site-packages, where a PyTorch venv keeps it), the kernels compiled and loaded,
+    /// NVML, GPM, CUPTI, NCCL and CPU pinning; each found (file, version) or not (and the fix).
+    /// Runs without a GPU; exit 3 when something check, sweep and steps need is missing.
+    Doctor(DeviceArgs),
     /// Check every family x arm against the CPU reference, bit for bit, on random inputs.
     Check(CheckArgs),
     /// Time every arm over batch size x block size x layout in rounds (see --rounds), with the
@@ -85,6 +91,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Info(args) => info::info(&args),
+        Command::Doctor(args) => doctor::doctor(&args),
         Command::Check(args) => {
             let config = match check::check_config(&args) {
                 Ok(c) => c,
