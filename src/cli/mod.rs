@@ -28,7 +28,7 @@ use sweep::SweepArgs;
 #[derive(Parser)]
 #[command(
     name = "metaprep",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("METAPREP_GIT_REV"), ")"),
     about = "What a host read of device sequence lengths costs a speculative-decoding step, \
              and what graph replay with device-only lengths wins back.",
     long_about = None,
