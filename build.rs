@@ -16,7 +16,10 @@ fn git(args: &[&str]) -> Option<String> {
 
 fn main() {
     println!("cargo:rerun-if-env-changed=METAPREP_GIT_REV");
-    if let Some(given) = std::env::var("METAPREP_GIT_REV").ok().filter(|v| !v.is_empty()) {
+    if let Some(given) = std::env::var("METAPREP_GIT_REV")
+        .ok()
+        .filter(|v| !v.is_empty())
+    {
         println!("cargo:rustc-env=METAPREP_GIT_REV={given}");
         return;
     }
@@ -26,7 +29,8 @@ fn main() {
         println!("cargo:rerun-if-changed=build.rs");
         return;
     };
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     println!(
         "cargo:rustc-env=METAPREP_GIT_REV={rev}{}",
         if dirty { "-dirty" } else { "" }

@@ -486,29 +486,29 @@ fn a_malformed_trace_is_an_error_and_writes_nothing() {
 }
 
 #[test]
-fn a_chart_without_data_this_time_is_removed_not_left_stale() {
+fn a_chart_without_data_this_time_is_kept_not_deleted() {
     let dir = tempfile::tempdir().unwrap();
     render_fixture(dir.path());
     let charts = dir.path().join("charts");
-    assert!(charts.join("itl.png").exists() && charts.join("timeline.svg").exists());
-    let user_file = charts.join("notes.txt");
-    std::fs::write(&user_file, "mine").unwrap();
+    let before = std::fs::read(charts.join("telemetry.svg")).unwrap();
     let prep_only: Vec<Row> = fixture_rows()
         .into_iter()
         .filter(|r| r.kind != KIND_STEP)
         .collect();
+    // No step rows, telemetry or trace this time: those charts are skipped, and the files an
+    // earlier report drew from data it had stay as they were.
     let set = render_all(dir.path(), &prep_only, &fixture_env(), &[], &[]).unwrap();
     for name in ["itl", "throughput", "timeline", "telemetry"] {
         assert!(set.skipped.iter().any(|(n, _)| n == name), "{name}");
         for ext in ["png", "svg"] {
             assert!(
-                !charts.join(format!("{name}.{ext}")).exists(),
-                "{name}.{ext} left"
+                charts.join(format!("{name}.{ext}")).exists(),
+                "{name}.{ext} deleted"
             );
         }
     }
-    assert!(charts.join("prep_floor.png").exists());
-    assert!(user_file.exists(), "only charts report draws are removed");
+    assert_eq!(std::fs::read(charts.join("telemetry.svg")).unwrap(), before);
+    assert!(set.files.contains(&charts.join("prep_floor.png")));
     // A run without the copy ceiling (a sweep from before it) draws no bandwidth chart.
     let no_copy: Vec<Row> = prep_only
         .into_iter()
@@ -516,7 +516,6 @@ fn a_chart_without_data_this_time_is_removed_not_left_stale() {
         .collect();
     let set = render_all(dir.path(), &no_copy, &fixture_env(), &[], &[]).unwrap();
     assert!(set.skipped.iter().any(|(n, _)| n == "bandwidth"));
-    assert!(!charts.join("bandwidth.svg").exists());
 }
 
 /// The bandwidth chart from a small synthetic CSV, read back as `report` reads a run: one

@@ -60,7 +60,7 @@ pub enum Command {
     /// verify forward, accept; host one step ahead) per arm, batch, block and layout: ITL,
     /// throughput, forward occupancy and host-bound gaps, into the same CSV as `sweep`.
     Steps(Box<StepsArgs>),
-    /// Write charts (PNG + SVG) and summary.md beside a run's CSV. Needs no GPU.
+    /// Write charts (PNG + SVG) and summary.md beside a run's CSV (or into --out). Needs no GPU.
     Report(ReportArgs),
     /// Derive a host profile (`steps --host-profile`) from a PyTorch profiler Chrome trace:
     /// per-op cost, reads, graph launches, the step's host program and each prep's ops.
@@ -119,7 +119,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Collectives(args) => collectives::collectives(&args),
         Command::RankWorker(args) => rank_worker::rank_worker(&args),
         Command::SweepWorker(args) => sweep::sweep_worker(&args),
-        Command::Report(args) => report::report(&args.run_dir),
+        Command::Report(args) => report::report(&args),
         Command::Calibrate(args) => calibrate::calibrate(&args),
         Command::Validate(args) => {
             args.steps.nvtx.apply();

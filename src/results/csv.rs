@@ -308,7 +308,7 @@ pub(crate) fn read_table<T: DeserializeOwned>(
     optional: &[&str],
 ) -> Result<Vec<T>> {
     let name = path.display();
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::results::compressed::read_file(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
             "{name} does not exist: check the path (results are written by \

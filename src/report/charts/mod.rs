@@ -113,10 +113,9 @@ pub fn render_all(
     for (name, outcome) in outcomes {
         match outcome {
             Rendered::Files { png, svg } => set.files.extend([png, svg]),
-            Rendered::Skipped { reason } => {
-                remove_stale(dir, name)?;
-                set.skipped.push((name.to_string(), reason));
-            }
+            // An earlier report's file of a chart without data this time stays: a run whose
+            // telemetry or trace went missing must not lose the chart drawn from it.
+            Rendered::Skipped { reason } => set.skipped.push((name.to_string(), reason)),
         }
     }
     Ok(set)
@@ -128,22 +127,6 @@ pub(super) fn host_profile_note(env: &EnvRecord) -> String {
         .map_or("host profile not recorded".to_string(), |name| {
             format!("host profile `{name}` (see summary.md for its source)")
         })
-}
-
-/// Removes `<dir>/charts/<name>.{png,svg}` left by an earlier report: a chart with no data
-/// this time must not stand beside a summary that no longer draws it.
-fn remove_stale(dir: &Path, name: &str) -> Result<()> {
-    for ext in ["png", "svg"] {
-        let path = dir.join("charts").join(format!("{name}.{ext}"));
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(e)
-                    .with_context(|| format!("removing the stale chart {}", path.display()))
-            }
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 /// A chart's data, drawable on any plotters backend.
