@@ -6,7 +6,7 @@ use super::{
     Chart, Drawn, FixedTicks, Rendered, LIGHT_GREY, PANEL_CHART_SIZE,
 };
 use crate::report::change::relative_change;
-use crate::report::format::copy_ceiling;
+use crate::report::format::{copy_ceiling, AFTER_ARM, BASELINE_ARM};
 use crate::report::read_paths::{recovered_rows, RECOVERED};
 use crate::results::csv::{
     host_scale_of, CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP, STEP_FAMILY,
@@ -25,9 +25,6 @@ const FLOOR_ITEMS: [&str; 3] = ["empty-kernel", "empty-graph", "d2h-int"];
 /// The floor's reads, drawn on the read-cost chart: idle, and behind running work.
 const READ_FLOOR_ITEMS: [&str; 2] = ["d2h-int", "d2h-int-busy"];
 const BAND_NOTE: &str = "line: median per cell; shaded band: p10–p90";
-/// The "before" every step change is measured against, and the "after".
-const BASELINE_ARM: &str = "eager-sync";
-const AFTER_ARM: &str = "graph";
 
 /// Inter-token latency (`kind=step`, `itl_us`) against batch size.
 pub fn itl_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> {
