@@ -377,7 +377,7 @@ fn svgs_hold_series_names_axis_labels_and_annotations() {
                 "batch size",
                 "ITL (µs per token)",
                 "tp8 (emulated)",
-                "p10–p90",
+                "band: its 95% interval",
             ],
         ),
         (
@@ -595,11 +595,12 @@ fn empty_input_skips_every_chart_with_a_reason() {
     let names: Vec<&str> = set.skipped.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
+        // The changes against eager-sync first, then the medians.
         [
+            "itl_change",
+            "throughput_change",
             "itl",
             "throughput",
-            "throughput_change",
-            "itl_change",
             "host_scale",
             "speedup_prep",
             "speedup_step",

@@ -81,14 +81,15 @@ pub fn render_all(
             Ok(trace)
         })
         .collect::<Result<Vec<_>>>()?;
+    // The changes against eager-sync first (what a reader quotes), then the medians.
     let outcomes = [
-        ("itl", itl_chart(dir, rows, env)?),
-        ("throughput", throughput_chart(dir, rows, env)?),
+        ("itl_change", step_change_chart(dir, rows, env, "itl_us")?),
         (
             "throughput_change",
             step_change_chart(dir, rows, env, "throughput_tok_s")?,
         ),
-        ("itl_change", step_change_chart(dir, rows, env, "itl_us")?),
+        ("itl", itl_chart(dir, rows, env)?),
+        ("throughput", throughput_chart(dir, rows, env)?),
         ("host_scale", host_scale_chart(dir, rows, env)?),
         ("speedup_prep", speedup_chart(dir, rows, env, KIND_PREP)?),
         ("speedup_step", speedup_chart(dir, rows, env, KIND_STEP)?),
