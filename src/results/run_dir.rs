@@ -48,8 +48,8 @@ pub fn open_results(dir: &Path) -> Result<(Vec<Row>, EnvRecord)> {
     let csv_path = run_file(dir, RESULTS_CSV);
     if !csv_path.exists() {
         bail!(
-            "{} has no {RESULTS_CSV} (nor {RESULTS_CSV}.gz): run `metaprep sweep --out DIR` or \
-             `metaprep steps --out DIR` first",
+            "{} has no {RESULTS_CSV}: run `metaprep sweep --out DIR` or \
+             `metaprep steps --out DIR` first (a gzipped {RESULTS_CSV}.gz would do too)",
             dir.display()
         );
     }
@@ -197,7 +197,7 @@ mod tests {
     fn directory_without_csv_says_how_to_make_one() {
         let dir = tempfile::tempdir().unwrap();
         let error = error_of(dir.path());
-        assert!(error.contains("has no metaprep.csv (nor metaprep.csv.gz): run `metaprep sweep --out DIR` or `metaprep steps --out DIR` first"), "{error}");
+        assert!(error.contains("has no metaprep.csv: run `metaprep sweep --out DIR` or `metaprep steps --out DIR` first (a gzipped metaprep.csv.gz would do too)"), "{error}");
     }
 
     #[test]
