@@ -134,7 +134,7 @@ mod tests {
     /// NVRTC that knows sm_103, GB300) and runs this for H100/H200, B200 and GB300, as
     /// cubins and as PTX, so a kernel that does not compile fails CI rather than a GPU run.
     #[test]
-    #[ignore = "needs NVRTC (libnvrtc.so on the library path); .ci/run installs it"]
+    #[ignore = "needs NVRTC (on the linker path or in a Python venv); .ci/run installs one"]
     fn every_kernel_compiles_with_nvrtc_for_hopper_and_blackwell_as_cubin_and_ptx() {
         crate::gpu::probe::require_nvrtc().expect("NVRTC");
         for arch in [90, 100, 103] {
