@@ -8,7 +8,7 @@
 # The bundle runs only on hosts of the architecture it was built on (`uname -m` here). For a
 # GB300 (Grace, aarch64) host, build on an aarch64 machine, e.g. the Grace host itself, which
 # needs no CUDA to build (libcuda, NVRTC and NVML are loaded at run time):
-#   curl --proto '=https' -sSf https://sh.rustup.rs | sh -s -- -y   # Rust (rust-version 1.85+)
+#   curl --proto '=https' -sSf https://sh.rustup.rs | sh -s -- -y   # Rust (rust-version 1.88+)
 #   sudo apt-get install -y build-essential   # cc: build scripts (nvtx, criterion's alloca)
 #                                             # compile C
 #   scripts/bundle.sh && cd bundle && ./run-on-gpu.sh
@@ -22,10 +22,11 @@ cd "$(dirname "$0")/.."
 out=${1:-bundle}
 rm -rf "$out" && mkdir -p "$out/tests" "$out/benches"
 
-cargo build --release --bins
-cp target/release/metaprep "$out/"
-
+# Executables by the paths cargo reports, so CARGO_TARGET_DIR (or a configured target-dir)
+# is honoured.
 executables() { grep -o '"executable":"[^"]*"' | cut -d'"' -f4; }
+cli=$(cargo build --release --bins --message-format=json | executables | grep '/metaprep$')
+cp "$cli" "$out/"
 cargo test --release --no-run --message-format=json 2>/dev/null | executables | while read -r exe; do
     cp "$exe" "$out/tests/"
 done

@@ -379,7 +379,7 @@ fn svgs_hold_series_names_axis_labels_and_annotations() {
                 "batch size",
                 "ITL (µs per token)",
                 "tp8 (emulated)",
-                "p10–p90",
+                "band: its 95% interval",
             ],
         ),
         (
@@ -537,7 +537,7 @@ fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
 }
 
 #[test]
-fn a_chart_without_data_this_time_is_removed_not_left_stale() {
+fn a_chart_without_data_this_time_is_kept_not_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let written = report(dir.path(), fixture_rows(), true).unwrap();
     assert!(
@@ -556,10 +556,13 @@ fn a_chart_without_data_this_time_is_removed_not_left_stale() {
     assert_eq!(written.summary, dir.path().join("summary.md"));
     let user_file = charts.join("notes.txt");
     std::fs::write(&user_file, "mine").unwrap();
+    let before = std::fs::read(charts.join("telemetry.svg")).unwrap();
     let prep_only: Vec<Row> = fixture_rows()
         .into_iter()
         .filter(|r| r.kind != KIND_STEP)
         .collect();
+    // No step rows, telemetry or trace this time: those charts are skipped, and the files an
+    // earlier report drew from data it had stay as they were.
     let written = report(dir.path(), prep_only.clone(), false).unwrap();
     for name in ["itl", "throughput", "timeline", "telemetry"] {
         assert!(
@@ -568,21 +571,23 @@ fn a_chart_without_data_this_time_is_removed_not_left_stale() {
         );
         for ext in ["png", "svg"] {
             assert!(
-                !charts.join(format!("{name}.{ext}")).exists(),
-                "{name}.{ext} left"
+                charts.join(format!("{name}.{ext}")).exists(),
+                "{name}.{ext} deleted"
             );
         }
     }
-    assert!(charts.join("prep_floor.png").exists());
-    assert!(user_file.exists(), "only charts report draws are removed");
-    // A run without the copy ceiling (a sweep from before it) draws no bandwidth chart.
+    assert_eq!(std::fs::read(charts.join("telemetry.svg")).unwrap(), before);
+    assert!(written.charts.files.contains(&charts.join("prep_floor.png")));
+    assert!(user_file.exists(), "a file of the user's in charts/ stays");
+    // A run without the copy ceiling (a sweep from before it) draws no bandwidth chart; the
+    // one drawn before stays.
     let no_copy: Vec<Row> = prep_only
         .into_iter()
         .filter(|r| r.arm != "d2d-copy")
         .collect();
     let written = report(dir.path(), no_copy, false).unwrap();
     assert!(written.charts.skipped.iter().any(|(n, _)| n == "bandwidth"));
-    assert!(!charts.join("bandwidth.svg").exists());
+    assert!(charts.join("bandwidth.svg").exists());
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -595,7 +600,7 @@ fn a_chart_without_data_this_time_is_removed_not_left_stale() {
 }
 
 /// A chart that fails to draw (two rows for one cell) fails the report after others were
-/// drawn: the run keeps its old charts and summary, every file as it was, stale ones too.
+/// drawn: the run keeps its old charts and summary, every file as it was.
 #[test]
 fn a_report_that_fails_midway_leaves_the_old_charts_and_summary_whole() {
     let dir = tempfile::tempdir().unwrap();

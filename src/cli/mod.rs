@@ -5,6 +5,7 @@ pub mod calibrate;
 pub mod check;
 pub mod collectives;
 pub mod common;
+pub mod doctor;
 pub mod info;
 pub mod lists;
 pub mod rank_worker;
@@ -27,7 +28,7 @@ use sweep::SweepArgs;
 #[derive(Parser)]
 #[command(
     name = "metaprep",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("METAPREP_GIT_REV"), ")"),
     about = "What a host read of device sequence lengths costs a speculative-decoding step, \
              and what graph replay with device-only lengths wins back.",
     long_about = None,
@@ -44,6 +45,11 @@ pub struct Cli {
 pub enum Command {
     /// Print the GPU: name, compute capability, SMs, L2, memory, driver and CUDA versions.
     Info(DeviceArgs),
+    /// Check this host for everything metaprep uses: the driver, NVRTC (also looked for in
+    /// Python's site-packages, where a PyTorch venv keeps it), the kernels compiled and loaded,
+    /// NVML, GPM, CUPTI, NCCL and CPU pinning; each found (file, version) or not (and the fix).
+    /// Runs without a GPU; exit 3 when something check, sweep and steps need is missing.
+    Doctor(DeviceArgs),
     /// Check every family x arm against the CPU reference, bit for bit, on random inputs.
     Check(CheckArgs),
     /// Time every arm over batch size x block size x layout in rounds (see --rounds), with the
@@ -54,7 +60,7 @@ pub enum Command {
     /// verify forward, accept; host one step ahead) per arm, batch, block and layout: ITL,
     /// throughput, forward occupancy and host-bound gaps, into the same CSV as `sweep`.
     Steps(Box<StepsArgs>),
-    /// Write charts (PNG + SVG) and summary.md beside a run's CSV. Needs no GPU.
+    /// Write charts (PNG + SVG) and summary.md beside a run's CSV (or into --out). Needs no GPU.
     Report(ReportArgs),
     /// Derive a host profile (`steps --host-profile`) from a PyTorch profiler Chrome trace:
     /// per-op cost, reads, graph launches, the step's host program and each prep's ops.
@@ -85,6 +91,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Info(args) => info::info(&args),
+        Command::Doctor(args) => doctor::doctor(&args),
         Command::Check(args) => {
             let config = match check::check_config(&args) {
                 Ok(c) => c,
@@ -115,7 +122,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Collectives(args) => collectives::collectives(&args),
         Command::RankWorker(args) => rank_worker::rank_worker(&args),
         Command::SweepWorker(args) => sweep::sweep_worker(&args),
-        Command::Report(args) => report::report(&args.run_dir),
+        Command::Report(args) => report::report(&args),
         Command::Calibrate(args) => calibrate::calibrate(&args),
         Command::Validate(args) => {
             args.steps.nvtx.apply();

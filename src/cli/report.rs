@@ -1,24 +1,32 @@
-//! `metaprep report`: charts and summary.md beside a run's CSV.
+//! `metaprep report`: charts and summary.md beside a run's CSV, or in `--out DIR`.
 
 use super::common::usage;
 use crate::report::charts::parse_traces;
 use crate::report::ReportTarget;
 use crate::results::run_dir::RunDir;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Args)]
 pub struct ReportArgs {
-    /// A run directory written by `metaprep sweep` or `metaprep steps`.
+    /// A run directory written by `metaprep sweep` or `metaprep steps` (its CSVs and traces
+    /// may be gzipped: `metaprep.csv.gz`, `telemetry.csv.gz`, `trace.json.gz`).
     pub(crate) run_dir: PathBuf,
+    /// Where summary.md and charts/ go (made if missing); default: the run directory. A chart
+    /// this run has no data for is never deleted: one an earlier report drew stays.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
 }
 
-/// Bad input (a run that cannot be read, a damaged trace, a run folder that cannot take the
+/// Bad input (a run that cannot be read, a damaged trace, an --out that cannot take the
 /// charts) exits 2 before anything is drawn; the charts and summary then replace the old
-/// ones together, or not at all (exit 1).
-pub(crate) fn report(dir: &std::path::Path) -> Result<ExitCode> {
+/// ones together, or not at all (exit 1). A chart this run has no data for is left as an
+/// earlier report drew it.
+pub(crate) fn report(args: &ReportArgs) -> Result<ExitCode> {
+    let dir = args.run_dir.as_path();
+    let out = args.out.as_deref().unwrap_or(dir);
     let checked = (|| {
         let run = RunDir::open(dir)?;
         let traces = parse_traces(
@@ -27,7 +35,8 @@ pub(crate) fn report(dir: &std::path::Path) -> Result<ExitCode> {
                 .map(|(name, json)| (name.as_str(), json.as_str()))
                 .collect::<Vec<_>>(),
         )?;
-        Ok((run, traces, ReportTarget::new(dir)?))
+        std::fs::create_dir_all(out).with_context(|| format!("making --out {}", out.display()))?;
+        Ok((run, traces, ReportTarget::new(out)?))
     })();
     let (run, traces, target) = match usage(checked) {
         Ok(checked) => checked,
@@ -38,10 +47,18 @@ pub(crate) fn report(dir: &std::path::Path) -> Result<ExitCode> {
         "wrote {} and {} chart files under {}",
         written.summary.display(),
         written.charts.files.len(),
-        dir.join(crate::report::charts::CHARTS_DIR).display()
+        out.join(crate::report::charts::CHARTS_DIR).display()
     );
     for (chart, reason) in &written.charts.skipped {
-        println!("skipped {chart}: {reason}");
+        match earlier_chart(out, chart) {
+            Some(kept) => println!("kept {} from an earlier report: {reason}", kept.display()),
+            None => println!("skipped {chart}: {reason}"),
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The PNG an earlier report drew of `chart` in `out`, if it is there.
+fn earlier_chart(out: &Path, chart: &str) -> Option<PathBuf> {
+    Some(out.join("charts").join(format!("{chart}.png"))).filter(|p| p.exists())
 }

@@ -4,7 +4,7 @@
 use super::image::{ImageChoice, KernelImage};
 use super::kernels::KernelModule;
 use super::nvrtc;
-use super::probe::{require_driver, require_nvrtc, GpuUnavailable};
+use super::probe::{cuda_version, require_driver, require_nvrtc, GpuUnavailable};
 use super::sync_mode::SyncMode;
 use anyhow::{Context, Result};
 use cudarc::driver::sys::CUdevice_attribute as Attr;
@@ -64,10 +64,6 @@ impl GpuChoice {
     }
 }
 
-fn version_string(v: i32) -> String {
-    format!("{}.{}", v / 1000, (v % 1000) / 10)
-}
-
 impl Gpu {
     /// Opens device `ordinal`, its kernels compiled to a cubin where NVRTC knows the device.
     pub fn open(ordinal: usize) -> Result<Self> {
@@ -122,7 +118,7 @@ impl Gpu {
             compute_capability,
             &nvrtc::supported_archs()?,
             &nvrtc,
-            &version_string(driver),
+            &cuda_version(driver),
         )?;
         let info = DeviceInfo {
             ordinal,
@@ -131,7 +127,7 @@ impl Gpu {
             sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
             l2_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64,
             memory_bytes: ctx.total_mem().context("reading total memory")? as u64,
-            cuda_driver_version: version_string(driver),
+            cuda_driver_version: cuda_version(driver),
             nvrtc_version: nvrtc,
             device_count,
             kernel_image,
@@ -149,25 +145,26 @@ impl Gpu {
         self.stream.cu_stream()
     }
 
+    /// `module`, compiled to the run's kernel image and loaded on first use.
+    pub fn module(&self, module: KernelModule) -> Result<Arc<CudaModule>> {
+        if let Some(m) = self.modules.borrow().get(&module) {
+            return Ok(m.clone());
+        }
+        let image = &self.info.kernel_image;
+        let m = self.ctx.load_module(module.compile(image)?).map_err(|e| {
+            if e.0 == sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION {
+                anyhow::anyhow!(image.unsupported_ptx(module.file_name()))
+            } else {
+                anyhow::anyhow!("loading kernels/{} ({image}): {e}", module.file_name())
+            }
+        })?;
+        self.modules.borrow_mut().insert(module, m.clone());
+        Ok(m)
+    }
+
     /// A kernel from `module`, compiling and loading the module on first use.
     pub fn function(&self, module: KernelModule, name: &str) -> Result<CudaFunction> {
-        let loaded = self.modules.borrow().get(&module).cloned();
-        let loaded = match loaded {
-            Some(m) => m,
-            None => {
-                let image = &self.info.kernel_image;
-                let m = self.ctx.load_module(module.compile(image)?).map_err(|e| {
-                    if e.0 == sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION {
-                        anyhow::anyhow!(image.unsupported_ptx(module.file_name()))
-                    } else {
-                        anyhow::anyhow!("loading kernels/{} ({image}): {e}", module.file_name())
-                    }
-                })?;
-                self.modules.borrow_mut().insert(module, m.clone());
-                m
-            }
-        };
-        loaded
+        self.module(module)?
             .load_function(name)
             .with_context(|| format!("kernel {name} not found in kernels/{}", module.file_name()))
     }

@@ -50,6 +50,18 @@ pub enum KernelModule {
 }
 
 impl KernelModule {
+    /// Every module, in the order `doctor` compiles them.
+    pub const ALL: [KernelModule; 8] = [
+        KernelModule::DsparkDraftBlock,
+        KernelModule::DsaDecode,
+        KernelModule::DsaTargetVerify,
+        KernelModule::DsaDraftExtendV2,
+        KernelModule::Accept,
+        KernelModule::Floor,
+        KernelModule::Forward,
+        KernelModule::HostRead,
+    ];
+
     pub fn file_name(self) -> &'static str {
         match self {
             Self::DsparkDraftBlock => "dspark_draft_block.cu",
@@ -118,26 +130,15 @@ impl KernelModule {
 mod tests {
     use super::*;
 
-    const ALL: [KernelModule; 8] = [
-        KernelModule::DsparkDraftBlock,
-        KernelModule::DsaDecode,
-        KernelModule::DsaTargetVerify,
-        KernelModule::DsaDraftExtendV2,
-        KernelModule::Accept,
-        KernelModule::Floor,
-        KernelModule::Forward,
-        KernelModule::HostRead,
-    ];
-
     /// NVRTC needs no GPU: CI installs it from PyPI (nvidia-cuda-nvrtc-cu12 12.9, the first
     /// NVRTC that knows sm_103, GB300) and runs this for H100/H200, B200 and GB300, as
     /// cubins and as PTX, so a kernel that does not compile fails CI rather than a GPU run.
     #[test]
-    #[ignore = "needs NVRTC (libnvrtc.so on the library path); .ci/run installs it"]
+    #[ignore = "needs NVRTC (on the linker path or in a Python venv); .ci/run installs one"]
     fn every_kernel_compiles_with_nvrtc_for_hopper_and_blackwell_as_cubin_and_ptx() {
         crate::gpu::probe::require_nvrtc().expect("NVRTC");
         for arch in [90, 100, 103] {
-            for module in ALL {
+            for module in KernelModule::ALL {
                 let name = module.file_name();
                 let compile = |cubin| {
                     nvrtc::compile(name, &module.source(), arch, cubin)

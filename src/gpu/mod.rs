@@ -5,7 +5,9 @@
 //! guards host reads against running inside a capture, `host_memory` owns page-locked host
 //! memory and `host_read` the three ways device ints reach the host (pageable, pinned,
 //! mapped), `cupti` loads CUPTI and collects its activity records, `python_site` finds the
-//! Python site-packages where the NVIDIA wheels put CUPTI and NCCL.
+//! Python site-packages where the NVIDIA wheels put NVRTC, CUPTI and NCCL, `library_search`
+//! finds a library file there (or in the toolkit) and loads it for cudarc, `nvrtc_library`
+//! does so for NVRTC.
 
 pub mod capture;
 pub mod context;
@@ -15,8 +17,10 @@ pub mod host_read;
 pub mod image;
 pub mod kernels;
 pub mod launch;
+pub mod library_search;
 pub mod nccl;
 pub mod nvrtc;
+pub mod nvrtc_library;
 pub mod nvtx;
 pub mod probe;
 pub mod python_site;

@@ -122,7 +122,7 @@ mod tests {
 
     /// NVRTC needs no GPU: CI installs it from PyPI (`cargo test --lib nvrtc -- --ignored`).
     #[test]
-    #[ignore = "needs NVRTC (libnvrtc.so on the library path); .ci/run installs it"]
+    #[ignore = "needs NVRTC (on the linker path or in a Python venv); .ci/run installs one"]
     fn a_compile_error_reports_the_nvrtc_log() {
         crate::gpu::probe::require_nvrtc().expect("NVRTC");
         for cubin in [false, true] {
@@ -142,7 +142,7 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "needs NVRTC (libnvrtc.so on the library path); .ci/run installs it"]
+    #[ignore = "needs NVRTC (on the linker path or in a Python venv); .ci/run installs one"]
     fn nvrtc_reports_its_version_and_the_architectures_ci_needs() {
         crate::gpu::probe::require_nvrtc().expect("NVRTC");
         let (major, minor) = version().unwrap();

@@ -1,7 +1,9 @@
 //! Find the CUDA driver and NVRTC before the first cudarc call: with dynamic loading, cudarc
-//! panics (with a backtrace) when a library is missing; we want one clear line and exit 3 (no GPU or driver).
+//! panics (with a backtrace) when a library is missing; we want one clear line and exit 3 (no
+//! GPU or driver).
 
 use std::fmt;
+use std::path::PathBuf;
 
 /// The exit status of a [`GpuUnavailable`]: distinct from a bad flag (2), so a script can
 /// tell them apart.
@@ -33,17 +35,30 @@ pub fn require_driver() -> Result<(), GpuUnavailable> {
     }
 }
 
+/// NVRTC where the linker finds it or where the NVIDIA wheels and the toolkit put it
+/// ([`crate::gpu::nvrtc_library`]), loaded so cudarc's own loader finds it.
 pub fn require_nvrtc() -> Result<(), GpuUnavailable> {
-    // SAFETY: as above, only a dlopen.
-    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        Ok(())
-    } else {
-        Err(GpuUnavailable(
-            "no NVRTC found: libnvrtc.so could not be loaded; install the CUDA toolkit's NVRTC \
-             (or add its lib64 folder to LD_LIBRARY_PATH)"
-                .into(),
-        ))
-    }
+    crate::gpu::nvrtc_library::load_nvrtc().map(|_| ())
+}
+
+/// The driver library the linker resolves and the CUDA version it supports ("13.0"), read
+/// without initialising the driver.
+pub fn driver_library() -> Result<(PathBuf, String), GpuUnavailable> {
+    require_driver()?;
+    let path = crate::gpu::library_search::linkers("cuda", b"cuInit\0")
+        .map(|resolved| resolved.path)
+        .unwrap_or_else(|| PathBuf::from("libcuda.so"));
+    let mut version = 0;
+    // SAFETY: a plain out-parameter query; the library is present (checked above).
+    unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) }
+        .result()
+        .map_err(|e| GpuUnavailable(format!("reading the driver's CUDA version: {e}")))?;
+    Ok((path, cuda_version(version)))
+}
+
+/// A CUDA version as the driver API encodes it (13000) in the usual form ("13.0").
+pub fn cuda_version(encoded: i32) -> String {
+    format!("{}.{}", encoded / 1000, (encoded % 1000) / 10)
 }
 
 /// The devices the driver sees and the total memory of device `ordinal`, without creating a

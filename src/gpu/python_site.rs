@@ -1,6 +1,7 @@
 //! Python `site-packages` folders, found without running Python. NVIDIA's pip wheels (the
-//! `nvidia/...` packages a PyTorch venv installs) put CUPTI and NCCL there, where the dynamic
-//! linker does not look; the CUPTI and NCCL loaders search the same folders, in this order.
+//! `nvidia/...` packages a PyTorch venv installs) put NVRTC, CUPTI and NCCL there, where the
+//! dynamic linker does not look; the NVRTC, CUPTI and NCCL loaders search the same folders,
+//! in this order.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};

@@ -9,7 +9,7 @@ use super::telemetry_file::TelemetryFile;
 use crate::axes::layout::Layout;
 use crate::gpu::Gpu;
 use crate::results::csv::{rows_for_resume, write_rows, Row};
-use crate::results::env::ENV_FILE;
+use crate::results::env::{EMULATED_NOTE, ENV_FILE};
 use crate::results::run_dir::{RESULTS_CSV, ROUNDS_CSV, TELEMETRY_CSV};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -67,7 +67,7 @@ pub fn emulation_notes(layouts: &[Layout], ranks: u32, host_gpus: u32, how: &str
         .filter(|l| l.emulated(ranks))
         .map(|l| {
             format!(
-                "emulated: {l} needs {} GPUs, ran as {ranks} rank(s) on a host with {host_gpus}; {how}",
+                "{EMULATED_NOTE}{l} needs {} GPUs, ran as {ranks} rank(s) on a host with {host_gpus}; {how}",
                 l.gpus()
             )
         })

@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 
 /// The arm every other arm is measured against: the "before" of the design.
 pub(crate) const BASELINE_ARM: &str = "eager-sync";
+/// The "after" the headlines and change charts set against the baseline: graph replay with
+/// device-only lengths.
+pub(crate) const AFTER_ARM: &str = "graph";
 /// The arm with device lengths and eager launches: the host read is its difference to the
 /// baseline.
 pub(crate) const DEVICE_ARM: &str = "eager-device";

@@ -60,7 +60,7 @@ impl ReportTarget {
     }
 
     /// Draws every chart and the summary into the staging folder, then moves them into the
-    /// run directory together, removing the old files of charts that have no data this time.
+    /// run directory together; the old files of charts that have no data this time stay.
     /// Any failure leaves the run's charts and summary as they were.
     pub fn write(self, run: &RunDir, traces: &[Trace]) -> Result<Written> {
         let staged = self.staging.path().to_path_buf();
@@ -72,12 +72,9 @@ impl ReportTarget {
         let moves: Vec<(PathBuf, PathBuf)> = chart_moves
             .chain([(staged_summary, summary.clone())])
             .collect();
-        let stale: Vec<PathBuf> = set
-            .skipped
-            .iter()
-            .flat_map(|(name, _)| chart_files(&self.dir, name))
-            .collect();
-        self.staging.commit(&moves, &stale)?;
+        // A chart without data this time is left as an earlier report drew it: report
+        // never deletes a chart it cannot redraw (it says it kept it).
+        self.staging.commit(&moves, &[])?;
         set.files = set.files.iter().map(|f| in_run(f)).collect();
         Ok(Written {
             summary,

@@ -1,4 +1,7 @@
-//! `summary.md`: a run's results as the "Speed tests" section of a pull request.
+//! `summary.md`: a run's results as a pull request's speed section, the answer first: one
+//! line per layout (per family for a sweep) with graph replay's change against eager-sync at
+//! the smallest batch and middle block size and its interval; then the run, its caveats once,
+//! a compact table of each arm's paired change against eager-sync, and the long tables after.
 //!
 //! Changes of a decode step against `eager-sync` are the change of the median with a 95%
 //! interval computed as in `compare` (MOVER on the log scale, from each median's 95%
@@ -13,18 +16,18 @@
 use crate::axes::floor_item::BUSY_BEFORE_READ_US;
 use crate::axes::{Arm, FloorItem, ReadPath};
 use crate::report::change::{
-    better_direction, change_of_ratio, relative_change, verdict_on_change, Verdict,
+    better_direction, change_of_ratio, relative_change, verdict_on_change, Change, Verdict,
     DEFAULT_THRESHOLD_PCT,
 };
 use crate::report::format::{
     arm_rank, copy_ceiling, floor_median, floor_of, floor_rank, fmt_interval, fmt_num, fmt_pct,
-    launch_floors, layout_rank, table_cell, BASELINE_ARM, DEVICE_ARM,
+    launch_floors, layout_rank, table_cell, AFTER_ARM, BASELINE_ARM, DEVICE_ARM,
 };
 use crate::results::atomic::write_atomic;
 use crate::results::csv::{
     CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC,
 };
-use crate::results::env::{code, EnvRecord};
+use crate::results::env::{code, EnvRecord, EMULATED_NOTE};
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::{self, Write};
@@ -47,15 +50,16 @@ pub fn render_summary(rows: &[Row], env: &EnvRecord) -> String {
 
 fn write_summary_text(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::Result {
     let index = Index::new(rows);
-    writeln!(out, "## Speed tests\n")?;
+    write_headlines(out, &index)?;
     write_environment(out, env)?;
     write_callouts(out, rows, env)?;
     if rows.is_empty() {
         writeln!(out, "_This run has no results._")?;
         return Ok(());
     }
-    write_steps(out, &index, env)?;
-    write_preps(out, &index, env)?;
+    write_against_eager_sync(out, &index)?;
+    write_steps(out, &index)?;
+    write_preps(out, &index)?;
     crate::report::read_paths::write_read_paths(out, rows)?;
     write_floors(out, &index)?;
     Ok(())
@@ -184,7 +188,61 @@ fn write_environment(out: &mut String, env: &EnvRecord) -> fmt::Result {
         code(&or_na(&env.git_revision)),
         or_na(&env.metaprep_version),
     )?;
-    writeln!(out, "**Command:** {}\n", code(&or_na(&env.command_line)))
+    writeln!(
+        out,
+        "**Command:** {}\n",
+        code(&or_na(&portable_command(&env.command_line)))
+    )
+}
+
+/// The command line as a reader can run it: the program as `metaprep` (not the GPU host's
+/// `./metaprep` or `/root/bundle/metaprep`), and every absolute path relative to the folder
+/// holding the run (`--out`'s parent): `/root/out/h/steps-default/trace.json` becomes
+/// `steps-default/trace.json`. An absolute path outside that folder keeps only its file name.
+pub fn portable_command(command_line: &str) -> String {
+    let mut words = command_line.split_whitespace();
+    let Some(_program) = words.next() else {
+        return String::new();
+    };
+    let words: Vec<&str> = words.collect();
+    let out_parent = out_value(&words)
+        .filter(|out| out.starts_with('/'))
+        .and_then(|out| Path::new(out).parent().map(Path::to_path_buf));
+    let portable = |path: &str| -> String {
+        if !path.starts_with('/') {
+            return path.to_string();
+        }
+        let path = Path::new(path);
+        match out_parent
+            .as_deref()
+            .and_then(|p| path.strip_prefix(p).ok())
+        {
+            Some(relative) if !relative.as_os_str().is_empty() => relative.display().to_string(),
+            _ => path.file_name().map_or(path.display().to_string(), |n| {
+                n.to_string_lossy().into_owned()
+            }),
+        }
+    };
+    let mut shown = vec!["metaprep".to_string()];
+    for word in words {
+        shown.push(match word.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => format!("{flag}={}", portable(value)),
+            _ => portable(word),
+        });
+    }
+    shown.join(" ")
+}
+
+/// The value of `--out` (`--out DIR` or `--out=DIR`) among `words`.
+fn out_value<'a>(words: &[&'a str]) -> Option<&'a str> {
+    words
+        .iter()
+        .enumerate()
+        .find_map(|(i, w)| match w.strip_prefix("--out") {
+            Some("") => words.get(i + 1).copied(),
+            Some(rest) => rest.strip_prefix('='),
+            None => None,
+        })
 }
 
 fn write_callouts(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::Result {
@@ -193,8 +251,15 @@ fn write_callouts(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::Resul
         .filter(|r| r.emulated)
         .map(|r| (layout_rank(&r.layout), r.layout.as_str()))
         .collect();
+    // Said once: by the run's own note where it wrote one (it says how), else here.
     for (_, layout) in emulated {
-        writeln!(out, "> {}\n", emulated_note(layout, env))?;
+        let noted = env
+            .notes
+            .iter()
+            .any(|n| n.starts_with(&format!("{EMULATED_NOTE}{layout} ")));
+        if !noted {
+            writeln!(out, "> {}\n", emulated_note(layout, env))?;
+        }
     }
     let throttled: BTreeSet<(CellKey, &str)> = rows
         .iter()
@@ -215,6 +280,8 @@ fn write_callouts(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::Resul
     }
     crate::report::gpm::write_gpm(out, rows)?;
     for note in &env.notes {
+        // A note's wrapped source lines can leave runs of spaces inside it.
+        let note = note.split_whitespace().collect::<Vec<_>>().join(" ");
         writeln!(out, "> note: {note}\n")?;
     }
     Ok(())
@@ -236,24 +303,21 @@ fn or_unknown(s: &str) -> &str {
     }
 }
 
-fn write_steps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result {
+/// Every cell of each step group: throughput, ITL and their changes against eager-sync (of
+/// the medians, unpaired; the paired step change is in the compact table above), forward
+/// occupancy and the host-bound gap.
+fn write_steps(out: &mut String, index: &Index) -> fmt::Result {
     for (group, cells) in index.groups(KIND_STEP) {
-        let emulated = index.emulated(KIND_STEP, &group);
         writeln!(
             out,
-            "### Decode step — {}, {}{}\n",
-            group.layout,
-            group.family,
-            if emulated { " ⚠ emulated" } else { "" }
+            "### Decode step — {}\n",
+            group_title(index, KIND_STEP, &group)
         )?;
-        if emulated {
-            writeln!(out, "{}\n", emulated_note(&group.layout, env))?;
-        }
         writeln!(
             out,
-            "| bs | block | arm | throughput (tok/s) | Δ throughput vs {BASELINE_ARM} | ITL median (µs) | ITL p90 (µs) | Δ ITL vs {BASELINE_ARM} | Δ step vs {BASELINE_ARM}, paired | forward occupancy | host-bound gap (µs) |"
+            "| bs | block | arm | throughput (tok/s) | Δ throughput vs {BASELINE_ARM} | ITL median (µs) | ITL p90 (µs) | Δ ITL vs {BASELINE_ARM} | forward occupancy | host-bound gap (µs) |"
         )?;
-        writeln!(out, "|---:|---:|---|---:|---|---:|---:|---|---|---:|---:|")?;
+        writeln!(out, "|---:|---:|---|---:|---|---:|---:|---|---:|---:|")?;
         for sorted in &cells {
             let cell = &sorted.cell;
             let baseline = sorted.with_arm(BASELINE_ARM);
@@ -275,18 +339,9 @@ fn write_steps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
             let median = |name: &str| metric(name).map_or("—".to_string(), |r| fmt_num(r.median));
             let itl_p90 = metric("itl_us").map_or("—".to_string(), |r| fmt_num(r.p90));
             let occupancy = metric("occupancy").map_or("—".to_string(), fmt_ratio);
-            // The run's own ratio to eager-sync, formed inside each round (steps with rounds).
-            let paired = match metric(STEP_RATIO_VS_EAGER_SYNC) {
-                _ if cell.arm == BASELINE_ARM => "baseline".to_string(),
-                Some(r) => match change_of_ratio(r) {
-                    Some(c) => format!("{} {}", fmt_pct(c.pct), fmt_interval(c.lo_pct, c.hi_pct)),
-                    None => format!("{} [n/a]", fmt_pct((r.median - 1.0) * 100.0)),
-                },
-                None => "—".to_string(),
-            };
             writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 cell.batch_size,
                 cell.block_size,
                 arm_label(index, cell),
@@ -295,7 +350,6 @@ fn write_steps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
                 median("itl_us"),
                 itl_p90,
                 change("itl_us"),
-                paired,
                 occupancy,
                 median("gap_us"),
             )?;
@@ -321,7 +375,7 @@ fn fmt_ratio(row: &Row) -> String {
     }
 }
 
-fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result {
+fn write_preps(out: &mut String, index: &Index) -> fmt::Result {
     let floors = launch_floors(index.rows);
     let ceiling = copy_ceiling(index.rows);
     for (group, cells) in index.groups(KIND_PREP) {
@@ -338,17 +392,11 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
             .collect();
         let has_host_read = readers.iter().any(|(arm, _)| *arm == BASELINE_ARM);
         let has_bandwidth = cells.iter().any(|c| index.get(&c.cell, "gb_s").is_some());
-        let emulated = index.emulated(KIND_PREP, &group);
         writeln!(
             out,
-            "### Metadata prep — {}, {}{}\n",
-            group.family,
-            group.layout,
-            if emulated { " ⚠ emulated" } else { "" }
+            "### Metadata prep — {}\n",
+            group_title(index, KIND_PREP, &group)
         )?;
-        if emulated {
-            writeln!(out, "{}\n", emulated_note(&group.layout, env))?;
-        }
         write!(
             out,
             "Per-step cost, median µs (multiple of the arm's launch floor"
@@ -431,23 +479,7 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
                 write!(out, " {} |", prep_cost(index, &cell, floor))?;
             }
             for (arm, _) in &readers {
-                let reader_cell = sorted.with_arm(arm);
-                let reader = index.get(&reader_cell, "step_us");
-                let device = index.get(&sorted.with_arm(DEVICE_ARM), "step_us");
-                // The sweep's own paired estimate when the run has one.
-                let text = match (index.get(&reader_cell, "read_cost_us"), reader, device) {
-                    (Some(cost), _, _) => format!(
-                        "{} [{}, {}]",
-                        fmt_num(cost.median),
-                        fmt_num(cost.ci_lo),
-                        fmt_num(cost.ci_hi)
-                    ),
-                    (None, Some(reader), Some(device)) => {
-                        let (d, lo, hi) = difference(reader, device);
-                        format!("{} [{}, {}]", fmt_num(d), fmt_num(lo), fmt_num(hi))
-                    }
-                    _ => "—".to_string(),
-                };
+                let text = read_cost(index, &sorted.with_arm(arm)).unwrap_or("—".to_string());
                 write!(out, " {text} |")?;
             }
             if has_bandwidth {
@@ -460,58 +492,217 @@ fn write_preps(out: &mut String, index: &Index, env: &EnvRecord) -> fmt::Result 
             writeln!(out)?;
         }
         writeln!(out)?;
-        write_against_baseline(out, index, &cells, &arms)?;
     }
     Ok(())
 }
 
-/// The arms of one prep group against eager-sync, from the sweep's paired ratios: change of
-/// `step_us` in percent, its 95% interval between rounds, and `compare`'s verdict. Nothing
-/// for a run without those rows.
-fn write_against_baseline(
-    out: &mut String,
-    index: &Index,
-    cells: &BTreeSet<SortedCell>,
-    arms: &BTreeSet<(u8, &str)>,
-) -> fmt::Result {
-    let ratio = |cell: &CellKey| index.get(cell, STEP_RATIO_VS_EAGER_SYNC);
-    let others: Vec<&str> = arms
-        .iter()
-        .map(|(_, arm)| *arm)
-        .filter(|arm| cells.iter().any(|c| ratio(&c.with_arm(arm)).is_some()))
-        .collect();
-    if others.is_empty() {
-        return Ok(());
-    }
-    writeln!(
-        out,
-        "Against {BASELINE_ARM}: each arm's step_us over {BASELINE_ARM}'s, formed in every \
-         round (the two ran back to back) and summarised over rounds: change [95% interval \
-         between rounds] and the verdict `compare` gives at ±{DEFAULT_THRESHOLD_PCT}%.\n"
-    )?;
-    write!(out, "| bs | block |")?;
-    for arm in &others {
-        write!(out, " {} vs {BASELINE_ARM} |", table_cell(arm))?;
-    }
-    writeln!(out)?;
-    writeln!(out, "|---:|---:|{}", "---|".repeat(others.len()))?;
-    let shapes: BTreeSet<(u32, u32)> = cells.iter().map(|c| (c.batch_size, c.block_size)).collect();
-    for (bs, block) in shapes {
-        write!(out, "| {bs} | {block} |")?;
-        for arm in &others {
-            let cell = cells
+/// The compact tables: every group's arms against eager-sync from the run's paired ratios
+/// (`step_ratio_vs_eager_sync`: each arm's step time over eager-sync's, formed in every round
+/// where the two ran back to back), step groups first. Nothing for a run without those rows.
+fn write_against_eager_sync(out: &mut String, index: &Index) -> fmt::Result {
+    let mut intro = false;
+    for kind in [KIND_STEP, KIND_PREP] {
+        for (group, cells) in index.groups(kind) {
+            let ratio = |cell: &CellKey| index.get(cell, STEP_RATIO_VS_EAGER_SYNC);
+            let arms: BTreeSet<(u8, &str)> = cells
                 .iter()
-                .find(|c| (c.batch_size, c.block_size) == (bs, block))
-                .map(|c| c.with_arm(arm));
-            let text = cell
-                .as_ref()
-                .and_then(ratio)
-                .map_or("—".to_string(), paired_change);
-            write!(out, " {text} |")?;
+                .filter(|c| ratio(&c.cell).is_some())
+                .map(|c| (c.arm_rank, c.cell.arm.as_str()))
+                .collect();
+            if arms.is_empty() {
+                continue;
+            }
+            if !intro {
+                writeln!(
+                    out,
+                    "### Against {BASELINE_ARM}\n\nEach arm's step time over {BASELINE_ARM}'s, \
+                     formed in every round (the two ran back to back) and summarised over \
+                     rounds: change [95% interval between rounds] and the verdict `compare` \
+                     gives at ±{DEFAULT_THRESHOLD_PCT}%.\n"
+                )?;
+                intro = true;
+            }
+            let what = if kind == KIND_STEP {
+                "Decode step"
+            } else {
+                "Metadata prep"
+            };
+            writeln!(out, "**{what} — {}**\n", group_title(index, kind, &group))?;
+            write!(out, "| bs | block |")?;
+            for (_, arm) in &arms {
+                write!(out, " {} |", table_cell(arm))?;
+            }
+            writeln!(out)?;
+            writeln!(out, "|---:|---:|{}", "---|".repeat(arms.len()))?;
+            let shapes: BTreeMap<(u32, u32), &SortedCell> = cells
+                .iter()
+                .map(|c| ((c.batch_size, c.block_size), c))
+                .collect();
+            for ((bs, block), sorted) in shapes {
+                write!(out, "| {bs} | {block} |")?;
+                for (_, arm) in &arms {
+                    let text = ratio(&sorted.with_arm(arm)).map_or("—".to_string(), paired_change);
+                    write!(out, " {text} |")?;
+                }
+                writeln!(out)?;
+            }
+            writeln!(out)?;
         }
-        writeln!(out)?;
     }
-    writeln!(out)
+    Ok(())
+}
+
+/// `tp8 (emulated), dspark+dsa_target_verify` for a step group, `dsa_decode, tp1` for a prep
+/// group: how its headings and table labels name it.
+fn group_title(index: &Index, kind: &str, group: &GroupKey) -> String {
+    let mut layout = group.layout.clone();
+    if index.emulated(kind, group) {
+        layout.push_str(" (emulated)");
+    }
+    if kind == KIND_STEP {
+        format!("{layout}, {}", group.family)
+    } else {
+        format!("{}, {layout}", group.family)
+    }
+}
+
+/// The answer first: for each step group (layout) and each prep group (family), graph
+/// replay's change against eager-sync at the smallest batch size and the middle block size
+/// both ran ([`headline_shape`]), with its 95% interval.
+fn write_headlines(out: &mut String, index: &Index) -> fmt::Result {
+    let step_families: BTreeSet<String> = index
+        .groups(KIND_STEP)
+        .keys()
+        .map(|g| g.family.clone())
+        .collect();
+    let mut lines = Vec::new();
+    for kind in [KIND_STEP, KIND_PREP] {
+        for (group, cells) in index.groups(kind) {
+            let Some((bs, block, base, after)) = headline_shape(&cells) else {
+                continue;
+            };
+            let mut layout = group.layout.clone();
+            if index.emulated(kind, &group) {
+                layout.push_str(" (emulated)");
+            }
+            let paired = index
+                .get(&after, STEP_RATIO_VS_EAGER_SYNC)
+                .map(|r| change_text(change_of_ratio(r), r.median * 100.0 - 100.0));
+            let unpaired = |metric: &str| -> Option<String> {
+                let (base, new) = (index.get(&base, metric)?, index.get(&after, metric)?);
+                Some(change_text(
+                    relative_change(base, new),
+                    (new.median / base.median - 1.0) * 100.0,
+                ))
+            };
+            let lead = format!("**{AFTER_ARM} replay against {BASELINE_ARM}**");
+            let line = if kind == KIND_STEP {
+                let family = if step_families.len() > 1 {
+                    format!(" ({})", group.family)
+                } else {
+                    String::new()
+                };
+                let mut parts = Vec::new();
+                parts.extend(unpaired("itl_us").map(|c| format!("ITL {c}")));
+                parts.extend(unpaired("throughput_tok_s").map(|c| format!("throughput {c}")));
+                let mut line = format!(
+                    "{lead} at {layout}{family} bs {bs} block {block}: {}",
+                    parts.join(", ")
+                );
+                if let Some(paired) = paired {
+                    line.push_str(&format!(" (step time {paired}, paired in rounds)"));
+                }
+                line
+            } else {
+                let step = match paired {
+                    Some(paired) => format!("{paired}, paired in rounds"),
+                    None => unpaired("step_us").unwrap_or_else(|| "n/a".into()),
+                };
+                let mut line = format!(
+                    "{lead}, {} prep at {layout} bs {bs} block {block}: step time {step}",
+                    group.family
+                );
+                if let Some(read) = read_cost(index, &base) {
+                    line.push_str(&format!(
+                        "; host read ({BASELINE_ARM} − {DEVICE_ARM}) {read} µs"
+                    ));
+                }
+                line
+            };
+            lines.push(line);
+        }
+    }
+    if lines.is_empty() {
+        writeln!(
+            out,
+            "_No headline: this run has no {AFTER_ARM} and {BASELINE_ARM} cells side by side._\n"
+        )
+    } else {
+        writeln!(out, "{}\n", lines.join("\n\n"))
+    }
+}
+
+/// The smallest batch size at which both eager-sync and graph ran, and the middle of the
+/// block sizes they ran there (the lower of two middles, as the charts take it), with the
+/// two cells.
+fn headline_shape(cells: &BTreeSet<SortedCell>) -> Option<(u32, u32, CellKey, CellKey)> {
+    let shapes_of = |arm: &str| -> BTreeSet<(u32, u32)> {
+        cells
+            .iter()
+            .filter(|c| c.cell.arm == arm)
+            .map(|c| (c.batch_size, c.block_size))
+            .collect()
+    };
+    let both: Vec<(u32, u32)> = shapes_of(BASELINE_ARM)
+        .intersection(&shapes_of(AFTER_ARM))
+        .copied()
+        .collect();
+    let bs = both.iter().map(|(bs, _)| *bs).min()?;
+    let blocks: Vec<u32> = both
+        .iter()
+        .filter(|(b, _)| *b == bs)
+        .map(|(_, k)| *k)
+        .collect();
+    let block = blocks[(blocks.len() - 1) / 2];
+    let sorted = cells
+        .iter()
+        .find(|c| (c.batch_size, c.block_size) == (bs, block))?;
+    Some((
+        bs,
+        block,
+        sorted.with_arm(BASELINE_ARM),
+        sorted.with_arm(AFTER_ARM),
+    ))
+}
+
+/// "-15.1% [-15.2, -15.0]", or "-15.1% [n/a]" without an interval.
+fn change_text(change: Option<Change>, pct: f64) -> String {
+    match change {
+        Some(c) => format!("{} {}", fmt_pct(c.pct), fmt_interval(c.lo_pct, c.hi_pct)),
+        None => format!("{} [n/a]", fmt_pct(pct)),
+    }
+}
+
+/// What a reading arm's read costs in a prep cell, "17.2 [16.9, 17.5]" µs: the sweep's
+/// paired `read_cost_us`, else the arm's step time − eager-device's with its MOVER interval.
+fn read_cost(index: &Index, reader: &CellKey) -> Option<String> {
+    if let Some(cost) = index.get(reader, "read_cost_us") {
+        return Some(format!(
+            "{} [{}, {}]",
+            fmt_num(cost.median),
+            fmt_num(cost.ci_lo),
+            fmt_num(cost.ci_hi)
+        ));
+    }
+    let device = CellKey {
+        arm: DEVICE_ARM.to_string(),
+        ..reader.clone()
+    };
+    let (d, lo, hi) = difference(
+        index.get(reader, "step_us")?,
+        index.get(&device, "step_us")?,
+    );
+    Some(format!("{} [{}, {}]", fmt_num(d), fmt_num(lo), fmt_num(hi)))
 }
 
 /// "-42.0% [-43.1, -40.8] **faster**": a paired ratio row as a change with its verdict.
@@ -810,7 +1001,9 @@ mod tests {
         let rows = crate::results::csv::read_rows(&path).unwrap();
         let md = render_summary(&rows, &test_env());
         assert!(
-            md.contains("| bs | block | eager-device vs eager-sync | graph vs eager-sync |\n|---:|---:|---|---|\n"),
+            md.contains(
+                "**Metadata prep — dsa_decode, tp1**\n\n| bs | block | eager-device | graph |\n|---:|---:|---|---|\n"
+            ),
             "{md}"
         );
         assert!(
@@ -838,7 +1031,7 @@ mod tests {
         );
         // A run without paired rows (steps, or a sweep before rounds) gets no such table.
         rows.retain(|r| r.metric != STEP_RATIO_VS_EAGER_SYNC);
-        assert!(!render_summary(&rows, &test_env()).contains("vs eager-sync |"));
+        assert!(!render_summary(&rows, &test_env()).contains("### Against eager-sync"));
     }
 
     #[test]
@@ -927,15 +1120,23 @@ mod tests {
         let text = render_summary(&rows, &test_env());
         assert!(
             text.contains(
-                "| 1 | 5 | eager-sync | 1,000 | baseline | 200 | 210 | baseline | baseline | — | — |"
+                "| 1 | 5 | eager-sync | 1,000 | baseline | 200 | 210 | baseline | — | — |"
             ),
             "{text}"
         );
-        let graph = text.lines().find(|l| l.contains("| graph |")).unwrap();
+        let graph = text
+            .lines()
+            .find(|l| l.starts_with("| 1 | 5 | graph |"))
+            .unwrap();
         assert!(graph.contains("| 1,250 | +25.0% ["), "{graph}");
         assert!(graph.contains("| 160 | 168 | -20.0% ["), "{graph}");
-        assert!(graph.contains("| -12.0% [-13.0, -11.0] |"), "{graph}");
         assert!(graph.contains("| 97.5% |"), "{graph}");
+        // The paired change is the compact table's, not a near-duplicate column beside Δ ITL.
+        assert!(!graph.contains("-12.0%"), "{graph}");
+        assert!(
+            text.contains("| bs | block | graph |\n|---:|---:|---|\n| 1 | 5 | -12.0% [-13.0, -11.0] **faster** |"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -943,10 +1144,7 @@ mod tests {
         let rows = vec![step("graph", "itl_us", 160.0)];
         let text = render_summary(&rows, &test_env());
         let graph = text.lines().find(|l| l.contains("| graph |")).unwrap();
-        assert_eq!(
-            graph,
-            "| 1 | 5 | graph | — | — | 160 | 168 | — | — | — | — |"
-        );
+        assert_eq!(graph, "| 1 | 5 | graph | — | — | 160 | 168 | — | — | — |");
     }
 
     #[test]
@@ -1033,8 +1231,128 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("| 22.5 ⚠ |"), "{text}");
-        assert!(text.contains("### Decode step — tp8, dspark+dsa_target_verify ⚠ emulated"));
-        assert!(text.contains("⚠ emulated: tp8 ran one rank on 1 GPU (the machine has 2)"));
+        assert!(text.contains("### Decode step — tp8 (emulated), dspark+dsa_target_verify"));
+        assert_eq!(
+            text.matches("⚠ emulated: tp8 ran one rank on 1 GPU (the machine has 2)")
+                .count(),
+            1,
+            "said once: {text}"
+        );
+        // A run that noted how it emulated the layout is not told again.
+        env.notes =
+            vec!["emulated: tp8 needs 8 GPUs, ran as 1 rank(s) on a host with 2; ...".into()];
+        let text = render_summary(&[wide_row()], &env);
+        assert_eq!(text.matches("emulated: tp8").count(), 1, "{text}");
+    }
+
+    fn wide_row() -> Row {
+        Row {
+            layout: "tp8".into(),
+            emulated: true,
+            ..step("graph", "itl_us", 160.0)
+        }
+    }
+
+    /// A step group's eager-sync and graph cells at bs 1 and 8, blocks 3, 5 and 8, with
+    /// ITL, throughput and graph's paired ratio; `spread` is each interval's half-width.
+    fn headline_rows(layout: &str) -> Vec<Row> {
+        let mut rows = Vec::new();
+        for bs in [8, 1] {
+            for block in [8, 3, 5] {
+                let cell = |arm: &str, metric: &str, median: f64, half: f64| Row {
+                    layout: layout.into(),
+                    batch_size: bs,
+                    block_size: block,
+                    ci_lo: median - half,
+                    ci_hi: median + half,
+                    ..step(arm, metric, median)
+                };
+                let graph_itl = if (bs, block) == (1, 5) { 926.0 } else { 990.0 };
+                rows.extend([
+                    cell("eager-sync", "itl_us", 1094.0, 4.0),
+                    cell("graph", "itl_us", graph_itl, 3.0),
+                    cell("eager-sync", "throughput_tok_s", 624.0, 1.0),
+                    cell("graph", "throughput_tok_s", 735.0, 1.0),
+                    Row {
+                        unit: "x".into(),
+                        stop_reason: "derived".into(),
+                        ..cell("graph", STEP_RATIO_VS_EAGER_SYNC, 0.849, 0.001)
+                    },
+                ]);
+            }
+        }
+        rows
+    }
+
+    #[test]
+    fn the_first_line_is_graphs_change_against_eager_sync_with_its_interval() {
+        let mut rows = headline_rows("tp8");
+        rows.iter_mut().for_each(|r| r.emulated = true);
+        rows.extend(headline_rows("tp1"));
+        let text = render_summary(&rows, &test_env());
+        let mut lines = text.lines();
+        // One line per layout, tp1 first; the smallest batch and the middle block size.
+        assert_eq!(
+            lines.next().unwrap(),
+            "**graph replay against eager-sync** at tp1 bs 1 block 5: ITL -15.4% [-15.8, -14.9], \
+             throughput +17.8% [+17.5, +18.0] (step time -15.1% [-15.2, -15.0], paired in rounds)"
+        );
+        assert_eq!(lines.next(), Some(""));
+        assert!(
+            lines.next().unwrap().starts_with(
+                "**graph replay against eager-sync** at tp8 (emulated) bs 1 block 5: ITL -15.4%"
+            ),
+            "{text}"
+        );
+        assert_eq!(lines.next(), Some(""));
+        assert!(lines.next().unwrap().starts_with("**Environment:**"));
+    }
+
+    #[test]
+    fn a_sweeps_headline_is_per_family_with_the_host_read() {
+        let mut rows = vec![
+            prep("eager-sync", 40.0),
+            prep("eager-device", 22.0),
+            prep("graph", 10.0),
+        ];
+        for r in &mut rows {
+            (r.ci_lo, r.ci_hi) = (r.median - 1.0, r.median + 1.0);
+        }
+        let text = render_summary(&rows, &test_env());
+        let first = text.lines().next().unwrap();
+        assert!(
+            first.starts_with(
+                "**graph replay against eager-sync**, dsa_decode prep at tp1 bs 4 block 5: \
+                 step time -75.0% ["
+            ),
+            "{first}"
+        );
+        assert!(
+            first.contains("; host read (eager-sync − eager-device) 18.0 ["),
+            "{first}"
+        );
+        // No graph cell, no headline: the run says so instead of guessing another pair.
+        let text = render_summary(&rows[..2], &test_env());
+        assert!(text.starts_with(
+            "_No headline: this run has no graph and eager-sync cells side by side._\n"
+        ));
+    }
+
+    #[test]
+    fn the_command_line_loses_the_gpu_hosts_absolute_paths() {
+        assert_eq!(
+            portable_command(
+                "./metaprep steps --out /root/out/h/steps-default --trace /root/out/h/steps-default/trace.json \
+                 --host-profile=/root/bundle/host-profiles/pytorch.json --tp tp8"
+            ),
+            "metaprep steps --out steps-default --trace steps-default/trace.json \
+             --host-profile=pytorch.json --tp tp8"
+        );
+        assert_eq!(
+            portable_command("/a/metaprep sweep --out results/x --batch-sizes 1"),
+            "metaprep sweep --out results/x --batch-sizes 1"
+        );
+        assert_eq!(portable_command(""), "");
     }
 
     #[test]

@@ -445,7 +445,7 @@ pub(crate) struct Records {
 /// written (a last number `72.0` cut to `7` would otherwise read as a smaller number).
 pub(crate) fn read_records(path: &Path) -> Result<Records> {
     let name = path.display();
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::results::compressed::read_file(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
             "{name} does not exist: check the path (results are written by \

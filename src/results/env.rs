@@ -15,6 +15,9 @@ pub const ENV_FILE: &str = "env.json";
 pub const HOST_PROFILE_NOTE: &str = "host profile `";
 pub const STEP_MODEL_NOTE: &str = "step model:";
 pub const MEMORY_NOTE: &str = "memory per GPU:";
+/// How a note saying one layout was emulated begins (`emulated: tp8 needs 8 GPUs, ...`):
+/// `summary.md` shows it instead of a caveat of its own.
+pub const EMULATED_NOTE: &str = "emulated: ";
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EnvRecord {

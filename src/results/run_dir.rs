@@ -1,6 +1,8 @@
 //! A run directory, `results/<run>/`, read back as a whole: the results CSV, the
-//! environment record, and the optional telemetry and Chrome trace.
+//! environment record, and the optional telemetry and Chrome trace. Each file may be kept
+//! gzipped (`metaprep.csv.gz`, ...; [`run_file`]).
 
+use crate::results::compressed::{read_file, run_file};
 use crate::results::csv::{read_rows, read_table, Row, KIND_STEP};
 use crate::results::env::EnvRecord;
 use crate::results::telemetry::{TelemetrySample, TELEMETRY_COLUMNS};
@@ -43,11 +45,11 @@ pub fn open_results(dir: &Path) -> Result<(Vec<Row>, EnvRecord)> {
             dir.display()
         );
     }
-    let csv_path = dir.join(RESULTS_CSV);
+    let csv_path = run_file(dir, RESULTS_CSV);
     if !csv_path.exists() {
         bail!(
             "{} has no {RESULTS_CSV}: run `metaprep sweep --out DIR` or \
-             `metaprep steps --out DIR` first",
+             `metaprep steps --out DIR` first (a gzipped {RESULTS_CSV}.gz would do too)",
             dir.display()
         );
     }
@@ -62,7 +64,7 @@ impl RunDir {
     /// `metaprep.csv` or `env.json`, or any file that cannot be read.
     pub fn open(dir: &Path) -> Result<RunDir> {
         let (rows, env) = open_results(dir)?;
-        let telemetry_path = dir.join(TELEMETRY_CSV);
+        let telemetry_path = run_file(dir, TELEMETRY_CSV);
         let telemetry = if telemetry_path.exists() {
             read_table(&telemetry_path, TELEMETRY_COLUMNS, &[])?
         } else {
@@ -70,9 +72,11 @@ impl RunDir {
         };
         let mut traces = Vec::new();
         for name in TRACES {
-            let path = dir.join(name);
+            let path = run_file(dir, name);
             if path.exists() {
-                let text = std::fs::read_to_string(&path)
+                let text = read_file(&path)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|bytes| Ok(String::from_utf8(bytes)?))
                     .with_context(|| format!("reading {}", path.display()))?;
                 traces.push((name.to_string(), text));
             }
@@ -170,6 +174,36 @@ mod tests {
     }
 
     #[test]
+    fn gzipped_files_read_as_the_plain_ones() {
+        use flate2::{write::GzEncoder, Compression};
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        write_run(dir.path());
+        let mut writer = ::csv::Writer::from_writer(Vec::new());
+        writer.serialize(sample()).unwrap();
+        let telemetry = writer.into_inner().unwrap();
+        for (name, bytes) in [
+            (
+                RESULTS_CSV,
+                std::fs::read(dir.path().join(RESULTS_CSV)).unwrap(),
+            ),
+            (TELEMETRY_CSV, telemetry),
+            (TRACE_JSON, b"{\"traceEvents\":[]}".to_vec()),
+        ] {
+            let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+            gz.write_all(&bytes).unwrap();
+            std::fs::write(dir.path().join(format!("{name}.gz")), gz.finish().unwrap()).unwrap();
+        }
+        std::fs::remove_file(dir.path().join(RESULTS_CSV)).unwrap();
+        let run = RunDir::open(dir.path()).unwrap();
+        assert_eq!(run.rows.len(), 1);
+        assert_eq!(run.telemetry, vec![sample()]);
+        assert_eq!(run.traces[0].1, "{\"traceEvents\":[]}");
+        // compare reads a gzipped results CSV too.
+        assert_eq!(open_results(dir.path()).unwrap().0, run.rows);
+    }
+
+    #[test]
     fn refuses_a_missing_path_and_a_file() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("nope");
@@ -183,7 +217,7 @@ mod tests {
     fn directory_without_csv_says_how_to_make_one() {
         let dir = tempfile::tempdir().unwrap();
         let error = error_of(dir.path());
-        assert!(error.contains("has no metaprep.csv: run `metaprep sweep --out DIR` or `metaprep steps --out DIR` first"), "{error}");
+        assert!(error.contains("has no metaprep.csv: run `metaprep sweep --out DIR` or `metaprep steps --out DIR` first (a gzipped metaprep.csv.gz would do too)"), "{error}");
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! Curves against batch size: one panel per layout (or family), one line per arm, a shaded
-//! p10–p90 band around each median, and optional horizontal floor lines.
+//! band around each median (its 95% interval for a step's ITL and throughput, whose p10–p90
+//! is the accept-length spread and would hide the lines; p10–p90 for a prep's cost), and
+//! optional horizontal floor lines. Bands are drawn under every line, and lines that lie on
+//! each other stay visible: each arm has its own marker, and earlier arms are drawn wider.
 
 use super::{
     arm_colour, arm_order, cap_panels, check_batch, frame, layout_order, panel_grid, short_number,
     Chart, Drawn, FixedTicks, Rendered, LIGHT_GREY, PANEL_CHART_SIZE,
 };
 use crate::report::change::relative_change;
-use crate::report::format::copy_ceiling;
+use crate::report::format::{copy_ceiling, AFTER_ARM, BASELINE_ARM};
 use crate::report::read_paths::{recovered_rows, RECOVERED};
 use crate::results::csv::{
     host_scale_of, CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP, STEP_FAMILY,
@@ -14,7 +17,7 @@ use crate::results::csv::{
 use crate::results::env::EnvRecord;
 use anyhow::{bail, Result};
 use plotters::coord::types::RangedCoordf64;
-use plotters::coord::Shift;
+use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -25,20 +28,19 @@ const FLOOR_ITEMS: [&str; 3] = ["empty-kernel", "empty-graph", "d2h-int"];
 /// The floor's reads, drawn on the read-cost chart: idle, and behind running work.
 const READ_FLOOR_ITEMS: [&str; 2] = ["d2h-int", "d2h-int-busy"];
 const BAND_NOTE: &str = "line: median per cell; shaded band: p10–p90";
-/// The "before" every step change is measured against, and the "after".
-const BASELINE_ARM: &str = "eager-sync";
-const AFTER_ARM: &str = "graph";
+/// What the step charts' band shows.
+const CI_BAND_NOTE: &str = "line: median per cell; band: its 95% interval";
 
 /// Inter-token latency (`kind=step`, `itl_us`) against batch size.
 pub fn itl_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> {
-    let Some(panels) = step_panels(rows, "itl_us")? else {
+    let Some(panels) = step_panels(&with_ci_band(rows, "itl_us"), "itl_us")? else {
         return Ok(skipped("itl_us"));
     };
     let chart = LineChart {
         x_axis: XAxis::BatchSize,
         title: "Inter-token latency vs batch size".into(),
         subtitle: format!(
-            "decode-step model (kind=step, metric itl_us) — {BAND_NOTE}; {}",
+            "decode-step model (kind=step, metric itl_us) — {CI_BAND_NOTE}; {}",
             super::host_profile_note(env)
         ),
         y_desc: "ITL (µs per token)".into(),
@@ -51,14 +53,15 @@ pub fn itl_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> 
 
 /// Output throughput (`kind=step`, `throughput_tok_s`) against batch size.
 pub fn throughput_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> {
-    let Some(panels) = step_panels(rows, "throughput_tok_s")? else {
-        return Ok(skipped("throughput_tok_s"));
+    let metric = "throughput_tok_s";
+    let Some(panels) = step_panels(&with_ci_band(rows, metric), metric)? else {
+        return Ok(skipped(metric));
     };
     let chart = LineChart {
         x_axis: XAxis::BatchSize,
         title: "Output throughput vs batch size".into(),
         subtitle: format!(
-            "decode-step model (kind=step, metric throughput_tok_s) — {BAND_NOTE}; {}",
+            "decode-step model (kind=step, metric throughput_tok_s) — {CI_BAND_NOTE}; {}",
             super::host_profile_note(env)
         ),
         y_desc: "output throughput (tok/s)".into(),
@@ -67,6 +70,19 @@ pub fn throughput_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Ren
         env: env.clone(),
     };
     chart.write(dir, "throughput")
+}
+
+/// The step rows of `metric` with their 95% interval where the band's p10–p90 goes. A row
+/// without an interval draws no band.
+fn with_ci_band(rows: &[Row], metric: &str) -> Vec<Row> {
+    rows.iter()
+        .filter(|r| r.kind == KIND_STEP && r.metric == metric)
+        .map(|r| Row {
+            p10: r.ci_lo,
+            p90: r.ci_hi,
+            ..r.clone()
+        })
+        .collect()
 }
 
 /// Each arm's change of a step metric against eager-sync (`throughput_tok_s` or `itl_us`),
@@ -434,8 +450,8 @@ fn floor_levels(rows: &[Row], items: &[&str]) -> Vec<(String, f64)> {
         .collect()
 }
 
-/// Step rows of one metric, one panel per (layout, family, block size); family and block
-/// appear in the title only when the run has more than one of them.
+/// Step rows of one metric, one panel per (layout, family) at its middle block size, named
+/// in the title; the family appears there only when the run has more than one.
 fn step_panels(rows: &[Row], metric: &str) -> Result<Option<Vec<Panel>>> {
     let step: Vec<&Row> = rows
         .iter()
@@ -445,7 +461,6 @@ fn step_panels(rows: &[Row], metric: &str) -> Result<Option<Vec<Panel>>> {
         return Ok(None);
     }
     let families: BTreeSet<&str> = step.iter().map(|r| r.family.as_str()).collect();
-    let blocks: BTreeSet<u32> = step.iter().map(|r| r.block_size).collect();
     let mut groups: BTreeMap<((usize, String), String), Vec<&Row>> = BTreeMap::new();
     for row in step {
         groups
@@ -455,6 +470,7 @@ fn step_panels(rows: &[Row], metric: &str) -> Result<Option<Vec<Panel>>> {
     }
     let mut panels = Vec::new();
     for (((_, layout), family), group) in groups {
+        let blocks: BTreeSet<u32> = group.iter().map(|r| r.block_size).collect();
         let (block, group) = middle_block(group);
         let mut title = layout;
         if group.iter().any(|r| r.emulated) {
@@ -463,8 +479,10 @@ fn step_panels(rows: &[Row], metric: &str) -> Result<Option<Vec<Panel>>> {
         if families.len() > 1 {
             title.push_str(&format!(" · {family}"));
         }
+        title.push_str(&format!(" · block {block}"));
         if blocks.len() > 1 {
-            title.push_str(&format!(" · block {block}"));
+            let all: Vec<String> = blocks.iter().map(u32::to_string).collect();
+            title.push_str(&format!(" (of {})", all.join(", ")));
         }
         panels.push(Panel {
             title,
@@ -639,8 +657,7 @@ impl LineChart {
                 colour.stroke_width(3),
             ))
             .drawn()?;
-            area.draw(&Circle::new((x + 14, y), 4, colour.filled()))
-                .drawn()?;
+            draw_marker(area, (x + 14, y), &arm)?;
             area.draw(&Text::new(arm.clone(), (x + 36, y), label.clone()))
                 .drawn()?;
             x += 60 + 9 * arm.len() as i32;
@@ -709,8 +726,8 @@ impl LineChart {
             .draw()
             .drawn()?;
 
+        // Every band under every line: a later arm's band must not cover an earlier line.
         for series in &panel.series {
-            let colour = arm_colour(&series.arm);
             let band: Vec<(f64, f64)> = series
                 .points
                 .iter()
@@ -726,20 +743,27 @@ impl LineChart {
             chart
                 .draw_series(std::iter::once(Polygon::new(
                     band,
-                    colour.mix(0.15).filled(),
+                    arm_colour(&series.arm).mix(0.12).filled(),
                 )))
                 .drawn()?;
+        }
+        let arms = self.arms();
+        for series in &panel.series {
+            let colour = arm_colour(&series.arm);
             let line: Vec<(f64, f64)> = series
                 .points
                 .iter()
                 .map(|p| (x_of(p.key), self.y(p.median)))
                 .collect();
             chart
-                .draw_series(LineSeries::new(line.clone(), colour.stroke_width(2)))
+                .draw_series(LineSeries::new(
+                    line.clone(),
+                    colour.stroke_width(line_width(&arms, &series.arm)),
+                ))
                 .drawn()?;
-            chart
-                .draw_series(line.into_iter().map(|p| Circle::new(p, 3, colour.filled())))
-                .drawn()?;
+            for point in line {
+                draw_marker(chart.plotting_area(), point, &series.arm)?;
+            }
         }
 
         let (x_lo, x_hi) = (x_of(first) - 0.3, x_of(last) + 0.3);
@@ -787,6 +811,36 @@ impl Chart for LineChart {
         }
         Ok(())
     }
+}
+
+/// The line width of `arm` among a chart's `arms` (in legend order): the first widest, so a
+/// later arm's line lying on an earlier one leaves it showing on both sides (graph-upload and
+/// eager-device often sit on graph's line at this scale).
+fn line_width(arms: &[String], arm: &str) -> u32 {
+    let later = arms.len() - 1 - arms.iter().position(|a| a == arm).unwrap_or(0);
+    2 + later.min(3) as u32
+}
+
+/// Each known arm's marker, the same in every panel and the legend: filled circle,
+/// triangle, cross, hollow circle, in the design's order.
+fn draw_marker<DB: DrawingBackend, CT: CoordTranslate>(
+    area: &DrawingArea<DB, CT>,
+    at: CT::From,
+    arm: &str,
+) -> Result<()> {
+    let colour = arm_colour(arm);
+    // Lines of layouts (the host-scale chart) take their shapes in layout order.
+    let rank = match arm_order(arm).0 {
+        unknown if unknown >= 7 => layout_order(arm).0,
+        known => known,
+    };
+    match rank % 4 {
+        0 => area.draw(&Circle::new(at, 4, colour.filled())),
+        1 => area.draw(&TriangleMarker::new(at, 6, colour.filled())),
+        2 => area.draw(&Cross::new(at, 5, colour.stroke_width(2))),
+        _ => area.draw(&Circle::new(at, 5, colour.stroke_width(2))),
+    }
+    .drawn()
 }
 
 /// Ticks at 1, 2 and 5 times each power of ten inside `[lo, hi]` (log10 space).
@@ -886,7 +940,8 @@ mod tests {
         ];
         let panels = step_panels(&rows, "itl_us").unwrap().unwrap();
         let titles: Vec<&str> = panels.iter().map(|p| p.title.as_str()).collect();
-        assert_eq!(titles, ["tp1", "tp8 (emulated)"]);
+        // The block is named even where the run has one.
+        assert_eq!(titles, ["tp1 · block 4", "tp8 (emulated) · block 4"]);
         let arms: Vec<&str> = panels[0].series.iter().map(|s| s.arm.as_str()).collect();
         assert_eq!(arms, ["eager-sync", "graph"]);
         assert!(step_panels(&rows, "gap_us").unwrap().is_none());
@@ -904,10 +959,34 @@ mod tests {
             .collect();
         let panels = step_panels(&rows, "itl_us").unwrap().unwrap();
         assert_eq!(panels.len(), 1);
-        assert_eq!(panels[0].title, "tp1 · block 5");
+        assert_eq!(panels[0].title, "tp1 · block 5 (of 3, 5, 8)");
         assert_eq!(panels[0].series[0].points[0].median, 5.0);
         let (block, chosen) = middle_block(rows.iter().take(2).collect());
         assert_eq!((block, chosen.len()), (3, 1));
+    }
+
+    #[test]
+    fn the_step_charts_band_is_the_interval_of_the_median_not_the_spread() {
+        let mut wide = row(KIND_STEP, "graph", 1, "itl_us", 1000.0);
+        (wide.p10, wide.p90, wide.ci_lo, wide.ci_hi) = (700.0, 2500.0, 990.0, 1012.0);
+        let rows = with_ci_band(&[wide, row(KIND_PREP, "graph", 1, "itl_us", 5.0)], "itl_us");
+        let panels = step_panels(&rows, "itl_us").unwrap().unwrap();
+        let point = &panels[0].series[0].points[0];
+        assert_eq!(
+            (point.p10, point.median, point.p90),
+            (990.0, 1000.0, 1012.0)
+        );
+    }
+
+    #[test]
+    fn earlier_arms_are_drawn_wider_so_later_lines_on_them_leave_them_showing() {
+        let arms: Vec<String> = ["eager-sync", "eager-device", "graph-upload", "graph"]
+            .map(String::from)
+            .to_vec();
+        let widths: Vec<u32> = arms.iter().map(|a| line_width(&arms, a)).collect();
+        assert_eq!(widths, [5, 4, 3, 2]);
+        let many: Vec<String> = (0..7).map(|i| format!("arm{i}")).collect();
+        assert_eq!(line_width(&many, "arm0"), 5, "capped");
     }
 
     #[test]

@@ -63,10 +63,10 @@ pub struct ChartSet {
 
 /// Every chart `report` draws, by file name (without `.png`/`.svg`), in drawing order.
 pub const CHARTS: [&str; 14] = [
+    "itl_change",
+    "throughput_change",
     "itl",
     "throughput",
-    "throughput_change",
-    "itl_change",
     "host_scale",
     "speedup_prep",
     "speedup_step",
@@ -118,11 +118,13 @@ pub fn render_parsed(
     telemetry: &[TelemetrySample],
     traces: &[Trace],
 ) -> Result<ChartSet> {
+    // The changes against eager-sync first (what a reader quotes), then the medians; in
+    // CHARTS' order.
     let outcomes = [
+        step_change_chart(dir, rows, env, "itl_us")?,
+        step_change_chart(dir, rows, env, "throughput_tok_s")?,
         itl_chart(dir, rows, env)?,
         throughput_chart(dir, rows, env)?,
-        step_change_chart(dir, rows, env, "throughput_tok_s")?,
-        step_change_chart(dir, rows, env, "itl_us")?,
         host_scale_chart(dir, rows, env)?,
         speedup_chart(dir, rows, env, KIND_PREP)?,
         speedup_chart(dir, rows, env, KIND_STEP)?,
@@ -144,6 +146,8 @@ pub fn render_parsed(
     for (name, outcome) in CHARTS.into_iter().zip(outcomes) {
         match outcome {
             Rendered::Files { png, svg } => set.files.extend([png, svg]),
+            // An earlier report's file of a chart without data this time stays: a run whose
+            // telemetry or trace went missing must not lose the chart drawn from it.
             Rendered::Skipped { reason } => set.skipped.push((name.to_string(), reason)),
         }
     }

@@ -348,15 +348,34 @@ impl Timeline {
                     ),
                 ])
                 .drawn()?;
-            // Name the box only where the name fits inside it.
+            // Name the box only where the name fits inside it; the label is placed in the
+            // chart's own coordinates (5 px into the box, on its middle), in black or white,
+            // whichever reads on the box's colour.
             let pixels = chart.backend_coord(&(x1, y)).0 - chart.backend_coord(&(x0, y)).0;
             if pixels > 12 + 7 * span.name.chars().count() as i32 {
-                let (left, middle) = chart.backend_coord(&(x0, y));
-                area.draw_text(&span.name, &text_style.color(&WHITE), (left + 5, middle))
+                chart
+                    .draw_series(std::iter::once(
+                        EmptyElement::at((x0, y))
+                            + Text::new(
+                                span.name.clone(),
+                                (5, 0),
+                                text_style.color(&label_colour(colour)),
+                            ),
+                    ))
                     .drawn()?;
             }
         }
         Ok(())
+    }
+}
+
+/// Black on a light box, white on a dark one (by the colour's luma).
+fn label_colour(fill: RGBColor) -> RGBColor {
+    let luma = 0.299 * f64::from(fill.0) + 0.587 * f64::from(fill.1) + 0.114 * f64::from(fill.2);
+    if luma > 150.0 {
+        BLACK
+    } else {
+        WHITE
     }
 }
 

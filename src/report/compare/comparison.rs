@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 /// the widest A/A change seen, by the end of its interval nearer zero, between two
 /// back-to-back default sweeps of one binary on an H200 was 21.9% pinned (eager-device
 /// `step_us` at bs 256) and 30.3% unpinned (`step_fwd_us` reached 11.6% and 14.1%;
-/// `results/2026-11-29-h200-pinning/compare-{pinned,unpinned}.md`), rounded up.
+/// `results/2026-11-29-h200-pinning/compare-{pinned,unpinned}.md.gz`), rounded up.
 pub const NOISE_FLOOR_STEP_PCT: f64 = 35.0;
 
 /// The same for every other metric of such a sweep: there `host_issue_us` reached 55.4%

@@ -1,0 +1,78 @@
+//! Run files kept gzipped (`metaprep.csv.gz`, `telemetry.csv.gz`, `trace.json.gz`: the
+//! committed archive stores them so), read wherever the plain file is read.
+
+use flate2::read::GzDecoder;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The suffix of a gzipped file.
+pub const GZ: &str = "gz";
+
+/// The bytes of `path`, decompressed when its name ends in `.gz`. A corrupt archive is an
+/// `InvalidData` error naming gzip.
+pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    let bytes = std::fs::read(path)?;
+    if path.extension().is_none_or(|e| e != GZ) {
+        return Ok(bytes);
+    }
+    let mut out = Vec::new();
+    GzDecoder::new(bytes.as_slice())
+        .read_to_end(&mut out)
+        .map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("not a readable gzip file ({e}); gunzip -t it, or regenerate it"),
+            )
+        })?;
+    Ok(out)
+}
+
+/// `dir/name`, or `dir/name.gz` where only that one exists: the file a run's `name` is read
+/// from. A missing file is named by its plain name.
+pub fn run_file(dir: &Path, name: &str) -> PathBuf {
+    let plain = dir.join(name);
+    let gzipped = dir.join(format!("{name}.{GZ}"));
+    if !plain.exists() && gzipped.exists() {
+        gzipped
+    } else {
+        plain
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flate2::write::GzEncoder;
+    use std::io::Write;
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut encoder = GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    #[test]
+    fn a_gzipped_file_reads_as_its_plain_text_and_the_plain_one_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("t.csv.gz"), gzip(b"a,b\n1,2\n")).unwrap();
+        let found = run_file(dir.path(), "t.csv");
+        assert_eq!(found, dir.path().join("t.csv.gz"));
+        assert_eq!(read_file(&found).unwrap(), b"a,b\n1,2\n");
+        std::fs::write(dir.path().join("t.csv"), b"plain\n").unwrap();
+        assert_eq!(run_file(dir.path(), "t.csv"), dir.path().join("t.csv"));
+        assert_eq!(
+            run_file(dir.path(), "none.csv"),
+            dir.path().join("none.csv")
+        );
+    }
+
+    #[test]
+    fn a_damaged_gzip_file_is_an_error_that_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv.gz");
+        std::fs::write(&path, &gzip(b"a,b\n1,2\n")[..12]).unwrap();
+        let e = read_file(&path).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("not a readable gzip file"), "{e}");
+    }
+}
