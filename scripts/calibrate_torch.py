@@ -336,18 +336,8 @@ def waits_for_stream(fn, cycles_per_us):
 
 
 def capture(fn):
-    """A CUDA graph of fn(), warmed up on a side stream first as the torch docs prescribe."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    torch.cuda.synchronize()
-    return graph
+    """A CUDA graph of fn() (metaprep_host.capture, three warm-ups)."""
+    return mh.capture(fn, warmup=3)
 
 
 # ----------------------------------------------------------------------------- op counting

@@ -54,13 +54,15 @@ def _torch():
     return torch
 
 
-def _capture(fn):
-    """A CUDA graph of fn(), warmed up on a side stream as the torch docs prescribe."""
+def capture(fn, warmup=1):
+    """A CUDA graph of fn(), warmed up `warmup` times on a side stream as the torch docs
+    prescribe (module loads and allocations happen there, not in the capture)."""
     torch = _torch()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        fn()
+        for _ in range(warmup):
+            fn()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -83,8 +85,8 @@ def _tensors():
             graph_x=torch.zeros(1, dtype=torch.int32, device=dev),
         )
         x = _state["graph_x"]
-        _state["graph1"] = _capture(lambda: x.add_(1))
-        _state["graph16"] = _capture(lambda: [x.add_(1) for _ in range(16)])
+        _state["graph1"] = capture(lambda: x.add_(1))
+        _state["graph16"] = capture(lambda: [x.add_(1) for _ in range(16)])
     return _state
 
 

@@ -193,17 +193,8 @@ def zeros_on(dev):
 
 
 def capture(fn):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    torch.cuda.synchronize()
-    return g
+    """A CUDA graph of fn() (metaprep_host.capture, three warm-ups)."""
+    return mh.capture(fn, warmup=3)
 
 
 def forward_graphs(us, cycles_per_us):

@@ -577,7 +577,10 @@ fn a_chart_without_data_this_time_is_kept_not_deleted() {
         }
     }
     assert_eq!(std::fs::read(charts.join("telemetry.svg")).unwrap(), before);
-    assert!(written.charts.files.contains(&charts.join("prep_floor.png")));
+    assert!(written
+        .charts
+        .files
+        .contains(&charts.join("prep_floor.png")));
     assert!(user_file.exists(), "a file of the user's in charts/ stays");
     // A run without the copy ceiling (a sweep from before it) draws no bandwidth chart; the
     // one drawn before stays.

@@ -240,6 +240,17 @@ mod tests {
         (s.into_json(), probe_file(&probes, 7.5))
     }
 
+    /// Calibrates `traces` at batch 1 against the built-in pytorch profile.
+    fn calibrate_paths(traces: Vec<PathBuf>, keep_profiler_costs: bool) -> Result<Calibration> {
+        let req = CalibrateRequest {
+            traces,
+            batch: 1,
+            gpu_traces: Vec::new(),
+            keep_profiler_costs,
+        };
+        calibrate(&req, &HostProfile::load("pytorch").unwrap())
+    }
+
     /// The three arms' traces written into `dir` (with probe files unless `bare_probes`
     /// is false), calibrated.
     fn calibrated(dir: &Path, with_probes: bool) -> Result<Calibration> {
@@ -253,13 +264,7 @@ mod tests {
             }
             traces.push(path);
         }
-        let req = CalibrateRequest {
-            traces,
-            batch: 1,
-            gpu_traces: Vec::new(),
-            keep_profiler_costs: !with_probes,
-        };
-        calibrate(&req, &HostProfile::load("pytorch").unwrap())
+        calibrate_paths(traces, !with_probes)
     }
 
     use crate::axes::Arm;
@@ -359,16 +364,8 @@ mod tests {
             p.op_us.source
         );
         // Not asked to keep them: refused, naming the fix.
-        let req = CalibrateRequest {
-            traces: vec![dir.path().join("trace-eager-sync.json")],
-            batch: 1,
-            gpu_traces: Vec::new(),
-            keep_profiler_costs: false,
-        };
-        let e = format!(
-            "{:#}",
-            calibrate(&req, &HostProfile::load("pytorch").unwrap()).unwrap_err()
-        );
+        let result = calibrate_paths(vec![dir.path().join("trace-eager-sync.json")], false);
+        let e = format!("{:#}", result.unwrap_err());
         assert!(
             e.contains("no probe file") && e.contains("--keep-profiler-costs"),
             "{e}"
@@ -391,15 +388,8 @@ mod tests {
             std::fs::write(probe_path(&path), probe).unwrap();
             traces.push(path);
         }
-        let req = CalibrateRequest {
-            traces,
-            batch: 1,
-            gpu_traces: Vec::new(),
-            keep_profiler_costs: false,
-        };
-        let p = calibrate(&req, &HostProfile::load("pytorch").unwrap())
-            .unwrap()
-            .profile;
+        let result = calibrate_paths(traces, false);
+        let p = result.unwrap().profile;
         // Reference speed: the median, 7.5. Eager-device's 10 µs ops at speed 10 → 7.5 µs.
         assert_eq!(p.host_speed_us.as_ref().unwrap().value, 7.5);
         let dev = p.preps["dspark_draft_block"].eager_device.op_us.unwrap();
@@ -434,16 +424,8 @@ mod tests {
             std::fs::write(probe_path(&path), probe).unwrap();
             traces.push(path);
         }
-        let req = CalibrateRequest {
-            traces,
-            batch: 1,
-            gpu_traces: Vec::new(),
-            keep_profiler_costs: false,
-        };
-        let e = format!(
-            "{:#}",
-            calibrate(&req, &HostProfile::load("pytorch").unwrap()).unwrap_err()
-        );
+        let result = calibrate_paths(traces, false);
+        let e = format!("{:#}", result.unwrap_err());
         assert!(
             e.contains("already showed") && e.contains("one trace per arm"),
             "{e}"
