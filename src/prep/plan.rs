@@ -319,7 +319,6 @@ impl<'g> PrepPlan<'g> {
 
     /// The constant `[block] * bs` graph-upload copies up before each replay, for the
     /// padded batch (see `copy_block_list`).
-
     pub fn copy_host_list(&mut self) -> Result<()> {
         self.copy_block_list(self.shape.padded_bs as usize)
     }
