@@ -155,6 +155,9 @@ pub struct Analysis<'t> {
     /// (launch time, end of the GPU work it launched) of every main-thread runtime call
     /// that launched GPU work, by launch time.
     launched: Vec<(f64, f64)>,
+    /// The latest end among `launched[..=i]`: whether the GPU was busy at a call, and when
+    /// it drained for a sync, without a scan.
+    launched_max_end: Vec<f64>,
     /// What one profiler event costs the host, when the trace has a probe.
     costs: Option<EventCosts>,
     /// The recorded duration of an empty annotation (its own share of its span).
@@ -218,12 +221,13 @@ impl<'t> Analysis<'t> {
             .filter_map(|r| Some((r.span.ts, gpu_by_corr.get(&r.corr?)?.2)))
             .collect();
         // A call is busy when work launched before it ends after it starts.
-        let mut latest = f64::MIN;
-        let mut running_max: Vec<f64> = Vec::with_capacity(launched.len());
-        for &(_, end) in &launched {
-            latest = latest.max(end);
-            running_max.push(latest);
-        }
+        let launched_max_end: Vec<f64> = launched
+            .iter()
+            .scan(f64::MIN, |latest, &(_, end)| {
+                *latest = latest.max(end);
+                Some(*latest)
+            })
+            .collect();
         // Only calls that put work on the GPU (launches, copies, replays) are told apart: the
         // probe measures the busy cost of a launch, and a sync is busy by its nature.
         for r in rts
@@ -231,7 +235,7 @@ impl<'t> Analysis<'t> {
             .filter(|r| r.kind.launch || r.kind.memcpy || r.kind.graph)
         {
             let before = launched.partition_point(|&(at, _)| at < r.span.ts);
-            r.busy = before > 0 && running_max[before - 1] > r.span.ts;
+            r.busy = before > 0 && launched_max_end[before - 1] > r.span.ts;
         }
 
         // Top-level ops: ops are sorted by start, longest first, so a nested op always
@@ -325,6 +329,7 @@ impl<'t> Analysis<'t> {
             max_gpu_dur,
             gpu_by_corr,
             launched,
+            launched_max_end,
             costs: None,
             empty_range_us: 0.0,
         })
@@ -502,19 +507,29 @@ impl<'t> Analysis<'t> {
     /// what decides. Its own copy starts after it and is part of its cost.
     pub fn wait(&self, span: Span) -> f64 {
         let ends_inside = |end: f64| end >= span.ts && end <= span.end;
+        // Work that started before the op and ended while it blocked started at most the
+        // longest GPU record earlier.
         let gpu = &self.trace.gpu;
+        let lo = gpu.partition_point(|g| g.span.ts < span.ts - self.max_gpu_dur);
         let hi = gpu.partition_point(|g| g.span.ts < span.ts);
-        let started = gpu[..hi]
+        let started = gpu[lo..hi.max(lo)]
             .iter()
             .map(|g| g.span.end)
             .filter(|&e| ends_inside(e))
             .fold(span.ts, f64::max);
-        let lo = self.launched.partition_point(|&(at, _)| at < span.ts);
-        let launched = self.launched[..lo]
-            .iter()
-            .map(|&(_, end)| end)
-            .filter(|&e| ends_inside(e))
-            .fold(span.ts, f64::max);
+        let before = self.launched.partition_point(|&(at, _)| at < span.ts);
+        let launched = match before.checked_sub(1).map(|i| self.launched_max_end[i]) {
+            None => span.ts,
+            // The usual case: everything launched before has ended by the time the op
+            // returns, so the latest end is the drain.
+            Some(latest) if latest <= span.end => latest.max(span.ts),
+            // Work on another stream outlasts the op: only what ended inside it counts.
+            Some(_) => self.launched[..before]
+                .iter()
+                .map(|&(_, end)| end)
+                .filter(|&e| ends_inside(e))
+                .fold(span.ts, f64::max),
+        };
         started.max(launched) - span.ts
     }
 

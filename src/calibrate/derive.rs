@@ -4,7 +4,7 @@
 use super::analysis::{Analysis, PrepStep, TopOp};
 use super::probe::{Fit, ProbeFile};
 use super::trace::Span;
-use crate::model::host_profile::{ArmOps, HostProfile, Item, PrepOps, Sourced};
+use crate::model::host_profile::{ArmOps, HostProfile, Item, PrepOps, Sourced, GPU_ITEMS_IN_ORDER};
 use crate::stats::summary::quantile;
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
@@ -70,31 +70,8 @@ fn median_count(values: impl IntoIterator<Item = usize>) -> u32 {
     median(&v).map_or(0, |m| m.round() as u32)
 }
 
-pub fn round3(v: f64) -> f64 {
+fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
-}
-
-/// The value with its source, or the base profile's (saying so) where the traces show none.
-fn derived(
-    value: Option<f64>,
-    source: impl FnOnce() -> String,
-    base: &Sourced<f64>,
-    base_name: &str,
-    missing: &str,
-) -> Sourced<f64> {
-    match value {
-        Some(v) => Sourced {
-            value: round3(v),
-            source: source(),
-        },
-        None => Sourced {
-            value: base.value,
-            source: format!(
-                "kept from base profile `{base_name}`: the traces have {missing}; {}",
-                base.source
-            ),
-        },
-    }
 }
 
 const PREP_ANNOTATIONS: [(&str, &str); 2] = [
@@ -131,6 +108,8 @@ struct Context<'a> {
 }
 
 impl Context<'_> {
+    /// The value with its source, or the base profile's (saying so) where the traces show
+    /// none.
     fn derived(
         &self,
         value: Option<f64>,
@@ -138,7 +117,19 @@ impl Context<'_> {
         base: &Sourced<f64>,
         missing: &str,
     ) -> Sourced<f64> {
-        derived(value, || source, base, &self.base.name, missing)
+        match value {
+            Some(v) => Sourced {
+                value: round3(v),
+                source,
+            },
+            None => Sourced {
+                value: base.value,
+                source: format!(
+                    "kept from base profile `{}`: the traces have {missing}; {}",
+                    self.base.name, base.source
+                ),
+            },
+        }
     }
 }
 
@@ -181,28 +172,62 @@ fn replay_times(t: &Traced) -> Vec<f64> {
         .collect()
 }
 
+/// One trace's host-cost samples (µs, profiler cost off, in the trace's own host speed) and
+/// its prep annotations measured: everything the derivation reads off it, read once.
+struct Samples {
+    plain: Vec<f64>,
+    reads: Vec<f64>,
+    replays: Vec<f64>,
+    uploads: Vec<f64>,
+    syncing_uploads: usize,
+    /// Per entry of [`PREP_ANNOTATIONS`], that annotation in each step.
+    preps: [Vec<PrepStep>; 2],
+}
+
+impl Samples {
+    fn of(t: &Traced) -> Samples {
+        let a = &t.analysis;
+        Samples {
+            plain: op_times(t, &|op| !op.sync),
+            reads: op_times(t, &|op| op.read()),
+            replays: replay_times(t),
+            uploads: op_times(t, &|op| op.upload),
+            syncing_uploads: a
+                .steps
+                .iter()
+                .flat_map(|&s| a.tops_in(s))
+                .filter(|op| op.upload && op.sync)
+                .count(),
+            preps: PREP_ANNOTATIONS.map(|(ann, _)| prep_steps(a, ann)),
+        }
+    }
+}
+
 /// `f`'s samples of every trace, each moved to the profile's host speed.
-fn pooled(traced: &[Traced], reference: Option<f64>, f: &dyn Fn(&Traced) -> Vec<f64>) -> Vec<f64> {
+fn pooled(
+    traced: &[Traced],
+    samples: &[Samples],
+    reference: Option<f64>,
+    f: fn(&Samples) -> &Vec<f64>,
+) -> Vec<f64> {
     traced
         .iter()
-        .flat_map(|t| {
+        .zip(samples)
+        .flat_map(|(t, s)| {
             let k = t.to_reference(reference);
-            f(t).into_iter().map(move |v| v * k)
+            f(s).iter().map(move |v| v * k)
         })
         .collect()
 }
 
-fn costs(traced: &[Traced], cx: &Context) -> Costs {
+fn costs(traced: &[Traced], samples: &[Samples], cx: &Context) -> Costs {
     let (from, how, base) = (&cx.from, cx.how, cx.base);
-    let pool = |f: &dyn Fn(&Traced) -> Vec<f64>| pooled(traced, cx.reference, f);
-    let plain = pool(&|t| op_times(t, &|op| !op.sync));
-    let reads = pool(&|t| op_times(t, &|op| op.read()));
-    let graphs = pool(&replay_times);
-    let uploads = pool(&|t| op_times(t, &|op| op.upload));
-    let syncing: usize = traced
-        .iter()
-        .map(|t| op_times(t, &|op| op.upload && op.sync).len())
-        .sum();
+    let pool = |f: fn(&Samples) -> &Vec<f64>| pooled(traced, samples, cx.reference, f);
+    let plain = pool(|s| &s.plain);
+    let reads = pool(|s| &s.reads);
+    let graphs = pool(|s| &s.replays);
+    let uploads = pool(|s| &s.uploads);
+    let syncing: usize = samples.iter().map(|s| s.syncing_uploads).sum();
     // Framework kernels outside the preps (sampling, accept): GPU time per launch.
     let host_kernels: Vec<f64> = traced
         .iter()
@@ -321,19 +346,18 @@ fn program(traced: &[Traced], cx: &Context, d: &mut Derivation) -> Result<Vec<It
         )
         .unwrap_or(0.0);
         let (n, from, how) = (spans.len(), &cx.from, cx.how);
-        let item = match name.as_str() {
-            "draft prep" => Item::DraftPrep,
-            "draft forward" => Item::DraftForward,
-            "verify prep" => Item::VerifyPrep,
-            "verify forward" => Item::VerifyForward,
-            "accept" => Item::Accept { ops },
-            _ if ops > 0 => Item::Host {
+        // The GPU items are named by their own labels (`draft prep`, ..., `accept`).
+        let gpu_item = GPU_ITEMS_IN_ORDER.iter().find(|i| i.label() == name);
+        let item = match gpu_item {
+            Some(Item::Accept { .. }) => Item::Accept { ops },
+            Some(item) => item.clone(),
+            None if ops > 0 => Item::Host {
                 name: name.clone(),
                 us: 0.0,
                 ops,
                 source: format!("{from}: median {ops} top-level cpu_ops inside `{name}` over {n} steps"),
             },
-            _ => Item::Host {
+            None => Item::Host {
                 name: name.clone(),
                 us: round3(host),
                 ops: 0,
@@ -413,6 +437,7 @@ fn prep_steps(a: &Analysis, ann: &str) -> Vec<PrepStep> {
 /// Each trace's preps into the arms they show; GPU time per framework kernel by batch.
 fn preps(
     traced: &[Traced],
+    samples: &[Samples],
     gpu_traces: &[GpuTrace],
     batch: u32,
     cx: &Context,
@@ -421,21 +446,20 @@ fn preps(
 ) -> Result<BTreeMap<String, PrepOps>> {
     let mut preps = cx.base.preps.clone();
     let mut seen: BTreeMap<(&str, &str), &str> = BTreeMap::new();
-    for t in traced {
+    for (t, sample) in traced.iter().zip(samples) {
         let a = &t.analysis;
         let k = t.to_reference(cx.reference);
-        let own = |v: Vec<f64>, profile: f64| median(&v).unwrap_or(profile / k);
+        let own = |v: &[f64], profile: f64| median(v).unwrap_or(profile / k);
         let own = [
-            own(op_times(t, &|op| op.read()), costs.read_us.value),
-            own(replay_times(t), costs.graph_launch_us.value),
-            own(op_times(t, &|op| op.upload), costs.upload_us.value),
+            own(&sample.reads, costs.read_us.value),
+            own(&sample.replays, costs.graph_launch_us.value),
+            own(&sample.uploads, costs.upload_us.value),
         ];
-        for (ann, family) in PREP_ANNOTATIONS {
-            let per = prep_steps(a, ann);
+        for ((ann, family), per) in PREP_ANNOTATIONS.into_iter().zip(&sample.preps) {
             if per.is_empty() {
                 continue;
             }
-            let (arm, mut ops, explained) = prep_arm(&per, own);
+            let (arm, mut ops, explained) = prep_arm(per, own);
             let host = median(&per.iter().map(|p| p.host_us).collect::<Vec<_>>()).unwrap_or(0.0);
             let waits = median(&per.iter().map(|p| p.waits).collect::<Vec<_>>()).unwrap_or(0.0);
             ops.launches = ops.launches.min(ops.ops);
@@ -470,7 +494,7 @@ fn preps(
             });
         }
     }
-    for (ann, family) in PREP_ANNOTATIONS {
+    for (j, (ann, family)) in PREP_ANNOTATIONS.into_iter().enumerate() {
         let prep = preps
             .get_mut(family)
             .expect("a profile holds both families");
@@ -479,7 +503,7 @@ fn preps(
             .filter(|(f, _)| *f == family)
             .map(|(_, a)| *a)
             .collect();
-        let gpu_note = kernel_times(traced, gpu_traces, batch, ann, prep, cx);
+        let gpu_note = kernel_times(traced, samples, gpu_traces, batch, j, prep, cx);
         let kept: Vec<&str> = ["eager_sync", "eager_device", "graph", "graph_upload"]
             .into_iter()
             .filter(|a| !arms.contains(a))
@@ -509,18 +533,21 @@ fn preps(
 /// launching ops). Returns how, for the source.
 fn kernel_times(
     traced: &[Traced],
+    samples: &[Samples],
     gpu_traces: &[GpuTrace],
     batch: u32,
-    ann: &str,
+    prep_index: usize,
     prep: &mut PrepOps,
     cx: &Context,
 ) -> String {
+    let ann = PREP_ANNOTATIONS[prep_index].0;
     // The eager-device trace's launches, else the eager-sync one's: a graph replay's GPU
     // time cannot be split into kernels.
     let eager = |reads: bool| {
         traced
             .iter()
-            .map(|t| (&t.analysis, prep_steps(&t.analysis, ann)))
+            .zip(samples)
+            .map(|(t, s)| (&t.analysis, &s.preps[prep_index]))
             .find(|(_, per)| {
                 !per.is_empty()
                     && per
@@ -592,12 +619,13 @@ pub fn derive(
         n_typical: 0,
         foreign: false,
     };
-    let costs = costs(traced, &cx);
+    let samples: Vec<Samples> = traced.iter().map(Samples::of).collect();
+    let costs = costs(traced, &samples, &cx);
     let program = program(traced, &cx, &mut d)?;
     let preps = if d.foreign {
         base.preps.clone()
     } else {
-        preps(traced, gpu_traces, batch, &cx, &costs, &mut d)?
+        preps(traced, &samples, gpu_traces, batch, &cx, &costs, &mut d)?
     };
     let host_speed_us = cx.reference.map(|r| Sourced {
         value: round3(r),

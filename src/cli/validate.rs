@@ -58,14 +58,14 @@ fn refuse_axes(a: &StepsArgs) -> Result<()> {
     Ok(())
 }
 
-/// One steps run of one cell: its step_us medians per arm.
-fn model_run(
+/// The steps flags of one cell: the user's, with the cell's axes, tp1 and `out`.
+fn cell_args(
     base: &StepsArgs,
     cell: Cell,
     arms: &[Arm],
     speed: Option<f64>,
     out: &Path,
-) -> Result<BTreeMap<Arm, ModelStep>> {
+) -> StepsArgs {
     let mut a = base.clone();
     a.forward_us = Some(cell.forward_us);
     a.batch_sizes = Some(cell.batch_size.to_string());
@@ -74,6 +74,18 @@ fn model_run(
     a.arms = arms.iter().map(|a| a.name()).collect::<Vec<_>>().join(",");
     a.host_speed_us = speed;
     a.out = Some(out.to_path_buf());
+    a
+}
+
+/// One steps run of one cell: its step_us medians per arm.
+fn model_run(
+    base: &StepsArgs,
+    cell: Cell,
+    arms: &[Arm],
+    speed: Option<f64>,
+    out: &Path,
+) -> Result<BTreeMap<Arm, ModelStep>> {
+    let a = cell_args(base, cell, arms, speed, out);
     // Bad flags were refused before the first cell, so a refusal here is a bug of this file.
     let config = steps_config(&a).map_err(|_| {
         anyhow::anyhow!("validate: steps refused the settings of {}", out.display())
@@ -122,13 +134,14 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
         );
         // The first cell's settings, checked whole before any GPU work.
         let (cell, rows) = &reference.cells[0];
-        let mut first = args.steps.clone();
-        first.forward_us = Some(cell.forward_us);
-        first.batch_sizes = Some(cell.batch_size.to_string());
-        first.block_sizes = cell.block.to_string();
-        first.tp = Some("tp1".into());
-        first.arms = rows.keys().map(|a| a.name()).collect::<Vec<_>>().join(",");
-        first.out = Some(out.join("steps").join("check"));
+        let arms: Vec<Arm> = rows.keys().copied().collect();
+        let first = cell_args(
+            &args.steps,
+            *cell,
+            &arms,
+            None,
+            &out.join("steps").join("check"),
+        );
         if steps_config(&first).is_err() {
             anyhow::bail!("the steps flags given to validate were refused (see above)");
         }
