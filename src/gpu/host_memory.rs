@@ -88,6 +88,27 @@ impl HostMemory {
         unsafe { self.ptr.add(index).read_volatile() }
     }
 
+    /// Copies `out.len()` words from word `from` into `out`, once the data is known to have
+    /// landed (a pinned copy's event, a mapped store's flag seen with acquire order): nothing
+    /// stores into them during the copy, so one bounds check and a plain copy serve.
+    pub fn copy_to(&self, from: usize, out: &mut [i32]) {
+        assert!(
+            from + out.len() <= self.words,
+            "words {from}..{} of {}",
+            from + out.len(),
+            self.words
+        );
+        // SAFETY: in bounds (checked above), aligned, alive as long as `self`, and disjoint
+        // from `out`, which the caller owns; u32 and i32 share a layout.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.ptr.cast::<i32>().add(from),
+                out.as_mut_ptr(),
+                out.len(),
+            )
+        };
+    }
+
     /// Keeps the memory allocated when this value is dropped: for a buffer a kernel was
     /// queued to store into and never did (a GPU that stopped answering). Freeing it would
     /// let a late store land in freed memory, or wait in the free on that GPU; a few leaked

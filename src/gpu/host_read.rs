@@ -142,7 +142,6 @@ enum Way {
         store: Launch,
         /// The last sequence number asked of the store kernel.
         seq: u32,
-        timeout: Duration,
     },
 }
 
@@ -150,6 +149,8 @@ enum Way {
 /// kernel allocated once, so a read allocates nothing.
 pub struct HostReader {
     path: ReadPath,
+    /// The read as the capture guard names it, made once rather than on every read.
+    operation: String,
     stream: Arc<CudaStream>,
     src: u64,
     len: usize,
@@ -186,30 +187,17 @@ impl HostReader {
                     buffer,
                     store,
                     seq: 0,
-                    timeout: MAPPED_READ_TIMEOUT,
                 }
             }
         };
         Ok(Self {
             path,
+            operation: Self::operation(path),
             stream: gpu.stream.clone(),
             src,
             len,
             way,
         })
-    }
-
-    /// The same reader, its mapped polls giving up after `timeout` (tests of a GPU that never
-    /// writes the flag).
-    pub fn with_timeout(mut self, limit: Duration) -> Self {
-        if let Way::Mapped { timeout, .. } = &mut self.way {
-            *timeout = limit;
-        }
-        self
-    }
-
-    pub fn path(&self) -> ReadPath {
-        self.path
     }
 
     /// The read as the capture guard names it: "seq_lens.tolist() (the pageable read)".
@@ -218,9 +206,11 @@ impl HostReader {
     }
 
     /// Reads the ints into `out` (as many as the reader was made for) and returns once they
-    /// are there. Refused while the stream is capturing: the data would not reach the host.
-    pub fn read(&mut self, out: &mut [i32]) -> Result<()> {
-        ensure_not_capturing(&self.stream, &Self::operation(self.path))?;
+    /// are there, with when the read began and ended: the capture guard and the length
+    /// check run before that window, so it holds the read alone. Refused while the stream
+    /// is capturing: the data would not reach the host.
+    pub fn read(&mut self, out: &mut [i32]) -> Result<(Instant, Instant)> {
+        ensure_not_capturing(&self.stream, &self.operation)?;
         anyhow::ensure!(
             out.len() == self.len,
             "the {} read holds {} ints, not {}",
@@ -230,6 +220,7 @@ impl HostReader {
         );
         let stream = self.stream.cu_stream();
         let bytes = self.len * 4;
+        let start = Instant::now();
         match &mut self.way {
             Way::Pageable => {
                 // SAFETY: `out` holds len ints and src as many on the device; a pageable copy
@@ -253,29 +244,20 @@ impl HostReader {
                     result::event::synchronize(done.cu_event())
                         .context("waiting on the copy's event")?;
                 }
-                for (i, v) in out.iter_mut().enumerate() {
-                    *v = buffer.read(i) as i32;
-                }
+                buffer.copy_to(0, out);
             }
-            Way::Mapped {
-                buffer,
-                store,
-                seq,
-                timeout,
-            } => {
+            Way::Mapped { buffer, store, seq } => {
                 // A fresh number each read: a flag left by the last one is never this one's.
                 *seq = seq.wrapping_add(1);
                 store.set_arg(SEQ_ARG, *seq);
                 // SAFETY: the launch points at src (len ints, alive as long as its owner's
                 // plan) and at the mapped buffer this reader owns.
                 unsafe { store.issue(stream)? };
-                poll(buffer, *seq, *timeout, stream)?;
-                for (i, v) in out.iter_mut().enumerate() {
-                    *v = buffer.read(INTS_AT + i) as i32;
-                }
+                poll(buffer, *seq, MAPPED_READ_TIMEOUT, stream)?;
+                buffer.copy_to(INTS_AT, out);
             }
         }
-        Ok(())
+        Ok((start, Instant::now()))
     }
 
     /// Polls the mapped buffer's flag for `seq` without launching anything, for at most

@@ -292,11 +292,9 @@ impl<'g> PrepPlan<'g> {
             }
         };
         let range = Range::push(path.range());
-        let read_start = Instant::now();
-        reader
+        let (read_start, read_end) = reader
             .read(&mut self.host_lens)
             .with_context(|| format!("reading seq_lens to the host ({path})"))?;
-        let read_end = Instant::now();
         drop(range);
         self.blocked += read_end - read_start;
         self.last_read = Some((read_start, read_end));
