@@ -245,10 +245,10 @@ impl Sampler {
             ready: ready_tx,
             period: period.max(MIN_PERIOD),
         };
-        let thread = std::thread::Builder::new()
-            .name("nvml-sampler".into())
-            .spawn(move || open_and_sample(thread_state))
-            .map_err(|err| NvmlUnavailable(format!("spawning the sampler thread: {err}")))?;
+        let thread = crate::harness::pin::spawn_helper("nvml-sampler", move || {
+            open_and_sample(thread_state)
+        })
+        .map_err(|err| NvmlUnavailable(format!("spawning the sampler thread: {err}")))?;
         // A panic while opening NVML drops the ready sender unsent, which ends up here.
         let ready = ready_rx.recv().unwrap_or_else(|_| {
             Err(NvmlUnavailable(

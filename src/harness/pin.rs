@@ -5,10 +5,20 @@
 //! guest), the median host time of PyTorch's draft prep right after a 1 ms `.tolist()` wait
 //! was 1.96× its idle value unpinned and 1.05× pinned (results/2026-11-29-h200-pinning/). The thread is
 //! pinned after the CUDA context exists, so the driver's own threads keep the whole mask.
+//! A thread started later inherits the pinned mask: metaprep's own (the NVML sampler) start
+//! through [`spawn_helper`], which keeps them off the measuring CPU.
 
 use anyhow::{bail, ensure, Context, Result};
+use std::cell::RefCell;
 use std::fmt;
 use std::str::FromStr;
+use std::thread::JoinHandle;
+
+thread_local! {
+    /// While this thread is pinned: the CPUs a helper it starts runs on (the process's CPUs
+    /// but the pinned one, or all of them when there is no other).
+    static HELPER_CPUS: RefCell<Option<Vec<usize>>> = const { RefCell::new(None) };
+}
 
 /// Where `--cpu` puts the measuring thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +100,7 @@ impl Pinned {
 impl Drop for Pinned {
     fn drop(&mut self) {
         if self.cpu.is_some() {
+            HELPER_CPUS.with(|h| h.borrow_mut().take());
             if let Err(e) = set_affinity(&self.allowed) {
                 // A drop cannot fail the run: say it, since later work may stay on one CPU.
                 eprintln!("metaprep: unpinning the measuring thread: {e:#}");
@@ -127,10 +138,38 @@ pub fn pin_current_thread(pin: CpuPin) -> Result<Pinned> {
         return Ok(Pinned { cpu: None, allowed });
     };
     set_affinity(&[cpu]).with_context(|| format!("pinning the measuring thread to CPU {cpu}"))?;
+    let others: Vec<usize> = allowed.iter().copied().filter(|&c| c != cpu).collect();
+    let helpers = if others.is_empty() {
+        allowed.clone()
+    } else {
+        others
+    };
+    HELPER_CPUS.with(|h| *h.borrow_mut() = Some(helpers));
     Ok(Pinned {
         cpu: Some(cpu),
         allowed,
     })
+}
+
+/// Starts a named helper thread (sampling, reading a pipe) that, when the calling thread is
+/// pinned, runs anywhere but on its CPU: inheriting the pin would put the helper's wake-ups
+/// on the core being measured. A mask that cannot be set is said, and the helper runs on.
+pub fn spawn_helper<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<JoinHandle<T>> {
+    let cpus = HELPER_CPUS.with(|h| h.borrow().clone());
+    let name = name.to_string();
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            if let Some(cpus) = cpus {
+                if let Err(e) = set_affinity(&cpus) {
+                    eprintln!("metaprep: the {name} thread stays on the measuring CPU: {e:#}");
+                }
+            }
+            f()
+        })
 }
 
 /// Lets the calling thread run on `cpus` (and only those): how a pin is made and undone.
@@ -228,6 +267,34 @@ mod tests {
                 pinned.note().contains(&format!("of {}", ranges(&allowed))),
                 "{}",
                 pinned.note()
+            );
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_helper_started_by_a_pinned_thread_runs_off_its_cpu() {
+        std::thread::spawn(|| {
+            let allowed = allowed_cpus().unwrap();
+            let helper_cpus = || {
+                spawn_helper("probe", || allowed_cpus().unwrap())
+                    .unwrap()
+                    .join()
+                    .unwrap()
+            };
+            let pinned = pin_current_thread(CpuPin::Auto).unwrap();
+            let cpu = pinned.cpu.unwrap();
+            let expected: Vec<usize> = match allowed.len() {
+                1 => allowed.clone(),
+                _ => allowed.iter().copied().filter(|&c| c != cpu).collect(),
+            };
+            assert_eq!(helper_cpus(), expected);
+            drop(pinned);
+            assert_eq!(
+                helper_cpus(),
+                allowed,
+                "unpinned, a helper keeps the whole mask"
             );
         })
         .join()
