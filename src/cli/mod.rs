@@ -38,7 +38,7 @@ use sweep::SweepArgs;
 )]
 pub struct Cli {
     #[command(subcommand)]
-    command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Subcommand)]

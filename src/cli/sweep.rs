@@ -133,6 +133,17 @@ pub struct SweepWorkerArgs {
     sweep_args: Vec<std::ffi::OsString>,
 }
 
+impl SweepWorkerArgs {
+    /// The rounds and groups this worker was given.
+    pub(crate) fn assignment(&self) -> crate::runs::sweep_workers::Assignment {
+        crate::runs::sweep_workers::Assignment {
+            first_round: self.first_round,
+            rounds: self.rounds,
+            groups: self.groups.clone(),
+        }
+    }
+}
+
 /// The parent's `sweep` arguments parsed as `sweep` parses them.
 #[derive(clap::Parser)]
 #[command(name = "sweep")]
@@ -158,12 +169,7 @@ pub(crate) fn sweep_worker(args: &SweepWorkerArgs) -> Result<ExitCode> {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };
-    let assignment = crate::runs::sweep_workers::Assignment {
-        first_round: args.first_round,
-        rounds: args.rounds,
-        groups: args.groups.clone(),
-    };
-    crate::runs::sweep_workers::serve(&config, &assignment, &mut std::io::stdout().lock())?;
+    crate::runs::sweep_workers::serve(&config, &args.assignment(), &mut std::io::stdout().lock())?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -43,8 +43,9 @@ pub struct Assignment {
     pub groups: Vec<usize>,
 }
 
-/// The command of worker `number` measuring `assignment`: this program's hidden `sweep-worker`
-/// with the parent's sweep arguments after `--`.
+/// The command of a worker measuring `assignment`: this program's hidden `sweep-worker` with
+/// the parent's sweep arguments after `--`. With no group open (they all stopped before the
+/// floor did) `--groups` is left out: an empty value is no list of indices.
 pub fn worker_command(exe: &Path, assignment: &Assignment, sweep_args: &[OsString]) -> Command {
     let groups: Vec<String> = assignment.groups.iter().map(usize::to_string).collect();
     let mut c = Command::new(exe);
@@ -52,11 +53,11 @@ pub fn worker_command(exe: &Path, assignment: &Assignment, sweep_args: &[OsStrin
         .arg("--first-round")
         .arg(assignment.first_round.to_string())
         .arg("--rounds")
-        .arg(assignment.rounds.to_string())
-        .arg("--groups")
-        .arg(groups.join(","))
-        .arg("--")
-        .args(sweep_args);
+        .arg(assignment.rounds.to_string());
+    if !groups.is_empty() {
+        c.arg("--groups").arg(groups.join(","));
+    }
+    c.arg("--").args(sweep_args);
     c
 }
 
@@ -68,6 +69,7 @@ pub(crate) fn run(config: &SweepConfig, state: &mut RunState, sink: &Sink) -> Re
     let mut notes = Vec::new();
     let mut number = 1u32;
     while let Some(first_round) = state.next_round() {
+        sink.plan(state, first_round);
         let assignment = Assignment {
             first_round,
             rounds: per_worker.min(config.max_rounds - first_round),
@@ -75,7 +77,10 @@ pub(crate) fn run(config: &SweepConfig, state: &mut RunState, sink: &Sink) -> Re
         };
         let label = format!("sweep worker {number}");
         let mut worker = Worker::spawn(&label, worker_command(&exe, &assignment, &config.args))?;
-        let mut received = 0;
+        // Kept until the worker ends: absorbing a round (stop rules, rows, NVML summaries
+        // under the sampler's lock) while the worker measures the next would be the parent's
+        // work beside the timed loops, and its stop decisions only shape the next worker.
+        let mut rounds = Vec::with_capacity(assignment.rounds);
         while let Some(line) = worker.next_line()? {
             let message: WorkerMessage = serde_json::from_str(&line)
                 .with_context(|| format!("{label} sent what is not a worker message"))?;
@@ -85,25 +90,28 @@ pub(crate) fn run(config: &SweepConfig, state: &mut RunState, sink: &Sink) -> Re
                 }
                 WorkerMessage::Cell { label, counts } => sink.mark(&label, counts),
                 WorkerMessage::Round(result) => {
-                    let expected = first_round + received;
+                    let expected = first_round + rounds.len();
                     if result.round != expected {
                         bail!(
-                            "{label} sent round {} where round {expected} was due",
-                            result.round + 1
+                            "{label} sent round {} where round {} was due",
+                            result.round + 1,
+                            expected + 1
                         );
                     }
-                    sink.plan(state, result.round);
-                    state.absorb(*result, number, sink);
-                    received += 1;
+                    rounds.push(result);
                 }
             }
         }
         worker.finish()?;
-        if received != assignment.rounds {
+        if rounds.len() != assignment.rounds {
             bail!(
-                "{label} ended after {received} of its {} rounds without an error",
+                "{label} ended after {} of its {} rounds without an error",
+                rounds.len(),
                 assignment.rounds
             );
+        }
+        for result in rounds {
+            state.absorb(*result, number, sink);
         }
         sink.save(state)?;
         number += 1;
@@ -186,6 +194,33 @@ mod tests {
             "sweep-worker --first-round 4 --rounds 4 --groups 0,3,7 -- --batch-sizes 8,64 \
              --processes 5"
         );
+    }
+
+    /// The worker's command line is one the program's own parser takes, the floor-only round
+    /// of a run whose groups all stopped included.
+    #[test]
+    fn the_program_parses_every_worker_command_it_makes() {
+        use clap::Parser;
+        for groups in [vec![0, 3, 7], vec![]] {
+            let assignment = Assignment {
+                first_round: 6,
+                rounds: 4,
+                groups,
+            };
+            let c = worker_command(
+                Path::new("metaprep"),
+                &assignment,
+                &["--arms".into(), "eager-sync".into()],
+            );
+            let argv = std::iter::once(c.get_program().to_owned())
+                .chain(c.get_args().map(ToOwned::to_owned));
+            let cli = crate::cli::Cli::try_parse_from(argv)
+                .unwrap_or_else(|e| panic!("{:?}: {e}", assignment.groups));
+            let crate::cli::Command::SweepWorker(worker) = cli.command else {
+                panic!("not a sweep-worker command line");
+            };
+            assert_eq!(worker.assignment(), assignment);
+        }
     }
 
     #[test]
