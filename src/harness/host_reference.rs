@@ -74,8 +74,11 @@ mod tests {
 
     #[test]
     fn a_batch_walks_its_units_from_where_the_last_stopped() {
+        // Two batches, of 1 and 2 units, end where one walk of 3 units from 0 does: the
+        // second starts where the first stopped, not at 0.
         let mut reference = HostReference::new();
-        reference.batch(3);
+        reference.batch(1);
+        reference.batch(2);
         let mut expected = 0u32;
         for _ in 0..3 * UNIT_STEPS {
             expected = reference.next[expected as usize];

@@ -34,7 +34,7 @@ use crate::harness::prep_cell::PrepMeasurement;
 use crate::harness::rows::{CellId, RoundLine};
 use crate::results::csv::{Row, KIND_FLOOR, STEP_RATIO_VS_EAGER_SYNC};
 use crate::results::pacing::{has_host_twin, twin_metric};
-use crate::stats::rounds::{over_rounds, paired, round_medians, Paired};
+use crate::stats::rounds::{over_rounds, paired, per_round, Paired};
 use crate::stats::stopping::{RoundsRule, RoundsStop};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -213,13 +213,7 @@ impl GroupRounds {
             .filter_map(|&arm| self.read_cost_sides(arm))
             .filter_map(|(own, device)| paired(own, device, difference))
             .collect();
-        if read_costs.is_empty() {
-            return rule.check(self.rounds(), &steps, None, self.elapsed);
-        }
-        let stops: Option<Vec<RoundsStop>> = (read_costs.iter())
-            .map(|cost| rule.check(self.rounds(), &steps, Some(cost), self.elapsed))
-            .collect();
-        stops.map(|stops| stops[0])
+        rule.check(self.rounds(), &steps, &read_costs, self.elapsed)
     }
 
     /// Every round's median of each arm's measured metrics, `cells[i]` being `self.arms[i]`'s;
@@ -269,11 +263,7 @@ impl GroupRounds {
                 let sides = (own.as_slice(), device.as_slice());
                 rows.extend(cell.paired_row("read_cost_us", "us", sides, difference, None));
                 // Each round's read cost, as one value a round, over the host's.
-                let cost: Vec<Vec<f64>> = round_medians(own)
-                    .into_iter()
-                    .zip(round_medians(device))
-                    .map(|(s, d)| vec![s - d])
-                    .collect();
+                let cost = per_round(own, device, difference);
                 rows.extend(twin(cell, "read_cost_us", &cost, None));
             }
             if let Some(sync) = sync.filter(|_| arm != Arm::EagerSync) {
@@ -357,7 +347,7 @@ impl FloorRounds {
     /// harness's judged as a group's arms are (no read cost).
     pub fn stop(&self, rule: &RoundsRule) -> Option<RoundsStop> {
         let steps: Vec<_> = self.step_rounds().map(|(_, r)| over_rounds(r)).collect();
-        rule.check(self.rounds(), &steps, None, self.elapsed)
+        rule.check(self.rounds(), &steps, &[], self.elapsed)
     }
 
     /// Every round's median of each item's `step_us`, the harness's and the host reference's;

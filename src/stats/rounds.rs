@@ -52,12 +52,7 @@ pub struct Paired {
 /// `stat(median of a's round, median of b's round)` for each round both measured,
 /// summarised over rounds. `None` when no round has both.
 pub fn paired(a: &[Vec<f64>], b: &[Vec<f64>], stat: impl Fn(f64, f64) -> f64) -> Option<Paired> {
-    let per_round: Vec<f64> = a
-        .iter()
-        .zip(b)
-        .filter_map(|(ra, rb)| Some(stat(summarize(ra)?.median, summarize(rb)?.median)))
-        .collect();
-    let s = summarize(&per_round)?;
+    let s = summarize(&per_round(a, b, stat).concat())?;
     Some(Paired {
         estimate: Estimate {
             point: s.median,
@@ -66,6 +61,19 @@ pub fn paired(a: &[Vec<f64>], b: &[Vec<f64>], stat: impl Fn(f64, f64) -> f64) ->
         },
         rounds: s.samples,
     })
+}
+
+/// Each round's `stat` of the two cells' round medians, as a one-value round: empty where
+/// either cell has no finite sample that round, so round `r` stays at index `r` and the
+/// result pairs with a third cell's rounds.
+pub fn per_round(a: &[Vec<f64>], b: &[Vec<f64>], stat: impl Fn(f64, f64) -> f64) -> Vec<Vec<f64>> {
+    a.iter()
+        .zip(b)
+        .map(|(ra, rb)| match (summarize(ra), summarize(rb)) {
+            (Some(x), Some(y)) => vec![stat(x.median, y.median)],
+            _ => Vec::new(),
+        })
+        .collect()
 }
 
 /// Half the width of an estimate's interval; infinite when it has none.
@@ -131,5 +139,17 @@ mod tests {
         let diff = paired(&a, &b_short, |x, y| x - y).unwrap();
         assert_eq!(diff.rounds, 6);
         assert!(diff.estimate.point > 0.0);
+    }
+
+    #[test]
+    fn per_round_values_keep_each_rounds_place() {
+        // A round either side missed leaves a gap, never shifting later rounds onto earlier
+        // ones: round 2 of a third cell still pairs with round 2.
+        let a = vec![vec![5.0], vec![6.0], vec![7.0], vec![8.0]];
+        let b = vec![vec![1.0], vec![], vec![f64::NAN], vec![2.0]];
+        assert_eq!(
+            per_round(&a, &b, |x, y| x - y),
+            vec![vec![4.0], vec![], vec![], vec![6.0]]
+        );
     }
 }

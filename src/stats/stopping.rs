@@ -180,13 +180,14 @@ impl RoundsStop {
 
 impl RoundsRule {
     /// `Some(reason)` once a group should get no further round, given its rounds so far,
-    /// each arm's `step_us` over those rounds, its paired read cost (when it has both eager
-    /// arms) and its measuring time. A `None` step summary (no finite sample) is imprecise.
+    /// each arm's `step_us` over those rounds, the paired read cost of each reading arm it
+    /// has (against eager-device), and its measuring time. Precise only when every step and
+    /// every read cost is; a `None` step summary (no finite sample) is imprecise.
     pub fn check(
         &self,
         rounds: usize,
         steps: &[Option<Summary>],
-        read_cost: Option<&Paired>,
+        read_costs: &[Paired],
         elapsed: Duration,
     ) -> Option<RoundsStop> {
         let precise = || {
@@ -194,7 +195,7 @@ impl RoundsRule {
                 .iter()
                 .all(|s| s.as_ref().is_some_and(|s| self.step.precise(s)));
             steps_precise
-                && read_cost.is_none_or(|cost| {
+                && read_costs.iter().all(|cost| {
                     let bar =
                         (READ_COST_REL_CI * cost.estimate.point.abs()).max(READ_COST_ABS_CI_US);
                     half_width(&cost.estimate) <= bar
@@ -335,8 +336,37 @@ mod tests {
         let rounds = arms[0].len();
         let steps: Vec<_> = arms.iter().map(|a| over_rounds(a)).collect();
         let cost = paired(&arms[0], &arms[1], |x, y| x - y);
-        let cost = if read { cost.as_ref() } else { None };
-        rule.check(rounds, &steps, cost, elapsed)
+        let costs: Vec<Paired> = cost.filter(|_| read).into_iter().collect();
+        rule.check(rounds, &steps, &costs, elapsed)
+    }
+
+    #[test]
+    fn rounds_stop_for_precision_only_when_every_read_cost_is_precise() {
+        // Two reading arms against one eager-device: one read cost tight, one drifting apart.
+        // At the round maximum the group stops for the rounds, not for precision.
+        use crate::stats::rounds::{over_rounds, paired};
+        let r = rounds_rule();
+        let alternating = |level: f64, swing: f64| -> Vec<Vec<f64>> {
+            (0..10)
+                .map(|i| vec![level + swing * (i % 2) as f64])
+                .collect()
+        };
+        let (tight, wide, device) = (
+            alternating(40.0, 0.35),
+            alternating(40.35, -0.35),
+            alternating(20.0, 0.35),
+        );
+        let steps: Vec<_> = [&tight, &wide, &device].map(|a| over_rounds(a)).to_vec();
+        let tight_cost = paired(&tight, &device, |x, y| x - y).unwrap();
+        let wide_cost = paired(&wide, &device, |x, y| x - y).unwrap();
+        let check = |costs: &[Paired]| r.check(10, &steps, costs, SHORT);
+        assert_eq!(
+            check(std::slice::from_ref(&tight_cost)),
+            Some(RoundsStop::Precision)
+        );
+        for costs in [[tight_cost, wide_cost], [wide_cost, tight_cost]] {
+            assert_eq!(check(&costs), Some(RoundsStop::MaxRounds));
+        }
     }
 
     #[test]
