@@ -1165,3 +1165,83 @@ fn the_report_of_a_large_regression_stays_under_a_pull_requests_limit() {
     assert!(md.lines().nth(5).unwrap().starts_with("**"), "{md}");
     assert!(md.contains("### step_us by family × arm") && md.contains("### Environment"));
 }
+
+#[test]
+fn each_reading_arms_read_cost_has_its_own_headline_column() {
+    // Both runs get an eager-pinned read cost beside eager-sync's (a copy of its rows); only
+    // NEW's eager-pinned one is 25% higher. Mixed into one column, the eager-sync entry
+    // would carry the pinned arm's calls.
+    let with_pinned = |factor: f64| {
+        move |rows: &mut Vec<Row>| {
+            let pinned: Vec<Row> = rows
+                .iter()
+                .filter(|r| of(r, "eager-sync", "read_cost_us"))
+                .map(|r| {
+                    let mut p = r.clone();
+                    p.arm = "eager-pinned".into();
+                    scale(&mut p, factor);
+                    p
+                })
+                .collect();
+            rows.extend(pinned);
+        }
+    };
+    let base = edited(AA1, with_pinned(1.0));
+    let new = edited(AA1, with_pinned(1.25));
+    let outcome = compare(&[path(base.path()), path(new.path())]).unwrap();
+    let md = &outcome.markdown;
+    let head = md
+        .lines()
+        .find(|l| l.starts_with("| kind | family | layout |"))
+        .unwrap_or_else(|| panic!("{md}"));
+    let columns: Vec<&str> = head.split('|').map(str::trim).collect();
+    let sync = columns
+        .iter()
+        .position(|c| *c == "read cost (eager-sync − eager-device)")
+        .unwrap_or_else(|| panic!("{head}"));
+    let pinned = columns
+        .iter()
+        .position(|c| *c == "read cost (eager-pinned − eager-device)")
+        .unwrap_or_else(|| panic!("{head}"));
+    assert!(sync < pinned, "arm order: {head}");
+    let table: Vec<Vec<&str>> = md
+        .lines()
+        .skip_while(|l| *l != head)
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .collect();
+    let eager_rows: Vec<&Vec<&str>> = table.iter().filter(|r| r[pinned] != "—").collect();
+    assert!(!eager_rows.is_empty(), "{md}");
+    for row in eager_rows {
+        assert!(row[pinned].contains("**slower**"), "{row:?}");
+        assert!(!row[sync].contains("slower"), "{row:?}");
+    }
+}
+
+#[test]
+fn a_floor_only_base_holds_is_listed_and_never_fails_the_gate() {
+    // NEW from a build that did not time the d2h-int-busy floor: the cells all match, so
+    // the gate passes, and the floor is named as BASE's alone.
+    let new = edited(AA1, |rows| {
+        rows.retain(|r| !(r.kind == "floor" && r.arm == "d2h-int-busy"))
+    });
+    let outcome = compare(&[path(&fixture(AA1)), path(new.path())]).unwrap();
+    let md = &outcome.markdown;
+    assert_eq!(outcome.exit_code(), 0, "{md}");
+    assert!(md.contains("0 missing (only in BASE)"), "{md}");
+    let listed = md
+        .find("### Floors only in BASE (not a finding)")
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(md[listed..].contains("d2h-int-busy"), "{md}");
+    assert!(!md.contains("### Missing and broken"), "{md}");
+    // A cell's row NEW lacks still fails.
+    let fewer = edited(AA1, |rows| {
+        rows.retain(|r| !(r.kind == "floor" && r.arm == "d2h-int-busy"));
+        let at = rows.iter().position(|r| of(r, "graph", "step_us")).unwrap();
+        rows.remove(at);
+    });
+    let outcome = compare(&[path(&fixture(AA1)), path(fewer.path())]).unwrap();
+    assert_eq!(outcome.exit_code(), 1, "{}", outcome.markdown);
+    assert!(outcome.markdown.contains("1 missing (only in BASE)"));
+}

@@ -112,13 +112,27 @@ impl Comparison {
         (&self.base.entries[f.base], &self.new.entries[f.new])
     }
 
-    /// Rows only BASE holds that fail the comparison (unless `--allow-missing`): all of them
-    /// between two runs; none between two arms, which hold different metrics by design.
-    pub fn missing(&self) -> &[usize] {
-        match self.arms {
-            Some(_) => &[],
-            None => &self.only_in_base,
-        }
+    /// Rows only BASE holds that fail the comparison (unless `--allow-missing`): its cells'
+    /// rows between two runs; none between two arms, which hold different metrics by design.
+    /// A floor NEW lacks (an item an older build did not time) is a yardstick, not a result:
+    /// floors never fail the comparison.
+    pub fn missing(&self) -> Vec<usize> {
+        self.only_in_base(false)
+    }
+
+    /// Rows only BASE holds that are not findings: between two arms all of them, between two
+    /// runs its floors.
+    pub fn base_extras(&self) -> Vec<usize> {
+        self.only_in_base(true)
+    }
+
+    fn only_in_base(&self, extras: bool) -> Vec<usize> {
+        let finding =
+            |i: &&usize| self.arms.is_none() && &*self.base.entries[**i].kind != KIND_FLOOR;
+        (self.only_in_base.iter())
+            .filter(|i| finding(i) != extras)
+            .copied()
+            .collect()
     }
 
     /// Missing and broken rows: findings that fail the comparison unless `--allow-missing`.
@@ -537,6 +551,7 @@ mod tests {
         assert_eq!(c.matched.len(), 1);
         assert_eq!(c.matched[0].verdict, Verdict::Slower);
         assert_eq!(c.missing().len(), 1, "a finding");
+        assert!(c.base_extras().is_empty());
         assert_eq!(c.findings(), 1);
         assert!(c.base.entries[c.only_in_base[0]]
             .cell()

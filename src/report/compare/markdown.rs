@@ -8,6 +8,7 @@ use crate::axes::floor_item::HOST_REFERENCE;
 use crate::report::change::{better_direction, Better, Change, Verdict};
 use crate::report::format::{arm_rank, fmt_interval, fmt_num, fmt_pct, table_cell};
 use crate::results::env::{code, describe, Difference};
+use crate::stats::summary::quantile;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
@@ -49,7 +50,7 @@ pub fn verdict_line(c: &Comparison, exit_code: u8) -> String {
             "{} only in BASE (arms hold different metrics: not a finding)",
             c.only_in_base.len()
         ),
-        None => format!("{} missing (only in BASE)", c.only_in_base.len()),
+        None => format!("{} missing (only in BASE)", c.missing().len()),
     };
     format!(
         "**{}** ({} matched; {missing}, {} only in NEW) → exit {exit_code}",
@@ -243,7 +244,7 @@ fn write_findings(out: &mut String, c: &Comparison, context: &Context, listed: O
     let mut arms: BTreeMap<&str, usize> = BTreeMap::new();
     let mut cells: BTreeMap<String, usize> = BTreeMap::new();
     let mut rows: Vec<String> = Vec::new();
-    for &i in missing {
+    for &i in &missing {
         let e = &base[i];
         let cell = e.cell().to_string();
         if !new_arms.contains(&*e.arm) {
@@ -408,17 +409,23 @@ fn write_power(out: &mut String, c: &Comparison) {
     writeln!(out).unwrap();
 }
 
-/// One table of `step_us` by (kind, family, layout) × arm, with eager-sync's read cost: each
-/// entry the median change over the cells and their verdicts.
+/// One table of `step_us` by (kind, family, layout) × arm, then each reading arm's read cost:
+/// each entry the median change over the cells and their verdicts.
 fn write_headline(out: &mut String, c: &Comparison) {
     type Group<'e> = (u8, &'e str, &'e str, &'e str);
-    let mut groups: BTreeMap<Group, BTreeMap<(u8, String), Vec<&Matched>>> = BTreeMap::new();
+    // Columns: the step times by arm, then the read costs by arm.
+    type Column = (bool, u8, String);
+    let mut groups: BTreeMap<Group, BTreeMap<Column, Vec<&Matched>>> = BTreeMap::new();
     for m in &c.matched {
         let (b, n) = c.entries(m);
         let column = match (&*n.metric, &c.arms) {
-            ("step_us", Some((base_arm, new_arm))) => (0, format!("{base_arm} → {new_arm}")),
-            ("step_us", None) => (arm_rank(&n.arm), n.arm.to_string()),
-            ("read_cost_us", None) => (u8::MAX, "read cost (eager-sync − eager-device)".into()),
+            ("step_us", Some((base_arm, new_arm))) => (false, 0, format!("{base_arm} → {new_arm}")),
+            ("step_us", None) => (false, arm_rank(&n.arm), n.arm.to_string()),
+            ("read_cost_us", None) => (
+                true,
+                arm_rank(&n.arm),
+                format!("read cost ({} − eager-device)", n.arm),
+            ),
             _ => continue,
         };
         let group = (
@@ -437,14 +444,14 @@ fn write_headline(out: &mut String, c: &Comparison) {
     if groups.is_empty() {
         return;
     }
-    let columns: BTreeSet<&(u8, String)> = groups.values().flat_map(|g| g.keys()).collect();
+    let columns: BTreeSet<&Column> = groups.values().flat_map(|g| g.keys()).collect();
     writeln!(out, "### step_us by family × arm\n").unwrap();
     writeln!(
         out,
         "Each entry: the median change over the cells (batch × block), then their verdicts.\n"
     )
     .unwrap();
-    let names: Vec<&str> = columns.iter().map(|(_, name)| name.as_str()).collect();
+    let names: Vec<&str> = columns.iter().map(|(_, _, name)| name.as_str()).collect();
     writeln!(out, "| kind | family | layout | {} |", names.join(" | ")).unwrap();
     writeln!(out, "|---|---|---|{}", "---|".repeat(names.len())).unwrap();
     for ((_, kind, family, layout), by_column) in &groups {
@@ -468,26 +475,16 @@ fn write_headline(out: &mut String, c: &Comparison) {
 
 /// `+0.4% (11 same, 1 uncertain)`: the median change of `rows` and their verdict counts.
 fn summary_of(rows: &[&Matched]) -> String {
-    let mut changes: Vec<f64> = rows
+    let changes: Vec<f64> = rows
         .iter()
         .filter_map(|m| m.change.map(|c| c.pct))
         .collect();
-    changes.sort_unstable_by(f64::total_cmp);
-    let median = match changes.len() {
-        0 => "n/a".to_string(),
-        n if n % 2 == 1 => fmt_pct(changes[n / 2]),
-        n => fmt_pct((changes[n / 2 - 1] + changes[n / 2]) / 2.0),
-    };
+    let median = quantile(&changes, 0.5).map_or_else(|| "n/a".to_string(), fmt_pct);
     let counts: Vec<String> = Verdict::ALL
         .iter()
         .filter_map(|&v| {
             let n = rows.iter().filter(|m| m.verdict == v).count();
-            (n > 0).then(|| match v {
-                Verdict::Slower | Verdict::Faster | Verdict::Broken => {
-                    format!("{n} **{}**", v.as_str())
-                }
-                _ => format!("{n} {}", v.as_str()),
-            })
+            (n > 0).then(|| format!("{n} {}", v.marked()))
         })
         .collect();
     format!("{median} ({})", counts.join(", "))
@@ -617,21 +614,17 @@ fn write_floor(out: &mut String, c: &Comparison, floor: &FloorMove) {
     .unwrap();
 }
 
-/// Rows one side holds that are not findings: NEW's extra rows, and between two arms BASE's
-/// (the arms hold different metrics).
+/// Rows one side holds that are not findings: NEW's extra rows, and BASE's that are not
+/// missing (between two arms, which hold different metrics, all of them; else its floors).
 fn write_only_in_new(out: &mut String, c: &Comparison, listed: Option<usize>) {
     let label = |e: &Entry| format!("{} `{}`", e.cell(), e.metric);
-    let base_extra: &[usize] = match c.arms {
-        Some(_) => &c.only_in_base,
-        None => &[],
+    let base_title = match c.arms {
+        Some(_) => "Only in BASE's arm (not a finding between arms)",
+        None => "Floors only in BASE (not a finding)",
     };
     for (side, indices, title) in [
-        (&c.new, &c.only_in_new[..], "Only in NEW (not a finding)"),
-        (
-            &c.base,
-            base_extra,
-            "Only in BASE's arm (not a finding between arms)",
-        ),
+        (&c.new, c.only_in_new.clone(), "Only in NEW (not a finding)"),
+        (&c.base, c.base_extras(), base_title),
     ] {
         if indices.is_empty() {
             continue;
