@@ -39,6 +39,18 @@ impl Arm {
         Arm::EagerMapped,
     ];
 
+    /// The arms as tables and legends show them: from the "before" (and its better reads)
+    /// to the closest to the floor.
+    pub const SHOWN: [Arm; 7] = [
+        Arm::EagerSync,
+        Arm::EagerPinned,
+        Arm::EagerMapped,
+        Arm::EagerDevice,
+        Arm::GraphUpload,
+        Arm::Graph,
+        Arm::Fused,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Arm::EagerSync => "eager-sync",

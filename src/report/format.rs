@@ -94,20 +94,12 @@ pub(crate) fn layout_rank(layout: &str) -> u8 {
         .map_or(u8::MAX, |p| p as u8)
 }
 
-/// Table order of arms: from the "before" (and its better reads) to the closest to the floor.
+/// Table order of arms ([`Arm::SHOWN`]); `u8::MAX` for a name no arm has.
 pub(crate) fn arm_rank(arm: &str) -> u8 {
-    [
-        BASELINE_ARM,
-        "eager-pinned",
-        "eager-mapped",
-        DEVICE_ARM,
-        "graph-upload",
-        "graph",
-        "fused",
-    ]
-    .iter()
-    .position(|a| *a == arm)
-    .map_or(u8::MAX, |p| p as u8)
+    Arm::SHOWN
+        .iter()
+        .position(|a| a.name() == arm)
+        .map_or(u8::MAX, |p| p as u8)
 }
 
 /// A number with as many digits as its size deserves: 2,280 · 412 · 45.2 · 4.50.

@@ -74,7 +74,7 @@ impl ReportTarget {
             .collect();
         // A chart without data this time is left as an earlier report drew it: report
         // never deletes a chart it cannot redraw (it says it kept it).
-        self.staging.commit(&moves, &[])?;
+        self.staging.commit(&moves)?;
         set.files = set.files.iter().map(|f| in_run(f)).collect();
         Ok(Written {
             summary,

@@ -14,16 +14,15 @@ use crate::axes::floor_item::BUSY_BEFORE_READ_US;
 use crate::axes::{Arm, FloorItem};
 use crate::report::change::change_of_ratio;
 use crate::report::format::{
-    arm_rank, floor_median, fmt_interval, fmt_num, fmt_pct, layout_rank, BASELINE_ARM, DEVICE_ARM,
+    arm_rank, floor_median, fmt_num, layout_rank, AFTER_ARM, BASELINE_ARM, DEVICE_ARM,
 };
+use crate::report::summary::{change_text, read_cost, Index};
 use crate::results::csv::{CellKey, Row, KIND_PREP, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::{self, Write};
 
 /// The metric of the derived rows: the share of graph's gain an arm recovers, in percent.
 pub const RECOVERED: &str = "recovered_pct";
-/// The arm whose gain over eager-sync the reading arms are measured against.
-const GRAPH_ARM: &str = "graph";
 
 /// A share of graph's gain, in percent, with its (conservative) interval.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -76,7 +75,7 @@ pub fn recovered_rows(rows: &[Row]) -> Vec<Row> {
     let mut out = Vec::new();
     for row in ratios.values().filter(|r| recovering(&r.arm)) {
         let graph_cell = CellKey {
-            arm: GRAPH_ARM.into(),
+            arm: AFTER_ARM.into(),
             ..row.cell_key()
         };
         let Some(share) = ratios
@@ -118,22 +117,8 @@ fn fmt_share(share: Option<Share>) -> String {
 
 /// A paired ratio as a change against eager-sync: "-12.0% [-12.4, -11.7]".
 fn fmt_change(row: Option<&Row>) -> String {
-    match row.map(|r| (r, change_of_ratio(r))) {
-        Some((_, Some(c))) => format!("{} {}", fmt_pct(c.pct), fmt_interval(c.lo_pct, c.hi_pct)),
-        Some((r, None)) => format!("{} [n/a]", fmt_pct((r.median - 1.0) * 100.0)),
-        None => "—".into(),
-    }
-}
-
-/// "18.3 [18.0, 18.6]": a read cost row.
-fn fmt_cost(row: Option<&Row>) -> String {
     row.map_or("—".into(), |r| {
-        format!(
-            "{} [{}, {}]",
-            fmt_num(r.median),
-            fmt_num(r.ci_lo),
-            fmt_num(r.ci_hi)
-        )
+        change_text(change_of_ratio(r), (r.median - 1.0) * 100.0)
     })
 }
 
@@ -160,36 +145,26 @@ impl Group {
 /// Groups by (kind, layout rank, layout, family).
 type Groups = BTreeMap<(String, u8, String, String), Group>;
 
-/// The rows by cell and metric.
-struct Lookup<'r>(HashMap<(CellKey, &'r str), &'r Row>);
+/// `metric` of `arm` in the cell of `shape`.
+fn of_arm<'r>(index: &Index<'r>, shape: &CellKey, arm: &str, metric: &str) -> Option<&'r Row> {
+    index.get(&with_arm(shape, arm), metric)
+}
 
-impl<'r> Lookup<'r> {
-    fn new(rows: &'r [Row]) -> Self {
-        Lookup(
-            rows.iter()
-                .map(|r| ((r.cell_key(), r.metric.as_str()), r))
-                .collect(),
-        )
+fn with_arm(shape: &CellKey, arm: &str) -> CellKey {
+    CellKey {
+        arm: arm.into(),
+        ..shape.clone()
     }
+}
 
-    /// `metric` of `arm` in the cell of `shape`.
-    fn get(&self, shape: &CellKey, arm: &str, metric: &str) -> Option<&'r Row> {
-        let cell = CellKey {
-            arm: arm.into(),
-            ..shape.clone()
-        };
-        self.0.get(&(cell, metric)).copied()
-    }
-
-    /// The share `arm` recovers in the cell of `shape`, formatted; a dash without its ratios.
-    fn share(&self, shape: &CellKey, arm: &str) -> String {
-        match (
-            self.get(shape, arm, STEP_RATIO_VS_EAGER_SYNC),
-            self.get(shape, GRAPH_ARM, STEP_RATIO_VS_EAGER_SYNC),
-        ) {
-            (Some(x), Some(g)) => fmt_share(recovered_share(x, g)),
-            _ => "—".into(),
-        }
+/// The share `arm` recovers in the cell of `shape`, formatted; a dash without its ratios.
+fn share(index: &Index, shape: &CellKey, arm: &str) -> String {
+    match (
+        of_arm(index, shape, arm, STEP_RATIO_VS_EAGER_SYNC),
+        of_arm(index, shape, AFTER_ARM, STEP_RATIO_VS_EAGER_SYNC),
+    ) {
+        (Some(x), Some(g)) => fmt_share(recovered_share(x, g)),
+        _ => "—".into(),
     }
 }
 
@@ -197,7 +172,8 @@ impl<'r> Lookup<'r> {
 /// read cost against eager-device and the share of graph's gain the pinned and mapped reads
 /// recover, with the floor's reads beside; for steps, per layout and cell, each reading arm's
 /// step change against eager-sync and its share. Nothing for a run without those arms.
-pub fn write_read_paths(out: &mut String, rows: &[Row]) -> fmt::Result {
+pub(crate) fn write_read_paths(out: &mut String, index: &Index) -> fmt::Result {
+    let rows = index.rows;
     let mut groups = Groups::new();
     for r in rows
         .iter()
@@ -239,9 +215,8 @@ pub fn write_read_paths(out: &mut String, rows: &[Row]) -> fmt::Result {
             FloorItem::D2hIntBusy.name(),
         )?;
     }
-    let lookup = Lookup::new(rows);
-    write_prep_paths(out, &groups, &lookup)?;
-    write_step_paths(out, &groups, &lookup)
+    write_prep_paths(out, &groups, index)?;
+    write_step_paths(out, &groups, index)
 }
 
 fn cell_of(kind: &str, layout: &str, family: &str, (bs, block): (u32, u32)) -> CellKey {
@@ -255,7 +230,7 @@ fn cell_of(kind: &str, layout: &str, family: &str, (bs, block): (u32, u32)) -> C
     }
 }
 
-fn write_prep_paths(out: &mut String, groups: &Groups, lookup: &Lookup) -> fmt::Result {
+fn write_prep_paths(out: &mut String, groups: &Groups, index: &Index) -> fmt::Result {
     let preps: Vec<_> = (groups.iter())
         .filter(|((kind, ..), g)| kind == KIND_PREP && g.has(DEVICE_ARM))
         .filter(|(_, g)| g.readers().next().is_some())
@@ -300,14 +275,11 @@ fn write_prep_paths(out: &mut String, groups: &Groups, lookup: &Lookup) -> fmt::
             let cell = cell_of(KIND_PREP, layout, family, shape);
             write!(out, "| {family} | {layout} | {} | {} |", shape.0, shape.1)?;
             for (_, arm) in &arms {
-                write!(
-                    out,
-                    " {} |",
-                    fmt_cost(lookup.get(&cell, arm, "read_cost_us"))
-                )?;
+                let cost = read_cost(index, &with_arm(&cell, arm));
+                write!(out, " {} |", cost.as_deref().unwrap_or("—"))?;
             }
             for arm in &recovering_arms {
-                write!(out, " {} |", lookup.share(&cell, arm))?;
+                write!(out, " {} |", share(index, &cell, arm))?;
             }
             writeln!(out)?;
         }
@@ -315,7 +287,7 @@ fn write_prep_paths(out: &mut String, groups: &Groups, lookup: &Lookup) -> fmt::
     writeln!(out)
 }
 
-fn write_step_paths(out: &mut String, groups: &Groups, lookup: &Lookup) -> fmt::Result {
+fn write_step_paths(out: &mut String, groups: &Groups, index: &Index) -> fmt::Result {
     for ((kind, _, layout, family), group) in groups {
         let arms: Vec<&str> = group.readers().filter(|a| recovering(a)).collect();
         if kind != KIND_STEP || arms.is_empty() {
@@ -335,15 +307,15 @@ fn write_step_paths(out: &mut String, groups: &Groups, lookup: &Lookup) -> fmt::
         writeln!(out, "|---:|---:|---|{}", "---|---|".repeat(arms.len()))?;
         for &shape in &group.shapes {
             let cell = cell_of(KIND_STEP, layout, family, shape);
-            let graph = lookup.get(&cell, GRAPH_ARM, STEP_RATIO_VS_EAGER_SYNC);
+            let graph = of_arm(index, &cell, AFTER_ARM, STEP_RATIO_VS_EAGER_SYNC);
             write!(out, "| {} | {} | {} |", shape.0, shape.1, fmt_change(graph))?;
             for arm in &arms {
-                let ratio = lookup.get(&cell, arm, STEP_RATIO_VS_EAGER_SYNC);
+                let ratio = of_arm(index, &cell, arm, STEP_RATIO_VS_EAGER_SYNC);
                 write!(
                     out,
                     " {} | {} |",
                     fmt_change(ratio),
-                    lookup.share(&cell, arm)
+                    share(index, &cell, arm)
                 )?;
             }
             writeln!(out)?;
@@ -458,7 +430,7 @@ mod tests {
             row(KIND_FLOOR, "floor", "d2h-int-busy", 1, "step_us", 20.5),
         ];
         let mut md = String::new();
-        write_read_paths(&mut md, &rows).unwrap();
+        write_read_paths(&mut md, &Index::new(&rows)).unwrap();
         assert!(md.contains("### Read paths"), "{md}");
         assert!(
             md.contains("8.50 µs on an idle GPU (`d2h-int`) and 20.5 µs"),
@@ -480,7 +452,7 @@ mod tests {
         // A run with eager-sync as its only reader has no section.
         rows.retain(|r| !r.arm.starts_with("eager-pinned") && !r.arm.starts_with("eager-mapped"));
         let mut none = String::new();
-        write_read_paths(&mut none, &rows).unwrap();
+        write_read_paths(&mut none, &Index::new(&rows)).unwrap();
         assert!(none.is_empty(), "{none}");
     }
 
@@ -492,7 +464,7 @@ mod tests {
             row(KIND_STEP, "dsa_decode", "eager-sync", 1, "step_us", 500.0),
         ];
         let mut md = String::new();
-        write_read_paths(&mut md, &rows).unwrap();
+        write_read_paths(&mut md, &Index::new(&rows)).unwrap();
         assert!(
             md.contains("Decode step (`steps`), tp1, dsa_decode"),
             "{md}"

@@ -60,7 +60,7 @@ fn write_summary_text(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::R
     write_against_eager_sync(out, &index)?;
     write_steps(out, &index)?;
     write_preps(out, &index)?;
-    crate::report::read_paths::write_read_paths(out, rows)?;
+    crate::report::read_paths::write_read_paths(out, &index)?;
     write_floors(out, &index)?;
     Ok(())
 }
@@ -69,22 +69,42 @@ fn write_summary_text(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::R
 /// per-cell and per-group question is answered from sets built in one pass over the rows:
 /// asking the rows themselves once per cell made `report` quadratic (200k rows took 21–38 s,
 /// nearly all of it in scanning every row for each cell's throttle flag).
-struct Index<'a> {
-    rows: &'a [Row],
+pub(crate) struct Index<'a> {
+    pub(crate) rows: &'a [Row],
     /// Each cell's rows by metric: a lookup borrows its key, never copies it.
     by_cell: HashMap<CellKey, HashMap<&'a str, &'a Row>>,
     throttled: HashSet<CellKey>,
     /// (kind, family, layout) with an emulated row.
     emulated: HashSet<(&'a str, &'a str, &'a str)>,
+    /// Each kind's cells by group ([`Index::groups`]), formed in the same pass.
+    groups: HashMap<&'a str, Groups>,
 }
 
+/// A kind's cells grouped by (family, layout), each group's cells in table order: batch
+/// size, block size, arm.
+type Groups = BTreeMap<GroupKey, BTreeSet<SortedCell>>;
+
 impl<'a> Index<'a> {
-    fn new(rows: &'a [Row]) -> Self {
+    pub(crate) fn new(rows: &'a [Row]) -> Self {
         let mut by_cell = HashMap::new();
         let mut throttled = HashSet::new();
         let mut emulated = HashSet::new();
+        let mut groups: HashMap<&str, Groups> = HashMap::new();
         for row in rows {
             let key = row.cell_key();
+            (groups.entry(row.kind.as_str()).or_default())
+                .entry(GroupKey {
+                    family: row.family.clone(),
+                    layout_rank: layout_rank(&row.layout),
+                    layout: row.layout.clone(),
+                })
+                .or_default()
+                .insert(SortedCell {
+                    batch_size: row.batch_size,
+                    block_size: row.block_size,
+                    arm_rank: arm_rank(&row.arm),
+                    cell: key.clone(),
+                });
             if row.throttled {
                 throttled.insert(key.clone());
             }
@@ -102,33 +122,19 @@ impl<'a> Index<'a> {
             by_cell,
             throttled,
             emulated,
+            groups,
         }
     }
 
-    fn get(&self, cell: &CellKey, metric: &str) -> Option<&'a Row> {
+    pub(crate) fn get(&self, cell: &CellKey, metric: &str) -> Option<&'a Row> {
         self.by_cell.get(cell)?.get(metric).copied()
     }
 
     /// The cells of one kind grouped by (family, layout), each group's cells in table
     /// order: batch size, block size, arm.
-    fn groups(&self, kind: &str) -> BTreeMap<GroupKey, BTreeSet<SortedCell>> {
-        let mut groups: BTreeMap<GroupKey, BTreeSet<SortedCell>> = BTreeMap::new();
-        for row in self.rows.iter().filter(|r| r.kind == kind) {
-            groups
-                .entry(GroupKey {
-                    family: row.family.clone(),
-                    layout_rank: layout_rank(&row.layout),
-                    layout: row.layout.clone(),
-                })
-                .or_default()
-                .insert(SortedCell {
-                    batch_size: row.batch_size,
-                    block_size: row.block_size,
-                    arm_rank: arm_rank(&row.arm),
-                    cell: row.cell_key(),
-                });
-        }
-        groups
+    fn groups(&self, kind: &str) -> &Groups {
+        static NONE: Groups = BTreeMap::new();
+        self.groups.get(kind).unwrap_or(&NONE)
     }
 
     /// Whether any row of the cell was throttled.
@@ -311,14 +317,14 @@ fn write_steps(out: &mut String, index: &Index) -> fmt::Result {
         writeln!(
             out,
             "### Decode step — {}\n",
-            group_title(index, KIND_STEP, &group)
+            group_title(index, KIND_STEP, group)
         )?;
         writeln!(
             out,
             "| bs | block | arm | throughput (tok/s) | Δ throughput vs {BASELINE_ARM} | ITL median (µs) | ITL p90 (µs) | Δ ITL vs {BASELINE_ARM} | forward occupancy | host-bound gap (µs) |"
         )?;
         writeln!(out, "|---:|---:|---|---:|---|---:|---:|---|---:|---:|")?;
-        for sorted in &cells {
+        for sorted in cells {
             let cell = &sorted.cell;
             let baseline = sorted.with_arm(BASELINE_ARM);
             let metric = |name: &str| index.get(cell, name);
@@ -395,7 +401,7 @@ fn write_preps(out: &mut String, index: &Index) -> fmt::Result {
         writeln!(
             out,
             "### Metadata prep — {}\n",
-            group_title(index, KIND_PREP, &group)
+            group_title(index, KIND_PREP, group)
         )?;
         write!(
             out,
@@ -466,7 +472,7 @@ fn write_preps(out: &mut String, index: &Index) -> fmt::Result {
 
         // One table row per shape; any cell of the shape names it, the arm is swapped in.
         let mut shapes: BTreeMap<(u32, u32), &SortedCell> = BTreeMap::new();
-        for sorted in &cells {
+        for sorted in cells {
             shapes
                 .entry((sorted.batch_size, sorted.block_size))
                 .or_insert(sorted);
@@ -527,7 +533,7 @@ fn write_against_eager_sync(out: &mut String, index: &Index) -> fmt::Result {
             } else {
                 "Metadata prep"
             };
-            writeln!(out, "**{what} — {}**\n", group_title(index, kind, &group))?;
+            writeln!(out, "**{what} — {}**\n", group_title(index, kind, group))?;
             write!(out, "| bs | block |")?;
             for (_, arm) in &arms {
                 write!(out, " {} |", table_cell(arm))?;
@@ -555,14 +561,19 @@ fn write_against_eager_sync(out: &mut String, index: &Index) -> fmt::Result {
 /// `tp8 (emulated), dspark+dsa_target_verify` for a step group, `dsa_decode, tp1` for a prep
 /// group: how its headings and table labels name it.
 fn group_title(index: &Index, kind: &str, group: &GroupKey) -> String {
-    let mut layout = group.layout.clone();
-    if index.emulated(kind, group) {
-        layout.push_str(" (emulated)");
-    }
+    let layout = layout_label(index, kind, group);
     if kind == KIND_STEP {
         format!("{layout}, {}", group.family)
     } else {
         format!("{}, {layout}", group.family)
+    }
+}
+
+/// A group's layout as tables name it: "tp8 (emulated)" where it ran on fewer GPUs.
+fn layout_label(index: &Index, kind: &str, group: &GroupKey) -> String {
+    match index.emulated(kind, group) {
+        true => format!("{} (emulated)", group.layout),
+        false => group.layout.clone(),
     }
 }
 
@@ -578,13 +589,10 @@ fn write_headlines(out: &mut String, index: &Index) -> fmt::Result {
     let mut lines = Vec::new();
     for kind in [KIND_STEP, KIND_PREP] {
         for (group, cells) in index.groups(kind) {
-            let Some((bs, block, base, after)) = headline_shape(&cells) else {
+            let Some((bs, block, base, after)) = headline_shape(cells) else {
                 continue;
             };
-            let mut layout = group.layout.clone();
-            if index.emulated(kind, &group) {
-                layout.push_str(" (emulated)");
-            }
+            let layout = layout_label(index, kind, group);
             let paired = index
                 .get(&after, STEP_RATIO_VS_EAGER_SYNC)
                 .map(|r| change_text(change_of_ratio(r), r.median * 100.0 - 100.0));
@@ -676,7 +684,7 @@ fn headline_shape(cells: &BTreeSet<SortedCell>) -> Option<(u32, u32, CellKey, Ce
 }
 
 /// "-15.1% [-15.2, -15.0]", or "-15.1% [n/a]" without an interval.
-fn change_text(change: Option<Change>, pct: f64) -> String {
+pub(crate) fn change_text(change: Option<Change>, pct: f64) -> String {
     match change {
         Some(c) => format!("{} {}", fmt_pct(c.pct), fmt_interval(c.lo_pct, c.hi_pct)),
         None => format!("{} [n/a]", fmt_pct(pct)),
@@ -685,7 +693,7 @@ fn change_text(change: Option<Change>, pct: f64) -> String {
 
 /// What a reading arm's read costs in a prep cell, "17.2 [16.9, 17.5]" µs: the sweep's
 /// paired `read_cost_us`, else the arm's step time − eager-device's with its MOVER interval.
-fn read_cost(index: &Index, reader: &CellKey) -> Option<String> {
+pub(crate) fn read_cost(index: &Index, reader: &CellKey) -> Option<String> {
     if let Some(cost) = index.get(reader, "read_cost_us") {
         return Some(format!(
             "{} [{}, {}]",

@@ -71,9 +71,9 @@ impl Staging {
     }
 
     /// Moves each `(built, target)`: an existing target is moved aside first, a missing
-    /// parent folder of a target is created; each of `removals` that exists is moved aside.
-    /// On any failure every step already taken is undone, so the targets are left whole.
-    pub fn commit(self, moves: &[(PathBuf, PathBuf)], removals: &[PathBuf]) -> Result<()> {
+    /// parent folder of a target is created. On any failure every step already taken is
+    /// undone, so the targets are left whole.
+    pub fn commit(self, moves: &[(PathBuf, PathBuf)]) -> Result<()> {
         let aside = self.root.join(".replaced");
         std::fs::create_dir(&aside).with_context(|| format!("creating {}", aside.display()))?;
         let mut undo: Vec<Undo> = Vec::new();
@@ -86,9 +86,6 @@ impl Staging {
             Ok(())
         };
         let done = (|| -> Result<()> {
-            for target in removals {
-                set_aside(target, &mut undo)?;
-            }
             for (built, target) in moves {
                 if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
                     if !parent.exists() {
@@ -166,7 +163,7 @@ mod tests {
     }
 
     #[test]
-    fn a_commit_replaces_moves_and_removes_then_cleans_up() {
+    fn a_commit_replaces_and_moves_then_cleans_up() {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path();
         write(&run.join("summary.md"), "old summary");
@@ -177,17 +174,15 @@ mod tests {
         write(&root.join("summary.md"), "new summary");
         write(&root.join("itl.png"), "new chart");
         staging
-            .commit(
-                &[
-                    (root.join("summary.md"), run.join("summary.md")),
-                    (root.join("itl.png"), run.join("charts/itl.png")),
-                ],
-                &[run.join("charts/stale.png"), run.join("charts/absent.svg")],
-            )
+            .commit(&[
+                (root.join("summary.md"), run.join("summary.md")),
+                (root.join("itl.png"), run.join("charts/itl.png")),
+            ])
             .unwrap();
         assert_eq!(read(&run.join("summary.md")), "new summary");
         assert_eq!(read(&run.join("charts/itl.png")), "new chart");
-        assert!(!run.join("charts/stale.png").exists());
+        // A file no move targets stays (a chart without data this time keeps its old one).
+        assert_eq!(read(&run.join("charts/stale.png")), "stale");
         assert!(!root.exists(), "the staging folder goes");
     }
 
@@ -204,14 +199,11 @@ mod tests {
         write(&root.join("chart.png"), "new chart");
         std::fs::create_dir(root.join("charts")).unwrap();
         let error = staging
-            .commit(
-                &[
-                    (root.join("summary.md"), run.join("summary.md")),
-                    (root.join("new-folder/x"), run.join("new-folder/x")),
-                    (root.join("chart.png"), run.join("a-file/chart.png")),
-                ],
-                &[run.join("stale.png")],
-            )
+            .commit(&[
+                (root.join("summary.md"), run.join("summary.md")),
+                (root.join("new-folder/x"), run.join("new-folder/x")),
+                (root.join("chart.png"), run.join("a-file/chart.png")),
+            ])
             .unwrap_err();
         assert!(
             format!("{error:#}").contains("nothing was replaced"),

@@ -291,7 +291,7 @@ impl DumpTarget {
     /// Puts the new dump in place of the folder.
     pub fn commit(self) -> Result<()> {
         let built = self.building();
-        self.staging.commit(&[(built, self.dir)], &[])
+        self.staging.commit(&[(built, self.dir)])
     }
 }
 

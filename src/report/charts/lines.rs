@@ -513,7 +513,7 @@ fn middle_block(rows: Vec<&Row>) -> (u32, Vec<&Row>) {
 /// One series per arm, points sorted by batch size. Two rows for the same arm and batch
 /// size in one panel would make the line ambiguous, so they are an error.
 fn series_by_arm(rows: &[&Row]) -> Result<Vec<Series>> {
-    let mut by_arm: BTreeMap<(usize, String), BTreeMap<u32, Point>> = BTreeMap::new();
+    let mut by_arm: BTreeMap<(u8, String), BTreeMap<u32, Point>> = BTreeMap::new();
     for row in rows {
         check_batch(row)?;
         // A cell without a finite median (a failed or empty cell) has nothing to draw; a
@@ -637,7 +637,7 @@ impl LineChart {
     }
 
     fn arms(&self) -> Vec<String> {
-        let arms: BTreeSet<(usize, String)> = self
+        let arms: BTreeSet<(u8, String)> = self
             .panels
             .iter()
             .flat_map(|p| p.series.iter().map(|s| arm_order(&s.arm)))
@@ -831,8 +831,8 @@ fn draw_marker<DB: DrawingBackend, CT: CoordTranslate>(
     let colour = arm_colour(arm);
     // Lines of layouts (the host-scale chart) take their shapes in layout order.
     let rank = match arm_order(arm).0 {
-        unknown if unknown >= 7 => layout_order(arm).0,
-        known => known,
+        u8::MAX => layout_order(arm).0,
+        known => known as usize,
     };
     match rank % 4 {
         0 => area.draw(&Circle::new(at, 4, colour.filled())),

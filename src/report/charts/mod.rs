@@ -51,7 +51,7 @@ pub enum Rendered {
     Skipped { reason: String },
 }
 
-/// What [`render_all`] wrote and what it left out, so the caller can tell the user why a
+/// What [`render_parsed`] wrote and what it left out, so the caller can tell the user why a
 /// chart is missing.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChartSet {
@@ -145,7 +145,16 @@ pub fn render_parsed(
     let mut set = ChartSet::default();
     for (name, outcome) in CHARTS.into_iter().zip(outcomes) {
         match outcome {
-            Rendered::Files { png, svg } => set.files.extend([png, svg]),
+            Rendered::Files { png, svg } => {
+                // CHARTS names the outcomes by position: a chart out of place would have
+                // the next one's skips reported under its name.
+                anyhow::ensure!(
+                    png.file_stem() == Some(std::ffi::OsStr::new(name)),
+                    "chart `{name}` is out of place in CHARTS: its slot drew {}",
+                    png.display()
+                );
+                set.files.extend([png, svg])
+            }
             // An earlier report's file of a chart without data this time stays: a run whose
             // telemetry or trace went missing must not lose the chart drawn from it.
             Rendered::Skipped { reason } => set.skipped.push((name.to_string(), reason)),
@@ -383,19 +392,10 @@ fn layout_order(layout: &str) -> (usize, String) {
     (rank, layout.to_string())
 }
 
-/// Arms from the "before" to the "after", so legends read in the design's order.
-fn arm_order(arm: &str) -> (usize, String) {
-    const KNOWN: [&str; 7] = [
-        "eager-sync",
-        "eager-pinned",
-        "eager-mapped",
-        "eager-device",
-        "graph-upload",
-        "graph",
-        "fused",
-    ];
-    let rank = KNOWN.iter().position(|k| *k == arm).unwrap_or(KNOWN.len());
-    (rank, arm.to_string())
+/// Arms from the "before" to the "after" (the tables' order), so legends read in the
+/// design's order; other names after them.
+fn arm_order(arm: &str) -> (u8, String) {
+    (crate::report::format::arm_rank(arm), arm.to_string())
 }
 
 /// One fixed colour per known arm (and per layout, for charts whose lines are layouts), so
