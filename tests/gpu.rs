@@ -42,14 +42,14 @@ fn assert_arms_exact(gpu: &Gpu, shape: Shape, seed: u64, steps: usize, budget: u
     )
     .unwrap();
     for r in &results {
-        assert!(r.cells > 0);
+        assert!(r.tally.cells > 0);
         assert_eq!(
-            r.mismatches,
+            r.tally.mismatches,
             0,
             "{family} {} bs {bs} block {block} width {} seed {seed}: first {:?}",
             r.arm,
             shape.page_width(),
-            r.first
+            r.tally.first
         );
     }
 }
@@ -166,10 +166,10 @@ fn a_short_soak_of_every_arm_stays_exact() {
             let r = metaprep::runs::check::soak(&gpu, shape, arm, 20_001, 1 << 16, seed, |_, _| {})
                 .unwrap();
             assert_eq!(
-                (r.checks, r.mismatches),
+                (r.checks, r.tally.mismatches),
                 (3, 0),
                 "{family} {arm}: {:?}",
-                r.first
+                r.tally.first
             );
             assert_eq!(r.device.samples.len(), 3);
             assert!(r.host.first() > 0 && r.device.first() > 0);

@@ -126,11 +126,11 @@ pub(crate) fn run_check(args: &CheckArgs, config: &CheckConfig) -> Result<ExitCo
         }
     }
     let results = check::run(&gpu, config, |r| {
-        if r.mismatches > 0 {
-            let (step, m) = r.first.as_ref().expect("a mismatch has a first");
+        if r.tally.mismatches > 0 {
+            let (step, m) = r.tally.first.as_ref().expect("a mismatch has a first");
             println!(
                 "MISMATCH {} {} bs {} block {}: {} cells differ; first at step {step}: {m}",
-                r.family, r.arm, r.batch_size, r.block, r.mismatches
+                r.family, r.arm, r.batch_size, r.block, r.tally.mismatches
             );
         }
     })?;
@@ -141,12 +141,12 @@ pub(crate) fn run_check(args: &CheckArgs, config: &CheckConfig) -> Result<ExitCo
                 .iter()
                 .filter(|r| r.family == family && r.arm == arm)
                 .collect();
-            let checked: u64 = cells.iter().map(|r| r.cells).sum();
-            let bad: u64 = cells.iter().map(|r| r.mismatches).sum();
+            let checked: u64 = cells.iter().map(|r| r.tally.cells).sum();
+            let bad: u64 = cells.iter().map(|r| r.tally.mismatches).sum();
             println!("| {family} | {arm} | {} | {checked} | {bad} |", cells.len());
         }
     }
-    let bad: u64 = results.iter().map(|r| r.mismatches).sum();
+    let bad: u64 = results.iter().map(|r| r.tally.mismatches).sum();
     if bad > 0 {
         println!(
             "\nFAILED: {bad} cells differ from the CPU reference (seed {})",
@@ -262,7 +262,7 @@ pub(crate) fn run_soak(args: &CheckArgs, config: &CheckConfig, steps: u64) -> Re
                 },
             )
             .with_context(|| format!("soaking {family} {arm}"))?;
-            if let Some((step, m)) = &r.first {
+            if let Some((step, m)) = &r.tally.first {
                 println!("MISMATCH {family} {arm} at step {step}: {m}");
             }
             println!(
@@ -271,8 +271,8 @@ pub(crate) fn run_soak(args: &CheckArgs, config: &CheckConfig, steps: u64) -> Re
                 r.arm,
                 r.steps,
                 r.checks,
-                r.cells,
-                r.mismatches,
+                r.tally.cells,
+                r.tally.mismatches,
                 r.steps as f64 / r.seconds,
                 mib(r.device.first()),
                 mib(r.device.max()),

@@ -12,7 +12,7 @@ use crate::prep::accept::AcceptModel;
 use crate::prep::family::{PageRule, Shape};
 use crate::prep::inputs::{draw_swa_valid_from, generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
-use crate::prep::plan::PrepPlan;
+use crate::prep::plan::{PrepPlan, Prepared};
 use crate::prep::reference::{expected, Expected, Mismatch};
 use crate::stats::rng::SplitMix64;
 use anyhow::{bail, Context, Result};
@@ -41,20 +41,21 @@ pub struct CellResult {
     pub arm: Arm,
     pub batch_size: u32,
     pub block: u32,
-    pub cells: u64,
-    pub mismatches: u64,
-    pub first: Option<(usize, Mismatch)>,
+    pub tally: Tally,
 }
 
-impl CellResult {
+/// Cells compared with the CPU reference, how many differed, and the first that did with
+/// the step it was found at.
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    pub cells: u64,
+    pub mismatches: u64,
+    pub first: Option<(u64, Mismatch)>,
+}
+
+impl Tally {
     /// Counts `expected`'s cells and each one `got` differs in, as `output` of `step`.
-    fn compare_lengths(
-        &mut self,
-        step: usize,
-        output: &'static str,
-        got: &[i32],
-        expected: &[i32],
-    ) {
+    fn lengths(&mut self, step: u64, output: &'static str, got: &[i32], expected: &[i32]) {
         self.cells += expected.len() as u64;
         for (row, (&got, &expected)) in got.iter().zip(expected).enumerate() {
             if got != expected {
@@ -70,6 +71,51 @@ impl CellResult {
             }
         }
     }
+
+    /// Counts the checked cells of each output of `step` and each one `got` differs in.
+    fn outputs(&mut self, step: u64, got: &[Vec<i32>], want: &[Expected]) {
+        for (got, want) in got.iter().zip(want) {
+            let (count, first) = want.compare(got);
+            self.cells += want.checked_cells() as u64;
+            self.mismatches += count as u64;
+            if self.first.is_none() {
+                self.first = first.map(|m| (step, m));
+            }
+        }
+    }
+}
+
+/// One poisoned step of `arm`'s prepared prep, checked into `tally`: its outputs against
+/// `want`, and for a reading arm the lengths its host read brought against `held` (the live
+/// requests' lengths the device held at that step).
+fn check_poisoned_step(
+    plan: &mut PrepPlan,
+    prepared: &Prepared,
+    arm: Arm,
+    step: u64,
+    (want, held): (&[Expected], &[i32]),
+    tally: &mut Tally,
+) -> Result<()> {
+    let outputs = plan.poisoned_step(prepared)?;
+    if arm.reads_host() {
+        // The eager path reads the live requests' lengths only.
+        tally.lengths(step, "seq_lens read to the host", plan.host_lengths(), held);
+    }
+    tally.outputs(step, &outputs, want);
+    Ok(())
+}
+
+/// A check's inputs for `shape` from `seed` (lengths within the budget's cap, every other
+/// request with a nonzero `swa_valid_from`) and the accept model that advances them.
+fn check_inputs(shape: &Shape, seed: u64, token_budget: u64) -> (HostInputs, AcceptModel) {
+    let range = LengthRange {
+        min: 0,
+        max: length_cap(shape.batch_size, token_budget),
+    };
+    let mut inputs = generate(shape, seed, range, true);
+    draw_swa_valid_from(&mut inputs, shape.batch_size as usize, seed);
+    let accept = AcceptModel::with_probability(0.7, shape.block, seed as u32, shape.max_seq_len());
+    (inputs, accept)
 }
 
 /// Longest committed length drawn for a batch size.
@@ -138,13 +184,7 @@ pub fn check_shape_arms(
     steps: usize,
     token_budget: u64,
 ) -> Result<Vec<CellResult>> {
-    let range = LengthRange {
-        min: 0,
-        max: length_cap(shape.batch_size, token_budget),
-    };
-    let mut inputs = generate(&shape, seed, range, true);
-    draw_swa_valid_from(&mut inputs, shape.batch_size as usize, seed);
-    let accept = AcceptModel::with_probability(0.7, shape.block, seed as u32, shape.max_seq_len());
+    let (inputs, accept) = check_inputs(&shape, seed, token_budget);
     let mut trajectories = std::collections::HashMap::new();
     let live = shape.batch_size as usize;
     let lengths = DeviceLengths::new(gpu, &inputs.seq_lens, live, accept)?;
@@ -162,35 +202,32 @@ pub fn check_shape_arms(
             arm,
             batch_size: shape.batch_size,
             block: shape.block,
-            cells: 0,
-            mismatches: 0,
-            first: None,
+            tally: Tally::default(),
         };
         for step in 0..steps {
-            let outputs = plan
-                .poisoned_step(&prepared)
-                .with_context(|| format!("step {step}"))?;
-            if arm.reads_host() {
-                let held = match step {
-                    0 => &inputs.seq_lens,
-                    _ => &want.seq_lens_after[step - 1],
-                };
-                // The eager path reads the live requests' lengths only.
-                let read = plan.host_lengths();
-                result.compare_lengths(step, "seq_lens read to the host", read, &held[..live]);
-            }
-            for (got, want) in outputs.iter().zip(&want.outputs[step]) {
-                let (count, first) = want.compare(got);
-                result.cells += want.checked_cells() as u64;
-                result.mismatches += count as u64;
-                if result.first.is_none() {
-                    result.first = first.map(|m| (step, m));
-                }
-            }
+            let held = match step {
+                0 => &inputs.seq_lens,
+                _ => &want.seq_lens_after[step - 1],
+            };
+            let checked = (&want.outputs[step][..], &held[..live]);
+            check_poisoned_step(
+                &mut plan,
+                &prepared,
+                arm,
+                step as u64,
+                checked,
+                &mut result.tally,
+            )
+            .with_context(|| format!("step {step}"))?;
             lengths.issue_accept()?;
             let lens = lengths.download_seq_lens()?;
             let expected_lens = &want.seq_lens_after[step][..live];
-            result.compare_lengths(step, "seq_lens after accept", &lens[..live], expected_lens);
+            (result.tally).lengths(
+                step as u64,
+                "seq_lens after accept",
+                &lens[..live],
+                expected_lens,
+            );
         }
         results.push(result);
     }
@@ -242,10 +279,7 @@ pub struct SoakResult {
     pub arm: Arm,
     pub steps: u64,
     pub checks: u64,
-    pub cells: u64,
-    pub mismatches: u64,
-    /// The first differing cell and the step it was found at.
-    pub first: Option<(u64, Mismatch)>,
+    pub tally: Tally,
     pub seconds: f64,
     /// Device memory in use (total less free, as the driver reports it).
     pub device: MemoryTrace,
@@ -255,7 +289,7 @@ pub struct SoakResult {
 
 impl SoakResult {
     pub fn passed(&self) -> bool {
-        self.mismatches == 0 && self.device.is_flat() && self.host.is_flat()
+        self.tally.mismatches == 0 && self.device.is_flat() && self.host.is_flat()
     }
 }
 
@@ -294,13 +328,7 @@ pub fn soak(
     seed: u64,
     mut on_check: impl FnMut(u64, u64),
 ) -> Result<SoakResult> {
-    let range = LengthRange {
-        min: 0,
-        max: length_cap(shape.batch_size, token_budget),
-    };
-    let mut state = generate(&shape, seed, range, true);
-    draw_swa_valid_from(&mut state, shape.batch_size as usize, seed);
-    let accept = AcceptModel::with_probability(0.7, shape.block, seed as u32, shape.max_seq_len());
+    let (mut state, accept) = check_inputs(&shape, seed, token_budget);
     let live = shape.batch_size as usize;
     let lengths = DeviceLengths::new(gpu, &state.seq_lens, live, accept)?;
     let mut plan = PrepPlan::new(gpu, shape, &state, &lengths)?;
@@ -313,9 +341,7 @@ pub fn soak(
         arm,
         steps,
         checks: 0,
-        cells: 0,
-        mismatches: 0,
-        first: None,
+        tally: Tally::default(),
         seconds: 0.0,
         device: MemoryTrace::default(),
         host: MemoryTrace::default(),
@@ -323,39 +349,17 @@ pub fn soak(
     let started = std::time::Instant::now();
     for step in 0..steps {
         if step % SOAK_CHECK_EVERY == 0 || step + 1 == steps {
-            let outputs = plan
-                .poisoned_step(&prepared)
+            let want = expected(&shape, &state, rule);
+            let checked = (&want[..], &state.seq_lens[..live]);
+            check_poisoned_step(&mut plan, &prepared, arm, step, checked, &mut result.tally)
                 .with_context(|| format!("soak step {step}"))?;
             let device_lens = lengths.download_seq_lens()?;
-            for (got, want) in outputs.iter().zip(expected(&shape, &state, rule)) {
-                let (count, first) = want.compare(got);
-                result.cells += want.checked_cells() as u64;
-                result.mismatches += count as u64;
-                if result.first.is_none() {
-                    result.first = first.map(|m| (step, m));
-                }
-            }
-            for (i, (&g, &e)) in device_lens.iter().zip(&state.seq_lens).enumerate() {
-                if g != e {
-                    result.mismatches += 1;
-                    result.first.get_or_insert((
-                        step,
-                        Mismatch {
-                            output: "seq_lens",
-                            row: i,
-                            col: 0,
-                            expected: e,
-                            got: g,
-                        },
-                    ));
-                }
-            }
-            result.cells += device_lens.len() as u64;
+            (result.tally).lengths(step, "seq_lens", &device_lens, &state.seq_lens);
             result.checks += 1;
             let (free, total) = gpu.ctx.mem_get_info().context("reading device memory")?;
             result.device.samples.push((total - free) as u64);
             result.host.samples.push(host_resident_bytes()?);
-            on_check(step, result.mismatches);
+            on_check(step, result.tally.mismatches);
         } else {
             plan.issue(&prepared)
                 .with_context(|| format!("soak step {step}"))?;
