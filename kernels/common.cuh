@@ -7,7 +7,7 @@
 // Graph arms pass the padded batch, whose padding rows hold the engine's fill values
 // (sequence length 1, pool row 0, KV slot 0), as SGLang's graph runner fills them; eager arms
 // pass the live batch, as SGLang's eager path never pads. `host_block`, when not null, is the
-// `[block] * bs` list the eager-sync arm built on the host and copied up; device-only arms
+// `[block] * bs` list a reading arm (or graph-upload) built on the host and copied up; device-only arms
 // pass null and use the block size they were launched with.
 
 typedef long long i64;

@@ -5,13 +5,14 @@ use metaprep::axes::layout::Layout;
 use metaprep::axes::Family;
 use metaprep::axes::{Arm, ReadPath};
 use metaprep::gpu::{capture_graph, Gpu, HostReader, ImageChoice, Launch, SyncMode};
-use metaprep::model::host_profile::{HostProfile, Sourced};
+mod profiles;
 use metaprep::prep::inputs::LengthRange;
 use metaprep::prep::Shape;
 use metaprep::runs::check::{
     check_shape, check_shape_arms, host_read_capture_is_refused, shape_seed,
 };
 use metaprep::stats::stopping::StoppingRule;
+use profiles::pytorch_with_every_read_path;
 use std::time::Duration;
 
 fn gpu() -> Gpu {
@@ -306,17 +307,6 @@ fn any_host_read_inside_a_capture_is_an_error() {
     );
     // The stream is usable afterwards.
     assert_eq!(gpu.download("after", &buf).unwrap(), vec![1, 2, 3]);
-}
-
-/// The measured `pytorch` profile, given a pinned read cost where it has none: the pageable
-/// read's, as a stand-in so every arm runs (these tests check structure, not that figure).
-fn pytorch_with_every_read_path() -> HostProfile {
-    let mut host = HostProfile::load("pytorch").unwrap();
-    host.pinned_read_us.get_or_insert_with(|| Sourced {
-        value: host.read_us.value,
-        source: "test stand-in: the pageable read's read_us".into(),
-    });
-    host
 }
 
 /// A small `steps` run on tp1, bs 1 and 3, block 5, with 200 µs forwards and the measured

@@ -7,6 +7,7 @@
 //! The recorder is compiled with `cc`; on a host without a C compiler (a GPU host running the
 //! bundle), `METAPREP_NVTX_RECORDER` names the prebuilt one (`scripts/bundle.sh` ships it).
 
+mod profiles;
 use metaprep::gpu::nvtx::{name, set_enabled, Range};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -168,7 +169,6 @@ fn steps_and_sweep_name_every_phase_and_prep_in_nvtx_ranges() {
 fn child_runs_a_steps_cell_and_a_sweep() {
     use metaprep::axes::layout::Layout;
     use metaprep::axes::{Arm, Family};
-    use metaprep::model::host_profile::{HostProfile, Sourced};
     use metaprep::model::profile::ForwardModel;
     use metaprep::model::stop::StepRounds;
     use metaprep::prep::inputs::LengthRange;
@@ -197,14 +197,7 @@ fn child_runs_a_steps_cell_and_a_sweep() {
         acceptance: metaprep::prep::accept::Acceptance::Length(2.0),
         // A pinned read cost where the profile has none, so eager-pinned runs too: these
         // ranges are what is checked, not that figure.
-        host: {
-            let mut host = HostProfile::load("pytorch").unwrap();
-            host.pinned_read_us.get_or_insert_with(|| Sourced {
-                value: host.read_us.value,
-                source: "test stand-in: the pageable read's read_us".into(),
-            });
-            host
-        },
+        host: profiles::pytorch_with_every_read_path(),
         host_scales: vec![1.0],
         link_gb_s: 450.0,
         collective_latency_us: None,

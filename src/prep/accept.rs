@@ -166,15 +166,19 @@ impl Acceptance {
         }
     }
 
-    /// One line for notes and summaries.
-    pub fn describe(self) -> String {
+    /// One line for notes and summaries, a rate's accept length at each of the run's `blocks`.
+    pub fn describe(self, blocks: &[u32]) -> String {
         match self {
-            Acceptance::Rate(r) => format!(
-                "accept rate {r:.4} per draft token (block 3: {:.2}, 5: {:.2}, 8: {:.2} tokens per step)",
-                expected_accept(r, 3),
-                expected_accept(r, 5),
-                expected_accept(r, 8)
-            ),
+            Acceptance::Rate(r) => {
+                let each: Vec<String> = blocks
+                    .iter()
+                    .map(|&b| format!("block {b}: {:.2}", expected_accept(r, b)))
+                    .collect();
+                format!(
+                    "accept rate {r:.4} per draft token ({} tokens per step)",
+                    each.join(", ")
+                )
+            }
             Acceptance::Length(l) => format!("accept length {l} tokens per step at every block"),
         }
     }
@@ -183,6 +187,25 @@ impl Acceptance {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rate_is_described_at_the_runs_own_blocks() {
+        let text = Acceptance::Rate(0.5).describe(&[4, 6]);
+        let (four, six) = (expected_accept(0.5, 4), expected_accept(0.5, 6));
+        assert!(
+            text.contains(&format!(
+                "(block 4: {four:.2}, block 6: {six:.2} tokens per step)"
+            )),
+            "{text}"
+        );
+        assert!(
+            !text.contains("block 3") && !text.contains("block 8"),
+            "{text}"
+        );
+        assert!(Acceptance::Length(2.0)
+            .describe(&[4])
+            .contains("accept length 2"));
+    }
 
     #[test]
     fn mean_is_solved_and_draws_match_it() {

@@ -120,11 +120,12 @@ pub struct PrepPlan<'g> {
     upload_launches: Vec<Launch>,
     fused: Launch,
     poison: Vec<Launch>,
-    /// What the last host read brought over: `seq_lens`, padding rows included.
+    /// What the last host read brought over: the live requests' `seq_lens` (the eager path
+    /// never pads).
     host_lens: Vec<i32>,
     host_list: Vec<i32>,
     /// One reader per [`ReadPath`], made on its first read (outside any capture).
-    readers: [Option<HostReader>; 3],
+    readers: [Option<HostReader>; ReadPath::ALL.len()],
     /// Host time blocked in the reading arms' reads since `take_blocked` last ran.
     blocked: Duration,
     /// When the last host read began and ended (for a trace's "blocked in read" lane).
@@ -543,7 +544,7 @@ fn page_threads(page_width: u32) -> u32 {
 }
 
 /// The multi-kernel prep of `arm`: lengths (DSA: one block, for the scans), page table
-/// (grid sized to the static width; eager-sync resizes it each step), DSpark's SWA indices,
+/// (grid sized to the static width; a reading arm resizes it to each step's read), DSpark's SWA indices,
 /// over the rows the arm's path computes (eager arms: the live batch's).
 fn staged_launches(gpu: &Gpu, shape: &Shape, arm: Arm, args: FamilyArgs) -> Result<Vec<Launch>> {
     let rows = shape.computed_rows(PageRule::of(arm)) as u32;

@@ -272,7 +272,7 @@ struct HostCosts {
     /// One graph replay's launch (forwards, graph arms).
     graph_launch: Duration,
     /// What the profile's read costs beyond the harness's own idle read, per read path.
-    read_top_up: [Duration; 3],
+    read_top_up: [Duration; ReadPath::ALL.len()],
     /// What the profile's upload costs beyond the harness's own idle upload.
     upload_top_up: Duration,
     /// Extra host time after each read on this rank (`--read-skew-us`, jitter).
@@ -284,7 +284,7 @@ impl HostCosts {
     /// profile's (the step loop tops its real read and copy up to them).
     fn new(
         profile: HostProfile,
-        idle_reads: [Duration; 3],
+        idle_reads: [Duration; ReadPath::ALL.len()],
         idle_upload: Duration,
         read_skew: ReadDelay,
     ) -> HostCosts {
@@ -551,8 +551,11 @@ impl StepCell<'_> {
     /// Median host times of the harness's own reads by each of `paths` and of its syncing
     /// upload, with the GPU idle: what the profile's read costs (`read_us`, ...) and
     /// `upload_us` top up. A path not in `paths` gets zero.
-    fn idle_host_costs(&mut self, paths: &[ReadPath]) -> Result<([Duration; 3], Duration)> {
-        let mut reads: [Vec<Duration>; 3] = Default::default();
+    fn idle_host_costs(
+        &mut self,
+        paths: &[ReadPath],
+    ) -> Result<([Duration; ReadPath::ALL.len()], Duration)> {
+        let mut reads: [Vec<Duration>; ReadPath::ALL.len()] = Default::default();
         let mut uploads = Vec::with_capacity(IDLE_READS);
         for _ in 0..IDLE_READS {
             for &path in paths {
@@ -974,7 +977,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         "{STEP_MODEL_NOTE} target {}, draft {}, {}, link {} GB/s, {latency}; {timer_line}",
         model_name(&config.target),
         model_name(&config.draft),
-        config.acceptance.describe(),
+        config.acceptance.describe(&config.block_sizes),
         config.link_gb_s
     ));
     notes.push(format!(
@@ -1076,7 +1079,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     // Each host scale sets its own costs below, once the idle costs are known.
                     costs: HostCosts::new(
                         config.host.clone(),
-                        [Duration::ZERO; 3],
+                        [Duration::ZERO; ReadPath::ALL.len()],
                         Duration::ZERO,
                         ReadDelay::none(),
                     ),
