@@ -52,7 +52,7 @@ fn gpu_commands_without_a_driver_exit_3_with_one_line() {
 
 #[test]
 fn bad_flags_are_refused_before_any_gpu_work() {
-    let cases: [(&[&str], &str); 48] = [
+    let cases: [(&[&str], &str); 49] = [
         (
             &["sweep", "--cpu", "99999"],
             "--cpu 99999 is not one of the CPUs this process may run on",
@@ -220,6 +220,24 @@ fn bad_flags_are_refused_before_any_gpu_work() {
                 "--bogus",
             ],
             "the parent's sweep arguments",
+        ),
+        (
+            &[
+                "rank-worker",
+                "--rank",
+                "0",
+                "--layout",
+                "tp2",
+                "--nccl-lib",
+                "libnccl.so.2",
+                "--id-file",
+                "id",
+                "--out",
+                "out",
+                "--",
+                "--bogus",
+            ],
+            "the parent's steps arguments",
         ),
         (&["steps", "--forward-us", "1e12"], "between 0 and a second"),
         (&["steps", "--host-work-us", "1e12"], "--host-work-us"),

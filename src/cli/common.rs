@@ -172,10 +172,10 @@ pub(crate) fn writable_file(file: &Path, flag: &str) -> Result<()> {
 /// existing one refuses a new file (permissions, a read-only mount, ACLs and quotas all
 /// answer that one way: by making and removing a file there).
 fn folder_problem(dir: &Path) -> Option<String> {
+    // A relative path's last ancestor is "", which never exists: the working folder then.
     let existing = dir
         .ancestors()
-        .find(|a| a.as_os_str().is_empty() || a.exists())
-        .filter(|a| !a.as_os_str().is_empty())
+        .find(|a| a.exists())
         .unwrap_or(Path::new("."));
     if !existing.is_dir() {
         return Some(if existing == dir {
@@ -259,6 +259,26 @@ pub(crate) fn forward_us(us: f64) -> Result<f64> {
 }
 
 /// Bad flag values exit 2, like clap's own usage errors, before any GPU work.
+/// A parent's `command` arguments, handed to a worker after `--`, parsed as `command`
+/// parses them; refused as a bad flag (exit 2) like the parent's own.
+pub(crate) fn parse_parent<A: clap::Args>(
+    command: &'static str,
+    args: &[std::ffi::OsString],
+) -> Result<A, ExitCode> {
+    #[derive(clap::Parser)]
+    struct Only<A: clap::Args> {
+        #[command(flatten)]
+        args: A,
+    }
+    use clap::Parser;
+    let parsed = Only::<A>::try_parse_from(
+        std::iter::once(std::ffi::OsString::from(command)).chain(args.iter().cloned()),
+    )
+    .map(|only| only.args)
+    .map_err(|e| anyhow::anyhow!("the parent's {command} arguments: {e}"));
+    usage(parsed)
+}
+
 pub(crate) fn usage<T>(parsed: Result<T>) -> Result<T, ExitCode> {
     parsed.map_err(|e| {
         eprintln!("metaprep: error: {e:#}");

@@ -4,10 +4,11 @@
 
 use super::steps::{steps_config, StepsArgs};
 use crate::axes::Layout;
+use crate::cli::common::parse_parent;
 use crate::runs::rank_world::RankRole;
 use crate::runs::steps::TraceRequest;
 use anyhow::{Context, Result};
-use clap::{Args, Parser};
+use clap::Args;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,21 +38,13 @@ pub struct RankWorkerArgs {
     steps_args: Vec<OsString>,
 }
 
-/// The parent's `steps` arguments parsed as `steps` parses them.
-#[derive(Parser)]
-#[command(name = "steps")]
-struct StepsOnly {
-    #[command(flatten)]
-    args: StepsArgs,
-}
-
 pub fn rank_worker(args: &RankWorkerArgs) -> Result<ExitCode> {
-    let steps = StepsOnly::try_parse_from(
-        std::iter::once(OsString::from("steps")).chain(args.steps_args.iter().cloned()),
-    )
-    .context("the parent's steps arguments")?;
-    steps.args.nvtx.apply();
-    let mut config = match steps_config(&steps.args) {
+    let steps: StepsArgs = match parse_parent("steps", &args.steps_args) {
+        Ok(steps) => steps,
+        Err(code) => return Ok(code),
+    };
+    steps.nvtx.apply();
+    let mut config = match steps_config(&steps) {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };

@@ -60,5 +60,6 @@ pub(crate) fn report(args: &ReportArgs) -> Result<ExitCode> {
 
 /// The PNG an earlier report drew of `chart` in `out`, if it is there.
 fn earlier_chart(out: &Path, chart: &str) -> Option<PathBuf> {
-    Some(out.join("charts").join(format!("{chart}.png"))).filter(|p| p.exists())
+    let [png, _svg] = crate::report::charts::chart_files(out, chart);
+    Some(png).filter(|p| p.exists())
 }

@@ -1,8 +1,8 @@
 //! `metaprep sweep`: its flags, their validation, and the run.
 
 use super::common::{
-    check_run_out, default_out, forward_us, resume_target, seq_lens_within, time_cap, usage,
-    validate_shapes, DeviceArgs, NvtxArgs, PinArgs, PrepAxes,
+    check_run_out, default_out, forward_us, parse_parent, resume_target, seq_lens_within, time_cap,
+    usage, validate_shapes, DeviceArgs, NvtxArgs, PinArgs, PrepAxes,
 };
 use crate::cli::lists::{arms, families, layouts, parse_u32_list};
 use crate::report::targets;
@@ -144,28 +144,15 @@ impl SweepWorkerArgs {
     }
 }
 
-/// The parent's `sweep` arguments parsed as `sweep` parses them.
-#[derive(clap::Parser)]
-#[command(name = "sweep")]
-struct SweepOnly {
-    #[command(flatten)]
-    args: SweepArgs,
-}
-
 /// Runs a sweep worker: its rounds' messages go to stdout; an error ends it with exit 1 and
 /// its message on stderr, which the parent quotes.
 pub(crate) fn sweep_worker(args: &SweepWorkerArgs) -> Result<ExitCode> {
-    use clap::Parser;
-    let parsed = SweepOnly::try_parse_from(
-        std::iter::once(std::ffi::OsString::from("sweep")).chain(args.sweep_args.iter().cloned()),
-    )
-    .map_err(|e| anyhow::anyhow!("the parent's sweep arguments: {e}"));
-    let sweep = match usage(parsed) {
+    let sweep: SweepArgs = match parse_parent("sweep", &args.sweep_args) {
         Ok(sweep) => sweep,
         Err(code) => return Ok(code),
     };
-    sweep.args.nvtx.apply();
-    let config = match sweep_config(&sweep.args, args.sweep_args.clone()) {
+    sweep.nvtx.apply();
+    let config = match sweep_config(&sweep, args.sweep_args.clone()) {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };

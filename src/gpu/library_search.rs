@@ -104,6 +104,26 @@ pub fn linkers(lib_name: &str, symbol: &[u8]) -> Option<Resolved> {
         })
 }
 
+/// The first of `candidates` that `load` accepts, with its path; else what was tried for an
+/// error message: each candidate's failure, or `none()` when there was no candidate.
+pub fn first_loadable<T>(
+    candidates: Vec<PathBuf>,
+    none: impl FnOnce() -> String,
+    mut load: impl FnMut(&Path) -> Result<T, String>,
+) -> Result<(PathBuf, T), String> {
+    let mut failures = Vec::new();
+    for path in candidates {
+        match load(&path) {
+            Ok(loaded) => return Ok((path, loaded)),
+            Err(e) => failures.push(e),
+        }
+    }
+    Err(match failures.is_empty() {
+        true => none(),
+        false => failures.join("; "),
+    })
+}
+
 /// Opens `path` (a library file) by its absolute path.
 pub fn open(path: &Path) -> Result<Library, String> {
     // SAFETY: as in `linkers`: the library's initialisers only.

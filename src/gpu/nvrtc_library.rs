@@ -1,7 +1,7 @@
 //! Finding and loading NVRTC before cudarc's first NVRTC call (cudarc panics when none
 //! loads). What the dynamic linker resolves comes first (a toolkit on `LD_LIBRARY_PATH` or in
 //! the loader's cache); else the first `libnvrtc` file [`library_search`] finds where CUPTI
-//! and NCCL are looked for: the NVIDIA wheels in Python's site-packages (a PyTorch venv's
+//! is looked for too: the NVIDIA wheels in Python's site-packages (a PyTorch venv's
 //! `nvidia/cu13/lib` or `nvidia/cuda_nvrtc/lib`), then the CUDA toolkit's `lib64`.
 //!
 //! NVRTC opens its builtins library (`libnvrtc-builtins.so.13.0`) by name when it first
@@ -75,33 +75,29 @@ pub fn load_nvrtc() -> Result<NvrtcLibrary, GpuUnavailable> {
         return Ok(found);
     }
     let env = SearchEnv::from_process();
-    let mut failures = Vec::new();
-    for path in NVRTC.candidates(&env) {
-        match load_with_builtins(&path) {
-            Ok(libraries) => {
-                let found = NvrtcLibrary {
-                    path,
-                    found: Found::Search,
-                };
-                *loaded = Some((found.clone(), libraries));
-                return Ok(found);
-            }
-            Err(e) => failures.push(e),
-        }
-    }
-    let tried = if failures.is_empty() {
+    let none = || {
         format!(
             "the dynamic linker has none, and no libnvrtc file is in {}",
             NVRTC.folder_list(&env)
         )
-    } else {
-        failures.join("; ")
     };
-    Err(GpuUnavailable(format!(
-        "no NVRTC found ({tried}); install NVRTC into the Python environment you run from \
-         (`pip install nvidia-cuda-nvrtc-cu12==12.9.*`, or `nvidia-cuda-nvrtc` for CUDA 13) \
-         or the CUDA toolkit, or add the folder holding libnvrtc.so to LD_LIBRARY_PATH"
-    )))
+    let (path, libraries) =
+        library_search::first_loadable(NVRTC.candidates(&env), none, load_with_builtins).map_err(
+            |tried| {
+                GpuUnavailable(format!(
+                    "no NVRTC found ({tried}); install NVRTC into the Python environment you run \
+                 from (`pip install nvidia-cuda-nvrtc-cu12==12.9.*`, or `nvidia-cuda-nvrtc` for \
+                 CUDA 13) or the CUDA toolkit, or add the folder holding libnvrtc.so to \
+                 LD_LIBRARY_PATH"
+                ))
+            },
+        )?;
+    let found = NvrtcLibrary {
+        path,
+        found: Found::Search,
+    };
+    *loaded = Some((found.clone(), libraries));
+    Ok(found)
 }
 
 /// Loads the builtins beside `path`, then `path`, and checks that cudarc's name for NVRTC

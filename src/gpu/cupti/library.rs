@@ -87,31 +87,24 @@ pub fn load_cupti(explicit: Option<&Path>) -> Result<CuptiLibrary, GpuUnavailabl
             CUPTI.candidates(&env)
         }
     };
-    let mut failures = Vec::new();
-    for path in candidates {
-        match library_search::open(&path) {
-            Ok(library) => {
-                let found = CuptiLibrary {
-                    api_version: api_version(&library, &path)?,
-                    path,
-                };
-                library_search::resolves_to("cupti", VERSION_SYMBOL, &library, &found.path)
-                    .map_err(|e| GpuUnavailable(format!("{e}, or pass it as --cupti-lib")))?;
-                *loaded = Some((found.clone(), library));
-                return Ok(found);
-            }
-            Err(e) => failures.push(e),
-        }
-    }
-    let tried = if failures.is_empty() {
-        format!("no libcupti file in {}", CUPTI.folder_list(&env))
-    } else {
-        failures.join("; ")
+    let none = || format!("no libcupti file in {}", CUPTI.folder_list(&env));
+    let load = |path: &Path| {
+        let library = library_search::open(path)?;
+        let api_version = api_version(&library, path).map_err(|e| e.0)?;
+        library_search::resolves_to("cupti", VERSION_SYMBOL, &library, path)?;
+        Ok((api_version, library))
     };
-    Err(GpuUnavailable(format!(
-        "CUPTI not found ({tried}); install it (pip install nvidia-cuda-cupti, or the CUDA \
-         toolkit's extras/CUPTI), add its folder to LD_LIBRARY_PATH, or pass --cupti-lib FILE"
-    )))
+    let (path, (api_version, library)) = library_search::first_loadable(candidates, none, load)
+        .map_err(|tried| {
+            GpuUnavailable(format!(
+                "CUPTI not found ({tried}); install it (pip install nvidia-cuda-cupti, or the \
+                 CUDA toolkit's extras/CUPTI), add its folder to LD_LIBRARY_PATH, or pass \
+                 --cupti-lib FILE"
+            ))
+        })?;
+    let found = CuptiLibrary { api_version, path };
+    *loaded = Some((found.clone(), library));
+    Ok(found)
 }
 
 type GetVersion = unsafe extern "C" fn(*mut u32) -> i32;
