@@ -40,7 +40,6 @@ import contextlib
 import functools
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -80,19 +79,7 @@ SYNC_PROBE_TRIALS = 5
 KERNEL_PROBE_OPS = 20  # small kernels in the graph that times one framework kernel on the GPU
 TRACE_FORWARD_US = 1000.0  # the traced loops' forward time
 
-# CUDA runtime / driver calls that make the host wait for the GPU.
-SYNC_CALLS = frozenset(
-    {
-        "cudaStreamSynchronize",
-        "cudaDeviceSynchronize",
-        "cudaEventSynchronize",
-        "cudaMemcpy",
-        "cuStreamSynchronize",
-        "cuCtxSynchronize",
-        "cuEventSynchronize",
-    }
-)
-LAUNCH_PREFIXES = ("cudaLaunchKernel", "cuLaunchKernel")  # also the ExC / Ex / _ptsz forms
+SYNC_CALLS, LAUNCH_PREFIXES = mh.SYNC_CALLS, mh.LAUNCH_PREFIXES  # as metaprep calibrate reads them
 COUNT_MARK = "calibrate: counted call"  # record_function around a profiled call
 
 
@@ -155,32 +142,6 @@ def length_range(text):
     return lo, hi
 
 
-def cpu_choice(text):
-    """argparse type: a CPU number, `auto` or `off`."""
-    if text in ("auto", "off"):
-        return text
-    try:
-        cpu = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"`{text}` is not a CPU: give a number, auto or off")
-    if cpu < 0:
-        raise argparse.ArgumentTypeError(f"`{text}` is not a CPU: give a number, auto or off")
-    return cpu
-
-
-def pin_thread(choice):
-    """Pins this thread as metaprep's --cpu does; returns the CPU, or None for `off`."""
-    allowed = sorted(os.sched_getaffinity(0))
-    if choice == "off":
-        return None
-    cpu = allowed[-1] if choice == "auto" else choice
-    if cpu not in allowed:
-        raise SystemExit(f"calibrate_torch: --cpu {cpu} is not one of the CPUs this process may "
-                         f"run on ({allowed}); pick one of them, or --cpu auto")
-    os.sched_setaffinity(0, {cpu})  # pid 0: the calling thread only, on Linux
-    return cpu
-
-
 def parse_args(argv):
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -215,7 +176,7 @@ def parse_args(argv):
     p.add_argument("--max-context", type=int, default=32768,
                    help="columns of req_to_token (and the static page-table width)")
     p.add_argument("--seed", type=int, default=1, help="seed of every random input")
-    p.add_argument("--cpu", type=cpu_choice, default="auto",
+    p.add_argument("--cpu", type=mh.cpu_choice, default="auto",
                    help="CPU to pin the measuring thread to once CUDA is up: a number, auto (the "
                         "last CPU this process may run on, as metaprep's --cpu auto) or off; "
                         "unpinned, PyTorch's op costs after a wait move by up to 2x")
@@ -230,6 +191,7 @@ def parse_args(argv):
                    help="smoke run: 30 steps, 5 warm-up, 100 reps, forward 1000 us, batch 1 "
                         "(replaces those flags)")
     args = p.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
 
     args.reps = FULL_REPS
     if args.quick:
@@ -671,7 +633,7 @@ def record_trace(args):
     (metaprep_host.record writes the probe file beside the trace). Writes the traced and
     the bare steps' host timings to trace-ARM[-bsN].timings.json."""
     cycles_per_us, _ = calibrate_sleep()
-    pin_thread(args.cpu)
+    mh.pin_thread(args.cpu, "calibrate_torch")
     state = StepState(args.trace_batch, args)
     forwards = forward_graphs(TRACE_FORWARD_US, cycles_per_us)
     arm = args.trace_arm
@@ -696,14 +658,10 @@ def export_traces(args):
     --trace-batch-sizes (for the preps' GPU time per batch)."""
     jobs = [(arm, 1) for arm in ARMS] + [("graph", bs) for bs in args.trace_batch_sizes]
     for arm, bs in jobs:
-        cmd = [sys.executable, os.path.abspath(__file__), "--out", args.out, "--trace-arm", arm,
-               "--trace-batch", str(bs), "--trace-steps", str(args.trace_steps),
-               "--cpu", str(args.cpu), "--seed", str(args.seed), "--block", str(args.block),
-               "--accept-length", repr(args.accept_length), "--steps", str(args.steps),
-               "--warmup", str(args.warmup), "--scheduler-us", repr(args.scheduler_us),
-               "--max-context", str(args.max_context),
-               "--seq-lens", f"{args.seq_lens[0]}-{args.seq_lens[1]}"]
-        subprocess.run(cmd, check=True)
+        # Every flag of this run travels (the last of a repeated flag wins), so none is lost.
+        cmd = [sys.executable, os.path.abspath(__file__), *args.argv,
+               "--trace-arm", arm, "--trace-batch", str(bs)]
+        mh.run_child(cmd)
 
 
 # ----------------------------------------------------------------------------- outputs
@@ -872,7 +830,7 @@ def main(argv=None):
     # 1. Micro-benchmarks, GPU idle before each call.
     cycles_per_us, rates = calibrate_sleep()
     log(f"_sleep: {cycles_per_us:.1f} cycles/us")
-    meta["cpu"] = pin_thread(args.cpu)  # CUDA's own threads exist now and keep the whole mask
+    meta["cpu"] = mh.pin_thread(args.cpu, "calibrate_torch")  # CUDA's own threads exist now and keep the whole mask
     meta["host_speed_us"] = mh.host_speed()
     log(f"measuring thread pinned to CPU {meta['cpu']}" if meta["cpu"] is not None
         else "measuring thread not pinned (--cpu off)")

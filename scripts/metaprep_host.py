@@ -5,7 +5,7 @@ beside your script or put scripts/ on sys.path). Two things metaprep cannot see 
 profiler trace alone are measured here:
 
 * **host speed**: how fast this process issues framework ops right now, as µs per op of a
-  pass of 24 varied small CUDA ops (`_mixed`), bare (no profiler). A Python engine's host costs
+  pass of varied small CUDA ops (`_mixed`, counted as 24 ops), bare (no profiler). A Python engine's host costs
   scale with it, and it moves between processes and even within one, so every measurement a
   prediction is judged against records it: the calibration beside its trace, and each
   reference cell beside its step times (`host_speed()`).
@@ -28,7 +28,8 @@ If your engine starts the profiler itself, call `bare = mh.bare_probes()` before
 bare, inside)` after the trace is written.
 
 Timing a reference cell for `metaprep validate`: call `host_speed()` between rounds of that
-cell (not while a step runs: it queues 200 tiny kernels) and write `reference_row(...)`
+cell (not while a step runs: it issues some 3,000 small ops, and returns once the GPU has run
+them) and write `reference_row(...)`
 lines with `write_reference(path, rows)`; the CSV's columns are documented there.
 """
 
@@ -46,6 +47,54 @@ REPS = 200  # workload repetitions per timing
 REPEATS = 5  # timings per workload (their median is used)
 
 _state = {}
+
+# The CUDA runtime and driver calls a trace's ops are classified by, as `metaprep calibrate`
+# classifies them (src/calibrate/analysis.rs, rt_kind): those that make the host wait for the
+# GPU, and the prefixes of kernel launches (with their Ex / ExC / _ptsz forms).
+SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
+                        "cudaMemcpy", "cuStreamSynchronize", "cuCtxSynchronize",
+                        "cuEventSynchronize"})
+LAUNCH_PREFIXES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchCooperativeKernel")
+
+
+def cpu_choice(text):
+    """argparse type of --cpu: a CPU number, `auto` (the last one this process may use) or
+    `off`, as metaprep's --cpu."""
+    import argparse
+    if text in ("auto", "off"):
+        return text
+    try:
+        cpu = int(text)
+    except ValueError:
+        cpu = -1
+    if cpu < 0:
+        raise argparse.ArgumentTypeError(f"`{text}` is not a CPU: give a number, auto or off")
+    return cpu
+
+
+def pin_thread(choice, who):
+    """Pins the calling thread as metaprep's --cpu does; returns the CPU, or None for `off`.
+    The CPUs the process had before are kept for run_child."""
+    allowed = sorted(os.sched_getaffinity(0))
+    _state.setdefault("allowed", set(allowed))
+    if choice == "off":
+        return None
+    cpu = allowed[-1] if choice == "auto" else choice
+    if cpu not in allowed:
+        raise SystemExit(f"{who}: --cpu {cpu} is not one of the CPUs this process may run on "
+                         f"({allowed}); pick one of them, or --cpu auto")
+    os.sched_setaffinity(0, {cpu})  # pid 0: the calling thread only, on Linux
+    return cpu
+
+
+def run_child(cmd):
+    """Runs `cmd` (a trace process) on the CPUs this process had before pin_thread: a child
+    inherits the pinned thread's one-CPU mask, and its CUDA and profiler threads would then
+    share the core its measuring thread runs on."""
+    import subprocess
+    allowed = _state.get("allowed")
+    restore = (lambda: os.sched_setaffinity(0, allowed)) if allowed else None
+    subprocess.run(cmd, check=True, preexec_fn=restore)
 
 
 def _torch():
@@ -121,7 +170,7 @@ def _busy_workloads():
 
 
 def _mixed(t):
-    """One pass of 24 different small ops, as a prep issues them: host speed is measured on
+    """One pass of different small ops, as a prep issues them: host speed is measured on
     this, since a tight loop of one op stays in the CPU's caches and under-reports how much
     a slow host slows an engine's varied op sequence."""
     torch = _torch()
@@ -152,7 +201,10 @@ def _mixed(t):
     return m, e, k, u, q, f
 
 
-MIXED_OPS = 24  # ops in one pass of _mixed
+# The unit host speed is counted in: one pass of _mixed as 24 ops. The pass makes 27 torch
+# calls; only ratios of host speeds are used, and every profile and probe file so far was
+# written with this divisor (probe files record it as host_speed_ops).
+MIXED_OPS = 24
 
 
 def _sleep_rate():
@@ -202,11 +254,14 @@ def _warm(fns):
 
 def host_speed(reps=20, repeats=REPEATS):
     """This process's host speed now: median µs per op of `repeats` timings of `reps` passes
-    of 24 varied small CUDA ops (`_mixed`), no profiler. Does not wait for the GPU; call it
-    between rounds, not while a step runs."""
+    of varied small CUDA ops (`_mixed`), no profiler. Returns once the GPU has run them, so
+    the next timed step does not overlap them; call it between rounds, not while a step
+    runs."""
     mixed = _workloads()["mixed"]
     _warm({"mixed": mixed})
-    return round(statistics.median(_time_us(mixed, reps) for _ in range(repeats)) / MIXED_OPS, 4)
+    speed = statistics.median(_time_us(mixed, reps) for _ in range(repeats)) / MIXED_OPS
+    _torch().cuda.synchronize()
+    return round(speed, 4)
 
 
 def _all_workloads():
@@ -214,7 +269,15 @@ def _all_workloads():
 
 
 def bare_probes(reps=REPS, repeats=REPEATS):
-    """Every workload timed with no profiler running: name -> [µs per rep, one per timing]."""
+    """Every workload timed with no profiler running: name -> [µs per rep, one per timing].
+    The first call for a trace notes whether a profiler already ran in this process (the
+    probe file's `profiler_ran_before`), as `record` and the manual recipe both call it."""
+    if not _state.get("in_trace"):
+        _state["profiled_before_bare"] = _state.get("profiled", False)
+        if _state["profiled_before_bare"]:
+            print("metaprep_host: warning: a profiler already ran in this process; its CUDA "
+                  "calls stay slower even bare: record each trace in a fresh process",
+                  flush=True)
     fns = _all_workloads()
     _warm(fns)
     out = {name: [] for name in fns}
@@ -231,6 +294,7 @@ def profiled_probes(reps=REPS, repeats=REPEATS):
     torch = _torch()
     fns = _all_workloads()
     _state["profiled"] = True
+    _state["in_trace"] = True
     out = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
@@ -247,10 +311,13 @@ def probe_path(trace_path):
 
 
 def write_probe_file(trace_path, bare, profiled, reps=REPS, profiler_ran_before=None):
-    """The probe file `metaprep calibrate` reads beside `trace_path`. `profiler_ran_before`:
-    whether a profiler ran in this process before this trace's (default: whether this
-    module saw one before `bare` was taken)."""
+    """The probe file `metaprep calibrate` reads beside `trace_path`. Its host speed is of the
+    bare `mixed` timings given (`record`'s: those before the profiler started and after it
+    stopped, which bracket the trace). `profiler_ran_before`: whether a profiler ran in this
+    process before this trace's (default: whether this module saw one before `bare` was
+    taken)."""
     torch = _torch()
+    _state["in_trace"] = False
     speed = statistics.median(bare["mixed"]) / MIXED_OPS
     record = {
         "metaprep_probe": PROBE_SCHEMA,
@@ -283,11 +350,6 @@ class record:
         self.kwargs = profiler_kwargs
 
     def __enter__(self):
-        _state["profiled_before_bare"] = _state.get("profiled", False)
-        if _state["profiled_before_bare"]:
-            print("metaprep_host: warning: a profiler already ran in this process; its CUDA "
-                  "calls stay slower even bare: record each trace in a fresh process",
-                  flush=True)
         self.bare = bare_probes()
         self.prof = _torch().profiler.profile(**self.kwargs)
         self.prof.__enter__()

@@ -31,7 +31,6 @@ import collections
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -76,8 +75,11 @@ def parse_args(argv):
     p.add_argument("--trace-batch", type=int, default=1, help="(internal) with --trace-arm")
     p.add_argument("--max-context", type=int, default=16384)
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--cpu", default="auto", help="CPU to pin this thread to: a number, auto, off")
-    return p.parse_args(argv)
+    p.add_argument("--cpu", type=mh.cpu_choice, default="auto",
+                   help="CPU to pin this thread to: a number, auto, off")
+    args = p.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    return args
 
 
 def spin(us):
@@ -291,9 +293,7 @@ def setup(args):
         raise SystemExit("reference_loop: CUDA is not available to torch")
     os.makedirs(args.out, exist_ok=True)
     rate = cycles_per_us()
-    if args.cpu != "off":
-        cpus = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpus[-1] if args.cpu == "auto" else int(args.cpu)})
+    mh.pin_thread(args.cpu, "reference_loop")
     return rate
 
 
@@ -355,13 +355,9 @@ def main(argv=None):
     # The traces, one fresh process each (README: calibration recipe).
     jobs = [(arm, 1) for arm in ARMS] + [("graph", bs) for bs in args.trace_batch_sizes]
     for arm, bs in jobs:
-        subprocess.run([sys.executable, os.path.abspath(__file__), "--out", args.out,
-                        "--trace-arm", arm, "--trace-batch", str(bs),
-                        "--trace-forward-us", repr(args.trace_forward_us),
-                        "--trace-steps", str(args.trace_steps), "--seed", str(args.seed),
-                        "--block", str(args.block), "--accept-rate", repr(args.accept_rate),
-                        "--warmup", str(args.warmup), "--round-steps", str(args.round_steps),
-                        "--max-context", str(args.max_context), "--cpu", args.cpu], check=True)
+        # Every flag of this run travels (the last of a repeated flag wins), so none is lost.
+        mh.run_child([sys.executable, os.path.abspath(__file__), *args.argv,
+                      "--trace-arm", arm, "--trace-batch", str(bs)])
     return 0
 
 

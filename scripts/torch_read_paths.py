@@ -12,7 +12,8 @@ and its step loop tops its own pinned read up to the host profile's `pinned_read
 that read costs the host with the GPU idle. This script measures it, and in the same process
 `seq_lens.tolist()` (what the profile's `read_us` is), so the two stand side by side: the
 host's speed is a property of the process (shared/GPU-NOTES.md), and only a pair measured
-together compares the paths. It writes the profile given with `pinned_read_us` set; every other
+together compares the paths. It writes the profile given with `pinned_read_us` set to the
+profile's `read_us` times the pair's ratio (both then hold the profile's host speed); every other
 field stays as it was (`mapped_read_us` included: no PyTorch op reads through mapped memory,
 so the mapped read's cost is metaprep's own, docs/read-paths.md).
 
@@ -20,7 +21,8 @@ so the mapped read's cost is metaprep's own, docs/read-paths.md).
     metaprep steps --host-profile FILE --arms eager-sync,eager-pinned,eager-mapped,eager-device,graph
 
 The timing helpers are scripts/calibrate_torch.py's (its `host_times_us`, `summarize`,
-`waits_for_stream`, `calibrate_sleep`, `pin_thread`), so both scripts time a call the same way.
+`waits_for_stream`, `calibrate_sleep`; metaprep_host's `pin_thread`), so both scripts time
+a call the same way.
 """
 
 import argparse
@@ -46,7 +48,7 @@ def parse_args(argv):
                    help="measured calls of each read, GPU idle before each")
     p.add_argument("--batch-size", type=int, default=1,
                    help="ints read (calibrate_torch.py measures read_us on int32[1])")
-    p.add_argument("--cpu", type=calibrate.cpu_choice, default="auto",
+    p.add_argument("--cpu", type=calibrate.mh.cpu_choice, default="auto",
                    help="pin the measuring thread to this CPU (auto: the last allowed), or off")
     args = p.parse_args(argv)
     if args.reps < 10 or args.batch_size < 1:
@@ -89,7 +91,7 @@ def main(argv=None):
     calibrate.torch, calibrate.np = torch, numpy
 
     cycles_per_us, _ = calibrate.calibrate_sleep()  # before pinning, as calibrate_torch does
-    cpu = calibrate.pin_thread(args.cpu)
+    cpu = calibrate.mh.pin_thread(args.cpu, "torch_read_paths")
     seq_lens = torch.arange(1, args.batch_size + 1, dtype=torch.int32, device="cuda")
     done = torch.cuda.Event()  # PyTorch's default: no timing, the cheaper event
 
@@ -112,11 +114,18 @@ def main(argv=None):
     where = (f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
              f"{datetime.now(timezone.utc).strftime('%Y-%m-%d')}, "
              + (f"thread pinned to CPU {cpu}" if cpu is not None else "thread not pinned"))
+    # The profile's read_us was measured in another process, at that process's host speed:
+    # only the pair measured here compares the paths, so the pinned read enters the profile
+    # as read_us times the ratio of the two.
+    ratio = pinned["median"] / tolist["median"]
+    read_us = profile["read_us"]["value"]
     profile["pinned_read_us"] = {
-        "value": pinned["median"],
-        "source": (f"scripts/torch_read_paths.py: median host time of seq_lens.to('cpu', "
-                   f"non_blocking=True), event.record(), event.synchronize(), .tolist() on "
-                   f"int32[{args.batch_size}], GPU idle, {pinned['reps']} reps (p10 {pinned['p10']}, "
+        "value": round(read_us * ratio, 3),
+        "source": (f"scripts/torch_read_paths.py: the profile's read_us ({read_us} us) times "
+                   f"the pinned read over seq_lens.tolist() measured together ({ratio:.4f}): "
+                   f"median host time of seq_lens.to('cpu', non_blocking=True), "
+                   f"event.record(), event.synchronize(), .tolist() on int32[{args.batch_size}], "
+                   f"GPU idle, {pinned['reps']} reps, {pinned['median']} us (p10 {pinned['p10']}, "
                    f"p90 {pinned['p90']}); in the same process seq_lens.tolist() took "
                    f"{tolist['median']} us (p10 {tolist['p10']}, p90 {tolist['p90']}); {where}"),
     }
