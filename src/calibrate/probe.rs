@@ -40,7 +40,8 @@ pub struct ProbeFile {
     pub reps: u32,
     /// The annotations' name prefix (`metaprep probe`).
     pub mark: String,
-    /// This process's host speed before the profiler started: µs per op of host_speed().
+    /// This process's host speed around the trace: µs per op of metaprep_host's `mixed`
+    /// pass, from the bare probes before the profiler started and after it stopped.
     pub host_speed_us: f64,
     /// Workload → µs per repetition of each bare timing.
     pub bare_us: BTreeMap<String, Vec<f64>>,

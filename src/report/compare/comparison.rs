@@ -142,10 +142,7 @@ impl Comparison {
 
     /// The host-speed reference's move, where both sides timed it.
     pub fn host(&self) -> Option<&FloorMove> {
-        self.floors.iter().find(|f| {
-            let (b, _) = self.floor_entries(f);
-            &*b.arm == HOST_REFERENCE && &*b.metric == "step_us"
-        })
+        host_move(&self.floors, &self.base)
     }
 
     /// The floor times whose whole interval moved beyond the threshold.
@@ -351,6 +348,14 @@ fn cell_of<'e>(base: &'e Entry, new: &'e Entry) -> CellOf<'e> {
 /// Compares `base` with `new` (two runs, or with `arms` two arms) at `threshold_pct`. Fails
 /// when a side holds a row twice, has no rows of an arm asked for, or when no cell but floors
 /// matches.
+/// Of `floors`, the host-speed reference's step time (`base`'s entries name them).
+fn host_move<'f>(floors: &'f [FloorMove], base: &Side) -> Option<&'f FloorMove> {
+    floors.iter().find(|f| {
+        let e = &base.entries[f.base];
+        &*e.arm == HOST_REFERENCE && &*e.metric == "step_us"
+    })
+}
+
 pub fn compare(base: Side, new: Side, arms: Arms, threshold_pct: f64) -> Result<Comparison> {
     for (side, arm) in [(&base, arms.map(|a| a.0)), (&new, arms.map(|a| a.1))] {
         let has_cells = side
@@ -393,13 +398,7 @@ pub fn compare(base: Side, new: Side, arms: Arms, threshold_pct: f64) -> Result<
             change: relative_change(&base.entries[b], &new.entries[n]),
         })
         .collect();
-    let host = floors
-        .iter()
-        .find(|f| {
-            let e = &base.entries[f.base];
-            &*e.arm == HOST_REFERENCE && &*e.metric == "step_us"
-        })
-        .and_then(|f| f.change);
+    let host = host_move(&floors, &base).and_then(|f| f.change);
     let matched = judge_all(&base, &new, &cells, &twins, host, threshold_pct);
     Ok(Comparison {
         arms: arms.map(|(b, n)| (b.to_string(), n.to_string())),
