@@ -67,8 +67,9 @@ pub struct SweepArgs {
     /// round: a copy queued behind running GPU work completes in steps of about 8 µs, and the
     /// host's speed decides whether the read lands behind the prep's last kernel (the floor's
     /// d2h-int-busy; results/2026-11-29-h200-read-landing/). So eager groups take every
-    /// round, and a default sweep takes about 2½ minutes (results/2026-11-29-h200-rounds/).
-    #[arg(long, default_value_t = 20)]
+    /// round: at 20 the default sweep took 226 s on the H200 (seven arms, five workers;
+    /// results/2026-12-01-h200-sweep/), at 12 it fits in three minutes.
+    #[arg(long, default_value_t = 12)]
     pub(crate) max_rounds: usize,
     /// Precision aimed at, in percent of the median: a group stops adding rounds once every
     /// arm's step_us interval between rounds is within it (and its read cost's is within
@@ -98,9 +99,10 @@ pub struct SweepArgs {
     /// every other group is measured again from its first round.
     #[arg(long)]
     pub(crate) resume: bool,
-    /// Worker processes the rounds are shared out over, started one after another, each
-    /// measuring ceil(--max-rounds / N) rounds of the groups still open (metaprep's hidden
-    /// `sweep-worker`); 1 measures every round in this process. A process draws its state
+    /// Worker processes the rounds are shared out over, started one after another
+    /// (metaprep's hidden `sweep-worker`): the first --rounds over up to N workers, so a group
+    /// that stops there has seen N processes, then the rounds up to --max-rounds of the groups
+    /// still open over up to N more; 1 measures every round in this process. A process draws its state
     /// once for all its rounds (where its memory and the driver's structures landed, its
     /// CPU's state): on the H200 host one process's graph host_issue_us sat 50-58% above
     /// another's with intervals that excluded zero, so rounds in one process cannot show that
@@ -112,7 +114,7 @@ pub struct SweepArgs {
 }
 
 /// Worker processes a sweep's rounds are shared out over by default: five draws of a process's
-/// state, four rounds each at the default --max-rounds, for a few seconds' start each.
+/// state in a group's first six rounds and five more in the rest, for a few seconds' start each.
 pub const DEFAULT_PROCESSES: usize = 5;
 
 /// `metaprep sweep-worker` (hidden): rounds of a sweep measured for the sweep that started

@@ -146,7 +146,7 @@ pub fn progress(count: usize, units: &str) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(count as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template(&format!(
-            "{{elapsed_precise}} [{{bar:30}}] {{pos}}/{{len}} {units}, ETA {{eta}} {{msg}}"
+            "{{prefix}}{{elapsed_precise}} [{{bar:30}}] {{pos}}/{{len}} {units}, ETA {{eta}} {{msg}}"
         ))
         .expect("valid progress template"),
     );

@@ -120,11 +120,6 @@ impl SweepConfig {
             ..self.group_rule()
         }
     }
-
-    /// Rounds each worker process measures: the most rounds shared out over the processes.
-    pub fn rounds_per_process(&self) -> usize {
-        self.max_rounds.div_ceil(self.processes.max(1))
-    }
 }
 
 /// The bare empty graph run through the same harness as the arms: its cost over the raw
@@ -206,10 +201,9 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
     match &pinned {
         Some(pinned) => notes.push(pinned.note()),
         None => notes.push(format!(
-            "rounds measured in up to {} worker processes, one after another, {} rounds each \
-             (each worker's own notes follow)",
-            config.processes,
-            config.rounds_per_process()
+            "rounds measured in worker processes, one after another: the first {} over up to \
+             {} workers, the rest up to {} over up to {} more (each worker's own notes follow)",
+            config.rounds, config.processes, config.max_rounds, config.processes
         )),
     }
     let recorder = Recorder::start(&gpu, &config.out, csv_path, config.resume, notes)?;
@@ -231,7 +225,7 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
     } else {
         let mut here = Measurer::new(&gpu, config)?;
         while let Some(round) = state.next_round() {
-            sink.plan(&state, round);
+            sink.plan(&state, round, 1);
             let specs = state.open_specs();
             let result = here.round(round, &specs, &mut |label: &str, counts: bool| {
                 sink.mark(label, counts);
@@ -277,13 +271,20 @@ impl Sink<'_> {
         }
     }
 
-    /// Round `round` (from 0) is about to be measured: the bar's length grows to the rounds
-    /// planned so far.
-    pub(crate) fn plan(&self, state: &RunState, round: usize) {
-        let planned = state.min_rounds.saturating_sub(round).max(1);
+    /// Rounds `round..round + rounds` (from 0) are about to be measured: the bar's length
+    /// grows to the rounds planned so far (those, or the rest of `--rounds`), and its heading
+    /// names them against the run's range of rounds.
+    pub(crate) fn plan(&self, state: &RunState, round: usize, rounds: usize) {
+        let planned = state.min_rounds.saturating_sub(round).max(rounds);
         let visits = state.open.len() * state.arms * planned;
         self.progress
             .set_length(self.progress.position() + visits as u64);
+        let last = round + rounds;
+        let (min, max) = (state.min_rounds, state.max_rounds);
+        self.progress.set_prefix(match rounds {
+            1 => format!("round {last} of {min}–{max}: "),
+            _ => format!("rounds {}–{last} of {min}–{max}: ", round + 1),
+        });
     }
 
     /// Rounds first: a run stopped between the two writes then has every kept group's rounds,

@@ -65,16 +65,20 @@ pub fn worker_command(exe: &Path, assignment: &Assignment, sweep_args: &[OsStrin
 /// the files after each worker. Returns env.json's notes of each worker.
 pub(crate) fn run(config: &SweepConfig, state: &mut RunState, sink: &Sink) -> Result<Vec<String>> {
     let exe = std::env::current_exe().context("finding this program to start sweep workers")?;
-    let per_worker = config.rounds_per_process();
     let mut notes = Vec::new();
     let mut number = 1u32;
     while let Some(first_round) = state.next_round() {
-        sink.plan(state, first_round);
         let assignment = Assignment {
             first_round,
-            rounds: per_worker.min(config.max_rounds - first_round),
+            rounds: worker_rounds(
+                config.rounds,
+                config.max_rounds,
+                config.processes,
+                first_round,
+            ),
             groups: state.open_specs().iter().map(|g| g.grid_index).collect(),
         };
+        sink.plan(state, first_round, assignment.rounds);
         let label = format!("sweep worker {number}");
         let mut worker = Worker::spawn(&label, worker_command(&exe, &assignment, &config.args))?;
         // Kept until the worker ends: absorbing a round (stop rules, rows, NVML summaries
@@ -117,6 +121,38 @@ pub(crate) fn run(config: &SweepConfig, state: &mut RunState, sink: &Sink) -> Re
         number += 1;
     }
     Ok(notes)
+}
+
+/// Rounds the worker starting at round `first_round` measures. The first `rounds` (the
+/// fewest a group gets) are shared out over up to `processes` workers, the rest up to
+/// `max_rounds` over up to `processes` more: a group that stops at `rounds` has then seen
+/// every process (at most `rounds` of them), and no worker measures across the round where
+/// groups begin to stop, whose visits would be thrown away.
+pub fn worker_rounds(
+    rounds: usize,
+    max_rounds: usize,
+    processes: usize,
+    first_round: usize,
+) -> usize {
+    match first_round < rounds {
+        true => share(rounds, processes, first_round),
+        false => share(max_rounds - rounds, processes, first_round - rounds),
+    }
+}
+
+/// From `at` to the end of its part, with `0..span` cut into `parts` runs of near-equal
+/// length, the longer first.
+fn share(span: usize, parts: usize, at: usize) -> usize {
+    let parts = parts.clamp(1, span.max(1));
+    let (base, longer) = (span / parts, span % parts);
+    let mut end = 0;
+    for part in 0..parts {
+        end += base + usize::from(part < longer);
+        if at < end {
+            return end - at;
+        }
+    }
+    0
 }
 
 /// Runs one worker: measures `assignment`'s rounds of `config`'s grid, writing each message
@@ -171,6 +207,37 @@ fn send(out: &mut impl Write, message: &WorkerMessage) -> Result<()> {
 mod tests {
     use super::*;
     use crate::runs::sweep_rounds::{ArmRound, FloorRound, GroupRound};
+
+    /// The rounds of each worker of a run that no group leaves early.
+    fn split(rounds: usize, max_rounds: usize, processes: usize) -> Vec<usize> {
+        let mut sizes = Vec::new();
+        let mut first = 0;
+        while first < max_rounds {
+            let n = worker_rounds(rounds, max_rounds, processes, first);
+            assert!(
+                n > 0,
+                "worker at round {first} of {max_rounds} got no rounds"
+            );
+            sizes.push(n);
+            first += n;
+        }
+        assert_eq!(first, max_rounds, "the workers' rounds overrun the run");
+        sizes
+    }
+
+    #[test]
+    fn the_fewest_rounds_see_every_process_and_no_worker_spans_their_end() {
+        assert_eq!(split(6, 12, 5), [2, 1, 1, 1, 1, 2, 1, 1, 1, 1]);
+        assert_eq!(split(6, 20, 5), [2, 1, 1, 1, 1, 3, 3, 3, 3, 2]);
+        assert_eq!(split(6, 6, 5), [2, 1, 1, 1, 1]);
+        // More processes than rounds: one round each.
+        assert_eq!(split(6, 8, 9), [1, 1, 1, 1, 1, 1, 1, 1]);
+        assert_eq!(split(6, 12, 1), [6, 6]);
+        // A resumed run starting inside a worker's share measures to that share's end.
+        assert_eq!(worker_rounds(6, 12, 5, 1), 1);
+        assert_eq!(worker_rounds(6, 12, 5, 3), 1);
+        assert_eq!(worker_rounds(6, 12, 5, 7), 1);
+    }
 
     #[test]
     fn a_worker_gets_its_rounds_groups_and_the_parents_arguments() {
