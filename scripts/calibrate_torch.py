@@ -160,7 +160,11 @@ def parse_args(argv):
     p.add_argument("--rounds", type=int, default=5,
                    help="each cell's steps are split over this many rounds, the arms of a "
                         "(forward, batch) interleaved in each, so host drift hits them alike")
-    p.add_argument("--warmup", type=int, default=20, help="unmeasured steps before them")
+    p.add_argument("--warmup", type=int, default=5,
+                   help="unmeasured steps at the start of each run (round) before them")
+    p.add_argument("--probe-every", type=int, default=12,
+                   help="a host-speed probe (metaprep_host.StepSampler) every this many steps "
+                        "of a run; the 2 steps after each are not measured")
     p.add_argument("--scheduler-us", type=float, default=50.0,
                    help="host busy-wait standing in for the scheduler, per step")
     p.add_argument("--accept-rate", type=float, default=ACCEPT_RATE,
@@ -201,6 +205,8 @@ def parse_args(argv):
         p.error("--block must be at least 1")
     if args.steps < 1 or args.warmup < 1 or args.trace_steps < 1:
         p.error("--steps, --warmup and --trace-steps must be at least 1")
+    if args.probe_every < 3:
+        p.error("--probe-every must be at least 3 (the 2 steps after a probe are not measured)")
     if not 1 <= args.rounds <= args.steps:
         p.error("--rounds must be between 1 and --steps")
     if args.scheduler_us < 0:
@@ -580,10 +586,13 @@ def timed_prep(state, prep, arm):
 HOST_KEYS = ("prep", "draft", "verify", "draft_post_read", "verify_post_read")
 
 
-def run_loop(state, forwards, arm, warmup, steps, scheduler_us, annotate=False):
+def run_loop(state, forwards, arm, warmup, steps, scheduler_us, annotate=False, sampler=None):
     """The reference step loop; returns each measured step's GPU µs and host µs samples:
     `prep` (both preps), `draft` and `verify` (each prep), `draft_post_read` and
     `verify_post_read` (from the first read's return to the prep's end; eager-sync only).
+    With a metaprep_host.StepSampler, that times the steps (and the verify forward) and
+    probes the host speed between them, as the calibration recipe says; the step times
+    returned then include the steps it leaves out.
 
     Mirrors metaprep's host program: the host runs at most one step ahead of the GPU.
     """
@@ -591,9 +600,13 @@ def run_loop(state, forwards, arm, warmup, steps, scheduler_us, annotate=False):
     draft_forward, verify_forward = forwards
     state.reset()
     total = warmup + steps
-    done = [torch.cuda.Event(enable_timing=True) for _ in range(total)]
+    done = [None] * total
     host = {key: [] for key in HOST_KEYS}
+    if sampler is not None:
+        sampler.begin_run()
     for k in range(total):
+        if sampler is not None:
+            sampler.before_step(measure=k >= warmup)  # between steps: maybe a probe
         with mark("step"):
             if k >= 2:
                 done[k - 2].synchronize()
@@ -608,10 +621,18 @@ def run_loop(state, forwards, arm, warmup, steps, scheduler_us, annotate=False):
             with mark("verify prep"):
                 verify_us, verify_post_read_us = timed_prep(state, state.verify_prep, arm)
             with mark("verify forward"):
+                if sampler is not None:
+                    sampler.forward_begin()
                 verify_forward.replay()
+                if sampler is not None:
+                    sampler.forward_end()
             with mark("accept"):
                 state.accept(k)
-            done[k].record()
+            if sampler is not None:
+                done[k] = sampler.after_step()
+            else:
+                done[k] = torch.cuda.Event(enable_timing=True)
+                done[k].record()
         host["prep"].append(draft_us + verify_us)
         host["draft"].append(draft_us)
         host["verify"].append(verify_us)
@@ -619,7 +640,9 @@ def run_loop(state, forwards, arm, warmup, steps, scheduler_us, annotate=False):
             host["draft_post_read"].append(draft_post_read_us)
             host["verify_post_read"].append(verify_post_read_us)
     torch.cuda.synchronize()
-    step_us = [done[k - 1].elapsed_time(done[k]) * 1e3 for k in range(warmup, total)]
+    if sampler is not None:
+        sampler.end_run()
+    step_us = [done[k - 1].elapsed_time(done[k]) * 1e3 for k in range(max(warmup, 1), total)]
     return step_us, {key: v[warmup:] for key, v in host.items()}
 
 
@@ -679,13 +702,9 @@ def write_json(path, value):
     write_atomic(path, json.dumps(value, indent=2) + "\n")
 
 
-def write_reference(path, cells, rounds):
+def write_reference(path, rows):
     """reference.csv in the format `metaprep validate` reads (metaprep_host.REFERENCE_COLUMNS)."""
-    mh.write_reference(path, [
-        mh.reference_row(c["forward_us"], c["batch_size"], c["block"], c["arm"],
-                         c["step_us_samples"], rounds=rounds,
-                         host_speed_us=float(np.median(c["host_speed_us"])))
-        for c in cells])
+    mh.write_reference(path, rows)
     log(f"wrote {path}")
 
 
@@ -762,8 +781,10 @@ def host_profile(meta, micro, probes, preps, sampling, accept, upload, args):
                       "source": f"median host time of torch.tensor([5], dtype=int32, "
                                 f"device='cuda'), GPU idle, {reps} reps"},
         "host_speed_us": {"value": meta["host_speed_us"],
-                          "source": "metaprep_host.host_speed() in this process before the "
-                                    "micro-benchmarks (µs per x.add_(1), no profiler)"},
+                          "source": "median of metaprep_host.host_speed() before and after the "
+                                    "micro-benchmarks and of the StepSampler probes of the "
+                                    "in-loop runs the op costs come from (µs per op of the "
+                                    "mixed pass, no profiler)"},
         "upload_syncs": {"value": upload_probe["waits"],
                          "source": f"the same upload issued behind a {SLEEP_PROBE_US} us "
                                    f"torch.cuda._sleep took {upload_probe['median_us']:.0f} us (median "
@@ -831,7 +852,7 @@ def main(argv=None):
     cycles_per_us, rates = calibrate_sleep()
     log(f"_sleep: {cycles_per_us:.1f} cycles/us")
     meta["cpu"] = mh.pin_thread(args.cpu, "calibrate_torch")  # CUDA's own threads exist now and keep the whole mask
-    meta["host_speed_us"] = mh.host_speed()
+    speeds = [mh.host_speed()]  # and after the micro-benchmarks, and through the in-loop runs
     log(f"measuring thread pinned to CPU {meta['cpu']}" if meta["cpu"] is not None
         else "measuring thread not pinned (--cpu off)")
     x = torch.zeros(1, dtype=torch.int32, device=dev)
@@ -849,6 +870,7 @@ def main(argv=None):
     many_kernels = capture(lambda: [x.add_(1) for _ in range(KERNEL_PROBE_OPS)])
     per_kernel = [v / KERNEL_PROBE_OPS for v in device_times_us(many_kernels.replay, args.reps)]
     micro["kernel_us"] = summarize(per_kernel)
+    speeds.append(mh.host_speed())
     for name, s in micro.items():
         log(f"{name}: median {s['median']} (p10 {s['p10']}, p90 {s['p90']}, {s['reps']} reps)")
     probes = {name: waits_for_stream(micro_calls[call], cycles_per_us)
@@ -888,49 +910,63 @@ def main(argv=None):
     # own run before the reference grid: an op costs more there than alone on an idle GPU.
     forwards = {us: forward_graphs(us, cycles_per_us)
                 for us in sorted({*args.forward_us, TRACE_FORWARD_US})}
-    in_loop = {arm: run_loop(state1, forwards[TRACE_FORWARD_US], arm, args.warmup, args.steps,
-                             args.scheduler_us)[1]
-               for arm in ("eager-sync", "eager-device")}
+    in_loop = {}
+    for arm in ("eager-sync", "eager-device"):
+        sampler = mh.StepSampler(every=args.probe_every)
+        in_loop[arm] = run_loop(state1, forwards[TRACE_FORWARD_US], arm, args.warmup,
+                                args.steps, args.scheduler_us, sampler=sampler)[1]
+        speeds += [speed for speed, _ in sampler.chunks]
+    meta["host_speed_us"] = r3(float(np.median(speeds)))
+    meta["host_speed_samples_us"] = [r3(v) for v in speeds]
+    log(f"host speed {meta['host_speed_us']} us/op (median of {len(speeds)}: "
+        f"{min(speeds):.2f}-{max(speeds):.2f})")
     for arm, host in in_loop.items():
         log(f"in the loop, {arm}: " + ", ".join(
             f"{key} {summarize(v)['median']} us" for key, v in host.items() if v))
 
     # 4. The reference grid.
-    cells = []
+    cells, rows = [], []
     n_cells = len(args.batch_sizes) * len(args.forward_us) * len(args.arms)
-    per_round = max(1, args.steps // args.rounds)
+    # Whole chunks of --probe-every steps per round, enough for --steps measured per cell.
+    used = args.probe_every - 2
+    per_round = -(-args.steps // args.rounds // used) * args.probe_every
     for bs in args.batch_sizes:
         state = states[bs]
         for fwd in args.forward_us:
-            samples = {arm: {"step": [], "prep": [], "round_medians": [], "speed": [],
-                             "host": {key: [] for key in HOST_KEYS}} for arm in args.arms}
+            samples = {arm: {"prep": [], "host": {key: [] for key in HOST_KEYS}}
+                       for arm in args.arms}
+            # Each step timed, and the host speed probed every --probe-every steps, by the
+            # recipe's sampler: each chunk of steps gets its own host speed.
+            samplers = {arm: mh.StepSampler(every=args.probe_every) for arm in args.arms}
             for r in range(args.rounds):
                 # Rotate the arms' order each round, so none always runs first.
                 order = args.arms[r % len(args.arms):] + args.arms[:r % len(args.arms)]
                 for arm in order:
-                    samples[arm]["speed"].append(mh.host_speed())  # GPU idle: run_loop synced
-                    step_us, host = run_loop(state, forwards[fwd], arm, args.warmup, per_round,
-                                             args.scheduler_us)
-                    samples[arm]["step"] += step_us
+                    _, host = run_loop(state, forwards[fwd], arm, args.warmup, per_round,
+                                       args.scheduler_us, sampler=samplers[arm])
                     samples[arm]["prep"] += host["prep"]
                     for key in HOST_KEYS:
                         samples[arm]["host"][key] += host[key]
-                    samples[arm]["round_medians"].append(r3(float(np.median(step_us))))
             for arm in args.arms:
-                got = samples[arm]
+                got, sampler = samples[arm], samplers[arm]
+                rows.append(sampler.row(fwd, bs, args.block, arm))
                 cell = {"forward_us": fwd, "batch_size": bs, "block": args.block, "arm": arm,
-                        "step_us": summarize(got["step"]), "host_prep_us": summarize(got["prep"]),
-                        "round_medians_us": got["round_medians"],
-                        "host_speed_us": got["speed"],
-                        "step_us_samples": [r3(v) for v in got["step"]],
+                        "step_us": summarize(sampler.steps),
+                        "host_prep_us": summarize(got["prep"]),
+                        "chunks": [{"host_speed_us": r3(sp), "step_us": [r3(v) for v in st]}
+                                   for sp, st in sampler.chunks],
+                        "forward_dev_us": [r3(v) for v in sampler.forward],
+                        "sm_clock_mhz": sampler.clocks,
                         "host_prep_us_samples": [r3(v) for v in got["prep"]],
                         "host_us": got["host"]}
                 cells.append(cell)
                 log(f"[{len(cells)}/{n_cells}] forward {format_number(fwd)} us, bs {bs}, {arm}: "
                     f"step {cell['step_us']['median']} us (p10 {cell['step_us']['p10']}, "
-                    f"p90 {cell['step_us']['p90']}; rounds {got['round_medians']}), "
-                    f"host prep {cell['host_prep_us']['median']} us")
-    write_reference(os.path.join(args.out, "reference.csv"), cells, args.rounds)
+                    f"p90 {cell['step_us']['p90']}), host prep {cell['host_prep_us']['median']} "
+                    f"us, host speed {rows[-1]['host_speed_us']} us/op (p10 "
+                    f"{rows[-1]['host_speed_p10']}, p90 {rows[-1]['host_speed_p90']}), verify "
+                    f"forward {rows[-1]['forward_dev_us']} us, SM {rows[-1]['sm_clock_mhz']} MHz")
+    write_reference(os.path.join(args.out, "reference.csv"), rows)
 
     # 5. Op counts, from the profiler (started only now: CUPTI stays hooked once it has run).
     for family, prep, key in zip(FAMILIES, (state1.draft_prep, state1.verify_prep),

@@ -27,10 +27,14 @@ If your engine starts the profiler itself, call `bare = mh.bare_probes()` before
 `inside = mh.profiled_probes()` while it records, and `mh.write_probe_file(trace_path,
 bare, inside)` after the trace is written.
 
-Timing a reference cell for `metaprep validate`: call `host_speed()` between rounds of that
-cell (not while a step runs: it issues some 3,000 small ops, and returns once the GPU has run
-them) and write `reference_row(...)`
-lines with `write_reference(path, rows)`; the CSV's columns are documented there.
+Timing a reference cell for `metaprep validate`: one `StepSampler` per (cell, arm), whose
+`before_step()` / `after_step()` the loop calls around every step; every `every` steps it
+drains the GPU and takes a short host-speed probe between two steps (4 passes of `_mixed`:
+about 1.5-2.5 ms of host time), so the cell's host speed is followed *within* the cell, and
+each chunk of steps between two probes is paired with the probes around it. Then
+`sampler.row(...)` gives the reference row and `write_reference(path, rows)` writes the CSV;
+its columns are documented there. (`host_speed()`, a longer probe, is what older loops took
+between rounds.)
 """
 
 import csv
@@ -45,6 +49,7 @@ PROBE_MARK = "metaprep probe"  # record_function name around each profiled workl
 EMPTY_RANGE = "metaprep empty range"  # the `range` workload's own ranges
 REPS = 200  # workload repetitions per timing
 REPEATS = 5  # timings per workload (their median is used)
+PROBE_PASSES = 3  # timed passes of a StepSampler probe (after one warm pass)
 
 _state = {}
 
@@ -379,23 +384,214 @@ class record:
 #: The columns of a reference CSV for `metaprep validate`. Required: forward_us, batch_size,
 #: block, arm, step_us (median µs of one decode step, untraced). Optional: step_us_p10,
 #: step_us_p90, samples (steps measured), rounds (rounds they were split into),
-#: host_speed_us (host_speed() in this process while the cell ran: median over its rounds;
-#: validate rescales the profile's host costs by host_speed_us / the profile's host speed).
+#: host_speed_us (the host speed in this process while the cell ran, µs per op: the median of
+#: its chunks' probes, or of host_speed() over its rounds in older files; validate rescales
+#: the profile's host costs by it / the profile's host speed), host_speed_p10 and
+#: host_speed_p90 (the spread of the chunks' speeds), chunk_host_speed_us and chunk_step_us
+#: (`;`-separated, one value per chunk of steps between two probes: the mean of the probes
+#: before and after the chunk, and the chunk's median step; validate predicts each chunk at
+#: its own speed and compares the mean over chunks), forward_dev_us (median device µs of the
+#: forward marked with forward_begin/forward_end, nominally forward_us), sm_clock_mhz
+#: (median NVML SM clock at the probes).
 REFERENCE_COLUMNS = ("forward_us", "batch_size", "block", "arm", "step_us", "step_us_p10",
-                     "step_us_p90", "samples", "rounds", "host_speed_us")
+                     "step_us_p90", "samples", "rounds", "host_speed_us", "host_speed_p10",
+                     "host_speed_p90", "chunk_host_speed_us", "chunk_step_us", "forward_dev_us",
+                     "sm_clock_mhz")
 
 
 def reference_row(forward_us, batch_size, block, arm, step_samples_us, rounds=None,
-                  host_speed_us=None):
-    """One reference row from a cell's measured step times (µs)."""
+                  host_speed_us=None, chunks=None, forward_dev_us=None, sm_clock_mhz=None):
+    """One reference row from a cell's measured step times (µs). `chunks`: the cell's
+    [(host speed µs per op, [step µs, ...]), ...] (StepSampler.chunks); with them the host
+    speed columns come from the chunks and `host_speed_us` need not be given."""
     q = statistics.quantiles(step_samples_us, n=10, method="inclusive")
-    return {
+    row = {
         "forward_us": _number(forward_us), "batch_size": batch_size, "block": block, "arm": arm,
         "step_us": round(statistics.median(step_samples_us), 3),
         "step_us_p10": round(q[0], 3), "step_us_p90": round(q[-1], 3),
         "samples": len(step_samples_us), "rounds": rounds if rounds is not None else "",
         "host_speed_us": round(host_speed_us, 4) if host_speed_us is not None else "",
     }
+    for key, value in (("forward_dev_us", forward_dev_us), ("sm_clock_mhz", sm_clock_mhz)):
+        row[key] = round(value, 3) if value is not None else ""
+    if chunks:
+        speeds = [c[0] for c in chunks]
+        sq = _spread(speeds)
+        row.update(host_speed_us=round(statistics.median(speeds), 4),
+                   host_speed_p10=round(sq[0], 4), host_speed_p90=round(sq[1], 4),
+                   chunk_host_speed_us=";".join(f"{v:.4f}" for v in speeds),
+                   chunk_step_us=";".join(f"{statistics.median(c[1]):.3f}" for c in chunks))
+    return row
+
+
+def _spread(values):
+    """p10 and p90 (inclusive quantiles; the value itself for one)."""
+    if len(values) < 2:
+        return values[0], values[0]
+    q = statistics.quantiles(values, n=10, method="inclusive")
+    return q[0], q[-1]
+
+
+def chunk_mean(chunks, predict=None):
+    """The estimator validate compares (src/calibrate/validate.rs): the mean over chunks of
+    each chunk's median step, or, with `predict` (host speed -> step µs), of the prediction
+    at each chunk's own speed. With a host speed that switches between levels, the median of
+    all steps falls in whichever level held most steps (or between them), while this mean
+    moves with the mix of levels exactly as a prediction linear in the speed does."""
+    if predict is None:
+        return statistics.fmean(statistics.median(steps) for _, steps in chunks)
+    return statistics.fmean(predict(speed) for speed, _ in chunks)
+
+
+# ----------------------------------------------------------------------------- step sampler
+
+def probe_speed(passes=PROBE_PASSES):
+    """A short host-speed probe: µs per op of one pass of `_mixed` (the median of `passes`
+    timed passes after one warm pass), with the GPU drained first so every probe sees it
+    idle, as host_speed() and the probe files' bare timings do. About 1.5-2.5 ms on the
+    H200 host; it leaves ~100 small kernels queued and does not wait for them."""
+    mixed = _workloads()["mixed"]
+    _torch().cuda.synchronize()
+    mixed()
+    times = [_time_us(mixed, 1) for _ in range(passes)]
+    return round(statistics.median(times) / MIXED_OPS, 4)
+
+
+def chunks_from_log(log, settle):
+    """The pure arithmetic of StepSampler.end_run. `log`: in order, ("probe", speed µs/op,
+    SM MHz or None) and ("step", end µs, measured?, forward µs or None) entries of one run.
+    A step's time is its end minus the previous step's end. The first `settle` steps after
+    each probe are not used: the first spans the probe, and the next may still be refilling
+    a one-step-ahead pipeline. Returns [{"speed", "before", "after", "steps", "forward"}]:
+    one per probe followed by used steps, `speed` the mean of the probes before and after
+    (one level switch inside a chunk is as likely anywhere in it; without a probe after,
+    the one before)."""
+    chunks, current, prev_end, since = [], None, None, 0
+    for entry in log:
+        if entry[0] == "probe":
+            if current is not None:
+                current["after"] = entry[1]
+            current = {"before": entry[1], "after": None, "steps": [], "forward": []}
+            chunks.append(current)
+            since = 0
+            continue
+        _, end, measured, fwd = entry
+        since += 1
+        if measured and current is not None and prev_end is not None and since > settle:
+            current["steps"].append(end - prev_end)
+            if fwd is not None:
+                current["forward"].append(fwd)
+        prev_end = end
+    out = []
+    for c in chunks:
+        if c["steps"]:
+            after = c["after"] if c["after"] is not None else c["before"]
+            out.append({**c, "speed": (c["before"] + after) / 2})
+    return out
+
+
+def _nvml_sm_clock():
+    """A function returning the SM clock (MHz) of GPU 0 through NVML (ctypes on the
+    driver's libnvidia-ml.so.1), or None where NVML cannot be loaded."""
+    if "nvml" not in _state:
+        _state["nvml"] = None
+        try:
+            import ctypes
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            handle = ctypes.c_void_p()
+            index = int((os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0])
+            if lib.nvmlInit_v2() == 0 and lib.nvmlDeviceGetHandleByIndex_v2(
+                    index, ctypes.byref(handle)) == 0:
+                mhz = ctypes.c_uint()
+
+                def read():
+                    ok = lib.nvmlDeviceGetClockInfo(handle, 1, ctypes.byref(mhz)) == 0  # SM
+                    return mhz.value if ok else None
+                _state["nvml"] = read
+        except (OSError, ValueError, AttributeError):
+            pass
+    return _state["nvml"]() if _state["nvml"] else None
+
+
+class StepSampler:
+    """Follows this process's host speed within one (cell, arm) of a reference, and times its
+    steps. Per step of the loop::
+
+        s.before_step(measure=k >= warmup)   # between steps: runs a probe every `every` steps
+        ...  s.forward_begin(); verify_forward.replay(); s.forward_end()  ...  # optional
+        done = s.after_step()                 # after the step's last launch: its end event
+
+    and `s.begin_run()` / `s.end_run()` around each round (end_run syncs and reads the
+    events; the round's closing probe brackets its last chunk). `s.chunks` then holds one
+    (host speed, [step µs]) per chunk, `s.steps` every used step, and `s.row(...)` the
+    reference row. A probe costs ~1.5-2.5 ms of host time and a GPU drain; with
+    `settle` 2 it costs the loop 2 unmeasured steps per `every`.
+    """
+
+    def __init__(self, every=12, settle=2, passes=PROBE_PASSES):
+        if every <= settle:
+            raise ValueError("StepSampler: `every` must exceed `settle`")
+        self.every, self.settle, self.passes = every, settle, passes
+        self.chunks, self.steps, self.forward, self.clocks, self.runs = [], [], [], [], 0
+        self._log = None
+
+    def begin_run(self):
+        self._log, self._k, self._fwd = [], 0, None
+
+    def before_step(self, measure=True):
+        if self._k % self.every == 0:
+            self._probe()
+        self._measure = measure
+        self._k += 1
+
+    def forward_begin(self):
+        self._fwd = [_event(), None]
+
+    def forward_end(self):
+        self._fwd[1] = _event()
+
+    def after_step(self, event=None):
+        """Records the step's end event (or takes `event`, already recorded); returns it."""
+        if event is None:
+            event = _event()
+        self._log.append(["step", event, self._measure, self._fwd])
+        self._fwd = None
+        return event
+
+    def _probe(self):
+        self._log.append(("probe", probe_speed(self.passes), _nvml_sm_clock()))
+
+    def end_run(self):
+        self._probe()
+        _torch().cuda.synchronize()
+        first = next(e[1] for e in self._log if e[0] == "step")
+        log = []
+        for e in self._log:
+            if e[0] == "probe":
+                log.append(e)
+                if e[2] is not None:
+                    self.clocks.append(e[2])
+                continue
+            fwd = e[3][0].elapsed_time(e[3][1]) * 1e3 if e[3] and e[3][1] else None
+            log.append(("step", first.elapsed_time(e[1]) * 1e3, e[2], fwd))
+        for c in chunks_from_log(log, self.settle):
+            self.chunks.append((c["speed"], c["steps"]))
+            self.steps += c["steps"]
+            self.forward += c["forward"]
+        self.runs += 1
+        self._log = None
+
+    def row(self, forward_us, batch_size, block, arm):
+        return reference_row(
+            forward_us, batch_size, block, arm, self.steps, rounds=self.runs, chunks=self.chunks,
+            forward_dev_us=statistics.median(self.forward) if self.forward else None,
+            sm_clock_mhz=statistics.median(self.clocks) if self.clocks else None)
+
+
+def _event():
+    event = _torch().cuda.Event(enable_timing=True)
+    event.record()
+    return event
 
 
 def write_reference(path, rows):

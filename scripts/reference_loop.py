@@ -13,8 +13,10 @@ the verify forward one), and the host allowed one step ahead of the GPU.
 
 What it writes, following the README's calibration recipe exactly:
 * `reference.csv` (metaprep_host.REFERENCE_COLUMNS): untraced step times per (forward,
-  batch size, arm), each cell's arms interleaved over rounds with `host_speed()` measured
-  before every round; this process runs no profiler until the grid is done.
+  batch size, arm), each cell's arms interleaved over rounds, each step timed by a
+  `metaprep_host.StepSampler` that probes the host speed every --probe-every steps (so each
+  chunk of steps has its own host speed) and times the verify forward on the device; this
+  process runs no profiler until the grid is done.
 * `trace-ARM.json` + `trace-ARM.probe.json` per arm: a few steps at batch 1 and
   --trace-forward-us, each in a fresh process, recorded with `metaprep_host.record`, for
   `metaprep calibrate`; and `trace-graph-bsN.json` at each --trace-batch-sizes (the preps'
@@ -62,9 +64,13 @@ def parse_args(argv):
     p.add_argument("--block", type=int, default=5)
     p.add_argument("--accept-rate", type=float, default=0.778544,
                    help="per-draft-token acceptance rate (3.51 tokens per step at block 5)")
-    p.add_argument("--rounds", type=int, default=6)
-    p.add_argument("--round-steps", type=int, default=25)
-    p.add_argument("--warmup", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--round-steps", type=int, default=36,
+                   help="steps per round after its warm-up (a whole number of --probe-every)")
+    p.add_argument("--probe-every", type=int, default=12,
+                   help="a host-speed probe every this many steps (StepSampler; the 2 steps "
+                        "after each are not measured)")
+    p.add_argument("--warmup", type=int, default=4)
     p.add_argument("--trace-steps", type=int, default=6)
     p.add_argument("--trace-forward-us", type=float, default=1000.0,
                    help="forward of the traced cell (batch 1)")
@@ -91,7 +97,11 @@ def spin(us):
 class Engine:
     """One batch size's state: inputs, static outputs, preps and their graphs."""
 
-    def __init__(self, bs, args, gen):
+    def __init__(self, bs, args):
+        # Every draw of this batch size from its own seeded generator (the accept counts
+        # too: torch.distributions draws from the global one, which --seed did not fix), so
+        # a trace process and the grid see the same inputs at one batch size.
+        gen = torch.Generator().manual_seed(args.seed * 1_000_003 + bs)
         dev = self.dev = torch.device("cuda")
         i32 = torch.int32
         self.bs, self.n, self.ctx = bs, args.block, args.max_context
@@ -109,8 +119,8 @@ class Engine:
         self.logits = torch.randn(bs, self.n + 1, VOCAB, generator=gen).to(dev)
         self.drafts = torch.randint(0, VOCAB, (bs, self.n + 1), generator=gen).to(dev)
         p = (1 - args.accept_rate ** (self.n + 1)) / (1 - args.accept_rate) if args.accept_rate else 1
-        counts = torch.distributions.Binomial(self.n, torch.tensor((p - 1) / self.n)).sample(
-            (32, bs)).to(i32) + 1
+        counts = torch.binomial(torch.full((32, bs), float(self.n)),
+                                torch.full((32, bs), (p - 1) / self.n), generator=gen).to(i32) + 1
         self.accepts = [row.to(dev) for row in counts]
         z = zeros_on(dev)
         nb = bs * self.n
@@ -231,8 +241,10 @@ class Scheduler:
         spin(120)
 
 
-def run(engine, forwards, arm, warmup, steps, annotate=False):
-    """Runs warmup + steps decode steps; returns the measured steps' µs and host prep µs."""
+def run(engine, forwards, arm, warmup, steps, annotate=False, sampler=None):
+    """Runs warmup + steps decode steps; returns the measured steps' µs and host prep µs.
+    With a metaprep_host.StepSampler, it times the steps (and the verify forward) and probes
+    the host speed between them as the calibration recipe says."""
     mark = torch.profiler.record_function if annotate else (lambda _n: _Null())
     draft_fwd, verify_fwd = forwards
     engine.reset()
@@ -240,7 +252,11 @@ def run(engine, forwards, arm, warmup, steps, annotate=False):
     ends = []
     pending = collections.deque()
     prep_us = []
+    if sampler is not None:
+        sampler.begin_run()
     for k in range(warmup + steps):
+        if sampler is not None:
+            sampler.before_step(measure=k >= warmup)  # between steps: maybe a probe
         with mark("step"):
             if len(pending) == 2:
                 pending.popleft().synchronize()  # at most one step ahead of the GPU
@@ -259,19 +275,28 @@ def run(engine, forwards, arm, warmup, steps, annotate=False):
                 engine.prep("verify", arm)
             t3 = time.perf_counter_ns()
             with mark("verify forward"):
+                if sampler is not None:
+                    sampler.forward_begin()
                 verify_fwd.replay()
+                if sampler is not None:
+                    sampler.forward_end()
             with mark("process results"):
                 spin(60)
             with mark("accept"):
                 engine.accept(k)
             with mark("bookkeeping"):
                 spin(40)
-            end = torch.cuda.Event(enable_timing=True)
-            end.record()
+            if sampler is not None:
+                end = sampler.after_step()
+            else:
+                end = torch.cuda.Event(enable_timing=True)
+                end.record()
             pending.append(end)
             ends.append(end)
             prep_us.append((t1 - t0 + t3 - t2) / 1e3)
     torch.cuda.synchronize()
+    if sampler is not None:
+        sampler.end_run()
     step_us = [ends[i - 1].elapsed_time(ends[i]) * 1e3 for i in range(warmup, len(ends))]
     return step_us, prep_us[warmup:]
 
@@ -306,8 +331,7 @@ def write_json(path, value):
 def record_trace(args):
     """--trace-arm: this fresh process records one trace (after some untraced steps)."""
     rate = setup(args)
-    gen = torch.Generator().manual_seed(args.seed)
-    engine = Engine(args.trace_batch, args, gen)
+    engine = Engine(args.trace_batch, args)
     forwards = forward_graphs(args.trace_forward_us, rate)
     arm = args.trace_arm
     bare_step, bare_prep = run(engine, forwards, arm, args.warmup, args.round_steps)
@@ -328,27 +352,32 @@ def main(argv=None):
     if args.trace_arm is not None:
         return record_trace(args)
     rate = setup(args)
-    gen = torch.Generator().manual_seed(args.seed)
-    engines = {bs: Engine(bs, args, gen) for bs in args.batch_sizes}
+    engines = {bs: Engine(bs, args) for bs in args.batch_sizes}
+    if args.round_steps % args.probe_every:
+        raise SystemExit("reference_loop: --round-steps must be a multiple of --probe-every")
     forwards = {f: forward_graphs(f, rate) for f in args.forward_us}
     rows, cells = [], []
     for bs in args.batch_sizes:
         for f in args.forward_us:
-            got = {arm: {"step": [], "prep": [], "speed": []} for arm in ARMS}
+            got = {arm: {"prep": []} for arm in ARMS}
+            samplers = {arm: mh.StepSampler(every=args.probe_every) for arm in ARMS}
             for r in range(args.rounds):
                 for arm in ARMS[r % 4:] + ARMS[:r % 4]:
-                    got[arm]["speed"].append(mh.host_speed())
-                    step, prep = run(engines[bs], forwards[f], arm, args.warmup, args.round_steps)
-                    got[arm]["step"] += step
+                    _, prep = run(engines[bs], forwards[f], arm, args.warmup, args.round_steps,
+                                  sampler=samplers[arm])
                     got[arm]["prep"] += prep
             for arm in ARMS:
-                g = got[arm]
-                rows.append(mh.reference_row(f, bs, args.block, arm, g["step"], rounds=args.rounds,
-                                             host_speed_us=statistics.median(g["speed"])))
-                cells.append({"forward_us": f, "batch_size": bs, "arm": arm, **g})
+                s = samplers[arm]
+                rows.append(s.row(f, bs, args.block, arm))
+                cells.append({"forward_us": f, "batch_size": bs, "arm": arm, **got[arm],
+                              "chunks": s.chunks, "forward_dev_us": s.forward,
+                              "sm_clock_mhz": s.clocks})
                 print(f"f {f:g} bs {bs} {arm}: step {rows[-1]['step_us']} us, host prep "
-                      f"{statistics.median(g['prep']):.1f} us, host speed "
-                      f"{rows[-1]['host_speed_us']} us/op", flush=True)
+                      f"{statistics.median(got[arm]['prep']):.1f} us, host speed "
+                      f"{rows[-1]['host_speed_us']} us/op (p10 {rows[-1]['host_speed_p10']}, "
+                      f"p90 {rows[-1]['host_speed_p90']}), verify forward "
+                      f"{rows[-1]['forward_dev_us']} us, SM {rows[-1]['sm_clock_mhz']} MHz",
+                      flush=True)
     mh.write_reference(os.path.join(args.out, "reference.csv"), rows)
     write_json(os.path.join(args.out, "loop.json"), {"args": vars(args), "cycles_per_us": rate,
                                                       "cells": cells})

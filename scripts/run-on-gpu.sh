@@ -15,7 +15,11 @@
 # README's recipe says, and validates it against that loop's untraced grid (validate/ in
 # out/calibrate_torch/ and out/reference_loop/); calibrate_torch.py's directly measured
 # host_profile.json (with torch_read_paths.py's pinned read cost, which eager-pinned needs) is
-# what the steps stage then uses instead of the built-in one.
+# what the steps stage then uses instead of the built-in one. Each loop's grid times every
+# step with metaprep_host.StepSampler (a host-speed probe every 12 steps, the verify forward
+# timed on the device, the SM clock read through NVML), and validate predicts each chunk of
+# steps at its own host speed: 1-3 steps runs per cell (the profile's own speed, and the
+# cell's slowest and fastest chunk speed where they differ by more than 3%).
 #
 # timers runs one steps grid (TIMERS_FLAGS, default tp1 x bs 1,8,64 x block 5 planned for
 # 1000 GiB, which moe-large needs at tp1) with --timer events and --timer cupti, each with

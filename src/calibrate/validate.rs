@@ -8,6 +8,15 @@
 //! --host-speed-us`); the model at the profile's own host speed is shown beside it ("raw").
 //! A cell passes when every arm's step time is within `step_pct` of the reference and, where
 //! both arms ran, eager-sync − graph within `diff_pct` of the reference's difference.
+//!
+//! A row with chunks (`chunk_host_speed_us`, `chunk_step_us`: the steps between two host-speed
+//! probes of `metaprep_host.StepSampler`, each with the mean of the probes around it) is
+//! compared chunk by chunk: the model runs at the extremes of the cell's chunk speeds (and at
+//! the profile's own), each chunk is predicted by interpolating those runs at its own speed,
+//! and the mean over chunks of the prediction is held against the mean of the chunks' median
+//! steps ("chunk mean"). A host whose speed switches between two levels puts the median of all
+//! steps in whichever level held most of them; the chunk mean moves with the mix of levels as
+//! a model linear in the host speed does (docs/calibration.md, "Host speed").
 
 use crate::axes::Arm;
 use anyhow::{bail, Context, Result};
@@ -36,6 +45,53 @@ pub struct ReferenceRow {
     /// µs per op of scripts/metaprep_host.py host_speed() in the engine's process while the cell ran.
     #[serde(default, deserialize_with = "empty_as_none")]
     pub host_speed_us: Option<f64>,
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub host_speed_p10: Option<f64>,
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub host_speed_p90: Option<f64>,
+    /// `;`-separated host speed of each chunk (µs per op).
+    #[serde(default)]
+    pub chunk_host_speed_us: Option<String>,
+    /// `;`-separated median step of each chunk (µs).
+    #[serde(default)]
+    pub chunk_step_us: Option<String>,
+    /// Median device µs of the forward the loop marked (nominally `forward_us`).
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub forward_dev_us: Option<f64>,
+    /// Median NVML SM clock at the probes (MHz).
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub sm_clock_mhz: Option<f64>,
+    /// (host speed, median step) per chunk, parsed from the two chunk columns.
+    #[serde(skip)]
+    pub chunks: Vec<(f64, f64)>,
+}
+
+/// The chunks of a row from its two `;`-separated columns (both or neither).
+fn parse_chunks(speeds: Option<&str>, steps: Option<&str>) -> Result<Vec<(f64, f64)>> {
+    let list = |text: Option<&str>, name: &str| -> Result<Vec<f64>> {
+        let text = text.map(str::trim).unwrap_or("");
+        if text.is_empty() {
+            return Ok(Vec::new());
+        }
+        text.split(';')
+            .map(|v| match v.trim().parse::<f64>() {
+                Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+                _ => bail!("`{name}`: `{v}` is not a positive number"),
+            })
+            .collect()
+    };
+    let (speeds, steps) = (
+        list(speeds, "chunk_host_speed_us")?,
+        list(steps, "chunk_step_us")?,
+    );
+    if speeds.len() != steps.len() {
+        bail!(
+            "`chunk_host_speed_us` has {} values and `chunk_step_us` {}: give one of each per chunk",
+            speeds.len(),
+            steps.len()
+        );
+    }
+    Ok(speeds.into_iter().zip(steps).collect())
 }
 
 fn empty_as_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
@@ -76,7 +132,12 @@ impl Reference {
         let mut cells: Vec<(Cell, BTreeMap<Arm, ReferenceRow>)> = Vec::new();
         for (i, rec) in reader.deserialize::<ReferenceRow>().enumerate() {
             let line = i + 2;
-            let row = rec.map_err(|e| anyhow::anyhow!("{file}: line {line}: {e}"))?;
+            let mut row = rec.map_err(|e| anyhow::anyhow!("{file}: line {line}: {e}"))?;
+            row.chunks = parse_chunks(
+                row.chunk_host_speed_us.as_deref(),
+                row.chunk_step_us.as_deref(),
+            )
+            .map_err(|e| anyhow::anyhow!("{file}: line {line}: {e}"))?;
             let arm: Arm = row
                 .arm
                 .parse()
@@ -141,6 +202,8 @@ pub struct ModelStep {
 pub struct ModelCell {
     pub at_speed: BTreeMap<Arm, ModelStep>,
     pub raw: BTreeMap<Arm, ModelStep>,
+    /// The model run at each of `chunk_run_speeds` (µs per op), for rows with chunks.
+    pub by_speed: Vec<(f64, BTreeMap<Arm, ModelStep>)>,
     /// The reference's host speed over the profile's, when both are known.
     pub host_ratio: Option<f64>,
 }
@@ -174,6 +237,13 @@ pub struct Line {
     pub host_ratio: f64,
     pub bar_pct: f64,
     pub pass: bool,
+    /// How reference and model were reduced: `chunk_mean` or `median`.
+    pub estimator: &'static str,
+    /// The spread of the cell's chunk host speeds (µs per op), when chunks were recorded.
+    pub host_speed_p10: Option<f64>,
+    pub host_speed_p90: Option<f64>,
+    /// The marked forward's measured device µs over its nominal `forward_us`.
+    pub forward_stretch: Option<f64>,
 }
 
 /// The pass bars, percent.
@@ -193,14 +263,92 @@ pub fn cell_host_speed(rows: &BTreeMap<Arm, ReferenceRow>) -> Option<f64> {
     crate::stats::summary::quantile(&v, 0.5)
 }
 
-/// Compares one cell: a line per arm and one for eager-sync − graph where both ran.
+/// Speeds closer than this (relative) share one model run.
+pub const SPEED_MERGE: f64 = 0.03;
+
+/// The host speeds the model runs at for a cell whose rows have chunks, besides the profile's
+/// own (`own`, the raw run): the slowest and fastest chunk speed of any arm, each left out
+/// when within `SPEED_MERGE` of `own` or of the other. Empty without chunks or `own`.
+pub fn chunk_run_speeds(rows: &BTreeMap<Arm, ReferenceRow>, own: Option<f64>) -> Vec<f64> {
+    let Some(own) = own else { return Vec::new() };
+    let all: Vec<f64> = rows
+        .values()
+        .flat_map(|r| r.chunks.iter().map(|c| c.0))
+        .collect();
+    let (Some(lo), Some(hi)) = (
+        all.iter().copied().reduce(f64::min),
+        all.iter().copied().reduce(f64::max),
+    ) else {
+        return Vec::new();
+    };
+    let mut out: Vec<f64> = Vec::new();
+    for s in [lo, hi] {
+        let near = |o: f64| (s / o - 1.0).abs() <= SPEED_MERGE;
+        if !near(own) && !out.iter().any(|&o| near(o)) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// The model's step at host speed `s`: linear between the runs around it (sorted by speed),
+/// the nearest run's outside them. A host-bound step is ~linear in the speed, a GPU-bound one
+/// flat; where a step turns host-bound between two runs the chord over-predicts a little.
+pub fn interpolate(points: &[(f64, f64)], s: f64) -> f64 {
+    let mut p = points.to_vec();
+    p.sort_by(|a, b| a.0.total_cmp(&b.0));
+    match p.iter().position(|q| q.0 >= s) {
+        None => p.last().map_or(f64::NAN, |q| q.1),
+        Some(0) => p[0].1,
+        Some(i) => {
+            let ((s0, m0), (s1, m1)) = (p[i - 1], p[i]);
+            m0 + (m1 - m0) * (s - s0) / (s1 - s0)
+        }
+    }
+}
+
+/// The chunk-mean estimator for one row: (mean of the chunks' median steps, mean of the
+/// model interpolated at each chunk's speed); None without chunks or runs.
+fn chunk_mean(
+    arm: Arm,
+    row: &ReferenceRow,
+    model: &ModelCell,
+    own: Option<f64>,
+) -> Option<(f64, f64)> {
+    let own = own?;
+    if row.chunks.is_empty() {
+        return None;
+    }
+    let mut points = vec![(own, model.raw.get(&arm)?.median)];
+    for (s, run) in &model.by_speed {
+        points.push((*s, run.get(&arm)?.median));
+    }
+    let n = row.chunks.len() as f64;
+    let reference = row.chunks.iter().map(|c| c.1).sum::<f64>() / n;
+    let predicted = row
+        .chunks
+        .iter()
+        .map(|c| interpolate(&points, c.0))
+        .sum::<f64>()
+        / n;
+    Some((reference, predicted))
+}
+
+/// Compares one cell: a line per arm and one for eager-sync − graph where both ran. `own`:
+/// the profile's own host speed (the raw run's), which the chunk-mean estimator needs.
 pub fn compare_cell(
     cell: Cell,
     reference: &BTreeMap<Arm, ReferenceRow>,
     model: &ModelCell,
+    own: Option<f64>,
     bars: Bars,
 ) -> Result<Vec<Line>> {
     let speed = cell_host_speed(reference);
+    let spread = |f: fn(&ReferenceRow) -> Option<f64>| {
+        let v: Vec<f64> = reference.values().filter_map(f).collect();
+        crate::stats::summary::quantile(&v, 0.5)
+    };
+    let (p10, p90) = (spread(|r| r.host_speed_p10), spread(|r| r.host_speed_p90));
     let mut lines = Vec::new();
     let line = |arm: String, q: Quantity, r: f64, m: f64, raw: f64, bar: f64| Line {
         forward_us: cell.forward_us,
@@ -218,6 +366,10 @@ pub fn compare_cell(
         bar_pct: bar,
         // A hair of rounding (2110 × 1.1) must not fail a value at the bar.
         pass: error_pct(m, r).abs() <= bar + 1e-9,
+        estimator: "median",
+        host_speed_p10: p10,
+        host_speed_p90: p90,
+        forward_stretch: None,
     };
     let get = |map: &BTreeMap<Arm, ModelStep>, arm: Arm| {
         map.get(&arm).copied().with_context(|| {
@@ -227,31 +379,43 @@ pub fn compare_cell(
             )
         })
     };
+    // (reference, model) of one arm: by chunk mean where its row has chunks, else medians.
+    let pair = |arm: Arm, row: &ReferenceRow| -> Result<(f64, f64, bool)> {
+        get(&model.raw, arm)?;
+        Ok(match chunk_mean(arm, row, model, own) {
+            Some((r, m)) => (r, m, true),
+            None => (row.step_us, get(&model.at_speed, arm)?.median, false),
+        })
+    };
+    let estimator = |chunked: bool| if chunked { "chunk_mean" } else { "median" };
     for (&arm, row) in reference {
-        let (m, raw) = (get(&model.at_speed, arm)?, get(&model.raw, arm)?);
-        lines.push(line(
+        let (r, m, chunked) = pair(arm, row)?;
+        let mut l = line(
             arm.name().to_string(),
             Quantity::StepUs,
-            row.step_us,
-            m.median,
-            raw.median,
+            r,
+            m,
+            get(&model.raw, arm)?.median,
             bars.step_pct,
-        ));
+        );
+        l.estimator = estimator(chunked);
+        l.forward_stretch = row.forward_dev_us.map(|f| f / cell.forward_us);
+        lines.push(l);
     }
     if let (Some(s), Some(g)) = (reference.get(&Arm::EagerSync), reference.get(&Arm::Graph)) {
-        let diff = |map: &BTreeMap<Arm, ModelStep>| -> Result<f64> {
-            Ok(get(map, Arm::EagerSync)?.median - get(map, Arm::Graph)?.median)
-        };
-        let r = s.step_us - g.step_us;
-        if r > 0.0 {
-            lines.push(line(
+        let ((rs, ms, cs), (rg, mg, cg)) = (pair(Arm::EagerSync, s)?, pair(Arm::Graph, g)?);
+        let raw = get(&model.raw, Arm::EagerSync)?.median - get(&model.raw, Arm::Graph)?.median;
+        if rs - rg > 0.0 {
+            let mut l = line(
                 "eager-sync − graph".to_string(),
                 Quantity::SyncMinusGraphUs,
-                r,
-                diff(&model.at_speed)?,
-                diff(&model.raw)?,
+                rs - rg,
+                ms - mg,
+                raw,
                 bars.diff_pct,
-            ));
+            );
+            l.estimator = estimator(cs && cg);
+            lines.push(l);
         }
     }
     Ok(lines)
@@ -292,16 +456,23 @@ pub fn markdown(reference: &str, profile: &str, lines: &[Line], bars: Bars) -> S
     );
     let _ = writeln!(
         r,
-        "The model ran each cell at the host speed the reference recorded for it (its framework costs times the ratio to the profile's own host speed); \"raw\" is the model at the profile's own host speed.\n"
+        "The model ran each cell at the host speed the reference recorded for it (its framework costs times the ratio to the profile's own host speed); \"raw\" is the model at the profile's own host speed. Rows marked \"chunk mean\" recorded a host-speed probe every few steps: their reference is the mean over chunks of each chunk's median step, and their model the mean over the same chunks of the model interpolated at each chunk's own speed (between runs at the cell's slowest and fastest chunk speed and the profile's own). \"host speed\" is the cell's median chunk speed over the profile's, with the chunks' p10–p90 in µs per op; \"forward\" is the marked forward's measured device time over its nominal µs (a `torch.cuda._sleep` forward runs longer when the SM clock drops; the model's forward is wall-clock).\n"
     );
     let _ = writeln!(
         r,
-        "| forward µs | bs | block | arm | reference µs | model µs | error | raw model µs | raw error | host speed ratio | pass |\n|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"
+        "| forward µs | bs | block | arm | reference µs | model µs | error | raw model µs | raw error | host speed ratio | speeds p10–p90 | forward | estimator | pass |\n|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|"
     );
     for l in lines {
+        let speeds = match (l.host_speed_p10, l.host_speed_p90) {
+            (Some(a), Some(b)) => format!("{a:.1}–{b:.1}"),
+            _ => "–".to_string(),
+        };
+        let fwd = l
+            .forward_stretch
+            .map_or("–".to_string(), |f| format!("{f:.3}"));
         let _ = writeln!(
             r,
-            "| {} | {} | {} | {} | {:.1} | {:.1} | {:+.1}% | {:.1} | {:+.1}% | {:.3} | {} |",
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {:+.1}% | {:.1} | {:+.1}% | {:.3} | {} | {} | {} | {} |",
             l.forward_us,
             l.batch_size,
             l.block,
@@ -312,6 +483,9 @@ pub fn markdown(reference: &str, profile: &str, lines: &[Line], bars: Bars) -> S
             l.model_raw_us,
             l.raw_error_pct,
             l.host_ratio,
+            speeds,
+            fwd,
+            l.estimator.replace('_', " "),
             if l.pass { "yes" } else { "**no**" }
         );
     }
@@ -377,12 +551,13 @@ mod tests {
                 (Arm::EagerDevice, step(2300.0)),
             ]),
             host_ratio: Some(0.9),
+            ..ModelCell::default()
         };
         let bars = Bars {
             step_pct: 10.0,
             diff_pct: 15.0,
         };
-        let lines = compare_cell(*cell, rows, &model, bars).unwrap();
+        let lines = compare_cell(*cell, rows, &model, None, bars).unwrap();
         assert_eq!(lines.len(), 4);
         let by = |arm: &str| lines.iter().find(|l| l.arm == arm).unwrap();
         assert!((by("eager-sync").error_pct - 5.555_555).abs() < 1e-3);
@@ -397,11 +572,11 @@ mod tests {
         // At exactly the bar it passes; a hair beyond it fails.
         let mut edge = model.clone();
         edge.at_speed.insert(Arm::EagerDevice, step(2110.0 * 1.1));
-        let l = compare_cell(*cell, rows, &edge, bars).unwrap();
+        let l = compare_cell(*cell, rows, &edge, None, bars).unwrap();
         assert!(l.iter().find(|l| l.arm == "eager-device").unwrap().pass);
         edge.at_speed
             .insert(Arm::EagerDevice, step(2110.0 * 1.1001));
-        let l = compare_cell(*cell, rows, &edge, bars).unwrap();
+        let l = compare_cell(*cell, rows, &edge, None, bars).unwrap();
         assert!(!l.iter().find(|l| l.arm == "eager-device").unwrap().pass);
         let md = markdown("r.csv", "p", &lines, bars);
         assert!(
@@ -419,14 +594,142 @@ mod tests {
             at_speed: BTreeMap::from([(Arm::EagerSync, step(2700.0))]),
             raw: BTreeMap::from([(Arm::EagerSync, step(2700.0))]),
             host_ratio: None,
+            ..ModelCell::default()
         };
         let bars = Bars {
             step_pct: 10.0,
             diff_pct: 15.0,
         };
-        let e = compare_cell(*cell, rows, &model, bars)
+        let e = compare_cell(*cell, rows, &model, None, bars)
             .unwrap_err()
             .to_string();
         assert!(e.contains("no step_us for"), "{e}");
+    }
+
+    /// A cell of two arms whose host speed switched between 12 and 22 µs per op: eager-sync
+    /// host-bound (step = 1900 + 70·speed, ±8% from chunk to chunk), graph flat at 2110.
+    fn bimodal() -> String {
+        let speeds = [12.1, 21.8, 12.3, 22.4, 21.9, 12.0, 11.8, 22.1, 21.7, 12.2];
+        let jitter = [1.08, 0.94, 1.0, 1.05, 0.92, 0.97, 1.03, 1.0, 0.95, 1.06];
+        let join = |v: Vec<f64>| {
+            v.iter()
+                .map(|x| format!("{x:.3}"))
+                .collect::<Vec<_>>()
+                .join(";")
+        };
+        let sync: Vec<f64> = speeds
+            .iter()
+            .zip(jitter)
+            .map(|(s, j)| (1900.0 + 70.0 * s) * j)
+            .collect();
+        let graph: Vec<f64> = jitter
+            .iter()
+            .map(|j| 2110.0 * (1.0 + (j - 1.0) / 20.0))
+            .collect();
+        let s = join(speeds.to_vec());
+        format!(
+            "forward_us,batch_size,block,arm,step_us,host_speed_us,host_speed_p10,host_speed_p90,chunk_host_speed_us,chunk_step_us,forward_dev_us\n\
+             1000,1,5,eager-sync,3000,17,12,22,{s},{},1040\n\
+             1000,1,5,graph,2110,17,12,22,{s},{},1000.5\n",
+            join(sync),
+            join(graph)
+        )
+    }
+
+    #[test]
+    fn chunks_parse_and_mismatched_or_bad_lists_are_refused() {
+        let r = Reference::parse("r.csv", &bimodal()).unwrap();
+        let rows = &r.cells[0].1;
+        assert_eq!(rows[&Arm::EagerSync].chunks.len(), 10);
+        assert_eq!(rows[&Arm::EagerSync].chunks[1].0, 21.8);
+        let head = "forward_us,batch_size,block,arm,step_us,chunk_host_speed_us,chunk_step_us\n";
+        let bad = |t: &str| format!("{:#}", Reference::parse("r.csv", t).unwrap_err());
+        assert!(bad(&format!("{head}1000,1,5,graph,9,12;22,9\n")).contains("2 values"));
+        assert!(bad(&format!("{head}1000,1,5,graph,9,12;x,9;9\n")).contains("`x`"));
+        assert!(bad(&format!("{head}1000,1,5,graph,9,12;-1,9;9\n")).contains("positive"));
+        // Old files (no chunk columns) still read, with no chunks.
+        assert!(
+            Reference::parse("r.csv", REF).unwrap().cells[0].1[&Arm::Graph]
+                .chunks
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn the_model_runs_at_the_extreme_chunk_speeds_not_near_its_own() {
+        let r = Reference::parse("r.csv", &bimodal()).unwrap();
+        let rows = &r.cells[0].1;
+        // Own speed 12: the slowest chunk (11.8) is within 3% of it, the fastest is not.
+        assert_eq!(chunk_run_speeds(rows, Some(12.0)), vec![22.4]);
+        // Own speed 16, between the levels: both extremes.
+        assert_eq!(chunk_run_speeds(rows, Some(16.0)), vec![11.8, 22.4]);
+        assert!(chunk_run_speeds(rows, None).is_empty());
+        let plain = Reference::parse("r.csv", REF).unwrap();
+        assert!(chunk_run_speeds(&plain.cells[0].1, Some(12.0)).is_empty());
+        // Interpolation: linear between runs, flat outside them.
+        let p = [(22.0, 3440.0), (12.0, 2740.0)];
+        assert!((interpolate(&p, 17.0) - 3090.0).abs() < 1e-9);
+        assert_eq!(interpolate(&p, 30.0), 3440.0);
+        assert_eq!(interpolate(&p, 5.0), 2740.0);
+        assert_eq!(interpolate(&[(12.0, 7.0)], 20.0), 7.0);
+    }
+
+    #[test]
+    fn a_right_model_passes_chunk_by_chunk_and_a_wrong_one_fails() {
+        let r = Reference::parse("r.csv", &bimodal()).unwrap();
+        let (cell, rows) = &r.cells[0];
+        let bars = Bars {
+            step_pct: 10.0,
+            diff_pct: 15.0,
+        };
+        // The model is exactly the world's: sync 1900 + 70·speed, graph 2110, run at the
+        // profile's own speed (12) and at the fastest chunk's (22.4).
+        let at = |s: f64| {
+            BTreeMap::from([
+                (Arm::EagerSync, step(1900.0 + 70.0 * s)),
+                (Arm::Graph, step(2110.0)),
+            ])
+        };
+        let model = ModelCell {
+            raw: at(12.0),
+            by_speed: vec![(22.4, at(22.4))],
+            ..ModelCell::default()
+        };
+        let lines = compare_cell(*cell, rows, &model, Some(12.0), bars).unwrap();
+        assert!(lines.iter().all(|l| l.pass), "{lines:?}");
+        let d = lines
+            .iter()
+            .find(|l| l.arm == "eager-sync − graph")
+            .unwrap();
+        assert_eq!(d.estimator, "chunk_mean");
+        assert!(d.error_pct.abs() < 3.0, "{d:?}");
+        let sync = lines.iter().find(|l| l.arm == "eager-sync").unwrap();
+        assert!((sync.forward_stretch.unwrap() - 1.04).abs() < 1e-9);
+        assert_eq!(
+            (sync.host_speed_p10, sync.host_speed_p90),
+            (Some(12.0), Some(22.0))
+        );
+        // A wrong model (its host costs 30% low) fails by chunk mean too.
+        let low = |s: f64| {
+            BTreeMap::from([
+                (Arm::EagerSync, step(1900.0 + 0.7 * 70.0 * s)),
+                (Arm::Graph, step(2110.0)),
+            ])
+        };
+        let wrong = ModelCell {
+            raw: low(12.0),
+            by_speed: vec![(22.4, low(22.4))],
+            ..ModelCell::default()
+        };
+        let lines = compare_cell(*cell, rows, &wrong, Some(12.0), bars).unwrap();
+        assert!(
+            !lines
+                .iter()
+                .find(|l| l.arm == "eager-sync − graph")
+                .unwrap()
+                .pass
+        );
+        let md = markdown("r.csv", "p", &lines, bars);
+        assert!(md.contains("chunk mean") && md.contains("12.0–22.0") && md.contains("1.040"));
     }
 }

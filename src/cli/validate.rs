@@ -5,8 +5,8 @@ use super::common::{default_out, usage};
 use super::steps::{steps_config, StepsArgs};
 use crate::axes::Arm;
 use crate::calibrate::validate::{
-    cell_host_speed, compare_cell, csv_text, markdown, Bars, Cell, Line, ModelCell, ModelStep,
-    Reference,
+    cell_host_speed, chunk_run_speeds, compare_cell, csv_text, markdown, Bars, Cell, Line,
+    ModelCell, ModelStep, Reference,
 };
 use crate::model::host_profile::HostProfile;
 use crate::results::atomic::write_atomic;
@@ -23,7 +23,9 @@ pub struct ValidateArgs {
     /// the engine's untraced median `step_us`, and optionally `host_speed_us` (µs per
     /// op of scripts/metaprep_host.py host_speed() in its process while the cell ran),
     /// `step_us_p10`, `step_us_p90`,
-    /// `samples`, `rounds`; scripts/metaprep_host.py `write_reference` writes it.
+    /// `samples`, `rounds`; with `chunk_host_speed_us` and `chunk_step_us` (a probe every
+    /// few steps: StepSampler) each chunk is predicted at its own host speed and the means
+    /// over chunks compared; scripts/metaprep_host.py `write_reference` writes it.
     pub(crate) reference: PathBuf,
     /// Each arm's step time passes within ± this many percent of the reference's.
     #[arg(long, default_value_t = 10.0)]
@@ -170,7 +172,15 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
             &out.join("steps").join(format!("{name}-raw")),
         )?;
         let speed = cell_host_speed(rows).filter(|_| own_speed.is_some());
-        let at_speed = match speed {
+        // Rows with chunks are predicted chunk by chunk, between runs at the cell's extreme
+        // chunk speeds; the run at the cell's median speed is for rows without them.
+        let mut by_speed = Vec::new();
+        for s in chunk_run_speeds(rows, own_speed) {
+            let dir = out.join("steps").join(format!("{name}-at{s:.3}"));
+            by_speed.push((s, model_run(&args.steps, *cell, &arms, Some(s), &dir)?));
+        }
+        let all_chunked = own_speed.is_some() && rows.values().all(|r| !r.chunks.is_empty());
+        let at_speed = match speed.filter(|_| !all_chunked) {
             Some(s) => model_run(
                 &args.steps,
                 *cell,
@@ -183,9 +193,10 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
         let model = ModelCell {
             at_speed,
             raw,
+            by_speed,
             host_ratio: speed.zip(own_speed).map(|(s, o)| s / o),
         };
-        lines.extend(compare_cell(*cell, rows, &model, bars)?);
+        lines.extend(compare_cell(*cell, rows, &model, own_speed, bars)?);
     }
     let reference_name = args.reference.display().to_string();
     write_atomic(&out.join("validation.csv"), csv_text(&lines)?.as_bytes())?;
