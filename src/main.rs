@@ -1,7 +1,6 @@
 //! The metaprep command line.
 
-use clap::Parser;
-use metaprep::cli::{self, Cli};
+use metaprep::cli;
 use metaprep::gpu::probe::EXIT_NO_GPU;
 use metaprep::gpu::GpuUnavailable;
 use metaprep::model::memory::NotDeployable;
@@ -17,7 +16,7 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let cli = cli::parse();
     match cli::run(cli) {
         Ok(code) => code,
         Err(e) => {

@@ -774,7 +774,7 @@ fn bad_input_is_an_error_that_says_what_to_do() {
         .unwrap_err()
     );
     assert!(
-        error.contains("BASE has no rows for arm `eager`; its arms are: d2h-int"),
+        error.contains("--base-arm eager: BASE has no rows for that arm; its arms are: d2h-int"),
         "{error}"
     );
 }

@@ -129,10 +129,17 @@ impl Reference {
             bail!("{file}: the last line does not end in a newline: the file was cut short");
         }
         let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let headers = reader
+            .headers()
+            .map_err(|e| anyhow::anyhow!("{file}: line 1: {e}"))?
+            .clone();
         let mut cells: Vec<(Cell, BTreeMap<Arm, ReferenceRow>)> = Vec::new();
-        for (i, rec) in reader.deserialize::<ReferenceRow>().enumerate() {
+        for (i, rec) in reader.records().enumerate() {
             let line = i + 2;
-            let mut row = rec.map_err(|e| anyhow::anyhow!("{file}: line {line}: {e}"))?;
+            let rec = rec.map_err(|e| anyhow::anyhow!("{file}: line {line}: {e}"))?;
+            let mut row: ReferenceRow = rec.deserialize(Some(&headers)).map_err(|e| {
+                crate::results::csv::describe_field_error(file, line as u64, &headers, &rec, &e)
+            })?;
             row.chunks = parse_chunks(
                 row.chunk_host_speed_us.as_deref(),
                 row.chunk_step_us.as_deref(),
@@ -157,6 +164,15 @@ impl Reference {
                     "{file}: line {line}: `step_us` {} is not a positive time",
                     row.step_us
                 );
+            }
+            if let (Some(p10), Some(p90)) = (row.step_us_p10, row.step_us_p90) {
+                if !(p10 <= row.step_us && row.step_us <= p90) {
+                    bail!(
+                        "{file}: line {line}: `step_us_p10` {p10} <= `step_us` {} <= \
+                         `step_us_p90` {p90} does not hold: the percentiles hold their median",
+                        row.step_us
+                    );
+                }
             }
             if let Some(h) = row.host_speed_us.filter(|h| !positive(*h)) {
                 bail!("{file}: line {line}: `host_speed_us` {h} is not a positive µs per op");

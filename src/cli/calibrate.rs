@@ -54,6 +54,10 @@ fn gpu_trace(text: &str) -> Result<(u32, PathBuf)> {
         .ok()
         .filter(|&b| b > 0)
         .with_context(|| format!("--gpu-trace `{text}`: `{batch}` is not a batch size"))?;
+    anyhow::ensure!(
+        !file.is_empty(),
+        "--gpu-trace `{text}` names no file: give BATCH:FILE, such as 64:trace-bs64.json"
+    );
     Ok((batch, PathBuf::from(file)))
 }
 

@@ -26,7 +26,7 @@ pub struct CheckArgs {
     #[arg(long, default_value = "1,3,5,6,8")]
     pub(crate) block_sizes: String,
     /// Checked steps per cell after the warm-up, with `accept` advancing lengths between them.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(3..=64))]
+    #[arg(long, default_value_t = 4, conflicts_with = "dump", value_parser = clap::value_parser!(u32).range(3..=64))]
     pub(crate) steps: u32,
     /// Committed tokens a batch may hold in all: lengths are drawn up to
     /// min(128k, budget / batch size).
@@ -89,13 +89,10 @@ pub(crate) fn check_config(args: &CheckArgs) -> Result<CheckConfig, ExitCode> {
         for &family in &config.families {
             for &bs in &config.batch_sizes {
                 for &block in &config.block_sizes {
-                    usage(check::check_shape(
-                        family,
-                        bs,
-                        block,
-                        config.steps,
-                        config.token_budget,
-                    ))?;
+                    usage(
+                        check::check_shape(family, bs, block, config.steps, config.token_budget)
+                            .with_context(|| format!("--batch-sizes {bs}, --block-sizes {block}")),
+                    )?;
                 }
             }
         }

@@ -73,6 +73,9 @@ fn sizes_of(args: &CollectivesArgs) -> Result<Vec<u64>, ExitCode> {
     if let (Some(out), None) = (&args.out, args.worker_rank) {
         usage(writable_folder(out, "--out"))?;
     }
+    if let Some(path) = &args.nccl_lib {
+        usage(crate::gpu::nccl::comm::check_explicit(path))?;
+    }
     Ok(kib.iter().map(|&k| u64::from(k) * 1024).collect())
 }
 

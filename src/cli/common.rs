@@ -6,7 +6,7 @@ use crate::harness::pin::CpuPin;
 use crate::prep::inputs::LengthRange;
 use crate::prep::Shape;
 use crate::results::env::{Difference, EnvRecord, ENV_FILE};
-use crate::results::run_dir::RESULTS_CSV;
+use crate::results::run_dir::{RESULTS_CSV, TELEMETRY_CSV};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -228,7 +228,28 @@ fn check_run_out_for(out: &Path, resume: bool, command_line: &str) -> Result<()>
         }
         return Ok(());
     }
-    crate::results::csv::rows_for_resume(&csv)?;
+    for name in [RESULTS_CSV, TELEMETRY_CSV] {
+        let gzipped = crate::results::compressed::run_file(out, name);
+        if gzipped != out.join(name) {
+            bail!(
+                "{}: an archived (gzipped) run cannot be continued: gunzip it first, or \
+                 choose another --out",
+                gzipped.display()
+            );
+        }
+    }
+    let rows = crate::results::csv::rows_for_resume(&csv)?;
+    let telemetry = out.join(TELEMETRY_CSV);
+    if telemetry.exists() {
+        crate::results::run_dir::read_telemetry(&telemetry)?;
+    }
+    if !rows.is_empty() && !out.join(ENV_FILE).exists() {
+        bail!(
+            "cannot resume {}: it has no {ENV_FILE} recording the run's settings, so rows \
+             of other settings could be mixed in; start a new run with another --out",
+            out.display()
+        );
+    }
     if out.join(ENV_FILE).exists() {
         let now = EnvRecord {
             command_line: command_line.to_string(),
@@ -296,6 +317,9 @@ pub(crate) fn parse_range(s: &str) -> Result<LengthRange> {
     if lo > hi {
         anyhow::bail!("--seq-lens: {lo} is above {hi}: write the smaller length first");
     }
+    if lo == 0 {
+        anyhow::bail!("--seq-lens: `{s}` starts at 0: a request has 1 committed token at least");
+    }
     Ok(LengthRange { min: lo, max: hi })
 }
 
@@ -329,7 +353,11 @@ pub(crate) fn validate_shapes(
     for &family in families {
         for &bs in batch_sizes {
             for &block in block_sizes {
-                usage(Shape::new(family, bs, block, max_context))?;
+                usage(Shape::new(family, bs, block, max_context).with_context(|| {
+                    format!(
+                        "--batch-sizes {bs}, --block-sizes {block}, --max-context {max_context}"
+                    )
+                }))?;
             }
         }
     }

@@ -87,6 +87,28 @@ pub enum Command {
     SweepWorker(Box<sweep::SweepWorkerArgs>),
 }
 
+/// The command line as [`parse`] reads it: every flag's value may begin with `-`, so that
+/// `--seed -1` reaches the flag's own parser (which refuses it, naming `--seed`) instead of
+/// clap reading `-1` as an unknown flag and naming none.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command().mut_subcommands(|c| {
+        c.mut_args(|a| {
+            if a.get_action().takes_values() {
+                a.allow_negative_numbers(true)
+            } else {
+                a
+            }
+        })
+    })
+}
+
+/// Parses this process's command line ([`command`]); a usage error exits 2 as clap's do.
+pub fn parse() -> Cli {
+    use clap::FromArgMatches;
+    Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit())
+}
+
 /// Runs a parsed command line: bad flags exit 2 here, before any GPU work.
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {

@@ -35,6 +35,7 @@ pub(crate) fn report(args: &ReportArgs) -> Result<ExitCode> {
                 .map(|(name, json)| (name.as_str(), json.as_str()))
                 .collect::<Vec<_>>(),
         )?;
+        super::common::writable_folder(out, "--out")?;
         std::fs::create_dir_all(out).with_context(|| format!("making --out {}", out.display()))?;
         Ok((run, traces, ReportTarget::new(out)?))
     })();

@@ -71,18 +71,21 @@ pub struct StepsArgs {
     /// Model profile for the draft forward.
     #[arg(long, default_value = "draft-small")]
     pub(crate) draft_model: String,
-    /// Custom profile: weight bytes per layer (before the TP split).
-    #[arg(long, default_value_t = 200_000_000)]
-    pub(crate) custom_weight_bytes_per_layer: u64,
-    /// Custom profile: layers.
-    #[arg(long, default_value_t = 32)]
-    pub(crate) custom_layers: u32,
-    /// Custom profile: KV-cache bytes per token per layer.
-    #[arg(long, default_value_t = 1024)]
-    pub(crate) custom_kv_bytes_per_token_per_layer: u64,
-    /// Custom profile: hidden size (sizes the collectives).
-    #[arg(long, default_value_t = 4096)]
-    pub(crate) custom_hidden_size: u32,
+    /// Custom profile (--model or --draft-model custom): weight bytes per layer (before the
+    /// TP split). Default: 200000000.
+    #[arg(long)]
+    pub(crate) custom_weight_bytes_per_layer: Option<u64>,
+    /// Custom profile (--model or --draft-model custom): layers. Default: 32.
+    #[arg(long)]
+    pub(crate) custom_layers: Option<u32>,
+    /// Custom profile (--model or --draft-model custom): KV-cache bytes per token per layer.
+    /// Default: 1024.
+    #[arg(long)]
+    pub(crate) custom_kv_bytes_per_token_per_layer: Option<u64>,
+    /// Custom profile (--model or --draft-model custom): hidden size (sizes the collectives).
+    /// Default: 4096.
+    #[arg(long)]
+    pub(crate) custom_hidden_size: Option<u32>,
     /// Replace both forwards by a fixed GPU busy-wait of this many µs (a quick what-if that
     /// ignores the profiles and the layout).
     #[arg(long, allow_negative_numbers = true)]
@@ -189,7 +192,8 @@ pub struct StepsArgs {
     #[arg(long)]
     pub(crate) resume: bool,
     /// Write the timeline of --trace-cell as a Chrome trace-event JSON (opens in Perfetto):
-    /// FILE for eager-sync, FILE-ARM.json for each other arm ARM.
+    /// FILE for eager-sync, FILE-ARM.json for each other arm ARM. FILE must not exist yet
+    /// (unless --resume).
     #[arg(long)]
     pub(crate) trace: Option<PathBuf>,
     /// The cell to trace, LAYOUT:BATCH:BLOCK (default: the first layout, batch and block;
@@ -278,10 +282,10 @@ fn forward_model(name: &str, flag: &str, args: &StepsArgs) -> Result<ForwardMode
     }
     let profile = if name == "custom" {
         Profile::custom(
-            args.custom_weight_bytes_per_layer,
-            args.custom_layers,
-            args.custom_kv_bytes_per_token_per_layer,
-            args.custom_hidden_size,
+            args.custom_weight_bytes_per_layer.unwrap_or(200_000_000),
+            args.custom_layers.unwrap_or(32),
+            args.custom_kv_bytes_per_token_per_layer.unwrap_or(1024),
+            args.custom_hidden_size.unwrap_or(4096),
         )
     } else {
         Profile::named(name)
@@ -322,8 +326,14 @@ fn trace_cell(s: &str) -> Result<Cell> {
             .filter(|&n| n > 0)
             .with_context(|| format!("--trace-cell: `{v}` is not a positive integer"))
     };
-    Ok((layout.parse()?, number(bs)?, number(block)?))
+    let layout = layout
+        .parse()
+        .map_err(|e: anyhow::Error| anyhow::anyhow!("--trace-cell `{s}`: {e}"))?;
+    Ok((layout, number(bs)?, number(block)?))
 }
+
+/// The most steps one pass (--round-steps, --warmup-steps, --timeline-steps) may take.
+const MAX_PASS_STEPS: usize = 1_000_000;
 
 /// `steps`' default batch sizes: small batches, where a read's exposed host work matters.
 const DEFAULT_STEP_BATCHES: &str = "1,4,16,64";
@@ -389,6 +399,37 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
             args.timeline_steps
         )));
     }
+    for (v, flag) in [
+        (args.round_steps, "--round-steps"),
+        (args.warmup_steps, "--warmup-steps"),
+        (args.timeline_steps, "--timeline-steps"),
+    ] {
+        if v > MAX_PASS_STEPS {
+            return usage(Err(anyhow::anyhow!(
+                "{flag}: {v} steps is more than {MAX_PASS_STEPS} per pass: give fewer"
+            )));
+        }
+    }
+    let custom = [args.model.as_str(), args.draft_model.as_str()].contains(&"custom");
+    for (given, flag) in [
+        (
+            args.custom_weight_bytes_per_layer.is_some(),
+            "--custom-weight-bytes-per-layer",
+        ),
+        (args.custom_layers.is_some(), "--custom-layers"),
+        (
+            args.custom_kv_bytes_per_token_per_layer.is_some(),
+            "--custom-kv-bytes-per-token-per-layer",
+        ),
+        (args.custom_hidden_size.is_some(), "--custom-hidden-size"),
+    ] {
+        if given && (!custom || args.forward_us.is_some()) {
+            return usage(Err(anyhow::anyhow!(
+                "{flag} sizes the custom profile, which this run does not use: give --model \
+                 custom (or --draft-model custom) without --forward-us, or leave {flag} out"
+            )));
+        }
+    }
     validate_shapes(
         &[Family::DsparkDraftBlock, Family::DsaTargetVerify],
         &batch_sizes,
@@ -429,6 +470,12 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
             "--read-skew-rank {rank}: no layout of the run has that rank (the widest, {widest} \
              GPUs, has ranks 0 to {}); give a rank below {widest}, or `all`",
             widest - 1
+        )));
+    }
+    if read_skew.rank.is_some() && read_skew.us == 0.0 && read_skew.jitter_us == 0.0 {
+        return usage(Err(anyhow::anyhow!(
+            "--read-skew-rank picks the rank --read-skew-us or --read-skew-jitter-us slows: \
+             give one of them too, or leave --read-skew-rank out"
         )));
     }
     let arms = usage(arms(&args.arms))?;
@@ -474,6 +521,12 @@ pub(crate) fn check_outputs(config: &StepsConfig) -> Result<(), ExitCode> {
     usage(check_run_out(&config.out, config.resume))?;
     if let Some(trace) = &config.trace {
         usage(writable_file(&trace.path, "--trace"))?;
+        if trace.path.exists() && !config.resume {
+            return usage(Err(anyhow::anyhow!(
+                "--trace {} exists: choose another path or remove it",
+                trace.path.display()
+            )));
+        }
     }
     Ok(())
 }

@@ -87,7 +87,7 @@ pub struct SweepArgs {
     #[arg(long, default_value_t = 500)]
     pub(crate) time_cap_ms: u64,
     /// Steps per sample: a sample is the wall time of this many steps over their count.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
     pub(crate) steps_per_sample: usize,
     /// Seed for the random inputs and the rounds' visiting orders.
     #[arg(long, default_value_t = 1)]

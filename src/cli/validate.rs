@@ -3,12 +3,13 @@
 
 use super::common::{default_out, usage};
 use super::steps::{steps_config, StepsArgs};
-use crate::axes::Arm;
+use crate::axes::{Arm, Family};
 use crate::calibrate::validate::{
     cell_host_speed, chunk_run_speeds, compare_cell, csv_text, markdown, Bars, Cell, Line,
     ModelCell, ModelStep, Reference,
 };
 use crate::model::host_profile::HostProfile;
+use crate::prep::Shape;
 use crate::results::atomic::write_atomic;
 use crate::results::csv::{Row, KIND_STEP};
 use anyhow::{Context, Result};
@@ -42,7 +43,13 @@ pub struct ValidateArgs {
 
 /// The steps flags validate sets per cell, which must not be given.
 fn refuse_axes(a: &StepsArgs) -> Result<()> {
+    let default: StepsArgs = super::common::parse_parent("steps", &[])
+        .map_err(|_| anyhow::anyhow!("steps' defaults parse"))?;
     for (given, flag) in [
+        (a.block_sizes != default.block_sizes, "--block-sizes"),
+        (a.arms != default.arms, "--arms"),
+        (a.model != default.model, "--model"),
+        (a.draft_model != default.draft_model, "--draft-model"),
         (a.forward_us.is_some(), "--forward-us"),
         (a.batch_sizes.is_some(), "--batch-sizes"),
         (a.tp.is_some(), "--tp"),
@@ -134,18 +141,22 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
             "--out {} exists: validate writes a new folder; choose another",
             out.display()
         );
-        // The first cell's settings, checked whole before any GPU work.
-        let (cell, rows) = &reference.cells[0];
-        let arms: Vec<Arm> = rows.keys().copied().collect();
-        let first = cell_args(
-            &args.steps,
-            *cell,
-            &arms,
-            None,
-            &out.join("steps").join("check"),
-        );
-        if steps_config(&first).is_err() {
-            anyhow::bail!("the steps flags given to validate were refused (see above)");
+        super::common::writable_folder(&out, "--out")?;
+        // Every cell's shapes, checked before any GPU work: a batch or block of the
+        // reference no kernel takes is named by its cell.
+        for (cell, _) in &reference.cells {
+            for family in [Family::DsparkDraftBlock, Family::DsaTargetVerify] {
+                Shape::new(family, cell.batch_size, cell.block, args.steps.max_context)
+                    .with_context(|| {
+                        format!(
+                            "{}: the cell at forward {} µs, batch {}, block {}",
+                            args.reference.display(),
+                            cell.forward_us,
+                            cell.batch_size,
+                            cell.block
+                        )
+                    })?;
+            }
         }
         Ok((reference, profile, out))
     })();
@@ -153,6 +164,19 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
         Ok(v) => v,
         Err(code) => return Ok(code),
     };
+    // The first cell's settings, checked whole before any GPU work (steps says why).
+    let (cell, rows) = &reference.cells[0];
+    let arms: Vec<Arm> = rows.keys().copied().collect();
+    let first = cell_args(
+        &args.steps,
+        *cell,
+        &arms,
+        None,
+        &out.join("steps").join("check"),
+    );
+    if let Err(code) = steps_config(&first) {
+        return Ok(code);
+    }
     std::fs::create_dir_all(out.join("steps"))
         .with_context(|| format!("creating {}", out.display()))?;
     let bars = Bars {

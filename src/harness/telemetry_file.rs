@@ -2,9 +2,8 @@
 //! cells so an interrupted run keeps its telemetry, and continued on `--resume`.
 
 use super::nvml::Sampler;
-use crate::results::csv::read_table;
 use crate::results::run_dir::TELEMETRY_CSV;
-use crate::results::telemetry::{write_samples, TelemetrySample, TELEMETRY_COLUMNS};
+use crate::results::telemetry::{write_samples, TelemetrySample};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -18,7 +17,7 @@ impl TelemetryFile {
     pub fn open(dir: &Path, resume: bool) -> Result<Self> {
         let path = dir.join(TELEMETRY_CSV);
         let earlier = if resume && path.exists() {
-            read_table(&path, TELEMETRY_COLUMNS, &[])
+            crate::results::run_dir::read_telemetry(&path)
                 .with_context(|| format!("reading {} to resume it", path.display()))?
         } else {
             Vec::new()

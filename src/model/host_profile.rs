@@ -228,6 +228,24 @@ fn check_us(field: &str, v: f64) -> Result<()> {
     Ok(())
 }
 
+/// The top-level field of a profile's JSON that serde refused (its own error names a line and
+/// column, not the field): the first whose value, put into the built-in `pytorch` profile,
+/// breaks it there too.
+fn field_of_error(text: &str) -> Option<String> {
+    let serde_json::Value::Object(given) = serde_json::from_str(text).ok()? else {
+        return None;
+    };
+    let (_, base) = BUILT_IN.iter().find(|(n, _)| *n == "pytorch")?;
+    let base: serde_json::Value = serde_json::from_str(base).ok()?;
+    given.into_iter().find_map(|(key, value)| {
+        let mut probe = base.clone();
+        probe.as_object_mut()?.insert(key.clone(), value);
+        serde_json::from_value::<HostProfile>(probe)
+            .is_err()
+            .then_some(key)
+    })
+}
+
 /// The families a step prepares: the draft block, then the verify.
 pub const STEP_FAMILIES: [(Phase, Family); 2] = [
     (Phase::Draft, Family::DsparkDraftBlock),
@@ -261,7 +279,13 @@ impl HostProfile {
     }
 
     pub fn parse(text: &str) -> Result<HostProfile> {
-        let profile: HostProfile = serde_json::from_str(text).context("not a host profile")?;
+        let profile: HostProfile = serde_json::from_str(text).map_err(|e| {
+            let why = match field_of_error(text) {
+                Some(field) => format!("not a host profile: field `{field}`"),
+                None => "not a host profile".to_string(),
+            };
+            anyhow::Error::new(e).context(why)
+        })?;
         profile.validate()?;
         Ok(profile)
     }
@@ -279,6 +303,13 @@ impl HostProfile {
             ("upload_us", self.upload_us.value),
         ] {
             check_us(field, v)?;
+        }
+        if let Some(speed) = &self.host_speed_us {
+            check_us("host_speed_us", speed.value)?;
+            ensure!(
+                speed.value > 0.0,
+                "host_speed_us = 0 is no host speed: give the µs per op it was measured at"
+            );
         }
         for (_, family) in STEP_FAMILIES {
             let prep = self.preps.get(family.name()).with_context(|| {

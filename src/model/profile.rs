@@ -202,10 +202,13 @@ impl Profile {
         kv_bytes_per_token_per_layer: u64,
         hidden_size: u32,
     ) -> Result<Profile> {
-        ensure!(layers > 0, "custom profile: layers must be at least 1");
+        ensure!(
+            layers > 0,
+            "custom profile: --custom-layers must be at least 1"
+        );
         ensure!(
             hidden_size > 0,
-            "custom profile: hidden size must be at least 1 (DeepSeek-V3 uses 7168)"
+            "custom profile: --custom-hidden-size must be at least 1 (DeepSeek-V3 uses 7168)"
         );
         ensure!(
             weight_bytes_per_layer > 0 || kv_bytes_per_token_per_layer > 0,

@@ -306,6 +306,13 @@ fn checked_row(mut row: Row) -> std::result::Result<Row, String> {
 /// a difference, may be negative), or a median outside its own interval.
 fn check_row(row: &Row) -> std::result::Result<(), String> {
     check_names(&row.kind, &row.family, &row.arm, &row.layout)?;
+    // A floor item has no block: its rows' block_size is not read.
+    let block = (row.kind != KIND_FLOOR).then_some(row.block_size);
+    for (name, v) in [("batch_size", Some(row.batch_size)), ("block_size", block)] {
+        if v == Some(0) {
+            return Err(format!("column `{name}`: 0 is no size: sizes start at 1"));
+        }
+    }
     if row.median.is_nan() {
         return Err("column `median`: the median is not a number".into());
     }
@@ -323,6 +330,14 @@ fn check_row(row: &Row) -> std::result::Result<(), String> {
         if let Some((name, v)) = values.iter().find(|(_, v)| *v < 0.0) {
             return Err(format!("column `{name}`: {v} {} is negative", row.unit));
         }
+    }
+    // A spread is both percentiles or neither, the lower first.
+    if row.p10.is_nan() != row.p90.is_nan() || row.p10 > row.p90 {
+        return Err(format!(
+            "columns `p10`, `p90`: {} <= {} does not hold: the 10th percentile is at most the \
+             90th, and both are numbers or neither",
+            row.p10, row.p90
+        ));
     }
     // NaN bounds are no interval (too few samples); a median outside its own is no row.
     if !(row.ci_lo.is_nan()
@@ -551,7 +566,7 @@ pub(crate) fn check_header(
     )
 }
 
-fn describe_field_error(
+pub(crate) fn describe_field_error(
     name: &str,
     line: u64,
     headers: &csv::StringRecord,
@@ -1026,7 +1041,10 @@ mod tests {
         let path = dir.path().join("metaprep.csv");
         let good = row("prep", "dsa_decode", "graph", 8, "step_us", 20.0);
         type Spoil = fn(&mut Row);
-        let cases: [(Spoil, &str); 6] = [
+        let cases: [(Spoil, &str); 9] = [
+            (|r| r.p10 = 30.0, "columns `p10`, `p90`: 30 <= "),
+            (|r| r.p90 = f64::NAN, "columns `p10`, `p90`"),
+            (|r| r.block_size = 0, "column `block_size`: 0 is no size"),
             (|r| r.ci_lo = 20.5, "20.5 <= 20 <= 20.2 does not hold"),
             (|r| r.ci_hi = 19.0, "19.8 <= 20 <= 19 does not hold"),
             (

@@ -59,6 +59,21 @@ pub fn open_results(dir: &Path) -> Result<(Vec<Row>, EnvRecord)> {
     Ok((rows, env))
 }
 
+/// A `telemetry.csv`, every sample checked ([`TelemetrySample::check`]); errors name the line.
+pub fn read_telemetry(path: &Path) -> Result<Vec<TelemetrySample>> {
+    let samples: Vec<TelemetrySample> = read_table(path, TELEMETRY_COLUMNS, &[])?;
+    for (i, sample) in samples.iter().enumerate() {
+        sample.check().map_err(|why| {
+            anyhow::anyhow!(
+                "{} line {}: {why}: fix or delete that line",
+                path.display(),
+                i + 2
+            )
+        })?;
+    }
+    Ok(samples)
+}
+
 impl RunDir {
     /// Reads `dir`. Fails on a path that is not a directory, a directory without
     /// `metaprep.csv` or `env.json`, or any file that cannot be read.
@@ -66,10 +81,17 @@ impl RunDir {
         let (rows, env) = open_results(dir)?;
         let telemetry_path = run_file(dir, TELEMETRY_CSV);
         let telemetry = if telemetry_path.exists() {
-            read_table(&telemetry_path, TELEMETRY_COLUMNS, &[])?
+            read_telemetry(&telemetry_path)?
         } else {
             Vec::new()
         };
+        if rows.is_empty() {
+            bail!(
+                "{}: no rows below the header: the run finished no cell yet (resume it with \
+                 --resume, or run it again)",
+                run_file(dir, RESULTS_CSV).display()
+            );
+        }
         let mut traces = Vec::new();
         for name in TRACES {
             let path = run_file(dir, name);
@@ -91,11 +113,21 @@ impl RunDir {
     }
 }
 
+/// The commands whose env.json stands beside a results CSV.
+const RUN_COMMANDS: [&str; 5] = ["sweep", "steps", "rank-worker", "sweep-worker", "validate"];
+
 /// A steps run writes only step rows: a CSV with prep or floor rows beside a steps run's
 /// env.json is a sweep's CSV in another run's folder, whose charts and summary would carry
 /// the wrong machine and settings. (A sweep's env.json beside step rows is not refused:
 /// the test fixtures combine both kinds to draw every chart from one run.)
 fn check_same_run(csv_path: &Path, rows: &[Row], env: &EnvRecord) -> Result<()> {
+    if let Some(other) = env.subcommand().filter(|c| !RUN_COMMANDS.contains(c)) {
+        bail!(
+            "{}: beside an env.json of `metaprep {other}`, which writes no {RESULTS_CSV}: the \
+             CSV and env.json come from different runs; put each run's files in its own folder",
+            csv_path.display()
+        );
+    }
     let steps_run = matches!(env.subcommand(), Some("steps" | "rank-worker"));
     if let Some(row) = rows.iter().find(|r| steps_run && r.kind != KIND_STEP) {
         bail!(

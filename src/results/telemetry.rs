@@ -29,6 +29,30 @@ pub struct TelemetrySample {
     pub clock_event_reasons: String,
 }
 
+impl TelemetrySample {
+    /// Why a sample cannot be one metaprep wrote: a time that is not a time since the start,
+    /// or a reading that is infinite or negative (a reading NVML did not give is NaN).
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.t_s.is_finite() && self.t_s >= 0.0) {
+            return Err(format!(
+                "column `t_s`: {} is not seconds since the start",
+                self.t_s
+            ));
+        }
+        let readings = [
+            ("sm_clock_mhz", self.sm_clock_mhz),
+            ("mem_clock_mhz", self.mem_clock_mhz),
+            ("power_w", self.power_w),
+            ("temp_c", self.temp_c),
+            ("gpu_util_pct", self.gpu_util_pct),
+        ];
+        match readings.iter().find(|(_, v)| v.is_infinite() || *v < 0.0) {
+            Some((name, v)) => Err(format!("column `{name}`: {v} is not a reading")),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Writes `telemetry.csv` atomically.
 pub fn write_samples(path: &std::path::Path, samples: &[TelemetrySample]) -> anyhow::Result<()> {
     let mut writer = csv::Writer::from_writer(Vec::new());

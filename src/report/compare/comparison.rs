@@ -375,7 +375,10 @@ fn host_move<'f>(floors: &'f [FloorMove], base: &Side) -> Option<&'f FloorMove> 
 }
 
 pub fn compare(base: Side, new: Side, arms: Arms, threshold_pct: f64) -> Result<Comparison> {
-    for (side, arm) in [(&base, arms.map(|a| a.0)), (&new, arms.map(|a| a.1))] {
+    for (side, arm, flag) in [
+        (&base, arms.map(|a| a.0), "--base-arm"),
+        (&new, arms.map(|a| a.1), "--new-arm"),
+    ] {
         let has_cells = side
             .entries
             .iter()
@@ -386,7 +389,7 @@ pub fn compare(base: Side, new: Side, arms: Arms, threshold_pct: f64) -> Result<
         let which = side.which.as_str();
         match arm {
             Some(arm) => bail!(
-                "{which} has no rows for arm `{arm}`; its arms are: {}",
+                "{flag} {arm}: {which} has no rows for that arm; its arms are: {}",
                 side.arms()
             ),
             None => bail!("{which} has no result rows (floors aside): nothing to compare"),
@@ -618,7 +621,7 @@ mod tests {
         let error = compare_rows(&rows, &rows, Some(("eager-sync", "fused")), 2.0).unwrap_err();
         assert_eq!(
             error.to_string(),
-            "NEW has no rows for arm `fused`; its arms are: eager-device, eager-sync, graph"
+            "--new-arm fused: NEW has no rows for that arm; its arms are: eager-device, eager-sync, graph"
         );
         assert_eq!(
             compare_rows(&rows, &rows, None, 2.0).unwrap().matched.len(),
