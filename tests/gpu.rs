@@ -309,6 +309,27 @@ fn any_host_read_inside_a_capture_is_an_error() {
     assert_eq!(gpu.download("after", &buf).unwrap(), vec![1, 2, 3]);
 }
 
+/// The finite median of `arm`'s `metric` row at batch `bs`.
+fn median_of(rows: &[metaprep::results::csv::Row], arm: &str, bs: u32, metric: &str) -> f64 {
+    let row = rows
+        .iter()
+        .find(|r| r.arm == arm && r.batch_size == bs && r.metric == metric)
+        .unwrap_or_else(|| panic!("no {metric} row for {arm} bs {bs}"));
+    assert!(row.median.is_finite(), "{arm} bs {bs} {metric}: {row:?}");
+    row.median
+}
+
+/// eager-sync's step at bs 1 is more than `by_us` longer than graph's: its reads expose the
+/// host work after them.
+fn assert_sync_exposes(rows: &[metaprep::results::csv::Row], by_us: f64) {
+    let sync = median_of(rows, "eager-sync", 1, "step_us");
+    let graph = median_of(rows, "graph", 1, "step_us");
+    assert!(
+        sync > graph + by_us,
+        "eager-sync {sync} µs, graph {graph} µs"
+    );
+}
+
 /// A small `steps` run on tp1, bs 1 and 3, block 5, with 200 µs forwards and the measured
 /// `pytorch` host profile, tracing bs 1 to `dir/trace.json`.
 fn step_config(
@@ -334,6 +355,7 @@ fn step_config(
         draft: ForwardModel::FixedUs(200.0),
         acceptance: metaprep::prep::accept::Acceptance::Length(3.0),
         host: pytorch_with_every_read_path(),
+        drafter: metaprep::axes::Drafter::Dspark,
         host_scales: vec![1.0],
         link_gb_s: 450.0,
         collective_latency_us: None,
@@ -376,15 +398,7 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
     let trace = dir.path().join("trace.json");
     let config = step_config(dir.path(), Arm::ALL.to_vec(), TimerKind::Events);
     let outcome = run(&config).unwrap();
-    let median = |arm: &str, bs: u32, metric: &str| {
-        let row = outcome
-            .rows
-            .iter()
-            .find(|r| r.arm == arm && r.batch_size == bs && r.metric == metric)
-            .unwrap_or_else(|| panic!("no {metric} row for {arm} bs {bs}"));
-        assert!(row.median.is_finite(), "{arm} bs {bs} {metric}: {row:?}");
-        row.median
-    };
+    let median = |arm: &str, bs: u32, metric: &str| median_of(&outcome.rows, arm, bs, metric);
     for arm in Arm::ALL {
         for bs in [1, 3] {
             for metric in ["step_us", "itl_us", "throughput_tok_s", "gap_us"] {
@@ -402,14 +416,7 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
     }
     // About 90 framework ops follow eager-sync's reads each step, at ~10 µs each: the GPU
     // waits for them, while graph replay hides its host work behind the 2 x 200 µs forwards.
-    let (sync, graph) = (
-        median("eager-sync", 1, "step_us"),
-        median("graph", 1, "step_us"),
-    );
-    assert!(
-        sync > graph + 300.0,
-        "eager-sync {sync} µs, graph {graph} µs"
-    );
+    assert_sync_exposes(&outcome.rows, 300.0);
     // Each arm against eager-sync, paired within the cell's rounds: graph gains, with an
     // interval, and every row says why its cell stopped.
     let ratio = outcome
@@ -433,6 +440,105 @@ fn the_host_program_runs_every_arm_and_a_read_exposes_the_work_after_it() {
         assert!(text.contains(span), "the eager-sync trace lacks {span}");
     }
     assert!(dir.path().join("trace-graph-upload.json").exists());
+}
+
+/// Every prep inside each drafter's step, every arm: poisoned before it runs, then bit-exact
+/// against the CPU reference (and a reading arm's host read against the lengths), with the
+/// lengths advancing by accept between steps. EAGLE's step holds N − 2 decode preps, the
+/// verify and the draft-extend.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_prep_inside_each_drafters_step_is_exact_as_lengths_advance() {
+    use metaprep::axes::{Drafter, Family};
+    use metaprep::harness::timer::TimerKind;
+    use metaprep::runs::steps::check_steps;
+
+    let steps = 6;
+    for drafter in Drafter::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = step_config(dir.path(), Arm::ALL.to_vec(), TimerKind::Events);
+        config.drafter = drafter;
+        config.acceptance = metaprep::prep::accept::Acceptance::seed();
+        config.block_sizes = vec![3, 5];
+        config.layouts = vec![Layout::Tp(1), Layout::Dep(2)];
+        let results = check_steps(&config, steps).unwrap();
+        assert_eq!(results.len(), 2 * 2 * 2 * Arm::ALL.len(), "{drafter}");
+        for ((layout, bs, block), check) in &results {
+            let at = format!("{drafter} {layout} bs {bs} block {block} {}", check.arm);
+            for (family, tally) in check.families.iter().zip(&check.tallies) {
+                assert!(tally.cells > 0, "{at}: {family} checked nothing");
+                assert_eq!(
+                    tally.mismatches, 0,
+                    "{at}: {family}: {} cells differ, first {:?}",
+                    tally.mismatches, tally.first
+                );
+            }
+            assert!(check.passed(), "{at}: lengths {:?}", check.lengths.first);
+            let rank_bs = layout.rank_batch(*bs) as u64;
+            assert!(
+                check.accepted >= steps as u64 * rank_bs,
+                "{at}: lengths did not advance"
+            );
+            let preps = match drafter {
+                Drafter::Dspark => 2,
+                Drafter::Eagle => (block - 2) as usize + 2,
+            };
+            assert_eq!(check.preps_checked, steps * preps, "{at}");
+            let want: &[Family] = drafter.families();
+            assert_eq!(check.families, want, "{at}");
+        }
+    }
+}
+
+/// A short `steps --drafter eagle`: every arm runs the three-graph step and writes every
+/// metric under EAGLE's family; eager-sync's reads expose the host work after them,
+/// graph-upload blocks in its one upload before the draft-extend replay, and the trace
+/// shows the EAGLE items.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_eagle_step_runs_every_arm_and_names_its_drafter() {
+    use metaprep::axes::Drafter;
+    use metaprep::harness::timer::TimerKind;
+    use metaprep::runs::steps::run;
+
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.json");
+    let mut config = step_config(dir.path(), Arm::ALL.to_vec(), TimerKind::Events);
+    config.drafter = Drafter::Eagle;
+    let outcome = run(&config).unwrap();
+    assert!(
+        outcome
+            .rows
+            .iter()
+            .all(|r| r.family == Drafter::Eagle.step_family()),
+        "every row names the EAGLE step"
+    );
+    let median = |arm: &str, bs: u32, metric: &str| median_of(&outcome.rows, arm, bs, metric);
+    for arm in Arm::ALL {
+        for metric in [
+            "step_us",
+            "itl_us",
+            "throughput_tok_s",
+            "gap_us",
+            "occupancy",
+        ] {
+            median(arm.name(), 1, metric);
+        }
+    }
+    // Block 5: three decode preps, the verify and the draft-extend each read (7 reads), and
+    // 14 to 25 framework ops of ~10 µs follow each prep's first read: exposed, where graph
+    // hides its host work behind the 5 x 200 µs forwards as far as it fits.
+    assert_sync_exposes(&outcome.rows, 300.0);
+    assert!(median("graph-upload", 1, "host_blocked_us") > 0.0);
+    let text = std::fs::read_to_string(&trace).unwrap();
+    for span in [
+        "decode prep",
+        "extend prep",
+        "extend forward",
+        "accept sampling",
+    ] {
+        assert!(text.contains(span), "the eager-sync trace lacks {span}");
+    }
 }
 
 /// `--timer cupti` (CUPTI found as `steps` finds it: LD_LIBRARY_PATH, the venv's NVIDIA

@@ -198,6 +198,7 @@ fn child_runs_a_steps_cell_and_a_sweep() {
         // A pinned read cost where the profile has none, so eager-pinned runs too: these
         // ranges are what is checked, not that figure.
         host: profiles::pytorch_with_every_read_path(),
+        drafter: metaprep::axes::Drafter::Dspark,
         host_scales: vec![1.0],
         link_gb_s: 450.0,
         collective_latency_us: None,

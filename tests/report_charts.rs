@@ -99,7 +99,7 @@ fn fixture_rows() -> Vec<Row> {
     }
     // A what-if over the host scale: eager-sync's host overhead grows with it.
     for scale in [0.5, 2.0, 4.0] {
-        let family = step_family(scale);
+        let family = step_family(metaprep::axes::Drafter::Dspark, scale);
         for layout in ["tp1", "tp8"] {
             for arm in ["eager-sync", "graph"] {
                 for bs in [1, 8] {

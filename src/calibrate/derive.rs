@@ -355,12 +355,14 @@ fn program(traced: &[Traced], cx: &Context, d: &mut Derivation) -> Result<Vec<It
                 name: name.clone(),
                 us: 0.0,
                 ops,
+                launches: None,
                 source: format!("{from}: median {ops} top-level cpu_ops inside `{name}` over {n} steps"),
             },
             None => Item::Host {
                 name: name.clone(),
                 us: round3(host),
                 ops: 0,
+                launches: None,
                 source: format!("{from}: median duration of `{name}` over {n} steps, {how} (no cpu_op inside: host busy in Python; left as measured, not moved with the host speed)"),
             },
         };
@@ -655,6 +657,8 @@ pub fn derive(
         // A trace shows one read path (the pageable `.tolist()`); the others stay the base's.
         pinned_read_us: base.pinned_read_us.clone(),
         mapped_read_us: base.mapped_read_us.clone(),
+        // The traces are of a DSpark step: the EAGLE step is not calibrated from them.
+        eagle_program: None,
         host_speed_us,
         preps,
         program,
@@ -684,5 +688,9 @@ pub fn item_kind(item: &Item) -> &'static str {
         Item::VerifyPrep => "verify_prep",
         Item::VerifyForward => "verify_forward",
         Item::Accept { .. } => "accept",
+        Item::DecodePrep => "decode_prep",
+        Item::ExtendPrep => "extend_prep",
+        Item::ExtendForward => "extend_forward",
+        Item::DraftPasses { .. } => "draft_passes",
     }
 }

@@ -57,8 +57,9 @@ pub enum Command {
     /// env.json and telemetry.csv to --out.
     Sweep(SweepArgs),
     /// Run the decode-step model (scheduler work, draft prep, draft forward, verify prep,
-    /// verify forward, accept; host one step ahead) per arm, batch, block and layout: ITL,
-    /// throughput, forward occupancy and host-bound gaps, into the same CSV as `sweep`.
+    /// verify forward, accept; host one step ahead; --drafter eagle: draft passes, verify,
+    /// draft-extend) per arm, batch, block and layout: ITL, throughput, forward occupancy and
+    /// host-bound gaps, into the same CSV as `sweep`.
     Steps(Box<StepsArgs>),
     /// Write charts (PNG + SVG) and summary.md beside a run's CSV (or into --out). Needs no GPU.
     Report(ReportArgs),

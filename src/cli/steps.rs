@@ -5,7 +5,7 @@ use super::common::{
     validate_shapes, writable_file, DeviceArgs, NvtxArgs, PinArgs,
 };
 use crate::axes::layout::Layout;
-use crate::axes::Family;
+use crate::axes::Drafter;
 use crate::cli::lists::{arms, layouts, parse_u32_list};
 use crate::harness::timer::TimerKind;
 use crate::model::host_profile::{HostProfile, Item};
@@ -31,7 +31,8 @@ pub struct StepsArgs {
     pub(crate) nvtx: NvtxArgs,
     /// Arms, comma separated: eager-sync (both metadata preps read seq_lens to the host,
     /// which blocks the host until the GPU catches up), eager-device, graph, graph-upload
-    /// (graph replay with `[block] * bs` copied up before each replay), fused, and
+    /// (graph replay with `[block] * bs` copied up before each replay; under --drafter eagle
+    /// before the draft-extend replay only, as SGLang's merged DSA path does), fused, and
     /// eager-pinned / eager-mapped (eager-sync's program with a pinned or a mapped read; not
     /// in the default: eager-pinned needs a host profile with a measured `pinned_read_us`,
     /// from scripts/torch_read_paths.py, and the two add half again to the run's time).
@@ -48,8 +49,20 @@ pub struct StepsArgs {
     #[arg(long, conflicts_with = "batch_sizes")]
     pub(crate) full: bool,
     /// Draft block sizes gamma, comma separated; the verify step checks the same N tokens.
+    /// Under --drafter eagle the block is N, EAGLE's speculative_num_draft_tokens.
     #[arg(long, default_value = "3,5,8")]
     pub(crate) block_sizes: String,
+    /// The step program: `dspark` (the DSpark draft block, then DSA target verify) or
+    /// `eagle` (SGLang 0.5.23's spec-v2 EAGLE/MTP step with the DSA backend: draft passes,
+    /// each a DSA decode prep and a one-token draft forward, then DSA target verify, then
+    /// the draft model's DSA draft-extend over the N verified tokens, with the eager seams
+    /// between them as host ops; every arm applies to all three preps). At block N, EAGLE
+    /// runs N − 2 draft passes, not N − 1: with top-k 1, N = speculative_num_steps + 1, the
+    /// first draft token comes from the previous step's draft-extend forward, and the draft
+    /// loop runs speculative_num_steps − 1 forwards (eagle_worker_v2.py:808-847), so a block
+    /// must be at least 2. Rows name the drafter in their `family` column.
+    #[arg(long, default_value = "dspark")]
+    pub(crate) drafter: Drafter,
     /// Layouts, comma separated: tp1, tp2, tp4, tp8 (1/TP of every layer's weights per GPU,
     /// whole batch, an all-reduce per layer) or dep2, dep4 (attention data-parallel with
     /// bs/DP requests per GPU, experts spread over the DP GPUs, all-to-all per layer).
@@ -94,11 +107,12 @@ pub struct StepsArgs {
     /// until the first rejection, so a block of γ drafts accepts (1 − α^(γ+1)) / (1 − α)
     /// tokens per request per step, bonus token included (Leviathan et al. 2023), drawn per
     /// request per step. Default: the rate that gives the seed serving run's 3.51 tokens at
-    /// block 5 (α ≈ 0.779: block 3 accepts 2.86, block 8 4.04).
+    /// block 5 (α ≈ 0.779: block 3 accepts 2.86, block 8 4.04). Under --drafter eagle a block
+    /// N drafts γ = N − 1 tokens (N = 5 accepts 3.26 at the default α).
     #[arg(long, conflicts_with = "accept_length")]
     pub(crate) accept_rate: Option<f64>,
     /// Instead of --accept-rate: this mean accepted length (tokens per request per step, 1 to
-    /// block + 1) for one block size. With several --block-sizes it is refused, since one
+    /// block + 1; under --drafter eagle 1 to N) for one block size. With several --block-sizes it is refused, since one
     /// length for every block would give each block a different α.
     #[arg(long)]
     pub(crate) accept_length: Option<f64>,
@@ -297,7 +311,12 @@ fn forward_model(name: &str, flag: &str, args: &StepsArgs) -> Result<ForwardMode
 fn host_program(args: &StepsArgs) -> Result<HostProfile> {
     let mut host = HostProfile::load(&args.host_profile)?;
     if let Some(v) = args.host_work_us {
-        let scheduler = host.program.iter_mut().find_map(|item| match item {
+        host.program_of(args.drafter)?;
+        let program = match (args.drafter, host.eagle_program.as_mut()) {
+            (Drafter::Eagle, Some(eagle)) => eagle,
+            _ => &mut host.program,
+        };
+        let scheduler = program.iter_mut().find_map(|item| match item {
             Item::Host { name, us, .. } if name == "scheduler" => Some(us),
             _ => None,
         });
@@ -337,6 +356,18 @@ const MAX_PASS_STEPS: usize = 1_000_000;
 
 /// `steps`' default batch sizes: small batches, where a read's exposed host work matters.
 const DEFAULT_STEP_BATCHES: &str = "1,4,16,64";
+/// Refuses a block too small for `drafter`'s step: EAGLE at N = 1 drafts nothing
+/// (speculative_num_steps 0 disables drafting in SGLang).
+fn drafter_blocks(drafter: Drafter, blocks: &[u32]) -> Result<()> {
+    if let Some(b) = blocks.iter().find(|&&b| drafter == Drafter::Eagle && b < 2) {
+        anyhow::bail!(
+            "--block-sizes {b}: an EAGLE step verifies N = speculative_num_steps + 1 tokens, \
+             so N must be at least 2"
+        );
+    }
+    Ok(())
+}
+
 /// `steps --full`'s.
 const FULL_STEP_BATCHES: &str = "1,2,4,8,16,32,64,128,256";
 
@@ -356,11 +387,13 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         "--batch-sizes",
     ))?;
     let block_sizes = usage(parse_u32_list(&args.block_sizes, "--block-sizes"))?;
-    let acceptance = usage(acceptance(
-        args.accept_rate,
-        args.accept_length,
-        &block_sizes,
-    ))?;
+    usage(drafter_blocks(args.drafter, &block_sizes))?;
+    // The accept model's block is the tokens the drafter proposes (EAGLE: N − 1).
+    let drafted: Vec<u32> = block_sizes
+        .iter()
+        .map(|&b| args.drafter.drafted(b))
+        .collect();
+    let acceptance = usage(acceptance(args.accept_rate, args.accept_length, &drafted))?;
     for (v, flag) in [
         (args.host_work_us, "--host-work-us"),
         (Some(args.link_gb_s), "--link-gb-s"),
@@ -431,11 +464,12 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         }
     }
     validate_shapes(
-        &[Family::DsparkDraftBlock, Family::DsaTargetVerify],
+        args.drafter.families(),
         &batch_sizes,
         &block_sizes,
         args.max_context,
     )?;
+    usage(host.program_of(args.drafter))?;
     let seq_lens = usage(seq_lens_within(&args.seq_lens, args.max_context))?;
     usage(resume_target(args.resume, &args.out))?;
     if args.trace_cell.is_some() && args.trace.is_none() {
@@ -493,6 +527,7 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         draft: usage(forward_model(&args.draft_model, "--draft-model", args))?,
         acceptance,
         host,
+        drafter: args.drafter,
         host_scales: args.host_scale.clone(),
         link_gb_s: args.link_gb_s,
         collective_latency_us: args.collective_latency_us,
@@ -546,4 +581,87 @@ pub(crate) fn run_steps(config: &StepsConfig, steps_args: &[OsString]) -> Result
     );
     println!("next: metaprep report {}", config.out.display());
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Steps {
+        #[command(flatten)]
+        args: StepsArgs,
+    }
+
+    fn config(flags: &[&str]) -> Result<StepsConfig, ExitCode> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        let mut argv = vec!["steps", "--out", out.to_str().unwrap()];
+        argv.extend(flags);
+        steps_config(&Steps::try_parse_from(argv).unwrap().args)
+    }
+
+    #[test]
+    fn drafter_defaults_to_dspark_and_parses_eagle() {
+        assert_eq!(config(&[]).unwrap().drafter, Drafter::Dspark);
+        let eagle = config(&["--drafter", "eagle"]).unwrap();
+        assert_eq!(eagle.drafter, Drafter::Eagle);
+        assert_eq!(eagle.block_sizes, [3, 5, 8]);
+        assert!(eagle.host.eagle_program.is_some());
+        // EAGLE at N = 3 drafts 2 tokens: it accepts at most 3, DSpark's block 3 at most 4.
+        let eagle_3 = [
+            "--drafter",
+            "eagle",
+            "--block-sizes",
+            "3",
+            "--accept-length",
+            "3.5",
+        ];
+        assert!(config(&eagle_3).is_err());
+        assert!(config(&eagle_3[2..]).is_ok());
+        let e = Steps::try_parse_from(["steps", "--drafter", "medusa"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("unknown drafter 'medusa': use dspark or eagle"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn eagle_refuses_a_block_of_one_and_a_profile_without_its_program() {
+        assert!(config(&["--drafter", "eagle", "--block-sizes", "1,3"]).is_err());
+        assert!(
+            config(&["--block-sizes", "1,3"]).is_ok(),
+            "DSpark's block 1 is fine"
+        );
+        assert!(drafter_blocks(Drafter::Eagle, &[2, 5]).is_ok());
+        let e = drafter_blocks(Drafter::Eagle, &[1])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("N must be at least 2"), "{e}");
+        assert!(config(&[
+            "--drafter",
+            "eagle",
+            "--host-profile",
+            "pytorch-transcription"
+        ])
+        .is_err());
+        assert!(config(&["--host-profile", "pytorch-transcription"]).is_ok());
+        // --host-work-us replaces the scheduler segment of the program that runs.
+        let eagle = config(&["--drafter", "eagle", "--host-work-us", "7"]).unwrap();
+        let scheduler = |items: &[Item]| {
+            items.iter().find_map(|i| match i {
+                Item::Host { name, us, .. } if name == "scheduler" => Some(*us),
+                _ => None,
+            })
+        };
+        assert_eq!(
+            scheduler(eagle.host.eagle_program.as_deref().unwrap()),
+            Some(7.0)
+        );
+        assert_eq!(scheduler(&eagle.host.program), Some(50.0));
+    }
 }

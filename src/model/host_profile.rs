@@ -60,6 +60,7 @@
 //!   one cannot run that arm.
 
 use crate::axes::Arm;
+use crate::axes::Drafter;
 use crate::axes::Family;
 use crate::axes::ReadPath;
 use crate::results::env::HOST_PROFILE_NOTE;
@@ -130,12 +131,24 @@ pub struct PrepOps {
     pub kernel_us_by_batch: Option<BTreeMap<u32, f64>>,
 }
 
-/// Which of the step's two preps or forwards.
+/// Which prep of a step: DSpark's draft block and the verify; EAGLE's draft passes' DSA
+/// decode, the verify and the draft-extend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Draft,
     Verify,
+    Decode,
+    Extend,
+}
+
+/// Which forward of a step: the draft model's (a DSpark block or an EAGLE pass), the
+/// target's verify, or the draft model's draft-extend over the verified tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardOf {
+    Draft,
+    Verify,
+    Extend,
 }
 
 /// One item of the host program.
@@ -149,6 +162,9 @@ pub enum Item {
         us: f64,
         #[serde(default)]
         ops: u32,
+        /// How many of the `ops` launch a GPU kernel (the last ones); absent: all of them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        launches: Option<u32>,
         #[serde(default)]
         source: String,
     },
@@ -160,6 +176,17 @@ pub enum Item {
     Accept {
         #[serde(default)]
         ops: u32,
+    },
+    /// EAGLE: one draft pass's DSA decode prep.
+    DecodePrep,
+    /// EAGLE: the DSA draft-extend prep (the draft model backfills the verified tokens' KV).
+    ExtendPrep,
+    /// EAGLE: the draft model's draft-extend forward.
+    ExtendForward,
+    /// EAGLE: `items`, once per draft pass (see [`Drafter::draft_passes`]); flattened by
+    /// [`HostProfile::step_items`] before a step runs.
+    DraftPasses {
+        items: Vec<Item>,
     },
 }
 
@@ -173,12 +200,37 @@ impl Item {
             Item::VerifyPrep => "verify prep",
             Item::VerifyForward => "verify forward",
             Item::Accept { .. } => "accept",
+            Item::DecodePrep => "decode prep",
+            Item::ExtendPrep => "extend prep",
+            Item::ExtendForward => "extend forward",
+            Item::DraftPasses { .. } => "draft passes",
         }
     }
 
     /// True for items that put work on the GPU.
     pub fn is_gpu(&self) -> bool {
         !matches!(self, Item::Host { .. })
+    }
+
+    /// The prep this item runs, if it is one.
+    pub fn prep_phase(&self) -> Option<Phase> {
+        match self {
+            Item::DraftPrep => Some(Phase::Draft),
+            Item::VerifyPrep => Some(Phase::Verify),
+            Item::DecodePrep => Some(Phase::Decode),
+            Item::ExtendPrep => Some(Phase::Extend),
+            _ => None,
+        }
+    }
+
+    /// The forward this item launches, if it is one.
+    pub fn forward_of(&self) -> Option<ForwardOf> {
+        match self {
+            Item::DraftForward => Some(ForwardOf::Draft),
+            Item::VerifyForward => Some(ForwardOf::Verify),
+            Item::ExtendForward => Some(ForwardOf::Extend),
+            _ => None,
+        }
     }
 }
 
@@ -208,9 +260,15 @@ pub struct HostProfile {
     /// `read_us` of eager-mapped's read path, when measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mapped_read_us: Option<Sourced<f64>>,
+    /// The EAGLE step (`steps --drafter eagle`), when the profile models it: its host
+    /// segments, its `draft_passes` groups and the three DSA preps' items. `program` is
+    /// DSpark's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eagle_program: Option<Vec<Item>>,
 }
 
-/// The items that put work on the GPU, each exactly once in every program, in this order.
+/// The items that put work on the GPU, each exactly once in every DSpark program, in this
+/// order.
 pub const GPU_ITEMS_IN_ORDER: [Item; 5] = [
     Item::DraftPrep,
     Item::DraftForward,
@@ -218,6 +276,75 @@ pub const GPU_ITEMS_IN_ORDER: [Item; 5] = [
     Item::VerifyForward,
     Item::Accept { ops: 0 },
 ];
+
+/// The GPU items of an EAGLE program with one draft pass, each exactly once, in this order;
+/// the decode prep and the draft forward only inside `draft_passes`.
+pub const EAGLE_GPU_ITEMS_IN_ORDER: [Item; 7] = [
+    Item::DecodePrep,
+    Item::DraftForward,
+    Item::VerifyPrep,
+    Item::VerifyForward,
+    Item::ExtendPrep,
+    Item::ExtendForward,
+    Item::Accept { ops: 0 },
+];
+
+/// The first of a host item's `ops` that launches a kernel: its last `launches` do (all
+/// when `launches` is absent).
+pub fn first_launching_op(ops: u32, launches: Option<u32>) -> u32 {
+    ops - launches.unwrap_or(ops).min(ops)
+}
+
+/// `items` with each `draft_passes` group repeated `passes` times, in place.
+pub fn expand_passes(items: &[Item], passes: u32) -> Vec<Item> {
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        match item {
+            Item::DraftPasses { items } => {
+                for _ in 0..passes {
+                    out.extend(items.iter().cloned());
+                }
+            }
+            other => out.push(other.clone()),
+        }
+    }
+    out
+}
+
+/// Every GPU item of `order` exactly once in `program`, in that order.
+fn check_gpu_order(program: &[Item], order: &[Item], what: &str) -> Result<()> {
+    let positions: Vec<(&Item, Vec<usize>)> = order
+        .iter()
+        .map(|want| {
+            let at: Vec<usize> = (0..program.len())
+                .filter(|&i| std::mem::discriminant(&program[i]) == std::mem::discriminant(want))
+                .collect();
+            (want, at)
+        })
+        .collect();
+    for (item, at) in &positions {
+        ensure!(
+            at.len() == 1,
+            "`{what}` must hold exactly one `{}` item, it holds {}",
+            item.label(),
+            at.len()
+        );
+    }
+    let names: Vec<&str> = order.iter().map(Item::label).collect();
+    ensure!(
+        positions.windows(2).all(|w| w[0].1[0] < w[1].1[0]),
+        "`{what}` must order {}",
+        names.join(", ")
+    );
+    let known: Vec<_> = order.iter().map(std::mem::discriminant).collect();
+    if let Some(other) = program
+        .iter()
+        .find(|i| i.is_gpu() && !known.contains(&std::mem::discriminant(*i)))
+    {
+        bail!("`{what}` cannot hold a `{}` item", other.label());
+    }
+    Ok(())
+}
 
 /// A duration field of a profile: finite, from 0 to a second.
 fn check_us(field: &str, v: f64) -> Result<()> {
@@ -246,18 +373,52 @@ fn field_of_error(text: &str) -> Option<String> {
     })
 }
 
-/// The families a step prepares: the draft block, then the verify.
+/// The families a DSpark step prepares: the draft block, then the verify.
 pub const STEP_FAMILIES: [(Phase, Family); 2] = [
     (Phase::Draft, Family::DsparkDraftBlock),
     (Phase::Verify, Family::DsaTargetVerify),
 ];
 
+/// The metadata family `phase`'s prep computes.
 pub fn family_of(phase: Phase) -> Family {
-    STEP_FAMILIES
+    match phase {
+        Phase::Draft => Family::DsparkDraftBlock,
+        Phase::Verify => Family::DsaTargetVerify,
+        Phase::Decode => Family::DsaDecode,
+        Phase::Extend => Family::DsaDraftExtendV2,
+    }
+}
+
+/// The arm `phase`'s prep runs as when `drafter`'s step runs `arm`: `arm` itself, except
+/// graph-upload where the engine's graph path does not upload. DSpark's graph-upload copies
+/// `[block] * bs` up before both replays; SGLang's merged spec-v2 DSA path (sgl-project/sglang
+/// #32219) uploads `[N] * bs` before each draft-extend replay only, its decode and
+/// target-verify replays being device-only, so there EAGLE's decode and verify preps run as
+/// graph and graph-upload's step differs from graph's by the draft-extend upload alone.
+pub fn prep_arm(drafter: Drafter, phase: Phase, arm: Arm) -> Arm {
+    let uploads = match drafter {
+        Drafter::Dspark => true,
+        Drafter::Eagle => phase == Phase::Extend,
+    };
+    if arm == Arm::GraphUpload && !uploads {
+        Arm::Graph
+    } else {
+        arm
+    }
+}
+
+/// The prep phases of `drafter`'s step, in the order its families are listed.
+pub fn phases_of(drafter: Drafter) -> Vec<Phase> {
+    drafter
+        .families()
         .iter()
-        .find(|(p, _)| *p == phase)
-        .map(|&(_, f)| f)
-        .expect("every phase has a family")
+        .map(|&f| {
+            [Phase::Draft, Phase::Verify, Phase::Decode, Phase::Extend]
+                .into_iter()
+                .find(|&p| family_of(p) == f)
+                .expect("every step family has a phase")
+        })
+        .collect()
 }
 
 impl HostProfile {
@@ -311,7 +472,13 @@ impl HostProfile {
                 "host_speed_us = 0 is no host speed: give the µs per op it was measured at"
             );
         }
-        for (_, family) in STEP_FAMILIES {
+        let mut families = Drafter::Dspark.families().to_vec();
+        if self.eagle_program.is_some() {
+            families.extend(Drafter::Eagle.families());
+        }
+        families.sort();
+        families.dedup();
+        for family in families {
             let prep = self.preps.get(family.name()).with_context(|| {
                 format!(
                     "`preps` has no entry for {}, which a step prepares",
@@ -355,29 +522,49 @@ impl HostProfile {
                 family.name()
             );
         }
-        let positions = GPU_ITEMS_IN_ORDER.map(|want| {
-            let at: Vec<usize> = (0..self.program.len())
-                .filter(|&i| {
-                    std::mem::discriminant(&self.program[i]) == std::mem::discriminant(&want)
-                })
-                .collect();
-            (want, at)
-        });
-        for (item, at) in &positions {
-            ensure!(
-                at.len() == 1,
-                "`program` must hold exactly one `{}` item, it holds {}",
-                item.label(),
-                at.len()
-            );
+        check_gpu_order(&self.program, &GPU_ITEMS_IN_ORDER, "program")?;
+        let mut hosts: Vec<&Item> = self.program.iter().collect();
+        if let Some(eagle) = &self.eagle_program {
+            for item in eagle {
+                match item {
+                    Item::DraftPasses { items } => {
+                        if let Some(bad) = items.iter().find(|i| {
+                            !matches!(i, Item::Host { .. } | Item::DecodePrep | Item::DraftForward)
+                        }) {
+                            bail!(
+                                "`eagle_program`: a `draft_passes` group holds host items,                                  decode preps and draft forwards only, not `{}`",
+                                bad.label()
+                            );
+                        }
+                        hosts.extend(items);
+                    }
+                    Item::DecodePrep | Item::DraftForward => bail!(
+                        "`eagle_program`: a `{}` belongs inside a `draft_passes` group",
+                        item.label()
+                    ),
+                    other => hosts.push(other),
+                }
+            }
+            check_gpu_order(
+                &expand_passes(eagle, 1),
+                &EAGLE_GPU_ITEMS_IN_ORDER,
+                "eagle_program",
+            )?;
         }
-        ensure!(
-            positions.windows(2).all(|w| w[0].1[0] < w[1].1[0]),
-            "`program` must order draft prep, draft forward, verify prep, verify forward, accept"
-        );
-        for item in &self.program {
-            if let Item::Host { name, us, .. } = item {
+        for item in hosts {
+            if let Item::Host {
+                name,
+                us,
+                ops,
+                launches,
+                ..
+            } = item
+            {
                 check_us(&format!("host item `{name}`: us"), *us)?;
+                ensure!(
+                    launches.unwrap_or(0) <= *ops,
+                    "host item `{name}`: more launches than ops"
+                );
             }
         }
         for path in [ReadPath::Pinned, ReadPath::Mapped] {
@@ -386,6 +573,30 @@ impl HostProfile {
             }
         }
         Ok(())
+    }
+
+    /// `drafter`'s program as the profile gives it (`draft_passes` groups not expanded).
+    pub fn program_of(&self, drafter: Drafter) -> Result<&[Item]> {
+        match drafter {
+            Drafter::Dspark => Ok(&self.program),
+            Drafter::Eagle => self.eagle_program.as_deref().with_context(|| {
+                format!(
+                    "host profile `{}` has no `eagle_program`, so it cannot run --drafter eagle: \
+                     use a built-in profile (native, pytorch) or add one \
+                     (host-profiles/README.md)",
+                    self.name
+                )
+            }),
+        }
+    }
+
+    /// The items one step of `drafter` runs at block size `block`, in order: its program with
+    /// each `draft_passes` group repeated [`Drafter::draft_passes`] times.
+    pub fn step_items(&self, drafter: Drafter, block: u32) -> Result<Vec<Item>> {
+        Ok(expand_passes(
+            self.program_of(drafter)?,
+            drafter.draft_passes(block),
+        ))
     }
 
     /// What `arm` issues on the host for `phase`'s prep.
@@ -480,10 +691,18 @@ impl HostProfile {
         );
         let mut p = self.clone();
         p.scale_op_costs(scale);
-        for item in &mut p.program {
-            if let Item::Host { us, .. } = item {
-                *us *= scale;
+        fn scale_hosts(items: &mut [Item], scale: f64) {
+            for item in items {
+                match item {
+                    Item::Host { us, .. } => *us *= scale,
+                    Item::DraftPasses { items } => scale_hosts(items, scale),
+                    _ => {}
+                }
             }
+        }
+        scale_hosts(&mut p.program, scale);
+        if let Some(eagle) = p.eagle_program.as_mut() {
+            scale_hosts(eagle, scale);
         }
         Ok(p)
     }
@@ -706,6 +925,15 @@ mod tests {
                 assert_eq!(n, m);
             }
         }
+        let (eagle, scaled_eagle) = (
+            p.step_items(Drafter::Eagle, 5).unwrap(),
+            s.step_items(Drafter::Eagle, 5).unwrap(),
+        );
+        let scheduler = |items: &[Item]| match &items[0] {
+            Item::Host { us, .. } => *us,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(scheduler(&scaled_eagle), 2.0 * scheduler(&eagle));
         for bad in [0.0, -1.0, f64::NAN, 1e9] {
             assert!(p.scaled(bad).is_err(), "{bad}");
         }
@@ -757,6 +985,212 @@ mod tests {
             "{}",
             parse_err(&v)
         );
+    }
+
+    fn labels(items: &[Item]) -> Vec<&str> {
+        items.iter().map(Item::label).collect()
+    }
+
+    #[test]
+    fn the_eagle_step_drafts_then_verifies_then_extends_then_accepts() {
+        let p = HostProfile::load("pytorch").unwrap();
+        // Block 5: N = 5 verify tokens, speculative_num_steps 4, three draft passes.
+        let items = p.step_items(Drafter::Eagle, 5).unwrap();
+        assert_eq!(
+            labels(&items),
+            [
+                "scheduler",
+                "draft input",
+                "decode prep",
+                "decode prep",
+                "decode prep",
+                "draft forward",
+                "draft forward",
+                "draft forward",
+                "verify input",
+                "verify prep",
+                "verify forward",
+                "accept sampling",
+                "draft-extend input",
+                "extend prep",
+                "extend forward",
+                "next draft input",
+                "accept",
+            ]
+        );
+        let count =
+            |items: &[Item], want: &str| labels(items).iter().filter(|&&l| l == want).count();
+        for (block, passes) in [(2, 0), (3, 1), (8, 6)] {
+            let items = p.step_items(Drafter::Eagle, block).unwrap();
+            assert_eq!(count(&items, "decode prep"), passes, "block {block}");
+            assert_eq!(count(&items, "draft forward"), passes, "block {block}");
+            assert_eq!(count(&items, "extend prep"), 1, "block {block}");
+        }
+        // The seams are framework ops, with the ops the count found launching.
+        let seams: Vec<(&str, u32, Option<u32>)> = items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Host {
+                    name,
+                    ops,
+                    launches,
+                    ..
+                } if *ops > 0 => Some((name.as_str(), *ops, *launches)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            seams,
+            [
+                ("draft input", 3, Some(1)),
+                ("verify input", 5, Some(1)),
+                ("accept sampling", 16, Some(6)),
+                ("draft-extend input", 6, Some(1)),
+                ("next draft input", 2, Some(2)),
+            ]
+        );
+        // DSpark's step is the profile's `program`, at every block.
+        assert_eq!(p.step_items(Drafter::Dspark, 8).unwrap(), p.program);
+        // The three preps' counts are SGLang's own (results/2026-12-01-sglang-op-counts).
+        let sync = |phase| p.arm_ops(phase, Arm::EagerSync);
+        assert_eq!(
+            (sync(Phase::Decode).ops, sync(Phase::Decode).reads),
+            (19, 1)
+        );
+        assert_eq!(
+            (sync(Phase::Verify).ops, sync(Phase::Verify).reads),
+            (30, 1)
+        );
+        assert_eq!(
+            (sync(Phase::Extend).ops, sync(Phase::Extend).reads),
+            (30, 3)
+        );
+        let native = HostProfile::load("native").unwrap();
+        assert_eq!(
+            labels(&native.step_items(Drafter::Eagle, 3).unwrap()),
+            [
+                "scheduler",
+                "decode prep",
+                "draft forward",
+                "verify prep",
+                "verify forward",
+                "extend prep",
+                "extend forward",
+                "accept"
+            ]
+        );
+        let e = HostProfile::load("pytorch-transcription")
+            .unwrap()
+            .step_items(Drafter::Eagle, 5)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no `eagle_program`") && e.contains("--drafter eagle"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_eagle_program_is_checked_as_dspark_s_is() {
+        let pytorch = || -> serde_json::Value { serde_json::from_str(BUILT_IN[1].1).unwrap() };
+        // The pytorch profile with its EAGLE program edited by `edit`: the parse error.
+        let refused = |edit: &dyn Fn(&mut Vec<serde_json::Value>)| -> String {
+            let mut v = pytorch();
+            let mut items = v["eagle_program"].as_array().unwrap().clone();
+            edit(&mut items);
+            v["eagle_program"] = serde_json::json!(items);
+            parse_err(&v)
+        };
+        let at = |items: &[serde_json::Value], kind: &str| {
+            items.iter().position(|i| i["kind"] == kind).unwrap()
+        };
+        type Edit<'a> = &'a dyn Fn(&mut Vec<serde_json::Value>);
+        let cases: [(Edit, &str); 5] = [
+            (
+                &|items| {
+                    let (v, e) = (at(items, "verify_prep"), at(items, "extend_prep"));
+                    items.swap(v, e)
+                },
+                "`eagle_program` must order decode prep",
+            ),
+            (
+                &|items| items.retain(|i| i["kind"] != "extend_forward"),
+                "exactly one `extend forward`",
+            ),
+            (
+                &|items| items.insert(1, serde_json::json!({"kind": "decode_prep"})),
+                "inside a `draft_passes` group",
+            ),
+            (
+                &|items| {
+                    let group = serde_json::json!({"kind": "draft_passes",
+                                                   "items": [{"kind": "verify_prep"}]});
+                    items.insert(1, group)
+                },
+                "not `verify prep`",
+            ),
+            (
+                &|items| items[1]["launches"] = serde_json::json!(99),
+                "more launches than ops",
+            ),
+        ];
+        for (edit, why) in cases {
+            let e = refused(edit);
+            assert!(e.contains(why), "{why}: {e}");
+        }
+        // DSpark's program holds no EAGLE item.
+        let mut v = pytorch();
+        v["program"]
+            .as_array_mut()
+            .unwrap()
+            .insert(1, serde_json::json!({"kind": "extend_prep"}));
+        assert!(
+            parse_err(&v).contains("cannot hold a `extend prep`"),
+            "{}",
+            parse_err(&v)
+        );
+        // The EAGLE step's preps must be in `preps`, and are not needed without its program.
+        let mut v = pytorch();
+        v["preps"].as_object_mut().unwrap().remove("dsa_decode");
+        assert!(
+            parse_err(&v).contains("no entry for dsa_decode"),
+            "{}",
+            parse_err(&v)
+        );
+        let mut v = native_json();
+        v.as_object_mut().unwrap().remove("eagle_program");
+        v["preps"].as_object_mut().unwrap().remove("dsa_decode");
+        assert!(HostProfile::parse(&v.to_string()).is_ok());
+    }
+
+    #[test]
+    fn graph_upload_uploads_before_the_draft_extend_replay_only_in_the_eagle_step() {
+        for phase in [Phase::Decode, Phase::Verify] {
+            assert_eq!(
+                prep_arm(Drafter::Eagle, phase, Arm::GraphUpload),
+                Arm::Graph
+            );
+        }
+        assert_eq!(
+            prep_arm(Drafter::Eagle, Phase::Extend, Arm::GraphUpload),
+            Arm::GraphUpload
+        );
+        for phase in [Phase::Draft, Phase::Verify] {
+            assert_eq!(
+                prep_arm(Drafter::Dspark, phase, Arm::GraphUpload),
+                Arm::GraphUpload
+            );
+        }
+        for arm in Arm::ALL.into_iter().filter(|&a| a != Arm::GraphUpload) {
+            for phase in [Phase::Decode, Phase::Verify, Phase::Extend] {
+                assert_eq!(prep_arm(Drafter::Eagle, phase, arm), arm);
+            }
+        }
+        assert_eq!(
+            phases_of(Drafter::Eagle),
+            [Phase::Decode, Phase::Verify, Phase::Extend]
+        );
+        assert_eq!(phases_of(Drafter::Dspark), [Phase::Draft, Phase::Verify]);
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! stream: the tests use it to pin down what the real run must show (a read exposes the
 //! host work after it and hides the work before it), without a GPU.
 
-use super::host_profile::{ArmOps, HostProfile, Item, Phase};
+use super::host_profile::{first_launching_op, prep_arm, ArmOps, HostProfile, Item};
 use crate::axes::Arm;
+use crate::axes::Drafter;
 
 /// One host action of a prep, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,7 +126,21 @@ pub struct SimStep {
 /// returns the last step's wall time and GPU idle time. Host items and ops cost what the
 /// profile says; a read waits for the stream to drain, then costs `max(read_us, profile)`,
 /// the profile's cost being that of `arm`'s read path (0 where the profile has none).
+/// The program is the profile's DSpark one; [`simulate_items`] runs any other.
 pub fn simulate(profile: &HostProfile, arm: Arm, gpu: SimGpu, steps: usize) -> SimStep {
+    simulate_items(profile, Drafter::Dspark, &profile.program, arm, gpu, steps)
+}
+
+/// [`simulate`] over `items`, a step of `drafter` as [`HostProfile::step_items`] gives it
+/// (each prep run as [`prep_arm`] says); every forward takes `gpu.forward_us`.
+pub fn simulate_items(
+    profile: &HostProfile,
+    drafter: Drafter,
+    items: &[Item],
+    arm: Arm,
+    gpu: SimGpu,
+    steps: usize,
+) -> SimStep {
     let mut host = 0.0f64;
     let mut stream = 0.0f64;
     let mut idle = 0.0f64;
@@ -148,55 +163,58 @@ pub fn simulate(profile: &HostProfile, arm: Arm, gpu: SimGpu, steps: usize) -> S
         if k >= 2 {
             host = host.max(done[k - 2]);
         }
-        for item in &profile.program {
-            match item {
-                Item::Host { us, ops, .. } => {
-                    host += us;
-                    for _ in 0..*ops {
-                        launch(host, &mut stream, &mut idle, gpu.kernel_us);
-                        host += profile.op_us.value;
-                    }
-                }
-                Item::DraftPrep | Item::VerifyPrep => {
-                    let phase = if *item == Item::DraftPrep {
-                        Phase::Draft
-                    } else {
-                        Phase::Verify
-                    };
-                    let op_us = profile.prep_op_us(phase, arm);
-                    for step in prep_sequence(arm, profile.arm_ops(phase, arm), 2) {
-                        match step {
-                            PrepStep::Read => host = host.max(stream) + read_us,
-                            PrepStep::Op(l) => {
-                                if l.is_some() {
-                                    launch(host, &mut stream, &mut idle, gpu.kernel_us);
-                                }
-                                host += op_us;
+        for item in items {
+            if let Some(phase) = item.prep_phase() {
+                let arm = prep_arm(drafter, phase, arm);
+                let op_us = profile.prep_op_us(phase, arm);
+                for step in prep_sequence(arm, profile.arm_ops(phase, arm), 2) {
+                    match step {
+                        PrepStep::Read => host = host.max(stream) + read_us,
+                        PrepStep::Op(l) => {
+                            if l.is_some() {
+                                launch(host, &mut stream, &mut idle, gpu.kernel_us);
                             }
-                            PrepStep::Kernel(_) => {
-                                launch(host, &mut stream, &mut idle, gpu.kernel_us)
+                            host += op_us;
+                        }
+                        PrepStep::Kernel(_) => launch(host, &mut stream, &mut idle, gpu.kernel_us),
+                        PrepStep::Upload => {
+                            if profile.upload_syncs.value {
+                                host = host.max(stream);
                             }
-                            PrepStep::Upload => {
-                                if profile.upload_syncs.value {
-                                    host = host.max(stream);
-                                }
-                                host += profile.upload_us.value;
-                            }
-                            PrepStep::Replay => {
-                                launch(host, &mut stream, &mut idle, gpu.replay_us);
-                                host += profile.graph_launch_us.value;
-                            }
+                            host += profile.upload_us.value;
+                        }
+                        PrepStep::Replay => {
+                            launch(host, &mut stream, &mut idle, gpu.replay_us);
+                            host += profile.graph_launch_us.value;
                         }
                     }
                 }
-                Item::DraftForward | Item::VerifyForward => {
-                    launch(host, &mut stream, &mut idle, gpu.forward_us);
-                    host += profile.graph_launch_us.value;
+                continue;
+            }
+            if item.forward_of().is_some() {
+                launch(host, &mut stream, &mut idle, gpu.forward_us);
+                host += profile.graph_launch_us.value;
+                continue;
+            }
+            match item {
+                Item::Host {
+                    us, ops, launches, ..
+                } => {
+                    host += us;
+                    let first_launch = first_launching_op(*ops, *launches);
+                    for op in 0..*ops {
+                        if op >= first_launch {
+                            launch(host, &mut stream, &mut idle, gpu.kernel_us);
+                        }
+                        host += profile.op_us.value;
+                    }
                 }
                 Item::Accept { ops } => {
                     launch(host, &mut stream, &mut idle, gpu.kernel_us);
                     host += f64::from((*ops).max(1)) * profile.op_us.value;
                 }
+                // Expanded by step_items before a step runs; a group left in runs nothing.
+                _ => {}
             }
         }
         done.push(stream);
@@ -331,6 +349,7 @@ mod tests {
                     name: "between".into(),
                     us: between,
                     ops: 0,
+                    launches: None,
                     source: String::new(),
                 },
                 Item::VerifyPrep,
@@ -339,6 +358,7 @@ mod tests {
             ],
             pinned_read_us: None,
             mapped_read_us: None,
+            eagle_program: None,
         }
     }
 
@@ -416,6 +436,160 @@ mod tests {
             prep_sequence(Arm::EagerSync, ops(6, 4, 1, 2), 2),
             "one host program for every read path"
         );
+    }
+
+    /// `synthetic`'s costs with an EAGLE program: `host_us` of host work, the draft passes'
+    /// decode preps, their forwards, verify, extend, accept; every EAGLE prep like the
+    /// DSpark ones.
+    fn synthetic_eagle(before: u32, after: u32, op_us: f64, host_us: f64) -> HostProfile {
+        let mut p = synthetic(before, after, op_us, 0.0);
+        let prep = p.preps["dsa_target_verify"].clone();
+        p.preps.insert("dsa_decode".into(), prep.clone());
+        p.preps.insert("dsa_draft_extend_v2".into(), prep);
+        p.eagle_program = Some(vec![
+            Item::Host {
+                name: "seams".into(),
+                us: host_us,
+                ops: 0,
+                launches: None,
+                source: String::new(),
+            },
+            Item::DraftPasses {
+                items: vec![Item::DecodePrep],
+            },
+            Item::DraftPasses {
+                items: vec![Item::DraftForward],
+            },
+            Item::VerifyPrep,
+            Item::VerifyForward,
+            Item::ExtendPrep,
+            Item::ExtendForward,
+            Item::Accept { ops: 0 },
+        ]);
+        p
+    }
+
+    fn eagle_step(p: &HostProfile, block: u32, arm: Arm) -> SimStep {
+        let items = p.step_items(Drafter::Eagle, block).unwrap();
+        simulate_items(p, Drafter::Eagle, &items, arm, GPU, 20)
+    }
+
+    #[test]
+    fn the_eagle_host_stays_off_the_critical_path_iff_its_loop_is_shorter_than_the_gpu_step() {
+        // Block 4: two draft passes, then verify and extend: four 1000 µs forwards a step.
+        // The graph arm's host loop is the seams' µs plus accept's one 10 µs op (its preps
+        // and forwards launch at no host cost here).
+        let gpu_step = 4.0 * GPU.forward_us;
+        let host_loop = |seams: f64| seams + 10.0;
+        for seams in [0.0, 0.5 * gpu_step, 0.99 * gpu_step] {
+            assert!(host_loop(seams) < gpu_step);
+            let s = eagle_step(&synthetic_eagle(0, 20, 10.0, seams), 4, Arm::Graph);
+            assert_eq!(s.step_us, gpu_step, "host loop {} µs", host_loop(seams));
+            assert_eq!(s.gpu_idle_us, 0.0, "host loop {} µs", host_loop(seams));
+        }
+        // Past the GPU's step the host loop is the step, and the GPU idles for the rest.
+        for seams in [1.01 * gpu_step, 1.5 * gpu_step, 3.0 * gpu_step] {
+            let s = eagle_step(&synthetic_eagle(0, 20, 10.0, seams), 4, Arm::Graph);
+            let h = host_loop(seams);
+            assert!((s.step_us - h).abs() < 1e-6, "{} vs {h}", s.step_us);
+            assert!((s.gpu_idle_us - (h - gpu_step)).abs() < 1e-6, "{s:?}");
+        }
+        // More draft passes, more GPU step: block 6 has four passes, six forwards.
+        let s = eagle_step(&synthetic_eagle(0, 20, 10.0, 5000.0), 6, Arm::Graph);
+        assert_eq!(s.step_us, 6.0 * GPU.forward_us);
+    }
+
+    #[test]
+    fn every_eagle_prep_s_read_exposes_the_work_after_it() {
+        // Each read drains the stream, then it (10 µs) and the 20 ops of 10 µs after it are
+        // exposed: k decode preps, the verify and the draft-extend, each 210 µs.
+        let p = synthetic_eagle(0, 20, 10.0, 0.0);
+        for (block, passes) in [(3, 1.0), (4, 2.0), (5, 3.0)] {
+            let forwards = (passes + 2.0) * GPU.forward_us;
+            let sync = eagle_step(&p, block, Arm::EagerSync);
+            assert_eq!(
+                sync.step_us,
+                forwards + (passes + 2.0) * 210.0,
+                "block {block}"
+            );
+            assert_eq!(sync.gpu_idle_us, (passes + 2.0) * 210.0, "block {block}");
+            assert_eq!(eagle_step(&p, block, Arm::Graph).step_us, forwards);
+            // eager-device issues the same ops with no read: the forwards hide them.
+            assert_eq!(eagle_step(&p, block, Arm::EagerDevice).step_us, forwards);
+        }
+    }
+
+    #[test]
+    fn eagle_s_graph_upload_uploads_before_the_draft_extend_replay_alone() {
+        // A syncing 15 µs upload: DSpark's graph-upload pays it before both its replays,
+        // EAGLE's before the draft-extend replay only, whatever the number of passes.
+        let mut p = synthetic_eagle(0, 0, 10.0, 0.0);
+        p.upload_us.value = 15.0;
+        assert_eq!(
+            simulate(&p, Arm::GraphUpload, GPU, 20).step_us,
+            2000.0 + 2.0 * 15.0
+        );
+        for (block, forwards) in [(3, 3000.0), (5, 5000.0)] {
+            let up = eagle_step(&p, block, Arm::GraphUpload);
+            assert_eq!(up.step_us, forwards + 15.0, "block {block}");
+            assert_eq!(eagle_step(&p, block, Arm::Graph).step_us, forwards);
+        }
+    }
+
+    #[test]
+    fn the_pytorch_eagle_step_reads_and_uploads_where_sglang_does() {
+        // Per step at block 5 (three passes): eager-sync reads once per decode prep
+        // (seq_lens.max().item()), once in the verify and three times in the draft-extend;
+        // graph-upload uploads once, before the draft-extend replay; graph neither.
+        let p = HostProfile::load("pytorch").unwrap();
+        let items = p.step_items(Drafter::Eagle, 5).unwrap();
+        let per_step = |arm: Arm, what: PrepStep| -> Vec<(String, usize)> {
+            items
+                .iter()
+                .filter_map(|item| {
+                    let phase = item.prep_phase()?;
+                    let arm = prep_arm(Drafter::Eagle, phase, arm);
+                    let seq = prep_sequence(arm, p.arm_ops(phase, arm), 2);
+                    let n = seq.iter().filter(|&&s| s == what).count();
+                    Some((item.label().to_string(), n))
+                })
+                .collect()
+        };
+        let at = |pairs: &[(&str, usize)]| -> Vec<(String, usize)> {
+            pairs.iter().map(|&(l, n)| (l.to_string(), n)).collect()
+        };
+        for arm in [Arm::EagerSync, Arm::EagerPinned, Arm::EagerMapped] {
+            assert_eq!(
+                per_step(arm, PrepStep::Read),
+                at(&[
+                    ("decode prep", 1),
+                    ("decode prep", 1),
+                    ("decode prep", 1),
+                    ("verify prep", 1),
+                    ("extend prep", 3)
+                ]),
+                "{arm}"
+            );
+        }
+        for arm in [Arm::EagerDevice, Arm::Graph, Arm::GraphUpload, Arm::Fused] {
+            assert!(
+                per_step(arm, PrepStep::Read).iter().all(|(_, n)| *n == 0),
+                "{arm}"
+            );
+        }
+        assert_eq!(
+            per_step(Arm::GraphUpload, PrepStep::Upload),
+            at(&[
+                ("decode prep", 0),
+                ("decode prep", 0),
+                ("decode prep", 0),
+                ("verify prep", 0),
+                ("extend prep", 1)
+            ])
+        );
+        assert!(per_step(Arm::Graph, PrepStep::Upload)
+            .iter()
+            .all(|(_, n)| *n == 0));
     }
 
     #[test]

@@ -429,6 +429,12 @@ impl<'g> PrepPlan<'g> {
         }
     }
 
+    /// Fills every output with the poison on the stream, so the cells the next prep does
+    /// not write show (a check of a prep inside a running step).
+    pub fn poison(&self) -> Result<()> {
+        issue_all(&self.poison, self.stream())
+    }
+
     /// One checked step: every output filled with the poison (so cells the arm does not
     /// write show), `prepared`'s prep issued, waited for and its outputs downloaded.
     pub fn poisoned_step(&mut self, prepared: &Prepared) -> Result<Vec<Vec<i32>>> {

@@ -14,7 +14,7 @@
 //! fixed keys, so the same rows always give the same text.
 
 use crate::axes::floor_item::BUSY_BEFORE_READ_US;
-use crate::axes::{Arm, FloorItem, ReadPath};
+use crate::axes::{Arm, Drafter, FloorItem, ReadPath};
 use crate::report::change::{
     better_direction, change_of_ratio, relative_change, verdict_on_change, Change, Verdict,
     DEFAULT_THRESHOLD_PCT,
@@ -25,7 +25,8 @@ use crate::report::format::{
 };
 use crate::results::atomic::write_atomic;
 use crate::results::csv::{
-    CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC,
+    drafter_of, names_another_drafter, CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP,
+    STEP_RATIO_VS_EAGER_SYNC,
 };
 use crate::results::env::{code, EnvRecord, EMULATED_NOTE};
 use anyhow::Result;
@@ -58,6 +59,7 @@ fn write_summary_text(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::R
         return Ok(());
     }
     write_against_eager_sync(out, &index)?;
+    write_upload_against_graph(out, &index)?;
     write_steps(out, &index)?;
     write_preps(out, &index)?;
     crate::report::read_paths::write_read_paths(out, &index)?;
@@ -558,6 +560,89 @@ fn write_against_eager_sync(out: &mut String, index: &Index) -> fmt::Result {
     Ok(())
 }
 
+/// graph-upload against graph in every step group that ran both: what the host-built list
+/// graph-upload copies up before its replays costs a step, so what caching it as a device
+/// constant is worth (EAGLE: SGLang's merged DSA draft-extend path's `[N] * bs`, the review's
+/// `extend_seq_lens`, before each draft-extend replay; DSpark: before both replays). The
+/// change is of the two arms' ratios to eager-sync, each paired in rounds; the difference
+/// in µs is of their step times.
+fn write_upload_against_graph(out: &mut String, index: &Index) -> fmt::Result {
+    const UPLOAD_ARM: &str = "graph-upload";
+    let mut intro = false;
+    for (group, cells) in index.groups(KIND_STEP) {
+        let shapes: BTreeMap<(u32, u32), &SortedCell> = cells
+            .iter()
+            .map(|c| ((c.batch_size, c.block_size), c))
+            .collect();
+        let mut lines = Vec::new();
+        for ((bs, block), sorted) in shapes {
+            let (up, graph) = (sorted.with_arm(UPLOAD_ARM), sorted.with_arm(AFTER_ARM));
+            let (Some(u), Some(g)) = (index.get(&up, "step_us"), index.get(&graph, "step_us"))
+            else {
+                continue;
+            };
+            let (d, lo, hi) = difference(u, g);
+            let change = match (
+                index.get(&up, STEP_RATIO_VS_EAGER_SYNC),
+                index.get(&graph, STEP_RATIO_VS_EAGER_SYNC),
+            ) {
+                (Some(ur), Some(gr)) => change_text(
+                    relative_change(gr, ur),
+                    (ur.median / gr.median - 1.0) * 100.0,
+                ),
+                _ => format!(
+                    "{} (unpaired)",
+                    change_text(relative_change(g, u), (u.median / g.median - 1.0) * 100.0)
+                ),
+            };
+            lines.push(format!(
+                "| {bs} | {block} | {} | {} | {} [{}, {}] | {change} |",
+                fmt_num(g.median),
+                fmt_num(u.median),
+                fmt_num(d),
+                fmt_num(lo),
+                fmt_num(hi)
+            ));
+        }
+        if lines.is_empty() {
+            continue;
+        }
+        if !intro {
+            writeln!(
+                out,
+                "### {UPLOAD_ARM} against {AFTER_ARM}: what caching the uploaded list is worth\n\n\
+                 {UPLOAD_ARM} is {AFTER_ARM} replay with the host-built `[N] * bs` copied up \
+                 from pageable memory before its replays (a syncing copy); caching that list as \
+                 a device constant makes it {AFTER_ARM}. Step change: {UPLOAD_ARM}'s ratio to \
+                 {BASELINE_ARM} over {AFTER_ARM}'s, each paired in rounds [95% interval].\n"
+            )?;
+            intro = true;
+        }
+        let where_ = match drafter_of(&group.family) {
+            Some(Drafter::Eagle) => {
+                "before each draft-extend replay only, where SGLang's merged spec-v2 DSA path \
+                 uploads it (`extend_seq_lens`)"
+            }
+            _ => "before both the draft and the verify replay",
+        };
+        writeln!(
+            out,
+            "**Decode step — {}** (upload {where_})\n",
+            group_title(index, KIND_STEP, group)
+        )?;
+        writeln!(
+            out,
+            "| bs | block | {AFTER_ARM} step (µs) | {UPLOAD_ARM} step (µs) | {UPLOAD_ARM} − {AFTER_ARM} (µs) | step change |"
+        )?;
+        writeln!(out, "|---:|---:|---:|---:|---:|---|")?;
+        for line in lines {
+            writeln!(out, "{line}")?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
 /// `tp8 (emulated), dspark+dsa_target_verify` for a step group, `dsa_decode, tp1` for a prep
 /// group: how its headings and table labels name it.
 fn group_title(index: &Index, kind: &str, group: &GroupKey) -> String {
@@ -605,7 +690,7 @@ fn write_headlines(out: &mut String, index: &Index) -> fmt::Result {
             };
             let lead = format!("**{AFTER_ARM} replay against {BASELINE_ARM}**");
             let line = if kind == KIND_STEP {
-                let family = if step_families.len() > 1 {
+                let family = if step_families.len() > 1 || names_another_drafter(&group.family) {
                     format!(" ({})", group.family)
                 } else {
                     String::new()
@@ -882,6 +967,58 @@ mod tests {
 
     fn prep(arm: &str, median: f64) -> Row {
         row(KIND_PREP, "dsa_decode", arm, 4, "step_us", median)
+    }
+
+    #[test]
+    fn graph_upload_against_graph_names_where_each_drafter_uploads() {
+        let eagle = crate::axes::Drafter::Eagle.step_family();
+        let mut rows = Vec::new();
+        for family in [eagle, "dspark+dsa_target_verify"] {
+            for (arm, step_us, ratio) in [
+                ("eager-sync", 1000.0, None),
+                ("graph", 800.0, Some(0.80)),
+                ("graph-upload", 820.0, Some(0.82)),
+            ] {
+                rows.push(row(KIND_STEP, family, arm, 1, "step_us", step_us));
+                rows.push(row(KIND_STEP, family, arm, 1, "itl_us", step_us / 3.0));
+                if let Some(r) = ratio {
+                    let mut paired = row(KIND_STEP, family, arm, 1, STEP_RATIO_VS_EAGER_SYNC, r);
+                    paired.unit = "x".into();
+                    rows.push(paired);
+                }
+            }
+        }
+        let md = render_summary(&rows, &test_env());
+        let section = &md[md
+            .find("### graph-upload against graph: what caching the uploaded list is worth")
+            .unwrap_or_else(|| panic!("{md}"))..];
+        let eagle_at = section
+            .find(&format!(
+                "**Decode step — tp1, {eagle}** (upload before each draft-extend replay only"
+            ))
+            .unwrap_or_else(|| panic!("{section}"));
+        let dspark_at = section
+            .find("**Decode step — tp1, dspark+dsa_target_verify** (upload before both the draft and the verify replay)")
+            .unwrap_or_else(|| panic!("{section}"));
+        // 0.82 / 0.80: +2.5%; 820 − 800 µs.
+        for at in [eagle_at, dspark_at] {
+            let table = &section[at..];
+            assert!(table.contains("| 1 | 5 | 800 | 820 | 20.0 ["), "{table}");
+            assert!(
+                table.lines().nth(4).unwrap().contains("| +2.5% ["),
+                "{table}"
+            );
+        }
+        // Headlines name the drafter of a run of EAGLE steps alone.
+        rows.retain(|r| r.family == eagle);
+        let md = render_summary(&rows, &test_env());
+        assert!(
+            md.contains(&format!("at tp1 ({eagle}) bs 1 block 5")),
+            "{md}"
+        );
+        // Without graph-upload there is nothing to answer.
+        rows.retain(|r| r.arm != "graph-upload");
+        assert!(!render_summary(&rows, &test_env()).contains("### graph-upload against graph"));
     }
 
     #[test]

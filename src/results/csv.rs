@@ -5,7 +5,7 @@
 //! without knowing which metrics exist.
 
 use crate::axes::floor_item::{HARNESS, HOST_REFERENCE};
-use crate::axes::{Arm, Family, FloorItem, Layout};
+use crate::axes::{Arm, Drafter, Family, FloorItem, Layout};
 use crate::results::atomic::write_atomic;
 use crate::stats::summary::MIN_CI_SAMPLES;
 use anyhow::{bail, Context, Result};
@@ -23,18 +23,37 @@ pub const KIND_STEP: &str = "step"; // the whole decode-step model
 /// The paired ratio of an arm's step time over eager-sync's, formed inside each round.
 pub const STEP_RATIO_VS_EAGER_SYNC: &str = "step_ratio_vs_eager_sync";
 
-/// The `family` column of step rows: the draft and verify metadata a step prepares.
+/// The `family` column of DSpark's step rows: the draft and verify metadata a step
+/// prepares (every step row before `--drafter`). [`Drafter::step_family`] names each.
 pub const STEP_FAMILY: &str = "dspark+dsa_target_verify";
 /// How a step row's family names a what-if host scale: `dspark+dsa_target_verify host x2`.
 const HOST_SCALE_MARK: &str = " host x";
 
-/// The `family` of step rows run at host scale `scale` (plain [`STEP_FAMILY`] at 1).
-pub fn step_family(scale: f64) -> String {
+/// The `family` of `drafter`'s step rows run at host scale `scale` (its plain
+/// [`Drafter::step_family`] at 1).
+pub fn step_family(drafter: Drafter, scale: f64) -> String {
+    let family = drafter.step_family();
     if scale == 1.0 {
-        STEP_FAMILY.to_string()
+        family.to_string()
     } else {
-        format!("{STEP_FAMILY}{HOST_SCALE_MARK}{scale}")
+        format!("{family}{HOST_SCALE_MARK}{scale}")
     }
+}
+
+/// True when a step row's family names a drafter other than DSpark's (at any host scale):
+/// titles name such a family even where it is the run's only one (DSpark's, the step every
+/// run had before `--drafter`, they may leave unnamed).
+pub fn names_another_drafter(family: &str) -> bool {
+    drafter_of(family).is_some_and(|d| d != Drafter::Dspark)
+}
+
+/// The drafter a step row's family names, whatever its host scale; `None` for a family no
+/// step row has.
+pub fn drafter_of(family: &str) -> Option<Drafter> {
+    family
+        .split(HOST_SCALE_MARK)
+        .next()
+        .and_then(Drafter::of_step_family)
 }
 
 /// The host scale a step row's family names: 1 for a plain family, `None` for one whose
@@ -378,14 +397,15 @@ fn check_names(
             }
         }
         KIND_STEP => {
-            let plain = family.split(HOST_SCALE_MARK).next();
-            if plain != Some(STEP_FAMILY) || host_scale_of(family).is_none() {
+            if drafter_of(family).is_none() || host_scale_of(family).is_none() {
+                let names: Vec<&str> = Drafter::ALL.iter().map(|d| d.step_family()).collect();
                 return column(
                     "family",
                     format!(
-                        "`{}` is not a step row's family: `{STEP_FAMILY}`, or \
-                         `{STEP_FAMILY}{HOST_SCALE_MARK}<scale>` for a what-if host scale",
-                        family
+                        "`{}` is not a step row's family: `{}`, or one of them with \
+                         `{HOST_SCALE_MARK}<scale>` after it for a what-if host scale",
+                        family,
+                        names.join("` or `")
                     ),
                 );
             }
@@ -992,11 +1012,38 @@ mod tests {
         let mut step = row("step", STEP_FAMILY, "graph", 1, "itl_us", 100.0);
         step.block_size = 3;
         let mut scaled = step.clone();
-        scaled.family = step_family(2.0);
+        scaled.family = step_family(Drafter::Dspark, 2.0);
         let path = dir.path().join("metaprep.csv");
         write_rows(&path, &[step.clone(), scaled.clone()]).unwrap();
         assert_eq!(read_rows(&path).unwrap().len(), 2);
-        for bad in ["dspark", "dspark+dsa_target_verify host xfast"] {
+        // EAGLE's step rows name their drafter in the family, and read back as its.
+        let mut eagle = step.clone();
+        eagle.family = step_family(Drafter::Eagle, 1.0);
+        let mut eagle_scaled = step.clone();
+        eagle_scaled.family = step_family(Drafter::Eagle, 0.5);
+        write_rows(&path, &[step.clone(), eagle.clone(), eagle_scaled.clone()]).unwrap();
+        let back = read_rows(&path).unwrap();
+        let drafters: Vec<Option<Drafter>> = back.iter().map(|r| drafter_of(&r.family)).collect();
+        assert_eq!(
+            drafters,
+            [
+                Some(Drafter::Dspark),
+                Some(Drafter::Eagle),
+                Some(Drafter::Eagle)
+            ]
+        );
+        assert_eq!(host_scale_of(&back[2].family), Some(0.5));
+        assert_eq!(
+            completed_cells(&back).len(),
+            3,
+            "the two drafters' rows are different cells"
+        );
+        for bad in [
+            "dspark",
+            "dspark+dsa_target_verify host xfast",
+            "eagle",
+            "eagle+dsa_target_verify",
+        ] {
             scaled.family = bad.into();
             write_rows(&path, &[step.clone(), scaled.clone()]).unwrap();
             let error = error_of(&path);

@@ -55,7 +55,13 @@ pub struct Tally {
 
 impl Tally {
     /// Counts `expected`'s cells and each one `got` differs in, as `output` of `step`.
-    fn lengths(&mut self, step: u64, output: &'static str, got: &[i32], expected: &[i32]) {
+    pub(crate) fn lengths(
+        &mut self,
+        step: u64,
+        output: &'static str,
+        got: &[i32],
+        expected: &[i32],
+    ) {
         self.cells += expected.len() as u64;
         for (row, (&got, &expected)) in got.iter().zip(expected).enumerate() {
             if got != expected {
@@ -73,7 +79,7 @@ impl Tally {
     }
 
     /// Counts the checked cells of each output of `step` and each one `got` differs in.
-    fn outputs(&mut self, step: u64, got: &[Vec<i32>], want: &[Expected]) {
+    pub(crate) fn outputs(&mut self, step: u64, got: &[Vec<i32>], want: &[Expected]) {
         for (got, want) in got.iter().zip(want) {
             let (count, first) = want.compare(got);
             self.cells += want.checked_cells() as u64;

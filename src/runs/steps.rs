@@ -1,7 +1,9 @@
 //! The decode-step model on the GPU: the host program of a [`HostProfile`] (scheduler work,
 //! draft metadata prep (the arm under test), draft forward, host work between phases,
-//! verify prep, verify forward, accept), run for real with the host allowed one step ahead
-//! of the GPU, as an overlap scheduler does. Host segments are busy-waits, launches and
+//! verify prep, verify forward, accept; under `--drafter eagle` the draft passes' DSA decode
+//! preps and forwards, the verify, the DSA draft-extend prep and forward, see
+//! [`HostProfile::step_items`]), run for real with the host allowed one step ahead of the
+//! GPU, as an overlap scheduler does. Host segments are busy-waits, launches and
 //! reads are real: whatever a read exposes shows on the GPU timeline by itself.
 //!
 //! Each cell runs twice:
@@ -23,6 +25,7 @@
 //! graph, and every decision that could differ between ranks is agreed ([`RankWorld`]).
 
 use crate::axes::Arm;
+use crate::axes::Drafter;
 use crate::axes::Family;
 use crate::axes::Layout;
 use crate::axes::ReadPath;
@@ -35,11 +38,13 @@ use crate::harness::rows::CellId;
 use crate::harness::run_output::{
     arm_cells, emulation_notes, existing_rows, needs_measuring, progress, Recorder,
 };
-use crate::harness::timer::{open_timer, ProgramItems, TimelineTimer, TimerKind};
+use crate::harness::timer::{ProgramItems, TimelineTimer, TimerKind, TimerSource};
 use crate::harness::topology;
 use crate::model::collectives::CollectiveBuffers;
 use crate::model::forward::StreamSource;
-use crate::model::host_profile::{HostProfile, Item, Phase};
+use crate::model::host_profile::{
+    family_of, first_launching_op, phases_of, prep_arm, ForwardOf, HostProfile, Item, Phase,
+};
 use crate::model::memory::{Deployment, GpuMemory, NotDeployable};
 use crate::model::metrics::{StepRecord, Timeline};
 use crate::model::profile::{
@@ -50,12 +55,15 @@ use crate::model::program::{prep_sequence, span_start, OpLaunch, PrepStep};
 use crate::model::stop::StepRounds;
 use crate::model::trace::{HostLane, TraceBuilder};
 use crate::prep::accept::Acceptance;
+use crate::prep::family::PageRule;
 use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{PrepPlan, Prepared};
+use crate::prep::reference::expected;
 use crate::prep::Shape;
 use crate::results::csv::{completed_cells, step_family, Row, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
 use crate::results::env::STEP_MODEL_NOTE;
+use crate::runs::check::Tally;
 use crate::runs::rank_world::{RankRole, RankWorld, RanksMode, ReadDelay, ReadSkew};
 use crate::stats::summary::{quantile, Estimate};
 use anyhow::{Context, Result};
@@ -90,6 +98,8 @@ pub struct StepsConfig {
     pub acceptance: Acceptance,
     /// The host program and its costs.
     pub host: HostProfile,
+    /// Which step program runs (`--drafter`): DSpark's, or EAGLE's three-graph step.
+    pub drafter: Drafter,
     /// What-if factors on every host cost (1 = as measured); each adds a set of cells.
     pub host_scales: Vec<f64>,
     pub link_gb_s: f64,
@@ -418,9 +428,9 @@ impl PrepRun<'_, '_> {
 /// The NVTX range of one item of the host program: a prep names its arm, as the CSV's rows do
 /// (`draft prep (eager-sync)`); every other item its label (`draft forward`, `sampling`).
 fn item_range(item: &Item, arm: Arm) -> CString {
-    nvtx::name(&match item {
-        Item::DraftPrep | Item::VerifyPrep => format!("{} ({arm})", item.label()),
-        _ => item.label().to_string(),
+    nvtx::name(&match item.prep_phase() {
+        Some(_) => format!("{} ({arm})", item.label()),
+        None => item.label().to_string(),
     })
 }
 
@@ -446,24 +456,33 @@ fn framework_kernel(gpu: &Gpu, us: f64) -> Result<Launch> {
     Ok(launch)
 }
 
+/// One prep of a cell's step: its plan, and the kernel its framework ops launch.
+struct CellPrep<'g> {
+    phase: Phase,
+    plan: PrepPlan<'g>,
+    kernel: Launch,
+}
+
 /// Everything one (layout, batch, block) needs, shared by its arms.
 struct StepCell<'g> {
     gpu: &'g Gpu,
     lengths: &'g DeviceLengths<'g>,
-    draft: PrepPlan<'g>,
-    verify: PrepPlan<'g>,
-    draft_fwd: Forward,
-    verify_fwd: Forward,
+    /// The step's preps, in [`phases_of`]'s order for the run's drafter; every arm's
+    /// programs and prepared graphs are indexed the same way.
+    preps: Vec<CellPrep<'g>>,
+    /// The step's forwards (DSpark: draft and verify; EAGLE: draft pass, verify, extend).
+    forwards: Vec<(ForwardOf, Forward)>,
     /// What the real forwards' graphs read and write; kept as long as the graphs.
     _collective_buffers: Option<CollectiveBuffers>,
-    /// The kernels framework ops launch: the draft prep's, the verify prep's, and those of
-    /// host items and accept.
-    draft_kernel: Launch,
-    verify_kernel: Launch,
+    /// The kernel framework ops of host items and accept launch.
     host_kernel: Launch,
     costs: HostCosts,
     upload_blocked: Duration,
     initial: Vec<i32>,
+    /// One step's items at this cell's block size ([`HostProfile::step_items`]) of the
+    /// profile in `costs` (the programs an arm gets are built from them).
+    items: Vec<Item>,
+    drafter: Drafter,
 }
 
 struct Pass {
@@ -475,6 +494,8 @@ struct Pass {
 
 /// One prep's host actions with what the timed loop needs of them, worked out once.
 struct PrepProgram {
+    /// The arm this prep runs as ([`prep_arm`]).
+    arm: Arm,
     steps: Vec<PrepStep>,
     /// Host time of one of its framework ops.
     op: Duration,
@@ -485,47 +506,80 @@ struct PrepProgram {
 /// An arm's prep programs, built once per cell.
 struct ArmProgram {
     arm: Arm,
-    draft: PrepProgram,
-    verify: PrepProgram,
+    /// One per prep of the cell, in the cell's order.
+    preps: Vec<PrepProgram>,
+    /// The step's items (the cell's).
+    items: Vec<Item>,
     /// NVTX range names: the step's, and each item's of the host program, in order.
     step_range: CString,
     item_ranges: Vec<CString>,
 }
 
+/// One arm made ready for a cell: its programs and each prep's prepared plan.
+type ReadyArm = (ArmProgram, Vec<StepPrep>);
+
 impl StepCell<'_> {
     fn program(&self, arm: Arm) -> ArmProgram {
         let profile = &self.costs.profile;
-        let seq = |phase, plan: &PrepPlan| {
-            let steps = prep_sequence(arm, profile.arm_ops(phase, arm), plan.kernel_count(arm));
-            PrepProgram {
-                op: us(profile.prep_op_us(phase, arm)),
-                span_start: span_start(&steps, profile.upload_syncs.value),
-                steps,
-            }
-        };
+        let preps = self
+            .preps
+            .iter()
+            .map(|p| {
+                let arm = prep_arm(self.drafter, p.phase, arm);
+                let steps =
+                    prep_sequence(arm, profile.arm_ops(p.phase, arm), p.plan.kernel_count(arm));
+                PrepProgram {
+                    arm,
+                    op: us(profile.prep_op_us(p.phase, arm)),
+                    span_start: span_start(&steps, profile.upload_syncs.value),
+                    steps,
+                }
+            })
+            .collect();
         ArmProgram {
             arm,
-            draft: seq(Phase::Draft, &self.draft),
-            verify: seq(Phase::Verify, &self.verify),
+            preps,
+            items: self.items.clone(),
             step_range: nvtx::name(&format!("step ({arm})")),
-            item_ranges: profile
-                .program
+            item_ranges: self
+                .items
                 .iter()
                 .map(|item| item_range(item, arm))
                 .collect(),
         }
     }
 
+    /// Where `phase`'s prep is in [`StepCell::preps`].
+    fn prep_index(&self, phase: Phase) -> Result<usize> {
+        self.preps
+            .iter()
+            .position(|p| p.phase == phase)
+            .with_context(|| format!("the step has no {phase:?} prep"))
+    }
+
+    /// Every prep of `arm` made ready, in the cell's order.
+    fn prepare_all(&mut self, arm: Arm) -> Result<Vec<StepPrep>> {
+        (0..self.preps.len())
+            .map(|k| {
+                let phase = self.preps[k].phase;
+                self.prepare(k, arm)
+                    .with_context(|| format!("preparing the {} metadata", family_of(phase)))
+            })
+            .collect()
+    }
+
     /// Makes `arm`'s prep for `phase` ready. A graph arm whose eager-device counterpart
     /// issues framework kernels captures those too, in the order the eager prep launches
     /// them, so a replay does the GPU work the framework's captured prep does.
-    fn prepare(&mut self, phase: Phase, arm: Arm) -> Result<StepPrep> {
-        let (plan, kernel) = match phase {
-            Phase::Draft => (&mut self.draft, &self.draft_kernel),
-            Phase::Verify => (&mut self.verify, &self.verify_kernel),
-        };
+    fn prepare(&mut self, index: usize, arm: Arm) -> Result<StepPrep> {
+        let CellPrep {
+            phase,
+            plan,
+            kernel,
+        } = &mut self.preps[index];
+        let arm = prep_arm(self.drafter, *phase, arm);
         let prepared = plan.prepare(arm)?;
-        let eager = self.costs.profile.arm_ops(phase, Arm::EagerDevice);
+        let eager = self.costs.profile.arm_ops(*phase, Arm::EagerDevice);
         if !matches!(arm, Arm::Graph | Arm::GraphUpload) || eager.launches == 0 {
             return Ok(StepPrep {
                 plan: prepared,
@@ -557,21 +611,22 @@ impl StepCell<'_> {
     ) -> Result<([Duration; ReadPath::ALL.len()], Duration)> {
         let mut reads: [Vec<Duration>; ReadPath::ALL.len()] = Default::default();
         let mut uploads = Vec::with_capacity(IDLE_READS);
+        let first = &mut self.preps[0].plan;
         for _ in 0..IDLE_READS {
             for &path in paths {
                 self.gpu.sync()?;
                 let t0 = Instant::now();
-                self.draft.read_host_lengths(path)?;
+                first.read_host_lengths(path)?;
                 reads[path.index()].push(t0.elapsed());
             }
             self.gpu.sync()?;
             let t0 = Instant::now();
-            self.draft.copy_host_list()?;
+            first.copy_host_list()?;
             self.gpu.sync()?;
             uploads.push(t0.elapsed());
         }
-        self.draft.take_blocked();
-        self.draft.take_last_read();
+        first.take_blocked();
+        first.take_last_read();
         let median = |mut v: Vec<Duration>| {
             v.sort();
             v.get(v.len() / 2).copied().unwrap_or_default()
@@ -585,40 +640,41 @@ impl StepCell<'_> {
     fn run_step(
         &mut self,
         program: &ArmProgram,
-        pd: &StepPrep,
-        pv: &StepPrep,
+        prepared: &[StepPrep],
         mut marks: Option<Marks>,
         mut log: Option<&mut Vec<HostSpan>>,
+        mut check: Option<&mut StepCheck>,
     ) -> Result<()> {
         let (op, launch) = (self.costs.op, self.costs.graph_launch);
         let stream = self.gpu.cu_stream();
         let _step_range = Range::push(&program.step_range);
-        for ((index, item), range) in self
-            .costs
-            .profile
-            .program
-            .iter()
-            .enumerate()
-            .zip(&program.item_ranges)
-        {
+        for ((index, item), range) in program.items.iter().enumerate().zip(&program.item_ranges) {
             let item_range = Range::push(range);
             let t0 = Instant::now();
             if let Some(m) = marks.as_mut() {
                 m.timer.enter(m.step, index)?;
             }
             match item {
-                Item::Host { us: busy, ops, .. } => {
+                Item::Host {
+                    us: busy,
+                    ops,
+                    launches,
+                    ..
+                } => {
                     spin_until(t0 + us(*busy));
-                    for _ in 0..*ops {
-                        framework_op(Some(&self.host_kernel), stream, op)?;
+                    let first_launch = first_launching_op(*ops, *launches);
+                    for k in 0..*ops {
+                        let kernel = (k >= first_launch).then_some(&self.host_kernel);
+                        framework_op(kernel, stream, op)?;
                     }
                 }
-                Item::DraftPrep | Item::VerifyPrep => {
-                    let (plan, prep, prepared, kernel) = if *item == Item::DraftPrep {
-                        (&mut self.draft, &program.draft, pd, &self.draft_kernel)
-                    } else {
-                        (&mut self.verify, &program.verify, pv, &self.verify_kernel)
-                    };
+                _ if item.prep_phase().is_some() => {
+                    let phase = item.prep_phase().expect("a prep item");
+                    let k = self.prep_index(phase)?;
+                    let CellPrep { plan, kernel, .. } = &mut self.preps[k];
+                    if check.is_some() {
+                        plan.poison()?;
+                    }
                     PrepRun {
                         gpu: self.gpu,
                         plan,
@@ -627,22 +683,26 @@ impl StepCell<'_> {
                         upload_blocked: &mut self.upload_blocked,
                     }
                     .run(
-                        program.arm,
-                        prep,
-                        prepared,
+                        program.preps[k].arm,
+                        &program.preps[k],
+                        &prepared[k],
                         (index, marks.as_mut()),
                         &mut log,
                     )?;
+                    if let Some(check) = check.as_deref_mut() {
+                        check.prep(self.gpu, &self.preps[k].plan, program.preps[k].arm, k)?;
+                    }
                 }
-                Item::DraftForward | Item::VerifyForward => {
+                _ if item.forward_of().is_some() => {
                     if let Some(m) = marks.as_mut() {
                         m.gpu_start(index)?;
                     }
-                    let forward = if *item == Item::DraftForward {
-                        &self.draft_fwd
-                    } else {
-                        &self.verify_fwd
-                    };
+                    let of = item.forward_of().expect("a forward item");
+                    let (_, forward) = self
+                        .forwards
+                        .iter()
+                        .find(|(f, _)| *f == of)
+                        .with_context(|| format!("the step has no {of:?} forward"))?;
                     forward.issue(self.gpu)?;
                     spin_until(t0 + launch);
                 }
@@ -657,6 +717,8 @@ impl StepCell<'_> {
                         framework_op(Some(&self.host_kernel), stream, op)?;
                     }
                 }
+                // step_items leaves no group and every other item is matched above.
+                _ => anyhow::bail!("a step cannot run a `{}` item", item.label()),
             }
             if let Some(m) = marks.as_mut() {
                 m.timer.leave(m.step, index)?;
@@ -681,9 +743,8 @@ impl StepCell<'_> {
 
     /// Host time blocked in reads and syncing uploads since the last call.
     fn take_blocked(&mut self) -> Duration {
-        self.draft.take_blocked()
-            + self.verify.take_blocked()
-            + std::mem::take(&mut self.upload_blocked)
+        let preps: Duration = self.preps.iter_mut().map(|p| p.plan.take_blocked()).sum();
+        preps + std::mem::take(&mut self.upload_blocked)
     }
 
     /// Accepted tokens of the next `steps` steps, from the CPU mirror of the accept kernel.
@@ -707,8 +768,7 @@ impl StepCell<'_> {
     fn clean_pass(
         &mut self,
         program: &ArmProgram,
-        pd: &StepPrep,
-        pv: &StepPrep,
+        prepared: &[StepPrep],
         total: usize,
     ) -> Result<Pass> {
         self.lengths.reset()?;
@@ -723,7 +783,7 @@ impl StepCell<'_> {
             if k >= 2 {
                 done[k - 2].synchronize()?;
             }
-            self.run_step(program, pd, pv, None, None)?;
+            self.run_step(program, prepared, None, None, None)?;
             done[k].record(&self.gpu.stream)?;
             blocked_us.push(self.take_blocked().as_secs_f64() * 1e6);
         }
@@ -739,14 +799,58 @@ impl StepCell<'_> {
         })
     }
 
+    /// `steps` steps of `program` with every prep's outputs poisoned before it and checked
+    /// against the CPU reference after it, at the lengths the CPU mirror of accept gives that
+    /// step; the device's lengths are checked against the mirror before each step. Slow
+    /// (a sync and a download per prep): for tests, not timing.
+    fn checked_pass(
+        &mut self,
+        program: &ArmProgram,
+        prepared: &[StepPrep],
+        steps: usize,
+        inputs: &HostInputs,
+    ) -> Result<StepCheck> {
+        self.lengths.reset()?;
+        self.gpu.sync()?;
+        let live = self.lengths.live_bs();
+        let mut check = StepCheck {
+            arm: program.arm,
+            families: self.preps.iter().map(|p| p.plan.shape.family).collect(),
+            tallies: vec![Tally::default(); self.preps.len()],
+            lengths: Tally::default(),
+            preps_checked: 0,
+            accepted: 0,
+            step: 0,
+            inputs: inputs.clone(),
+        };
+        let mut counters = vec![0u32; live];
+        for step in 0..steps {
+            check.step = step as u64;
+            let held = self.lengths.download_seq_lens()?;
+            check.lengths.lengths(
+                check.step,
+                "seq_lens before the step",
+                &held[..live],
+                &check.inputs.seq_lens[..live],
+            );
+            self.run_step(program, prepared, None, None, Some(&mut check))?;
+            self.gpu.sync()?;
+            let accepted =
+                self.lengths
+                    .accept_model
+                    .apply(&mut check.inputs.seq_lens, &mut counters, live);
+            check.accepted += accepted.iter().map(|&a| a as u64).sum::<u64>();
+        }
+        Ok(check)
+    }
+
     /// The timeline pass: `timer` sees every item of every step; host spans and the
     /// optional trace; `steps` steps, or fewer (3 at least) once `cap` has passed.
     #[allow(clippy::too_many_arguments)] // the pass's inputs; all are used once
     fn timeline_pass(
         &mut self,
         program: &ArmProgram,
-        pd: &StepPrep,
-        pv: &StepPrep,
+        prepared: &[StepPrep],
         timer: &mut dyn TimelineTimer,
         steps: usize,
         cap: Duration,
@@ -758,7 +862,7 @@ impl StepCell<'_> {
         let host0 = Instant::now();
         let host_us = |t: Instant| t.saturating_duration_since(host0).as_secs_f64() * 1e6;
         // Room for every item and a few reads a step, so the traced pass does not grow it.
-        let per_step = self.costs.profile.program.len() + 4;
+        let per_step = program.items.len() + 4;
         let mut spans = Vec::with_capacity(if trace.is_some() { steps * per_step } else { 0 });
         // Where each step's host spans end in `spans`.
         let mut step_ends = Vec::with_capacity(steps);
@@ -776,13 +880,13 @@ impl StepCell<'_> {
                 step: k,
             };
             let log = trace.is_some().then_some(&mut spans);
-            self.run_step(program, pd, pv, Some(marks), log)?;
+            self.run_step(program, prepared, Some(marks), log, None)?;
             self.take_blocked();
             step_ends.push(spans.len());
         }
         self.gpu.sync()?;
         let steps = ran;
-        let program_items = &self.costs.profile.program;
+        let program_items = &program.items;
         if let Some(t) = trace.as_deref_mut() {
             let path = program.arm.read_path().unwrap_or(ReadPath::Pageable);
             let read = path.range().to_string_lossy();
@@ -829,6 +933,90 @@ impl StepCell<'_> {
         // The first step has no previous completion on this clock: leave it out.
         Timeline::new(records.split_off(1))
     }
+}
+
+/// What a checked pass ([`check_steps`]) found for one arm of one cell.
+pub struct StepCheck {
+    pub arm: Arm,
+    /// The step's preps' families, in the step's order.
+    pub families: Vec<Family>,
+    /// Per prep: cells compared with the CPU reference, mismatches, the first.
+    pub tallies: Vec<Tally>,
+    /// The device's lengths before each step against the CPU mirror of accept.
+    pub lengths: Tally,
+    /// Preps checked (every prep item of every step).
+    pub preps_checked: usize,
+    /// Tokens accept added to the lengths over the pass, summed over the live requests.
+    pub accepted: u64,
+    step: u64,
+    /// The inputs at the step being checked: the mirror's lengths.
+    inputs: HostInputs,
+}
+
+impl StepCheck {
+    /// Checks prep `k` of the step, just issued as `arm`: its outputs against the reference
+    /// at this step's lengths, and a reading arm's host read against those lengths.
+    fn prep(&mut self, gpu: &Gpu, plan: &PrepPlan, arm: Arm, k: usize) -> Result<()> {
+        gpu.sync()
+            .with_context(|| format!("{} {arm} in step {}", plan.shape.family, self.step))?;
+        let got = plan.download_outputs()?;
+        let want = expected(&plan.shape, &self.inputs, PageRule::of(arm));
+        self.tallies[k].outputs(self.step, &got, &want);
+        if arm.reads_host() {
+            let live = plan.shape.batch_size as usize;
+            self.tallies[k].lengths(
+                self.step,
+                "seq_lens read to the host",
+                plan.host_lengths(),
+                &self.inputs.seq_lens[..live],
+            );
+        }
+        self.preps_checked += 1;
+        Ok(())
+    }
+
+    /// No cell of any prep, nor any length, differed.
+    pub fn passed(&self) -> bool {
+        self.lengths.mismatches == 0 && self.tallies.iter().all(|t| t.mismatches == 0)
+    }
+}
+
+/// Runs `steps` steps of `config`'s program for every arm of every (layout, batch, block)
+/// cell on one GPU (alone: a wider layout is one rank, its collectives busy-waits), every
+/// prep inside each step poisoned, then checked bit for bit against the CPU reference at
+/// the lengths accept has advanced to ([`StepCell::checked_pass`]). What `check` proves for
+/// one prep at a time, here inside the step that interleaves them with forwards, host
+/// segments and accept. The host profile's costs run as in `steps`.
+pub fn check_steps(config: &StepsConfig, steps: usize) -> Result<Vec<(Cell, StepCheck)>> {
+    let gpu = config.gpu.open()?;
+    let world = RankWorld::alone();
+    let stream_source = StreamSource::new(&gpu, 1 << 24)?;
+    let maker = CellMaker {
+        gpu: &gpu,
+        config,
+        world: &world,
+        stream_source: &stream_source,
+    };
+    let mut results = Vec::new();
+    for &layout in &config.layouts {
+        for &bs in &config.batch_sizes {
+            let rank_bs = layout.rank_batch(bs);
+            for &block in &config.block_sizes {
+                let (shapes, inputs, lengths) = maker.inputs(rank_bs, block)?;
+                let mut cell = maker.cell((layout, rank_bs, block), shapes, &inputs, &lengths)?;
+                for &arm in &config.arms {
+                    let what = || format!("{layout} bs {bs} block {block} {arm}");
+                    let prepared = cell.prepare_all(arm).with_context(what)?;
+                    let program = cell.program(arm);
+                    let check = cell
+                        .checked_pass(&program, &prepared, steps, &inputs)
+                        .with_context(what)?;
+                    results.push(((layout, bs, block), check));
+                }
+            }
+        }
+    }
+    Ok(results)
 }
 
 /// Throughput samples over windows of steps: tokens of the window over its wall time, times
@@ -968,27 +1156,31 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         Some(v) => format!("{v} us per collective"),
         None => format!("per-collective latency {COLLECTIVE_LATENCY_SOURCE}"),
     };
-    let items = ProgramItems {
-        gpu: config.host.program.iter().map(Item::is_gpu).collect(),
-    };
-    let (mut timer, timer_line) =
-        open_timer(config.timer, &gpu, items, config.cupti_lib.as_deref())?;
+    // Each cell gets its own timer: an EAGLE step's items depend on the block size.
+    let (timers, timer_line) = TimerSource::open(config.timer, config.cupti_lib.as_deref())?;
     notes.push(format!(
         "{STEP_MODEL_NOTE} target {}, draft {}, {}, link {} GB/s, {latency}; {timer_line}",
         model_name(&config.target),
         model_name(&config.draft),
-        config.acceptance.describe(&config.block_sizes),
+        acceptance_note(config),
         config.link_gb_s
     ));
     notes.push(format!(
-        "{}; program: {}",
+        "{}; drafter {}: program: {}",
         config.host.describe(),
-        program_line(&config.host)
+        config.drafter,
+        program_line(&config.host, config.host.program_of(config.drafter)?)
     ));
     notes.extend(config.host.read_paths_note(&config.arms));
     notes.push(deployment.note());
     let recorder = Recorder::start(&gpu, &config.out, csv_path, config.resume, notes)?;
     let stream_source = StreamSource::new(&gpu, 1 << 30)?;
+    let maker = CellMaker {
+        gpu: &gpu,
+        config,
+        world: &world,
+        stream_source: &stream_source,
+    };
     let total_cells = config.host_scales.len()
         * deployment.cells.iter().map(|(_, b)| b.len()).sum::<usize>()
         * config.block_sizes.len()
@@ -1003,7 +1195,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     .host_scales
                     .iter()
                     .map(|&scale| {
-                        let family = step_family(scale);
+                        let family = step_family(config.drafter, scale);
                         let cells =
                             arm_cells(KIND_STEP, &family, &config.arms, bs, block, layout, ranks);
                         (scale, cells)
@@ -1015,77 +1207,14 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                 }
                 // Ranks begin each cell together.
                 world.barrier(&gpu)?;
-                let draft_shape =
-                    Shape::new(Family::DsparkDraftBlock, rank_bs, block, config.max_context)?;
-                let verify_shape =
-                    Shape::new(Family::DsaTargetVerify, rank_bs, block, config.max_context)?;
-                let inputs: HostInputs = generate(
-                    &draft_shape,
-                    config.seed ^ ((rank_bs as u64) << 32 | block as u64),
-                    config.seq_lens,
-                    false,
-                );
-                let accept = config.acceptance.model(
-                    block,
-                    config.seed as u32,
-                    draft_shape.max_seq_len(),
+                let (shapes, inputs, lengths) = maker.inputs(rank_bs, block)?;
+                let mut cell = maker.cell((layout, rank_bs, block), shapes, &inputs, &lengths)?;
+                let mut timer = timers.timer(
+                    &gpu,
+                    ProgramItems {
+                        gpu: cell.items.iter().map(Item::is_gpu).collect(),
+                    },
                 )?;
-                let lengths = DeviceLengths::new(&gpu, &inputs.seq_lens, rank_bs as usize, accept)?;
-                let link = Link {
-                    gb_s: config.link_gb_s,
-                    latency_us: config
-                        .collective_latency_us
-                        .unwrap_or_else(|| collective_latency_us(layout)),
-                };
-                let spec = |m: &ForwardModel| m.spec(layout, rank_bs, context, block, link);
-                let plan_of = |m: &ForwardModel| m.collective_plan(layout, rank_bs, block);
-                let (draft_plan, verify_plan) = (plan_of(&config.draft), plan_of(&config.target));
-                let plans: Vec<CollectivePlan> =
-                    draft_plan.iter().chain(&verify_plan).copied().collect();
-                let mut buffers = match world.comm() {
-                    Some(_) => Some(CollectiveBuffers::new(&gpu, &plans, world.size())?),
-                    None => None,
-                };
-                let mut forward =
-                    |m: &ForwardModel, plan: Option<CollectivePlan>, what: &str| match (
-                        world.comm(),
-                        buffers.as_mut(),
-                    ) {
-                        (Some(comm), Some(buffers)) => {
-                            let collectives = plan.as_ref().map(|p| (comm, buffers, p));
-                            Forward::real(&gpu, spec(m)?, &stream_source, collectives, what)
-                        }
-                        _ => Forward::emulated(&gpu, spec(m)?, &stream_source),
-                    };
-                let draft_fwd = forward(&config.draft, draft_plan, "the draft forward")?;
-                let verify_fwd = forward(&config.target, verify_plan, "the verify forward")?;
-                let mut cell = StepCell {
-                    gpu: &gpu,
-                    lengths: &lengths,
-                    draft: PrepPlan::new(&gpu, draft_shape, &inputs, &lengths)?,
-                    verify: PrepPlan::new(&gpu, verify_shape, &inputs, &lengths)?,
-                    draft_fwd,
-                    verify_fwd,
-                    _collective_buffers: buffers,
-                    draft_kernel: framework_kernel(
-                        &gpu,
-                        config.host.prep_kernel_us(Phase::Draft, rank_bs),
-                    )?,
-                    verify_kernel: framework_kernel(
-                        &gpu,
-                        config.host.prep_kernel_us(Phase::Verify, rank_bs),
-                    )?,
-                    host_kernel: framework_kernel(&gpu, config.host.kernel_us.value)?,
-                    // Each host scale sets its own costs below, once the idle costs are known.
-                    costs: HostCosts::new(
-                        config.host.clone(),
-                        [Duration::ZERO; ReadPath::ALL.len()],
-                        Duration::ZERO,
-                        ReadDelay::none(),
-                    ),
-                    upload_blocked: Duration::ZERO,
-                    initial: inputs.seq_lens.clone(),
-                };
                 let (idle_reads, idle_upload) = cell.idle_host_costs(&read_paths)?;
                 for (scale, cells) in &groups {
                     cell.costs = HostCosts::new(
@@ -1094,20 +1223,18 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                         idle_upload,
                         config.read_skew.on(world.rank(), config.seed),
                     );
+                    // The scaled profile's items: its host segments at this scale.
+                    cell.items = cell.costs.profile.step_items(config.drafter, block)?;
                     let traced = *scale == config.host_scales[0];
                     let labels: Vec<String> = cells.iter().map(CellId::label).collect();
                     progress.set_message(format!("{layout} bs {bs} block {block} x{scale}"));
                     // Every arm made ready once; the rounds then run them back to back.
                     let mut ready = Vec::with_capacity(config.arms.len());
                     for (&arm, label) in config.arms.iter().zip(&labels) {
-                        let pd = cell
-                            .prepare(Phase::Draft, arm)
-                            .with_context(|| format!("preparing the draft metadata of {label}"))?;
-                        let pv = cell
-                            .prepare(Phase::Verify, arm)
-                            .with_context(|| format!("preparing the verify metadata of {label}"))?;
-                        ready.push((cell.program(arm), pd, pv));
+                        let prepared = cell.prepare_all(arm).with_context(|| label.clone())?;
+                        ready.push((cell.program(arm), prepared));
                     }
+                    let ready: Vec<ReadyArm> = ready;
                     let batch_scale = bs as f64 / rank_bs as f64;
                     let mut measured: Vec<ArmRounds> =
                         config.arms.iter().map(|_| ArmRounds::default()).collect();
@@ -1123,8 +1250,8 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                         // Rotated each round, so no arm always runs first after another.
                         for i in (0..ready.len()).map(|i| (i + round) % ready.len()) {
                             recorder.set_cell(&labels[i]);
-                            let (program, pd, pv) = &ready[i];
-                            let clean = cell.clean_pass(program, pd, pv, warmup + steps)?;
+                            let (program, prepared) = &ready[i];
+                            let clean = cell.clean_pass(program, prepared, warmup + steps)?;
                             measured[i].push(&clean, warmup, batch_scale)?;
                         }
                         let step_times: Vec<&[Vec<f64>]> =
@@ -1149,7 +1276,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                         step_us,
                     )?;
                     let eager_sync = config.arms.iter().position(|&a| a == Arm::EagerSync);
-                    for (i, ((&arm, id), (program, pd, pv))) in
+                    for (i, ((&arm, id), (program, prepared))) in
                         config.arms.iter().zip(cells).zip(&ready).enumerate()
                     {
                         recorder.set_cell(&labels[i]);
@@ -1170,8 +1297,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                         world.barrier(&gpu)?;
                         let timeline = cell.timeline_pass(
                             program,
-                            pd,
-                            pv,
+                            prepared,
                             timer.as_mut(),
                             timeline_steps,
                             timeline_cap,
@@ -1216,18 +1342,171 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
     })
 }
 
-/// The program in one line: `scheduler 50us > draft prep > ...`.
-fn program_line(host: &HostProfile) -> String {
-    host.program
+/// What makes a run's cells: the GPU, the run's settings, its world and the forwards'
+/// stream source.
+struct CellMaker<'a, 'g> {
+    gpu: &'g Gpu,
+    config: &'a StepsConfig,
+    world: &'a RankWorld,
+    stream_source: &'a StreamSource,
+}
+
+impl<'g> CellMaker<'_, 'g> {
+    /// A cell's prep shapes (in [`phases_of`]'s order), the host inputs every prep of its step
+    /// reads, and the lengths on the device with the accept model that advances them.
+    fn inputs(
+        &self,
+        rank_bs: u32,
+        block: u32,
+    ) -> Result<(Vec<Shape>, HostInputs, DeviceLengths<'g>)> {
+        let (gpu, config) = (self.gpu, self.config);
+        let shapes = phases_of(config.drafter)
+            .iter()
+            .map(|&p| Shape::new(family_of(p), rank_bs, block, config.max_context))
+            .collect::<Result<Vec<_>>>()?;
+        // Every prep of the step reads the same inputs and lengths.
+        let inputs: HostInputs = generate(
+            &shapes[0],
+            config.seed ^ ((rank_bs as u64) << 32 | block as u64),
+            config.seq_lens,
+            false,
+        );
+        let accept = config.acceptance.model(
+            config.drafter.drafted(block),
+            config.seed as u32,
+            shapes[0].max_seq_len(),
+        )?;
+        let lengths = DeviceLengths::new(gpu, &inputs.seq_lens, rank_bs as usize, accept)?;
+        Ok((shapes, inputs, lengths))
+    }
+
+    /// The cell (layout, rank batch, block) of `config`'s step: its preps over `inputs` and
+    /// `lengths`, its forwards (real collectives in a world, busy-waits alone), the kernels its
+    /// framework ops launch, at the profile's costs until the run sets each host scale's.
+    fn cell(
+        &self,
+        (layout, rank_bs, block): (Layout, u32, u32),
+        shapes: Vec<Shape>,
+        inputs: &HostInputs,
+        lengths: &'g DeviceLengths<'g>,
+    ) -> Result<StepCell<'g>> {
+        let (gpu, config, world, stream_source) =
+            (self.gpu, self.config, self.world, self.stream_source);
+        let link = Link {
+            gb_s: config.link_gb_s,
+            latency_us: config
+                .collective_latency_us
+                .unwrap_or_else(|| collective_latency_us(layout)),
+        };
+        let items = config.host.step_items(config.drafter, block)?;
+        // Each forward of the step, once: its model and tokens per request.
+        let mut kinds: Vec<ForwardOf> = Vec::new();
+        for of in items.iter().filter_map(Item::forward_of) {
+            if !kinds.contains(&of) {
+                kinds.push(of);
+            }
+        }
+        let forward_kinds: Vec<(ForwardOf, &ForwardModel, u32)> = kinds
+            .into_iter()
+            .map(|of| match of {
+                ForwardOf::Draft => (of, &config.draft, config.drafter.draft_tokens(block)),
+                ForwardOf::Verify => (of, &config.target, block),
+                ForwardOf::Extend => (of, &config.draft, block),
+            })
+            .collect();
+        let context = config.context();
+        let spec = |m: &ForwardModel, tokens| m.spec(layout, rank_bs, context, tokens, link);
+        let forward_plans: Vec<Option<CollectivePlan>> = forward_kinds
+            .iter()
+            .map(|&(_, m, tokens)| m.collective_plan(layout, rank_bs, tokens))
+            .collect();
+        let plans: Vec<CollectivePlan> = forward_plans.iter().flatten().copied().collect();
+        let mut buffers = match world.comm() {
+            Some(_) => Some(CollectiveBuffers::new(gpu, &plans, world.size())?),
+            None => None,
+        };
+        let mut forwards = Vec::with_capacity(forward_kinds.len());
+        for (&(of, model, tokens), plan) in forward_kinds.iter().zip(forward_plans) {
+            let what = format!("the {} forward", forward_label(of));
+            let forward = match (world.comm(), buffers.as_mut()) {
+                (Some(comm), Some(buffers)) => {
+                    let collectives = plan.as_ref().map(|p| (comm, buffers, p));
+                    Forward::real(gpu, spec(model, tokens)?, stream_source, collectives, &what)?
+                }
+                _ => Forward::emulated(gpu, spec(model, tokens)?, stream_source)?,
+            };
+            forwards.push((of, forward));
+        }
+        let mut preps = Vec::with_capacity(shapes.len());
+        for (phase, shape) in phases_of(config.drafter).into_iter().zip(shapes) {
+            preps.push(CellPrep {
+                phase,
+                plan: PrepPlan::new(gpu, shape, inputs, lengths)?,
+                kernel: framework_kernel(gpu, config.host.prep_kernel_us(phase, rank_bs))?,
+            });
+        }
+        Ok(StepCell {
+            gpu,
+            lengths,
+            preps,
+            forwards,
+            _collective_buffers: buffers,
+            host_kernel: framework_kernel(gpu, config.host.kernel_us.value)?,
+            // A run sets each host scale's costs once the idle costs are known.
+            costs: HostCosts::new(
+                config.host.clone(),
+                [Duration::ZERO; ReadPath::ALL.len()],
+                Duration::ZERO,
+                ReadDelay::none(),
+            ),
+            upload_blocked: Duration::ZERO,
+            initial: inputs.seq_lens.clone(),
+            items,
+            drafter: config.drafter,
+        })
+    }
+}
+
+/// The program in one line: `scheduler 50us > draft prep > ...`; a `draft_passes` group as
+/// `draft passes [decode prep > ...]`.
+fn program_line(host: &HostProfile, items: &[Item]) -> String {
+    items
         .iter()
         .map(|item| match item {
             Item::Host { name, us, ops, .. } => {
                 format!("{name} {:.0}us", host.host_item_us(*us, *ops))
             }
+            Item::DraftPasses { items } => {
+                format!("{} [{}]", item.label(), program_line(host, items))
+            }
             other => other.label().to_string(),
         })
         .collect::<Vec<_>>()
         .join(" > ")
+}
+
+/// The run's acceptance at the blocks its accept model sees: the block sizes for DSpark,
+/// N − 1 drafted tokens at block N for EAGLE (so said).
+fn acceptance_note(config: &StepsConfig) -> String {
+    let drafted: Vec<u32> = (config.block_sizes.iter())
+        .map(|&b| config.drafter.drafted(b))
+        .collect();
+    let line = config.acceptance.describe(&drafted);
+    match config.drafter {
+        Drafter::Dspark => line,
+        Drafter::Eagle => {
+            format!("{line}, `block` there being the N − 1 tokens EAGLE drafts at --block-sizes N")
+        }
+    }
+}
+
+/// A forward's name in capture errors.
+fn forward_label(of: ForwardOf) -> &'static str {
+    match of {
+        ForwardOf::Draft => "draft",
+        ForwardOf::Verify => "verify",
+        ForwardOf::Extend => "draft-extend",
+    }
 }
 
 fn model_name(m: &ForwardModel) -> String {

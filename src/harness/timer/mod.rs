@@ -16,7 +16,7 @@ pub use assign::{assign, external_id};
 pub use cupti::CuptiTimer;
 pub use events::EventsTimer;
 
-use crate::gpu::cupti::load_cupti;
+use crate::gpu::cupti::{load_cupti, CuptiLibrary};
 use crate::gpu::Gpu;
 use anyhow::Result;
 use std::fmt;
@@ -102,31 +102,56 @@ pub trait TimelineTimer {
     fn finish(&mut self, steps: usize) -> Result<Vec<StepSpans>>;
 }
 
-/// The timer `kind` for `gpu`; CUPTI is loaded from `cupti_lib` or found. Returns with it
-/// the line `env.json` records.
-pub fn open_timer<'g>(
+/// What makes a run's timers: the timer kind, with CUPTI loaded once where it is CUPTI's.
+/// A timer is made per program ([`TimerSource::timer`]), since a step's items can differ
+/// between cells (an EAGLE step's draft passes follow the block size).
+pub struct TimerSource {
     kind: TimerKind,
-    gpu: &'g Gpu,
-    items: ProgramItems,
-    cupti_lib: Option<&Path>,
-) -> Result<(Box<dyn TimelineTimer + 'g>, String)> {
-    Ok(match kind {
-        TimerKind::Events => (
-            Box::new(EventsTimer::new(gpu, items)?),
-            "occupancy and gap_us from a separate pass with CUDA events around each GPU item \
-             (--timer events)"
-                .to_string(),
-        ),
-        TimerKind::Cupti => {
-            let library = load_cupti(cupti_lib)?;
-            let line = format!(
-                "occupancy and gap_us from a separate pass timed by CUPTI's activity records, \
-                 every kernel, copy and memset its own span (--timer cupti; {})",
-                library.describe()
-            );
-            (Box::new(CuptiTimer::new(gpu, items, library)?), line)
-        }
-    })
+    cupti: Option<CuptiLibrary>,
+}
+
+impl TimerSource {
+    /// The source of `kind` timers; CUPTI is loaded from `cupti_lib` or found. Returns with
+    /// it the line `env.json` records.
+    pub fn open(kind: TimerKind, cupti_lib: Option<&Path>) -> Result<(TimerSource, String)> {
+        Ok(match kind {
+            TimerKind::Events => (
+                TimerSource { kind, cupti: None },
+                "occupancy and gap_us from a separate pass with CUDA events around each GPU \
+                 item (--timer events)"
+                    .to_string(),
+            ),
+            TimerKind::Cupti => {
+                let library = load_cupti(cupti_lib)?;
+                let line = format!(
+                    "occupancy and gap_us from a separate pass timed by CUPTI's activity \
+                     records, every kernel, copy and memset its own span (--timer cupti; {})",
+                    library.describe()
+                );
+                (
+                    TimerSource {
+                        kind,
+                        cupti: Some(library),
+                    },
+                    line,
+                )
+            }
+        })
+    }
+
+    /// A timer of a program of `items` on `gpu`.
+    pub fn timer<'g>(
+        &self,
+        gpu: &'g Gpu,
+        items: ProgramItems,
+    ) -> Result<Box<dyn TimelineTimer + 'g>> {
+        Ok(match (self.kind, &self.cupti) {
+            (TimerKind::Cupti, Some(library)) => {
+                Box::new(CuptiTimer::new(gpu, items, library.clone())?)
+            }
+            _ => Box::new(EventsTimer::new(gpu, items)?),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@ use crate::report::change::relative_change;
 use crate::report::format::{copy_ceiling, AFTER_ARM, BASELINE_ARM};
 use crate::report::read_paths::{recovered_rows, RECOVERED};
 use crate::results::csv::{
-    host_scale_of, CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP, STEP_FAMILY,
+    host_scale_of, names_another_drafter, CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP,
+    STEP_FAMILY,
 };
 use crate::results::env::EnvRecord;
 use anyhow::{bail, Result};
@@ -476,7 +477,8 @@ fn step_panels(rows: &[Row], metric: &str) -> Result<Option<Vec<Panel>>> {
         if group.iter().any(|r| r.emulated) {
             title.push_str(" (emulated)");
         }
-        if families.len() > 1 {
+        // A run of one drafter's steps names it unless it is DSpark's, the default.
+        if families.len() > 1 || names_another_drafter(&family) {
             title.push_str(&format!(" · {family}"));
         }
         title.push_str(&format!(" · block {block}"));
@@ -945,6 +947,20 @@ mod tests {
         let arms: Vec<&str> = panels[0].series.iter().map(|s| s.arm.as_str()).collect();
         assert_eq!(arms, ["eager-sync", "graph"]);
         assert!(step_panels(&rows, "gap_us").unwrap().is_none());
+    }
+
+    #[test]
+    fn step_panels_name_the_eagle_drafter_even_alone() {
+        let eagle = crate::axes::Drafter::Eagle.step_family();
+        let rows: Vec<Row> = ["eager-sync", "graph"]
+            .into_iter()
+            .map(|arm| Row {
+                family: eagle.into(),
+                ..row(KIND_STEP, arm, 1, "itl_us", 10.0)
+            })
+            .collect();
+        let panels = step_panels(&rows, "itl_us").unwrap().unwrap();
+        assert_eq!(panels[0].title, format!("tp1 · {eagle} · block 4"));
     }
 
     #[test]
