@@ -48,7 +48,9 @@ fn main() {
             watched.push(common.join(branch));
         }
     }
-    watched.push(PathBuf::from("build.rs"));
+    // An edit to a tracked source makes the tree dirty without touching HEAD or the index:
+    // without these, a bundle built from edits was stamped with the clean revision.
+    watched.extend(["build.rs", "src", "Cargo.toml", "Cargo.lock"].map(PathBuf::from));
     for path in watched.iter().filter(|p| Path::new(p).exists()) {
         println!("cargo:rerun-if-changed={}", path.display());
     }

@@ -1339,7 +1339,13 @@ fn profile_cases(root: &Path) -> Vec<Case> {
     let mut bad: Vec<(String, serde_json::Value, String)> = Vec::new();
     let obj = good.as_object().unwrap();
     // Optional fields: a profile without them is whole.
-    let optional = ["host_speed_us", "pinned_read_us", "mapped_read_us"];
+    // eagle_program only `--drafter eagle` needs (refused there without it, a unit test).
+    let optional = [
+        "host_speed_us",
+        "pinned_read_us",
+        "mapped_read_us",
+        "eagle_program",
+    ];
     for (key, value) in obj {
         let mut v = good.clone();
         v.as_object_mut().unwrap().remove(key);

@@ -201,7 +201,7 @@ fn bad_flags_are_refused_before_any_gpu_work() {
         ),
         (
             &["sweep", "--processes", "0"],
-            "--processes: 0 must be between 1 (every round in this process) and --max-rounds (20)",
+            "--processes: 0 must be between 1 (every round in this process) and --max-rounds (12)",
         ),
         (
             &["sweep", "--processes", "21"],
@@ -707,11 +707,11 @@ fn sweep_help_explains_rounds() {
         "[default: 6]",
         "--max-rounds <MAX_ROUNDS>",
         "precision, max-rounds, time-cap",
-        "[default: 20]",
+        "[default: 12]",
         "each round's sampling stops at this / --rounds",
         "Samples per metric of a cell in each round",
         "--processes <PROCESSES>",
-        "ceil(--max-rounds / N) rounds of the groups still open",
+        "the first --rounds over up to N workers",
         "[default: 5]",
     ] {
         assert!(help.contains(text), "sweep --help lacks {text:?}:\n{help}");

@@ -300,10 +300,9 @@ impl SoakResult {
 }
 
 /// This process's resident set in bytes, from `/proc/self/statm`, after the allocator has
-/// handed its free pages back. Without that the sample is the heap's high-water mark: each
-/// spot check's CPU reference allocates buffers sized by the lengths of the moment, glibc
-/// keeps what it freed, and an H200 soak of 10^6 steps read as +20% "growth" with nothing
-/// held (results/2026-12-01-h200-soak/).
+/// handed its free pages back: each spot check's CPU reference allocates buffers sized by the
+/// lengths of the moment, and what glibc keeps of them after they are freed is no leak. On the
+/// H200 this took target verify's graph soak from +20.2% to +7.5% (results/2026-12-01-h200-soak/).
 pub fn host_resident_bytes() -> Result<u64> {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free memory of glibc's own heap.

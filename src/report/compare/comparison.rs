@@ -473,11 +473,14 @@ fn judge_all(
                 per_host,
                 // A host-paced call must hold per unit of host speed too (`explain`): the
                 // smaller of the two powers.
-                smallest_callable_pct: [Some((be, ne)), twin.map(|(tb, tn)| (&base.entries[tb], &new.entries[tn]))]
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|(b, n)| smallest_callable_pct(b, n, better, threshold_pct))
-                    .reduce(f64::max),
+                smallest_callable_pct: [
+                    Some((be, ne)),
+                    twin.map(|(tb, tn)| (&base.entries[tb], &new.entries[tn])),
+                ]
+                .into_iter()
+                .flatten()
+                .filter_map(|(b, n)| smallest_callable_pct(b, n, better, threshold_pct))
+                .reduce(f64::max),
                 called,
                 verdict: called,
             };
@@ -775,10 +778,55 @@ mod tests {
         assert!((c.host().unwrap().change.unwrap().pct - 50.0).abs() < 1e-9);
         // The row moved beyond the host: per unit of host speed +10%.
         assert_eq!(verdicts(&base, &side(50.0, 65.0, 10.0)), [Verdict::Slower]);
-        // The host did not move: nothing to excuse it.
-        assert_eq!(verdicts(&base, &side(0.0, 50.0, 0.2)), [Verdict::Slower]);
+        // The host did not move: nothing to excuse it, and per unit of host speed the row
+        // rose as much.
+        assert_eq!(verdicts(&base, &side(0.0, 50.0, 50.0)), [Verdict::Slower]);
         // The host got faster: it explains no row called slower.
-        assert_eq!(verdicts(&base, &side(-30.0, 50.0, 0.2)), [Verdict::Slower]);
+        assert_eq!(
+            verdicts(&base, &side(-30.0, 50.0, 114.0)),
+            [Verdict::Slower]
+        );
+    }
+
+    /// As wide as an A/A pair of sweeps on the H200 (results/2026-12-01-h200-sweep-aa/): the
+    /// host reference ±13–19% between processes, fused `host_issue_us` +34.7% [+3.3, +54.5]
+    /// raw and +23.8% [−0.8, +41.6] per unit of host speed.
+    #[test]
+    fn a_host_paced_call_its_change_per_unit_of_host_speed_does_not_make_is_uncertain() {
+        let side = |host: f64, raw: f64, raw_pct: f64, twin: f64, twin_pct: f64| {
+            vec![
+                floor(HOST_REFERENCE, host, 13.0),
+                cell("fused", "host_issue_us", raw, raw_pct),
+                wide(
+                    row(
+                        "prep",
+                        "dsa_decode",
+                        "fused",
+                        4,
+                        "host_issue_us_per_host_ref",
+                        twin,
+                    ),
+                    twin_pct,
+                ),
+            ]
+        };
+        let base = side(1.21, 1.22, 4.0, 1.00, 4.0);
+        let c = compare_rows(&base, &side(1.24, 1.64, 14.0, 1.24, 18.0), None, 2.0).unwrap();
+        let m = &c.matched[0];
+        assert_eq!((m.called, m.verdict), (Verdict::Slower, Verdict::Uncertain));
+        // The twin's power is the row's: what it could call is no smaller than the twin could.
+        assert!(m.smallest_callable_pct.unwrap() > 20.0);
+        // Per unit of host speed the rise holds too: the call stands.
+        assert_eq!(
+            verdicts(&base, &side(1.24, 1.64, 4.0, 1.32, 4.0)),
+            [Verdict::Slower]
+        );
+        // Without a twin (a run from before the host reference) the raw call stands.
+        let bare = |v: &[Row]| v[..2].to_vec();
+        assert_eq!(
+            verdicts(&bare(&base), &bare(&side(1.24, 1.64, 4.0, 1.24, 14.0))),
+            [Verdict::Slower]
+        );
     }
 
     #[test]
@@ -803,8 +851,11 @@ mod tests {
         assert_eq!(multiple(&with(2.0, 10.0)), Verdict::FloorMoved);
         // The step rose too: the call stands.
         assert_eq!(multiple(&with(2.0, 11.0)), Verdict::Slower);
-        // The step not shown within ±2% (+1.5% with ±0.5% each side reaches past it).
-        assert_eq!(multiple(&with(2.0, 10.15)), Verdict::Slower);
+        // The step not called (+1.5% with ±0.5% each side: uncertain): the step, gated on
+        // its own, holds no regression, so the floor's move is the call.
+        assert_eq!(multiple(&with(2.0, 10.15)), Verdict::FloorMoved);
+        // A floor whose median moved less than the threshold explains nothing.
+        assert_eq!(multiple(&with(2.178, 10.15)), Verdict::Slower);
         // A floor that got slower cannot explain a rising multiple.
         let slower_floor = [
             floor("empty-graph-2", 2.5, 0.5),
