@@ -48,10 +48,12 @@ pub struct CheckArgs {
     /// Instead of the check: a soak of N steps of each family x arm at one shape (one
     /// --batch-sizes and one --block-sizes value), each step's prep followed by `accept` on
     /// the device, a poisoned step checked against the CPU reference every 10000 steps and at
-    /// the last, device memory in use and this process's resident memory sampled at each
-    /// check. Fails (exit 1) on any mismatch or if either memory grows by more than 1% over
-    /// its first sample. On an H200, 10^6 steps of eager-sync take about half a minute a
-    /// family, of graph a few seconds.
+    /// the last, device memory in use, this process's resident memory and its heap in use
+    /// (glibc's mallinfo2) sampled at each check. Fails (exit 1) on any mismatch or if device
+    /// memory or the heap in use (the resident set where the C library cannot say) grows by
+    /// more than 1% over its first sample: the resident set also holds what the allocator
+    /// keeps after a free. On an H200, 10^6 steps of eager-sync take about 30 s a family, of
+    /// graph 8–14 s (results/2026-12-01-h200-check/).
     #[arg(long, value_name = "STEPS", conflicts_with = "dump", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     pub(crate) soak: Option<u64>,
 }
@@ -231,10 +233,19 @@ pub(crate) fn run_soak(args: &CheckArgs, config: &CheckConfig, steps: u64) -> Re
         config.seed,
         config.seed
     );
-    let mib = |b: u64| b as f64 / f64::from(1 << 20);
+    let memory = |m: &check::MemoryTrace| {
+        let mib = |b: u64| b as f64 / f64::from(1 << 20);
+        format!(
+            "{:.1} / {:.1} / {:.1} ({:+.3}%)",
+            mib(m.first()),
+            mib(m.max()),
+            mib(m.last()),
+            m.growth_pct()
+        )
+    };
     // Each row as its soak ends, so a run stopped early keeps what it finished.
     println!(
-        "\n| family | arm | steps | spot checks | cells checked | mismatches | steps/s | device MiB first / max / last (growth) | host RSS MiB first / max / last (growth) |\n|---|---|---:|---:|---:|---:|---:|---|---|"
+        "\n| family | arm | steps | spot checks | cells checked | mismatches | steps/s | device MiB first / max / last (growth) | host RSS MiB first / max / last (growth) | host heap in use MiB first / max / last (growth) |\n|---|---|---:|---:|---:|---:|---:|---|---|---|"
     );
     let mut results = Vec::new();
     for &family in &config.families {
@@ -263,7 +274,7 @@ pub(crate) fn run_soak(args: &CheckArgs, config: &CheckConfig, steps: u64) -> Re
                 println!("MISMATCH {family} {arm} at step {step}: {m}");
             }
             println!(
-                "| {} | {} | {} | {} | {} | {} | {:.0} | {:.1} / {:.1} / {:.1} ({:+.3}%) | {:.1} / {:.1} / {:.1} ({:+.3}%) |",
+                "| {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} |",
                 r.family,
                 r.arm,
                 r.steps,
@@ -271,14 +282,12 @@ pub(crate) fn run_soak(args: &CheckArgs, config: &CheckConfig, steps: u64) -> Re
                 r.tally.cells,
                 r.tally.mismatches,
                 r.steps as f64 / r.seconds,
-                mib(r.device.first()),
-                mib(r.device.max()),
-                mib(r.device.last()),
-                r.device.growth_pct(),
-                mib(r.host.first()),
-                mib(r.host.max()),
-                mib(r.host.last()),
-                r.host.growth_pct()
+                memory(&r.device),
+                memory(&r.host),
+                match r.heap.samples.is_empty() {
+                    true => "not sampled (no glibc mallinfo2): RSS judged".to_string(),
+                    false => memory(&r.heap),
+                },
             );
             results.push(r);
         }
@@ -290,7 +299,7 @@ pub(crate) fn run_soak(args: &CheckArgs, config: &CheckConfig, steps: u64) -> Re
         .collect();
     if !failed.is_empty() {
         println!(
-            "\nFAILED: {} (a mismatch, or memory grown by more than {}%; seed {})",
+            "\nFAILED: {} (a mismatch, or device memory or the host heap in use grown by more than {}%; seed {})",
             failed.join(", "),
             check::SOAK_MEMORY_GROWTH_PCT,
             config.seed

@@ -984,7 +984,7 @@ impl StepCheck {
 /// Runs `steps` steps of `config`'s program for every arm of every (layout, batch, block)
 /// cell on one GPU (alone: a wider layout is one rank, its collectives busy-waits), every
 /// prep inside each step poisoned, then checked bit for bit against the CPU reference at
-/// the lengths accept has advanced to ([`StepCell::checked_pass`]). What `check` proves for
+/// the lengths accept has advanced to (`StepCell::checked_pass`). What `check` proves for
 /// one prep at a time, here inside the step that interleaves them with forwards, host
 /// segments and accept. The host profile's costs run as in `steps`.
 pub fn check_steps(config: &StepsConfig, steps: usize) -> Result<Vec<(Cell, StepCheck)>> {
