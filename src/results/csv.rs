@@ -262,16 +262,19 @@ pub fn write_records<T: Serialize>(
 /// and what to do about it.
 pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
     let name = path.display().to_string();
-    let table = read_records(path)?;
-    check_header(&name, &table.headers, COLUMNS, OPTIONAL_COLUMNS)?;
-    let rows = table
-        .records
-        .iter()
-        .map(|(line, record)| parse_row(&name, *line, &table.headers, record))
-        .collect::<Result<Vec<Row>>>()?;
+    let (mut rows, mut lines) = (Vec::new(), Vec::new());
+    visit_records(
+        path,
+        |headers| check_header(&name, headers, COLUMNS, OPTIONAL_COLUMNS),
+        |headers, line, record| {
+            rows.push(parse_row(&name, line, headers, record)?);
+            lines.push(line);
+            Ok(())
+        },
+    )?;
     // Every writer writes a cell's metric once; a second one is two runs' rows mixed.
     let mut seen = HashMap::with_capacity(rows.len());
-    for (row, (line, _)) in rows.iter().zip(&table.records) {
+    for (row, line) in rows.iter().zip(&lines) {
         let key = (
             row.kind.as_str(),
             row.family.as_str(),
@@ -281,7 +284,7 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
             row.layout.as_str(),
             row.metric.as_str(),
         );
-        if let Some(first) = seen.insert(key, *line) {
+        if let Some(first) = seen.insert(key, line) {
             bail!(
                 "{name} line {line}: {} {} is on line {first} already: a cell's metric appears \
                  once in a run; delete one of the two lines",
@@ -479,6 +482,30 @@ pub(crate) struct Records {
 /// every writer here ends each record with one, so a file without it was cut while being
 /// written (a last number `72.0` cut to `7` would otherwise read as a smaller number).
 pub(crate) fn read_records(path: &Path) -> Result<Records> {
+    let mut headers = csv::StringRecord::new();
+    let mut records = Vec::new();
+    visit_records(
+        path,
+        |h| {
+            headers = h.clone();
+            Ok(())
+        },
+        |_, line, record| {
+            records.push((line, record.clone()));
+            Ok(())
+        },
+    )?;
+    Ok(Records { headers, records })
+}
+
+/// [`read_records`]' checks, handing the header to `header` and then each record (with the
+/// header and its line) to `each` as it is read, so a caller that turns records into rows holds one record
+/// at a time rather than all of them beside the rows.
+pub(crate) fn visit_records(
+    path: &Path,
+    mut header: impl FnMut(&csv::StringRecord) -> Result<()>,
+    mut each: impl FnMut(&csv::StringRecord, u64, &csv::StringRecord) -> Result<()>,
+) -> Result<()> {
     let name = path.display();
     let bytes = match crate::results::compressed::read_file(path) {
         Ok(bytes) => bytes,
@@ -494,7 +521,6 @@ pub(crate) fn read_records(path: &Path) -> Result<Records> {
              result; rerun it"
         );
     }
-    let ends_with_newline = bytes.last() == Some(&b'\n');
     let mut reader = csv::ReaderBuilder::new()
         .flexible(true)
         .from_reader(bytes.as_slice());
@@ -502,16 +528,21 @@ pub(crate) fn read_records(path: &Path) -> Result<Records> {
         .headers()
         .with_context(|| format!("{name} line 1: cannot read the header"))?
         .clone();
-    let mut records = Vec::new();
-    for record in reader.records() {
-        let record = record.map_err(|e| {
-            let line = e.position().map_or(0, |p| p.line());
-            anyhow::anyhow!("{name} line {line}: {e}: fix or delete that line")
-        })?;
-        records.push((record.position().map_or(0, |p| p.line()), record));
-    }
-    if !ends_with_newline {
-        let Some((line, record)) = records.last() else {
+    let read = |record: csv::Result<csv::StringRecord>| {
+        record
+            .map(|r| (r.position().map_or(0, |p| p.line()), r))
+            .map_err(|e| {
+                let line = e.position().map_or(0, |p| p.line());
+                anyhow::anyhow!("{name} line {line}: {e}: fix or delete that line")
+            })
+    };
+    if bytes.last() != Some(&b'\n') {
+        // Cut while being written: the last line is named, whatever else is wrong before it.
+        let mut last = None;
+        for record in reader.records() {
+            last = Some(read(record)?);
+        }
+        let Some((line, record)) = last else {
             bail!(
                 "{name} line 1: the file ends inside its header (no final newline): it was cut \
                  while being written; regenerate it"
@@ -525,14 +556,19 @@ pub(crate) fn read_records(path: &Path) -> Result<Records> {
             headers.len()
         );
     }
-    if let Some((line, record)) = records.iter().find(|(_, r)| r.len() != headers.len()) {
-        bail!(
-            "{name} line {line}: {} fields where the header has {}: fix or delete that line",
-            record.len(),
-            headers.len()
-        );
+    header(&headers)?;
+    for record in reader.records() {
+        let (line, record) = read(record)?;
+        if record.len() != headers.len() {
+            bail!(
+                "{name} line {line}: {} fields where the header has {}: fix or delete that line",
+                record.len(),
+                headers.len()
+            );
+        }
+        each(&headers, line, &record)?;
     }
-    Ok(Records { headers, records })
+    Ok(())
 }
 
 /// Names the missing and unexpected columns; the order of columns does not matter because
