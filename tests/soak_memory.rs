@@ -4,11 +4,10 @@
 //! whole process's, and tests beside it on other threads would move it.
 
 use metaprep::axes::Family;
+use metaprep::harness::memory::host_heap_in_use;
 use metaprep::prep::family::PageRule;
 use metaprep::prep::reference::expected;
-use metaprep::runs::check::{
-    check_inputs, check_shape, host_heap_in_use, MemoryTrace, SOAK_CHECK_EVERY,
-};
+use metaprep::runs::check::{check_inputs, check_shape, MemoryTrace, SOAK_CHECK_EVERY};
 
 #[test]
 fn the_heap_in_use_follows_frees_and_the_references_spot_checks_hold_nothing() {

@@ -9,6 +9,7 @@ pub mod environment;
 pub mod floor;
 pub mod gpm;
 pub mod host_reference;
+pub mod memory;
 pub mod nvml;
 pub mod pin;
 pub mod prep_cell;
