@@ -2,7 +2,12 @@
 # Run from inside a bundle (scripts/bundle.sh) on a GPU host with no Rust toolchain.
 #
 #   ./run-on-gpu.sh [STAGE...]     stages: info check tests sweep bench calibrate steps timers nvtx ranks
-#                                  (default: all but timers, nvtx and ranks)
+#                                  soak eagle (default: all but timers, nvtx, ranks, soak, eagle)
+#
+# soak runs `check --soak 1000000` of graph and eager-sync for every family at bs 8 block 5
+# (about 3 minutes on an H200). eagle runs `steps --drafter eagle` on the default grid, then
+# both drafters on tp1 and tp8 at bs 1, 8 and block 3, 5 planned for 1000 GiB a GPU (the
+# issue-31 table), each reported.
 #
 # nvtx measures what the NVTX ranges cost: a one-cell sweep three ways, twice in turn, with
 # `--nvtx off`, with the ranges on and no tool attached, and with the test double
@@ -129,7 +134,16 @@ for stage in "${stages[@]}"; do
                     $col["arm"] == "harness" && $col["metric"] == "overhead_us" {
                         print $col["median"], $col["ci_lo"], $col["ci_hi"] }' "$csv"
             done | tee "$out/nvtx/overhead.txt" ;;
-        *) echo "unknown stage $stage: use info check tests sweep bench calibrate steps timers nvtx ranks"; exit 2 ;;
+        soak) run soak "$here/metaprep" check --soak 1000000 --arms graph,eager-sync --batch-sizes 8 --block-sizes 5 ;;
+        eagle)
+            run eagle "$here/metaprep" steps --drafter eagle --host-profile "$profile" --out "$out/eagle" --trace "$out/eagle/trace.json"
+            run eagle-report "$here/metaprep" report "$out/eagle"
+            for drafter in eagle dspark; do
+                run "drafters-$drafter" "$here/metaprep" steps --drafter "$drafter" --host-profile "$profile" \
+                    --gpu-memory-gib 1000 --tp tp1,tp8 --batch-sizes 1,8 --block-sizes 3,5 --out "$out/drafters-$drafter"
+                run "drafters-$drafter-report" "$here/metaprep" report "$out/drafters-$drafter"
+            done ;;
+        *) echo "unknown stage $stage: use info check tests sweep bench calibrate steps timers nvtx ranks soak eagle"; exit 2 ;;
     esac
 done
 exit $status
