@@ -404,11 +404,14 @@ def reference_row(forward_us, batch_size, block, arm, step_samples_us, rounds=No
     """One reference row from a cell's measured step times (µs). `chunks`: the cell's
     [(host speed µs per op, [step µs, ...]), ...] (StepSampler.chunks); with them the host
     speed columns come from the chunks and `host_speed_us` need not be given."""
-    q = statistics.quantiles(step_samples_us, n=10, method="inclusive")
+    if not step_samples_us:
+        raise ValueError(f"reference_row: no measured steps for {arm} at forward {forward_us} "
+                         f"us, batch {batch_size}: measure more steps per cell")
+    q = _spread(step_samples_us)
     row = {
         "forward_us": _number(forward_us), "batch_size": batch_size, "block": block, "arm": arm,
         "step_us": round(statistics.median(step_samples_us), 3),
-        "step_us_p10": round(q[0], 3), "step_us_p90": round(q[-1], 3),
+        "step_us_p10": round(q[0], 3), "step_us_p90": round(q[1], 3),
         "samples": len(step_samples_us), "rounds": rounds if rounds is not None else "",
         "host_speed_us": round(host_speed_us, 4) if host_speed_us is not None else "",
     }
@@ -529,6 +532,10 @@ class StepSampler:
     """
 
     def __init__(self, every=12, settle=2, passes=PROBE_PASSES):
+        if settle < 1:
+            # The first step after a probe spans it (its time is end minus the previous end).
+            raise ValueError("StepSampler: `settle` must be at least 1: the first step after a "
+                             "probe spans the probe")
         if every <= settle:
             raise ValueError("StepSampler: `every` must exceed `settle`")
         self.every, self.settle, self.passes = every, settle, passes

@@ -93,6 +93,21 @@ class Estimator(unittest.TestCase):
         with self.assertRaises(ValueError):
             mh.StepSampler(every=2, settle=2)
 
+    def test_the_step_spanning_a_probe_is_never_used(self):
+        # settle 0 would keep the step whose time holds the probe's ~2 ms.
+        with self.assertRaises(ValueError):
+            mh.StepSampler(every=12, settle=0)
+        mh.StepSampler(every=12, settle=1)
+
+    def test_a_cell_with_one_measured_step_gives_a_row(self):
+        # Python before 3.13: statistics.quantiles refuses a single data point.
+        row = mh.reference_row(1000, 1, 5, "graph", [2110.0], chunks=[(12.0, [2110.0])])
+        self.assertEqual((row["step_us"], row["step_us_p10"], row["step_us_p90"]),
+                         (2110.0, 2110.0, 2110.0))
+        self.assertEqual(row["samples"], 1)
+        with self.assertRaises(ValueError):
+            mh.reference_row(1000, 1, 5, "graph", [])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -108,7 +108,7 @@ pub struct StepsArgs {
     /// tokens per request per step, bonus token included (Leviathan et al. 2023), drawn per
     /// request per step. Default: the rate that gives the seed serving run's 3.51 tokens at
     /// block 5 (α ≈ 0.779: block 3 accepts 2.86, block 8 4.04). Under --drafter eagle a block
-    /// N drafts γ = N − 1 tokens (N = 5 accepts 3.26 at the default α).
+    /// N drafts γ = N − 1 tokens (N = 5 accepts 3.22 at the default α, N = 3 2.38).
     #[arg(long, conflicts_with = "accept_length")]
     pub(crate) accept_rate: Option<f64>,
     /// Instead of --accept-rate: this mean accepted length (tokens per request per step, 1 to
@@ -609,6 +609,15 @@ mod tests {
         assert_eq!(eagle.drafter, Drafter::Eagle);
         assert_eq!(eagle.block_sizes, [3, 5, 8]);
         assert!(eagle.host.eagle_program.is_some());
+        // --accept-rate's help: at the default α, EAGLE's N = 5 accepts 3.22 and N = 3 2.38.
+        let crate::prep::accept::Acceptance::Rate(alpha) = eagle.acceptance else {
+            panic!("the default acceptance is a rate")
+        };
+        let at = |n: u32| {
+            let e = crate::prep::accept::expected_accept(alpha, Drafter::Eagle.drafted(n));
+            format!("{e:.2}")
+        };
+        assert_eq!((at(5), at(3)), ("3.22".to_string(), "2.38".to_string()));
         // EAGLE at N = 3 drafts 2 tokens: it accepts at most 3, DSpark's block 3 at most 4.
         let eagle_3 = [
             "--drafter",

@@ -532,7 +532,8 @@ impl HostProfile {
                             !matches!(i, Item::Host { .. } | Item::DecodePrep | Item::DraftForward)
                         }) {
                             bail!(
-                                "`eagle_program`: a `draft_passes` group holds host items,                                  decode preps and draft forwards only, not `{}`",
+                                "`eagle_program`: a `draft_passes` group holds host items, \
+                                 decode preps and draft forwards only, not `{}`",
                                 bad.label()
                             );
                         }
@@ -809,6 +810,34 @@ mod tests {
             assert_eq!(p.name, name);
             assert!(!p.source.is_empty());
         }
+    }
+
+    #[test]
+    fn a_prep_s_source_claims_no_gpu_figure_it_lacks() {
+        // A source that says where `kernel_us_by_batch` came from must sit beside one: the
+        // EAGLE preps (decode, draft-extend) were never timed on the GPU and take the
+        // profile's `kernel_us`, which their sources must say instead.
+        for (name, _) in BUILT_IN {
+            let p = HostProfile::load(name).unwrap();
+            for (family, prep) in &p.preps {
+                assert!(
+                    !prep.source.contains("kernel_us_by_batch =")
+                        || prep.kernel_us_by_batch.is_some(),
+                    "{name}: preps.{family}: its source gives a kernel_us_by_batch it lacks"
+                );
+                if prep.kernel_us_by_batch.is_none() && prep.kernel_us.is_none() {
+                    assert_eq!(p.prep_kernel_us(phase_of(family), 8), p.kernel_us.value);
+                }
+            }
+        }
+    }
+
+    /// The phase whose prep computes `family` (by name).
+    fn phase_of(family: &str) -> Phase {
+        [Phase::Draft, Phase::Verify, Phase::Decode, Phase::Extend]
+            .into_iter()
+            .find(|&p| family_of(p).name() == family)
+            .unwrap()
     }
 
     #[test]
@@ -1127,7 +1156,7 @@ mod tests {
                                                    "items": [{"kind": "verify_prep"}]});
                     items.insert(1, group)
                 },
-                "not `verify prep`",
+                "group holds host items, decode preps and draft forwards only, not `verify prep`",
             ),
             (
                 &|items| items[1]["launches"] = serde_json::json!(99),

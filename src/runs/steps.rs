@@ -1408,10 +1408,9 @@ impl<'g> CellMaker<'_, 'g> {
         }
         let forward_kinds: Vec<(ForwardOf, &ForwardModel, u32)> = kinds
             .into_iter()
-            .map(|of| match of {
-                ForwardOf::Draft => (of, &config.draft, config.drafter.draft_tokens(block)),
-                ForwardOf::Verify => (of, &config.target, block),
-                ForwardOf::Extend => (of, &config.draft, block),
+            .map(|of| match forward_size(config.drafter, of, block) {
+                (ModelOf::Draft, tokens) => (of, &config.draft, tokens),
+                (ModelOf::Target, tokens) => (of, &config.target, tokens),
             })
             .collect();
         let context = config.context();
@@ -1464,6 +1463,25 @@ impl<'g> CellMaker<'_, 'g> {
             items,
             drafter: config.drafter,
         })
+    }
+}
+
+/// Which model a forward runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ModelOf {
+    Draft,
+    Target,
+}
+
+/// The model and tokens per request of `drafter`'s `of` forward at block `block`: DSpark's
+/// draft forward is the whole block, an EAGLE draft pass one token; the verify is the target
+/// over the block (EAGLE: its N tokens); EAGLE's draft-extend is the draft model over the N
+/// verified tokens (DRAFT_EXTEND_V2 processes the full padded width per request).
+fn forward_size(drafter: Drafter, of: ForwardOf, block: u32) -> (ModelOf, u32) {
+    match of {
+        ForwardOf::Draft => (ModelOf::Draft, drafter.draft_tokens(block)),
+        ForwardOf::Verify => (ModelOf::Target, block),
+        ForwardOf::Extend => (ModelOf::Draft, block),
     }
 }
 
@@ -1620,6 +1638,29 @@ fn step_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_forward_runs_its_model_over_its_tokens() {
+        // EAGLE at N = 5: a draft pass is the draft model over one token, the verify the
+        // target over N, the draft-extend the draft model over the N verified tokens.
+        assert_eq!(
+            [ForwardOf::Draft, ForwardOf::Verify, ForwardOf::Extend].map(|of| forward_size(
+                Drafter::Eagle,
+                of,
+                5
+            )),
+            [
+                (ModelOf::Draft, 1),
+                (ModelOf::Target, 5),
+                (ModelOf::Draft, 5)
+            ]
+        );
+        // DSpark: the draft block forward is the whole block, then the target's verify.
+        assert_eq!(
+            [ForwardOf::Draft, ForwardOf::Verify].map(|of| forward_size(Drafter::Dspark, of, 3)),
+            [(ModelOf::Draft, 3), (ModelOf::Target, 3)]
+        );
+    }
 
     #[test]
     fn a_round_shorter_than_the_throughput_window_still_gives_one_window() {
