@@ -35,13 +35,7 @@ const SEQ_LENS: LengthRange = LengthRange {
 fn or_exit<T>(result: anyhow::Result<T>) -> T {
     result.unwrap_or_else(|e| {
         eprintln!("metaprep bench: error: {e:#}");
-        std::process::exit(
-            if e.downcast_ref::<metaprep::gpu::GpuUnavailable>().is_some() {
-                metaprep::gpu::probe::EXIT_NO_GPU.into()
-            } else {
-                1
-            },
-        )
+        std::process::exit(metaprep::exit::Exit::of_error(&e).code().into())
     })
 }
 

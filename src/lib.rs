@@ -7,6 +7,7 @@
 pub mod axes;
 pub mod calibrate;
 pub mod cli;
+pub mod exit;
 pub mod gpu;
 pub mod harness;
 pub mod model;

@@ -1,11 +1,7 @@
 //! The metaprep command line.
 
 use metaprep::cli;
-use metaprep::gpu::probe::EXIT_NO_GPU;
-use metaprep::gpu::GpuUnavailable;
-use metaprep::model::memory::NotDeployable;
-use metaprep::report::compare::EXIT_BAD_INPUT;
-use metaprep::results::BadInput;
+use metaprep::exit::Exit;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -21,17 +17,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("metaprep: error: {e:#}");
-            if e.downcast_ref::<GpuUnavailable>().is_some() {
-                ExitCode::from(EXIT_NO_GPU)
-            } else if e.downcast_ref::<NotDeployable>().is_some()
-                || e.downcast_ref::<BadInput>().is_some()
-            {
-                // Known only once the memory per GPU is, or the settings a run resolves,
-                // which may take opening the device.
-                ExitCode::from(EXIT_BAD_INPUT)
-            } else {
-                ExitCode::FAILURE
-            }
+            Exit::of_error(&e).into()
         }
     }
 }

@@ -7,7 +7,7 @@ use metaprep::report::charts::{
     Rendered, Trace, CHARTS, PANEL_CHART_SIZE, WIDE_CHART_SIZE,
 };
 use metaprep::report::{ReportTarget, Written};
-use metaprep::results::csv::{step_family, Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
+use metaprep::results::csv::{Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
 use metaprep::results::env::EnvRecord;
 use metaprep::results::run_dir::RunDir;
 use metaprep::results::telemetry::TelemetrySample;
@@ -63,6 +63,7 @@ fn row(
         gpm_nvlink_rx_mib_s: None,
         gpm_nvlink_tx_mib_s: None,
         gpm_cell_share_pct: None,
+        host_scale: None,
     }
 }
 
@@ -99,7 +100,7 @@ fn fixture_rows() -> Vec<Row> {
     }
     // A what-if over the host scale: eager-sync's host overhead grows with it.
     for scale in [0.5, 2.0, 4.0] {
-        let family = step_family(metaprep::axes::Drafter::Dspark, scale);
+        let family = metaprep::axes::Drafter::Dspark.step_family();
         for layout in ["tp1", "tp8"] {
             for arm in ["eager-sync", "graph"] {
                 for bs in [1, 8] {
@@ -111,9 +112,10 @@ fn fixture_rows() -> Vec<Row> {
                     let step_us = 40.0 + 1.5 * f64::from(bs) + host;
                     let throughput = 3.5e6 * f64::from(bs) / step_us;
                     let metric = "throughput_tok_s";
-                    rows.push(row(
-                        KIND_STEP, &family, arm, bs, 5, layout, metric, throughput,
-                    ));
+                    rows.push(Row {
+                        host_scale: Some(scale),
+                        ..row(KIND_STEP, family, arm, bs, 5, layout, metric, throughput)
+                    });
                 }
             }
         }

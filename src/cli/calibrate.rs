@@ -2,6 +2,7 @@
 
 use super::common::{usage, writable_file};
 use crate::calibrate::{calibrate as derive_profile, CalibrateRequest};
+use crate::exit::Exit;
 use crate::model::host_profile::HostProfile;
 use crate::results::atomic::same_file;
 use anyhow::{Context, Result};
@@ -115,5 +116,5 @@ pub(crate) fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
         args.out.display(),
         args.out.display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }

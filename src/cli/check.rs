@@ -3,6 +3,7 @@
 use super::common::{usage, DeviceArgs, PrepAxes};
 use crate::axes::Arm;
 use crate::cli::lists::{arms, families, parse_u32_list};
+use crate::exit::Exit;
 use crate::runs::check::{self, CheckConfig};
 use crate::runs::dump::{write_dump, DumpTarget};
 use anyhow::{Context, Result};
@@ -151,10 +152,10 @@ pub(crate) fn run_check(args: &CheckArgs, config: &CheckConfig) -> Result<ExitCo
             "\nFAILED: {bad} cells differ from the CPU reference (seed {})",
             config.seed
         );
-        return Ok(ExitCode::FAILURE);
+        return Ok(Exit::Failure.into());
     }
     println!("\nOK: every output of every arm equals the CPU reference, bit for bit ({} shapes x arms, {} steps each)", results.len(), config.steps);
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 /// `check --dump DIR`: the cases, the CPU reference, and unless `--cpu-only` each arm.
@@ -212,13 +213,13 @@ pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Re
             mismatches.len(),
             config.seed
         );
-        return Ok(ExitCode::FAILURE);
+        return Ok(Exit::Failure.into());
     }
     println!(
         "wrote {count} cases to {} (index: cases.json)",
         dir.display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 /// `check --soak STEPS`: every family x arm of the run soaked at its one shape.
@@ -304,14 +305,14 @@ pub(crate) fn run_soak(args: &CheckArgs, config: &CheckConfig, steps: u64) -> Re
             check::SOAK_MEMORY_GROWTH_PCT,
             config.seed
         );
-        return Ok(ExitCode::FAILURE);
+        return Ok(Exit::Failure.into());
     }
     println!(
         "\nOK: {} soaks of {steps} steps, every spot check equal to the CPU reference, device and host memory within {}% of their first sample",
         results.len(),
         check::SOAK_MEMORY_GROWTH_PCT
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 pub(crate) fn first_line(s: &str) -> &str {

@@ -3,6 +3,7 @@
 
 use super::common::{usage, writable_folder, DeviceArgs};
 use crate::cli::lists::parse_u32_list;
+use crate::exit::Exit;
 use crate::gpu::nccl::Nccl;
 use crate::gpu::probe::devices;
 use crate::runs::collectives::{run_worker, CollectivesConfig};
@@ -104,7 +105,7 @@ pub(crate) fn collectives(args: &CollectivesArgs) -> Result<ExitCode> {
         if let Some(table) = run_worker(&config)? {
             print!("{table}");
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Ok.into());
     }
     let (count, _) = devices(args.device.device)?;
     let here = count - args.device.device as u32;
@@ -151,7 +152,7 @@ pub(crate) fn collectives(args: &CollectivesArgs) -> Result<ExitCode> {
         }
     }
     ran?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 /// A value flag as the command line writes it, to hand on to a worker (every variant has a

@@ -1,12 +1,14 @@
 //! The flags several commands share, and the validation of shared values.
 
 use crate::axes::Family;
+use crate::exit::Exit;
 use crate::gpu::{Gpu, GpuChoice, ImageChoice, SyncMode};
 use crate::harness::pin::CpuPin;
 use crate::prep::inputs::LengthRange;
 use crate::prep::Shape;
 use crate::results::env::{Difference, EnvRecord, ENV_FILE};
 use crate::results::run_dir::{RESULTS_CSV, TELEMETRY_CSV};
+use crate::results::settings::Settings;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -209,14 +211,25 @@ fn folder_problem(dir: &Path) -> Option<String> {
 
 /// `--out` of a measuring run (`sweep`, `steps`), checked before any GPU work: a folder it can
 /// write in; without `--resume` one that holds no run yet; with it, a run whose CSV reads and
-/// whose command line matches this one (the settings resolved later, such as the host
-/// profile, are compared again once the GPU is open).
-pub(crate) fn check_run_out(out: &Path, resume: bool) -> Result<()> {
-    check_run_out_for(out, resume, &std::env::args().collect::<Vec<_>>().join(" "))
+/// whose settings match `settings` (a run recorded without settings: whose command line matches
+/// this one, the settings resolved later, such as the host profile, compared again once the
+/// GPU is open).
+pub(crate) fn check_run_out(out: &Path, resume: bool, settings: Settings) -> Result<()> {
+    check_run_out_for(
+        out,
+        resume,
+        &std::env::args().collect::<Vec<_>>().join(" "),
+        Some(settings),
+    )
 }
 
 /// [`check_run_out`] for the invocation `command_line` (as env.json records it).
-fn check_run_out_for(out: &Path, resume: bool, command_line: &str) -> Result<()> {
+fn check_run_out_for(
+    out: &Path,
+    resume: bool,
+    command_line: &str,
+    settings: Option<Settings>,
+) -> Result<()> {
     writable_folder(out, "--out")?;
     let csv = out.join(RESULTS_CSV);
     if !resume {
@@ -253,6 +266,7 @@ fn check_run_out_for(out: &Path, resume: bool, command_line: &str) -> Result<()>
     if out.join(ENV_FILE).exists() {
         let now = EnvRecord {
             command_line: command_line.to_string(),
+            settings,
             ..EnvRecord::default()
         };
         EnvRecord::read(out)?.check_resume(out, &now, Difference::of_command_line)?;
@@ -303,7 +317,7 @@ pub(crate) fn parse_parent<A: clap::Args>(
 pub(crate) fn usage<T>(parsed: Result<T>) -> Result<T, ExitCode> {
     parsed.map_err(|e| {
         eprintln!("metaprep: error: {e:#}");
-        ExitCode::from(2)
+        Exit::BadInput.into()
     })
 }
 
@@ -400,7 +414,8 @@ mod tests {
     fn a_resume_must_repeat_the_command_line_before_any_gpu_work() {
         let run = run_of("metaprep sweep --seed 1 --batch-sizes 1,8 --rounds 6 --out r");
         let out = run.path();
-        let check = |line: &str| check_run_out_for(out, true, line).map_err(|e| format!("{e:#}"));
+        let check =
+            |line: &str| check_run_out_for(out, true, line, None).map_err(|e| format!("{e:#}"));
         // The same settings, the axes in another order, another --out spelling: resumable.
         check("bundle/metaprep sweep --out x --resume --batch-sizes 8,1 --seed 1 --rounds 6")
             .unwrap();
@@ -433,13 +448,13 @@ mod tests {
             );
         }
         // Found once the GPU is open (a setting resolved from the flags), it still exits 2.
-        let late = check_run_out_for(out, true, "metaprep sweep --seed 3").unwrap_err();
+        let late = check_run_out_for(out, true, "metaprep sweep --seed 3", None).unwrap_err();
         assert!(
             late.downcast_ref::<crate::results::BadInput>().is_some(),
             "{late:#}"
         );
         // Without --resume, an existing run is refused whatever the settings.
-        let why = check_run_out_for(out, false, "metaprep sweep --seed 1").unwrap_err();
+        let why = check_run_out_for(out, false, "metaprep sweep --seed 1", None).unwrap_err();
         assert!(format!("{why:#}").contains("metaprep.csv already exists: pass --resume"));
         // A damaged CSV is refused before the GPU opens, naming its line.
         std::fs::write(out.join(RESULTS_CSV), "kind,family\nprep").unwrap();
@@ -470,6 +485,36 @@ mod tests {
             std::fs::read_dir(dir.path()).unwrap().count(),
             1,
             "no probe left"
+        );
+    }
+
+    #[test]
+    fn a_resume_of_a_run_with_settings_compares_the_settings_not_the_command_line() {
+        use crate::results::settings::{test_sweep, Settings};
+        let run = run_of("metaprep sweep --seed 1 --out r");
+        let out = run.path();
+        let mut env = EnvRecord::read(out).unwrap();
+        env.settings = Some(Settings::Sweep(test_sweep()));
+        env.write(out).unwrap();
+        let check = |line: &str, settings: Settings| {
+            check_run_out_for(out, true, line, Some(settings)).map_err(|e| format!("{e:#}"))
+        };
+        // Another command line of the same settings (a default spelt out) resumes.
+        check(
+            "metaprep sweep --seed 1 --rounds 6 --out r --resume",
+            Settings::Sweep(test_sweep()),
+        )
+        .unwrap();
+        let mut other = test_sweep();
+        other.rounds = 8;
+        let why = check(
+            "metaprep sweep --seed 1 --out r --resume",
+            Settings::Sweep(other),
+        )
+        .unwrap_err();
+        assert!(
+            why.contains("cannot resume") && why.contains("rounds: `6` vs `8`"),
+            "{why}"
         );
     }
 }

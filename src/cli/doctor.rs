@@ -3,6 +3,7 @@
 //! Unlike `info` it stops at nothing: a missing driver leaves the rest to be checked.
 
 use super::common::DeviceArgs;
+use crate::exit::Exit;
 use crate::gpu::library_search::{open, symbol_file};
 use crate::gpu::nccl::Nccl;
 use crate::gpu::{nvrtc, nvrtc_library, probe, Gpu, KernelModule};
@@ -43,18 +44,18 @@ pub struct Check {
 pub(crate) fn doctor(args: &DeviceArgs) -> Result<ExitCode> {
     let checks = run_checks(args);
     print!("{}", render(&checks));
-    Ok(ExitCode::from(exit_code(&checks)))
+    Ok(exit(&checks).into())
 }
 
-/// 3 ([`probe::EXIT_NO_GPU`]) when anything every GPU command needs is missing, else 0.
-pub fn exit_code(checks: &[Check]) -> u8 {
+/// [`Exit::NoGpu`] when anything every GPU command needs is missing, else [`Exit::Ok`].
+pub fn exit(checks: &[Check]) -> Exit {
     let blocked = checks
         .iter()
         .any(|c| c.needed == Needed::ByAll && !matches!(c.outcome, Outcome::Found(_)));
     if blocked {
-        probe::EXIT_NO_GPU
+        Exit::NoGpu
     } else {
-        0
+        Exit::Ok
     }
 }
 
@@ -82,7 +83,7 @@ pub fn render(checks: &[Check]) -> String {
         .filter(|c| c.needed == Needed::ByAll && matches!(c.outcome, Outcome::Missing { .. }))
         .map(|c| c.name)
         .collect();
-    if exit_code(checks) == 0 {
+    if exit(checks) == Exit::Ok {
         out.push_str("ready: check, sweep, steps and validate have what they need (exit 0)\n");
     } else {
         out.push_str(&format!(
@@ -385,7 +386,7 @@ mod tests {
                 missing("CUPTI not found", "pip install"),
             ),
         ];
-        assert_eq!(exit_code(&checks), 3);
+        assert_eq!(exit(&checks), Exit::NoGpu);
         assert_eq!(
             render(&checks),
             "driver       MISSING      no CUDA driver found\n\
@@ -413,7 +414,7 @@ mod tests {
                 missing("not found", "pip install"),
             ),
         ];
-        assert_eq!(exit_code(&checks), 0);
+        assert_eq!(exit(&checks), Exit::Ok);
         assert!(render(&checks)
             .ends_with("ready: check, sweep, steps and validate have what they need (exit 0)\n"));
     }

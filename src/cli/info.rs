@@ -1,6 +1,7 @@
 //! `metaprep info`: the GPU and the host.
 
 use super::common::DeviceArgs;
+use crate::exit::Exit;
 use anyhow::Result;
 use std::process::ExitCode;
 
@@ -36,7 +37,7 @@ pub(crate) fn info(args: &DeviceArgs) -> Result<ExitCode> {
         std::env::consts::ARCH,
         crate::harness::environment::cpu_model()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 /// What `sweep` and `steps` will put in their `gpm_*` columns on this device.

@@ -14,7 +14,8 @@ pub mod steps;
 pub mod sweep;
 pub mod validate;
 
-use crate::report::compare::{run_compare, CompareArgs, EXIT_BAD_INPUT};
+use crate::exit::Exit;
+use crate::report::compare::{run_compare, CompareArgs};
 use anyhow::Result;
 use calibrate::CalibrateArgs;
 use check::CheckArgs;
@@ -159,11 +160,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                         eprintln!("metaprep: {written}");
                     }
                 }
-                Ok(ExitCode::from(outcome.exit_code()))
+                Ok(outcome.exit().into())
             }
             Err(e) => {
                 eprintln!("metaprep: error: {e:#}");
-                Ok(ExitCode::from(EXIT_BAD_INPUT))
+                Ok(Exit::BadInput.into())
             }
         },
     }

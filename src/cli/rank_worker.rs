@@ -5,6 +5,7 @@
 use super::steps::{steps_config, StepsArgs};
 use crate::axes::Layout;
 use crate::cli::common::parse_parent;
+use crate::exit::Exit;
 use crate::runs::rank_world::RankRole;
 use crate::runs::steps::TraceRequest;
 use anyhow::{Context, Result};
@@ -76,7 +77,7 @@ pub fn rank_worker(args: &RankWorkerArgs) -> Result<ExitCode> {
         // for collectives the other ranks never join: end the process here, and the parent
         // names this rank with the last lines of its stderr.
         eprintln!("metaprep: error: {e:#}");
-        std::process::exit(1);
+        std::process::exit(Exit::Failure.code().into());
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }

@@ -1,6 +1,7 @@
 //! `metaprep report`: charts and summary.md beside a run's CSV, or in `--out DIR`.
 
 use super::common::usage;
+use crate::exit::Exit;
 use crate::report::charts::parse_traces;
 use crate::report::ReportTarget;
 use crate::results::run_dir::RunDir;
@@ -56,7 +57,7 @@ pub(crate) fn report(args: &ReportArgs) -> Result<ExitCode> {
             None => println!("skipped {chart}: {reason}"),
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 /// The PNG an earlier report drew of `chart` in `out`, if it is there.

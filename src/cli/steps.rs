@@ -7,6 +7,7 @@ use super::common::{
 use crate::axes::layout::Layout;
 use crate::axes::Drafter;
 use crate::cli::lists::{arms, layouts, parse_u32_list};
+use crate::exit::Exit;
 use crate::harness::timer::TimerKind;
 use crate::model::host_profile::{HostProfile, Item};
 use crate::model::memory::GpuMemory;
@@ -137,7 +138,7 @@ pub struct StepsArgs {
     pub(crate) host_work_us: Option<f64>,
     /// What-if factors on every host cost of the profile (host segments and per-op costs;
     /// reads, launches and op counts stay as measured), comma separated, such as 0.5,1,2,4:
-    /// each factor runs the whole grid again, its rows' family marked `host x<factor>`, and
+    /// each factor runs the whole grid again, its rows' `host_scale` column saying which, and
     /// `report` charts graph's throughput gain against it.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub(crate) host_scale: Vec<f64>,
@@ -553,7 +554,7 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
 /// Where a `steps` run writes, checked before any GPU work (a rank worker's own folder is its
 /// parent's to make): `--out` ([`check_run_out`]) and `--trace`'s file.
 pub(crate) fn check_outputs(config: &StepsConfig) -> Result<(), ExitCode> {
-    usage(check_run_out(&config.out, config.resume))?;
+    usage(check_run_out(&config.out, config.resume, config.settings()))?;
     if let Some(trace) = &config.trace {
         usage(writable_file(&trace.path, "--trace"))?;
         if trace.path.exists() && !config.resume {
@@ -580,7 +581,7 @@ pub(crate) fn run_steps(config: &StepsConfig, steps_args: &[OsString]) -> Result
         config.out.display()
     );
     println!("next: metaprep report {}", config.out.display());
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use super::common::{
     usage, validate_shapes, DeviceArgs, NvtxArgs, PinArgs, PrepAxes,
 };
 use crate::cli::lists::{arms, families, layouts, parse_u32_list};
+use crate::exit::Exit;
 use crate::report::targets;
 use crate::runs::sweep::{self, SweepConfig};
 use crate::stats::rounds::{MAX_ROUNDS, MIN_ROUNDS};
@@ -159,7 +160,7 @@ pub(crate) fn sweep_worker(args: &SweepWorkerArgs) -> Result<ExitCode> {
         Err(code) => return Ok(code),
     };
     crate::runs::sweep_workers::serve(&config, &args.assignment(), &mut std::io::stdout().lock())?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 pub(crate) fn sweep_config(
@@ -257,7 +258,7 @@ pub(crate) fn parent_config(
     command_args: Vec<std::ffi::OsString>,
 ) -> Result<SweepConfig, ExitCode> {
     let config = sweep_config(args, command_args)?;
-    usage(check_run_out(&config.out, config.resume))?;
+    usage(check_run_out(&config.out, config.resume, config.settings()))?;
     Ok(config)
 }
 
@@ -289,5 +290,5 @@ pub(crate) fn run_sweep(config: &SweepConfig) -> Result<ExitCode> {
         stops.join(", ")
     );
     println!("next: metaprep report {}", outcome.dir.display());
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }

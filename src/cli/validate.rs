@@ -8,6 +8,7 @@ use crate::calibrate::validate::{
     cell_host_speed, chunk_run_speeds, compare_cell, csv_text, markdown, Bars, Cell, Line,
     ModelCell, ModelStep, Reference,
 };
+use crate::exit::Exit;
 use crate::model::host_profile::HostProfile;
 use crate::prep::Shape;
 use crate::results::atomic::write_atomic;
@@ -231,9 +232,5 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
         "wrote {} and validation.csv",
         out.join("validation.md").display()
     );
-    Ok(if lines.iter().all(|l| l.pass) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(Exit::failed_if(!lines.iter().all(|l| l.pass)).into())
 }

@@ -5,12 +5,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
-/// The exit status of a [`GpuUnavailable`]: distinct from a bad flag (2), so a script can
-/// tell them apart.
-pub const EXIT_NO_GPU: u8 = 3;
-
 /// No CUDA driver, no NVRTC, no device, or a GPU library the command needs (CUPTI, NCCL)
-/// missing: the command needs a GPU host that has it; it exits with [`EXIT_NO_GPU`].
+/// missing: the command needs a GPU host that has it; it exits 3 (`crate::exit::Exit::NoGpu`), distinct from a bad flag (2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuUnavailable(pub String);
 

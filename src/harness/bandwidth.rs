@@ -58,6 +58,7 @@ mod tests {
             block_size: 8,
             layout: "tp1".into(),
             emulated: false,
+            host_scale: None,
         }
     }
 

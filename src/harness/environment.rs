@@ -4,6 +4,7 @@
 use super::nvml;
 use crate::gpu::Gpu;
 use crate::results::env::EnvRecord;
+use crate::results::settings::Settings;
 
 /// Builds the record; without NVML, the NVML fields stay empty and a note says why.
 pub fn env_record(gpu: &Gpu, notes: Vec<String>) -> EnvRecord {
@@ -66,15 +67,19 @@ fn cpu_model_from(cpuinfo: &str) -> String {
     }
 }
 
-/// The record for a run in `dir`: a fresh one, or on `--resume` the run's own record with a
-/// note of the resumption (see `resumed_record`).
+/// The record for a run in `dir` of `settings`: a fresh one, or on `--resume` the run's own
+/// record with a note of the resumption (see `resumed_record`).
 pub fn env_for_run(
     gpu: &Gpu,
     dir: &std::path::Path,
     resume: bool,
     notes: Vec<String>,
+    settings: Settings,
 ) -> anyhow::Result<EnvRecord> {
-    let fresh = env_record(gpu, notes);
+    let fresh = EnvRecord {
+        settings: Some(settings),
+        ..env_record(gpu, notes)
+    };
     if !resume || !dir.join(crate::results::env::ENV_FILE).exists() {
         return Ok(fresh);
     }
@@ -91,7 +96,8 @@ fn resumed_record(dir: &std::path::Path, fresh: EnvRecord) -> anyhow::Result<Env
             dir.display()
         );
     }
-    // The same settings `compare` checks: command, flags and axes, host profile and model.
+    // The same settings `compare` checks: command, flags and axes, host profile and model. A
+    // run recorded without settings (the old-run path) goes on without them.
     original.check_resume(dir, &fresh, |_| true)?;
     original.notes.push(format!(
         "resumed {} with: {}",

@@ -1,7 +1,7 @@
 //! Turning measurements into tidy CSV rows.
 
 use super::nvml::{reasons_hex, CellTelemetry};
-use crate::results::csv::{CellKey, Row};
+use crate::results::csv::{cell_family, CellKey, Row};
 use crate::stats::rounds::{over_rounds, paired, round_medians};
 use crate::stats::summary::{summarize, Estimate, Summary};
 
@@ -30,6 +30,8 @@ pub struct CellId {
     pub block_size: u32,
     pub layout: String,
     pub emulated: bool,
+    /// A step cell's what-if host scale (`Row::host_scale`); `None` at 1 and off steps.
+    pub host_scale: Option<f64>,
 }
 
 impl CellId {
@@ -42,7 +44,7 @@ impl CellId {
     pub fn key(&self) -> CellKey {
         CellKey {
             kind: self.kind.into(),
-            family: self.family.clone(),
+            family: cell_family(&self.family, self.host_scale),
             arm: self.arm.clone(),
             batch_size: self.batch_size,
             block_size: self.block_size,
@@ -83,6 +85,7 @@ impl CellId {
             gpm_nvlink_rx_mib_s: gpm.nvlink_rx_mib_s,
             gpm_nvlink_tx_mib_s: gpm.nvlink_tx_mib_s,
             gpm_cell_share_pct: t.gpm.as_ref().map(|g| g.cell_share_pct),
+            host_scale: self.host_scale,
         }
     }
 
@@ -223,6 +226,7 @@ mod tests {
             block_size: 5,
             layout: "tp8".into(),
             emulated: true,
+            host_scale: None,
         }
     }
 

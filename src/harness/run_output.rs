@@ -11,6 +11,7 @@ use crate::gpu::Gpu;
 use crate::results::csv::{rows_for_resume, write_rows, Row};
 use crate::results::env::{EMULATED_NOTE, ENV_FILE};
 use crate::results::run_dir::{RESULTS_CSV, ROUNDS_CSV, TELEMETRY_CSV};
+use crate::results::settings::Settings;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -82,7 +83,7 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Writes `env.json` (with `notes`, each also printed) and starts NVML sampling; without
+    /// Writes `env.json` (with `notes`, each also printed, and `settings`) and starts NVML sampling; without
     /// NVML one warning is printed and the run goes on with empty telemetry columns.
     pub fn start(
         gpu: &Gpu,
@@ -90,11 +91,12 @@ impl Recorder {
         csv_path: PathBuf,
         resume: bool,
         notes: Vec<String>,
+        settings: Settings,
     ) -> Result<Self> {
         for note in &notes {
             eprintln!("metaprep: {note}");
         }
-        let env = env_for_run(gpu, out, resume, notes)?;
+        let env = env_for_run(gpu, out, resume, notes, settings)?;
         env.write(out)?;
         // The GPM note comes from NVML, not from the caller: say it once here too.
         for note in env.notes.iter().filter(|n| n.starts_with(UNAVAILABLE_NOTE)) {
@@ -172,6 +174,7 @@ pub fn arm_cells(
             block_size: block,
             layout: layout.to_string(),
             emulated: layout.emulated(gpus),
+            host_scale: None,
         })
         .collect()
 }

@@ -100,7 +100,7 @@ fn sort_key(r: &Row) -> (String, u8, String, u32, u32, u8) {
     (
         r.kind.clone(),
         layout_rank(&r.layout),
-        r.family.clone(),
+        r.cell_family(),
         r.batch_size,
         r.block_size,
         arm_rank(&r.arm),
@@ -183,7 +183,7 @@ pub(crate) fn write_read_paths(out: &mut String, index: &Index) -> fmt::Result {
             r.kind.clone(),
             layout_rank(&r.layout),
             r.layout.clone(),
-            r.family.clone(),
+            r.cell_family(),
         );
         let group = groups.entry(key).or_default();
         group.shapes.insert((r.batch_size, r.block_size));

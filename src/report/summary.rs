@@ -28,7 +28,7 @@ use crate::results::csv::{
     drafter_of, names_another_drafter, CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP,
     STEP_RATIO_VS_EAGER_SYNC,
 };
-use crate::results::env::{code, EnvRecord, EMULATED_NOTE};
+use crate::results::env::{code, EnvRecord};
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::{self, Write};
@@ -77,7 +77,7 @@ pub(crate) struct Index<'a> {
     by_cell: HashMap<CellKey, HashMap<&'a str, &'a Row>>,
     throttled: HashSet<CellKey>,
     /// (kind, family, layout) with an emulated row.
-    emulated: HashSet<(&'a str, &'a str, &'a str)>,
+    emulated: HashSet<(&'a str, String, &'a str)>,
     /// Each kind's cells by group ([`Index::groups`]), formed in the same pass.
     groups: HashMap<&'a str, Groups>,
 }
@@ -96,7 +96,7 @@ impl<'a> Index<'a> {
             let key = row.cell_key();
             (groups.entry(row.kind.as_str()).or_default())
                 .entry(GroupKey {
-                    family: row.family.clone(),
+                    family: row.cell_family(),
                     layout_rank: layout_rank(&row.layout),
                     layout: row.layout.clone(),
                 })
@@ -111,7 +111,7 @@ impl<'a> Index<'a> {
                 throttled.insert(key.clone());
             }
             if row.emulated {
-                emulated.insert((row.kind.as_str(), row.family.as_str(), row.layout.as_str()));
+                emulated.insert((row.kind.as_str(), row.cell_family(), row.layout.as_str()));
             }
             by_cell
                 .entry(key)
@@ -146,7 +146,7 @@ impl<'a> Index<'a> {
 
     fn emulated(&self, kind: &str, group: &GroupKey) -> bool {
         self.emulated
-            .contains(&(kind, group.family.as_str(), group.layout.as_str()))
+            .contains(&(kind, group.family.clone(), group.layout.as_str()))
     }
 }
 
@@ -261,11 +261,7 @@ fn write_callouts(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::Resul
         .collect();
     // Said once: by the run's own note where it wrote one (it says how), else here.
     for (_, layout) in emulated {
-        let noted = env
-            .notes
-            .iter()
-            .any(|n| n.starts_with(&format!("{EMULATED_NOTE}{layout} ")));
-        if !noted {
+        if !env.notes_emulation_of(layout) {
             writeln!(out, "> {}\n", emulated_note(layout, env))?;
         }
     }

@@ -26,7 +26,10 @@ fn worst<'a>(
 fn describe(r: &Row) -> String {
     format!(
         "{} bs {} block {} {}",
-        r.family, r.batch_size, r.block_size, r.layout
+        r.cell_family(),
+        r.batch_size,
+        r.block_size,
+        r.layout
     )
 }
 

@@ -26,18 +26,28 @@ pub const STEP_RATIO_VS_EAGER_SYNC: &str = "step_ratio_vs_eager_sync";
 /// The `family` column of DSpark's step rows: the draft and verify metadata a step
 /// prepares (every step row before `--drafter`). [`Drafter::step_family`] names each.
 pub const STEP_FAMILY: &str = "dspark+dsa_target_verify";
-/// How a step row's family names a what-if host scale: `dspark+dsa_target_verify host x2`.
+/// How a cell's name shows a what-if host scale after its family:
+/// `dspark+dsa_target_verify host x2`. Rows keep the scale in their own `host_scale` column;
+/// a CSV of a metaprep before it has the scale only in the family (the old-row path).
 const HOST_SCALE_MARK: &str = " host x";
 
-/// The `family` of `drafter`'s step rows run at host scale `scale` (its plain
-/// [`Drafter::step_family`] at 1).
-pub fn step_family(drafter: Drafter, scale: f64) -> String {
-    let family = drafter.step_family();
-    if scale == 1.0 {
-        family.to_string()
-    } else {
-        format!("{family}{HOST_SCALE_MARK}{scale}")
+/// A cell's family as its key and every table name it: `family`, with ` host x<scale>` after
+/// it for a what-if host scale other than 1.
+pub fn cell_family(family: &str, host_scale: Option<f64>) -> String {
+    match host_scale {
+        Some(scale) if scale != 1.0 => format!("{family}{HOST_SCALE_MARK}{scale}"),
+        _ => family.to_string(),
     }
+}
+
+/// The `host_scale` a row records for the what-if factor `scale`: none at 1.
+pub fn host_scale_column(scale: f64) -> Option<f64> {
+    (scale != 1.0).then_some(scale)
+}
+
+/// The cell family of `drafter`'s step rows run at host scale `scale` ([`cell_family`]).
+pub fn step_family(drafter: Drafter, scale: f64) -> String {
+    cell_family(drafter.step_family(), host_scale_column(scale))
 }
 
 /// True when a step row's family names a drafter other than DSpark's (at any host scale):
@@ -56,18 +66,6 @@ pub fn drafter_of(family: &str) -> Option<Drafter> {
         .and_then(Drafter::of_step_family)
 }
 
-/// The host scale a step row's family names: 1 for a plain family, `None` for one whose
-/// scale does not parse.
-pub fn host_scale_of(family: &str) -> Option<f64> {
-    match family.split_once(HOST_SCALE_MARK) {
-        None => Some(1.0),
-        Some((_, scale)) => scale
-            .parse()
-            .ok()
-            .filter(|s: &f64| s.is_finite() && *s > 0.0),
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     /// `prep`, `floor` or `step`.
@@ -84,6 +82,11 @@ pub struct Row {
     pub block_size: u32,
     /// `tp1`, `tp2`, `tp4`, `tp8`, `dep2`, `dep4`.
     pub layout: String,
+    /// A step row's what-if factor on every host cost (`steps --host-scale`); empty at 1, on
+    /// every other row, and in CSVs of a metaprep before the column (whose step rows name the
+    /// scale in `family`, read back into this column).
+    #[serde(default)]
+    pub host_scale: Option<f64>,
     /// True when the layout needs more GPUs than the run had and one rank ran on one GPU.
     pub emulated: bool,
     /// Metric name, e.g. `step_us`, `gpu_prep_us`, `host_issue_us`, `host_blocked_us`,
@@ -149,6 +152,7 @@ pub const COLUMNS: &[&str] = &[
     "batch_size",
     "block_size",
     "layout",
+    "host_scale",
     "emulated",
     "metric",
     "unit",
@@ -176,6 +180,7 @@ pub const COLUMNS: &[&str] = &[
 
 /// Columns an older metaprep did not write: a file without them reads with their defaults.
 pub(crate) const OPTIONAL_COLUMNS: &[&str] = &[
+    "host_scale",
     "rounds",
     "gpm_sm_util_pct",
     "gpm_dram_bw_util_pct",
@@ -209,10 +214,21 @@ impl fmt::Display for CellKey {
 }
 
 impl Row {
+    /// The row's family with its host scale ([`cell_family`]): what its cell is keyed and
+    /// named by.
+    pub fn cell_family(&self) -> String {
+        cell_family(&self.family, self.host_scale)
+    }
+
+    /// The what-if host scale of the row (1 for every row not at one).
+    pub fn host_scale(&self) -> f64 {
+        self.host_scale.unwrap_or(1.0)
+    }
+
     pub fn cell_key(&self) -> CellKey {
         CellKey {
             kind: self.kind.clone(),
-            family: self.family.clone(),
+            family: self.cell_family(),
             arm: self.arm.clone(),
             batch_size: self.batch_size,
             block_size: self.block_size,
@@ -275,9 +291,11 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
     // Every writer writes a cell's metric once; a second one is two runs' rows mixed.
     let mut seen = HashMap::with_capacity(rows.len());
     for (row, line) in rows.iter().zip(&lines) {
+        // Borrowed, so 200k rows cost no key strings; the host scale is part of the cell.
         let key = (
             row.kind.as_str(),
             row.family.as_str(),
+            row.host_scale.map(f64::to_bits),
             row.arm.as_str(),
             row.batch_size,
             row.block_size,
@@ -314,12 +332,42 @@ pub(crate) fn parse_row(
 /// than any 95% interval needs has no CI, whatever an older writer put there (a one-sample
 /// "interval" of zero width claims certainty).
 fn checked_row(mut row: Row) -> std::result::Result<Row, String> {
+    old_scaled_family(&mut row)?;
     if row.stop_reason != "derived" && (row.samples as usize) < MIN_CI_SAMPLES {
         row.ci_lo = f64::NAN;
         row.ci_hi = f64::NAN;
     }
     check_row(&row).map_err(|why| format!("{} {}: {why}", row.cell_key(), row.metric))?;
     Ok(row)
+}
+
+/// The old-row path: a step row of a metaprep before the `host_scale` column names its scale
+/// in its family (`dspark+dsa_target_verify host x2`); it moves into the column. A row with
+/// both is no row metaprep wrote.
+fn old_scaled_family(row: &mut Row) -> std::result::Result<(), String> {
+    if row.kind != KIND_STEP {
+        return Ok(());
+    }
+    let Some((family, scale)) = row.family.split_once(HOST_SCALE_MARK) else {
+        return Ok(());
+    };
+    // A scale that does not read leaves the family as it is, which no step row has.
+    let Some(scale) = scale
+        .parse()
+        .ok()
+        .filter(|s: &f64| s.is_finite() && *s > 0.0)
+    else {
+        return Ok(());
+    };
+    if row.host_scale.is_some() {
+        return Err(format!(
+            "columns `family`, `host_scale`: `{}` names a host scale beside the column's",
+            row.family
+        ));
+    }
+    row.family = family.to_string();
+    row.host_scale = host_scale_column(scale);
+    Ok(())
 }
 
 /// Why a row cannot be one metaprep wrote: a kind, family, arm or layout it does not know
@@ -400,7 +448,7 @@ fn check_names(
             }
         }
         KIND_STEP => {
-            if drafter_of(family).is_none() || host_scale_of(family).is_none() {
+            if Drafter::of_step_family(family).is_none() {
                 let names: Vec<&str> = Drafter::ALL.iter().map(|d| d.step_family()).collect();
                 return column(
                     "family",
@@ -695,6 +743,7 @@ pub(crate) mod test_rows {
             gpm_nvlink_rx_mib_s: None,
             gpm_nvlink_tx_mib_s: None,
             gpm_cell_share_pct: None,
+            host_scale: None,
         }
     }
 }
@@ -964,7 +1013,7 @@ mod tests {
         let error = error_of(&write_file(&dir, cut));
         assert!(error.contains("line 4"), "{error}");
         assert!(
-            error.contains("the last line has no final newline (22 of 29 fields)"),
+            error.contains("the last line has no final newline (23 of 30 fields)"),
             "{error}"
         );
     }
@@ -984,7 +1033,7 @@ mod tests {
         let error = error_of(&write_file(&dir, cut));
         assert!(
             error.contains(
-                "metaprep.csv line 4: the last line has no final newline (29 of 29 fields)"
+                "metaprep.csv line 4: the last line has no final newline (30 of 30 fields)"
             ),
             "{error}"
         );
@@ -1009,20 +1058,20 @@ mod tests {
                 "column `arm`: unknown arm 'graphs'",
             ),
             (
-                "prep,dspark_draft_block,graph,4,5,tp1,false,step_us",
-                "prep,dspark_draft_block,graph,4,5,tp3,false,step_us",
+                "prep,dspark_draft_block,graph,4,5,tp1,,false,step_us",
+                "prep,dspark_draft_block,graph,4,5,tp3,,false,step_us",
                 "line 2",
                 "column `layout`: `tp3` is not a layout",
             ),
             (
-                "prep,dspark_draft_block,graph,4,5,tp1,false,step_us",
-                "prep,dspark,graph,4,5,tp1,false,step_us",
+                "prep,dspark_draft_block,graph,4,5,tp1,,false,step_us",
+                "prep,dspark,graph,4,5,tp1,,false,step_us",
                 "line 2",
                 "column `family`: unknown family 'dspark'",
             ),
             (
-                "prep,dspark_draft_block,graph,4,5,tp1,false,step_us",
-                "bench,dspark_draft_block,graph,4,5,tp1,false,step_us",
+                "prep,dspark_draft_block,graph,4,5,tp1,,false,step_us",
+                "bench,dspark_draft_block,graph,4,5,tp1,,false,step_us",
                 "line 2",
                 "column `kind`: `bench` is not a kind",
             ),
@@ -1068,7 +1117,23 @@ mod tests {
                 Some(Drafter::Eagle)
             ]
         );
-        assert_eq!(host_scale_of(&back[2].family), Some(0.5));
+        assert_eq!(back[2].host_scale, Some(0.5));
+        // Rows of this metaprep keep the scale in its column and the family plain.
+        let new_form = Row {
+            host_scale: Some(0.5),
+            ..eagle.clone()
+        };
+        write_rows(&path, &[step.clone(), eagle.clone(), new_form.clone()]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains(HOST_SCALE_MARK), "{text}");
+        assert_eq!(read_rows(&path).unwrap()[2], new_form);
+        assert_eq!(
+            new_form.cell_key(),
+            back[2].cell_key(),
+            "old and new forms: one cell"
+        );
+        assert_eq!(back[2].family, Drafter::Eagle.step_family());
+        assert_eq!(back[2].cell_family(), eagle_scaled.family);
         assert_eq!(
             completed_cells(&back).len(),
             3,
@@ -1175,7 +1240,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let error = error_of(&write_file(&dir, &(lines.join("\n") + "\n")));
         assert!(
-            error.contains("line 3: 3 fields where the header has 29"),
+            error.contains("line 3: 3 fields where the header has 30"),
             "{error}"
         );
     }

@@ -1,6 +1,7 @@
 //! The environment record (`env.json`) written beside every run's CSV.
 
 use crate::results::atomic::write_atomic;
+use crate::results::settings::Settings;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -9,9 +10,10 @@ use std::path::{Path, PathBuf};
 
 /// The environment record's file name inside a run directory.
 pub const ENV_FILE: &str = "env.json";
-/// How the notes of a steps run begin the lines that record its settings: the host profile
-/// (`host profile `NAME` (...)`), the step model, and the memory per GPU with the cells left
-/// out as not deployable. Charts, `--resume` and `compare` read them back.
+/// How the notes of a steps run begin the lines that say its settings for a reader: the host
+/// profile (`host profile `NAME` (...)`), the step model, and the memory per GPU with the
+/// cells left out as not deployable. Only the old-run path reads them back, for a run
+/// recorded without `settings`.
 pub const HOST_PROFILE_NOTE: &str = "host profile `";
 pub const STEP_MODEL_NOTE: &str = "step model:";
 pub const MEMORY_NOTE: &str = "memory per GPU:";
@@ -55,17 +57,33 @@ pub struct EnvRecord {
     pub sm_clock_max_mhz: Option<u32>,
     pub mem_clock_max_mhz: Option<u32>,
     pub power_limit_w: Option<f64>,
-    /// Free-form notes: emulated layouts, warnings (e.g. "NVML unavailable").
+    /// Free-form notes for a reader: emulated layouts, warnings (e.g. "NVML unavailable"),
+    /// the settings in words.
     pub notes: Vec<String>,
+    /// What the run was asked to measure, as data (`sweep`, `steps`); `None` in a record of a
+    /// metaprep before it and of the commands that record none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<Settings>,
 }
 
 impl EnvRecord {
-    /// The name of the host profile a steps run recorded in its notes.
+    /// The name of the host profile a steps run used.
     pub fn host_profile(&self) -> Option<&str> {
-        self.notes
-            .iter()
-            .find_map(|n| n.strip_prefix(HOST_PROFILE_NOTE))
-            .and_then(|n| n.split('`').next())
+        match &self.settings {
+            Some(settings) => settings.host_profile(),
+            None => old_run::host_profile(self),
+        }
+    }
+
+    /// Whether the run's own notes say how `layout` was emulated (so `summary.md` adds no
+    /// caveat of its own). A run recording `settings` notes every layout it emulated
+    /// (`harness::run_output::emulation_notes`, from the same rule that marks its rows
+    /// emulated); an old run's notes are looked through (the old-run path).
+    pub fn notes_emulation_of(&self, layout: &str) -> bool {
+        match &self.settings {
+            Some(_) => true,
+            None => old_run::notes_emulation_of(self, layout),
+        }
     }
 
     /// The subcommand the run was started as (`sweep`, `steps`, `rank-worker`), `None` for a
@@ -158,14 +176,76 @@ impl EnvRecord {
             .collect()
     }
 
+    /// Every setting two runs recorded differently, `self`'s value first: from their
+    /// `settings` ([`Settings::differences`]) where both have them, else by the old-run path
+    /// (the command line and the setting notes, which every record has). `--resume` refuses
+    /// any difference; `compare` unless `--allow-mismatch`.
+    pub fn setting_differences(&self, other: &EnvRecord) -> Vec<Difference> {
+        match (&self.settings, &other.settings) {
+            (Some(mine), Some(theirs)) => mine.differences(theirs),
+            _ => old_run::setting_differences(self, other),
+        }
+    }
+}
+
+impl EnvRecord {
+    /// Refuses to continue the run in `dir`, recorded as `self`, with the invocation `fresh`
+    /// records when a setting differs; the error names each. Where both record `settings`,
+    /// every one counts (they are all known before the GPU opens); on the old-run path those
+    /// that `old_counts` (all of them once the GPU is open; before, those of the command
+    /// line, [`Difference::of_command_line`]).
+    pub fn check_resume(
+        &self,
+        dir: &Path,
+        fresh: &EnvRecord,
+        old_counts: impl Fn(&Difference) -> bool,
+    ) -> Result<()> {
+        let as_data = self.settings.is_some() && fresh.settings.is_some();
+        let differences: Vec<Difference> = self
+            .setting_differences(fresh)
+            .into_iter()
+            .filter(|d| as_data || old_counts(d))
+            .collect();
+        if !differences.is_empty() {
+            return Err(crate::results::BadInput(format!(
+                "cannot resume {}: its settings differ from this command's (the run vs now: {}); \
+                 resume with the same command, or start a new run with another --out",
+                dir.display(),
+                describe(&differences)
+            ))
+            .into());
+        }
+        Ok(())
+    }
+}
+
+/// The old-run path: a record without `settings` (a metaprep before them) says what its run
+/// measured only in its command line and its setting notes, and is read back from those.
+mod old_run {
+    use super::*;
+
+    /// The host profile's name from a steps run's `host profile `NAME` (...)` note.
+    pub(super) fn host_profile(env: &EnvRecord) -> Option<&str> {
+        env.notes
+            .iter()
+            .find_map(|n| n.strip_prefix(HOST_PROFILE_NOTE))
+            .and_then(|n| n.split('`').next())
+    }
+
+    /// Whether an `emulated: LAYOUT ...` note is among the notes.
+    pub(super) fn notes_emulation_of(env: &EnvRecord, layout: &str) -> bool {
+        let prefix = format!("{EMULATED_NOTE}{layout} ");
+        env.notes.iter().any(|n| n.starts_with(&prefix))
+    }
+
     /// What a run was asked to measure, keyed by (rank, name) in report order: its subcommand
     /// (`command`), every flag of its command line but those in [`NOT_SETTINGS`] (the
     /// program's path aside), and the notes that record resolved settings (`host profile`,
     /// `step model`).
-    fn settings(&self) -> BTreeMap<(u8, String), String> {
+    fn settings(env: &EnvRecord) -> BTreeMap<(u8, String), String> {
         let mut settings = BTreeMap::new();
         let mut command = Vec::new();
-        let mut args = self.command_line.split_whitespace().skip(1).peekable();
+        let mut args = env.command_line.split_whitespace().skip(1).peekable();
         while let Some(arg) = args.next() {
             if !arg.starts_with("--") {
                 command.push(arg);
@@ -195,7 +275,7 @@ impl EnvRecord {
             ("step model", STEP_MODEL_NOTE),
             ("memory per GPU", MEMORY_NOTE),
         ] {
-            let notes: Vec<&str> = self
+            let notes: Vec<&str> = env
                 .notes
                 .iter()
                 .filter(|n| n.starts_with(prefix))
@@ -209,12 +289,11 @@ impl EnvRecord {
         settings
     }
 
-    /// Every setting (see `EnvRecord::settings`) two runs recorded differently, `self`'s
-    /// value first: the command, then flags by name, then the setting notes. A comma list is
-    /// compared as a set, since the order of an axis is the order cells ran in, not what
-    /// they measure. `--resume` refuses any difference; `compare` unless `--allow-mismatch`.
-    pub fn setting_differences(&self, other: &EnvRecord) -> Vec<Difference> {
-        let (mine, theirs) = (self.settings(), other.settings());
+    /// Every setting (see `settings`) two runs recorded differently, `env`'s value first: the
+    /// command, then flags by name, then the setting notes. A comma list is compared as a set,
+    /// since the order of an axis is the order cells ran in, not what they measure.
+    pub(super) fn setting_differences(env: &EnvRecord, other: &EnvRecord) -> Vec<Difference> {
+        let (mine, theirs) = (settings(env), settings(other));
         fn as_set(value: &str) -> BTreeSet<&str> {
             value.split(',').map(str::trim).collect()
         }
@@ -231,34 +310,6 @@ impl EnvRecord {
                 other: theirs.get(key).cloned(),
             })
             .collect()
-    }
-}
-
-impl EnvRecord {
-    /// Refuses to continue the run in `dir`, recorded as `self`, with the invocation `fresh`
-    /// records when a setting differs that `counts` (all of them once the GPU is open; before,
-    /// those of the command line, [`Difference::of_command_line`]); the error names each.
-    pub fn check_resume(
-        &self,
-        dir: &Path,
-        fresh: &EnvRecord,
-        counts: impl Fn(&Difference) -> bool,
-    ) -> Result<()> {
-        let differences: Vec<Difference> = self
-            .setting_differences(fresh)
-            .into_iter()
-            .filter(|d| counts(d))
-            .collect();
-        if !differences.is_empty() {
-            return Err(crate::results::BadInput(format!(
-                "cannot resume {}: its settings differ from this command's (the run vs now: {}); \
-                 resume with the same command, or start a new run with another --out",
-                dir.display(),
-                describe(&differences)
-            ))
-            .into());
-        }
-        Ok(())
     }
 }
 
@@ -361,6 +412,7 @@ pub(crate) fn test_env() -> EnvRecord {
         mem_clock_max_mhz: Some(3201),
         power_limit_w: Some(700.0),
         notes: vec!["tp8 emulated on 1 GPU".into()],
+        settings: None,
     }
 }
 
@@ -494,5 +546,48 @@ mod tests {
                 "step model: not recorded vs `target moe-large, draft draft-small`",
             ]
         );
+    }
+
+    #[test]
+    fn settings_as_data_are_compared_and_name_the_host_profile_without_the_notes() {
+        use crate::results::settings::{test_sweep, Settings};
+        let with = |settings: Settings, command_line: &str| EnvRecord {
+            command_line: command_line.into(),
+            settings: Some(settings),
+            ..test_env()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let base = with(Settings::Sweep(test_sweep()), "metaprep sweep --seed 1");
+        base.write(dir.path()).unwrap();
+        assert_eq!(
+            EnvRecord::read(dir.path()).unwrap(),
+            base,
+            "settings round-trip"
+        );
+        // Where both have settings, the command lines are not read: another spelling of the
+        // same settings is no difference, and a setting is named by its field.
+        let mut other = test_sweep();
+        other.seed = 2;
+        let other = with(
+            Settings::Sweep(other),
+            "metaprep sweep --seed=1 --out elsewhere",
+        );
+        assert_eq!(differences(&base, &other), ["seed: `1` vs `2`"]);
+        let same = with(Settings::Sweep(test_sweep()), "metaprep sweep --seed 9");
+        assert_eq!(differences(&base, &same), Vec::<String>::new());
+        // One side without settings (an old run): the old-run path, the command lines.
+        let old = run("metaprep sweep --seed 9", &[]);
+        assert_eq!(differences(&base, &old), ["--seed: `1` vs `9`"]);
+        // The host profile's name comes from the settings, whatever the notes say; an old
+        // run's from its note.
+        let mut steps = serde_json::to_value(Settings::Sweep(test_sweep())).unwrap();
+        steps["command"] = "steps".into();
+        assert!(
+            serde_json::from_value::<Settings>(steps).is_err(),
+            "steps has its own fields"
+        );
+        let old_steps = run("metaprep steps", &["host profile `native` (op 1.0 us)"]);
+        assert_eq!(old_steps.host_profile(), Some("native"));
+        assert_eq!(base.host_profile(), None);
     }
 }

@@ -10,6 +10,7 @@ pub mod pacing;
 pub mod rank_rows;
 pub mod run_dir;
 pub mod safetensors;
+pub mod settings;
 pub mod telemetry;
 
 /// Input the user must fix, found once a command is under way (a `--resume` whose resolved

@@ -7,6 +7,7 @@ pub mod collectives;
 pub mod dump;
 pub mod rank_world;
 pub mod ranks;
+pub mod settings;
 pub mod steps;
 pub mod sweep;
 pub mod sweep_rounds;

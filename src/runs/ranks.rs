@@ -242,6 +242,8 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         false => EnvRecord::read(&config.out)?,
     };
     env.command_line = std::env::args().collect::<Vec<_>>().join(" ");
+    // The whole run's settings, not those of a world or of the layouts run here.
+    env.settings = Some(config.settings());
     env.notes.extend(notes);
     env.write(&config.out)?;
     Ok(StepsOutcome {
@@ -399,6 +401,7 @@ mod tests {
             block_size: 5,
             layout: "tp2".into(),
             emulated: false,
+            host_scale: None,
         };
         for (r, step_us) in [(0, 100.0), (1, 120.0)] {
             let rank = rank_dir(dir.path(), r);

@@ -61,7 +61,9 @@ use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{PrepPlan, Prepared};
 use crate::prep::reference::expected;
 use crate::prep::Shape;
-use crate::results::csv::{completed_cells, step_family, Row, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
+use crate::results::csv::{
+    completed_cells, host_scale_column, Row, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC,
+};
 use crate::results::env::STEP_MODEL_NOTE;
 use crate::runs::check::Tally;
 use crate::runs::rank_world::{RankRole, RankWorld, RanksMode, ReadDelay, ReadSkew};
@@ -1173,7 +1175,14 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
     ));
     notes.extend(config.host.read_paths_note(&config.arms));
     notes.push(deployment.note());
-    let recorder = Recorder::start(&gpu, &config.out, csv_path, config.resume, notes)?;
+    let recorder = Recorder::start(
+        &gpu,
+        &config.out,
+        csv_path,
+        config.resume,
+        notes,
+        config.settings(),
+    )?;
     let stream_source = StreamSource::new(&gpu, 1 << 30)?;
     let maker = CellMaker {
         gpu: &gpu,
@@ -1195,9 +1204,15 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
                     .host_scales
                     .iter()
                     .map(|&scale| {
-                        let family = step_family(config.drafter, scale);
+                        let family = config.drafter.step_family();
                         let cells =
-                            arm_cells(KIND_STEP, &family, &config.arms, bs, block, layout, ranks);
+                            arm_cells(KIND_STEP, family, &config.arms, bs, block, layout, ranks)
+                                .into_iter()
+                                .map(|c| CellId {
+                                    host_scale: host_scale_column(scale),
+                                    ..c
+                                })
+                                .collect();
                         (scale, cells)
                     })
                     .collect();
@@ -1527,7 +1542,7 @@ fn forward_label(of: ForwardOf) -> &'static str {
     }
 }
 
-fn model_name(m: &ForwardModel) -> String {
+pub(crate) fn model_name(m: &ForwardModel) -> String {
     match m {
         ForwardModel::Profile(p) => p.name.clone(),
         ForwardModel::FixedUs(us) => format!("fixed {us} us"),

@@ -206,7 +206,14 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
             config.rounds, config.processes, config.max_rounds, config.processes
         )),
     }
-    let recorder = Recorder::start(&gpu, &config.out, csv_path, config.resume, notes)?;
+    let recorder = Recorder::start(
+        &gpu,
+        &config.out,
+        csv_path,
+        config.resume,
+        notes,
+        config.settings(),
+    )?;
     let rounds_file = RoundsFile::open(&config.out, config.resume, &done)?;
 
     // Counts cell visits (a cell once per round); the length grows as groups get rounds

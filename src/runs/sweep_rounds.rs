@@ -62,6 +62,7 @@ pub fn floor_cell(item: &str) -> CellId {
         block_size: 1,
         layout: "tp1".into(),
         emulated: false,
+        host_scale: None,
     }
 }
 
@@ -448,6 +449,7 @@ mod tests {
                 block_size: 5,
                 layout: "tp1".into(),
                 emulated: false,
+                host_scale: None,
             })
             .collect()
     }

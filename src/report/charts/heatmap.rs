@@ -54,7 +54,7 @@ pub fn speedups(rows: &[Row], kind: &str) -> Result<Vec<Speedup>> {
         check_batch(row)?;
         let key = (
             layout_order(&row.layout),
-            row.family.clone(),
+            row.cell_family(),
             row.batch_size,
             row.block_size,
         );
@@ -67,7 +67,7 @@ pub fn speedups(rows: &[Row], kind: &str) -> Result<Vec<Speedup>> {
         if slot.replace(row.median).is_some() {
             bail!(
                 "two {kind}/{metric} rows for {} {} bs {} block {} layout {}; merge or drop duplicates before plotting",
-                row.family,
+                row.cell_family(),
                 row.arm,
                 row.batch_size,
                 row.block_size,

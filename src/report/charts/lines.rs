@@ -11,10 +11,7 @@ use super::{
 use crate::report::change::relative_change;
 use crate::report::format::{copy_ceiling, AFTER_ARM, BASELINE_ARM};
 use crate::report::read_paths::{recovered_rows, RECOVERED};
-use crate::results::csv::{
-    host_scale_of, names_another_drafter, CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP,
-    STEP_FAMILY,
-};
+use crate::results::csv::{names_another_drafter, CellKey, Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
 use crate::results::env::EnvRecord;
 use anyhow::{bail, Result};
 use plotters::coord::types::RangedCoordf64;
@@ -134,7 +131,7 @@ pub fn host_scale_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Ren
     let scales: BTreeSet<u64> = rows
         .iter()
         .filter(|r| r.kind == KIND_STEP)
-        .filter_map(|r| host_scale_of(&r.family).map(f64::to_bits))
+        .map(|r| r.host_scale().to_bits())
         .collect();
     if scales.len() < 2 {
         return Ok(Rendered::Skipped {
@@ -147,12 +144,7 @@ pub fn host_scale_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Ren
         .iter()
         .filter(|r| r.kind == KIND_STEP && r.metric == metric && r.arm == AFTER_ARM)
     {
-        let Some(scale) = host_scale_of(&after.family) else {
-            bail!(
-                "step row family `{}` names no readable host scale; expected `{STEP_FAMILY} host x<factor>`",
-                after.family
-            );
-        };
+        let scale = after.host_scale();
         let Some(base) = base_of(&base, after) else {
             continue;
         };
@@ -461,11 +453,11 @@ fn step_panels(rows: &[Row], metric: &str) -> Result<Option<Vec<Panel>>> {
     if step.is_empty() {
         return Ok(None);
     }
-    let families: BTreeSet<&str> = step.iter().map(|r| r.family.as_str()).collect();
+    let families: BTreeSet<String> = step.iter().map(|r| r.cell_family()).collect();
     let mut groups: BTreeMap<((usize, String), String), Vec<&Row>> = BTreeMap::new();
     for row in step {
         groups
-            .entry((layout_order(&row.layout), row.family.clone()))
+            .entry((layout_order(&row.layout), row.cell_family()))
             .or_default()
             .push(row);
     }
@@ -533,7 +525,7 @@ fn series_by_arm(rows: &[&Row]) -> Result<Vec<Series>> {
                 "two {}/{} rows for {} {} bs {} block {} layout {}; merge or drop duplicates before plotting",
                 row.kind,
                 row.metric,
-                row.family,
+                row.cell_family(),
                 row.arm,
                 row.batch_size,
                 row.block_size,

@@ -468,7 +468,7 @@ fn check_batch(row: &Row) -> Result<()> {
         anyhow::bail!(
             "row {}/{}/{}/{} has batch_size 0; batch sizes must be at least 1 — fix the CSV",
             row.kind,
-            row.family,
+            row.cell_family(),
             row.arm,
             row.layout
         );

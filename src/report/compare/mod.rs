@@ -62,6 +62,7 @@ pub use comparison::{
 pub use markdown::{MAX_REPORT_CHARS, REPORT_HEADER};
 pub use side::{Entry, Names, Side, Which};
 
+use crate::exit::Exit;
 use crate::report::change::{Verdict, DEFAULT_THRESHOLD_PCT};
 use crate::results::atomic::{write_atomic, write_atomic_with};
 use crate::results::csv::Row;
@@ -70,9 +71,6 @@ use anyhow::{bail, Context, Result};
 use std::fmt::Write;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-
-/// Exit status for bad input (unreadable runs, mismatched settings, nothing to compare).
-pub const EXIT_BAD_INPUT: u8 = 2;
 
 /// Compare two runs (or two arms of one run) cell by cell.
 ///
@@ -163,9 +161,14 @@ pub struct CompareOutcome {
 impl CompareOutcome {
     /// 1 when something got slower beyond the threshold, or something is missing or broken
     /// (unless allowed), else 0. Bad input is an `Err` from [`run_compare`]; exit with
-    /// [`EXIT_BAD_INPUT`] then.
+    /// [`Exit::BadInput`] then.
+    pub fn exit(&self) -> Exit {
+        Exit::failed_if(self.slower > 0 || (self.findings > 0 && !self.allow_missing))
+    }
+
+    /// [`CompareOutcome::exit`]'s status.
     pub fn exit_code(&self) -> u8 {
-        u8::from(self.slower > 0 || (self.findings > 0 && !self.allow_missing))
+        self.exit().code()
     }
 }
 

@@ -53,7 +53,7 @@ impl Entry {
     pub fn of(row: &Row, names: &mut Names) -> Self {
         Entry {
             kind: names.get(&row.kind),
-            family: names.get(&row.family),
+            family: names.get(&row.cell_family()),
             arm: names.get(&row.arm),
             layout: names.get(&row.layout),
             metric: names.get(&row.metric),

@@ -1,0 +1,291 @@
+//! What a run was asked to measure, as data: the validated settings of `sweep` and `steps`,
+//! written whole into `env.json` (`settings`) and read back by `compare` (its settings
+//! check), `--resume` (the same check) and `report` (the host profile's name). Runs of a
+//! metaprep before it have no `settings`; `env.rs`'s old-run path reads theirs from the
+//! command line and the setting notes.
+
+use crate::results::env::Difference;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The settings of one run, by command.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "kebab-case")]
+// Made once per run and read once per record: no size to save.
+#[allow(clippy::large_enum_variant)]
+pub enum Settings {
+    Sweep(SweepSettings),
+    Steps(StepsSettings),
+}
+
+/// `--seq-lens`: the committed lengths requests are drawn from, in tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LengthSettings {
+    pub min: u32,
+    pub max: u32,
+}
+
+/// `sweep`'s grid, stopping rule and rounds. What says where it writes, which GPU and CPU it
+/// takes, or that it resumes is no setting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepSettings {
+    pub families: Vec<String>,
+    pub arms: Vec<String>,
+    pub batch_sizes: Vec<u32>,
+    pub block_sizes: Vec<u32>,
+    pub layouts: Vec<String>,
+    /// The stand-in forward after each prep for `step_fwd_us`; 0: none.
+    pub forward_us: f64,
+    pub max_context: u32,
+    pub seq_lens: LengthSettings,
+    /// The within-round rule: ±% of the median, or ±µs, from `min_samples` to `max_samples`.
+    pub rel_ci_pct: f64,
+    pub abs_ci_us: Option<f64>,
+    pub min_samples: usize,
+    pub max_samples: usize,
+    /// A cell's time cap per metric over all its rounds.
+    pub time_cap_ms: u64,
+    pub rounds: usize,
+    pub max_rounds: usize,
+    pub steps_per_sample: usize,
+    pub seed: u64,
+    pub processes: usize,
+}
+
+/// `steps`' grid, models, host program, rounds and timeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepsSettings {
+    pub arms: Vec<String>,
+    pub batch_sizes: Vec<u32>,
+    pub block_sizes: Vec<u32>,
+    pub layouts: Vec<String>,
+    /// `--gpu-memory-gib` in bytes; `None`: the device's own memory.
+    pub gpu_memory_bytes: Option<u64>,
+    /// The forward models' names (`fixed 20 us` under `--forward-us`).
+    pub target: String,
+    pub draft: String,
+    /// Exactly one of them: a per-draft-token acceptance rate, or a mean accepted length.
+    pub accept_rate: Option<f64>,
+    pub accept_length: Option<f64>,
+    /// The host profile as the run used it (after `--host-work-us` and `--host-speed-us`),
+    /// whole: its `name`, costs with their sources, and programs.
+    pub host_profile: Value,
+    pub drafter: String,
+    pub host_scales: Vec<f64>,
+    pub link_gb_s: f64,
+    pub collective_latency_us: Option<f64>,
+    pub min_rounds: usize,
+    pub max_rounds: usize,
+    pub round_steps: usize,
+    pub precision_pct: f64,
+    pub cell_time_cap_ms: u64,
+    pub warmup_steps: usize,
+    pub timeline_steps: usize,
+    pub timeline_cap_ms: u64,
+    pub timer: String,
+    pub max_context: u32,
+    pub seq_lens: LengthSettings,
+    pub seed: u64,
+    pub ranks: String,
+    pub read_skew_us: f64,
+    pub read_skew_jitter_us: f64,
+    /// `None`: every rank.
+    pub read_skew_rank: Option<usize>,
+}
+
+impl Settings {
+    /// The command the settings are of (`sweep`, `steps`).
+    pub fn command(&self) -> &'static str {
+        match self {
+            Settings::Sweep(_) => "sweep",
+            Settings::Steps(_) => "steps",
+        }
+    }
+
+    /// The name of the host profile a steps run used.
+    pub fn host_profile(&self) -> Option<&str> {
+        match self {
+            Settings::Steps(s) => s.host_profile.get("name").and_then(Value::as_str),
+            Settings::Sweep(_) => None,
+        }
+    }
+
+    /// Every setting recorded differently in `other`, `self`'s value first: the command,
+    /// then the rest by name (a nested one as `host_profile.op_us.value`). A list of plain
+    /// values (an axis) is compared as a set, since its order is the order cells ran in, not
+    /// what they measure; a list of objects (a program) in order.
+    pub fn differences(&self, other: &Settings) -> Vec<Difference> {
+        let (mine, theirs) = (leaves(self), leaves(other));
+        let mut names: Vec<&String> = mine.keys().chain(theirs.keys()).collect();
+        names.sort_by_key(|name| (name.as_str() != "command", name.as_str()));
+        names.dedup();
+        names
+            .into_iter()
+            .filter(|name| mine.get(*name).map(as_set) != theirs.get(*name).map(as_set))
+            .map(|name| Difference {
+                name: name.clone(),
+                this: mine.get(name).map(shown),
+                other: theirs.get(name).map(shown),
+            })
+            .collect()
+    }
+}
+
+/// `settings` as one value per leaf, keyed by its dotted path.
+fn leaves(settings: &Settings) -> BTreeMap<String, Value> {
+    fn walk(prefix: &str, value: Value, out: &mut BTreeMap<String, Value>) {
+        match value {
+            Value::Object(fields) => {
+                for (name, value) in fields {
+                    let path = match prefix {
+                        "" => name,
+                        _ => format!("{prefix}.{name}"),
+                    };
+                    walk(&path, value, out);
+                }
+            }
+            leaf => {
+                out.insert(prefix.to_string(), leaf);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(
+        "",
+        serde_json::to_value(settings).expect("settings serialise"),
+        &mut out,
+    );
+    out
+}
+
+/// A list of plain values as the sorted set of its items; anything else as it is.
+fn as_set(value: &Value) -> Value {
+    match value {
+        Value::Array(items) if !items.iter().any(|i| i.is_object() || i.is_array()) => {
+            let mut items: Vec<String> = items.iter().map(Value::to_string).collect();
+            items.sort();
+            items.dedup();
+            Value::Array(items.into_iter().map(Value::String).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// A setting's value as a difference shows it: a string bare, a list of plain values
+/// comma-separated (as the flag takes it), anything else as compact JSON.
+fn shown(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Array(items) if !items.iter().any(|i| i.is_object() || i.is_array()) => items
+            .iter()
+            .map(|i| match i {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+        other => other.to_string(),
+    }
+}
+
+/// Sweep settings for tests across modules.
+#[cfg(test)]
+pub(crate) fn test_sweep() -> SweepSettings {
+    SweepSettings {
+        families: vec!["dsa_decode".into()],
+        arms: vec!["eager-sync".into(), "graph".into()],
+        batch_sizes: vec![1, 8, 64],
+        block_sizes: vec![5],
+        layouts: vec!["tp1".into(), "tp8".into()],
+        forward_us: 0.0,
+        max_context: 16384,
+        seq_lens: LengthSettings {
+            min: 2048,
+            max: 8192,
+        },
+        rel_ci_pct: 1.0,
+        abs_ci_us: Some(0.02),
+        min_samples: 10,
+        max_samples: 1000,
+        time_cap_ms: 5000,
+        rounds: 6,
+        max_rounds: 12,
+        steps_per_sample: 10,
+        seed: 1,
+        processes: 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_tagged_by_command_and_round_trip() {
+        let settings = Settings::Sweep(test_sweep());
+        let json = serde_json::to_value(&settings).unwrap();
+        assert_eq!(json["command"], "sweep");
+        assert_eq!(json["batch_sizes"], serde_json::json!([1, 8, 64]));
+        let back: Settings = serde_json::from_value(json).unwrap();
+        assert_eq!(back, settings);
+        assert_eq!(back.command(), "sweep");
+        assert_eq!(back.host_profile(), None);
+    }
+
+    #[test]
+    fn differences_name_each_setting_and_take_axes_as_sets() {
+        let base = Settings::Sweep(test_sweep());
+        let mut reordered = test_sweep();
+        reordered.batch_sizes = vec![64, 1, 8];
+        reordered.layouts.reverse();
+        assert_eq!(base.differences(&Settings::Sweep(reordered)), []);
+        let mut other = test_sweep();
+        other.batch_sizes = vec![1, 8];
+        other.seed = 2;
+        other.abs_ci_us = None;
+        let shown: Vec<String> = base
+            .differences(&Settings::Sweep(other))
+            .iter()
+            .map(Difference::to_string)
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "abs_ci_us: `0.02` vs `null`",
+                "batch_sizes: `1,8,64` vs `1,8`",
+                "seed: `1` vs `2`",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_steps_run_names_its_host_profile_and_compares_its_program_in_order() {
+        let steps = |op_us: f64, program: serde_json::Value| -> Settings {
+            serde_json::from_value(serde_json::json!({
+                "command": "steps",
+                "arms": ["eager-sync", "graph"], "batch_sizes": [1, 8], "block_sizes": [5],
+                "layouts": ["tp1"], "gpu_memory_bytes": null, "target": "moe-large",
+                "draft": "draft-small", "accept_rate": 0.78, "accept_length": null,
+                "host_profile": {"name": "pytorch", "op_us": {"value": op_us}, "program": program},
+                "drafter": "dspark", "host_scales": [1.0], "link_gb_s": 450.0,
+                "collective_latency_us": null, "min_rounds": 6, "max_rounds": 12,
+                "round_steps": 200, "precision_pct": 1.0, "cell_time_cap_ms": 20000,
+                "warmup_steps": 50, "timeline_steps": 200, "timeline_cap_ms": 2000,
+                "timer": "events", "max_context": 16384, "seq_lens": {"min": 2048, "max": 8192},
+                "seed": 1, "ranks": "auto", "read_skew_us": 0.0, "read_skew_jitter_us": 0.0,
+                "read_skew_rank": null
+            }))
+            .unwrap()
+        };
+        let a = steps(7.9, serde_json::json!([{"host": "a"}, {"host": "b"}]));
+        assert_eq!(a.command(), "steps");
+        assert_eq!(a.host_profile(), Some("pytorch"));
+        let b = steps(8.1, serde_json::json!([{"host": "b"}, {"host": "a"}]));
+        let names: Vec<String> = a.differences(&b).into_iter().map(|d| d.name).collect();
+        assert_eq!(names, ["host_profile.op_us.value", "host_profile.program"]);
+        let sweep = Settings::Sweep(test_sweep());
+        let first = a.differences(&sweep).remove(0).to_string();
+        assert_eq!(first, "command: `steps` vs `sweep`");
+    }
+}
