@@ -1,5 +1,6 @@
 //! One trace, analysed: the main thread's top-level ops, reads, uploads, steps and their
-//! annotations, what the GPU did, and what the profiler's own events cost inside any span.//!
+//! annotations, what the GPU did, and what the profiler's own events cost inside any span.
+//!
 //! Its types live here; building it from a trace in `build`, the profiler's cost taken off
 //! durations in `costs`, what lies inside a span in `queries`.
 
