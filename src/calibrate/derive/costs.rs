@@ -18,7 +18,7 @@ pub(super) struct Costs {
 
 /// Host times (µs, profiler cost off) of the top-level ops inside `t`'s steps that `pick`
 /// chooses, a syncing op's wait for the GPU left out.
-pub(super) fn op_times(t: &Traced, pick: &dyn Fn(&TopOp) -> bool) -> Vec<f64> {
+fn op_times(t: &Traced, pick: &dyn Fn(&TopOp) -> bool) -> Vec<f64> {
     let a = &t.analysis;
     a.steps
         .iter()
@@ -36,7 +36,7 @@ pub(super) fn op_times(t: &Traced, pick: &dyn Fn(&TopOp) -> bool) -> Vec<f64> {
 
 /// Host times of `t`'s forward replays: the forward annotations (one replay and the Python
 /// around it each), else the bare `cudaGraphLaunch` calls.
-pub(super) fn replay_times(t: &Traced) -> Vec<f64> {
+fn replay_times(t: &Traced) -> Vec<f64> {
     let a = &t.analysis;
     let ranges: Vec<f64> = ["draft forward", "verify forward"]
         .iter()
@@ -87,7 +87,7 @@ impl Samples {
 }
 
 /// `f`'s samples of every trace, each moved to the profile's host speed.
-pub(super) fn pooled(
+fn pooled(
     traced: &[Traced],
     samples: &[Samples],
     reference: Option<f64>,
