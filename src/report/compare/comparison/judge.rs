@@ -1,0 +1,304 @@
+//! Pairing two sides and judging every pair: each row's call, then the relabels the
+//! references prove.
+
+use super::super::matching::{pair, Arms, Pair, Pairing};
+use super::super::side::Entry;
+use super::super::side::Side;
+use super::explain::{launch_floors, References};
+use super::noise_floor::capped;
+use super::{Comparison, FloorMove, Matched};
+use crate::axes::floor_item::HOST_REFERENCE;
+use crate::report::change::{
+    better_direction, judge, relative_change, smallest_callable_pct, Change, Interval, Verdict,
+};
+use crate::results::csv::{KIND_FLOOR, KIND_PREP};
+use anyhow::{bail, Result};
+use std::collections::HashMap;
+
+/// The cell of a matched row (its key less the metric), to find its sibling rows.
+type CellOf<'e> = (&'e str, &'e str, &'e str, u32, u32, &'e str, &'e str);
+
+fn cell_of<'e>(base: &'e Entry, new: &'e Entry) -> CellOf<'e> {
+    (
+        &base.kind,
+        &base.family,
+        &base.layout,
+        base.batch_size,
+        base.block_size,
+        &base.arm,
+        &new.arm,
+    )
+}
+/// Of `floors`, the host-speed reference's step time (`base`'s entries name them).
+pub(super) fn host_move<'f>(floors: &'f [FloorMove], base: &Side) -> Option<&'f FloorMove> {
+    floors.iter().find(|f| {
+        let e = &base.entries[f.base];
+        &*e.arm == HOST_REFERENCE && &*e.metric == "step_us"
+    })
+}
+
+/// Compares `base` with `new` (two runs, or with `arms` two arms) at `threshold_pct`. Fails
+/// when a side holds a row twice, has no rows of an arm asked for, or when no cell but floors
+/// matches.
+pub fn compare(base: Side, new: Side, arms: Arms, threshold_pct: f64) -> Result<Comparison> {
+    for (side, arm, flag) in [
+        (&base, arms.map(|a| a.0), "--base-arm"),
+        (&new, arms.map(|a| a.1), "--new-arm"),
+    ] {
+        let has_cells = side
+            .entries
+            .iter()
+            .any(|e| &*e.kind != KIND_FLOOR && arm.is_none_or(|a| &*e.arm == a));
+        if has_cells {
+            continue;
+        }
+        let which = side.which.as_str();
+        match arm {
+            Some(arm) => bail!(
+                "{flag} {arm}: {which} has no rows for that arm; its arms are: {}",
+                side.arms()
+            ),
+            None => bail!("{which} has no result rows (floors aside): nothing to compare"),
+        }
+    }
+    let Pairing {
+        cells,
+        twins,
+        floors,
+        only_in_base,
+        only_in_new,
+    } = pair(&base, &new, arms)?;
+    if cells.is_empty() {
+        bail!(
+            "no cell of BASE matches a cell of NEW on (kind, family, batch size, block size, \
+             layout, metric{}): are they runs of the same sweep? (arms in BASE: {}; in NEW: {})",
+            if arms.is_some() { "" } else { ", arm" },
+            base.arms(),
+            new.arms()
+        );
+    }
+    let floors: Vec<FloorMove> = floors
+        .into_iter()
+        .map(|(b, n)| FloorMove {
+            base: b,
+            new: n,
+            change: relative_change(&base.entries[b], &new.entries[n]),
+        })
+        .collect();
+    let host = host_move(&floors, &base).and_then(|f| f.change);
+    let matched = judge_all(&base, &new, &cells, &twins, host, threshold_pct);
+    Ok(Comparison {
+        arms: arms.map(|(b, n)| (b.to_string(), n.to_string())),
+        threshold_pct,
+        matched,
+        floors,
+        only_in_base,
+        only_in_new,
+        base,
+        new,
+    })
+}
+
+/// Judges every pair, then relabels what a reference explains: host-paced rows first, then
+/// floor multiples (which read their cell's `step_us`), then bandwidths (which follow their
+/// cell's `gpu_prep_us`, the time they are the bytes over).
+fn judge_all(
+    base: &Side,
+    new: &Side,
+    cells: &[Pair],
+    twins: &[Option<Pair>],
+    host: Option<Change>,
+    threshold_pct: f64,
+) -> Vec<Matched> {
+    let refs = References {
+        base_floors: launch_floors(base),
+        new_floors: launch_floors(new),
+        host,
+        threshold_pct,
+    };
+    let mut matched: Vec<Matched> = cells
+        .iter()
+        .zip(twins)
+        .map(|(&(b, n), twin)| {
+            let (be, ne) = (&base.entries[b], &new.entries[n]);
+            let better = better_direction(&ne.metric, &ne.unit);
+            let (change, mut called) = judge(be, ne, better, threshold_pct);
+            if be.without_rounds() || ne.without_rounds() {
+                called = capped(change, called, &ne.metric);
+            }
+            if be.has_interval() && !ne.has_interval() {
+                called = Verdict::Broken;
+            }
+            let per_host =
+                twin.and_then(|(tb, tn)| relative_change(&base.entries[tb], &new.entries[tn]));
+            let mut m = Matched {
+                base: b,
+                new: n,
+                change,
+                vs_floor: refs.vs_floor(be, ne),
+                per_host,
+                // A host-paced call must hold per unit of host speed too (`explain`): the
+                // smaller of the two powers.
+                smallest_callable_pct: [
+                    Some((be, ne)),
+                    twin.map(|(tb, tn)| (&base.entries[tb], &new.entries[tn])),
+                ]
+                .into_iter()
+                .flatten()
+                .filter_map(|(b, n)| smallest_callable_pct(b, n, better, threshold_pct))
+                .reduce(f64::max),
+                called,
+                verdict: called,
+            };
+            m.verdict = refs.explain(&m, be, ne).unwrap_or(called);
+            m
+        })
+        .collect();
+
+    let by_cell = |metric: &str, matched: &[Matched]| -> HashMap<CellOf, usize> {
+        matched
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| &*new.entries[m.new].metric == metric)
+            .map(|(i, m)| (cell_of(&base.entries[m.base], &new.entries[m.new]), i))
+            .collect()
+    };
+    let steps = by_cell("step_us", &matched);
+    let preps = by_cell("gpu_prep_us", &matched);
+    let bytes = by_cell("bytes", &matched);
+    for i in 0..matched.len() {
+        let (be, ne) = (&base.entries[matched[i].base], &new.entries[matched[i].new]);
+        let cell = cell_of(be, ne);
+        let sibling = |index: &HashMap<CellOf, usize>| index.get(&cell).map(|&j| &matched[j]);
+        let relabel = match &*ne.metric {
+            "floor_multiple" => {
+                let step = sibling(&steps).and_then(|s| s.change);
+                refs.explain_multiple(&matched[i], be, ne, step)
+                    .then_some(Verdict::FloorMoved)
+            }
+            "gb_s" if &*ne.kind == KIND_PREP => {
+                let same_bytes = sibling(&bytes).is_some_and(|b| b.verdict == Verdict::Same);
+                sibling(&preps)
+                    .filter(|p| {
+                        same_bytes
+                            && matches!(p.verdict, Verdict::FloorMoved | Verdict::HostMoved)
+                            && p.called == matched[i].called
+                    })
+                    .map(|p| p.verdict)
+            }
+            _ => None,
+        };
+        if let Some(verdict) = relabel {
+            matched[i].verdict = verdict;
+        }
+    }
+    matched
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{cell, verdicts};
+    use crate::report::change::Verdict;
+    use crate::report::compare::compare_rows;
+    use crate::results::csv::test_rows::row;
+
+    #[test]
+    fn cells_match_on_arm_and_one_sided_rows_are_kept_apart() {
+        let base = vec![
+            row("prep", "dsa_decode", "graph", 4, "step_us", 20.0),
+            row("prep", "dsa_decode", "eager-sync", 4, "step_us", 40.0),
+        ];
+        let new = vec![
+            row("prep", "dsa_decode", "graph", 4, "step_us", 25.0),
+            row("prep", "dsa_decode", "graph", 8, "step_us", 21.0),
+        ];
+        let c = compare_rows(&base, &new, None, 2.0).unwrap();
+        assert_eq!(c.matched.len(), 1);
+        assert_eq!(c.matched[0].verdict, Verdict::Slower);
+        assert_eq!(c.missing().len(), 1, "a finding");
+        assert!(c.base_extras().is_empty());
+        assert_eq!(c.findings(), 1);
+        assert!(c.base.entries[c.only_in_base[0]]
+            .cell()
+            .to_string()
+            .contains("eager-sync bs=4"));
+        assert_eq!(c.new.entries[c.only_in_new[0]].batch_size, 8);
+    }
+
+    #[test]
+    fn two_arms_of_one_run_match_each_other_and_lack_no_rows() {
+        let rows = vec![
+            row("prep", "dsa_decode", "eager-sync", 4, "step_us", 40.0),
+            row("prep", "dsa_decode", "eager-sync", 4, "read_cost_us", 18.0),
+            row(
+                "prep",
+                "dsa_decode",
+                "eager-sync",
+                4,
+                "floor_multiple",
+                10.0,
+            ),
+            row("prep", "dsa_decode", "graph", 4, "step_us", 20.0),
+            row("prep", "dsa_decode", "graph", 4, "floor_multiple", 12.0),
+            row("prep", "dsa_decode", "eager-device", 4, "step_us", 25.0),
+        ];
+        let c = compare_rows(&rows, &rows, Some(("eager-sync", "graph")), 2.0).unwrap();
+        assert_eq!(
+            c.matched.len(),
+            1,
+            "only step_us: each arm has its own floor"
+        );
+        let (b, n) = c.entries(&c.matched[0]);
+        assert_eq!((&*b.arm, &*n.arm), ("eager-sync", "graph"));
+        assert_eq!(c.matched[0].verdict, Verdict::Faster);
+        assert_eq!(
+            c.only_in_base.len(),
+            1,
+            "the read cost, which graph has not"
+        );
+        assert_eq!(c.findings(), 0, "arms hold different metrics: not missing");
+        let error = compare_rows(&rows, &rows, Some(("eager-sync", "fused")), 2.0).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "--new-arm fused: NEW has no rows for that arm; its arms are: eager-device, eager-sync, graph"
+        );
+        assert_eq!(
+            compare_rows(&rows, &rows, None, 2.0).unwrap().matched.len(),
+            6,
+            "a run against itself keeps every metric"
+        );
+    }
+
+    #[test]
+    fn a_row_that_lost_its_interval_is_broken_and_one_that_never_had_one_uncertain() {
+        let base = cell("graph", "step_us", 20.0, 1.0);
+        let mut bare = row("prep", "dsa_decode", "graph", 4, "step_us", 26.0);
+        (bare.ci_lo, bare.ci_hi) = (f64::NAN, f64::NAN);
+        assert_eq!(
+            verdicts(std::slice::from_ref(&base), std::slice::from_ref(&bare)),
+            [Verdict::Broken]
+        );
+        let c = compare_rows(&[base], &[bare.clone()], None, 2.0).unwrap();
+        assert_eq!(c.findings(), 1);
+        assert_eq!(verdicts(&[bare.clone()], &[bare.clone()]), [Verdict::Same]);
+        let mut other = bare.clone();
+        other.median = 30.0;
+        assert_eq!(verdicts(&[bare], &[other]), [Verdict::Uncertain]);
+    }
+
+    #[test]
+    fn duplicates_and_disjoint_runs_are_bad_input() {
+        let a = row("prep", "dsa_decode", "graph", 4, "step_us", 20.0);
+        let error =
+            compare_rows(&[a.clone(), a.clone()], std::slice::from_ref(&a), None, 2.0).unwrap_err();
+        assert!(error
+            .to_string()
+            .contains("BASE holds two rows for prep dsa_decode/graph bs=4"));
+        let mut b = a.clone();
+        b.family = "dsa_target_verify".into();
+        let error = compare_rows(&[a], &[b], None, 2.0).unwrap_err();
+        assert!(error
+            .to_string()
+            .contains("no cell of BASE matches a cell of NEW"));
+    }
+}

@@ -1,0 +1,131 @@
+//! The verdicts: each matched row's change, its change over its own floor and per unit of host
+//! speed, the smallest change it could have called, and the rules that relabel a call the
+//! machine explains (see the module docs of [`super`]).
+//!
+//! The types live here; the noise floor of rows without rounds in `noise_floor`, the power of
+//! each class of rows in `power`, the references that explain a call in `explain`, and the
+//! pairing and judging of every row in `judge`.
+
+mod explain;
+mod judge;
+mod noise_floor;
+mod power;
+
+#[cfg(test)]
+mod fixtures;
+
+use super::side::{Entry, Side};
+use crate::report::change::{Change, Verdict};
+use crate::results::csv::KIND_FLOOR;
+
+pub use judge::compare;
+pub use noise_floor::{noise_floor_pct, NOISE_FLOOR_HOST_PCT, NOISE_FLOOR_STEP_PCT};
+pub use power::PowerClass;
+
+/// One matched cell and metric.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matched {
+    /// Its rows' indices in BASE's and NEW's entries.
+    pub base: usize,
+    pub new: usize,
+    pub change: Option<Change>,
+    /// The change of the row over the floor each side's arm is read against; `None` for rows
+    /// not read against a floor (not a prep time, a side without that floor, or two arms
+    /// read against different floors).
+    pub vs_floor: Option<Change>,
+    /// The change of the row per unit of host speed: of its twin over the host-speed
+    /// reference, formed inside each round ([`crate::results::pacing`]); `None` where a side
+    /// has no twin.
+    pub per_host: Option<Change>,
+    /// The smallest change in the worse direction these two intervals could have called
+    /// (`slower`), in percent ([`smallest_callable_pct`](crate::report::change::smallest_callable_pct)).
+    pub smallest_callable_pct: Option<f64>,
+    /// What the change alone says (after the cap on rows without rounds, and `broken`).
+    pub called: Verdict,
+    /// The verdict: `called`, or `floor moved` / `host moved` where a reference explains it.
+    pub verdict: Verdict,
+}
+
+/// One floor row on both sides: how the machine moved, with no verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FloorMove {
+    pub base: usize,
+    pub new: usize,
+    pub change: Option<Change>,
+}
+
+/// Everything a comparison found.
+#[derive(Debug)]
+pub struct Comparison {
+    pub base: Side,
+    pub new: Side,
+    /// `Some((base arm, new arm))` when two arms are compared.
+    pub arms: Option<(String, String)>,
+    pub threshold_pct: f64,
+    /// In table order: kind, family, layout, batch size, block size, arm, metric.
+    pub matched: Vec<Matched>,
+    /// In the floor's order: launches, copies, the harness and the host-speed reference.
+    pub floors: Vec<FloorMove>,
+    /// BASE's rows NEW lacks and NEW's rows BASE lacks (indices into each side's entries).
+    pub only_in_base: Vec<usize>,
+    pub only_in_new: Vec<usize>,
+}
+
+impl Comparison {
+    pub fn count(&self, verdict: Verdict) -> usize {
+        self.matched.iter().filter(|m| m.verdict == verdict).count()
+    }
+
+    pub fn entries(&self, m: &Matched) -> (&Entry, &Entry) {
+        (&self.base.entries[m.base], &self.new.entries[m.new])
+    }
+
+    pub fn floor_entries(&self, f: &FloorMove) -> (&Entry, &Entry) {
+        (&self.base.entries[f.base], &self.new.entries[f.new])
+    }
+
+    /// Rows only BASE holds that fail the comparison (unless `--allow-missing`): its cells'
+    /// rows between two runs; none between two arms, which hold different metrics by design.
+    /// A floor NEW lacks (an item an older build did not time) is a yardstick, not a result:
+    /// floors never fail the comparison.
+    pub fn missing(&self) -> Vec<usize> {
+        self.only_in_base(false)
+    }
+
+    /// Rows only BASE holds that are not findings: between two arms all of them, between two
+    /// runs its floors.
+    pub fn base_extras(&self) -> Vec<usize> {
+        self.only_in_base(true)
+    }
+
+    fn only_in_base(&self, extras: bool) -> Vec<usize> {
+        let finding =
+            |i: &&usize| self.arms.is_none() && &*self.base.entries[**i].kind != KIND_FLOOR;
+        (self.only_in_base.iter())
+            .filter(|i| finding(i) != extras)
+            .copied()
+            .collect()
+    }
+
+    /// Missing and broken rows: findings that fail the comparison unless `--allow-missing`.
+    pub fn findings(&self) -> usize {
+        self.missing().len() + self.count(Verdict::Broken)
+    }
+
+    /// The host-speed reference's move, where both sides timed it.
+    pub fn host(&self) -> Option<&FloorMove> {
+        judge::host_move(&self.floors, &self.base)
+    }
+
+    /// The floor times whose whole interval moved beyond the threshold.
+    pub fn moved_floors(&self) -> Vec<&FloorMove> {
+        self.floors
+            .iter()
+            .filter(|f| &*self.floor_entries(f).0.metric == "step_us")
+            .filter(|f| {
+                f.change
+                    .is_some_and(|c| c.beyond(self.threshold_pct).is_some())
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,98 @@
+//! Test fixtures of the sweep's rounds: drifting groups and floors, and row look-ups.
+
+use super::{FloorRounds, GroupRounds};
+use crate::axes::{Arm, Family, FloorItem};
+use crate::harness::prep_cell::PrepMeasurement;
+use crate::harness::rows::CellId;
+use crate::harness::sampling::Sampled;
+use crate::results::csv::{Row, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
+use crate::stats::stopping::StopReason;
+
+/// A round's samples around `level`, tight inside the round.
+pub(super) fn samples(level: f64) -> Vec<f64> {
+    (0..10)
+        .map(|i| level * (1.0 + 0.001 * (i % 3) as f64))
+        .collect()
+}
+
+pub(super) fn measurement(step: f64) -> PrepMeasurement {
+    let sampled = |level| Sampled {
+        per_step_us: samples(level),
+        stop: StopReason::Converged,
+    };
+    PrepMeasurement {
+        step: sampled(step),
+        step_fwd: Some(sampled(step + 20.0)),
+        host_issue_us: samples(step / 2.0),
+        host_blocked_us: samples(step / 3.0),
+        gpu_prep_us: samples(4.0),
+    }
+}
+
+pub(super) const ARMS: [Arm; 3] = [Arm::EagerSync, Arm::EagerDevice, Arm::Graph];
+/// The graph arm's rows of a group whose bytes are known, in order.
+pub(super) const GRAPH_METRICS: [&str; 9] = [
+    "step_us",
+    "step_fwd_us",
+    "host_issue_us",
+    "host_issue_us_per_host_ref",
+    "gpu_prep_us",
+    "bytes",
+    "gb_s",
+    "floor_multiple",
+    STEP_RATIO_VS_EAGER_SYNC,
+];
+/// The host's drift, round by round: ±10% around 1, the same for every cell of a round.
+pub(super) const DRIFT: [f64; 6] = [1.0, 1.1, 0.92, 1.05, 0.9, 1.08];
+
+pub(super) fn cells() -> Vec<CellId> {
+    ARMS.iter()
+        .map(|arm| CellId {
+            kind: KIND_PREP,
+            family: "dsa_decode".into(),
+            arm: arm.name().into(),
+            batch_size: 8,
+            block_size: 5,
+            layout: "tp1".into(),
+            emulated: false,
+            host_scale: None,
+        })
+        .collect()
+}
+
+/// Six rounds in which every cell drifts by [`DRIFT`]: eager-sync 40 µs, eager-device
+/// 22 µs, graph 10 µs, the empty kernel 2 µs, the empty graphs of 1, 2 and 3 nodes 2.5, 5
+/// and 6 µs, the reads on an idle and a busy GPU 9 and 17 µs, the d2d copy 32 µs, the
+/// harness 2.7 µs, the host-speed reference 1.25 µs a unit.
+pub(super) fn drifting() -> (GroupRounds, FloorRounds) {
+    let mut group = GroupRounds::new(Family::DsaDecode, &ARMS);
+    let mut floor = FloorRounds::default();
+    for d in DRIFT {
+        for (item, us) in FloorItem::ALL
+            .iter()
+            .zip([2.0, 2.5, 5.0, 6.0, 9.0, 17.0, 3.0, 4.0, 32.0])
+        {
+            floor.push(*item, samples(us * d));
+        }
+        floor.push_harness(samples(2.7 * d));
+        floor.push_host_reference(samples(1.25 * d));
+        for (i, us) in [40.0, 22.0, 10.0].into_iter().enumerate() {
+            group.push(i, measurement(us * d).into());
+        }
+    }
+    (group, floor)
+}
+
+pub(super) fn find<'a>(rows: &'a [Row], arm: &str, metric: &str) -> &'a Row {
+    rows.iter()
+        .find(|r| r.arm == arm && r.metric == metric)
+        .unwrap_or_else(|| panic!("no {arm} {metric}"))
+}
+
+/// The metrics of `arm`'s rows, in row order.
+pub(super) fn metrics_of<'a>(rows: &'a [Row], arm: &str) -> Vec<&'a str> {
+    rows.iter()
+        .filter(|r| r.arm == arm)
+        .map(|r| r.metric.as_str())
+        .collect()
+}
