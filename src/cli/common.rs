@@ -122,7 +122,7 @@ pub struct PrepAxes {
     /// or a kernel storing the lengths into mapped host memory and the host polling a flag;
     /// docs/read-paths.md), eager-device (device lengths, eager launches), graph (device
     /// lengths, one graph replay), graph-upload (graph, but `[block] * bs` copied up from the
-    /// host before each replay, as the merged DSA draft-extend path does), fused (one kernel,
+    /// host before each replay, as sgl-project/sglang#32219's merged draft-extend path does), fused (one kernel,
     /// in a graph).
     #[arg(
         long,

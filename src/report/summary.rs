@@ -558,7 +558,7 @@ fn write_against_eager_sync(out: &mut String, index: &Index) -> fmt::Result {
 
 /// graph-upload against graph in every step group that ran both: what the host-built list
 /// graph-upload copies up before its replays costs a step, so what caching it as a device
-/// constant is worth (EAGLE: SGLang's merged DSA draft-extend path's `[N] * bs`, the review's
+/// constant is worth (EAGLE: sgl-project/sglang#32219's merged draft-extend path's `[N] * bs`, the review's
 /// `extend_seq_lens`, before each draft-extend replay; DSpark: before both replays). The
 /// change is of the two arms' ratios to eager-sync, each paired in rounds; the difference
 /// in µs is of their step times.
@@ -616,8 +616,9 @@ fn write_upload_against_graph(out: &mut String, index: &Index) -> fmt::Result {
         }
         let where_ = match drafter_of(&group.family) {
             Some(Drafter::Eagle) => {
-                "before each draft-extend replay only, where SGLang's merged spec-v2 DSA path \
-                 uploads it (`extend_seq_lens`)"
+                "before each draft-extend replay only, where sgl-project/sglang#32219's merged \
+                 DSA path uploads it (`extend_seq_lens`; SGLang 0.5.23 fills it on the device, \
+                 as graph does)"
             }
             _ => "before both the draft and the verify replay",
         };
