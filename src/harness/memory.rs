@@ -39,13 +39,15 @@ pub fn host_heap_in_use() -> Option<u64> {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         type Mallinfo2 = unsafe extern "C" fn() -> libc::mallinfo2;
-        // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only looks the symbol up;
-        // the pointer, when not null, is glibc's mallinfo2, whose signature this is.
-        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"mallinfo2".as_ptr()) };
-        if f.is_null() {
-            return None;
-        }
-        let mallinfo2: Mallinfo2 = unsafe { std::mem::transmute(f) };
+        // Looked up once per process, not at every sample.
+        static MALLINFO2: std::sync::OnceLock<Option<Mallinfo2>> = std::sync::OnceLock::new();
+        let mallinfo2 = (*MALLINFO2.get_or_init(|| {
+            // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only looks the symbol
+            // up; the pointer, when not null, is glibc's mallinfo2, whose signature this is.
+            let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"mallinfo2".as_ptr()) };
+            (!f.is_null())
+                .then(|| unsafe { std::mem::transmute::<*mut libc::c_void, Mallinfo2>(f) })
+        }))?;
         // SAFETY: a query of the allocator's counters.
         let info = unsafe { mallinfo2() };
         Some((info.uordblks + info.hblkhd) as u64)

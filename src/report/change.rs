@@ -64,6 +64,17 @@ impl Change {
         self.lo_pct >= -threshold_pct && self.hi_pct <= threshold_pct
     }
 
+    /// Which way the median alone lies beyond ±`threshold_pct`; `None` within it (or NaN).
+    pub fn median_beyond(&self, threshold_pct: f64) -> Option<Moved> {
+        if self.pct > threshold_pct {
+            Some(Moved::Up)
+        } else if self.pct < -threshold_pct {
+            Some(Moved::Down)
+        } else {
+            None
+        }
+    }
+
     /// Which way the whole interval lies beyond ±`threshold_pct`; `None` while any of it is
     /// within (or NaN).
     pub fn beyond(&self, threshold_pct: f64) -> Option<Moved> {
@@ -304,6 +315,22 @@ pub fn verdict_on_change(change: &Change, better: Better, threshold_pct: f64) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_median_alone_can_lie_beyond_the_threshold_where_the_interval_does_not() {
+        let c = Change {
+            pct: -12.6,
+            lo_pct: -20.7,
+            hi_pct: 2.9,
+        };
+        assert_eq!((c.median_beyond(2.0), c.beyond(2.0)), (Some(Moved::Down), None));
+        let small = Change {
+            pct: 1.5,
+            lo_pct: 1.0,
+            hi_pct: 2.0,
+        };
+        assert_eq!(small.median_beyond(2.0), None);
+    }
     use crate::results::csv::test_rows::row;
 
     /// A row with an explicit interval (measured in rounds, as a sweep's are).

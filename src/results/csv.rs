@@ -283,7 +283,7 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
         path,
         |headers| check_header(&name, headers, COLUMNS, OPTIONAL_COLUMNS),
         |headers, line, record| {
-            rows.push(parse_row(&name, line, headers, record)?);
+            rows.push(parse_row(&name, line, headers, &record)?);
             lines.push(line);
             Ok(())
         },
@@ -539,7 +539,7 @@ pub(crate) fn read_records(path: &Path) -> Result<Records> {
             Ok(())
         },
         |_, line, record| {
-            records.push((line, record.clone()));
+            records.push((line, record));
             Ok(())
         },
     )?;
@@ -552,7 +552,7 @@ pub(crate) fn read_records(path: &Path) -> Result<Records> {
 pub(crate) fn visit_records(
     path: &Path,
     mut header: impl FnMut(&csv::StringRecord) -> Result<()>,
-    mut each: impl FnMut(&csv::StringRecord, u64, &csv::StringRecord) -> Result<()>,
+    mut each: impl FnMut(&csv::StringRecord, u64, csv::StringRecord) -> Result<()>,
 ) -> Result<()> {
     let name = path.display();
     let bytes = match crate::results::compressed::read_file(path) {
@@ -614,7 +614,7 @@ pub(crate) fn visit_records(
                 headers.len()
             );
         }
-        each(&headers, line, &record)?;
+        each(&headers, line, record)?;
     }
     Ok(())
 }

@@ -5,7 +5,7 @@ use super::super::side::{Entry, Side};
 use super::Matched;
 use crate::report::change::{
     better_direction, call_of_time_move, is_time, ratio_change, relative_change, Better, Change,
-    Moved, Verdict,
+    Verdict,
 };
 use crate::report::format::{floor_of, is_launch_floor};
 use crate::results::csv::{KIND_FLOOR, KIND_PREP};
@@ -112,11 +112,7 @@ impl<'s> References<'s> {
             .own_floor(base, new)
             .and_then(|(b, n)| relative_change(b, n))
             .filter(|f| !f.within(t));
-        let floor_median = floor.and_then(|f| match f.pct {
-            p if p > t => Some(Moved::Up),
-            p if p < -t => Some(Moved::Down),
-            _ => None,
-        });
+        let floor_median = floor.and_then(|f| f.median_beyond(t));
         let raises = match floor_median.and_then(|moved| call_of_time_move(moved, Better::Lower)) {
             Some(Verdict::Faster) => Some(Verdict::Slower),
             Some(Verdict::Slower) => Some(Verdict::Faster),
