@@ -323,7 +323,10 @@ mod tests {
             lo_pct: -20.7,
             hi_pct: 2.9,
         };
-        assert_eq!((c.median_beyond(2.0), c.beyond(2.0)), (Some(Moved::Down), None));
+        assert_eq!(
+            (c.median_beyond(2.0), c.beyond(2.0)),
+            (Some(Moved::Down), None)
+        );
         let small = Change {
             pct: 1.5,
             lo_pct: 1.0,
