@@ -418,6 +418,7 @@ class StepState:
 
     def __init__(self, bs, args):
         self.read_done_ns = 0  # when the last eager-sync prep's first read returned
+        self.read_start_ns = 0  # and when it began (its wait for the GPU lies between)
         dev = torch.device("cuda")
         i32 = torch.int32
         n, ctx = args.block, args.max_context
@@ -494,6 +495,7 @@ class StepState:
         bs, n, dev, out = self.bs, self.block, self.dev, self.draft_out
         seq_lens = self.seq_lens
         if sync:  # the READ: no host copy of seq_lens exists, so the eager path makes one
+            self.read_start_ns = time.perf_counter_ns()
             self.draft_max_seqlen_k = max(seq_lens.tolist()) + n
             self.read_done_ns = time.perf_counter_ns()
         store(out, "ext", seq_lens + n)
@@ -530,6 +532,7 @@ class StepState:
         bs, n, dev, out = self.bs, self.block, self.dev, self.verify_out
         seq_lens = self.seq_lens
         # max_seqlen_k: eager-sync READs seq_lens for it; the others use the static width.
+        self.read_start_ns = time.perf_counter_ns()
         width = max(seq_lens.tolist()) + n if sync else self.max_context
         if sync:
             self.read_done_ns = time.perf_counter_ns()
@@ -575,21 +578,26 @@ def no_mark(_name):
 
 
 def timed_prep(state, prep, arm):
-    """Runs prep(arm); returns its host µs and the µs from its first read's return to its end
-    (meaningful for eager-sync only)."""
+    """Runs prep(arm); returns its host µs, the µs from its first read's return to its end
+    and that read's µs (its wait for the GPU; both meaningful for eager-sync only), and its
+    start (ns)."""
     start = time.perf_counter_ns()
     prep(arm)
     end = time.perf_counter_ns()
-    return (end - start) / 1e3, (end - state.read_done_ns) / 1e3
+    return ((end - start) / 1e3, (end - state.read_done_ns) / 1e3,
+            (state.read_done_ns - state.read_start_ns) / 1e3, start)
 
 
-HOST_KEYS = ("prep", "draft", "verify", "draft_post_read", "verify_post_read")
+HOST_KEYS = ("prep", "draft", "verify", "draft_post_read", "verify_post_read", "draft_read",
+             "verify_read", "draft_gap")
 
 
 def run_loop(state, forwards, arm, warmup, steps, scheduler_us, annotate=False, sampler=None):
     """The reference step loop; returns each measured step's GPU µs and host µs samples:
     `prep` (both preps), `draft` and `verify` (each prep), `draft_post_read` and
-    `verify_post_read` (from the first read's return to the prep's end; eager-sync only).
+    `verify_post_read` (from the first read's return to the prep's end; eager-sync only),
+    `draft_read` and `verify_read` (that read's µs, its wait included), `draft_gap` (from the
+    previous step's accept to the draft prep: the wait between steps and the scheduler).
     With a metaprep_host.StepSampler, that times the steps (and the verify forward) and
     probes the host speed between them, as the calibration recipe says; the step times
     returned then include the steps it leaves out.
@@ -602,6 +610,7 @@ def run_loop(state, forwards, arm, warmup, steps, scheduler_us, annotate=False, 
     total = warmup + steps
     done = [None] * total
     host = {key: [] for key in HOST_KEYS}
+    accept_end = None
     if sampler is not None:
         sampler.begin_run()
     for k in range(total):
@@ -613,13 +622,15 @@ def run_loop(state, forwards, arm, warmup, steps, scheduler_us, annotate=False, 
             with mark("scheduler"):
                 spin(scheduler_us)
             with mark("draft prep"):
-                draft_us, draft_post_read_us = timed_prep(state, state.draft_prep, arm)
+                draft_us, draft_post_read_us, draft_read_us, draft_start = timed_prep(
+                    state, state.draft_prep, arm)
             with mark("draft forward"):
                 draft_forward.replay()
             with mark("sampling"):
                 state.sampling()
             with mark("verify prep"):
-                verify_us, verify_post_read_us = timed_prep(state, state.verify_prep, arm)
+                verify_us, verify_post_read_us, verify_read_us, _ = timed_prep(
+                    state, state.verify_prep, arm)
             with mark("verify forward"):
                 if sampler is not None:
                     sampler.forward_begin()
@@ -628,6 +639,8 @@ def run_loop(state, forwards, arm, warmup, steps, scheduler_us, annotate=False, 
                     sampler.forward_end()
             with mark("accept"):
                 state.accept(k)
+            draft_gap_us = None if accept_end is None else (draft_start - accept_end) / 1e3
+            accept_end = time.perf_counter_ns()
             if sampler is not None:
                 done[k] = sampler.after_step()
             else:
@@ -636,9 +649,13 @@ def run_loop(state, forwards, arm, warmup, steps, scheduler_us, annotate=False, 
         host["prep"].append(draft_us + verify_us)
         host["draft"].append(draft_us)
         host["verify"].append(verify_us)
+        if draft_gap_us is not None:
+            host["draft_gap"].append(draft_gap_us)
         if arm == "eager-sync":
             host["draft_post_read"].append(draft_post_read_us)
             host["verify_post_read"].append(verify_post_read_us)
+            host["draft_read"].append(draft_read_us)
+            host["verify_read"].append(verify_read_us)
     torch.cuda.synchronize()
     if sampler is not None:
         sampler.end_run()
@@ -733,18 +750,28 @@ def prep_entries(preps, upload_ops):
     }
 
 
-def in_loop_op_us(entry, arm, host, key, micro):
+def in_loop_op_us(entry, arm, host, key, micro, post_wait):
     """An eager prep's op cost from its host time inside a running loop (`host`: run_loop's
     host samples, `key`: draft or verify): eager-device, its host time over its ops;
     eager-sync, the time from its first read's return to its end, less the later reads at
-    read_us, over the ops after that read."""
+    read_us, over the ops after that read. Both less what the ops cost extra for following a
+    wait (`post_wait`, this process's probe): after the read's median wait (eager-sync), after
+    the median gap from the last step's accept (the draft prep; the verify prep follows the
+    sampling ops back to back), so the profile holds back-to-back costs and `steps` adds the
+    post-wait cost at its own cells' waits."""
     if arm == "eager-sync":
         post = summarize(host[f"{key}_post_read"])
-        own = post["median"] - (entry["reads"] - 1) * micro["read_us"]["median"]
         ops = max(entry["ops"] - entry["ops_before_read"], 1)
-        return {"in_loop_post_read_us": post, "op_us": r3(max(own, 0.0) / ops)}
+        wait = summarize(host[f"{key}_read"])["median"]
+        after = mh.post_wait_total_us(post_wait, wait, ops)
+        own = post["median"] - (entry["reads"] - 1) * micro["read_us"]["median"] - after
+        return {"in_loop_post_read_us": post, "post_wait_us": r3(after), "read_wait_us": wait,
+                "op_us": r3(max(own, 0.0) / ops)}
     in_loop = summarize(host[key])
-    return {"in_loop_host_us": in_loop, "op_us": r3(in_loop["median"] / entry["ops"])}
+    gap = summarize(host["draft_gap"])["median"] if key == "draft" else 0.0
+    after = mh.post_wait_total_us(post_wait, gap, entry["ops"])
+    return {"in_loop_host_us": in_loop, "post_wait_us": r3(after), "gap_us": gap,
+            "op_us": r3(max(in_loop["median"] - after, 0.0) / entry["ops"])}
 
 
 PREP_SOURCES = {
@@ -757,8 +784,9 @@ PREP_SOURCES = {
 }
 
 
-def host_profile(meta, micro, probes, preps, sampling, accept, upload, args):
+def host_profile(meta, micro, probes, preps, sampling, accept, upload, args, post_wait):
     """The host profile, the eager preps' op costs from the separate in-loop run."""
+    post_wait_reps = mh.POST_WAIT_REPS
     reps = args.reps
     where = f"forward {format_number(TRACE_FORWARD_US)} us, bs 1, {args.steps} steps"
     upload_probe, tolist = probes["upload"], probes["tolist"]
@@ -785,6 +813,12 @@ def host_profile(meta, micro, probes, preps, sampling, accept, upload, args):
                                     "micro-benchmarks and of the StepSampler probes of the "
                                     "in-loop runs the op costs come from (µs per op of the "
                                     "mixed pass, no profiler)"},
+        "post_wait": {"value": post_wait,
+                      "source": "metaprep_host.post_wait_probe() in this process, bare, after "
+                                "the micro-benchmarks (a .item() behind a torch.cuda._sleep of "
+                                "each gap, then one op and 4 passes of 24 ops, each timed; "
+                                f"{post_wait_reps} reps), moved to host_speed_us by the "
+                                "probe's own speed"},
         "upload_syncs": {"value": upload_probe["waits"],
                          "source": f"the same upload issued behind a {SLEEP_PROBE_US} us "
                                    f"torch.cuda._sleep took {upload_probe['median_us']:.0f} us (median "
@@ -870,6 +904,9 @@ def main(argv=None):
     many_kernels = capture(lambda: [x.add_(1) for _ in range(KERNEL_PROBE_OPS)])
     per_kernel = [v / KERNEL_PROBE_OPS for v in device_times_us(many_kernels.replay, args.reps)]
     micro["kernel_us"] = summarize(per_kernel)
+    post_wait_probe = mh.post_wait_probe()
+    log("post-wait extra us (first op, then passes of 24) by wait: " + "; ".join(
+        f"{g:g} us: {row}" for g, row in zip(post_wait_probe["gaps_us"], post_wait_probe["extra_us"])))
     speeds.append(mh.host_speed())
     for name, s in micro.items():
         log(f"{name}: median {s['median']} (p10 {s['p10']}, p90 {s['p90']}, {s['reps']} reps)")
@@ -917,6 +954,8 @@ def main(argv=None):
                                 args.steps, args.scheduler_us, sampler=sampler)[1]
         speeds += [speed for speed, _ in sampler.chunks]
     meta["host_speed_us"] = r3(float(np.median(speeds)))
+    # The probe's extras in the profile's units: moved to its host speed by the probe's own.
+    post_wait = mh.post_wait_at(post_wait_probe, meta["host_speed_us"])
     meta["host_speed_samples_us"] = [r3(v) for v in speeds]
     log(f"host speed {meta['host_speed_us']} us/op (median of {len(speeds)}: "
         f"{min(speeds):.2f}-{max(speeds):.2f})")
@@ -975,7 +1014,7 @@ def main(argv=None):
             entry = preps[family][arm]
             entry.update(count_ops(functools.partial(prep, arm)))
             if arm in in_loop:
-                entry.update(in_loop_op_us(entry, arm, in_loop[arm], key, micro))
+                entry.update(in_loop_op_us(entry, arm, in_loop[arm], key, micro, post_wait))
             log(f"{family} {arm}: {entry['ops']} ops, {entry['launches']} launching, "
                 f"{entry['reads']} reads ({entry['ops_before_read']} ops before the first)"
                 + (f", {entry['op_us']} us per op" if "op_us" in entry else ""))
@@ -986,13 +1025,15 @@ def main(argv=None):
     log(f"sampling: {sampling['ops']} ops; accept: {accept['ops']} ops")
 
     write_json(os.path.join(args.out, "host_profile.json"),
-               host_profile(meta, micro, probes, preps, sampling, accept, upload, args))
+               host_profile(meta, micro, probes, preps, sampling, accept, upload, args,
+                            post_wait))
     write_json(os.path.join(args.out, "calibration.json"), {
         **meta,
         "args": vars(args),
         "sleep": {"cycles_per_us": r3(cycles_per_us), "samples": [r3(v) for v in rates],
                   "calibration_cycles": SLEEP_CAL_CYCLES},
         "micro": micro,
+        "post_wait_probe": post_wait_probe,
         "sync_probes": {"sleep_us": SLEEP_PROBE_US, **probes},
         "preps": preps,
         "sampling": sampling,

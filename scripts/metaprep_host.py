@@ -23,9 +23,14 @@ Recording a trace for `metaprep calibrate` (one per arm)::
                                                   # `metaprep calibrate --help` lists
     # writes trace-eager-sync.json and trace-eager-sync.probe.json beside it
 
-If your engine starts the profiler itself, call `bare = mh.bare_probes()` before it starts,
-`inside = mh.profiled_probes()` while it records, and `mh.write_probe_file(trace_path,
-bare, inside)` after the trace is written.
+If your engine starts the profiler itself, call `bare = mh.bare_probes()` and `wait =
+mh.post_wait_probe()` before it starts, `inside = mh.profiled_probes()` while it records,
+and `mh.write_probe_file(trace_path, bare, inside, post_wait=wait)` after the trace is
+written.
+
+A third thing is measured bare beside each trace: what host work costs right after the host
+waited for the GPU (`post_wait_probe`), which a trace taken at one forward length cannot
+show for another.
 
 Timing a reference cell for `metaprep validate`: one `StepSampler` per (cell, arm), whose
 `before_step()` / `after_step()` the loop calls around every step; every `every` steps it
@@ -269,6 +274,99 @@ def host_speed(reps=20, repeats=REPEATS):
     return round(speed, 4)
 
 
+# The gaps a post-wait probe waits (µs) and what it times after each: the first op, then
+# POST_WAIT_PASSES passes of `_mixed`, each timed on its own.
+POST_WAIT_GAPS_US = (0, 100, 300, 1000, 3000, 10000)
+POST_WAIT_PASSES = 4
+POST_WAIT_REPS = 60
+
+
+def post_wait_probe(gaps_us=POST_WAIT_GAPS_US, reps=POST_WAIT_REPS, passes=POST_WAIT_PASSES):
+    """What host work costs right after the host waited `gap` µs for the GPU, over what it
+    costs with no wait: a `.item()` behind a `torch.cuda._sleep` of the gap, then one op and
+    `passes` passes of `_mixed` (24 ops each), each timed; the gaps interleaved in a shuffled
+    order `reps` times, medians kept. On the H200 VM the ops after a 3 ms wait (or a 3 ms
+    Python spin) cost ~20% more, the first one ~25 µs more: an eager-sync step pays that
+    after its read, and pays more the longer its forward. Returns the record `metaprep
+    calibrate` reads from the probe file's `post_wait` (µs, at this process's host speed)."""
+    import random
+    torch = _torch()
+    t = _tensors()
+    rate = _sleep_rate()
+    flag = torch.zeros(1, dtype=torch.int32, device="cuda")
+    for _ in range(20):
+        _mixed(t)
+    torch.cuda.synchronize()
+    times = {gap: [[] for _ in range(passes + 1)] for gap in gaps_us}
+    order = list(gaps_us)
+    rng = random.Random(0x9a17)
+    for _ in range(reps):
+        rng.shuffle(order)
+        for gap in order:
+            torch.cuda.synchronize()
+            if gap:
+                torch.cuda._sleep(int(gap * rate))
+                flag.add_(1)
+                flag.item()
+            marks = [time.perf_counter_ns()]
+            t["cuda"].add_(1)
+            marks.append(time.perf_counter_ns())
+            for _ in range(passes):
+                _mixed(t)
+                marks.append(time.perf_counter_ns())
+            for k in range(passes + 1):
+                times[gap][k].append((marks[k + 1] - marks[k]) / 1e3)
+    torch.cuda.synchronize()
+    medians = {gap: [statistics.median(v) for v in times[gap]] for gap in gaps_us}
+    base = medians[gaps_us[0]]
+    return {
+        "gaps_us": list(gaps_us),
+        "segment_ops": [1] + [MIXED_OPS] * passes,
+        "median_us": [[round(v, 3) for v in medians[gap]] for gap in gaps_us],
+        "extra_us": [[round(v - b, 3) for v, b in zip(medians[gap], base)] for gap in gaps_us],
+        "reps": reps,
+        "host_speed_us": round(base[-1] / MIXED_OPS, 4),
+    }
+
+
+def post_wait_at(probe, speed_us):
+    """A post_wait_probe record as a host profile's `post_wait` table at host speed
+    `speed_us` (µs per op): its extras moved by speed_us over the probe's own speed."""
+    scale = speed_us / probe["host_speed_us"]
+    return {"gaps_us": probe["gaps_us"], "segment_ops": probe["segment_ops"],
+            "extra_us": [[round(v * scale, 3) for v in row] for row in probe["extra_us"]]}
+
+
+def post_wait_extra_us(table, gap_us, k):
+    """Extra µs of framework call k (0: the first) after a wait of gap_us, as metaprep's
+    steps takes it from a `post_wait` table (src/model/post_wait.rs): the call's segment's
+    extra spread over its calls, linear in the wait between measured ones, the longest's
+    beyond, nothing past the last segment, never below 0."""
+    first = 0
+    for segment, ops in enumerate(table["segment_ops"]):
+        first += ops
+        if k < first:
+            break
+    else:
+        return 0.0
+    gaps = table["gaps_us"]
+    per_call = [row[segment] / table["segment_ops"][segment] for row in table["extra_us"]]
+    if gap_us <= gaps[0]:
+        value = per_call[0]
+    elif gap_us >= gaps[-1]:
+        value = per_call[-1]
+    else:
+        n = next(i for i, g in enumerate(gaps) if g > gap_us)
+        w = (gap_us - gaps[n - 1]) / (gaps[n] - gaps[n - 1])
+        value = per_call[n - 1] * (1 - w) + per_call[n] * w
+    return max(value, 0.0)
+
+
+def post_wait_total_us(table, gap_us, calls):
+    """What `calls` framework calls after a wait of gap_us cost extra, in all."""
+    return sum(post_wait_extra_us(table, gap_us, k) for k in range(calls))
+
+
 def _all_workloads():
     return {**_workloads(), **_busy_workloads()}
 
@@ -315,7 +413,8 @@ def probe_path(trace_path):
     return stem + ".probe.json"
 
 
-def write_probe_file(trace_path, bare, profiled, reps=REPS, profiler_ran_before=None):
+def write_probe_file(trace_path, bare, profiled, reps=REPS, profiler_ran_before=None,
+                     post_wait=None):
     """The probe file `metaprep calibrate` reads beside `trace_path`. Its host speed is of the
     bare `mixed` timings given (`record`'s: those before the profiler started and after it
     stopped, which bracket the trace). `profiler_ran_before`: whether a profiler ran in this
@@ -339,6 +438,8 @@ def write_probe_file(trace_path, bare, profiled, reps=REPS, profiler_ran_before=
         "profiler_ran_before": bool(_state.get("profiled_before_bare")
                                     if profiler_ran_before is None else profiler_ran_before),
     }
+    if post_wait is not None:
+        record["post_wait"] = post_wait
     _write_atomic(probe_path(trace_path), json.dumps(record, indent=2) + "\n")
 
 
@@ -356,6 +457,7 @@ class record:
 
     def __enter__(self):
         self.bare = bare_probes()
+        self.post_wait = post_wait_probe()
         self.prof = _torch().profiler.profile(**self.kwargs)
         self.prof.__enter__()
         self.profiled = profiled_probes()
@@ -375,7 +477,7 @@ class record:
         tmp = self.path + ".tmp"
         self.prof.export_chrome_trace(tmp)
         os.replace(tmp, self.path)
-        write_probe_file(self.path, self.bare, self.profiled)
+        write_probe_file(self.path, self.bare, self.profiled, post_wait=self.post_wait)
         return False
 
 

@@ -49,3 +49,33 @@ class Pinning(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PostWait(unittest.TestCase):
+    """The same table and numbers as src/model/post_wait.rs's test: the script's arithmetic
+    (which takes the post-wait cost off calibrate_torch.py's in-loop op costs) and the
+    harness's (which adds it back in steps) must agree."""
+
+    TABLE = {"gaps_us": [0, 100, 1000, 3000], "segment_ops": [1, 24, 24],
+             "extra_us": [[0, 0, 0], [-4, 24, 12], [12, 60, 24], [26, 108, 48]]}
+
+    def test_the_extra_follows_the_segment_and_the_wait(self):
+        x = lambda gap, k: mh.post_wait_extra_us(self.TABLE, gap, k)  # noqa: E731
+        self.assertEqual(x(0, 0), 0.0)
+        self.assertEqual(x(3000, 0), 26.0)
+        self.assertAlmostEqual(x(3000, 1), 4.5)
+        self.assertAlmostEqual(x(3000, 24), 4.5)
+        self.assertAlmostEqual(x(3000, 25), 2.0)
+        self.assertEqual(x(3000, 49), 0.0)
+        self.assertAlmostEqual(x(2000, 0), 19.0)
+        self.assertAlmostEqual(x(550, 1), 1.0 + 0.5 * 1.5)
+        self.assertEqual(x(50_000, 0), 26.0)
+        # A negative extra counts as none.
+        self.assertEqual(x(100, 0), 0.0)
+        self.assertAlmostEqual(mh.post_wait_total_us(self.TABLE, 3000, 30), 26 + 24 * 4.5 + 5 * 2)
+
+    def test_a_probe_moves_to_a_host_speed_by_its_own(self):
+        probe = {**self.TABLE, "host_speed_us": 20.0, "median_us": [], "reps": 60}
+        moved = mh.post_wait_at(probe, 10.0)
+        self.assertEqual(moved["extra_us"][3], [13.0, 54.0, 24.0])
+        self.assertEqual(set(moved), {"gaps_us", "segment_ops", "extra_us"})

@@ -160,6 +160,13 @@ fn analyse<'t>(path: &Path, name: &'t str, trace: &'t Trace, keep: bool) -> Resu
     let counts = analysis.probe_counts(&probe.mark, probe.bare_us.keys().cloned(), probe.reps);
     let fit = probe::fit(&probe, &counts).map_err(|e| anyhow!("{name}: {e:#}"))?;
     analysis.deflate_with(fit.costs);
+    if let Some(pw) = &probe.post_wait {
+        let table = pw.table();
+        table
+            .validate()
+            .map_err(|e| anyhow!("{}: its post_wait: {e:#}", probe_file.display()))?;
+        analysis.without_post_wait(&table);
+    }
     Ok(Traced {
         analysis,
         probe: Some((probe, fit)),
@@ -411,6 +418,110 @@ mod tests {
             .unwrap()
             .at_host_speed(7.0)
             .is_err());
+    }
+
+    #[test]
+    fn the_post_wait_probes_are_moved_to_the_profiles_speed_and_pooled() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut traces = Vec::new();
+        // Three processes: their probes' post-wait passes ran at 10, 5 and 7.5 µs per op, and
+        // each saw the same extras in its own time (20 µs for the first call after 3 ms).
+        for (arm, speed) in [
+            (Arm::EagerDevice, 10.0),
+            (Arm::Graph, 5.0),
+            (Arm::EagerSync, 7.5),
+        ] {
+            let (trace, probe) = engine(arm, Some(COSTS));
+            let post_wait = format!(
+                "\"post_wait\":{{\"gaps_us\":[0,3000],\"segment_ops\":[1,24],\
+                 \"extra_us\":[[0,0],[20,{}]],\"host_speed_us\":{speed},\"reps\":60}},",
+                48.0 * speed / 7.5
+            );
+            let probe = probe.replacen("\"mark\"", &format!("{post_wait}\"mark\""), 1);
+            let path = dir.path().join(format!("t-{arm}.json"));
+            std::fs::write(&path, trace).unwrap();
+            std::fs::write(probe_path(&path), probe).unwrap();
+            traces.push(path);
+        }
+        let p = calibrate_paths(traces.clone(), false).unwrap().profile;
+        let speed = p.host_speed_us.as_ref().unwrap().value;
+        assert_eq!(speed, 7.5);
+        let pw = &p.post_wait.as_ref().expect("a post-wait table").value;
+        assert_eq!(pw.gaps_us, vec![0.0, 3000.0]);
+        // 20 µs at 10 → 15, at 5 → 30, at 7.5 → 20: the median 20. The passes: 48 each.
+        assert_eq!(pw.extra_us[1], vec![20.0, 48.0]);
+        assert!(p
+            .post_wait
+            .as_ref()
+            .unwrap()
+            .source
+            .contains("post_wait_probe"));
+        // A profile moved to a slower host pays more after a wait.
+        let slow = p.at_host_speed(15.0).unwrap();
+        assert_eq!(slow.post_wait.unwrap().value.extra_us[1], vec![40.0, 96.0]);
+        // Probes with other gaps cannot be pooled.
+        let other = std::fs::read_to_string(probe_path(&traces[0]))
+            .unwrap()
+            .replace("[0,3000]", "[0,1000]");
+        std::fs::write(probe_path(&traces[0]), other).unwrap();
+        let e = format!("{:#}", calibrate_paths(traces, false).unwrap_err());
+        assert!(e.contains("other gaps or segments"), "{e}");
+    }
+
+    /// An eager-sync engine whose ops after each read cost what a post-wait table says
+    /// (the first 12 µs more, the next four 2 µs more each), traced at `COSTS`; with the
+    /// table in its probe file, or without.
+    fn engine_paying_after_reads(with_table: bool) -> (String, String) {
+        let mut s = Synth::new(Some(COSTS));
+        let (probes, _) = s.probes(50);
+        let prep = |s: &mut Synth| {
+            op(s, 0, &[3000.0]); // a long kernel: the read waits ~3 ms for it
+            s.read(READ);
+            for extra in [12.0, 2.0, 2.0, 2.0, 2.0, 0.0, 0.0] {
+                s.op(Op {
+                    name: "aten::add",
+                    bare_us: OP + extra,
+                    nested: 0,
+                    kernels: &[],
+                });
+            }
+        };
+        for _ in 0..4 {
+            s.range("step", |s| {
+                s.range("draft prep", prep);
+                s.range("draft forward", |s| s.replay(REPLAY, 1, 1000.0));
+                s.range("verify prep", prep);
+                s.range("verify forward", |s| s.replay(REPLAY, 1, 1000.0));
+                s.range("accept", |s| op(s, 0, &[1.0]));
+            });
+        }
+        let mut probe = probe_file(&probes, 7.5);
+        if with_table {
+            let table = "\"post_wait\":{\"gaps_us\":[0,100],\"segment_ops\":[1,4],\
+                         \"extra_us\":[[0,0],[12,8]],\"host_speed_us\":7.5},";
+            probe = probe.replacen("\"mark\"", &format!("{table}\"mark\""), 1);
+        }
+        (s.into_json(), probe)
+    }
+
+    #[test]
+    fn a_known_post_wait_cost_is_taken_off_the_ops_after_a_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut op_us = Vec::new();
+        for with_table in [false, true] {
+            let (trace, probe) = engine_paying_after_reads(with_table);
+            let path = dir.path().join(format!("sync-{with_table}.json"));
+            std::fs::write(&path, trace).unwrap();
+            std::fs::write(probe_path(&path), probe).unwrap();
+            let p = calibrate_paths(vec![path], false).unwrap().profile;
+            assert_eq!(p.post_wait.is_some(), with_table);
+            op_us.push(p.preps["dspark_draft_block"].eager_sync.op_us.unwrap());
+        }
+        // 8 ops paying 20 µs after the read between them: 2.5 µs an op left in without the
+        // table; with it, the back-to-back cost (within what a gap of a few µs more than
+        // TRACE_GAP_US before the prep's first op takes off: under 0.35 µs an op).
+        assert!(close(op_us[0], OP + 2.5, 0.05), "{op_us:?}");
+        assert!(close(op_us[1], OP, 0.35), "{op_us:?}");
     }
 
     #[test]

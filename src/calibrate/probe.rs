@@ -10,6 +10,7 @@
 //! without a launch, nested ops, bare annotations, a graph replay), which is what lets the
 //! four costs be told apart; the fit's residuals are reported.
 
+use crate::model::post_wait::PostWait;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -51,6 +52,31 @@ pub struct ProbeFile {
     /// calls then carry the profiler's leftover hooks even bare.
     #[serde(default)]
     pub profiler_ran_before: bool,
+    /// What host work cost right after a wait for the GPU, bare, in this process
+    /// (metaprep_host.py `post_wait_probe`), when the probe file has it.
+    #[serde(default)]
+    pub post_wait: Option<PostWaitProbe>,
+}
+
+/// metaprep_host.py `post_wait_probe`'s record: per gap, per timed segment after the wait,
+/// the median µs and the extra over no wait; `host_speed_us` the pass's speed with no wait.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PostWaitProbe {
+    pub gaps_us: Vec<f64>,
+    pub segment_ops: Vec<u32>,
+    pub extra_us: Vec<Vec<f64>>,
+    pub host_speed_us: f64,
+}
+
+impl PostWaitProbe {
+    /// The extras as a table, in this probe's process's µs.
+    pub fn table(&self) -> PostWait {
+        PostWait {
+            gaps_us: self.gaps_us.clone(),
+            segment_ops: self.segment_ops.clone(),
+            extra_us: self.extra_us.clone(),
+        }
+    }
 }
 
 impl ProbeFile {
@@ -349,6 +375,7 @@ mod tests {
             bare_us: bare,
             profiled_us: profiled,
             profiler_ran_before: false,
+            post_wait: None,
         };
         (probe, map)
     }

@@ -47,6 +47,22 @@ pub fn render(traced: &[Traced], d: &Derivation, base: &HostProfile) -> String {
     if let Some(h) = &p.host_speed_us {
         let _ = writeln!(r, "| host_speed_us | {:.3} | {} |", h.value, h.source);
     }
+    if let Some(w) = &p.post_wait {
+        // Each gap's extras over the probe's segments (the first call, then its passes).
+        let rows: Vec<String> = (w.value.gaps_us.iter().zip(&w.value.extra_us))
+            .map(|(g, row)| {
+                let cells: Vec<String> = row.iter().map(|v| format!("{v:.1}")).collect();
+                format!("{g} µs: {}", cells.join(" / "))
+            })
+            .collect();
+        let _ = writeln!(
+            r,
+            "| post_wait (extra µs of {:?} calls after a wait) | {} | {} |",
+            w.value.segment_ops,
+            rows.join("; "),
+            w.source
+        );
+    }
     let _ = writeln!(r, "\n## Program\n");
     if d.foreign {
         let _ = writeln!(

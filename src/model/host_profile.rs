@@ -63,6 +63,7 @@ use crate::axes::Arm;
 use crate::axes::Drafter;
 use crate::axes::Family;
 use crate::axes::ReadPath;
+use crate::model::post_wait::PostWait;
 use crate::results::env::HOST_PROFILE_NOTE;
 use anyhow::{bail, ensure, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -265,6 +266,11 @@ pub struct HostProfile {
     /// DSpark's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eagle_program: Option<Vec<Item>>,
+    /// What framework calls cost extra right after the host waited, by the wait's length
+    /// (at `host_speed_us`), when measured: `steps` adds it after every read, syncing copy
+    /// and gap in the host program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_wait: Option<Sourced<PostWait>>,
 }
 
 /// The items that put work on the GPU, each exactly once in every DSpark program, in this
@@ -464,6 +470,9 @@ impl HostProfile {
             ("upload_us", self.upload_us.value),
         ] {
             check_us(field, v)?;
+        }
+        if let Some(post_wait) = &self.post_wait {
+            post_wait.value.validate()?;
         }
         if let Some(speed) = &self.host_speed_us {
             check_us("host_speed_us", speed.value)?;
@@ -711,6 +720,9 @@ impl HostProfile {
     /// Framework ops' host costs (the profile's and each prep arm's own) times `scale`.
     fn scale_op_costs(&mut self, scale: f64) {
         self.op_us.value *= scale;
+        if let Some(post_wait) = self.post_wait.as_mut() {
+            post_wait.value.scale(scale);
+        }
         for prep in self.preps.values_mut() {
             let upload = prep.graph_upload.as_mut();
             for ops in [

@@ -19,6 +19,7 @@ pub mod forward;
 pub mod host_profile;
 pub mod memory;
 pub mod metrics;
+pub mod post_wait;
 pub mod profile;
 pub mod program;
 pub mod stop;

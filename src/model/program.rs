@@ -359,6 +359,7 @@ mod tests {
             pinned_read_us: None,
             mapped_read_us: None,
             eagle_program: None,
+            post_wait: None,
         }
     }
 

@@ -47,6 +47,7 @@ use crate::model::host_profile::{
 };
 use crate::model::memory::{Deployment, GpuMemory, NotDeployable};
 use crate::model::metrics::{StepRecord, Timeline};
+use crate::model::post_wait::AfterWait;
 use crate::model::profile::{
     collective_latency_us, CollectivePlan, ForwardModel, ForwardSpec, Link,
     COLLECTIVE_LATENCY_SOURCE,
@@ -289,6 +290,9 @@ struct HostCosts {
     upload_top_up: Duration,
     /// Extra host time after each read on this rank (`--read-skew-us`, jitter).
     read_skew: ReadDelay,
+    /// What the calls after a wait cost extra (the profile's `post_wait`), and how far the
+    /// host program is past its last wait.
+    after_wait: AfterWait,
 }
 
 impl HostCosts {
@@ -302,6 +306,7 @@ impl HostCosts {
     ) -> HostCosts {
         HostCosts {
             read_skew,
+            after_wait: AfterWait::new(profile.post_wait.as_ref().map(|p| p.value.clone())),
             op: us(profile.op_us.value),
             graph_launch: us(profile.graph_launch_us.value),
             read_top_up: ReadPath::ALL.map(|path| {
@@ -315,15 +320,30 @@ impl HostCosts {
 }
 
 /// One framework op: launch `kernel` (if any), then let the host be busy until the op's
-/// host cost `op` has passed since it began.
-fn framework_op(kernel: Option<&Launch>, stream: sys::CUstream, op: Duration) -> Result<()> {
+/// host cost `op`, and what it costs extra so soon after a wait, has passed since it began.
+fn framework_op(
+    kernel: Option<&Launch>,
+    stream: sys::CUstream,
+    op: Duration,
+    after_wait: &mut AfterWait,
+) -> Result<()> {
     let start = Instant::now();
+    let extra = after_wait.call(start);
     if let Some(kernel) = kernel {
         // SAFETY: framework kernels take only a duration, or nothing.
         unsafe { kernel.issue(stream)? };
     }
-    spin_until(start + op);
+    spin_until(start + op + extra);
+    after_wait.ended(Instant::now());
     Ok(())
+}
+
+/// A framework call that began at `t0` and costs `cost` on the host: busy until then, plus
+/// what it costs extra after a wait.
+fn framework_call(t0: Instant, cost: Duration, after_wait: &mut AfterWait) {
+    let extra = after_wait.call(t0);
+    spin_until(t0 + cost + extra);
+    after_wait.ended(Instant::now());
 }
 
 /// Launches what prep step `step` launches: a framework kernel or one of the plan's own.
@@ -351,7 +371,7 @@ struct PrepRun<'a, 'g> {
     plan: &'a mut PrepPlan<'g>,
     /// The kernel each framework op of this prep launches.
     kernel: &'a Launch,
-    costs: &'a HostCosts,
+    costs: &'a mut HostCosts,
     /// Host time blocked in syncing uploads (graph-upload).
     upload_blocked: &'a mut Duration,
 }
@@ -379,9 +399,8 @@ impl PrepRun<'_, '_> {
                         .read_path()
                         .with_context(|| format!("the {arm} arm reads nothing to the host"))?;
                     self.plan.read_host_lengths(path)?;
-                    if let (Some(log), Some((r0, r1))) =
-                        (log.as_deref_mut(), self.plan.take_last_read())
-                    {
+                    let read = self.plan.take_last_read();
+                    if let (Some(log), Some((r0, r1))) = (log.as_deref_mut(), read) {
                         log.push(HostSpan {
                             lane: HostLane::BlockedInRead,
                             what: SpanOf::Read,
@@ -394,10 +413,12 @@ impl PrepRun<'_, '_> {
                             + self.costs.read_top_up[path.index()]
                             + self.costs.read_skew.next(),
                     );
+                    let blocked = read.map_or(Duration::ZERO, |(r0, r1)| r1 - r0);
+                    self.costs.after_wait.waited(blocked, Instant::now());
                 }
                 PrepStep::Op(_) => {
                     launch_of(step, self.kernel, self.plan, arm, stream)?;
-                    spin_until(t0 + prep.op);
+                    framework_call(t0, prep.op, &mut self.costs.after_wait);
                 }
                 PrepStep::Kernel(_) => launch_of(step, self.kernel, self.plan, arm, stream)?,
                 PrepStep::Upload => {
@@ -405,18 +426,24 @@ impl PrepRun<'_, '_> {
                     if self.costs.profile.upload_syncs.value {
                         // torch.tensor(list, device=...) copies with memcpy_and_sync.
                         self.gpu.sync()?;
-                        *self.upload_blocked += t0.elapsed();
+                        let blocked = t0.elapsed();
+                        *self.upload_blocked += blocked;
+                        // The profile's cost is the upload's with the GPU idle: the host pays
+                        // it on top of any wait, as after a read.
+                        spin_until(Instant::now() + self.costs.upload_top_up);
+                        self.costs.after_wait.waited(blocked, Instant::now());
+                    } else {
+                        let extra = self.costs.after_wait.call(t0);
+                        spin_until(Instant::now() + self.costs.upload_top_up + extra);
+                        self.costs.after_wait.ended(Instant::now());
                     }
-                    // The profile's cost is the upload's with the GPU idle: the host pays it
-                    // on top of any wait, as after a read.
-                    spin_until(Instant::now() + self.costs.upload_top_up);
                 }
                 PrepStep::Replay => {
                     match &prepared.framework {
                         Some(graph) => graph.launch().context("replaying the prep graph")?,
                         None => self.plan.replay(&prepared.plan)?,
                     }
-                    spin_until(t0 + self.costs.graph_launch);
+                    framework_call(t0, self.costs.graph_launch, &mut self.costs.after_wait);
                 }
             }
         }
@@ -667,7 +694,7 @@ impl StepCell<'_> {
                     let first_launch = first_launching_op(*ops, *launches);
                     for k in 0..*ops {
                         let kernel = (k >= first_launch).then_some(&self.host_kernel);
-                        framework_op(kernel, stream, op)?;
+                        framework_op(kernel, stream, op, &mut self.costs.after_wait)?;
                     }
                 }
                 _ if item.prep_phase().is_some() => {
@@ -681,7 +708,7 @@ impl StepCell<'_> {
                         gpu: self.gpu,
                         plan,
                         kernel,
-                        costs: &self.costs,
+                        costs: &mut self.costs,
                         upload_blocked: &mut self.upload_blocked,
                     }
                     .run(
@@ -706,7 +733,7 @@ impl StepCell<'_> {
                         .find(|(f, _)| *f == of)
                         .with_context(|| format!("the step has no {of:?} forward"))?;
                     forward.issue(self.gpu)?;
-                    spin_until(t0 + launch);
+                    framework_call(t0, launch, &mut self.costs.after_wait);
                 }
                 Item::Accept { ops } => {
                     if let Some(m) = marks.as_mut() {
@@ -714,9 +741,14 @@ impl StepCell<'_> {
                     }
                     // The first op launches the accept kernel itself.
                     self.lengths.issue_accept()?;
-                    spin_until(t0 + op);
+                    framework_call(t0, op, &mut self.costs.after_wait);
                     for _ in 1..*ops {
-                        framework_op(Some(&self.host_kernel), stream, op)?;
+                        framework_op(
+                            Some(&self.host_kernel),
+                            stream,
+                            op,
+                            &mut self.costs.after_wait,
+                        )?;
                     }
                 }
                 // step_items leaves no group and every other item is matched above.

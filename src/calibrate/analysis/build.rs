@@ -162,6 +162,7 @@ fn top_ops(trace: &Trace, thread: &ThreadEvents, rts: &[Rt], launches: &[Span]) 
             upload: htod && !other_copy,
             launches: inside(launches, |s| *s, op.span).len(),
             graph,
+            post_wait_us: 0.0,
         });
     }
     tops

@@ -4,6 +4,12 @@
 use super::{inside, Analysis, PrepStep, Rt, TopOp, EMPTY_RANGE};
 use crate::calibrate::probe::{EventCosts, EventCounts};
 use crate::calibrate::trace::Span;
+use crate::model::post_wait::PostWait;
+
+/// A gap between two top-level ops of a trace longer than this starts a post-wait sequence:
+/// under the profiler back-to-back ops sit a few µs apart (each op's own record lands after
+/// its span), so the harness's 10 µs would see gaps that are the profiler's.
+pub const TRACE_GAP_US: f64 = 20.0;
 use std::collections::BTreeMap;
 
 impl Analysis<'_> {
@@ -17,6 +23,34 @@ impl Analysis<'_> {
             .map(|a| a.span.dur())
             .collect();
         self.empty_range_us = crate::stats::summary::quantile(&empties, 0.5).unwrap_or(0.0);
+    }
+
+    /// From now on, a top-level op's host time is also without what it cost extra for
+    /// following a wait or a gap, by `table` (this process's post-wait probe): the ops after
+    /// a syncing op pay for its wait, and a gap between two ops longer than [`TRACE_GAP_US`]
+    /// (a Python segment, a replay, the wait between steps) starts a new sequence. The trace
+    /// then gives back-to-back costs, and `steps` adds the post-wait cost wherever its own
+    /// program waits, at the waits of the cell it runs rather than of the traced one.
+    pub fn without_post_wait(&mut self, table: &PostWait) {
+        let mut gap_us = 0.0;
+        let mut calls = 0u32;
+        let mut last_end: Option<f64> = None;
+        for i in 0..self.tops.len() {
+            let span = self.tops[i].span;
+            if self.tops[i].sync {
+                gap_us = self.wait(span);
+                calls = 0;
+                last_end = Some(span.end);
+                continue;
+            }
+            if last_end.is_some_and(|end| span.ts - end > TRACE_GAP_US) {
+                gap_us = span.ts - last_end.expect("checked");
+                calls = 0;
+            }
+            self.tops[i].post_wait_us = table.extra_us(gap_us, calls).max(0.0);
+            calls += 1;
+            last_end = Some(span.end);
+        }
     }
 
     /// Every event the profiler recorded inside `span` on the main thread.
@@ -65,7 +99,7 @@ impl Analysis<'_> {
             cpu_ops: 1.0,
             ..EventCounts::default()
         };
-        (op.span.dur() - self.overhead(op.span, own)).max(0.0)
+        (op.span.dur() - self.overhead(op.span, own) - op.post_wait_us).max(0.0)
     }
 
     /// A syncing op's host time without the profiler and without its wait for the GPU:
@@ -134,9 +168,10 @@ impl Analysis<'_> {
             .filter(|t| t.sync)
             .map(|t| self.absorbed(t))
             .sum();
+        let post_wait: f64 = tops.iter().map(|t| t.post_wait_us).sum();
         PrepStep {
             recorded_us: span.dur(),
-            host_us: self.range_us(span) + absorbed,
+            host_us: (self.range_us(span) + absorbed - post_wait).max(0.0),
             waits: tops
                 .iter()
                 .filter(|t| t.sync)

@@ -64,6 +64,9 @@ pub struct TopOp {
     /// Launch calls inside (driver calls inside a runtime launch not counted twice).
     pub launches: usize,
     pub graph: bool,
+    /// What this op cost extra for following a wait or a gap (the probe's post-wait table
+    /// at its place in the sequence; 0 without one): taken off its host time.
+    pub post_wait_us: f64,
 }
 
 impl TopOp {

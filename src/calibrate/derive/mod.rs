@@ -9,10 +9,11 @@ mod preps;
 mod program;
 
 use super::analysis::Analysis;
-use super::probe::{Fit, ProbeFile};
+use super::probe::{Fit, PostWaitProbe, ProbeFile};
 use crate::model::host_profile::{ArmOps, HostProfile, Item, Sourced};
+use crate::model::post_wait::PostWait;
 use crate::stats::summary::quantile;
-use anyhow::Result;
+use anyhow::{ensure, Result};
 use costs::{costs, Samples};
 use preps::preps;
 use program::program;
@@ -191,11 +192,67 @@ pub fn derive(
         mapped_read_us: base.mapped_read_us.clone(),
         // The traces are of a DSpark step: the EAGLE step is not calibrated from them.
         eagle_program: None,
+        post_wait: post_wait(traced, &cx)?,
         host_speed_us,
         preps,
         program,
     };
     Ok(d)
+}
+
+/// The traces' post-wait probes, each moved to the profile's host speed by its own speed
+/// (taken with the GPU idle beside it), pooled by the median of each (gap, segment); `None`
+/// when no probe file has one. Probes with other gaps or segments than the first are refused.
+fn post_wait(traced: &[Traced], cx: &Context) -> Result<Option<Sourced<PostWait>>> {
+    let probes: Vec<(&str, &PostWaitProbe)> = traced
+        .iter()
+        .filter_map(|t| {
+            let (p, _) = t.probe.as_ref()?;
+            Some((t.analysis.file, p.post_wait.as_ref()?))
+        })
+        .collect();
+    let Some(&(_, first)) = probes.first() else {
+        return Ok(None);
+    };
+    let mut moved = Vec::new();
+    for &(file, p) in &probes {
+        ensure!(
+            p.gaps_us == first.gaps_us && p.segment_ops == first.segment_ops,
+            "{file}: its probe file's post_wait has other gaps or segments than {}'s: record \
+             every trace with the same scripts/metaprep_host.py",
+            probes[0].0
+        );
+        ensure!(
+            p.host_speed_us.is_finite() && p.host_speed_us > 0.0,
+            "{file}: its probe file's post_wait has no host speed"
+        );
+        let to = cx.reference.map_or(1.0, |r| r / p.host_speed_us);
+        let mut table = p.table();
+        table.scale(to);
+        moved.push(table);
+    }
+    let mut table = moved[0].clone();
+    for (g, row) in table.extra_us.iter_mut().enumerate() {
+        for (k, v) in row.iter_mut().enumerate() {
+            let values: Vec<f64> = moved.iter().map(|m| m.extra_us[g][k]).collect();
+            *v = round3(median(&values).expect("one probe at least"));
+        }
+    }
+    table.validate()?;
+    let each = probes
+        .iter()
+        .map(|(file, p)| format!("{file} {:.3}", p.host_speed_us))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok(Some(Sourced {
+        value: table,
+        source: format!(
+            "median over {} trace processes of metaprep_host.py post_wait_probe (bare, before \
+             each profiler started; µs per op there: {each}), each moved to the profile's host \
+             speed by its own",
+            probes.len()
+        ),
+    }))
 }
 
 /// The annotation sequence most of `a`'s steps share (ties: the earliest), and how many do.
