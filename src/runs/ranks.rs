@@ -164,15 +164,7 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
     let nccl = match nccl.as_ref() {
         Ok(nccl) if !s.real.is_empty() => nccl,
         // Nothing runs for real (split refused `real` where it could not).
-        _ => {
-            let outcome = steps::run(config)?;
-            if !s.notes.is_empty() {
-                let mut env = EnvRecord::read(&config.out)?;
-                env.notes.extend(s.notes);
-                env.write(&config.out)?;
-            }
-            return Ok(outcome);
-        }
+        _ => return run_here(config, s.notes),
     };
     if config.resume {
         return Err(crate::results::BadInput(
@@ -221,6 +213,18 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         rows,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// Runs every layout of `config` in this process, `notes` (why none ran for real) added to
+/// its env.json.
+fn run_here(config: &StepsConfig, notes: Vec<String>) -> Result<StepsOutcome> {
+    let outcome = steps::run(config)?;
+    if !notes.is_empty() {
+        let mut env = EnvRecord::read(&config.out)?;
+        env.notes.extend(notes);
+        env.write(&config.out)?;
+    }
+    Ok(outcome)
 }
 
 /// What the worlds of real ranks gave: every rank's rows, the notes on each world (its GPUs,

@@ -18,7 +18,7 @@ use crate::harness::run_output::{arm_cells, existing_rows, needs_measuring, prog
 use crate::harness::timer::{ProgramItems, TimelineTimer, TimerSource};
 use crate::model::forward::StreamSource;
 use crate::model::host_profile::Item;
-use crate::model::memory::GpuMemory;
+use crate::model::memory::{Deployment, GpuMemory};
 use crate::model::trace::TraceBuilder;
 use crate::results::csv::{completed_cells, host_scale_column, Row, KIND_STEP};
 use crate::runs::rank_world::RankWorld;
@@ -35,23 +35,8 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
     config.host.require_read_costs(&config.arms)?;
     let read_paths: Vec<ReadPath> = config.arms.iter().filter_map(|a| a.read_path()).collect();
     let (csv_path, mut rows) = existing_rows(&config.out, config.resume)?;
-    let context = config.context();
-    // A planned memory is checked before the GPU opens, the device's once it is open: either
-    // way before any measurement.
-    let planned = config
-        .gpu_memory
-        .map(|memory| plan(config, context, memory))
-        .transpose()?;
-    let gpu = config.gpu.open()?;
-    let world = match &config.rank {
-        Some(role) => RankWorld::join(role, &gpu)?,
-        None => RankWorld::alone(),
-    };
+    let (gpu, world, (deployment, trace_cell)) = open(config)?;
     let ranks = world.size() as u32;
-    let (deployment, trace_cell) = match planned {
-        Some(p) => p,
-        None => plan(config, context, GpuMemory::device(gpu.info.memory_bytes))?,
-    };
     let done = completed_cells(&rows);
     let mut notes = rank_notes(config, &deployment, &world, &gpu);
     // Held to the end of the run: dropping it unpins the thread.
@@ -129,6 +114,27 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         rows,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The GPU opened, the rank's world joined (alone: a world of one), and the cells planned
+/// with the cell `--trace` writes. A planned memory (`--gpu-memory-gib`) is checked before
+/// the GPU opens, the device's once it is open: either way before any measurement.
+fn open(config: &StepsConfig) -> Result<(Gpu, RankWorld, (Deployment, Option<Cell>))> {
+    let context = config.context();
+    let planned = config
+        .gpu_memory
+        .map(|memory| plan(config, context, memory))
+        .transpose()?;
+    let gpu = config.gpu.open()?;
+    let world = match &config.rank {
+        Some(role) => RankWorld::join(role, &gpu)?,
+        None => RankWorld::alone(),
+    };
+    let planned = match planned {
+        Some(p) => p,
+        None => plan(config, context, GpuMemory::device(gpu.info.memory_bytes))?,
+    };
+    Ok((gpu, world, planned))
 }
 
 /// Every host scale's cells of (layout, batch, block), one per arm, with the scale in its
