@@ -11,7 +11,7 @@ use anyhow::{bail, Result};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Reads a results CSV written by [`write_rows`]. Every failure names the file, the line
+/// Reads a results CSV written by [`write_rows`](super::write_rows). Every failure names the file, the line
 /// and what to do about it.
 pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
     let name = path.display().to_string();

@@ -45,7 +45,8 @@ pub struct StepsConfig {
     /// What-if factors on every host cost (1 = as measured); each adds a set of cells.
     pub host_scales: Vec<f64>,
     pub link_gb_s: f64,
-    /// Per-collective latency; `None` takes [`collective_latency_us`]'s cited default.
+    /// Per-collective latency; `None` takes
+    /// [`collective_latency_us`](crate::model::profile::collective_latency_us)'s cited default.
     pub collective_latency_us: Option<f64>,
     /// How a cell's clean passes run in rounds and when it stops.
     pub rounds: StepRounds,

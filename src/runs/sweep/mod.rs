@@ -19,9 +19,10 @@
 //! with intervals that excluded zero (issue 25). With `--processes N` the rounds are measured
 //! by up to N worker processes (`metaprep sweep-worker`, started one after another, each
 //! measuring `ceil(--max-rounds / N)` rounds of the groups still open and handing back each
-//! round as typed [`RoundResult`]s, [`crate::runs::sweep_workers`]), so the between-process
-//! effect lands between rounds, in the intervals. This process then holds the NVML sampler
-//! and the files and measures nothing.
+//! round as typed [`RoundResult`](crate::runs::sweep_rounds::RoundResult)s,
+//! [`crate::runs::sweep_workers`]), so the between-process effect lands between rounds, in
+//! the intervals. This process then holds the NVML sampler and the files and measures
+//! nothing.
 //!
 //! **Resume.** A group's rows are written when its rounds stop, all at once, so the CSV only
 //! ever holds whole groups, each from one invocation's rounds; `--resume` keeps those and
