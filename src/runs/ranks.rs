@@ -164,15 +164,7 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
     let nccl = match nccl.as_ref() {
         Ok(nccl) if !s.real.is_empty() => nccl,
         // Nothing runs for real (split refused `real` where it could not).
-        _ => {
-            let outcome = steps::run(config)?;
-            if !s.notes.is_empty() {
-                let mut env = EnvRecord::read(&config.out)?;
-                env.notes.extend(s.notes);
-                env.write(&config.out)?;
-            }
-            return Ok(outcome);
-        }
+        _ => return run_here(config, s.notes),
     };
     if config.resume {
         return Err(crate::results::BadInput(
@@ -200,38 +192,9 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         // not inherit its one CPU.
         rows = steps::run(&here)?.rows;
     }
-    let traced_world = s.real.iter().position(|l| l.gpus() > 1).unwrap_or(0);
-    let mut first_world_env = None;
-    let mut all_rank_rows = Vec::new();
-    for (w, &layout) in s.real.iter().enumerate() {
-        let world_dir = config.out.join(RANKS_DIR).join(layout.to_string());
-        let trace = config.trace.as_ref().is_some_and(|t| match t.cell {
-            Some((l, _, _)) => l == layout,
-            None => w == traced_world && !traced_here,
-        });
-        let n = layout.gpus() as usize;
-        eprintln!("metaprep: {layout}: starting {n} rank(s), one process per GPU");
-        start_world(&world_dir, n, |r, exe| {
-            worker_command(exe, r, layout, &nccl.path, &world_dir, trace, steps_args)
-        })
-        .with_context(|| format!("{layout} with real ranks"))?;
-        let world = gather(&world_dir, layout, n)?;
-        all_rank_rows.extend(world.rows);
-        notes.extend(world.gpu_notes);
-        first_world_env.get_or_insert(world.rank0_env);
-        if let (true, Some(t)) = (trace, &config.trace) {
-            merge_traces(&world_dir, n, t, &config.arms)?;
-        }
-        notes.push(format!(
-            "real ranks: {layout} ran {n} ranks, one process per GPU (GPUs {}-{}), collectives \
-             through {}; every rank's rows in {RANKS_CSV}, each cell's slowest rank (by step_us) \
-             in {RESULTS_CSV}; each rank's own run in {}",
-            config.gpu.ordinal,
-            config.gpu.ordinal + n - 1,
-            nccl.describe(),
-            Path::new(RANKS_DIR).join(layout.to_string()).display()
-        ));
-    }
+    let worlds = run_worlds(config, steps_args, &s.real, nccl, traced_here)?;
+    let (first_world_env, all_rank_rows) = (worlds.first_env, worlds.rank_rows);
+    notes.extend(worlds.notes);
     let (slowest, picked) = slowest_rank_rows(&all_rank_rows);
     notes.push(slowest_note(&picked));
     rows.extend(slowest);
@@ -250,6 +213,74 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         rows,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// Runs every layout of `config` in this process, `notes` (why none ran for real) added to
+/// its env.json.
+fn run_here(config: &StepsConfig, notes: Vec<String>) -> Result<StepsOutcome> {
+    let outcome = steps::run(config)?;
+    if !notes.is_empty() {
+        let mut env = EnvRecord::read(&config.out)?;
+        env.notes.extend(notes);
+        env.write(&config.out)?;
+    }
+    Ok(outcome)
+}
+
+/// What the worlds of real ranks gave: every rank's rows, the notes on each world (its GPUs,
+/// how it ran), and the first world's rank-0 env.json.
+struct Worlds {
+    rank_rows: Vec<RankRow>,
+    notes: Vec<String>,
+    first_env: Option<EnvRecord>,
+}
+
+/// Starts a world of real ranks for each layout of `real`, one after another, and gathers
+/// each: its rows, notes and (for the traced world) the ranks' traces merged into one. Without
+/// `--trace-cell` (and with nothing traced here) the first world with several ranks is traced.
+fn run_worlds(
+    config: &StepsConfig,
+    steps_args: &[OsString],
+    real: &[Layout],
+    nccl: &Nccl,
+    traced_here: bool,
+) -> Result<Worlds> {
+    let traced_world = real.iter().position(|l| l.gpus() > 1).unwrap_or(0);
+    let mut worlds = Worlds {
+        rank_rows: Vec::new(),
+        notes: Vec::new(),
+        first_env: None,
+    };
+    for (w, &layout) in real.iter().enumerate() {
+        let world_dir = config.out.join(RANKS_DIR).join(layout.to_string());
+        let trace = config.trace.as_ref().is_some_and(|t| match t.cell {
+            Some((l, _, _)) => l == layout,
+            None => w == traced_world && !traced_here,
+        });
+        let n = layout.gpus() as usize;
+        eprintln!("metaprep: {layout}: starting {n} rank(s), one process per GPU");
+        start_world(&world_dir, n, |r, exe| {
+            worker_command(exe, r, layout, &nccl.path, &world_dir, trace, steps_args)
+        })
+        .with_context(|| format!("{layout} with real ranks"))?;
+        let world = gather(&world_dir, layout, n)?;
+        worlds.rank_rows.extend(world.rows);
+        worlds.notes.extend(world.gpu_notes);
+        worlds.first_env.get_or_insert(world.rank0_env);
+        if let (true, Some(t)) = (trace, &config.trace) {
+            merge_traces(&world_dir, n, t, &config.arms)?;
+        }
+        worlds.notes.push(format!(
+            "real ranks: {layout} ran {n} ranks, one process per GPU (GPUs {}-{}), collectives \
+             through {}; every rank's rows in {RANKS_CSV}, each cell's slowest rank (by step_us) \
+             in {RESULTS_CSV}; each rank's own run in {}",
+            config.gpu.ordinal,
+            config.gpu.ordinal + n - 1,
+            nccl.describe(),
+            Path::new(RANKS_DIR).join(layout.to_string()).display()
+        ));
+    }
+    Ok(worlds)
 }
 
 /// What a world's ranks left in their run folders.

@@ -53,89 +53,19 @@ pub fn parse_trace(json: &str) -> Result<Trace> {
         "the trace has no \"traceEvents\" array; expected a Chrome trace {\"traceEvents\": [...]}",
     )?;
 
-    let mut process_names: BTreeMap<i64, String> = BTreeMap::new();
-    let mut thread_names: BTreeMap<(i64, i64), String> = BTreeMap::new();
-    // (lane key, name, ts, dur, step)
-    type RawSpan = ((i64, i64), String, f64, f64, Option<u64>);
+    let mut names = LaneNames::default();
     let mut raw_spans: Vec<RawSpan> = Vec::new();
     for (index, event) in events.iter().enumerate() {
-        let field = |key: &str| event.get(key);
-        let context = || format!("trace event #{index}");
-        match field("ph").and_then(Value::as_str) {
-            Some("X") => {
-                let number = |key: &str| {
-                    field(key)
-                        .and_then(Value::as_f64)
-                        .filter(|v| v.is_finite())
-                        .with_context(|| {
-                            format!("{}: complete event without a numeric {key:?}", context())
-                        })
-                };
-                let integer = |key: &str| {
-                    field(key).and_then(Value::as_i64).with_context(|| {
-                        format!("{}: complete event without an integer {key:?}", context())
-                    })
-                };
-                let (ts, dur) = (number("ts")?, number("dur")?);
-                if dur < 0.0 {
-                    bail!("{}: negative duration {dur} µs", context());
-                }
-                let name = field("name").and_then(Value::as_str).unwrap_or("");
-                let step = field("args")
-                    .and_then(|a| a.get("step"))
-                    .and_then(Value::as_u64);
-                raw_spans.push((
-                    (integer("pid")?, integer("tid")?),
-                    name.to_string(),
-                    ts,
-                    dur,
-                    step,
-                ));
-            }
-            Some("M") => {
-                let label = field("args")
-                    .and_then(|a| a.get("name"))
-                    .and_then(Value::as_str);
-                let pid = field("pid").and_then(Value::as_i64);
-                let tid = field("tid").and_then(Value::as_i64);
-                match (field("name").and_then(Value::as_str), label, pid, tid) {
-                    (Some("process_name"), Some(label), Some(pid), _) => {
-                        process_names.insert(pid, label.to_string());
-                    }
-                    (Some("thread_name"), Some(label), Some(pid), Some(tid)) => {
-                        thread_names.insert((pid, tid), label.to_string());
-                    }
-                    _ => {}
-                }
-            }
+        match event.get("ph").and_then(Value::as_str) {
+            Some("X") => raw_spans.push(complete_event(event, index)?),
+            Some("M") => names.read(event),
             Some(_) => {}
-            None => bail!("{}: no \"ph\" (phase) string", context()),
+            None => bail!("trace event #{index}: no \"ph\" (phase) string"),
         }
     }
 
     let lane_keys: BTreeSet<(i64, i64)> = raw_spans.iter().map(|s| s.0).collect();
-    let lanes: Vec<Lane> = lane_keys
-        .iter()
-        .map(|&(pid, tid)| {
-            let process = process_names
-                .get(&pid)
-                .cloned()
-                .unwrap_or_else(|| match pid {
-                    1 => "host".into(),
-                    2 => "GPU".into(),
-                    other => format!("pid {other}"),
-                });
-            let thread = thread_names
-                .get(&(pid, tid))
-                .cloned()
-                .unwrap_or_else(|| format!("tid {tid}"));
-            Lane {
-                pid,
-                tid,
-                label: format!("{process}: {thread}"),
-            }
-        })
-        .collect();
+    let lanes: Vec<Lane> = lane_keys.iter().map(|&key| names.lane(key)).collect();
     let origin = raw_spans.iter().map(|s| s.2).fold(f64::INFINITY, f64::min);
     let spans = raw_spans
         .into_iter()
@@ -157,6 +87,95 @@ pub fn parse_trace(json: &str) -> Result<Trace> {
         lanes,
         spans,
     })
+}
+
+/// A complete event before its lane is numbered: (lane key (pid, tid), name, ts, dur, step).
+type RawSpan = ((i64, i64), String, f64, f64, Option<u64>);
+
+/// Event `index`, a complete (`ph: "X"`) one, as a span: its times must be finite numbers,
+/// its duration not negative, its pid and tid integers.
+fn complete_event(event: &Value, index: usize) -> Result<RawSpan> {
+    let field = |key: &str| event.get(key);
+    let context = || format!("trace event #{index}");
+    let number = |key: &str| {
+        field(key)
+            .and_then(Value::as_f64)
+            .filter(|v| v.is_finite())
+            .with_context(|| format!("{}: complete event without a numeric {key:?}", context()))
+    };
+    let integer = |key: &str| {
+        field(key)
+            .and_then(Value::as_i64)
+            .with_context(|| format!("{}: complete event without an integer {key:?}", context()))
+    };
+    let (ts, dur) = (number("ts")?, number("dur")?);
+    if dur < 0.0 {
+        bail!("{}: negative duration {dur} µs", context());
+    }
+    let name = field("name").and_then(Value::as_str).unwrap_or("");
+    let step = field("args")
+        .and_then(|a| a.get("step"))
+        .and_then(Value::as_u64);
+    Ok((
+        (integer("pid")?, integer("tid")?),
+        name.to_string(),
+        ts,
+        dur,
+        step,
+    ))
+}
+
+/// The lanes' names the metadata (`ph: "M"`) events give: each process's and each thread's.
+#[derive(Default)]
+struct LaneNames {
+    processes: BTreeMap<i64, String>,
+    threads: BTreeMap<(i64, i64), String>,
+}
+
+impl LaneNames {
+    /// Keeps the name a `process_name` or `thread_name` event gives; other metadata is
+    /// ignored.
+    fn read(&mut self, event: &Value) {
+        let field = |key: &str| event.get(key);
+        let label = field("args")
+            .and_then(|a| a.get("name"))
+            .and_then(Value::as_str);
+        let pid = field("pid").and_then(Value::as_i64);
+        let tid = field("tid").and_then(Value::as_i64);
+        match (field("name").and_then(Value::as_str), label, pid, tid) {
+            (Some("process_name"), Some(label), Some(pid), _) => {
+                self.processes.insert(pid, label.to_string());
+            }
+            (Some("thread_name"), Some(label), Some(pid), Some(tid)) => {
+                self.threads.insert((pid, tid), label.to_string());
+            }
+            _ => {}
+        }
+    }
+
+    /// The lane of (pid, tid), named `process: thread`; an unnamed process is `host` (pid 1),
+    /// `GPU` (pid 2) or `pid N`, an unnamed thread `tid N`.
+    fn lane(&self, (pid, tid): (i64, i64)) -> Lane {
+        let process = self
+            .processes
+            .get(&pid)
+            .cloned()
+            .unwrap_or_else(|| match pid {
+                1 => "host".into(),
+                2 => "GPU".into(),
+                other => format!("pid {other}"),
+            });
+        let thread = self
+            .threads
+            .get(&(pid, tid))
+            .cloned()
+            .unwrap_or_else(|| format!("tid {tid}"));
+        Lane {
+            pid,
+            tid,
+            label: format!("{process}: {thread}"),
+        }
+    }
 }
 
 /// Parses `trace_json` and draws it as `timeline`.

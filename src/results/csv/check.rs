@@ -1,0 +1,255 @@
+//! What no row metaprep wrote can be: a kind, family, arm or layout it does not know, a size
+//! of 0, a median that is no number, an infinite value, a negative measurement, or a median
+//! outside its own interval. Each error names the column.
+
+use super::family::HOST_SCALE_MARK;
+use super::row::{CellKey, Row};
+use super::{KIND_FLOOR, KIND_PREP, KIND_STEP};
+use crate::axes::floor_item::{HARNESS, HOST_REFERENCE};
+use crate::axes::{Arm, Drafter, Family, FloorItem, Layout};
+
+/// Why a row cannot be one metaprep wrote: a kind, family, arm or layout it does not know
+/// (each checked by its own parser, so a new arm is known as soon as it exists), a median
+/// that is not a number, an infinite value, a negative time, rate or ratio (a derived row,
+/// a difference, may be negative), or a median outside its own interval.
+pub(super) fn check_row(row: &Row) -> std::result::Result<(), String> {
+    check_names(&row.kind, &row.family, &row.arm, &row.layout)?;
+    // A floor item has no block: its rows' block_size is not read.
+    let block = (row.kind != KIND_FLOOR).then_some(row.block_size);
+    for (name, v) in [("batch_size", Some(row.batch_size)), ("block_size", block)] {
+        if v == Some(0) {
+            return Err(format!("column `{name}`: 0 is no size: sizes start at 1"));
+        }
+    }
+    if row.median.is_nan() {
+        return Err("column `median`: the median is not a number".into());
+    }
+    let values = [
+        ("median", row.median),
+        ("p10", row.p10),
+        ("p90", row.p90),
+        ("ci_lo", row.ci_lo),
+        ("ci_hi", row.ci_hi),
+    ];
+    if let Some((name, v)) = values.iter().find(|(_, v)| v.is_infinite()) {
+        return Err(format!("column `{name}`: {v} is not a measurement"));
+    }
+    if row.stop_reason != "derived" {
+        if let Some((name, v)) = values.iter().find(|(_, v)| *v < 0.0) {
+            return Err(format!("column `{name}`: {v} {} is negative", row.unit));
+        }
+    }
+    // A spread is both percentiles or neither, the lower first.
+    if row.p10.is_nan() != row.p90.is_nan() || row.p10 > row.p90 {
+        return Err(format!(
+            "columns `p10`, `p90`: {} <= {} does not hold: the 10th percentile is at most the \
+             90th, and both are numbers or neither",
+            row.p10, row.p90
+        ));
+    }
+    // NaN bounds are no interval (too few samples); a median outside its own is no row.
+    if !(row.ci_lo.is_nan()
+        || row.ci_hi.is_nan()
+        || row.ci_lo <= row.median && row.median <= row.ci_hi)
+    {
+        return Err(format!(
+            "columns `ci_lo`, `median`, `ci_hi`: {} <= {} <= {} does not hold: an interval \
+             holds its median",
+            row.ci_lo, row.median, row.ci_hi
+        ));
+    }
+    Ok(())
+}
+
+/// A cell's kind, family, arm and layout, each one metaprep writes; the error names the column.
+pub(crate) fn check_cell_key(key: &CellKey) -> std::result::Result<(), String> {
+    check_names(&key.kind, &key.family, &key.arm, &key.layout)
+}
+
+fn check_names(
+    kind: &str,
+    family: &str,
+    arm: &str,
+    layout: &str,
+) -> std::result::Result<(), String> {
+    let column = |name: &str, why: String| Err(format!("column `{name}`: {why}"));
+    if let Err(e) = layout.parse::<Layout>() {
+        return column("layout", e.to_string());
+    }
+    match kind {
+        KIND_PREP => {
+            if let Err(e) = family.parse::<Family>() {
+                return column("family", e);
+            }
+            if let Err(e) = arm.parse::<Arm>() {
+                return column("arm", e);
+            }
+        }
+        KIND_STEP => {
+            if Drafter::of_step_family(family).is_none() {
+                let names: Vec<&str> = Drafter::ALL.iter().map(|d| d.step_family()).collect();
+                return column(
+                    "family",
+                    format!(
+                        "`{}` is not a step row's family: `{}`, or one of them with \
+                         `{HOST_SCALE_MARK}<scale>` after it for a what-if host scale",
+                        family,
+                        names.join("` or `")
+                    ),
+                );
+            }
+            if let Err(e) = arm.parse::<Arm>() {
+                return column("arm", e);
+            }
+        }
+        KIND_FLOOR => {
+            if family != KIND_FLOOR {
+                return column(
+                    "family",
+                    format!("`{}` is not a floor row's family: `floor`", family),
+                );
+            }
+            // The harness's overhead and the host-speed reference are floor rows of their own.
+            if arm != HARNESS && arm != HOST_REFERENCE {
+                if let Err(e) = arm.parse::<FloorItem>() {
+                    return column("arm", format!("{e} (or {HARNESS}, {HOST_REFERENCE})"));
+                }
+            }
+        }
+        other => {
+            return column(
+                "kind",
+                format!("`{other}` is not a kind: use {KIND_PREP}, {KIND_FLOOR} or {KIND_STEP}"),
+            )
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::axes::floor_item::{HARNESS, HOST_REFERENCE};
+    use crate::results::csv::fixtures::{error_of, good_text, write_file};
+    use crate::results::csv::test_rows::row;
+    use crate::results::csv::*;
+
+    #[test]
+    fn unknown_names_are_refused_naming_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = good_text();
+        let cases = [
+            (
+                ",graph,4,5,",
+                ",graphs,4,5,",
+                "line 2: prep dspark_draft_block/graphs",
+                "column `arm`: unknown arm 'graphs'",
+            ),
+            (
+                "prep,dspark_draft_block,graph,4,5,tp1,,false,step_us",
+                "prep,dspark_draft_block,graph,4,5,tp3,,false,step_us",
+                "line 2",
+                "column `layout`: `tp3` is not a layout",
+            ),
+            (
+                "prep,dspark_draft_block,graph,4,5,tp1,,false,step_us",
+                "prep,dspark,graph,4,5,tp1,,false,step_us",
+                "line 2",
+                "column `family`: unknown family 'dspark'",
+            ),
+            (
+                "prep,dspark_draft_block,graph,4,5,tp1,,false,step_us",
+                "bench,dspark_draft_block,graph,4,5,tp1,,false,step_us",
+                "line 2",
+                "column `kind`: `bench` is not a kind",
+            ),
+            (
+                "floor,floor,empty-kernel",
+                "floor,floor,empty-kernels",
+                "line 4",
+                "column `arm`: unknown floor item 'empty-kernels'",
+            ),
+            (
+                "floor,floor,empty-kernel",
+                "floor,prep,empty-kernel",
+                "line 4",
+                "column `family`: `prep` is not a floor row's family",
+            ),
+        ];
+        for (from, to, line, why) in cases {
+            assert!(text.contains(from), "{from}");
+            let error = error_of(&write_file(&dir, &text.replacen(from, to, 1)));
+            assert!(error.contains(line) && error.contains(why), "{to}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_harness_and_the_host_reference_are_floor_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+
+        // The harness row and the host-speed reference are floor rows, and an arm's time per
+        // unit of host speed is a metric of its own.
+        let harness = row("floor", "floor", HARNESS, 1, "overhead_us", 0.2);
+        let host = row("floor", "floor", HOST_REFERENCE, 1, "step_us", 21.0);
+        let twin = row(
+            "prep",
+            "dsa_decode",
+            "eager-sync",
+            8,
+            "host_issue_us_per_host_ref",
+            0.4,
+        );
+        write_rows(&path, &[harness, host, twin]).unwrap();
+        assert_eq!(read_rows(&path).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn a_median_outside_its_interval_and_impossible_values_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        let good = row("prep", "dsa_decode", "graph", 8, "step_us", 20.0);
+        type Spoil = fn(&mut Row);
+        let cases: [(Spoil, &str); 9] = [
+            (|r| r.p10 = 30.0, "columns `p10`, `p90`: 30 <= "),
+            (|r| r.p90 = f64::NAN, "columns `p10`, `p90`"),
+            (|r| r.block_size = 0, "column `block_size`: 0 is no size"),
+            (|r| r.ci_lo = 20.5, "20.5 <= 20 <= 20.2 does not hold"),
+            (|r| r.ci_hi = 19.0, "19.8 <= 20 <= 19 does not hold"),
+            (
+                |r| r.median = f64::NAN,
+                "column `median`: the median is not a number",
+            ),
+            (
+                |r| r.p90 = f64::INFINITY,
+                "column `p90`: inf is not a measurement",
+            ),
+            (
+                |r| r.median = f64::NEG_INFINITY,
+                "column `median`: -inf is not a measurement",
+            ),
+            (|r| r.p10 = -1.0, "column `p10`: -1 us is negative"),
+        ];
+        for (spoil, why) in cases {
+            let mut bad = good.clone();
+            spoil(&mut bad);
+            write_rows(&path, &[good.clone(), bad]).unwrap();
+            let error = error_of(&path);
+            assert!(
+                error.contains("line 3: prep dsa_decode/graph bs=8") && error.contains(why),
+                "{why}: {error}"
+            );
+        }
+        // A derived row (a difference) may be negative, its interval still holds it.
+        let mut diff = good.clone();
+        (diff.stop_reason, diff.median, diff.ci_lo, diff.ci_hi) =
+            ("derived".into(), -2.0, -3.0, -1.0);
+        (diff.p10, diff.p90) = (-3.5, -0.5);
+        write_rows(&path, &[diff.clone()]).unwrap();
+        assert_eq!(read_rows(&path).unwrap(), vec![diff.clone()]);
+        diff.median = -0.5;
+        diff.ci_hi = -1.0;
+        write_rows(&path, &[diff]).unwrap();
+        assert!(error_of(&path).contains("does not hold"));
+    }
+}

@@ -1,0 +1,55 @@
+//! The decode-step model on the GPU: the host program of a
+//! [`HostProfile`](crate::model::host_profile::HostProfile) (scheduler work, draft metadata
+//! prep (the arm under test), draft forward, host work between phases, verify prep, verify
+//! forward, accept; under `--drafter eagle` the draft passes' DSA decode preps and forwards,
+//! the verify, the DSA draft-extend prep and forward, see
+//! [`HostProfile::step_items`](crate::model::host_profile::HostProfile::step_items)), run for
+//! real with the host allowed one step ahead of the GPU, as an overlap scheduler does. Host
+//! segments are busy-waits, launches and reads are real: whatever a read exposes shows on
+//! the GPU timeline by itself.
+//!
+//! Each cell runs twice:
+//! * a clean pass, one CUDA event per step (the one the one-step-ahead rule waits on, so it
+//!   costs nothing extra): step wall times and completions on the device clock give ITL and
+//!   throughput;
+//! * a timeline pass timed by `--timer` (see [`crate::harness::timer`]): GPU busy intervals
+//!   give forward occupancy and the host-bound gap, and for the traced cell the Perfetto
+//!   trace. With CUDA events (ten a step, a few µs of host time) a prep phase is marked from
+//!   its first launch (for eager-sync: after the host read, the list and its copy) to its
+//!   last kernel's end, so for eager arms the gaps between their own launches fall inside
+//!   it; with CUPTI every kernel and copy is its own interval. Occupancy is reported per step (1 - gap /
+//!   step wall time), so it has a median and an interval.
+//!
+//! A process runs one rank. Alone, a layout wider than one GPU is emulated (the collective
+//! is a busy-wait sized by the bytes it would move). As a worker of a world
+//! ([`crate::runs::ranks`] starts one per GPU), the rank runs this same loop on its own GPU
+//! and stream, the forward's collectives are real NCCL calls captured into the forward's
+//! graph, and every decision that could differ between ranks is agreed
+//! ([`RankWorld`](crate::runs::rank_world::RankWorld)).
+//!
+//! One concern a file, in the order a run meets them: `config` (what a run is asked, the
+//! cells it plans), `run` (the loop over cells, host scales, rounds and timelines) and
+//! `notes` (what it writes into env.json about itself); `make` (a cell built: inputs,
+//! forwards, preps), `cell` (a cell's arms made ready and one step run), `host` (host costs
+//! as durations, busy-waits, framework ops), `prep_run` (one prep's host actions inside a
+//! step), `forward` (the forward stand-ins), `passes` (the clean, checked and timeline
+//! passes over a cell), `rows` (a cell's rounds into CSV rows) and `check` (every prep of
+//! every step against the CPU reference, for the GPU tests).
+
+mod cell;
+mod check;
+mod config;
+mod forward;
+mod host;
+mod make;
+mod notes;
+mod passes;
+mod prep_run;
+mod rows;
+mod run;
+
+pub use check::{check_steps, StepCheck};
+pub use config::{plan, Cell, StepsConfig, TraceRequest};
+pub(crate) use notes::model_name;
+pub use rows::window_throughput;
+pub use run::{run, StepsOutcome};

@@ -1,0 +1,204 @@
+//! What measures a round on the GPU ([`Measurer`]): the floor (its items, the harness's
+//! empty graph, the host-speed reference) and then every open group's arms back to back, in
+//! the round's seeded order. The same in this process and in a `sweep-worker`.
+
+use super::{GroupSpec, SweepConfig};
+use crate::axes::floor_item::HOST_REFERENCE;
+use crate::axes::Arm;
+use crate::axes::FloorItem;
+use crate::gpu::nvtx;
+use crate::gpu::StepSource;
+use crate::gpu::{Gpu, Launch};
+use crate::harness::floor::Floor;
+use crate::harness::host_reference::HostReference;
+use crate::harness::prep_cell::measure;
+use crate::harness::sampling::sample_per_step;
+use crate::harness::schedule::round_order;
+use crate::prep::accept::AcceptModel;
+use crate::prep::bytes::prep_bytes;
+use crate::prep::inputs::{generate, HostInputs};
+use crate::prep::lengths::DeviceLengths;
+use crate::prep::plan::{ArmSteps, PrepPlan};
+use crate::prep::Shape;
+use crate::runs::sweep_rounds::{floor_cell, FloorRound, GroupRound, RoundResult, HARNESS};
+use crate::stats::stopping::StoppingRule;
+use anyhow::{Context, Result};
+use cudarc::driver::CudaGraph;
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::time::Instant;
+
+/// The bare empty graph run through the same harness as the arms: its cost over the raw
+/// empty-graph floor is the harness's own per-step overhead.
+struct GraphSteps<'a>(&'a CudaGraph);
+
+impl StepSource for GraphSteps<'_> {
+    fn issue_step(&mut self) -> Result<()> {
+        self.0.launch().context("replaying the empty graph")
+    }
+}
+
+/// The NVTX range of each step of the harness row.
+const HARNESS_RANGE: &CStr = c"harness (empty graph)";
+
+/// Says that a cell begins: its label, and whether it counts as a visit of a prep cell (the
+/// floor's do not). A worker sends it on; this process tags NVML samples and the progress.
+pub type Mark<'m> = dyn FnMut(&str, bool) -> Result<()> + 'm;
+
+/// What measures rounds on the GPU: the floor, the stand-in forward, the host-speed reference
+/// and each group's inputs, made once per process and kept for every round it measures.
+pub struct Measurer<'g> {
+    gpu: &'g Gpu,
+    config: &'g SweepConfig,
+    floor: Floor<'g>,
+    forward: Option<Launch>,
+    host_reference: HostReference,
+    /// Inputs depend on the rank's batch and the block only; generating the largest takes
+    /// longer than measuring a cell, so each is generated once and kept for every round.
+    inputs: HashMap<(u32, u32), HostInputs>,
+    /// The within-round rule.
+    rule: StoppingRule,
+}
+
+impl<'g> Measurer<'g> {
+    pub fn new(gpu: &'g Gpu, config: &'g SweepConfig) -> Result<Self> {
+        let forward = if config.forward_us > 0.0 {
+            Some(Launch::spin(gpu, config.forward_us)?)
+        } else {
+            None
+        };
+        Ok(Measurer {
+            gpu,
+            config,
+            floor: Floor::new(gpu)?,
+            forward,
+            host_reference: HostReference::new(),
+            inputs: HashMap::new(),
+            rule: config.rule.per_round(config.rounds),
+        })
+    }
+
+    /// Round `round` (from 0): the floor, then every group of `groups` in the round's order,
+    /// each one's arms back to back.
+    pub fn round(
+        &mut self,
+        round: usize,
+        groups: &[GroupSpec],
+        mark: &mut Mark,
+    ) -> Result<RoundResult> {
+        let heading = format!(
+            "round {} of {}–{}",
+            round + 1,
+            self.config.rounds,
+            self.config.max_rounds
+        );
+        let floor = self.measure_floor(mark).with_context(|| heading.clone())?;
+        let positions: Vec<usize> = (0..groups.len()).collect();
+        let mut visits = Vec::with_capacity(groups.len());
+        for visit in round_order(&positions, self.config.arms.len(), self.config.seed, round) {
+            let group = &groups[visit.group];
+            let measured = self
+                .visit(group, &visit.arms, mark)
+                .with_context(|| heading.clone())?;
+            visits.push(measured);
+        }
+        Ok(RoundResult {
+            round,
+            floor,
+            groups: visits,
+        })
+    }
+
+    /// One round of the floor: every item, the empty graph through the arms' harness, then the
+    /// host-speed reference on this (pinned) thread.
+    fn measure_floor(&mut self, mark: &mut Mark) -> Result<FloorRound> {
+        let started = Instant::now();
+        let (rule, steps) = (&self.rule, self.config.steps_per_sample);
+        let mut round = FloorRound::default();
+        for item in FloorItem::ALL {
+            mark(&floor_cell(item.name()).label(), false)?;
+            let floor = &mut self.floor;
+            let sampled = sample_per_step(rule, steps, |n| floor.batch(item, n))?;
+            round.items.push(sampled.per_step_us);
+        }
+        mark(&floor_cell(HARNESS).label(), false)?;
+        let harness = measure(
+            self.gpu,
+            &mut GraphSteps(self.floor.empty_graph()?),
+            HARNESS_RANGE,
+            rule,
+            steps,
+            None,
+        )?;
+        round.harness = harness.step.per_step_us;
+        mark(&floor_cell(HOST_REFERENCE).label(), false)?;
+        let host = &mut self.host_reference;
+        round.host_reference = sample_per_step(rule, steps, |n| Ok(host.batch(n)))?.per_step_us;
+        round.seconds = started.elapsed().as_secs_f64();
+        Ok(round)
+    }
+
+    /// One round of `group`: a fresh plan over its inputs, then each arm in `arm_order`
+    /// (indices into the run's arms), back to back.
+    fn visit(
+        &mut self,
+        group: &GroupSpec,
+        arm_order: &[usize],
+        mark: &mut Mark,
+    ) -> Result<GroupRound> {
+        let (gpu, config) = (self.gpu, self.config);
+        let rank_bs = group.layout.rank_batch(group.batch_size);
+        let block = group.block;
+        let shape = Shape::new(group.family, rank_bs, block, config.max_context)?;
+        let inputs = self.inputs.entry((rank_bs, block)).or_insert_with(|| {
+            generate(
+                &shape,
+                config.seed ^ ((rank_bs as u64) << 32 | block as u64),
+                config.seq_lens,
+                false,
+            )
+        });
+        // The sweep never runs accept, so every step preps these lengths.
+        let valid_from: Vec<i32> = (inputs.req_pool_indices.iter())
+            .map(|&pool| inputs.swa_valid_from[pool as usize])
+            .collect();
+        let bytes = prep_bytes(&shape, &inputs.seq_lens, &valid_from).total();
+        let accept =
+            AcceptModel::with_probability(0.7, block, config.seed as u32, shape.max_seq_len());
+        let lengths = DeviceLengths::new(gpu, &inputs.seq_lens, rank_bs as usize, accept)?;
+        let mut plan = PrepPlan::new(gpu, shape, inputs, &lengths)
+            .with_context(|| format!("setting up {} bs {rank_bs} block {block}", group.family))?;
+        let mut visit = GroupRound {
+            grid_index: group.grid_index,
+            arms: Vec::with_capacity(arm_order.len()),
+            bytes: Some(bytes),
+            seconds: 0.0,
+        };
+        for &index in arm_order {
+            let arm: Arm = config.arms[index];
+            let label = group.cells[index].label();
+            mark(&label, true)?;
+            let prepared = plan
+                .prepare(arm)
+                .with_context(|| format!("preparing {label}"))?;
+            let mut steps = ArmSteps {
+                plan: &mut plan,
+                prepared,
+            };
+            let range = nvtx::name(&format!("{} prep ({arm})", group.family));
+            let started = Instant::now();
+            let m = measure(
+                gpu,
+                &mut steps,
+                &range,
+                &self.rule,
+                config.steps_per_sample,
+                self.forward.as_mut(),
+            )
+            .with_context(|| format!("measuring {label}"))?;
+            visit.seconds += started.elapsed().as_secs_f64();
+            visit.arms.push((index, m.into()));
+        }
+        Ok(visit)
+    }
+}

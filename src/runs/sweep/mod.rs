@@ -1,0 +1,230 @@
+//! `metaprep sweep`: every arm of every family over batch size x block size x layout, with
+//! the floor measured in the same run, NVML telemetry per cell, and atomic, resumable output.
+//!
+//! **Rounds.** The run is measured in rounds, so that the host's and GPU's drift over the
+//! run lands between rounds, where the reported intervals see it (see
+//! [`crate::stats::rounds`]). Each round measures the floor (and the host-speed reference)
+//! first, then visits every cell group still measuring (the arms of one family, layout, batch
+//! size and block size, back to back) in a fresh seeded order ([`crate::harness::schedule`]).
+//! Inside a round a cell takes `--min-samples` samples, or fewer if its time cap shared out
+//! between `--rounds` rounds runs out ([`StoppingRule::per_round`]). After `--rounds` rounds, a
+//! group gets further rounds only while its reported intervals are wide, up to `--max-rounds`
+//! or its time cap ([`crate::stats::stopping`]); then its rows are formed
+//! ([`crate::runs::sweep_rounds`]) and written. Every round's medians go to `rounds.csv`
+//! ([`crate::harness::rounds_file`]).
+//!
+//! **Processes.** A process's state (where its memory landed, the driver's structures, the
+//! CPU's) is one draw for all its rounds: on the H200 host every graph and fused
+//! `host_issue_us` of the fourth of four back-to-back sweeps was 50–58% above the first's,
+//! with intervals that excluded zero (issue 25). With `--processes N` the rounds are measured
+//! by up to N worker processes (`metaprep sweep-worker`, started one after another, each
+//! measuring `ceil(--max-rounds / N)` rounds of the groups still open and handing back each
+//! round as typed [`RoundResult`](crate::runs::sweep_rounds::RoundResult)s,
+//! [`crate::runs::sweep_workers`]), so the between-process effect lands between rounds, in
+//! the intervals. This process then holds the NVML sampler and the files and measures
+//! nothing.
+//!
+//! **Resume.** A group's rows are written when its rounds stop, all at once, so the CSV only
+//! ever holds whole groups, each from one invocation's rounds; `--resume` keeps those and
+//! measures every other group from its first round. Rows written without rounds (by a
+//! metaprep before rounds) are not kept: their groups are measured again.
+//!
+//! The run loop and its settings are here; the grid of groups is in `grid`, the state
+//! between rounds in `state`, and what measures a round on the GPU in `measurer`.
+
+mod grid;
+mod measurer;
+mod state;
+
+pub use grid::grid;
+pub use measurer::{Mark, Measurer};
+pub(crate) use state::{RunState, Sink};
+
+use crate::axes::layout::Layout;
+use crate::axes::Arm;
+use crate::axes::Family;
+use crate::axes::FloorItem;
+use crate::gpu::GpuChoice;
+use crate::harness::pin::{pin_current_thread, CpuPin};
+use crate::harness::rounds_file::RoundsFile;
+use crate::harness::rows::CellId;
+use crate::harness::run_output::{emulation_notes, existing_rows, progress, Recorder};
+use crate::prep::inputs::LengthRange;
+use crate::results::csv::{completed_cells, Row, KIND_FLOOR, KIND_PREP};
+use crate::results::env::EnvRecord;
+use crate::stats::stopping::{RoundsRule, StoppingRule};
+use anyhow::Result;
+use grid::grid_groups;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Debug, Clone)]
+pub struct SweepConfig {
+    /// The GPU and how it is opened.
+    pub gpu: GpuChoice,
+    /// Where the measuring thread is pinned once the GPU is open.
+    pub cpu: CpuPin,
+    pub families: Vec<Family>,
+    pub arms: Vec<Arm>,
+    pub batch_sizes: Vec<u32>,
+    pub block_sizes: Vec<u32>,
+    pub layouts: Vec<Layout>,
+    /// GPU duration of the stand-in forward after each prep for `step_fwd_us`; 0 skips it.
+    pub forward_us: f64,
+    pub max_context: u32,
+    pub seq_lens: LengthRange,
+    /// The within-round rule; its time cap is a cell's per metric over all its rounds.
+    pub rule: StoppingRule,
+    /// Rounds every group gets (at least [`crate::stats::rounds::MIN_ROUNDS`]).
+    pub rounds: usize,
+    /// Rounds a group whose intervals stay wide may get.
+    pub max_rounds: usize,
+    pub steps_per_sample: usize,
+    pub seed: u64,
+    pub out: PathBuf,
+    pub resume: bool,
+    /// Worker processes the rounds are shared out over; 1 measures every round here.
+    pub processes: usize,
+    /// The command line after `sweep`, handed on to worker processes.
+    pub args: Vec<OsString>,
+}
+
+impl SweepConfig {
+    /// When a group stops adding rounds: its arms' `step_us` as precise as the within-round
+    /// rule asks, and a time cap of its cells' caps together (a cap per cell and metric pass).
+    pub fn group_rule(&self) -> RoundsRule {
+        let passes = if self.forward_us > 0.0 { 2 } else { 1 };
+        RoundsRule {
+            min_rounds: self.rounds,
+            max_rounds: self.max_rounds,
+            step: self.rule.clone(),
+            time_cap: self.rule.time_cap * (self.arms.len() * passes) as u32,
+        }
+    }
+
+    /// The floor's: the same, its items, the harness and the host reference each a cell of one
+    /// pass.
+    fn floor_rule(&self) -> RoundsRule {
+        RoundsRule {
+            time_cap: self.rule.time_cap * (FloorItem::ALL.len() + 2) as u32,
+            ..self.group_rule()
+        }
+    }
+}
+
+/// One (family, layout, batch size, block size) of the grid, its arms' cells measured
+/// together in every round.
+#[derive(Debug, Clone)]
+pub struct GroupSpec {
+    /// Its place in the whole grid (what a worker is told to measure).
+    pub grid_index: usize,
+    family: Family,
+    layout: Layout,
+    batch_size: u32,
+    block: u32,
+    cells: Vec<CellId>,
+}
+
+pub struct SweepOutcome {
+    pub dir: PathBuf,
+    pub rows: Vec<Row>,
+    pub seconds: f64,
+}
+
+pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
+    let started = Instant::now();
+    let (csv_path, mut kept) = existing_rows(&config.out, config.resume)?;
+    let gpu = config.gpu.open()?;
+    // The floor is measured again on every invocation so arms are read against a floor of
+    // the same run; older floor rows are replaced.
+    kept.retain(|r| r.kind != KIND_FLOOR);
+    let mut notes = emulation_notes(
+        &config.layouts,
+        gpu.info.device_count,
+        gpu.info.device_count,
+        "one rank's prep ran on one GPU",
+    );
+    let before_rounds = kept
+        .iter()
+        .filter(|r| r.kind == KIND_PREP && r.rounds == 0)
+        .count();
+    if before_rounds > 0 {
+        notes.push(format!(
+            "resumed: {before_rounds} rows measured without rounds (an older metaprep) were \
+             dropped and their groups measured again in rounds"
+        ));
+    }
+    let done = completed_cells(
+        &kept
+            .iter()
+            .filter(|r| r.kind != KIND_PREP || r.rounds > 0)
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
+    let in_workers = config.processes > 1;
+    // Held to the end of the run: dropping it unpins the thread. Workers pin their own
+    // measuring threads; this one then only reads what they send.
+    let pinned = match in_workers {
+        true => None,
+        false => Some(pin_current_thread(config.cpu)?),
+    };
+    match &pinned {
+        Some(pinned) => notes.push(pinned.note()),
+        None => notes.push(format!(
+            "rounds measured in worker processes, one after another: the first {} over up to \
+             {} workers, the rest up to {} over up to {} more (each worker's own notes follow)",
+            config.rounds, config.processes, config.max_rounds, config.processes
+        )),
+    }
+    let recorder = Recorder::start(
+        &gpu,
+        &config.out,
+        csv_path,
+        config.resume,
+        notes,
+        config.settings(),
+    )?;
+    let rounds_file = RoundsFile::open(&config.out, config.resume, &done)?;
+
+    // Counts cell visits (a cell once per round); the length grows as groups get rounds
+    // beyond --rounds, so the ETA is to the end of the rounds planned so far.
+    let progress = progress(0, "cell rounds");
+    let groups = grid_groups(config, gpu.info.device_count, &done, &mut kept, &progress);
+    let mut state = RunState::new(config, groups);
+    let sink = Sink {
+        recorder: &recorder,
+        rounds_file: &rounds_file,
+        kept: &kept,
+        progress: &progress,
+    };
+    let worker_notes = if in_workers {
+        crate::runs::sweep_workers::run(config, &mut state, &sink)?
+    } else {
+        let mut here = Measurer::new(&gpu, config)?;
+        while let Some(round) = state.next_round() {
+            sink.plan(&state, round, 1);
+            let specs = state.open_specs();
+            let result = here.round(round, &specs, &mut |label: &str, counts: bool| {
+                sink.mark(label, counts);
+                Ok(())
+            })?;
+            state.absorb(result, 0, &sink);
+            sink.save(&state)?;
+        }
+        Vec::new()
+    };
+    progress.finish_and_clear();
+    recorder.finish()?;
+    if in_workers {
+        let mut env = EnvRecord::read(&config.out)?;
+        env.notes.extend(worker_notes);
+        env.notes.extend(state.host_speed_by_process());
+        env.write(&config.out)?;
+    }
+    Ok(SweepOutcome {
+        dir: config.out.clone(),
+        rows: state.rows(&kept),
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
