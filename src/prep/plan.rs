@@ -14,8 +14,8 @@ use crate::gpu::kernels::{DSA_COLS_BY_BLOCK, DSA_COLS_FROM_DEVICE};
 use crate::gpu::nvtx::Range;
 use crate::gpu::StepSource;
 use crate::gpu::{capture_graph, ensure_not_capturing, Gpu, HostReader, KernelModule, Launch};
+use crate::gpu::{DeviceBuffer, Event, Graph, StreamHandle};
 use anyhow::{Context, Result};
-use cudarc::driver::{result, sys, CudaGraph, CudaSlice, DevicePtr};
 use std::time::{Duration, Instant};
 
 /// Argument block of the DSpark kernels (mirrors `DsparkArgs` in the .cu file).
@@ -89,14 +89,14 @@ const COL_LIMIT_ARG: usize = 1;
 /// Position of the page-table launch in a staged plan (lengths, page table, [swa]).
 const PAGE_LAUNCH: usize = 1;
 
-fn ptr<T>(buf: &CudaSlice<T>, gpu: &Gpu) -> u64 {
-    buf.device_ptr(&gpu.stream).0
+fn ptr<T>(buf: &DeviceBuffer<T>, _gpu: &Gpu) -> u64 {
+    buf.addr()
 }
 
 /// An arm made ready to run: warmed up, and for graph arms captured.
 pub struct Prepared {
     pub arm: Arm,
-    graph: Option<CudaGraph>,
+    graph: Option<Graph>,
 }
 
 pub struct PrepPlan<'g> {
@@ -104,11 +104,11 @@ pub struct PrepPlan<'g> {
     pub shape: Shape,
     lengths: &'g DeviceLengths<'g>,
     /// Where the reading arms' host-built `[block] * bs` list lands.
-    host_block: CudaSlice<i32>,
-    outputs: Vec<CudaSlice<i32>>,
+    host_block: DeviceBuffer<i32>,
+    outputs: Vec<DeviceBuffer<i32>>,
     /// Inputs only the kernels read, and eager-device's device-side column count; kept
     /// alive for the launches' pointers.
-    _inputs: Vec<CudaSlice<i32>>,
+    _inputs: Vec<DeviceBuffer<i32>>,
     /// eager-device's kernels: the eager page rule with the column count found on the device.
     eager_device_launches: Vec<Launch>,
     /// The reading arms' kernels (eager-sync, eager-pinned, eager-mapped: one set, whatever
@@ -133,7 +133,7 @@ pub struct PrepPlan<'g> {
     /// An event a reading arm records right before its kernels launch, once the host read
     /// has returned and the list is copied: device time spans start there, so the time the GPU
     /// waits for the host to read, build lists and copy is not counted as prep work.
-    launch_start: Option<sys::CUevent>,
+    launch_start: Option<Event>,
 }
 
 impl<'g> PrepPlan<'g> {
@@ -272,7 +272,7 @@ impl<'g> PrepPlan<'g> {
         })
     }
 
-    fn stream(&self) -> sys::CUstream {
+    fn stream(&self) -> StreamHandle<'_> {
         self.gpu.cu_stream()
     }
 
@@ -329,16 +329,11 @@ impl<'g> PrepPlan<'g> {
         ensure_not_capturing(&self.gpu.stream, "copying the host-built block list up")?;
         self.host_list.clear();
         self.host_list.resize(n, self.shape.block as i32);
-        // SAFETY: host_block holds padded_bs >= n elements; a pageable copy is staged before
-        // the call returns, so host_list may change afterwards.
-        unsafe {
-            result::memcpy_htod_async(
-                ptr(&self.host_block, self.gpu),
-                &self.host_list[..],
-                self.stream(),
-            )
+        // host_block holds padded_bs >= n elements; a pageable copy is staged before the call
+        // returns, so host_list may change afterwards.
+        self.host_block
+            .write_from_host(&self.host_list)
             .context("copying the host-built block list to the device")
-        }
     }
 
     /// The kernels `arm` launches each step (eagerly, or captured into its graph).
@@ -360,8 +355,7 @@ impl<'g> PrepPlan<'g> {
     /// Launches `arm`'s kernel `index` (eager arms: a framework issues them one op at a
     /// time, with host work between). A reading arm's must follow `read_host_lengths`.
     pub fn issue_kernel(&self, arm: Arm, index: usize) -> Result<()> {
-        // SAFETY: launches are built by PrepPlan::new over buffers the plan owns.
-        unsafe { self.kernels(arm)[index].issue(self.stream()) }
+        self.kernels(arm)[index].issue(self.stream())
     }
 
     /// Issues `arm`'s launches eagerly, with its host inputs first: how eager arms run and
@@ -372,9 +366,9 @@ impl<'g> PrepPlan<'g> {
             None if arm == Arm::GraphUpload => self.copy_host_list()?,
             None => {}
         }
-        if let Some(event) = self.launch_start.filter(|_| arm.reads_host()) {
-            // SAFETY: issue_marked keeps the event alive for the duration of the call.
-            unsafe { result::event::record(event, self.stream()) }
+        if let Some(event) = self.launch_start.as_ref().filter(|_| arm.reads_host()) {
+            event
+                .record(&self.gpu.stream)
                 .context("recording the launch-start event")?;
         }
         issue_all(self.kernels(arm), self.stream())
@@ -398,7 +392,7 @@ impl<'g> PrepPlan<'g> {
     /// Captures `arm`'s prep into a graph. For a reading arm this must fail: its host read
     /// cannot live in a graph (the mapped read's store kernel could, and the host would then
     /// poll for a flag nothing writes), and the capture guard says so.
-    pub fn capture(&mut self, arm: Arm) -> Result<CudaGraph> {
+    pub fn capture(&mut self, arm: Arm) -> Result<Graph> {
         let stream = self.gpu.stream.clone();
         let what = format!("the {} prep of {}", arm, self.shape.family);
         // graph-upload's copy is host work before each replay, never part of the graph.
@@ -450,16 +444,12 @@ impl<'g> PrepPlan<'g> {
     /// launch: for a reading arm after the host read, the host-built list and its copy, for
     /// the other arms just before the launch or replay. Device time from `start` to an event
     /// recorded after the call is the prep's own span on the GPU.
-    pub fn issue_marked(
-        &mut self,
-        prepared: &Prepared,
-        start: &cudarc::driver::CudaEvent,
-    ) -> Result<()> {
+    pub fn issue_marked(&mut self, prepared: &Prepared, start: &Event) -> Result<()> {
         if !prepared.arm.reads_host() {
             start.record(&self.gpu.stream)?;
             return self.issue(prepared);
         }
-        self.launch_start = Some(start.cu_event());
+        self.launch_start = Some(start.clone());
         let issued = self.issue(prepared);
         self.launch_start = None;
         issued
@@ -496,7 +486,7 @@ impl StepSource for ArmSteps<'_, '_> {
         self.plan.issue(&self.prepared)
     }
 
-    fn issue_step_marked(&mut self, _gpu: &Gpu, start: &cudarc::driver::CudaEvent) -> Result<()> {
+    fn issue_step_marked(&mut self, _gpu: &Gpu, start: &Event) -> Result<()> {
         self.plan.issue_marked(&self.prepared, start)
     }
 
@@ -505,10 +495,9 @@ impl StepSource for ArmSteps<'_, '_> {
     }
 }
 
-fn issue_all(launches: &[Launch], stream: sys::CUstream) -> Result<()> {
+fn issue_all(launches: &[Launch], stream: StreamHandle<'_>) -> Result<()> {
     for launch in launches {
-        // SAFETY: launches are built by PrepPlan::new over buffers the plan owns.
-        unsafe { launch.issue(stream)? };
+        launch.issue(stream)?;
     }
     Ok(())
 }

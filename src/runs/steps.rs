@@ -31,7 +31,7 @@ use crate::axes::Layout;
 use crate::axes::ReadPath;
 use crate::gpu::nccl::Comm;
 use crate::gpu::nvtx::{self, Range};
-use crate::gpu::{capture_graph, Gpu, GpuChoice, KernelModule, Launch};
+use crate::gpu::{capture_graph, Gpu, GpuChoice, Graph, KernelModule, Launch, StreamHandle};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::pin::{pin_current_thread, CpuPin};
 use crate::harness::rows::CellId;
@@ -69,7 +69,6 @@ use crate::runs::check::Tally;
 use crate::runs::rank_world::{RankRole, RankWorld, RanksMode, ReadDelay, ReadSkew};
 use crate::stats::summary::{quantile, Estimate};
 use anyhow::{Context, Result};
-use cudarc::driver::{sys, CudaGraph};
 use std::ffi::CString;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -172,7 +171,7 @@ impl TraceRequest {
 /// engine's captured forward).
 enum Forward {
     Emulated(Vec<Launch>),
-    Real(CudaGraph),
+    Real(Graph),
 }
 
 impl Forward {
@@ -207,8 +206,7 @@ impl Forward {
         // Modules load and NCCL connects outside the capture: one eager forward first.
         let issue = |collectives: Option<(&Comm, &mut CollectiveBuffers, &CollectivePlan)>| {
             for launch in stream.iter().chain(&spin) {
-                // SAFETY: the stream source outlives the cell; spin takes only a duration.
-                unsafe { launch.issue(gpu.cu_stream())? };
+                launch.issue(gpu.cu_stream())?;
             }
             match collectives {
                 Some((comm, buffers, plan)) => buffers.issue(comm, gpu, plan),
@@ -226,8 +224,7 @@ impl Forward {
         match self {
             Forward::Emulated(launches) => {
                 for launch in launches {
-                    // SAFETY: the stream source outlives the cell; spin takes only a duration.
-                    unsafe { launch.issue(gpu.cu_stream())? };
+                    launch.issue(gpu.cu_stream())?;
                 }
                 Ok(())
             }
@@ -316,11 +313,10 @@ impl HostCosts {
 
 /// One framework op: launch `kernel` (if any), then let the host be busy until the op's
 /// host cost `op` has passed since it began.
-fn framework_op(kernel: Option<&Launch>, stream: sys::CUstream, op: Duration) -> Result<()> {
+fn framework_op(kernel: Option<&Launch>, stream: StreamHandle<'_>, op: Duration) -> Result<()> {
     let start = Instant::now();
     if let Some(kernel) = kernel {
-        // SAFETY: framework kernels take only a duration, or nothing.
-        unsafe { kernel.issue(stream)? };
+        kernel.issue(stream)?;
     }
     spin_until(start + op);
     Ok(())
@@ -333,13 +329,10 @@ fn launch_of(
     kernel: &Launch,
     plan: &PrepPlan,
     arm: Arm,
-    stream: sys::CUstream,
+    stream: StreamHandle<'_>,
 ) -> Result<()> {
     match step {
-        PrepStep::Op(Some(OpLaunch::Empty)) => {
-            // SAFETY: a framework kernel takes only a duration, or nothing.
-            unsafe { kernel.issue(stream) }
-        }
+        PrepStep::Op(Some(OpLaunch::Empty)) => kernel.issue(stream),
         PrepStep::Op(Some(OpLaunch::Kernel(k))) | PrepStep::Kernel(k) => plan.issue_kernel(arm, k),
         _ => Ok(()),
     }
@@ -440,7 +433,7 @@ fn item_range(item: &Item, arm: Arm) -> CString {
 /// under a framework profile the graph of the framework's whole captured prep.
 struct StepPrep {
     plan: Prepared,
-    framework: Option<CudaGraph>,
+    framework: Option<Graph>,
 }
 
 /// A kernel a framework op launches: a spin of the profile's `kernel_us`, or an empty kernel.
@@ -452,8 +445,7 @@ fn framework_kernel(gpu: &Gpu, us: f64) -> Result<Launch> {
         Launch::new("empty_kernel", func, (1, 1, 1), (1, 1, 1))
     };
     // Loaded and run once here: a module cannot load inside a capture.
-    // SAFETY: both kernels take only a duration, or nothing.
-    unsafe { launch.issue(gpu.cu_stream())? };
+    launch.issue(gpu.cu_stream())?;
     gpu.sync()?;
     Ok(launch)
 }

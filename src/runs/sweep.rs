@@ -35,7 +35,7 @@ use crate::axes::Family;
 use crate::axes::FloorItem;
 use crate::gpu::nvtx;
 use crate::gpu::StepSource;
-use crate::gpu::{Gpu, GpuChoice, Launch};
+use crate::gpu::{Gpu, GpuChoice, Graph, Launch};
 use crate::harness::floor::Floor;
 use crate::harness::host_reference::HostReference;
 use crate::harness::nvml::CellTelemetry;
@@ -61,7 +61,6 @@ use crate::runs::sweep_rounds::{
 };
 use crate::stats::stopping::{RoundsRule, RoundsStop, StoppingRule};
 use anyhow::{Context, Result};
-use cudarc::driver::CudaGraph;
 use indicatif::ProgressBar;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, OsString};
@@ -124,7 +123,7 @@ impl SweepConfig {
 
 /// The bare empty graph run through the same harness as the arms: its cost over the raw
 /// empty-graph floor is the harness's own per-step overhead.
-struct GraphSteps<'a>(&'a CudaGraph);
+struct GraphSteps<'a>(&'a Graph);
 
 impl StepSource for GraphSteps<'_> {
     fn issue_step(&mut self) -> Result<()> {
