@@ -621,9 +621,9 @@ impl StepCell<'_> {
         }
         first.take_blocked();
         first.take_last_read();
-        let median = |mut v: Vec<Duration>| {
-            v.sort();
-            v.get(v.len() / 2).copied().unwrap_or_default()
+        let median = |v: Vec<Duration>| {
+            let ns: Vec<f64> = v.iter().map(|d| d.as_nanos() as f64).collect();
+            quantile(&ns, 0.5).map_or(Duration::ZERO, |m| Duration::from_nanos(m.round() as u64))
         };
         Ok((reads.map(median), median(uploads)))
     }
