@@ -450,7 +450,7 @@ mod tests {
         // Found once the GPU is open (a setting resolved from the flags), it still exits 2.
         let late = check_run_out_for(out, true, "metaprep sweep --seed 3", None).unwrap_err();
         assert!(
-            late.downcast_ref::<crate::results::BadInput>().is_some(),
+            late.downcast_ref::<crate::exit::BadInput>().is_some(),
             "{late:#}"
         );
         // Without --resume, an existing run is refused whatever the settings.

@@ -207,7 +207,7 @@ impl EnvRecord {
             .filter(|d| as_data || old_counts(d))
             .collect();
         if !differences.is_empty() {
-            return Err(crate::results::BadInput(format!(
+            return Err(crate::exit::BadInput(format!(
                 "cannot resume {}: its settings differ from this command's (the run vs now: {}); \
                  resume with the same command, or start a new run with another --out",
                 dir.display(),

@@ -175,7 +175,7 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         }
     };
     if config.resume {
-        return Err(crate::results::BadInput(
+        return Err(crate::exit::BadInput(
             "--resume is not supported with real ranks: rerun into a new --out".into(),
         )
         .into());

@@ -29,6 +29,7 @@ use crate::axes::Drafter;
 use crate::axes::Family;
 use crate::axes::Layout;
 use crate::axes::ReadPath;
+use crate::exit::BadInput;
 use crate::gpu::nccl::Comm;
 use crate::gpu::nvtx::{self, Range};
 use crate::gpu::{capture_graph, Gpu, GpuChoice, Graph, KernelModule, Launch, StreamHandle};
@@ -1057,7 +1058,8 @@ pub fn plan(
             &config.batch_sizes,
             context,
             memory,
-        )?,
+        )
+        .map_err(BadInput::from)?,
         _ => Deployment::unchecked(&config.layouts, &config.batch_sizes),
     };
     let traced = traced_cell(config, &deployment)?;
@@ -1079,12 +1081,12 @@ fn traced_cell(config: &StepsConfig, deployment: &Deployment) -> Result<Option<C
         .iter()
         .find(|e| (e.layout, e.batch_size) == (layout, bs))
     {
-        Some(e) => Err(NotDeployable {
+        Some(e) => Err(BadInput::from(NotDeployable {
             advice: format!(
                 "--trace-cell {layout}:{bs}:{block} names a cell left out: trace one that fits"
             ),
             ..e.clone()
-        }
+        })
         .into()),
         None => Ok(Some((layout, bs, block))),
     }
