@@ -44,14 +44,14 @@ fn timed(gpu: &Gpu, steps: u64, mut issue: impl FnMut() -> anyhow::Result<()>) -
     let events = or_exit(gpu.timing_events(2));
     let (begin, end) = (&events[0], &events[1]);
     let start = Instant::now();
-    or_exit(begin.record(&gpu.stream).map_err(Into::into));
+    or_exit(begin.record(&gpu.stream));
     for _ in 0..steps {
         or_exit(issue());
     }
-    or_exit(end.record(&gpu.stream).map_err(Into::into));
+    or_exit(end.record(&gpu.stream));
     or_exit(gpu.sync());
     let wall = start.elapsed();
-    let device_us = or_exit(begin.elapsed_ms(end).map_err(Into::into)) as f64 * 1e3 / steps as f64;
+    let device_us = or_exit(begin.elapsed_ms(end)) as f64 * 1e3 / steps as f64;
     (wall, device_us)
 }
 

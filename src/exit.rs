@@ -2,12 +2,41 @@
 //! 0 ok; 1 `compare` found a regression, `validate` a failed cell, `check` a wrong cell, or a
 //! command failed while running; 2 a bad flag or bad input; 3 no GPU, driver or NVRTC (or a
 //! missing CUPTI or NCCL a flag asked for). Every command returns an [`Exit`] or an error, and
-//! [`Exit::of_error`] says which status an error ends the process with.
+//! [`Exit::of_error`] says which status an error ends the process with: by the two error
+//! kinds defined here, which the layers that find such a problem raise. On the ground floor
+//! (ARCHITECTURE.md): it imports nothing of the crate, so `cli/` and `report/` may use it
+//! without importing upwards.
 
-use crate::gpu::GpuUnavailable;
-use crate::model::memory::NotDeployable;
-use crate::results::BadInput;
+use std::fmt;
 use std::process::ExitCode;
+
+/// Input the user must fix, found once a command is under way (a `--resume` whose resolved
+/// settings differ from the run's, known only once the GPU is open; a deployment that does
+/// not fit the GPU): it exits 2 like a bad flag, not 1 like a failure while running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadInput(pub String);
+
+impl fmt::Display for BadInput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+/// No CUDA driver, no NVRTC, no device, or a GPU library the command needs (CUPTI, NCCL)
+/// missing: the command needs a GPU host that has it; it exits 3 ([`Exit::NoGpu`]), distinct
+/// from a bad flag (2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuUnavailable(pub String);
+
+impl fmt::Display for GpuUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for GpuUnavailable {}
 
 /// How a command ended, as a script reading its status tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,15 +73,13 @@ impl Exit {
     }
 
     /// The status an error ends a command with: [`Exit::NoGpu`] for a [`GpuUnavailable`],
-    /// [`Exit::BadInput`] for a [`BadInput`] or a [`NotDeployable`] (known only once the
-    /// memory per GPU is, or the settings a run resolves, which may take opening the device),
-    /// else [`Exit::Failure`].
+    /// [`Exit::BadInput`] for a [`BadInput`] (such as a cell the GPU cannot hold, known only
+    /// once the memory per GPU is, or the settings a run resolves, which may take opening the
+    /// device), else [`Exit::Failure`].
     pub fn of_error(e: &anyhow::Error) -> Exit {
         if e.downcast_ref::<GpuUnavailable>().is_some() {
             Exit::NoGpu
-        } else if e.downcast_ref::<NotDeployable>().is_some()
-            || e.downcast_ref::<BadInput>().is_some()
-        {
+        } else if e.downcast_ref::<BadInput>().is_some() {
             Exit::BadInput
         } else {
             Exit::Failure

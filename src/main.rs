@@ -1,17 +1,13 @@
 //! The metaprep command line.
 
+#![deny(unsafe_code)]
+
 use metaprep::cli;
 use metaprep::exit::Exit;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // Die quietly on a closed pipe (`metaprep compare A B | head`), as Unix tools do,
-    // instead of panicking in println!.
-    #[cfg(unix)]
-    // SAFETY: restores the default disposition of one signal before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    metaprep::gpu::host::process::die_on_closed_pipe();
     let cli = cli::parse();
     match cli::run(cli) {
         Ok(code) => code,

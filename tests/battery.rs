@@ -238,11 +238,16 @@ fn flag_cases() -> Vec<Case> {
             &[],
         );
         add(command, "--max-rounds", &["0", "-1", "1000", "x"], &[]);
+        add(command, "--min-rounds", &["0", "5", "-1", "x", "1000"], &[]);
+        add(command, "--precision-pct", &["0", "-1", "nan", "1e30"], &[]);
+        add(
+            command,
+            "--cell-time-cap-ms",
+            &["0", "-1", "nan", "inf"],
+            &[],
+        );
     }
-    add("sweep", "--rounds", &["0", "5", "-1", "x", "1000"], &[]);
-    add("sweep", "--rel-ci-pct", &["0", "-1", "nan", "1e30"], &[]);
     add("sweep", "--min-samples", &["0", "-1", "x"], &[]);
-    add("sweep", "--time-cap-ms", &["0", "-1", "nan", "inf"], &[]);
     add(
         "sweep",
         "--steps-per-sample",
@@ -285,9 +290,6 @@ fn flag_cases() -> Vec<Case> {
         &["0", "-1", "x", "99999999999"],
         &[],
     );
-    add("steps", "--min-rounds", &["0", "-1", "1000"], &[]);
-    add("steps", "--precision-pct", &["0", "-1", "nan", "1e30"], &[]);
-    add("steps", "--cell-time-cap-ms", &["0", "-1", "nan"], &[]);
     add("steps", "--warmup-steps", &["-1", "x", "99999999999"], &[]);
     add(
         "steps",
@@ -1593,7 +1595,7 @@ fn resume_cases(root: &Path) -> Vec<Case> {
             "--rounds",
             "8",
         ],
-        "--rounds",
+        "--min-rounds",
     );
     add(
         "sweep --resume other families",

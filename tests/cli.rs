@@ -52,7 +52,7 @@ fn gpu_commands_without_a_driver_exit_3_with_one_line() {
 
 #[test]
 fn bad_flags_are_refused_before_any_gpu_work() {
-    let cases: [(&[&str], &str); 49] = [
+    let cases: [(&[&str], &str); 55] = [
         (
             &["sweep", "--cpu", "99999"],
             "--cpu 99999 is not one of the CPUs this process may run on",
@@ -85,16 +85,21 @@ fn bad_flags_are_refused_before_any_gpu_work() {
         ),
         (
             &["steps", "--precision-pct", "1e30"],
-            "--precision-pct (1000000000000000000000000000000) must be a positive number of \
-             percentage points, at most 100",
+            "--precision-pct: 1000000000000000000000000000000 is no precision: give a positive \
+             number of percent, at most 100",
         ),
         (
+            &["sweep", "--precision-pct", "1e30"],
+            "--precision-pct: 1000000000000000000000000000000 is no precision",
+        ),
+        // sweep's old name, a hidden alias: its errors name the flag as it is now called.
+        (
             &["sweep", "--rel-ci-pct", "1e30"],
-            "--rel-ci-pct: 1000000000000000000000000000000% is no precision",
+            "--precision-pct: 1000000000000000000000000000000 is no precision",
         ),
         (
             &["steps", "--max-rounds", "4000000000"],
-            "--max-rounds (4000000000) at least --min-rounds and at most 100",
+            "--max-rounds: 4000000000 must be between --min-rounds (6) and 100",
         ),
         (
             &["check", "--token-budget", "0"],
@@ -145,10 +150,22 @@ fn bad_flags_are_refused_before_any_gpu_work() {
         (&["steps", "--read-skew-us", "-5"], "--read-skew-us: -5"),
         (
             &["check", "--batch-sizes", "0"],
-            "--batch-sizes: 0 is not a valid value",
+            "invalid value '0' for '--batch-sizes <BATCH_SIZES>': 0 is not a valid value",
+        ),
+        (
+            &["sweep", "--batch-sizes", "1,,8"],
+            "for '--batch-sizes <BATCH_SIZES>': an empty item",
+        ),
+        (
+            &["steps", "--batch-sizes", "8,1,8"],
+            "--batch-sizes: 8 appears more than once in `8,1,8`",
         ),
         (&["check", "--families", "dsa"], "unknown family 'dsa'"),
-        (&["sweep", "--tp", "tp3"], "--tp: `tp3` is not a layout"),
+        (
+            &["sweep", "--tp", "tp3"],
+            "invalid value 'tp3' for '--tp <TP>': `tp3` is not a layout",
+        ),
+        (&["steps", "--tp", "tp1,tp1"], "--tp: tp1 appears more than once"),
         (
             &["sweep", "--arms", "graph,graph"],
             "--arms: graph appears more than once",
@@ -182,18 +199,23 @@ fn bad_flags_are_refused_before_any_gpu_work() {
             "--resume continues the run in --out DIR",
         ),
         (&["sweep", "--forward-us", "1e12"], "more than a second"),
-        (&["sweep", "--time-cap-ms", "0"], "--time-cap-ms: 0"),
+        (&["sweep", "--time-cap-ms", "0"], "--cell-time-cap-ms: 0"),
+        (&["sweep", "--cell-time-cap-ms", "0"], "--cell-time-cap-ms: 0"),
         (
             &["sweep", "--min-samples", "0"],
             "--min-samples: 0 is too few",
         ),
         (
             &["sweep", "--rounds", "5"],
-            "--rounds: 5 is too few: the medians of 6 rounds",
+            "--min-rounds: 5 is too few: the medians of 6 rounds",
         ),
         (
-            &["sweep", "--rounds", "8", "--max-rounds", "7"],
-            "--max-rounds: 7 must be between --rounds (8) and 100",
+            &["steps", "--min-rounds", "5"],
+            "--min-rounds: 5 is too few: the medians of 6 rounds",
+        ),
+        (
+            &["sweep", "--min-rounds", "8", "--max-rounds", "7"],
+            "--max-rounds: 7 must be between --min-rounds (8) and 100",
         ),
         (
             &["sweep", "--max-rounds", "1000"],
@@ -415,7 +437,18 @@ fn an_existing_run_and_a_mismatched_resume_are_refused_before_any_gpu_work() {
         ),
         (
             &["--seed", "1", "--batch-sizes", "1,8,64", "--rounds", "8"],
-            "--rounds: `6` vs `8`",
+            "--min-rounds: `6` vs `8`",
+        ),
+        (
+            &[
+                "--seed",
+                "1",
+                "--batch-sizes",
+                "1,8,64",
+                "--min-rounds",
+                "8",
+            ],
+            "--min-rounds: `6` vs `8`",
         ),
         (
             &[
@@ -696,25 +729,88 @@ fn compare_gates_on_slower_cells() {
     );
 }
 
+/// One vocabulary for `sweep` and `steps`: each takes the new names and, hidden, sweep's old
+/// ones (committed scripts, docs and recorded command lines use them), and either spelling
+/// reaches the same check, whose error names the flag as it is called now.
+#[test]
+fn old_flag_names_are_hidden_aliases_of_the_new_in_both_commands() {
+    for command in ["sweep", "steps"] {
+        for (flags, needle) in [
+            (
+                &["--rounds", "9", "--max-rounds", "8"][..],
+                "--max-rounds: 8 must be between --min-rounds (9) and 100",
+            ),
+            (
+                &["--min-rounds", "9", "--max-rounds", "8"],
+                "--max-rounds: 8 must be between --min-rounds (9) and 100",
+            ),
+            (
+                &["--rel-ci-pct", "200"],
+                "--precision-pct: 200 is no precision",
+            ),
+            (
+                &["--precision-pct", "200"],
+                "--precision-pct: 200 is no precision",
+            ),
+            (
+                &["--time-cap-ms", "0"],
+                "--cell-time-cap-ms: 0 is not a time cap",
+            ),
+            (
+                &["--cell-time-cap-ms", "0"],
+                "--cell-time-cap-ms: 0 is not a time cap",
+            ),
+        ] {
+            let mut args = vec![command];
+            args.extend(flags);
+            assert_clean_failure(&metaprep(&args), 2, needle);
+        }
+        let help = metaprep(&[command, "--help"]);
+        let help = String::from_utf8_lossy(&help.stdout);
+        for new in [
+            "--min-rounds <MIN_ROUNDS>",
+            "--max-rounds <MAX_ROUNDS>",
+            "--precision-pct <PRECISION_PCT>",
+            "--cell-time-cap-ms <CELL_TIME_CAP_MS>",
+        ] {
+            assert!(help.contains(new), "{command} --help lacks {new}");
+        }
+        for old in ["--rounds <", "--rel-ci-pct", "--time-cap-ms"] {
+            assert!(!help.contains(old), "{command} --help offers {old}");
+        }
+    }
+}
+
 #[test]
 fn sweep_help_explains_rounds() {
     let out = metaprep(&["sweep", "--help"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let help = String::from_utf8_lossy(&out.stdout);
     for text in [
-        "--rounds <ROUNDS>",
+        "--min-rounds <MIN_ROUNDS>",
         "6 is the fewest whose medians give a distribution-free 95% interval",
         "[default: 6]",
         "--max-rounds <MAX_ROUNDS>",
         "precision, max-rounds, time-cap",
         "[default: 12]",
-        "each round's sampling stops at this / --rounds",
+        "--precision-pct <PRECISION_PCT>",
+        "[default: 1]",
+        "--cell-time-cap-ms <CELL_TIME_CAP_MS>",
+        "[default: 500]",
+        "each round's sampling stopping at this / --min-rounds",
         "Samples per metric of a cell in each round",
         "--processes <PROCESSES>",
-        "the first --rounds over up to N workers",
+        "the first --min-rounds over up to N workers",
         "[default: 5]",
+        "--batch-sizes <BATCH_SIZES>",
+        "[default: 1,8,64,256]",
+        "[default: 131072]",
     ] {
         assert!(help.contains(text), "sweep --help lacks {text:?}:\n{help}");
+    }
+    // The old names still work (tests above) but are not offered.
+    for text in ["--rounds <", "--rel-ci-pct", "--time-cap-ms"] {
+        assert!(!help.contains(text), "sweep --help shows {text:?}:\n{help}");
     }
 }
 

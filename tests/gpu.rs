@@ -243,11 +243,9 @@ fn every_read_path_brings_its_own_steps_lengths_while_the_gpu_is_busy() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_mapped_poll_for_a_sequence_never_stored_fails_instead_of_hanging() {
-    use cudarc::driver::DevicePtr;
-
     let gpu = gpu();
     let ints = gpu.upload(&[5i32, 6, 7]).unwrap();
-    let src = ints.device_ptr(&gpu.stream).0;
+    let src = ints.addr();
     let mut reader = HostReader::new(&gpu, ReadPath::Mapped, src, 3).unwrap();
     let mut out = [0; 3];
     reader.read(&mut out).unwrap();

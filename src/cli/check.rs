@@ -2,7 +2,7 @@
 
 use super::common::{usage, DeviceArgs, PrepAxes};
 use crate::axes::Arm;
-use crate::cli::lists::{arms, families, parse_u32_list};
+use crate::cli::lists::{distinct, positive_u32};
 use crate::exit::Exit;
 use crate::runs::check::{self, CheckConfig};
 use crate::runs::dump::{write_dump, DumpTarget};
@@ -21,11 +21,11 @@ pub struct CheckArgs {
     #[command(flatten)]
     pub(crate) prep: PrepAxes,
     /// Live batch sizes, comma separated (graphs pad each to the next capture size).
-    #[arg(long, default_value = "1,2,3,8,64,256,1024")]
-    pub(crate) batch_sizes: String,
+    #[arg(long, value_delimiter = ',', value_parser = positive_u32, default_value = "1,2,3,8,64,256,1024")]
+    pub(crate) batch_sizes: Vec<u32>,
     /// Block sizes, comma separated: draft block (gamma) for DSpark, draft tokens N for DSA.
-    #[arg(long, default_value = "1,3,5,6,8")]
-    pub(crate) block_sizes: String,
+    #[arg(long, value_delimiter = ',', value_parser = positive_u32, default_value = "1,3,5,6,8")]
+    pub(crate) block_sizes: Vec<u32>,
     /// Checked steps per cell after the warm-up, with `accept` advancing lengths between them.
     #[arg(long, default_value_t = 4, conflicts_with = "dump", value_parser = clap::value_parser!(u32).range(3..=64))]
     pub(crate) steps: u32,
@@ -60,12 +60,15 @@ pub struct CheckArgs {
 }
 
 pub(crate) fn check_config(args: &CheckArgs) -> Result<CheckConfig, ExitCode> {
+    let (families, arms) = usage(args.prep.checked())?;
+    usage(distinct(&args.batch_sizes, "--batch-sizes"))?;
+    usage(distinct(&args.block_sizes, "--block-sizes"))?;
     Ok(CheckConfig {
         seed: args.seed.unwrap_or_else(check::fresh_seed),
-        families: usage(families(&args.prep.families))?,
-        arms: usage(arms(&args.prep.arms))?,
-        batch_sizes: usage(parse_u32_list(&args.batch_sizes, "--batch-sizes"))?,
-        block_sizes: usage(parse_u32_list(&args.block_sizes, "--block-sizes"))?,
+        families,
+        arms,
+        batch_sizes: args.batch_sizes.clone(),
+        block_sizes: args.block_sizes.clone(),
         steps: args.steps as usize,
         token_budget: args.token_budget,
     })

@@ -2,7 +2,7 @@
 //! GPU; this command starts them as hidden `--worker-rank` runs of itself).
 
 use super::common::{usage, writable_folder, DeviceArgs};
-use crate::cli::lists::parse_u32_list;
+use crate::cli::lists::{distinct, positive_u32};
 use crate::exit::Exit;
 use crate::gpu::nccl::Nccl;
 use crate::gpu::probe::devices;
@@ -23,8 +23,8 @@ pub struct CollectivesArgs {
     pub(crate) gpus: Option<u32>,
     /// Sizes in KiB, comma separated: the all-reduced buffer, or the bytes each rank sends
     /// each other rank in an all-to-all.
-    #[arg(long, default_value = "8,64,512,4096,65536")]
-    pub(crate) sizes_kib: String,
+    #[arg(long, value_delimiter = ',', value_parser = positive_u32, default_value = "8,64,512,4096,65536")]
+    pub(crate) sizes_kib: Vec<u32>,
     /// Collectives timed back to back in one sample (the time is per collective).
     #[arg(long, default_value_t = 20)]
     pub(crate) iters: u32,
@@ -52,7 +52,8 @@ const MAX_SIZE_KIB: u32 = 16 << 20;
 /// The sizes in bytes, with the counts, `--gpus` and `--out` checked: bad flags exit 2
 /// before any GPU work.
 fn sizes_of(args: &CollectivesArgs) -> Result<Vec<u64>, ExitCode> {
-    let kib = usage(parse_u32_list(&args.sizes_kib, "--sizes-kib"))?;
+    usage(distinct(&args.sizes_kib, "--sizes-kib"))?;
+    let kib = &args.sizes_kib;
     if let Some(&big) = kib.iter().find(|&&k| k > MAX_SIZE_KIB) {
         return usage(Err(anyhow::anyhow!(
             "--sizes-kib: {big} KiB is more than {MAX_SIZE_KIB} KiB (16 GiB) per buffer: give \
@@ -121,6 +122,7 @@ pub(crate) fn collectives(args: &CollectivesArgs) -> Result<ExitCode> {
         None => std::env::temp_dir().join(format!("metaprep-collectives-{}", std::process::id())),
     };
     let id_file = id_file(&dir);
+    let sizes_kib: Vec<String> = args.sizes_kib.iter().map(u32::to_string).collect();
     let rank_command = |r: usize, exe: &Path| {
         let mut c = Command::new(exe);
         c.arg("collectives")
@@ -128,7 +130,7 @@ pub(crate) fn collectives(args: &CollectivesArgs) -> Result<ExitCode> {
             .args(["--kernel-image", &flag_value(args.device.kernel_image)])
             .args(["--sync", &flag_value(args.device.sync)])
             .args(["--gpus", &world.to_string()])
-            .args(["--sizes-kib", &args.sizes_kib])
+            .args(["--sizes-kib", &sizes_kib.join(",")])
             .args(["--iters", &args.iters.to_string()])
             .args(["--samples", &args.samples.to_string()])
             .arg("--nccl-lib")

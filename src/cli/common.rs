@@ -1,6 +1,7 @@
 //! The flags several commands share, and the validation of shared values.
 
-use crate::axes::Family;
+use super::lists::{arm, distinct, family};
+use crate::axes::{Arm, Family};
 use crate::exit::Exit;
 use crate::gpu::{Gpu, GpuChoice, ImageChoice, SyncMode};
 use crate::harness::pin::CpuPin;
@@ -50,9 +51,7 @@ pub struct DeviceArgs {
     /// (the driver's choice, what PyTorch leaves it at), `spin` (busy-wait), `yield` (yield
     /// the CPU between polls) or `blocking` (sleep until the GPU signals). The last three are
     /// set on the context and read back (auto leaves it as the driver made it); env.json
-    /// records it. On an H200 a small D2H read plus synchronise took 9.8 µs with auto,
-    /// 8.2 µs with spin and 13–16 µs with blocking; a read queued behind running GPU work
-    /// completed in steps of about 8 µs after the work whatever the mode.
+    /// records it. docs/sync-modes.md says what each costs a read.
     #[arg(long, value_enum, default_value_t = SyncMode::Auto)]
     pub(crate) sync: SyncMode,
 }
@@ -114,9 +113,11 @@ pub struct PrepAxes {
     /// dsa_target_verify, dsa_draft_extend_v2.
     #[arg(
         long,
+        value_delimiter = ',',
+        value_parser = family,
         default_value = "dspark_draft_block,dsa_decode,dsa_target_verify,dsa_draft_extend_v2"
     )]
-    pub(crate) families: String,
+    pub(crate) families: Vec<Family>,
     /// Arms, comma separated: eager-sync (host read each step, the "before"), eager-pinned
     /// and eager-mapped (the same prep, the read done well: a pinned copy and an event wait,
     /// or a kernel storing the lengths into mapped host memory and the host polling a flag;
@@ -126,9 +127,20 @@ pub struct PrepAxes {
     /// in a graph).
     #[arg(
         long,
+        value_delimiter = ',',
+        value_parser = arm,
         default_value = "eager-sync,eager-pinned,eager-mapped,eager-device,graph,graph-upload,fused"
     )]
-    pub(crate) arms: String,
+    pub(crate) arms: Vec<Arm>,
+}
+
+impl PrepAxes {
+    /// `--families` and `--arms`, each value listed once.
+    pub(crate) fn checked(&self) -> Result<(Vec<Family>, Vec<Arm>)> {
+        distinct(&self.families, "--families")?;
+        distinct(&self.arms, "--arms")?;
+        Ok((self.families.clone(), self.arms.clone()))
+    }
 }
 
 /// `--resume` continues the run in `--out`: without one there is nothing to continue.
@@ -419,6 +431,8 @@ mod tests {
         // The same settings, the axes in another order, another --out spelling: resumable.
         check("bundle/metaprep sweep --out x --resume --batch-sizes 8,1 --seed 1 --rounds 6")
             .unwrap();
+        // A renamed flag under its new name is the same setting.
+        check("metaprep sweep --seed 1 --batch-sizes 1,8 --min-rounds 6 --out r --resume").unwrap();
         for (line, named) in [
             (
                 "metaprep sweep --seed 2 --batch-sizes 1,8 --rounds 6 --resume",
@@ -429,12 +443,12 @@ mod tests {
                 "--batch-sizes: `1,8` vs `1`",
             ),
             (
-                "metaprep sweep --seed 1 --batch-sizes 1,8 --rounds 8 --resume",
-                "--rounds: `6` vs `8`",
+                "metaprep sweep --seed 1 --batch-sizes 1,8 --min-rounds 8 --resume",
+                "--min-rounds: `6` vs `8`",
             ),
             (
                 "metaprep sweep --seed 1 --batch-sizes 1,8 --resume",
-                "--rounds: `6` vs not given",
+                "--min-rounds: `6` vs not given",
             ),
             (
                 "metaprep steps --seed 1 --batch-sizes 1,8 --rounds 6 --resume",
@@ -450,7 +464,7 @@ mod tests {
         // Found once the GPU is open (a setting resolved from the flags), it still exits 2.
         let late = check_run_out_for(out, true, "metaprep sweep --seed 3", None).unwrap_err();
         assert!(
-            late.downcast_ref::<crate::results::BadInput>().is_some(),
+            late.downcast_ref::<crate::exit::BadInput>().is_some(),
             "{late:#}"
         );
         // Without --resume, an existing run is refused whatever the settings.

@@ -6,10 +6,12 @@ pub mod check;
 pub mod collectives;
 pub mod common;
 pub mod doctor;
+pub mod grid_args;
 pub mod info;
 pub mod lists;
 pub mod rank_worker;
 pub mod report;
+pub mod step_model;
 pub mod steps;
 pub mod sweep;
 pub mod validate;
@@ -53,7 +55,7 @@ pub enum Command {
     Doctor(DeviceArgs),
     /// Check every family x arm against the CPU reference, bit for bit, on random inputs.
     Check(CheckArgs),
-    /// Time every arm over batch size x block size x layout in rounds (see --rounds), with the
+    /// Time every arm over batch size x block size x layout in rounds (see --min-rounds), with the
     /// floor measured in every round; writes metaprep.csv, rounds.csv (each round's medians),
     /// env.json and telemetry.csv to --out.
     Sweep(SweepArgs),

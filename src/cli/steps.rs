@@ -1,19 +1,18 @@
 //! `metaprep steps`: its flags, their validation, and the run.
 
 use super::common::{
-    check_run_out, default_out, forward_us, resume_target, seq_lens_within, time_cap, usage,
-    validate_shapes, writable_file, DeviceArgs, NvtxArgs, PinArgs,
+    check_run_out, default_out, resume_target, time_cap, usage, validate_shapes, writable_file,
+    DeviceArgs, NvtxArgs, PinArgs,
 };
+use super::grid_args::{GridArgs, RoundsArgs};
+use super::lists::{arm, distinct, layout};
+use super::step_model::StepModelArgs;
 use crate::axes::layout::Layout;
-use crate::axes::Drafter;
-use crate::cli::lists::{arms, layouts, parse_u32_list};
+use crate::axes::{Arm, Drafter};
 use crate::exit::Exit;
 use crate::harness::timer::TimerKind;
-use crate::model::host_profile::{HostProfile, Item};
 use crate::model::memory::GpuMemory;
-use crate::model::profile::{ForwardModel, Profile};
 use crate::model::stop::StepRounds;
-use crate::prep::accept::Acceptance;
 use crate::runs::rank_world::{RanksMode, ReadSkew};
 use crate::runs::steps::{Cell, StepsConfig, TraceRequest};
 use anyhow::{Context, Result};
@@ -23,6 +22,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Clone)]
+#[command(mut_arg("batch_sizes", |a| a.default_value(DEFAULT_STEP_BATCHES)))]
+#[command(mut_arg("max_context", |a| a.default_value("32768").required(false)))]
+#[command(mut_arg("max_rounds", |a| a.default_value("20").required(false)))]
+#[command(mut_arg("precision_pct", |a| a.default_value("0.5").required(false)))]
+#[command(mut_arg("cell_time_cap_ms", |a| a.default_value("15000").required(false)))]
 pub struct StepsArgs {
     #[command(flatten)]
     pub(crate) device: DeviceArgs,
@@ -36,23 +40,21 @@ pub struct StepsArgs {
     /// before the draft-extend replay only, as SGLang's merged DSA path does), fused, and
     /// eager-pinned / eager-mapped (eager-sync's program with a pinned or a mapped read; not
     /// in the default: eager-pinned needs a host profile with a measured `pinned_read_us`,
-    /// from scripts/torch_read_paths.py, and the two add half again to the run's time).
-    #[arg(long, default_value = "eager-sync,eager-device,graph,graph-upload")]
-    pub(crate) arms: String,
-    /// Batch sizes (requests per step), comma separated. Default: 1,4,16,64, the small
-    /// batches where a read's exposed host work matters; with --full, 1,2,4,8,16,32,64,128,256.
-    /// Batch sizes a layout's GPUs cannot hold are left out.
-    #[arg(long)]
-    pub(crate) batch_sizes: Option<String>,
-    /// The full grid: every batch size from 1 to 256 in powers of two (instead of 1,4,16,64),
-    /// on every layout that fits. Takes several times the default's time. It picks the batch
-    /// sizes, so it cannot be given with --batch-sizes.
+    /// and the two add half again to the run's time).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = arm,
+        default_value = "eager-sync,eager-device,graph,graph-upload"
+    )]
+    pub(crate) arms: Vec<Arm>,
+    #[command(flatten)]
+    pub(crate) grid: GridArgs,
+    /// The full grid: every batch size from 1 to 256 in powers of two (instead of
+    /// --batch-sizes' default), on every layout that fits. Takes several times the default's
+    /// time. It picks the batch sizes, so it cannot be given with --batch-sizes.
     #[arg(long, conflicts_with = "batch_sizes")]
     pub(crate) full: bool,
-    /// Draft block sizes gamma, comma separated; the verify step checks the same N tokens.
-    /// Under --drafter eagle the block is N, EAGLE's speculative_num_draft_tokens.
-    #[arg(long, default_value = "3,5,8")]
-    pub(crate) block_sizes: String,
     /// The step program: `dspark` (the DSpark draft block, then DSA target verify) or
     /// `eagle` (SGLang 0.5.23's spec-v2 EAGLE/MTP step with the DSA backend: draft passes,
     /// each a DSA decode prep and a one-token draft forward, then DSA target verify, then
@@ -72,102 +74,20 @@ pub struct StepsArgs {
     /// Only cells one GPU can hold run (target and draft weights plus KV cache within 90% of
     /// its memory); the others are left out with a note. Default: all six; a layout named
     /// here that holds no batch of the run is refused.
-    #[arg(long)]
-    pub(crate) tp: Option<String>,
+    #[arg(long, value_delimiter = ',', value_parser = layout)]
+    pub(crate) tp: Vec<Layout>,
     /// Memory of one GPU in GiB, to plan for another GPU than this one (default: the
     /// device's own total memory). Decides which layouts and batches fit (see --tp).
     #[arg(long, allow_negative_numbers = true)]
     pub(crate) gpu_memory_gib: Option<f64>,
-    /// Target model profile for the verify forward: moe-large (DeepSeek-V3/V4-class MoE,
-    /// FP8 weights, MLA cache), draft-small, or custom (see --custom-*).
-    #[arg(long, default_value = "moe-large")]
-    pub(crate) model: String,
-    /// Model profile for the draft forward.
-    #[arg(long, default_value = "draft-small")]
-    pub(crate) draft_model: String,
-    /// Custom profile (--model or --draft-model custom): weight bytes per layer (before the
-    /// TP split). Default: 200000000.
-    #[arg(long)]
-    pub(crate) custom_weight_bytes_per_layer: Option<u64>,
-    /// Custom profile (--model or --draft-model custom): layers. Default: 32.
-    #[arg(long)]
-    pub(crate) custom_layers: Option<u32>,
-    /// Custom profile (--model or --draft-model custom): KV-cache bytes per token per layer.
-    /// Default: 1024.
-    #[arg(long)]
-    pub(crate) custom_kv_bytes_per_token_per_layer: Option<u64>,
-    /// Custom profile (--model or --draft-model custom): hidden size (sizes the collectives).
-    /// Default: 4096.
-    #[arg(long)]
-    pub(crate) custom_hidden_size: Option<u32>,
-    /// Replace both forwards by a fixed GPU busy-wait of this many µs (a quick what-if that
-    /// ignores the profiles and the layout).
-    #[arg(long, allow_negative_numbers = true)]
-    pub(crate) forward_us: Option<f64>,
-    /// Per-draft-token acceptance rate α: each draft token is accepted with probability α
-    /// until the first rejection, so a block of γ drafts accepts (1 − α^(γ+1)) / (1 − α)
-    /// tokens per request per step, bonus token included (Leviathan et al. 2023), drawn per
-    /// request per step. Default: the rate that gives the seed serving run's 3.51 tokens at
-    /// block 5 (α ≈ 0.779: block 3 accepts 2.86, block 8 4.04). Under --drafter eagle a block
-    /// N drafts γ = N − 1 tokens (N = 5 accepts 3.22 at the default α, N = 3 2.38).
-    #[arg(long, conflicts_with = "accept_length")]
-    pub(crate) accept_rate: Option<f64>,
-    /// Instead of --accept-rate: this mean accepted length (tokens per request per step, 1 to
-    /// block + 1; under --drafter eagle 1 to N) for one block size. With several --block-sizes it is refused, since one
-    /// length for every block would give each block a different α.
-    #[arg(long)]
-    pub(crate) accept_length: Option<f64>,
-    /// The host program of a step and what each piece costs: `pytorch` (each prep's ops,
-    /// launches and reads as SGLang 0.5.23's own eager code issues them, at the framework
-    /// costs scripts/calibrate_torch.py measured on an H200), `pytorch-transcription` (the
-    /// same costs with that script's own transcription of the preps, which issues more ops),
-    /// `native` (the Rust harness's own launches and reads, nothing added), or a JSON file
-    /// (`metaprep calibrate` from your engine's traces: docs/calibration.md; every field in
-    /// host-profiles/README.md).
-    #[arg(long, default_value = "pytorch")]
-    pub(crate) host_profile: String,
-    /// Run the profile's framework costs at this measured host speed instead of the one they
-    /// were calibrated at: µs per op as scripts/metaprep_host.py `host_speed()`
-    /// measures it in the engine's process. Ops, reads, graph launches and uploads scale by
-    /// this over the profile's `host_speed_us`; host segments and GPU times stay. `metaprep
-    /// validate` passes each reference cell's own.
-    #[arg(long)]
-    pub(crate) host_speed_us: Option<f64>,
-    /// Replace the µs of the program's `scheduler` host segment (a what-if).
-    #[arg(long)]
-    pub(crate) host_work_us: Option<f64>,
-    /// What-if factors on every host cost of the profile (host segments and per-op costs;
-    /// reads, launches and op counts stay as measured), comma separated, such as 0.5,1,2,4:
-    /// each factor runs the whole grid again, its rows' `host_scale` column saying which, and
-    /// `report` charts graph's throughput gain against it.
-    #[arg(long, value_delimiter = ',', default_value = "1")]
-    pub(crate) host_scale: Vec<f64>,
-    /// Link bandwidth the emulated collectives move their bytes at (GB/s).
-    #[arg(long, default_value_t = 450.0)]
-    pub(crate) link_gb_s: f64,
-    /// Latency of one collective (µs), added to bytes / bandwidth. Default: by GPU count,
-    /// 4.5/4.8/7.8 µs at 2/4/8 GPUs (a custom all-reduce on H100, sgl-project/sglang#2904).
-    #[arg(long)]
-    pub(crate) collective_latency_us: Option<f64>,
+    #[command(flatten)]
+    pub(crate) step_model: StepModelArgs,
     /// A cell (layout, batch, block) runs its arms in rounds, back to back in each round:
     /// measured steps of one arm's clean pass in one round.
     #[arg(long, default_value_t = 30)]
     pub(crate) round_steps: usize,
-    /// Fewest rounds per cell (6 at least: fewer round medians give no 95% interval).
-    #[arg(long, default_value_t = 6)]
-    pub(crate) min_rounds: usize,
-    /// Most rounds per cell.
-    #[arg(long, default_value_t = 20)]
-    pub(crate) max_rounds: usize,
-    /// A cell stops once every arm's step time against eager-sync's (paired within rounds)
-    /// has a 95% interval within ± this many percentage points, after --min-rounds.
-    #[arg(long, default_value_t = 0.5)]
-    pub(crate) precision_pct: f64,
-    /// Time cap of one cell, all its arms and rounds, ms: past --min-rounds it stops there,
-    /// precise or not (its rows' stop_reason says which). The minimum rounds always run; for
-    /// long steps their passes get shorter so that they fit the cap.
-    #[arg(long, default_value_t = 15_000)]
-    pub(crate) cell_time_cap_ms: u64,
+    #[command(flatten)]
+    pub(crate) rounds: RoundsArgs,
     /// Warm-up steps before each clean pass's measured ones.
     #[arg(long, default_value_t = 10)]
     pub(crate) warmup_steps: usize,
@@ -190,12 +110,6 @@ pub struct StepsArgs {
     /// Time cap of each timeline pass, ms (3 steps at least).
     #[arg(long, default_value_t = 1000)]
     pub(crate) timeline_cap_ms: u64,
-    /// Longest context a request may reach (tokens): the page tables' static width.
-    #[arg(long, default_value_t = 32768)]
-    pub(crate) max_context: u32,
-    /// Committed lengths are drawn uniformly from MIN-MAX tokens.
-    #[arg(long, default_value = "2048-8192")]
-    pub(crate) seq_lens: String,
     /// Seed for the random inputs (committed lengths, request rows), the accept draws and
     /// the read-skew jitter: the same seed replays the same steps.
     #[arg(long, default_value_t = 1)]
@@ -245,26 +159,6 @@ pub struct StepsArgs {
     pub(crate) read_skew_rank: String,
 }
 
-/// `--accept-rate` / `--accept-length`, checked against the run's block sizes.
-pub(crate) fn acceptance(
-    rate: Option<f64>,
-    length: Option<f64>,
-    blocks: &[u32],
-) -> Result<Acceptance> {
-    match (rate, length) {
-        (_, Some(l)) if blocks.len() > 1 => anyhow::bail!(
-            "--accept-length {l} fixes one block size's mean, but --block-sizes lists {}: \
-             give --accept-rate (one α, each block its own length) or one block size",
-            blocks.len()
-        ),
-        (_, Some(l)) => Acceptance::Length(l)
-            .check(blocks)
-            .context("--accept-length"),
-        (Some(r), None) => Acceptance::Rate(r).check(blocks).context("--accept-rate"),
-        (None, None) => Ok(Acceptance::seed()),
-    }
-}
-
 /// `--read-skew-us` and `--read-skew-rank`, checked.
 fn read_skew(args: &StepsArgs) -> Result<ReadSkew> {
     for (v, flag) in [
@@ -287,52 +181,6 @@ fn read_skew(args: &StepsArgs) -> Result<ReadSkew> {
         jitter_us: args.read_skew_jitter_us,
         rank,
     })
-}
-
-/// The forward `flag` (`--model`, `--draft-model`) names, or `--forward-us`'s busy-wait,
-/// which replaces both (its errors name `--forward-us`, not a flag the user may not have given).
-fn forward_model(name: &str, flag: &str, args: &StepsArgs) -> Result<ForwardModel> {
-    if let Some(us) = args.forward_us {
-        return Ok(ForwardModel::FixedUs(forward_us(us)?));
-    }
-    let profile = if name == "custom" {
-        Profile::custom(
-            args.custom_weight_bytes_per_layer.unwrap_or(200_000_000),
-            args.custom_layers.unwrap_or(32),
-            args.custom_kv_bytes_per_token_per_layer.unwrap_or(1024),
-            args.custom_hidden_size.unwrap_or(4096),
-        )
-    } else {
-        Profile::named(name)
-    };
-    Ok(ForwardModel::Profile(profile.context(flag.to_string())?))
-}
-
-/// The `--host-profile`, with `--host-work-us` replacing its scheduler segment.
-fn host_program(args: &StepsArgs) -> Result<HostProfile> {
-    let mut host = HostProfile::load(&args.host_profile)?;
-    if let Some(v) = args.host_work_us {
-        host.program_of(args.drafter)?;
-        let program = match (args.drafter, host.eagle_program.as_mut()) {
-            (Drafter::Eagle, Some(eagle)) => eagle,
-            _ => &mut host.program,
-        };
-        let scheduler = program.iter_mut().find_map(|item| match item {
-            Item::Host { name, us, .. } if name == "scheduler" => Some(us),
-            _ => None,
-        });
-        let Some(us) = scheduler else {
-            anyhow::bail!(
-                "--host-work-us: host profile `{}` has no `scheduler` segment to replace",
-                host.name
-            );
-        };
-        *us = v;
-    }
-    match args.host_speed_us {
-        Some(speed) => host.at_host_speed(speed).context("--host-speed-us"),
-        None => Ok(host),
-    }
 }
 
 fn trace_cell(s: &str) -> Result<Cell> {
@@ -370,61 +218,28 @@ fn drafter_blocks(drafter: Drafter, blocks: &[u32]) -> Result<()> {
 }
 
 /// `steps --full`'s.
-const FULL_STEP_BATCHES: &str = "1,2,4,8,16,32,64,128,256";
+const FULL_STEP_BATCHES: [u32; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 
 pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
-    let layouts = match &args.tp {
-        Some(list) => usage(layouts(list))?,
-        None => Layout::all().to_vec(),
+    usage(distinct(&args.tp, "--tp"))?;
+    let layouts = match args.tp.as_slice() {
+        [] => Layout::all().to_vec(),
+        named => named.to_vec(),
     };
     let gpu_memory = usage(args.gpu_memory_gib.map(GpuMemory::from_gib).transpose())?;
-    let default_batches = if args.full {
-        FULL_STEP_BATCHES
-    } else {
-        DEFAULT_STEP_BATCHES
-    };
-    let batch_sizes = usage(parse_u32_list(
-        args.batch_sizes.as_deref().unwrap_or(default_batches),
-        "--batch-sizes",
-    ))?;
-    let block_sizes = usage(parse_u32_list(&args.block_sizes, "--block-sizes"))?;
+    let (mut batch_sizes, block_sizes, seq_lens) = usage(args.grid.checked())?;
+    if args.full {
+        batch_sizes = FULL_STEP_BATCHES.to_vec();
+    }
     usage(drafter_blocks(args.drafter, &block_sizes))?;
-    // The accept model's block is the tokens the drafter proposes (EAGLE: N − 1).
-    let drafted: Vec<u32> = block_sizes
-        .iter()
-        .map(|&b| args.drafter.drafted(b))
-        .collect();
-    let acceptance = usage(acceptance(args.accept_rate, args.accept_length, &drafted))?;
-    for (v, flag) in [
-        (args.host_work_us, "--host-work-us"),
-        (Some(args.link_gb_s), "--link-gb-s"),
-        (args.collective_latency_us, "--collective-latency-us"),
-    ] {
-        let Some(v) = v else { continue };
-        if !(v.is_finite() && (0.0..=1e6).contains(&v)) || (flag == "--link-gb-s" && v == 0.0) {
-            return usage(Err(anyhow::anyhow!(
-                "{flag}: {v} is not a usable value (give a number between 0 and 1e6)"
-            )));
-        }
-    }
-    let host = usage(host_program(args))?;
-    for &scale in &args.host_scale {
-        usage(host.scaled(scale))?;
-    }
-    if args
-        .host_scale
-        .iter()
-        .enumerate()
-        .any(|(i, s)| args.host_scale[..i].contains(s))
-    {
-        return usage(Err(anyhow::anyhow!("--host-scale lists a factor twice")));
-    }
+    let model = usage(args.step_model.checked(args.drafter, &block_sizes))?;
+    let rounds = usage(args.rounds.checked())?;
     let rounds = usage(StepRounds::new(
-        args.min_rounds,
-        args.max_rounds,
+        rounds.min,
+        rounds.max,
         args.round_steps,
-        args.precision_pct,
-        usage(time_cap(args.cell_time_cap_ms, "--cell-time-cap-ms"))?,
+        rounds.precision_pct,
+        rounds.cell_time_cap,
     ))?;
     let timeline_cap = usage(time_cap(args.timeline_cap_ms, "--timeline-cap-ms"))?;
     if args.timeline_steps < 3 {
@@ -444,34 +259,13 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
             )));
         }
     }
-    let custom = [args.model.as_str(), args.draft_model.as_str()].contains(&"custom");
-    for (given, flag) in [
-        (
-            args.custom_weight_bytes_per_layer.is_some(),
-            "--custom-weight-bytes-per-layer",
-        ),
-        (args.custom_layers.is_some(), "--custom-layers"),
-        (
-            args.custom_kv_bytes_per_token_per_layer.is_some(),
-            "--custom-kv-bytes-per-token-per-layer",
-        ),
-        (args.custom_hidden_size.is_some(), "--custom-hidden-size"),
-    ] {
-        if given && (!custom || args.forward_us.is_some()) {
-            return usage(Err(anyhow::anyhow!(
-                "{flag} sizes the custom profile, which this run does not use: give --model \
-                 custom (or --draft-model custom) without --forward-us, or leave {flag} out"
-            )));
-        }
-    }
     validate_shapes(
         args.drafter.families(),
         &batch_sizes,
         &block_sizes,
-        args.max_context,
+        args.grid.max_context,
     )?;
-    usage(host.program_of(args.drafter))?;
-    let seq_lens = usage(seq_lens_within(&args.seq_lens, args.max_context))?;
+    usage(model.host.program_of(args.drafter))?;
     usage(resume_target(args.resume, &args.out))?;
     if args.trace_cell.is_some() && args.trace.is_none() {
         return usage(Err(anyhow::anyhow!(
@@ -513,8 +307,9 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
              give one of them too, or leave --read-skew-rank out"
         )));
     }
-    let arms = usage(arms(&args.arms))?;
-    usage(host.require_read_costs(&arms))?;
+    usage(distinct(&args.arms, "--arms"))?;
+    let arms = args.arms.clone();
+    usage(model.host.require_read_costs(&arms))?;
     Ok(StepsConfig {
         gpu: args.device.choice(),
         cpu: usage(args.pin.checked())?,
@@ -522,23 +317,23 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         batch_sizes,
         block_sizes,
         layouts,
-        layouts_named: args.tp.is_some(),
+        layouts_named: !args.tp.is_empty(),
         gpu_memory,
-        target: usage(forward_model(&args.model, "--model", args))?,
-        draft: usage(forward_model(&args.draft_model, "--draft-model", args))?,
-        acceptance,
-        host,
+        target: model.target,
+        draft: model.draft,
+        acceptance: model.acceptance,
+        host: model.host,
         drafter: args.drafter,
-        host_scales: args.host_scale.clone(),
-        link_gb_s: args.link_gb_s,
-        collective_latency_us: args.collective_latency_us,
+        host_scales: args.step_model.host_scale.clone(),
+        link_gb_s: args.step_model.link_gb_s,
+        collective_latency_us: args.step_model.collective_latency_us,
         rounds,
         warmup_steps: args.warmup_steps,
         timeline_steps: args.timeline_steps,
         timer: args.timer,
         cupti_lib: args.cupti_lib.clone(),
         timeline_cap,
-        max_context: args.max_context,
+        max_context: args.grid.max_context,
         seq_lens,
         seed: args.seed,
         out,
@@ -587,6 +382,7 @@ pub(crate) fn run_steps(config: &StepsConfig, steps_args: &[OsString]) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::host_profile::Item;
     use clap::Parser;
 
     #[derive(Parser)]

@@ -1,14 +1,15 @@
 //! `metaprep sweep`: its flags, their validation, and the run.
 
 use super::common::{
-    check_run_out, default_out, forward_us, parse_parent, resume_target, seq_lens_within, time_cap,
-    usage, validate_shapes, DeviceArgs, NvtxArgs, PinArgs, PrepAxes,
+    check_run_out, default_out, forward_us, parse_parent, resume_target, usage, validate_shapes,
+    DeviceArgs, NvtxArgs, PinArgs, PrepAxes,
 };
-use crate::cli::lists::{arms, families, layouts, parse_u32_list};
+use super::grid_args::{GridArgs, RoundsArgs};
+use super::lists::{distinct, layout};
+use crate::axes::Layout;
 use crate::exit::Exit;
 use crate::report::targets;
 use crate::runs::sweep::{self, SweepConfig};
-use crate::stats::rounds::{MAX_ROUNDS, MIN_ROUNDS};
 use crate::stats::stopping::StoppingRule;
 use anyhow::Result;
 use clap::Args;
@@ -16,6 +17,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args)]
+#[command(mut_arg("batch_sizes", |a| a.default_value("1,8,64,256")))]
+#[command(mut_arg("max_context", |a| a.default_value("131072").required(false)))]
+#[command(mut_arg("max_rounds", |a| a.default_value("12").required(false)))]
+#[command(mut_arg("precision_pct", |a| a.default_value("1").required(false)))]
+#[command(mut_arg("cell_time_cap_ms", |a| a.default_value("500").required(false)))]
 pub struct SweepArgs {
     #[command(flatten)]
     pub(crate) device: DeviceArgs,
@@ -25,68 +31,27 @@ pub struct SweepArgs {
     pub(crate) nvtx: NvtxArgs,
     #[command(flatten)]
     pub(crate) prep: PrepAxes,
-    /// Batch sizes (requests per step), comma separated. A dep layout gives each GPU
-    /// ceil(bs / dp) of them.
-    #[arg(long, default_value = "1,8,64,256")]
-    pub(crate) batch_sizes: String,
-    /// Block sizes, comma separated: DSpark's draft block gamma, or DSA's N draft tokens
-    /// per request (decode has one row per request whatever the block).
-    #[arg(long, default_value = "3,5,8")]
-    pub(crate) block_sizes: String,
+    #[command(flatten)]
+    pub(crate) grid: GridArgs,
     /// Tensor-parallel layouts, comma separated: tp1, tp2, tp4, tp8 (1/TP of every layer
     /// per GPU, whole batch) or dep2, dep4 (attention data-parallel: bs/DP per GPU). The
     /// prep is per rank and does not depend on the TP degree, so tp layouts measure the same
     /// prep (only dep changes the batch a rank prepares); a layout needing more GPUs than
     /// the host has runs one rank and is marked emulated. `metaprep steps` is where TP
     /// changes the forward.
-    #[arg(long, default_value = "tp1")]
-    pub(crate) tp: String,
+    #[arg(long, value_delimiter = ',', value_parser = layout, default_value = "tp1")]
+    pub(crate) tp: Vec<Layout>,
     /// GPU time of the stand-in forward launched after each prep for the step_fwd_us
     /// metric (the GPU is busy when the next host read lands); 0 skips it.
     #[arg(long, allow_negative_numbers = true, default_value_t = 20.0)]
     pub(crate) forward_us: f64,
-    /// Longest context a request may reach: the static width of the page tables the graph
-    /// path sizes by (tokens).
-    #[arg(long, default_value_t = 131072)]
-    pub(crate) max_context: u32,
-    /// Committed lengths are drawn uniformly from MIN-MAX tokens.
-    #[arg(long, default_value = "2048-8192")]
-    pub(crate) seq_lens: String,
-    /// Rounds every cell is measured in. Each round measures the floor, then visits every
-    /// cell group (the arms of one family, layout, batch and block, back to back) in a
-    /// fresh order drawn from --seed and the round; a cell's row is the median of its rounds'
-    /// medians, its 95% interval the spread between rounds, so drift during the run widens
-    /// it. 6 is the fewest whose medians give a distribution-free 95% interval; fewer are
-    /// refused.
-    #[arg(long, default_value_t = MIN_ROUNDS)]
-    pub(crate) rounds: usize,
-    /// Most rounds a cell group gets: after --rounds, a group gets another round only while
-    /// an arm's step_us interval is wider than --rel-ci-pct (or 20 ns) or its host-read
-    /// cost's (eager-sync − eager-device, paired by round) wider than ±1% or ±0.3 µs, and
-    /// until its time cap; the rows' stop_reason says which ended it (precision, max-rounds,
-    /// time-cap). On the H200 eager-sync's read blocks about 11 or 17 µs at batch 8 from round to
-    /// round: a copy queued behind running GPU work completes in steps of about 8 µs, and the
-    /// host's speed decides whether the read lands behind the prep's last kernel (the floor's
-    /// d2h-int-busy; results/2026-11-29-h200-read-landing/). So eager groups take every
-    /// round: at 20 the default sweep took 226 s on the H200 (seven arms, five workers;
-    /// results/2026-12-01-h200-sweep/), at 12 it fits in three minutes.
-    #[arg(long, default_value_t = 12)]
-    pub(crate) max_rounds: usize,
-    /// Precision aimed at, in percent of the median: a group stops adding rounds once every
-    /// arm's step_us interval between rounds is within it (and its read cost's is within
-    /// ±1% or ±0.3 µs).
-    #[arg(long, default_value_t = 1.0)]
-    pub(crate) rel_ci_pct: f64,
+    #[command(flatten)]
+    pub(crate) rounds: RoundsArgs,
     /// Samples per metric of a cell in each round (a round stops there, or at its share of
-    /// --time-cap-ms): its median is the round's value. 10 keep a round's median from resting
-    /// on one outlier; more per round buy nothing the interval between rounds shows.
+    /// --cell-time-cap-ms): its median is the round's value. 10 keep a round's median from
+    /// resting on one outlier; more per round buy nothing the interval between rounds shows.
     #[arg(long, default_value_t = 10)]
     pub(crate) min_samples: usize,
-    /// Time cap of a cell per metric over all its rounds, in milliseconds: each round's
-    /// sampling stops at this / --rounds even short of its samples, and a group gets no round
-    /// beyond --rounds once its measuring time reaches its cells' caps together.
-    #[arg(long, default_value_t = 500)]
-    pub(crate) time_cap_ms: u64,
     /// Steps per sample: a sample is the wall time of this many steps over their count.
     #[arg(long, default_value_t = 50, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
     pub(crate) steps_per_sample: usize,
@@ -101,15 +66,13 @@ pub struct SweepArgs {
     #[arg(long)]
     pub(crate) resume: bool,
     /// Worker processes the rounds are shared out over, started one after another
-    /// (metaprep's hidden `sweep-worker`): the first --rounds over up to N workers, so a group
-    /// that stops there has seen N processes, then the rounds up to --max-rounds of the groups
-    /// still open over up to N more; 1 measures every round in this process. A process draws its state
-    /// once for all its rounds (where its memory and the driver's structures landed, its
-    /// CPU's state): on the H200 host one process's graph host_issue_us sat 50-58% above
-    /// another's with intervals that excluded zero, so rounds in one process cannot show that
-    /// spread. Each worker costs its start (a GPU context, the kernels' compile, the inputs);
-    /// env.json names each worker's pinned CPU and its host speed, rounds.csv which worker
-    /// measured each round.
+    /// (metaprep's hidden `sweep-worker`): the first --min-rounds over up to N workers, so a
+    /// group that stops there has seen N processes, then the rounds up to --max-rounds of the
+    /// groups still open over up to N more; 1 measures every round in this process. A process
+    /// draws its state once for all its rounds (where its memory and the driver's structures
+    /// landed, its CPU's state), which rounds in one process cannot show. Each worker costs
+    /// its start (a GPU context, the kernels' compile, the inputs); env.json names each
+    /// worker's pinned CPU and its host speed, rounds.csv which worker measured each round.
     #[arg(long, default_value_t = DEFAULT_PROCESSES)]
     pub(crate) processes: usize,
 }
@@ -168,74 +131,48 @@ pub(crate) fn sweep_config(
     command_args: Vec<std::ffi::OsString>,
 ) -> Result<SweepConfig, ExitCode> {
     usage(resume_target(args.resume, &args.out))?;
-    let positive = |v: f64, flag: &str| {
-        if v.is_finite() && v > 0.0 {
-            Ok(v)
-        } else {
-            Err(anyhow::anyhow!("{flag}: {v} is not a positive number"))
-        }
-    };
-    if args.rel_ci_pct > 100.0 {
-        return usage(Err(anyhow::anyhow!(
-            "--rel-ci-pct: {}% is no precision: an interval of more than ±100% of the median \
-             says nothing (1 by default)",
-            args.rel_ci_pct
-        )));
-    }
-    let time_cap = usage(time_cap(args.time_cap_ms, "--time-cap-ms"))?;
+    let rounds = usage(args.rounds.checked())?;
     if args.min_samples < 2 {
         return usage(Err(anyhow::anyhow!(
             "--min-samples: {} is too few: an interval needs at least 2 samples (10 by default)",
             args.min_samples
         )));
     }
-    if args.rounds < MIN_ROUNDS {
-        return usage(Err(anyhow::anyhow!(
-            "--rounds: {} is too few: the medians of {MIN_ROUNDS} rounds are the fewest that \
-             give a 95% interval, and a row without one can never be called faster or slower",
-            args.rounds
-        )));
-    }
-    if args.max_rounds < args.rounds || args.max_rounds > MAX_ROUNDS {
-        return usage(Err(anyhow::anyhow!(
-            "--max-rounds: {} must be between --rounds ({}) and {MAX_ROUNDS}",
-            args.max_rounds,
-            args.rounds
-        )));
-    }
-    if args.processes == 0 || args.processes > args.max_rounds {
+    if args.processes == 0 || args.processes > rounds.max {
         return usage(Err(anyhow::anyhow!(
             "--processes: {} must be between 1 (every round in this process) and --max-rounds \
              ({}): a worker measures one round at least",
             args.processes,
-            args.max_rounds
+            rounds.max
         )));
     }
+    let (batch_sizes, block_sizes, seq_lens) = usage(args.grid.checked())?;
+    let (families, arms) = usage(args.prep.checked())?;
+    usage(distinct(&args.tp, "--tp"))?;
     let config = SweepConfig {
         gpu: args.device.choice(),
         cpu: usage(args.pin.checked())?,
-        families: usage(families(&args.prep.families))?,
-        arms: usage(arms(&args.prep.arms))?,
-        batch_sizes: usage(parse_u32_list(&args.batch_sizes, "--batch-sizes"))?,
-        block_sizes: usage(parse_u32_list(&args.block_sizes, "--block-sizes"))?,
-        layouts: usage(layouts(&args.tp))?,
+        families,
+        arms,
+        batch_sizes,
+        block_sizes,
+        layouts: args.tp.clone(),
         forward_us: if args.forward_us == 0.0 {
             0.0
         } else {
             usage(forward_us(args.forward_us))?
         },
-        max_context: args.max_context,
-        seq_lens: usage(seq_lens_within(&args.seq_lens, args.max_context))?,
+        max_context: args.grid.max_context,
+        seq_lens,
         rule: StoppingRule {
-            rel_ci: usage(positive(args.rel_ci_pct, "--rel-ci-pct"))? / 100.0,
-            time_cap,
+            rel_ci: rounds.precision_pct / 100.0,
+            time_cap: rounds.cell_time_cap,
             min_samples: args.min_samples,
             ..StoppingRule::default()
         },
-        rounds: args.rounds,
-        max_rounds: args.max_rounds,
-        steps_per_sample: usage(positive(args.steps_per_sample as f64, "--steps-per-sample"))?
-            as usize,
+        rounds: rounds.min,
+        max_rounds: rounds.max,
+        steps_per_sample: args.steps_per_sample,
         seed: args.seed,
         out: args.out.clone().unwrap_or_else(|| default_out("sweep")),
         resume: args.resume,

@@ -47,18 +47,27 @@ fn refuse_axes(a: &StepsArgs) -> Result<()> {
     let default: StepsArgs = super::common::parse_parent("steps", &[])
         .map_err(|_| anyhow::anyhow!("steps' defaults parse"))?;
     for (given, flag) in [
-        (a.block_sizes != default.block_sizes, "--block-sizes"),
+        (
+            a.grid.block_sizes != default.grid.block_sizes,
+            "--block-sizes",
+        ),
         (a.arms != default.arms, "--arms"),
-        (a.model != default.model, "--model"),
-        (a.draft_model != default.draft_model, "--draft-model"),
-        (a.forward_us.is_some(), "--forward-us"),
-        (a.batch_sizes.is_some(), "--batch-sizes"),
-        (a.tp.is_some(), "--tp"),
-        (a.host_speed_us.is_some(), "--host-speed-us"),
+        (a.step_model.model != default.step_model.model, "--model"),
+        (
+            a.step_model.draft_model != default.step_model.draft_model,
+            "--draft-model",
+        ),
+        (a.step_model.forward_us.is_some(), "--forward-us"),
+        (
+            a.grid.batch_sizes != default.grid.batch_sizes,
+            "--batch-sizes",
+        ),
+        (!a.tp.is_empty(), "--tp"),
+        (a.step_model.host_speed_us.is_some(), "--host-speed-us"),
         (a.full, "--full"),
         (a.resume, "--resume"),
         (a.trace.is_some(), "--trace"),
-        (a.host_scale != [1.0], "--host-scale"),
+        (a.step_model.host_scale != [1.0], "--host-scale"),
     ] {
         anyhow::ensure!(
             !given,
@@ -77,12 +86,12 @@ fn cell_args(
     out: &Path,
 ) -> StepsArgs {
     let mut a = base.clone();
-    a.forward_us = Some(cell.forward_us);
-    a.batch_sizes = Some(cell.batch_size.to_string());
-    a.block_sizes = cell.block.to_string();
-    a.tp = Some("tp1".into());
-    a.arms = arms.iter().map(|a| a.name()).collect::<Vec<_>>().join(",");
-    a.host_speed_us = speed;
+    a.step_model.forward_us = Some(cell.forward_us);
+    a.grid.batch_sizes = vec![cell.batch_size];
+    a.grid.block_sizes = vec![cell.block];
+    a.tp = vec![crate::axes::Layout::Tp(1)];
+    a.arms = arms.to_vec();
+    a.step_model.host_speed_us = speed;
     a.out = Some(out.to_path_buf());
     a
 }
@@ -131,7 +140,8 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
             );
         }
         let reference = Reference::read(&args.reference)?;
-        let profile = HostProfile::load(&args.steps.host_profile).context("--host-profile")?;
+        let profile =
+            HostProfile::load(&args.steps.step_model.host_profile).context("--host-profile")?;
         let out = args
             .steps
             .out
@@ -147,16 +157,21 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
         // reference no kernel takes is named by its cell.
         for (cell, _) in &reference.cells {
             for family in [Family::DsparkDraftBlock, Family::DsaTargetVerify] {
-                Shape::new(family, cell.batch_size, cell.block, args.steps.max_context)
-                    .with_context(|| {
-                        format!(
-                            "{}: the cell at forward {} µs, batch {}, block {}",
-                            args.reference.display(),
-                            cell.forward_us,
-                            cell.batch_size,
-                            cell.block
-                        )
-                    })?;
+                Shape::new(
+                    family,
+                    cell.batch_size,
+                    cell.block,
+                    args.steps.grid.max_context,
+                )
+                .with_context(|| {
+                    format!(
+                        "{}: the cell at forward {} µs, batch {}, block {}",
+                        args.reference.display(),
+                        cell.forward_us,
+                        cell.batch_size,
+                        cell.block
+                    )
+                })?;
             }
         }
         Ok((reference, profile, out))

@@ -25,6 +25,16 @@ pub fn ensure_not_capturing(stream: &CudaStream, operation: &str) -> Result<()> 
     Ok(())
 }
 
+/// An instantiated CUDA graph, replayed as one launch on the stream it was captured from.
+pub struct Graph(CudaGraph);
+
+impl Graph {
+    /// Replays the graph.
+    pub fn launch(&self) -> Result<()> {
+        Ok(self.0.launch()?)
+    }
+}
+
 /// Captures what `body` issues on `stream` into an instantiated graph, uploaded so its first
 /// replay pays no upload. If `body` fails, the capture is ended and discarded and the body's
 /// error returned: never a partial graph, and never a silent fallback to eager launches.
@@ -32,7 +42,7 @@ pub fn capture_graph(
     stream: &Arc<CudaStream>,
     what: &str,
     body: impl FnOnce() -> Result<()>,
-) -> Result<CudaGraph> {
+) -> Result<Graph> {
     stream
         .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         .with_context(|| format!("beginning graph capture of {what}"))?;
@@ -51,5 +61,5 @@ pub fn capture_graph(
     graph
         .upload()
         .with_context(|| format!("uploading the graph of {what}"))?;
-    Ok(graph)
+    Ok(Graph(graph))
 }

@@ -1,6 +1,8 @@
 //! The CUDA context, the one stream everything runs on, device facts, and the NVRTC module
 //! cache.
 
+use super::buffer::DeviceBuffer;
+use super::event::Event;
 use super::image::{ImageChoice, KernelImage};
 use super::kernels::KernelModule;
 use super::nvrtc;
@@ -8,10 +10,12 @@ use super::probe::{cuda_version, require_driver, require_nvrtc, GpuUnavailable};
 use super::sync_mode::SyncMode;
 use anyhow::{Context, Result};
 use cudarc::driver::sys::CUdevice_attribute as Attr;
-use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
+use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Serialize)]
@@ -141,8 +145,9 @@ impl Gpu {
         })
     }
 
-    pub fn cu_stream(&self) -> sys::CUstream {
-        self.stream.cu_stream()
+    /// The stream, as a launch takes it.
+    pub fn cu_stream(&self) -> StreamHandle<'_> {
+        StreamHandle::of(&self.stream)
     }
 
     /// `module`, compiled to the run's kernel image and loaded on first use.
@@ -169,17 +174,16 @@ impl Gpu {
             .with_context(|| format!("kernel {name} not found in kernels/{}", module.file_name()))
     }
 
-    pub fn upload<T: cudarc::driver::DeviceRepr>(&self, host: &[T]) -> Result<CudaSlice<T>> {
+    pub fn upload<T: DeviceRepr>(&self, host: &[T]) -> Result<DeviceBuffer<T>> {
         self.stream
             .clone_htod(host)
+            .map(DeviceBuffer::new)
             .context("copying inputs to the device")
     }
 
-    pub fn alloc<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
-        &self,
-        len: usize,
-    ) -> Result<CudaSlice<T>> {
-        self.stream.alloc_zeros(len.max(1)).map_err(|e| {
+    pub fn alloc<T: DeviceRepr + ValidAsZeroBits>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        let zeroed = self.stream.alloc_zeros(len.max(1));
+        zeroed.map(DeviceBuffer::new).map_err(|e| {
             let bytes = len.max(1) * std::mem::size_of::<T>();
             let free = match self.ctx.mem_get_info() {
                 Ok((free, total)) => {
@@ -195,26 +199,27 @@ impl Gpu {
     }
 
     /// Copies a device buffer to the host, refusing to do so inside a capture.
-    pub fn download<T: cudarc::driver::DeviceRepr>(
-        &self,
-        what: &str,
-        buf: &CudaSlice<T>,
-    ) -> Result<Vec<T>> {
+    pub fn download<T: DeviceRepr>(&self, what: &str, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
         super::ensure_not_capturing(&self.stream, what)?;
         self.stream
-            .clone_dtoh(buf)
+            .clone_dtoh(buf.slice())
             .with_context(|| format!("copying {what} to the host"))
     }
 
     /// `n` events that record timestamps. cudarc's `new_event(None)` disables timing, so
     /// every timed measurement goes through here.
-    pub fn timing_events(&self, n: usize) -> Result<Vec<cudarc::driver::CudaEvent>> {
+    pub fn timing_events(&self, n: usize) -> Result<Vec<Event>> {
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         (0..n)
-            .map(|_| {
-                self.ctx
-                    .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-                    .context("creating a timing event")
-            })
+            .map(|_| Event::new(&self.ctx, flags).context("creating a timing event"))
+            .collect()
+    }
+
+    /// `n` events without timing (cudarc's default, PyTorch's `torch.cuda.Event()`): for
+    /// waiting on work, the cheaper event.
+    pub fn plain_events(&self, n: usize) -> Result<Vec<Event>> {
+        (0..n)
+            .map(|_| Event::new(&self.ctx, None).context("creating an event"))
             .collect()
     }
 
@@ -222,6 +227,27 @@ impl Gpu {
         self.stream
             .synchronize()
             .context("synchronising the stream (a kernel may have faulted)")
+    }
+}
+
+/// The run's stream as a launch takes it: the raw handle, borrowed from the stream's owner
+/// (the [`Gpu`]), so that it cannot outlive the stream.
+#[derive(Clone, Copy)]
+pub struct StreamHandle<'s> {
+    raw: sys::CUstream,
+    _stream: PhantomData<&'s CudaStream>,
+}
+
+impl<'s> StreamHandle<'s> {
+    pub(crate) fn of(stream: &'s CudaStream) -> Self {
+        Self {
+            raw: stream.cu_stream(),
+            _stream: PhantomData,
+        }
+    }
+
+    pub(crate) fn raw(self) -> sys::CUstream {
+        self.raw
     }
 }
 

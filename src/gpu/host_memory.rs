@@ -70,12 +70,12 @@ impl HostMemory {
     }
 
     /// The host address, for a copy into it.
-    pub fn host_ptr(&self) -> *mut c_void {
+    pub(super) fn host_ptr(&self) -> *mut c_void {
         self.ptr.cast()
     }
 
     /// The device address of word `index` (mapped memory only).
-    pub fn device_ptr(&self, index: usize) -> Option<u64> {
+    pub(super) fn device_ptr(&self, index: usize) -> Option<u64> {
         assert!(index < self.words, "word {index} of {}", self.words);
         self.device_ptr.map(|base| base + 4 * index as u64)
     }

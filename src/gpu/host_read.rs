@@ -18,7 +18,7 @@
 //! after its timeout with an error that says what the flag held.
 
 use super::host_memory::HostMemory;
-use super::{ensure_not_capturing, Gpu, KernelModule, Launch};
+use super::{ensure_not_capturing, Gpu, KernelModule, Launch, StreamHandle};
 use crate::axes::ReadPath;
 use anyhow::{bail, Context, Result};
 use cudarc::driver::{result, sys, CudaEvent, CudaStream};
@@ -250,9 +250,10 @@ impl HostReader {
                 // A fresh number each read: a flag left by the last one is never this one's.
                 *seq = seq.wrapping_add(1);
                 store.set_arg(SEQ_ARG, *seq);
-                // SAFETY: the launch points at src (len ints, alive as long as its owner's
-                // plan) and at the mapped buffer this reader owns.
-                unsafe { store.issue(stream)? };
+                // The launch points at src (len ints, alive as long as its owner's plan) and
+                // at the mapped buffer this reader owns, which outlives any store into it
+                // (a read that gives up abandons it).
+                store.issue(StreamHandle::of(&self.stream))?;
                 poll(buffer, *seq, MAPPED_READ_TIMEOUT, stream)?;
                 buffer.copy_to(INTS_AT, out);
             }

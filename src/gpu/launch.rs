@@ -1,7 +1,19 @@
 //! A kernel launch prepared once and issued many times: function, geometry and argument
 //! bytes. Issuing goes straight to `cuLaunchKernel` so the harness adds as little as
 //! possible to what it times.
+//!
+//! Issuing is a safe call. What a kernel can reach is what its arguments address: outside
+//! `gpu/` those are addresses of device buffers
+//! ([`DeviceBuffer::addr`](super::DeviceBuffer::addr)), which Rust never borrows (their contents come back only through copies into
+//! plain integers and floats), and plain values; page-locked and mapped host memory keep
+//! their addresses inside `gpu/` (`host_memory`, `host_read`). A stale address or a wrong
+//! grid therefore corrupts device memory or faults the context, an error from the next
+//! driver call, and wrong numbers the CPU-reference checks catch; not host memory. What no
+//! Rust type sees is whether the arguments mirror the kernel's signature in `kernels/*.cu`:
+//! that is the builder's job (a `#[repr(C)]` block beside each `.cu` struct), checked by
+//! every GPU test against the CPU reference.
 
+use super::context::StreamHandle;
 use super::{Gpu, KernelModule};
 use anyhow::{bail, Context, Result};
 use cudarc::driver::{sys, CudaFunction};
@@ -48,9 +60,7 @@ impl Launch {
     /// Queues `us` µs of GPU work (a spin) on `gpu`'s stream and returns at once: for tests
     /// and probes that need the GPU busy when they issue what comes next.
     pub fn keep_gpu_busy(gpu: &Gpu, us: f64) -> Result<()> {
-        let spin = Self::spin(gpu, us)?;
-        // SAFETY: the spin kernel takes only a duration, no pointer.
-        unsafe { spin.issue(gpu.cu_stream()) }
+        Self::spin(gpu, us)?.issue(gpu.cu_stream())
     }
 
     /// Appends an argument: a plain value or a `#[repr(C)]` struct of device pointers.
@@ -75,28 +85,30 @@ impl Launch {
         unsafe { std::ptr::write(slot.as_mut_ptr() as *mut T, value) };
     }
 
-    /// Issues the launch on `stream`.
-    ///
-    /// # Safety
-    /// Every device pointer among the arguments must still be allocated, and the grid must
-    /// match what the kernel expects: the owner of the buffers (a prep plan) guarantees both.
-    pub unsafe fn issue(&self, stream: sys::CUstream) -> Result<()> {
+    /// Issues the launch on `stream` (see the module docs for why this is safe to call).
+    pub fn issue(&self, stream: StreamHandle<'_>) -> Result<()> {
         let (g, b) = (self.grid, self.block);
         // cuLaunchKernel reads the parameter array and never writes it.
         let params = self.params.as_ptr() as *mut *mut c_void;
-        sys::cuLaunchKernel(
-            self.func.cu_function(),
-            g.0,
-            g.1,
-            g.2,
-            b.0,
-            b.1,
-            b.2,
-            0,
-            stream,
-            params,
-            std::ptr::null_mut(),
-        )
+        // SAFETY: the function is loaded in this context, the stream handle is borrowed from
+        // the `Gpu` that owns the stream, and `params` holds one pointer per argument into
+        // storage of at least the argument's size that lives as long as `self`. What the
+        // kernel does with the arguments is memory of the device (module docs).
+        unsafe {
+            sys::cuLaunchKernel(
+                self.func.cu_function(),
+                g.0,
+                g.1,
+                g.2,
+                b.0,
+                b.1,
+                b.2,
+                0,
+                stream.raw(),
+                params,
+                std::ptr::null_mut(),
+            )
+        }
         .result()
         .with_context(|| {
             format!(

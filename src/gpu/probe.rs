@@ -2,21 +2,8 @@
 //! panics (with a backtrace) when a library is missing; we want one clear line and exit 3 (no
 //! GPU or driver).
 
-use std::fmt;
+pub use crate::exit::GpuUnavailable;
 use std::path::PathBuf;
-
-/// No CUDA driver, no NVRTC, no device, or a GPU library the command needs (CUPTI, NCCL)
-/// missing: the command needs a GPU host that has it; it exits 3 (`crate::exit::Exit::NoGpu`), distinct from a bad flag (2).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GpuUnavailable(pub String);
-
-impl fmt::Display for GpuUnavailable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for GpuUnavailable {}
 
 pub fn require_driver() -> Result<(), GpuUnavailable> {
     // SAFETY: only tries to dlopen the candidate library names; no symbol is called.

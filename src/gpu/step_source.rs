@@ -1,9 +1,8 @@
 //! The one thing every timed loop issues: a step of work on the GPU's stream. Here, below
 //! the preps and the harness, so a prep plan can be a source without knowing who times it.
 
-use crate::gpu::Gpu;
+use crate::gpu::{Event, Gpu};
 use anyhow::Result;
-use cudarc::driver::CudaEvent;
 use std::time::Duration;
 
 /// Something that issues one step of work on the GPU's stream: a prep arm, or a floor item
@@ -12,7 +11,7 @@ pub trait StepSource {
     fn issue_step(&mut self) -> Result<()>;
     /// Issues one step with `start` recorded on the stream right before its GPU work begins
     /// (after any host read): the start of the step's device span.
-    fn issue_step_marked(&mut self, gpu: &Gpu, start: &CudaEvent) -> Result<()> {
+    fn issue_step_marked(&mut self, gpu: &Gpu, start: &Event) -> Result<()> {
         start.record(&gpu.stream)?;
         self.issue_step()
     }

@@ -8,6 +8,8 @@
 //! A thread started later inherits the pinned mask: metaprep's own (the NVML sampler) start
 //! through [`spawn_helper`], which keeps them off the measuring CPU.
 
+pub use crate::gpu::host::affinity::allowed_cpus;
+use crate::gpu::host::affinity::set_affinity;
 use anyhow::{bail, ensure, Context, Result};
 use std::cell::RefCell;
 use std::fmt;
@@ -53,23 +55,6 @@ impl fmt::Display for CpuPin {
             CpuPin::Off => f.write_str("off"),
         }
     }
-}
-
-/// The CPUs the calling thread may run on, ascending.
-pub fn allowed_cpus() -> Result<Vec<usize>> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes at most its size.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let rc =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    ensure!(
-        rc == 0,
-        "reading this thread's CPU affinity: {}",
-        std::io::Error::last_os_error()
-    );
-    // SAFETY: CPU_ISSET reads within the set for indices below CPU_SETSIZE.
-    Ok((0..libc::CPU_SETSIZE as usize)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect())
 }
 
 /// Where the measuring thread ended up, and the CPUs it could have run on. Dropping it
@@ -170,23 +155,6 @@ pub fn spawn_helper<T: Send + 'static>(
             }
             f()
         })
-}
-
-/// Lets the calling thread run on `cpus` (and only those): how a pin is made and undone.
-fn set_affinity(cpus: &[usize]) -> Result<()> {
-    // SAFETY: as in allowed_cpus; CPU_SET writes within the set for cpu < CPU_SETSIZE, which
-    // the filter guarantees.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &cpu in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-    }
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    ensure!(
-        rc == 0,
-        "setting this thread's CPU affinity: {}",
-        std::io::Error::last_os_error()
-    );
-    Ok(())
 }
 
 /// The cpufreq governor of `cpu`, where the host exposes it (VMs often do not).

@@ -67,8 +67,7 @@ pub fn measure(
             for _ in 0..n {
                 let _range = Range::push(range);
                 source.issue_step()?;
-                // SAFETY: the forward stand-in takes only a duration.
-                unsafe { fwd.issue(gpu.cu_stream())? };
+                fwd.issue(gpu.cu_stream())?;
             }
             gpu.sync()?;
             source.take_blocked();

@@ -7,6 +7,7 @@
 //! A single [`Worker`] is started the same way, with its stdout piped to the caller, who reads
 //! what it hands back line by line (a sweep's worker processes).
 
+use crate::gpu::host::process::die_with_parent;
 use anyhow::{Context, Result};
 use std::collections::VecDeque;
 use std::fmt;
@@ -246,25 +247,6 @@ impl Drop for Worker {
     }
 }
 
-/// The worker gets SIGKILL when the thread that spawned it ends (the parent's main thread:
-/// a killed or crashed run takes its ranks with it).
-#[cfg(target_os = "linux")]
-fn die_with_parent(command: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: prctl is async-signal-safe and touches only the child between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn die_with_parent(_command: &mut Command) {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,8 +259,7 @@ mod tests {
     }
 
     fn alive(pid: u32) -> bool {
-        // SAFETY: signal 0 only checks that the process exists.
-        unsafe { libc::kill(pid as i32, 0) == 0 }
+        crate::gpu::host::process::exists(pid)
     }
 
     #[test]

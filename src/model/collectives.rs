@@ -2,16 +2,16 @@
 //! the plan's all-reduces (tp) or all-to-alls (dep) issued through NCCL on the rank's stream.
 
 use crate::gpu::nccl::Comm;
+use crate::gpu::DeviceBuffer;
 use crate::gpu::Gpu;
 use crate::model::profile::{CollectiveKind, CollectivePlan};
 use anyhow::{Context, Result};
-use cudarc::driver::CudaSlice;
 
 /// Device buffers for the collectives of a cell: the all-reduce works in place on `send`;
 /// an all-to-all sends from `send`'s slots into `recv`'s.
 pub struct CollectiveBuffers {
-    send: CudaSlice<u8>,
-    recv: CudaSlice<u8>,
+    send: DeviceBuffer<u8>,
+    recv: DeviceBuffer<u8>,
 }
 
 impl CollectiveBuffers {
@@ -34,8 +34,7 @@ impl CollectiveBuffers {
         for i in 0..plan.count {
             match plan.kind {
                 CollectiveKind::AllReduce => {
-                    let mut view = self.send.slice_mut(..bytes);
-                    comm.all_reduce_bf16(&mut view, &gpu.stream)
+                    comm.all_reduce_bf16(&mut self.send, bytes, &gpu.stream)
                 }
                 CollectiveKind::AllToAll => {
                     comm.all_to_all(&self.send, &mut self.recv, bytes, &gpu.stream)

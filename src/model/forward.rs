@@ -1,14 +1,13 @@
 //! GPU stand-ins for a model forward: a fixed-duration spin ([`Launch::spin`]), or a kernel
 //! that streams the bytes one GPU's forward reads.
 
-use crate::gpu::{Gpu, KernelModule, Launch};
+use crate::gpu::{DeviceBuffer, Gpu, KernelModule, Launch};
 use anyhow::Result;
-use cudarc::driver::{CudaSlice, DevicePtr};
 
 /// A buffer larger than L2 that the streaming kernel reads, and the sink it writes.
 pub struct StreamSource {
-    buf: CudaSlice<u8>,
-    sink: CudaSlice<u32>,
+    buf: DeviceBuffer<u8>,
+    sink: DeviceBuffer<u32>,
 }
 
 impl StreamSource {
@@ -28,10 +27,10 @@ impl StreamSource {
         let blocks = (gpu.info.sm_count * 4).max(1);
         Ok(
             Launch::new("stream_bytes", func, (blocks, 1, 1), (512, 1, 1))
-                .arg(self.buf.device_ptr(&gpu.stream).0)
+                .arg(self.buf.addr())
                 .arg(self.buf.len() as i64 / 16)
                 .arg(words as i64)
-                .arg(self.sink.device_ptr(&gpu.stream).0),
+                .arg(self.sink.addr()),
         )
     }
 }

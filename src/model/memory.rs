@@ -127,6 +127,13 @@ impl fmt::Display for NotDeployable {
 
 impl std::error::Error for NotDeployable {}
 
+/// A refused cell is input to fix (exit 2): its text, as [`crate::exit::BadInput`].
+impl From<NotDeployable> for crate::exit::BadInput {
+    fn from(e: NotDeployable) -> Self {
+        crate::exit::BadInput(e.to_string())
+    }
+}
+
 /// Whether one GPU of `layout` holds the target and the draft at `batch_size` requests of
 /// `context_len` tokens within `memory`.
 pub fn check(

@@ -3,18 +3,17 @@
 //! `seq_lens`, as in a serving engine).
 
 use super::accept::AcceptModel;
-use crate::gpu::{Gpu, KernelModule, Launch};
+use crate::gpu::{DeviceBuffer, Gpu, KernelModule, Launch};
 use anyhow::{Context, Result};
-use cudarc::driver::{result, CudaSlice, DevicePtr};
 
 pub struct DeviceLengths<'g> {
     gpu: &'g Gpu,
     pub accept_model: AcceptModel,
     live_bs: usize,
-    seq_lens: CudaSlice<i32>,
-    initial: CudaSlice<i32>,
-    accepted: CudaSlice<i32>,
-    step_counter: CudaSlice<u32>,
+    seq_lens: DeviceBuffer<i32>,
+    initial: DeviceBuffer<i32>,
+    accepted: DeviceBuffer<i32>,
+    step_counter: DeviceBuffer<u32>,
     accept: Launch,
 }
 
@@ -31,16 +30,15 @@ impl<'g> DeviceLengths<'g> {
         let lengths = gpu.upload(seq_lens)?;
         let accepted = gpu.alloc::<i32>(seq_lens.len())?;
         let step_counter = gpu.alloc::<u32>(seq_lens.len())?;
-        let ptr = |b: &CudaSlice<_>| b.device_ptr(&gpu.stream).0;
         let accept = Launch::new(
             "accept",
             gpu.function(KernelModule::Accept, "accept")?,
             ((live_bs as u32).div_ceil(256), 1, 1),
             (256, 1, 1),
         )
-        .arg(ptr(&lengths))
-        .arg(accepted.device_ptr(&gpu.stream).0)
-        .arg(step_counter.device_ptr(&gpu.stream).0)
+        .arg(lengths.addr())
+        .arg(accepted.addr())
+        .arg(step_counter.addr())
         .arg(live_bs as i32)
         .arg(accept_model.block as i32)
         .arg(accept_model.threshold)
@@ -64,37 +62,22 @@ impl<'g> DeviceLengths<'g> {
 
     /// Device address of `seq_lens`, for the prep kernels' argument blocks.
     pub fn seq_lens_ptr(&self) -> u64 {
-        self.seq_lens.device_ptr(&self.gpu.stream).0
+        self.seq_lens.addr()
     }
 
     /// The end of a step: `seq_lens[i] += accepted[i]` on the device.
     pub fn issue_accept(&self) -> Result<()> {
-        // SAFETY: the launch points at buffers self owns.
-        unsafe { self.accept.issue(self.gpu.cu_stream()) }
+        self.accept.issue(self.gpu.cu_stream())
     }
 
     /// Puts `seq_lens` and the accept counters back to their initial state.
     pub fn reset(&self) -> Result<()> {
-        let stream = self.gpu.cu_stream();
-        let bytes = self.seq_lens.len() * 4;
-        // SAFETY: both buffers hold seq_lens.len() i32s; the counters as many u32s.
-        unsafe {
-            result::memcpy_dtod_async(
-                self.seq_lens_ptr(),
-                self.initial.device_ptr(&self.gpu.stream).0,
-                bytes,
-                stream,
-            )
+        self.seq_lens
+            .copy_from(&self.initial)
             .context("resetting seq_lens")?;
-            result::memset_d8_async(
-                self.step_counter.device_ptr(&self.gpu.stream).0,
-                0,
-                bytes,
-                stream,
-            )
-            .context("resetting the accept counters")?;
-        }
-        Ok(())
+        self.step_counter
+            .zero()
+            .context("resetting the accept counters")
     }
 
     pub fn download_seq_lens(&self) -> Result<Vec<i32>> {

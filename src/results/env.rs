@@ -207,7 +207,7 @@ impl EnvRecord {
             .filter(|d| as_data || old_counts(d))
             .collect();
         if !differences.is_empty() {
-            return Err(crate::results::BadInput(format!(
+            return Err(crate::exit::BadInput(format!(
                 "cannot resume {}: its settings differ from this command's (the run vs now: {}); \
                  resume with the same command, or start a new run with another --out",
                 dir.display(),
@@ -258,6 +258,10 @@ mod old_run {
             if NOT_SETTINGS.contains(&flag) {
                 continue;
             }
+            let flag = RENAMED_FLAGS
+                .iter()
+                .find(|(old, _)| *old == flag)
+                .map_or(flag, |(_, new)| new);
             // A repeated flag (`--host-scale 1 --host-scale 2`) adds to its list.
             settings
                 .entry((1, flag.to_string()))
@@ -324,6 +328,15 @@ const NOT_SETTINGS: [&str; 7] = [
     "--device",
     "--cupti-lib",
     "--kernel-image",
+];
+
+/// Flags renamed since a run could record them, old name first: an old command line's
+/// spelling is read as today's, so a run recorded with `sweep --rounds 6` is the one
+/// `--min-rounds 6` asks for. (The old names stay hidden aliases of the new.)
+pub const RENAMED_FLAGS: [(&str, &str); 3] = [
+    ("--rounds", "--min-rounds"),
+    ("--rel-ci-pct", "--precision-pct"),
+    ("--time-cap-ms", "--cell-time-cap-ms"),
 ];
 
 /// The machine fields `--resume` refuses to change: the numbers of another GPU would mix in.

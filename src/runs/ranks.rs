@@ -167,7 +167,7 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         _ => return run_here(config, s.notes),
     };
     if config.resume {
-        return Err(crate::results::BadInput(
+        return Err(crate::exit::BadInput(
             "--resume is not supported with real ranks: rerun into a new --out".into(),
         )
         .into());

@@ -3,9 +3,10 @@
 
 use super::locate::{not_found, place_from_python, places_here, Place, NCCL_ENV, NCCL_SONAME};
 use super::raw::{RawComm, RawNccl, UniqueId, NCCL_BFLOAT16, NCCL_FLOAT64, NCCL_MAX, NCCL_SUM};
+use crate::gpu::DeviceBuffer;
 use crate::gpu::{Gpu, GpuUnavailable};
 use anyhow::{bail, ensure, Context, Result};
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -151,16 +152,18 @@ impl Comm {
         })
     }
 
-    /// Sums `buf` (bf16 elements) over the ranks, in place, on `stream`.
+    /// Sums the first `bytes` of `buf` (bf16 elements) over the ranks, in place, on `stream`.
     pub fn all_reduce_bf16(
         &self,
-        buf: &mut impl DevicePtrMut<u8>,
+        buf: &mut DeviceBuffer<u8>,
+        bytes: usize,
         stream: &CudaStream,
     ) -> Result<()> {
-        let count = buf.len() / 2;
-        let (ptr, _sync) = buf.device_ptr_mut(stream);
+        let mut view = buf.slice_mut().slice_mut(..bytes);
+        let count = view.len() / 2;
+        let (ptr, _sync) = view.device_ptr_mut(stream);
         let p = ptr as *mut std::ffi::c_void;
-        // SAFETY: `buf` is live device memory of `count` bf16 values on this rank's device.
+        // SAFETY: `view` is live device memory of `count` bf16 values on this rank's device.
         let code = unsafe {
             (self.nccl.raw.all_reduce)(
                 p,
@@ -180,8 +183,8 @@ impl Comm {
     /// receives (slot r is bytes [r·per_peer, (r+1)·per_peer)).
     pub fn all_to_all(
         &self,
-        send: &CudaSlice<u8>,
-        recv: &mut CudaSlice<u8>,
+        send: &DeviceBuffer<u8>,
+        recv: &mut DeviceBuffer<u8>,
         per_peer: usize,
         stream: &CudaStream,
     ) -> Result<()> {
@@ -190,8 +193,8 @@ impl Comm {
             "all-to-all buffers hold less than {per_peer} B for each of {} ranks",
             self.world
         );
-        let (s, _s) = send.device_ptr(stream);
-        let (r, _r) = recv.device_ptr_mut(stream);
+        let (s, _s) = send.slice().device_ptr(stream);
+        let (r, _r) = recv.slice_mut().device_ptr_mut(stream);
         let raw = &self.nccl.raw;
         let cu = stream.cu_stream();
         // SAFETY: group calls only bracket the enqueues below.
@@ -227,7 +230,7 @@ impl Comm {
     pub fn agree_max(&self, gpu: &Gpu, values: &[f64]) -> Result<Vec<f64>> {
         let mut buf = gpu.upload(values)?;
         {
-            let (ptr, _sync) = buf.device_ptr_mut(&gpu.stream);
+            let (ptr, _sync) = buf.slice_mut().device_ptr_mut(&gpu.stream);
             let p = ptr as *mut std::ffi::c_void;
             // SAFETY: `buf` holds values.len() f64 on this rank's device.
             let code = unsafe {
@@ -238,7 +241,7 @@ impl Comm {
                     NCCL_FLOAT64,
                     NCCL_MAX,
                     self.raw,
-                    gpu.cu_stream(),
+                    gpu.stream.cu_stream(),
                 )
             };
             self.nccl.raw.check(code, "ncclAllReduce (agreement)")?;

@@ -2,10 +2,10 @@
 
 use super::{milli_to_unit, summarize_cell, unavailable, CellTelemetry, NvmlUnavailable, Reading};
 use super::{MIN_PERIOD, NVML_LIB};
+use crate::gpu::nvml::clock_event_reasons;
 use crate::harness::gpm::{self, cell_gpm, GpmInterval, GpmTracker, NvmlGpm};
 use crate::results::telemetry::TelemetrySample;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
-use nvml_wrapper::error::{nvml_sym, nvml_try, NvmlError};
 use nvml_wrapper::{Device, Nvml};
 use std::ffi::OsStr;
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
@@ -222,23 +222,6 @@ fn read_device(device: &Device) -> Reading {
         reasons: clock_event_reasons(device).ok(),
         ..Reading::default()
     }
-}
-
-/// Raw reason bits, through the NVML 13 clock-events call where the driver has it and the
-/// deprecated throttle-reasons call otherwise. The wrapper only offers the latter, and drops
-/// bits it does not know, so both are called through its raw symbol table.
-fn clock_event_reasons(device: &Device) -> Result<u64, NvmlError> {
-    let lib = device.nvml().lib();
-    let sym = nvml_sym(
-        lib.nvmlDeviceGetCurrentClocksEventReasons
-            .as_ref()
-            .or(lib.nvmlDeviceGetCurrentClocksThrottleReasons.as_ref()),
-    )?;
-    let mut reasons = 0;
-    // SAFETY: `device` holds a live handle from this NVML instance, and `reasons` is a valid
-    // out-pointer of the C type (`unsigned long long`) the symbol's signature declares.
-    nvml_try(unsafe { sym(device.handle(), &mut reasons) })?;
-    Ok(reasons)
 }
 
 #[cfg(test)]

@@ -4,9 +4,8 @@
 
 use super::{assign, external_id, ProgramItems, StepSpans, TimelineTimer};
 use crate::gpu::cupti::{Collector, CuptiLibrary};
-use crate::gpu::Gpu;
+use crate::gpu::{Event, Gpu};
 use anyhow::{Context, Result};
-use cudarc::driver::CudaEvent;
 
 pub struct CuptiTimer<'g> {
     gpu: &'g Gpu,
@@ -15,7 +14,7 @@ pub struct CuptiTimer<'g> {
     /// The item whose end completes a step.
     done_item: usize,
     collector: Option<Collector>,
-    done: Vec<CudaEvent>,
+    done: Vec<Event>,
 }
 
 impl<'g> CuptiTimer<'g> {
@@ -42,14 +41,10 @@ impl<'g> CuptiTimer<'g> {
 
 impl TimelineTimer for CuptiTimer<'_> {
     fn start(&mut self, steps: usize) -> Result<()> {
-        self.done = (0..steps)
-            .map(|_| {
-                self.gpu
-                    .ctx
-                    .new_event(None)
-                    .context("creating a step event")
-            })
-            .collect::<Result<_>>()?;
+        self.done = self
+            .gpu
+            .plain_events(steps)
+            .context("creating a step event")?;
         self.collector = Some(Collector::start(&self.library)?);
         Ok(())
     }

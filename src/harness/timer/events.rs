@@ -2,18 +2,17 @@
 //! read against an anchor event on the device clock.
 
 use super::{GpuSpan, ProgramItems, StepSpans, TimelineTimer};
-use crate::gpu::Gpu;
+use crate::gpu::{Event, Gpu};
 use anyhow::{Context, Result};
-use cudarc::driver::CudaEvent;
 
 pub struct EventsTimer<'g> {
     gpu: &'g Gpu,
     /// The GPU ordinal of each program item (`None`: a host item, not timed).
     ordinal: Vec<Option<usize>>,
     gpu_items: usize,
-    anchor: Option<CudaEvent>,
-    begin: Vec<CudaEvent>,
-    end: Vec<CudaEvent>,
+    anchor: Option<Event>,
+    begin: Vec<Event>,
+    end: Vec<Event>,
 }
 
 impl<'g> EventsTimer<'g> {
@@ -85,7 +84,7 @@ impl TimelineTimer for EventsTimer<'_> {
             .anchor
             .as_ref()
             .context("the events timer finished a pass it never started")?;
-        let device_us = |e: &CudaEvent| -> Result<f64> { Ok(anchor.elapsed_ms(e)? as f64 * 1e3) };
+        let device_us = |e: &Event| -> Result<f64> { Ok(anchor.elapsed_ms(e)? as f64 * 1e3) };
         (0..steps)
             .map(|step| {
                 let mut spans = Vec::with_capacity(self.gpu_items);

@@ -7,11 +7,10 @@
 use crate::axes::Arm;
 use crate::axes::Family;
 use crate::gpu::kernels::{DSA_COLS_BY_BLOCK, DSA_COLS_FROM_DEVICE};
-use crate::gpu::{Gpu, KernelModule, Launch};
+use crate::gpu::{DeviceBuffer, Gpu, KernelModule, Launch, StreamHandle};
 use crate::prep::family::OutputSpec;
 use crate::prep::family::{page_grid_y, PageRule, Shape, POISON};
 use anyhow::Result;
-use cudarc::driver::{sys, CudaSlice, DevicePtr};
 
 /// Argument block of the DSpark kernels (mirrors `DsparkArgs` in the .cu file).
 #[repr(C)]
@@ -84,14 +83,13 @@ pub(super) const COL_LIMIT_ARG: usize = 1;
 /// Position of the page-table launch in a staged plan (lengths, page table, [swa]).
 pub(super) const PAGE_LAUNCH: usize = 1;
 
-pub(super) fn ptr<T>(buf: &CudaSlice<T>, gpu: &Gpu) -> u64 {
-    buf.device_ptr(&gpu.stream).0
+pub(super) fn ptr<T>(buf: &DeviceBuffer<T>, _gpu: &Gpu) -> u64 {
+    buf.addr()
 }
 
-pub(super) fn issue_all(launches: &[Launch], stream: sys::CUstream) -> Result<()> {
+pub(super) fn issue_all(launches: &[Launch], stream: StreamHandle<'_>) -> Result<()> {
     for launch in launches {
-        // SAFETY: launches are built by PrepPlan::new over buffers the plan owns.
-        unsafe { launch.issue(stream)? };
+        launch.issue(stream)?;
     }
     Ok(())
 }
@@ -202,11 +200,11 @@ pub(super) struct ArgBlocks<'a> {
     pub(super) gpu: &'a Gpu,
     pub(super) shape: &'a Shape,
     pub(super) seq_lens: u64,
-    pub(super) req_pool_indices: &'a CudaSlice<i32>,
-    pub(super) req_to_token: &'a CudaSlice<i32>,
-    pub(super) out_cache_loc: &'a CudaSlice<i32>,
-    pub(super) full_to_swa: &'a CudaSlice<i32>,
-    pub(super) swa_valid_from: &'a CudaSlice<i32>,
+    pub(super) req_pool_indices: &'a DeviceBuffer<i32>,
+    pub(super) req_to_token: &'a DeviceBuffer<i32>,
+    pub(super) out_cache_loc: &'a DeviceBuffer<i32>,
+    pub(super) full_to_swa: &'a DeviceBuffer<i32>,
+    pub(super) swa_valid_from: &'a DeviceBuffer<i32>,
     pub(super) outputs: Vec<u64>,
     pub(super) specs: Vec<OutputSpec>,
 }
@@ -276,7 +274,7 @@ impl ArgBlocks<'_> {
 pub(super) fn poison_launches(
     gpu: &Gpu,
     family: Family,
-    outputs: &[CudaSlice<i32>],
+    outputs: &[DeviceBuffer<i32>],
 ) -> Result<Vec<Launch>> {
     let poison_fn = gpu.function(module_of(family), "poison_i32")?;
     Ok(outputs

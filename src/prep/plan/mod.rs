@@ -18,8 +18,8 @@ use crate::axes::ReadPath;
 use crate::gpu::nvtx::Range;
 use crate::gpu::StepSource;
 use crate::gpu::{capture_graph, ensure_not_capturing, Gpu, HostReader, Launch};
+use crate::gpu::{DeviceBuffer, Event, Graph, StreamHandle};
 use anyhow::{Context, Result};
-use cudarc::driver::{result, sys, CudaGraph, CudaSlice};
 use launches::{
     fused_launch, issue_all, poison_launches, ptr, staged_launches, ArgBlocks, COL_LIMIT_ARG,
     PAGE_LAUNCH,
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 /// An arm made ready to run: warmed up, and for graph arms captured.
 pub struct Prepared {
     pub arm: Arm,
-    graph: Option<CudaGraph>,
+    graph: Option<Graph>,
 }
 
 pub struct PrepPlan<'g> {
@@ -37,11 +37,11 @@ pub struct PrepPlan<'g> {
     pub shape: Shape,
     lengths: &'g DeviceLengths<'g>,
     /// Where the reading arms' host-built `[block] * bs` list lands.
-    host_block: CudaSlice<i32>,
-    outputs: Vec<CudaSlice<i32>>,
+    host_block: DeviceBuffer<i32>,
+    outputs: Vec<DeviceBuffer<i32>>,
     /// Inputs only the kernels read, and eager-device's device-side column count; kept
     /// alive for the launches' pointers.
-    _inputs: Vec<CudaSlice<i32>>,
+    _inputs: Vec<DeviceBuffer<i32>>,
     /// eager-device's kernels: the eager page rule with the column count found on the device.
     eager_device_launches: Vec<Launch>,
     /// The reading arms' kernels (eager-sync, eager-pinned, eager-mapped: one set, whatever
@@ -66,7 +66,7 @@ pub struct PrepPlan<'g> {
     /// An event a reading arm records right before its kernels launch, once the host read
     /// has returned and the list is copied: device time spans start there, so the time the GPU
     /// waits for the host to read, build lists and copy is not counted as prep work.
-    launch_start: Option<sys::CUevent>,
+    launch_start: Option<Event>,
 }
 
 impl<'g> PrepPlan<'g> {
@@ -153,7 +153,7 @@ impl<'g> PrepPlan<'g> {
         })
     }
 
-    fn stream(&self) -> sys::CUstream {
+    fn stream(&self) -> StreamHandle<'_> {
         self.gpu.cu_stream()
     }
 
@@ -210,16 +210,11 @@ impl<'g> PrepPlan<'g> {
         ensure_not_capturing(&self.gpu.stream, "copying the host-built block list up")?;
         self.host_list.clear();
         self.host_list.resize(n, self.shape.block as i32);
-        // SAFETY: host_block holds padded_bs >= n elements; a pageable copy is staged before
-        // the call returns, so host_list may change afterwards.
-        unsafe {
-            result::memcpy_htod_async(
-                ptr(&self.host_block, self.gpu),
-                &self.host_list[..],
-                self.stream(),
-            )
+        // host_block holds padded_bs >= n elements; a pageable copy is staged before the call
+        // returns, so host_list may change afterwards.
+        self.host_block
+            .write_from_host(&self.host_list)
             .context("copying the host-built block list to the device")
-        }
     }
 
     /// The kernels `arm` launches each step (eagerly, or captured into its graph).
@@ -241,8 +236,7 @@ impl<'g> PrepPlan<'g> {
     /// Launches `arm`'s kernel `index` (eager arms: a framework issues them one op at a
     /// time, with host work between). A reading arm's must follow `read_host_lengths`.
     pub fn issue_kernel(&self, arm: Arm, index: usize) -> Result<()> {
-        // SAFETY: launches are built by PrepPlan::new over buffers the plan owns.
-        unsafe { self.kernels(arm)[index].issue(self.stream()) }
+        self.kernels(arm)[index].issue(self.stream())
     }
 
     /// Issues `arm`'s launches eagerly, with its host inputs first: how eager arms run and
@@ -253,9 +247,9 @@ impl<'g> PrepPlan<'g> {
             None if arm == Arm::GraphUpload => self.copy_host_list()?,
             None => {}
         }
-        if let Some(event) = self.launch_start.filter(|_| arm.reads_host()) {
-            // SAFETY: issue_marked keeps the event alive for the duration of the call.
-            unsafe { result::event::record(event, self.stream()) }
+        if let Some(event) = self.launch_start.as_ref().filter(|_| arm.reads_host()) {
+            event
+                .record(&self.gpu.stream)
                 .context("recording the launch-start event")?;
         }
         issue_all(self.kernels(arm), self.stream())
@@ -279,7 +273,7 @@ impl<'g> PrepPlan<'g> {
     /// Captures `arm`'s prep into a graph. For a reading arm this must fail: its host read
     /// cannot live in a graph (the mapped read's store kernel could, and the host would then
     /// poll for a flag nothing writes), and the capture guard says so.
-    pub fn capture(&mut self, arm: Arm) -> Result<CudaGraph> {
+    pub fn capture(&mut self, arm: Arm) -> Result<Graph> {
         let stream = self.gpu.stream.clone();
         let what = format!("the {} prep of {}", arm, self.shape.family);
         // graph-upload's copy is host work before each replay, never part of the graph.
@@ -331,16 +325,12 @@ impl<'g> PrepPlan<'g> {
     /// launch: for a reading arm after the host read, the host-built list and its copy, for
     /// the other arms just before the launch or replay. Device time from `start` to an event
     /// recorded after the call is the prep's own span on the GPU.
-    pub fn issue_marked(
-        &mut self,
-        prepared: &Prepared,
-        start: &cudarc::driver::CudaEvent,
-    ) -> Result<()> {
+    pub fn issue_marked(&mut self, prepared: &Prepared, start: &Event) -> Result<()> {
         if !prepared.arm.reads_host() {
             start.record(&self.gpu.stream)?;
             return self.issue(prepared);
         }
-        self.launch_start = Some(start.cu_event());
+        self.launch_start = Some(start.clone());
         let issued = self.issue(prepared);
         self.launch_start = None;
         issued
@@ -377,7 +367,7 @@ impl StepSource for ArmSteps<'_, '_> {
         self.plan.issue(&self.prepared)
     }
 
-    fn issue_step_marked(&mut self, _gpu: &Gpu, start: &cudarc::driver::CudaEvent) -> Result<()> {
+    fn issue_step_marked(&mut self, _gpu: &Gpu, start: &Event) -> Result<()> {
         self.plan.issue_marked(&self.prepared, start)
     }
 

@@ -19,6 +19,7 @@ use crate::model::program::{prep_sequence, span_start};
 use crate::model::trace::HostLane;
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::PrepPlan;
+use crate::stats::summary::quantile;
 use anyhow::{Context, Result};
 use std::ffi::CString;
 use std::time::{Duration, Instant};
@@ -189,9 +190,9 @@ impl StepCell<'_> {
         }
         first.take_blocked();
         first.take_last_read();
-        let median = |mut v: Vec<Duration>| {
-            v.sort();
-            v.get(v.len() / 2).copied().unwrap_or_default()
+        let median = |v: Vec<Duration>| {
+            let ns: Vec<f64> = v.iter().map(|d| d.as_nanos() as f64).collect();
+            quantile(&ns, 0.5).map_or(Duration::ZERO, |m| Duration::from_nanos(m.round() as u64))
         };
         Ok((reads.map(median), median(uploads)))
     }

@@ -6,6 +6,7 @@
 use crate::axes::Arm;
 use crate::axes::Drafter;
 use crate::axes::Layout;
+use crate::exit::BadInput;
 use crate::gpu::GpuChoice;
 use crate::harness::pin::CpuPin;
 use crate::harness::timer::TimerKind;
@@ -124,7 +125,8 @@ pub fn plan(
             &config.batch_sizes,
             context,
             memory,
-        )?,
+        )
+        .map_err(BadInput::from)?,
         _ => Deployment::unchecked(&config.layouts, &config.batch_sizes),
     };
     let traced = traced_cell(config, &deployment)?;
@@ -146,12 +148,12 @@ fn traced_cell(config: &StepsConfig, deployment: &Deployment) -> Result<Option<C
         .iter()
         .find(|e| (e.layout, e.batch_size) == (layout, bs))
     {
-        Some(e) => Err(NotDeployable {
+        Some(e) => Err(BadInput::from(NotDeployable {
             advice: format!(
                 "--trace-cell {layout}:{bs}:{block} names a cell left out: trace one that fits"
             ),
             ..e.clone()
-        }
+        })
         .into()),
         None => Ok(Some((layout, bs, block))),
     }

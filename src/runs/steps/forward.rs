@@ -5,20 +5,19 @@
 
 use crate::axes::Drafter;
 use crate::gpu::nccl::Comm;
-use crate::gpu::{capture_graph, Gpu, Launch};
+use crate::gpu::{capture_graph, Gpu, Graph, Launch};
 use crate::model::collectives::CollectiveBuffers;
 use crate::model::forward::StreamSource;
 use crate::model::host_profile::ForwardOf;
 use crate::model::profile::{CollectivePlan, ForwardSpec};
 use anyhow::{Context, Result};
-use cudarc::driver::CudaGraph;
 
 /// One forward stand-in: stream the bytes, then the collectives: a busy-wait alone, the
 /// real collectives in a world (the stream and collectives captured as one graph, as an
 /// engine's captured forward).
 pub(super) enum Forward {
     Emulated(Vec<Launch>),
-    Real(CudaGraph),
+    Real(Graph),
 }
 
 impl Forward {
@@ -53,8 +52,7 @@ impl Forward {
         // Modules load and NCCL connects outside the capture: one eager forward first.
         let issue = |collectives: Option<(&Comm, &mut CollectiveBuffers, &CollectivePlan)>| {
             for launch in stream.iter().chain(&spin) {
-                // SAFETY: the stream source outlives the cell; spin takes only a duration.
-                unsafe { launch.issue(gpu.cu_stream())? };
+                launch.issue(gpu.cu_stream())?;
             }
             match collectives {
                 Some((comm, buffers, plan)) => buffers.issue(comm, gpu, plan),
@@ -72,8 +70,7 @@ impl Forward {
         match self {
             Forward::Emulated(launches) => {
                 for launch in launches {
-                    // SAFETY: the stream source outlives the cell; spin takes only a duration.
-                    unsafe { launch.issue(gpu.cu_stream())? };
+                    launch.issue(gpu.cu_stream())?;
                 }
                 Ok(())
             }

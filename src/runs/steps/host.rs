@@ -4,12 +4,11 @@
 //! launch. Shared by the step's host items, its preps and accept.
 
 use crate::axes::ReadPath;
-use crate::gpu::{Gpu, KernelModule, Launch};
+use crate::gpu::{Gpu, KernelModule, Launch, StreamHandle};
 use crate::model::host_profile::HostProfile;
 use crate::model::post_wait::AfterWait;
 use crate::runs::rank_world::ReadDelay;
 use anyhow::Result;
-use cudarc::driver::sys;
 use std::time::{Duration, Instant};
 
 /// Spins the host until `until` (host work a framework would be doing).
@@ -69,15 +68,14 @@ impl HostCosts {
 /// host cost `op`, and what it costs extra so soon after a wait, has passed since it began.
 pub(super) fn framework_op(
     kernel: Option<&Launch>,
-    stream: sys::CUstream,
+    stream: StreamHandle<'_>,
     op: Duration,
     after_wait: &mut AfterWait,
 ) -> Result<()> {
     let start = Instant::now();
     let extra = after_wait.call(start);
     if let Some(kernel) = kernel {
-        // SAFETY: framework kernels take only a duration, or nothing.
-        unsafe { kernel.issue(stream)? };
+        kernel.issue(stream)?;
     }
     spin_until(start + op + extra);
     after_wait.ended(Instant::now());
@@ -101,8 +99,7 @@ pub(super) fn framework_kernel(gpu: &Gpu, us: f64) -> Result<Launch> {
         Launch::new("empty_kernel", func, (1, 1, 1), (1, 1, 1))
     };
     // Loaded and run once here: a module cannot load inside a capture.
-    // SAFETY: both kernels take only a duration, or nothing.
-    unsafe { launch.issue(gpu.cu_stream())? };
+    launch.issue(gpu.cu_stream())?;
     gpu.sync()?;
     Ok(launch)
 }

@@ -6,19 +6,18 @@
 use super::host::{framework_call, spin_until, HostCosts};
 use super::passes::{HostSpan, Marks, SpanOf};
 use crate::axes::Arm;
-use crate::gpu::{Gpu, Launch};
+use crate::gpu::{Gpu, Graph, Launch, StreamHandle};
 use crate::model::program::{OpLaunch, PrepStep};
 use crate::model::trace::HostLane;
 use crate::prep::plan::{PrepPlan, Prepared};
 use anyhow::{Context, Result};
-use cudarc::driver::{sys, CudaGraph};
 use std::time::{Duration, Instant};
 
 /// One prep of an arm made ready: the plan's own (warmed up, captured), and for graph arms
 /// under a framework profile the graph of the framework's whole captured prep.
 pub(super) struct StepPrep {
     pub(super) plan: Prepared,
-    pub(super) framework: Option<CudaGraph>,
+    pub(super) framework: Option<Graph>,
 }
 
 /// One prep's host actions with what the timed loop needs of them, worked out once.
@@ -39,13 +38,10 @@ pub(super) fn launch_of(
     kernel: &Launch,
     plan: &PrepPlan,
     arm: Arm,
-    stream: sys::CUstream,
+    stream: StreamHandle<'_>,
 ) -> Result<()> {
     match step {
-        PrepStep::Op(Some(OpLaunch::Empty)) => {
-            // SAFETY: a framework kernel takes only a duration, or nothing.
-            unsafe { kernel.issue(stream) }
-        }
+        PrepStep::Op(Some(OpLaunch::Empty)) => kernel.issue(stream),
         PrepStep::Op(Some(OpLaunch::Kernel(k))) | PrepStep::Kernel(k) => plan.issue_kernel(arm, k),
         _ => Ok(()),
     }

@@ -8,7 +8,7 @@ use crate::axes::Arm;
 use crate::axes::FloorItem;
 use crate::gpu::nvtx;
 use crate::gpu::StepSource;
-use crate::gpu::{Gpu, Launch};
+use crate::gpu::{Gpu, Graph, Launch};
 use crate::harness::floor::Floor;
 use crate::harness::host_reference::HostReference;
 use crate::harness::prep_cell::measure;
@@ -23,14 +23,13 @@ use crate::prep::Shape;
 use crate::runs::sweep_rounds::{floor_cell, FloorRound, GroupRound, RoundResult, HARNESS};
 use crate::stats::stopping::StoppingRule;
 use anyhow::{Context, Result};
-use cudarc::driver::CudaGraph;
 use std::collections::HashMap;
 use std::ffi::CStr;
 use std::time::Instant;
 
 /// The bare empty graph run through the same harness as the arms: its cost over the raw
 /// empty-graph floor is the harness's own per-step overhead.
-struct GraphSteps<'a>(&'a CudaGraph);
+struct GraphSteps<'a>(&'a Graph);
 
 impl StepSource for GraphSteps<'_> {
     fn issue_step(&mut self) -> Result<()> {

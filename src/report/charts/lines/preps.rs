@@ -9,6 +9,7 @@ use crate::report::format::{copy_ceiling, AFTER_ARM, BASELINE_ARM};
 use crate::report::read_paths::{recovered_rows, RECOVERED};
 use crate::results::csv::{Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
 use crate::results::env::EnvRecord;
+use crate::stats::summary::quantile;
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -193,15 +194,12 @@ fn floor_levels(rows: &[Row], items: &[&str]) -> Vec<(String, f64)> {
     items
         .iter()
         .filter_map(|item| {
-            let mut values: Vec<f64> = rows
+            let values: Vec<f64> = rows
                 .iter()
                 .filter(|r| r.kind == KIND_FLOOR && r.metric == "step_us" && r.arm == *item)
                 .map(|r| r.median)
                 .collect();
-            values.sort_by(f64::total_cmp);
-            values
-                .get(values.len().checked_sub(1)? / 2)
-                .map(|v| (format!("{item} {} µs", short_number(*v)), *v))
+            quantile(&values, 0.5).map(|v| (format!("{item} {} µs", short_number(v)), v))
         })
         .collect()
 }

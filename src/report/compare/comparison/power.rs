@@ -6,6 +6,7 @@ use crate::report::change::{better_direction, Better};
 use crate::report::format::kind_rank;
 use crate::results::csv::KIND_PREP;
 use crate::results::pacing::host_paced;
+use crate::stats::summary::quantile;
 use std::collections::BTreeMap;
 
 impl Comparison {
@@ -47,7 +48,8 @@ fn pacing_of(base: &Entry, new: &Entry) -> &'static str {
 }
 
 /// The power of one class of rows (kind, metric, who paces it): the smallest change its rows
-/// could have called, as the median row and the 90th-percentile row have it.
+/// could have called, its median and 90th percentile over the rows (type-7 quantiles,
+/// [`quantile`]).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PowerClass {
     pub kind: String,
@@ -62,15 +64,8 @@ pub struct PowerClass {
 
 impl PowerClass {
     fn of(kind: String, metric: String, paced_by: &'static str, smallest: &[Option<f64>]) -> Self {
-        let mut values: Vec<f64> = smallest.iter().flatten().copied().collect();
-        values.sort_unstable_by(f64::total_cmp);
-        // The nearest-rank percentile of the sorted values.
-        let at = |q: f64| {
-            (!values.is_empty()).then(|| {
-                let rank = (q * values.len() as f64).ceil() as usize;
-                values[rank.clamp(1, values.len()) - 1]
-            })
-        };
+        let values: Vec<f64> = smallest.iter().flatten().copied().collect();
+        let at = |q: f64| quantile(&values, q);
         PowerClass {
             kind,
             metric,
@@ -110,5 +105,17 @@ mod tests {
         let host = &power[1];
         assert!(host.median_pct.unwrap() < host.p90_pct.unwrap());
         assert!(c.matched.iter().all(|m| m.smallest_callable_pct.is_some()));
+    }
+
+    #[test]
+    fn a_class_takes_the_type_7_median_and_p90_of_its_rows_with_an_interval() {
+        let smallest = [Some(4.0), None, Some(1.0), Some(3.0), Some(2.0)];
+        let class = super::PowerClass::of("prep".into(), "step_us".into(), "GPU", &smallest);
+        assert_eq!((class.rows, class.without_interval), (5, 1));
+        // Four values: the median lies between 2 and 3, the p90 at h = 2.7 between 3 and 4.
+        assert_eq!(class.median_pct, Some(2.5));
+        assert!((class.p90_pct.unwrap() - 3.7).abs() < 1e-12);
+        let none = super::PowerClass::of("prep".into(), "step_us".into(), "GPU", &[None]);
+        assert_eq!((none.median_pct, none.p90_pct), (None, None));
     }
 }
