@@ -750,7 +750,7 @@ def prep_entries(preps, upload_ops):
     }
 
 
-def in_loop_op_us(entry, arm, host, key, micro, post_wait):
+def in_loop_op_us(entry, arm, host, key, micro, post_wait, to_profile=1.0):
     """An eager prep's op cost from its host time inside a running loop (`host`: run_loop's
     host samples, `key`: draft or verify): eager-device, its host time over its ops;
     eager-sync, the time from its first read's return to its end, less the later reads at
@@ -758,20 +758,23 @@ def in_loop_op_us(entry, arm, host, key, micro, post_wait):
     wait (`post_wait`, this process's probe): after the read's median wait (eager-sync), after
     the median gap from the last step's accept (the draft prep; the verify prep follows the
     sampling ops back to back), so the profile holds back-to-back costs and `steps` adds the
-    post-wait cost at its own cells' waits."""
+    post-wait cost at its own cells' waits. `to_profile`: the profile's host speed over the
+    in-loop run's, which moves the loop's host times into the profile's (read_us and
+    `post_wait` are the profile's already)."""
     if arm == "eager-sync":
         post = summarize(host[f"{key}_post_read"])
         ops = max(entry["ops"] - entry["ops_before_read"], 1)
         wait = summarize(host[f"{key}_read"])["median"]
         after = mh.post_wait_total_us(post_wait, wait, ops)
-        own = post["median"] - (entry["reads"] - 1) * micro["read_us"]["median"] - after
+        own = (post["median"] * to_profile - (entry["reads"] - 1) * micro["read_us"]["median"]
+               - after)
         return {"in_loop_post_read_us": post, "post_wait_us": r3(after), "read_wait_us": wait,
                 "op_us": r3(max(own, 0.0) / ops)}
     in_loop = summarize(host[key])
     gap = summarize(host["draft_gap"])["median"] if key == "draft" else 0.0
     after = mh.post_wait_total_us(post_wait, gap, entry["ops"])
     return {"in_loop_host_us": in_loop, "post_wait_us": r3(after), "gap_us": gap,
-            "op_us": r3(max(in_loop["median"] - after, 0.0) / entry["ops"])}
+            "op_us": r3(max(in_loop["median"] * to_profile - after, 0.0) / entry["ops"])}
 
 
 PREP_SOURCES = {
@@ -810,9 +813,10 @@ def host_profile(meta, micro, probes, preps, sampling, accept, upload, args, pos
                                 f"device='cuda'), GPU idle, {reps} reps"},
         "host_speed_us": {"value": meta["host_speed_us"],
                           "source": "median of metaprep_host.host_speed() before and after the "
-                                    "micro-benchmarks and of the StepSampler probes of the "
-                                    "in-loop runs the op costs come from (µs per op of the "
-                                    "mixed pass, no profiler)"},
+                                    "micro-benchmarks the costs come from (µs per op of the "
+                                    "mixed pass, no profiler); each prep's in-loop op_us moved "
+                                    "to it by its run's own speed (the median of its "
+                                    f"StepSampler chunks: {meta['in_loop_host_speed_us']})"},
         "post_wait": {"value": post_wait,
                       "source": "metaprep_host.post_wait_probe() in this process, bare, after "
                                 "the micro-benchmarks (a .item() behind a torch.cuda._sleep of "
@@ -886,7 +890,7 @@ def main(argv=None):
     cycles_per_us, rates = calibrate_sleep()
     log(f"_sleep: {cycles_per_us:.1f} cycles/us")
     meta["cpu"] = mh.pin_thread(args.cpu, "calibrate_torch")  # CUDA's own threads exist now and keep the whole mask
-    speeds = [mh.host_speed()]  # and after the micro-benchmarks, and through the in-loop runs
+    speeds = [mh.host_speed()]  # and after the micro-benchmarks (the in-loop runs' are logged)
     log(f"measuring thread pinned to CPU {meta['cpu']}" if meta["cpu"] is not None
         else "measuring thread not pinned (--cpu off)")
     x = torch.zeros(1, dtype=torch.int32, device=dev)
@@ -947,18 +951,25 @@ def main(argv=None):
     # own run before the reference grid: an op costs more there than alone on an idle GPU.
     forwards = {us: forward_graphs(us, cycles_per_us)
                 for us in sorted({*args.forward_us, TRACE_FORWARD_US})}
-    in_loop = {}
+    # The profile's host speed is the micro-benchmarks' (the two probes around them): most of
+    # its costs come from them. Each in-loop run's op costs are moved to it by that run's own
+    # speed (the median of its sampler's chunks), rather than outvoting it with those chunks.
+    micro_speed = float(np.median(speeds))
+    in_loop, in_loop_speed = {}, {}
     for arm in ("eager-sync", "eager-device"):
         sampler = mh.StepSampler(every=args.probe_every)
         in_loop[arm] = run_loop(state1, forwards[TRACE_FORWARD_US], arm, args.warmup,
                                 args.steps, args.scheduler_us, sampler=sampler)[1]
-        speeds += [speed for speed, _ in sampler.chunks]
-    meta["host_speed_us"] = r3(float(np.median(speeds)))
+        chunk_speeds = [speed for speed, _ in sampler.chunks]
+        in_loop_speed[arm] = float(np.median(chunk_speeds)) if chunk_speeds else micro_speed
+        speeds += chunk_speeds
+    meta["host_speed_us"] = r3(micro_speed)
+    meta["in_loop_host_speed_us"] = {arm: r3(v) for arm, v in in_loop_speed.items()}
     # The probe's extras in the profile's units: moved to its host speed by the probe's own.
     post_wait = mh.post_wait_at(post_wait_probe, meta["host_speed_us"])
     meta["host_speed_samples_us"] = [r3(v) for v in speeds]
-    log(f"host speed {meta['host_speed_us']} us/op (median of {len(speeds)}: "
-        f"{min(speeds):.2f}-{max(speeds):.2f})")
+    log(f"host speed {meta['host_speed_us']} us/op (the micro-benchmarks'; every probe of "
+        f"this phase {min(speeds):.2f}-{max(speeds):.2f}, in-loop runs {meta['in_loop_host_speed_us']})")
     for arm, host in in_loop.items():
         log(f"in the loop, {arm}: " + ", ".join(
             f"{key} {summarize(v)['median']} us" for key, v in host.items() if v))
@@ -1014,7 +1025,8 @@ def main(argv=None):
             entry = preps[family][arm]
             entry.update(count_ops(functools.partial(prep, arm)))
             if arm in in_loop:
-                entry.update(in_loop_op_us(entry, arm, in_loop[arm], key, micro, post_wait))
+                entry.update(in_loop_op_us(entry, arm, in_loop[arm], key, micro, post_wait,
+                                           micro_speed / in_loop_speed[arm]))
             log(f"{family} {arm}: {entry['ops']} ops, {entry['launches']} launching, "
                 f"{entry['reads']} reads ({entry['ops_before_read']} ops before the first)"
                 + (f", {entry['op_us']} us per op" if "op_us" in entry else ""))

@@ -648,10 +648,14 @@ class StepSampler:
         self._log, self._k, self._fwd = [], 0, None
 
     def before_step(self, measure=True):
-        if self._k % self.every == 0:
+        # Only measured steps count toward the schedule, and warm-up steps get no probe: the
+        # first probe lands right before the first measured step, so the first chunk's speed
+        # is not taken before the warm-up.
+        if measure and self._k % self.every == 0:
             self._probe()
         self._measure = measure
-        self._k += 1
+        if measure:
+            self._k += 1
 
     def forward_begin(self):
         self._fwd = [_event(), None]

@@ -164,3 +164,27 @@ class SamplerWithoutAGpu(unittest.TestCase):
         self.assertEqual(row["samples"], 8)
         self.assertEqual(len(row["chunk_step_us"].split(";")), 4)
         self.assertEqual(row["sm_clock_mhz"], "")
+
+    def test_warm_up_steps_get_no_probe_and_do_not_count_toward_the_schedule(self):
+        saved = (mh._torch, mh._workloads, mh._state.get("nvml", "unset"))
+        mh._torch = lambda: FakeTorch
+        mh._workloads = lambda: {"mixed": lambda: None}
+        mh._state["nvml"] = None
+        try:
+            s = mh.StepSampler(every=4, settle=2)
+            s.begin_run()
+            for k in range(3 + 8):
+                s.before_step(measure=k >= 3)
+                s.after_step()
+            probes = sum(1 for e in s._log if e[0] == "probe")
+            s.end_run()
+        finally:
+            mh._torch, mh._workloads = saved[0], saved[1]
+            if saved[2] == "unset":
+                mh._state.pop("nvml", None)
+            else:
+                mh._state["nvml"] = saved[2]
+        # Probes before measured steps 0 and 4 only (counting from the warm-up's end, which a
+        # schedule over every step would have put at loop steps 0, 4 and 8): 2 chunks of 2.
+        self.assertEqual(probes, 2)
+        self.assertEqual([len(c[1]) for c in s.chunks], [2, 2])

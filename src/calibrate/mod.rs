@@ -87,6 +87,8 @@ pub struct CalibrateRequest {
     pub gpu_traces: Vec<(u32, PathBuf)>,
     /// Calibrate traces without probe files, the profiler's own cost left in.
     pub keep_profiler_costs: bool,
+    /// Take the probe files' post-wait cost off the trace's ops and into the profile.
+    pub post_wait: bool,
 }
 
 /// A derived profile and a markdown report of how.
@@ -109,7 +111,7 @@ pub fn calibrate(req: &CalibrateRequest, base: &HostProfile) -> Result<Calibrati
         .collect::<Result<_>>()?;
     let mut traced = Vec::new();
     for ((path, name), trace) in req.traces.iter().zip(&names).zip(&traces) {
-        traced.push(analyse(path, name, trace, req.keep_profiler_costs)?);
+        traced.push(analyse(path, name, trace, req)?);
     }
     let gpu_names: Vec<String> = req
         .gpu_traces
@@ -141,7 +143,13 @@ pub fn calibrate(req: &CalibrateRequest, base: &HostProfile) -> Result<Calibrati
 }
 
 /// One trace with its probe: the per-event costs fitted and applied.
-fn analyse<'t>(path: &Path, name: &'t str, trace: &'t Trace, keep: bool) -> Result<Traced<'t>> {
+fn analyse<'t>(
+    path: &Path,
+    name: &'t str,
+    trace: &'t Trace,
+    req: &CalibrateRequest,
+) -> Result<Traced<'t>> {
+    let keep = req.keep_profiler_costs;
     let mut analysis = Analysis::new(name, trace)?;
     let probe_file = probe_path(path);
     if !probe_file.exists() {
@@ -156,7 +164,10 @@ fn analyse<'t>(path: &Path, name: &'t str, trace: &'t Trace, keep: bool) -> Resu
             probe_file.display()
         );
     }
-    let probe = ProbeFile::read(&probe_file)?;
+    let mut probe = ProbeFile::read(&probe_file)?;
+    if !req.post_wait {
+        probe.post_wait = None;
+    }
     let counts = analysis.probe_counts(&probe.mark, probe.bare_us.keys().cloned(), probe.reps);
     let fit = probe::fit(&probe, &counts).map_err(|e| anyhow!("{name}: {e:#}"))?;
     analysis.deflate_with(fit.costs);
@@ -249,11 +260,20 @@ mod tests {
 
     /// Calibrates `traces` at batch 1 against the built-in pytorch profile.
     fn calibrate_paths(traces: Vec<PathBuf>, keep_profiler_costs: bool) -> Result<Calibration> {
+        calibrate_with(traces, keep_profiler_costs, true)
+    }
+
+    fn calibrate_with(
+        traces: Vec<PathBuf>,
+        keep_profiler_costs: bool,
+        post_wait: bool,
+    ) -> Result<Calibration> {
         let req = CalibrateRequest {
             traces,
             batch: 1,
             gpu_traces: Vec::new(),
             keep_profiler_costs,
+            post_wait,
         };
         calibrate(&req, &HostProfile::load("pytorch").unwrap())
     }
@@ -522,6 +542,15 @@ mod tests {
         // TRACE_GAP_US before the prep's first op takes off: under 0.35 µs an op).
         assert!(close(op_us[0], OP + 2.5, 0.05), "{op_us:?}");
         assert!(close(op_us[1], OP, 0.35), "{op_us:?}");
+        // --no-post-wait: the table is there, but left out.
+        let (trace, probe) = engine_paying_after_reads(true);
+        let path = dir.path().join("sync-off.json");
+        std::fs::write(&path, trace).unwrap();
+        std::fs::write(probe_path(&path), probe).unwrap();
+        let p = calibrate_with(vec![path], false, false).unwrap().profile;
+        assert!(p.post_wait.is_none());
+        let off = p.preps["dspark_draft_block"].eager_sync.op_us.unwrap();
+        assert!(close(off, OP + 2.5, 0.05), "{off}");
     }
 
     #[test]

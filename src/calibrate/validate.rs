@@ -419,7 +419,14 @@ pub fn compare_cell(
         lines.push(l);
     }
     if let (Some(s), Some(g)) = (reference.get(&Arm::EagerSync), reference.get(&Arm::Graph)) {
-        let ((rs, ms, cs), (rg, mg, cg)) = (pair(Arm::EagerSync, s)?, pair(Arm::Graph, g)?);
+        let ((mut rs, mut ms, cs), (mut rg, mut mg, cg)) =
+            (pair(Arm::EagerSync, s)?, pair(Arm::Graph, g)?);
+        // One estimator for both sides of the difference: a chunk mean less a median is
+        // neither, so where only one arm has chunks both fall back to medians.
+        if cs != cg {
+            (rs, ms) = (s.step_us, get(&model.at_speed, Arm::EagerSync)?.median);
+            (rg, mg) = (g.step_us, get(&model.at_speed, Arm::Graph)?.median);
+        }
         let raw = get(&model.raw, Arm::EagerSync)?.median - get(&model.raw, Arm::Graph)?.median;
         if rs - rg > 0.0 {
             let mut l = line(
@@ -747,5 +754,45 @@ mod tests {
         );
         let md = markdown("r.csv", "p", &lines, bars);
         assert!(md.contains("chunk mean") && md.contains("12.0–22.0") && md.contains("1.040"));
+    }
+
+    #[test]
+    fn a_difference_with_chunks_on_one_side_only_takes_medians_on_both() {
+        // Graph's row without chunks: its chunk columns emptied.
+        let text = bimodal();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let graph: Vec<&str> = lines[2].split(',').collect();
+        lines[2] = [&graph[..8], &["", "", graph[10]]].concat().join(",");
+        let r = Reference::parse("r.csv", &(lines.join("\n") + "\n")).unwrap();
+        let (cell, rows) = &r.cells[0];
+        assert!(rows[&Arm::Graph].chunks.is_empty() && !rows[&Arm::EagerSync].chunks.is_empty());
+        let at = |s: f64| {
+            BTreeMap::from([
+                (Arm::EagerSync, step(1900.0 + 70.0 * s)),
+                (Arm::Graph, step(2110.0)),
+            ])
+        };
+        let model = ModelCell {
+            at_speed: at(17.0),
+            raw: at(12.0),
+            by_speed: vec![(22.4, at(22.4))],
+            ..ModelCell::default()
+        };
+        let bars = Bars {
+            step_pct: 10.0,
+            diff_pct: 15.0,
+        };
+        let out = compare_cell(*cell, rows, &model, Some(12.0), bars).unwrap();
+        let d = out.iter().find(|l| l.arm == "eager-sync − graph").unwrap();
+        assert_eq!(d.estimator, "median");
+        // The rows' medians (3000 − 2110) against the model at the cell's speed.
+        assert!((d.reference_us - 890.0).abs() < 1e-9, "{d:?}");
+        assert!(
+            (d.model_us - 70.0 * 17.0 - 1900.0 + 2110.0).abs() < 1e-9,
+            "{d:?}"
+        );
+        // eager-sync's own line keeps its chunk mean.
+        let sync = out.iter().find(|l| l.arm == "eager-sync").unwrap();
+        assert_eq!(sync.estimator, "chunk_mean");
     }
 }

@@ -44,6 +44,12 @@ pub struct CalibrateArgs {
     /// host time after a read about twofold.
     #[arg(long)]
     pub(crate) keep_profiler_costs: bool,
+    /// Leave out the post-wait cost the probe files measured: the ops keep what they paid
+    /// after the traced waits, and the profile has no `post_wait`, so `steps` adds nothing
+    /// after a read. With it (the default), the trace's ops are taken back to their
+    /// back-to-back cost and `steps` adds the measured cost after each wait of its own.
+    #[arg(long)]
+    pub(crate) no_post_wait: bool,
 }
 
 fn gpu_trace(text: &str) -> Result<(u32, PathBuf)> {
@@ -100,6 +106,7 @@ pub(crate) fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
             batch: args.batch_size,
             gpu_traces,
             keep_profiler_costs: args.keep_profiler_costs,
+            post_wait: !args.no_post_wait,
         };
         derive_profile(&request, &base)
     })();
