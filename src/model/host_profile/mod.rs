@@ -1,0 +1,193 @@
+//! Host profiles: what the host does in one decode step, and what each piece costs, as a
+//! serving framework runs it. A profile is a JSON file (`host-profiles/*.json` ship
+//! `native` and `pytorch`); every number in it carries the measurement it came from.
+//!
+//! The step is a **host program**: an ordered list of host segments and GPU work. The step
+//! loop runs it for real (busy-waits for host segments, real launches, real reads), so
+//! whatever a host read exposes is exposed by the GPU timeline itself, not by a formula.
+//!
+//! ```json
+//! {
+//!   "name": "pytorch",
+//!   "source": "how and where it was measured",
+//!   "op_us":           { "value": 9.0,  "source": "..." },
+//!   "kernel_us":       { "value": 2.0,  "source": "..." },
+//!   "read_us":         { "value": 20.0, "source": "..." },
+//!   "graph_launch_us": { "value": 6.0,  "source": "..." },
+//!   "upload_us":       { "value": 15.0, "source": "..." },
+//!   "upload_syncs":    { "value": true, "source": "..." },
+//!   "preps": {
+//!     "dspark_draft_block": {
+//!       "source": "...",
+//!       "eager_sync":   { "ops": 12, "launches": 9, "reads": 1, "ops_before_read": 0 },
+//!       "eager_device": { "ops": 11, "launches": 9 },
+//!       "graph":        { "ops": 0,  "launches": 0 },
+//!       "graph_upload": { "ops": 4,  "launches": 0 }
+//!     },
+//!     "dsa_target_verify": { ... }
+//!   },
+//!   "program": [
+//!     { "kind": "host", "name": "scheduler", "us": 50, "source": "..." },
+//!     { "kind": "draft_prep" },
+//!     { "kind": "draft_forward" },
+//!     { "kind": "host", "name": "sampling", "ops": 4, "source": "..." },
+//!     { "kind": "verify_prep" },
+//!     { "kind": "verify_forward" },
+//!     { "kind": "accept", "ops": 1 }
+//!   ]
+//! }
+//! ```
+//!
+//! * `op_us` — host time one framework op costs to issue (Python dispatch, the op's own
+//!   host work and its kernel launch); a prep may override it with its own measured mean.
+//! * `kernel_us` — GPU time of one small framework kernel (a prep may override it with its
+//!   own: its graph replay's GPU time over its launching ops); framework ops launch a spin
+//!   of that length, and graph arms capture the same kernels, so the GPU does the work the
+//!   framework's kernels do. `preps.<family>.kernel_us_by_batch` gives it per batch size.
+//! * `read_us` — host time of one read (`.tolist()`) with the GPU idle, so the wait for the
+//!   GPU is not in it; the step loop tops its own real read up to this.
+//! * `graph_launch_us` — host time of one graph replay (the forwards and the graph arms).
+//! * `upload_us`, `upload_syncs` — host time of `torch.tensor(list, device=...)`, and
+//!   whether it waits for the stream (the `graph-upload` arm copies a constant up so).
+//! * `preps.<family>.<arm>` — framework ops the eager arms issue for that family, how many
+//!   of them launch a GPU kernel, how many reads they make and how many ops come first.
+//!   The plan's own kernels take the last launch slots; the others launch an empty kernel.
+//! * `program` — the step, in order. A `host` item costs `us` plus `ops` × `op_us`.
+//! * `pinned_read_us`, `mapped_read_us` (optional) — `read_us` for the other read paths
+//!   (docs/read-paths.md): eager-pinned's `x.to("cpu", non_blocking=True)` and
+//!   `event.synchronize()`, eager-mapped's store into mapped memory and flag poll, each with
+//!   the GPU idle; the step loop tops its own read of that path up to it. A profile without
+//!   one cannot run that arm.
+//!
+//! One concern per file: the types here; `load` (built-in profiles, files,
+//! JSON); `validate` (what a profile must hold); `program` (the program's items, its
+//! phases and their families, a step's items); `costs` (what an item, prep or read costs);
+//! `scaling` (the what-if host scale, another measured host speed).
+
+mod costs;
+mod load;
+mod program;
+mod scaling;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+pub use load::BUILT_IN;
+pub use program::{
+    expand_passes, family_of, first_launching_op, phases_of, prep_arm, Item,
+    EAGLE_GPU_ITEMS_IN_ORDER, GPU_ITEMS_IN_ORDER, STEP_FAMILIES,
+};
+
+use crate::model::post_wait::PostWait;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A value and the measurement (or citation) it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sourced<T> {
+    pub value: T,
+    pub source: String,
+}
+
+/// What an arm's prep issues on the host for one family, besides the plan's own kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ArmOps {
+    /// Framework ops issued (reads not counted).
+    pub ops: u32,
+    /// How many of the ops launch a GPU kernel.
+    #[serde(default)]
+    pub launches: u32,
+    /// Host reads of device values (`.tolist()`, `.item()`); eager-sync only.
+    #[serde(default)]
+    pub reads: u32,
+    /// Ops issued before the first read.
+    #[serde(default)]
+    pub ops_before_read: u32,
+    /// This prep's own mean host µs per op, when measured; else the profile's `op_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op_us: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrepOps {
+    pub source: String,
+    pub eager_sync: ArmOps,
+    pub eager_device: ArmOps,
+    /// Host ops around a graph replay (copies into static inputs), for graph and fused.
+    #[serde(default)]
+    pub graph: ArmOps,
+    /// graph-upload's host ops around its upload and replay (the copy of the uploaded list
+    /// into the graph's input, ...), the upload itself not counted; absent: `graph`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_upload: Option<ArmOps>,
+    /// GPU µs one of this prep's framework kernels takes (its graph replay's GPU time over
+    /// its launching ops), when measured; else the profile's `kernel_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_us: Option<f64>,
+    /// The same, measured at several per-GPU batch sizes (bigger batches, bigger kernels);
+    /// between two of them linear in the batch size, beyond them the nearest. Takes
+    /// precedence over `kernel_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_us_by_batch: Option<BTreeMap<u32, f64>>,
+}
+
+/// Which prep of a step: DSpark's draft block and the verify; EAGLE's draft passes' DSA
+/// decode, the verify and the draft-extend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Draft,
+    Verify,
+    Decode,
+    Extend,
+}
+
+/// Which forward of a step: the draft model's (a DSpark block or an EAGLE pass), the
+/// target's verify, or the draft model's draft-extend over the verified tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardOf {
+    Draft,
+    Verify,
+    Extend,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostProfile {
+    pub name: String,
+    pub source: String,
+    pub op_us: Sourced<f64>,
+    /// GPU µs of one small framework kernel; 0 launches an empty kernel.
+    pub kernel_us: Sourced<f64>,
+    pub read_us: Sourced<f64>,
+    pub graph_launch_us: Sourced<f64>,
+    pub upload_us: Sourced<f64>,
+    pub upload_syncs: Sourced<bool>,
+    /// The host speed the framework costs above were taken at: µs per op of a pass of 24
+    /// varied small CUDA ops with no profiler running, in the process that was measured
+    /// (scripts/metaprep_host.py `host_speed()`). With it, [`HostProfile::at_host_speed`]
+    /// moves the costs to another measured host speed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_speed_us: Option<Sourced<f64>>,
+    pub preps: BTreeMap<String, PrepOps>,
+    pub program: Vec<Item>,
+    /// `read_us` of eager-pinned's read path, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_read_us: Option<Sourced<f64>>,
+    /// `read_us` of eager-mapped's read path, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mapped_read_us: Option<Sourced<f64>>,
+    /// The EAGLE step (`steps --drafter eagle`), when the profile models it: its host
+    /// segments, its `draft_passes` groups and the three DSA preps' items. `program` is
+    /// DSpark's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eagle_program: Option<Vec<Item>>,
+    /// What framework calls cost extra right after the host waited, by the wait's length
+    /// (at `host_speed_us`), when measured: `steps` adds it after every read, syncing copy
+    /// and gap in the host program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_wait: Option<Sourced<PostWait>>,
+}
