@@ -1,0 +1,36 @@
+//! `metaprep validate`: a reference's untraced step times (an engine, or a loop written like
+//! one) against `steps` run on the same grid with a host profile, in the same call.
+//!
+//! The reference is a CSV (scripts/metaprep_host.py `write_reference` writes it): one row per
+//! (forward µs, batch size, block, arm) with the untraced median step time, and optionally
+//! the host speed the engine's process had while that cell ran. Where a row has one and the
+//! profile records its own, the model runs at the reference's host speed (`steps
+//! --host-speed-us`); the model at the profile's own host speed is shown beside it ("raw").
+//! A cell passes when every arm's step time is within `step_pct` of the reference and, where
+//! both arms ran, eager-sync − graph within `diff_pct` of the reference's difference.
+//!
+//! A row with chunks (`chunk_host_speed_us`, `chunk_step_us`: the steps between two host-speed
+//! probes of `metaprep_host.StepSampler`, each with the mean of the probes around it) is
+//! compared chunk by chunk: the model runs at the extremes of the cell's chunk speeds (and at
+//! the profile's own), each chunk is predicted by interpolating those runs at its own speed,
+//! and the mean over chunks of the prediction is held against the mean of the chunks' median
+//! steps ("chunk mean"). A host whose speed switches between two levels puts the median of all
+//! steps in whichever level held most of them; the chunk mean moves with the mix of levels as
+//! a model linear in the host speed does (docs/calibration.md, "Host speed").
+//!
+//! One concern per file: `reference` reads the reference CSV; `compare` holds each cell's
+//! lines against it (the per-arm, chunk-mean and difference estimators, the pass bars);
+//! `render` writes validation.csv and validation.md.
+
+mod compare;
+mod reference;
+mod render;
+#[cfg(test)]
+mod tests;
+
+pub use compare::{
+    cell_host_speed, chunk_run_speeds, compare_cell, interpolate, Bars, Line, ModelCell, ModelStep,
+    Quantity, SPEED_MERGE,
+};
+pub use reference::{Cell, Reference, ReferenceRow};
+pub use render::{csv_text, markdown};

@@ -1,0 +1,188 @@
+//! The reference CSV: one row per (forward µs, batch size, block, arm), its optional spread,
+//! host speed and chunk columns, read into cells.
+
+use crate::axes::Arm;
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One row of a reference CSV.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ReferenceRow {
+    pub forward_us: f64,
+    pub batch_size: u32,
+    pub block: u32,
+    pub arm: String,
+    /// Median µs of one decode step, untraced.
+    pub step_us: f64,
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub step_us_p10: Option<f64>,
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub step_us_p90: Option<f64>,
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub samples: Option<f64>,
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub rounds: Option<f64>,
+    /// µs per op of scripts/metaprep_host.py host_speed() in the engine's process while the cell ran.
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub host_speed_us: Option<f64>,
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub host_speed_p10: Option<f64>,
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub host_speed_p90: Option<f64>,
+    /// `;`-separated host speed of each chunk (µs per op).
+    #[serde(default)]
+    pub chunk_host_speed_us: Option<String>,
+    /// `;`-separated median step of each chunk (µs).
+    #[serde(default)]
+    pub chunk_step_us: Option<String>,
+    /// Median device µs of the forward the loop marked (nominally `forward_us`).
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub forward_dev_us: Option<f64>,
+    /// Median NVML SM clock at the probes (MHz).
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub sm_clock_mhz: Option<f64>,
+    /// (host speed, median step) per chunk, parsed from the two chunk columns.
+    #[serde(skip)]
+    pub chunks: Vec<(f64, f64)>,
+}
+
+/// The chunks of a row from its two `;`-separated columns (both or neither).
+fn parse_chunks(speeds: Option<&str>, steps: Option<&str>) -> Result<Vec<(f64, f64)>> {
+    let list = |text: Option<&str>, name: &str| -> Result<Vec<f64>> {
+        let text = text.map(str::trim).unwrap_or("");
+        if text.is_empty() {
+            return Ok(Vec::new());
+        }
+        text.split(';')
+            .map(|v| match v.trim().parse::<f64>() {
+                Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+                _ => bail!("`{name}`: `{v}` is not a positive number"),
+            })
+            .collect()
+    };
+    let (speeds, steps) = (
+        list(speeds, "chunk_host_speed_us")?,
+        list(steps, "chunk_step_us")?,
+    );
+    if speeds.len() != steps.len() {
+        bail!(
+            "`chunk_host_speed_us` has {} values and `chunk_step_us` {}: give one of each per chunk",
+            speeds.len(),
+            steps.len()
+        );
+    }
+    Ok(speeds.into_iter().zip(steps).collect())
+}
+
+fn empty_as_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let s: Option<String> = Option::deserialize(d)?;
+    match s.as_deref().map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(v) => v.parse().map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+/// A cell of the grid: (forward µs, batch size, block).
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct Cell {
+    pub forward_us: f64,
+    pub batch_size: u32,
+    pub block: u32,
+}
+
+/// The reference, by cell: each arm's row.
+#[derive(Debug, Clone)]
+pub struct Reference {
+    pub cells: Vec<(Cell, BTreeMap<Arm, ReferenceRow>)>,
+}
+
+impl Reference {
+    pub fn read(path: &Path) -> Result<Reference> {
+        let file = path.display();
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("{file}: cannot read the reference"))?;
+        Self::parse(&file.to_string(), &text)
+    }
+
+    pub fn parse(file: &str, text: &str) -> Result<Reference> {
+        if !text.is_empty() && !text.ends_with('\n') {
+            bail!("{file}: the last line does not end in a newline: the file was cut short");
+        }
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let headers = reader
+            .headers()
+            .map_err(|e| anyhow::anyhow!("{file}: line 1: {e}"))?
+            .clone();
+        let mut cells: Vec<(Cell, BTreeMap<Arm, ReferenceRow>)> = Vec::new();
+        for (i, rec) in reader.records().enumerate() {
+            let line = i + 2;
+            let rec = rec.map_err(|e| anyhow::anyhow!("{file}: line {line}: {e}"))?;
+            let mut row: ReferenceRow = rec.deserialize(Some(&headers)).map_err(|e| {
+                crate::results::csv::describe_field_error(file, line as u64, &headers, &rec, &e)
+            })?;
+            row.chunks = parse_chunks(
+                row.chunk_host_speed_us.as_deref(),
+                row.chunk_step_us.as_deref(),
+            )
+            .map_err(|e| anyhow::anyhow!("{file}: line {line}: {e}"))?;
+            let arm: Arm = row
+                .arm
+                .parse()
+                .map_err(|e| anyhow::anyhow!("{file}: line {line}: `arm`: {e}"))?;
+            let positive = |v: f64| v.is_finite() && v > 0.0;
+            if !(positive(row.forward_us) && row.forward_us <= 1e6) {
+                bail!(
+                    "{file}: line {line}: `forward_us` {} is not a forward in µs (0 to 1e6)",
+                    row.forward_us
+                );
+            }
+            if row.batch_size == 0 || row.block == 0 {
+                bail!("{file}: line {line}: `batch_size` and `block` must be at least 1");
+            }
+            if !positive(row.step_us) {
+                bail!(
+                    "{file}: line {line}: `step_us` {} is not a positive time",
+                    row.step_us
+                );
+            }
+            if let (Some(p10), Some(p90)) = (row.step_us_p10, row.step_us_p90) {
+                if !(p10 <= row.step_us && row.step_us <= p90) {
+                    bail!(
+                        "{file}: line {line}: `step_us_p10` {p10} <= `step_us` {} <= \
+                         `step_us_p90` {p90} does not hold: the percentiles hold their median",
+                        row.step_us
+                    );
+                }
+            }
+            if let Some(h) = row.host_speed_us.filter(|h| !positive(*h)) {
+                bail!("{file}: line {line}: `host_speed_us` {h} is not a positive µs per op");
+            }
+            let cell = Cell {
+                forward_us: row.forward_us,
+                batch_size: row.batch_size,
+                block: row.block,
+            };
+            let at = match cells.iter().position(|(c, _)| *c == cell) {
+                Some(at) => at,
+                None => {
+                    cells.push((cell, BTreeMap::new()));
+                    cells.len() - 1
+                }
+            };
+            if cells[at].1.insert(arm, row).is_some() {
+                bail!(
+                    "{file}: line {line}: a second row for forward {} µs, batch {}, block {}, {arm}",
+                    cell.forward_us,
+                    cell.batch_size,
+                    cell.block
+                );
+            }
+        }
+        if cells.is_empty() {
+            bail!("{file}: no rows: a reference needs at least one (forward_us, batch_size, block, arm, step_us) row");
+        }
+        Ok(Reference { cells })
+    }
+}

@@ -1,0 +1,76 @@
+//! validation.csv and validation.md from the compared lines.
+
+use super::{Bars, Line, Quantity};
+use anyhow::Result;
+use std::fmt::Write;
+
+/// validation.csv's text.
+pub fn csv_text(lines: &[Line]) -> Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for l in lines {
+        w.serialize(l)?;
+    }
+    Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+/// validation.md's text.
+pub fn markdown(reference: &str, profile: &str, lines: &[Line], bars: Bars) -> String {
+    let mut r = String::new();
+    let steps: Vec<&Line> = lines
+        .iter()
+        .filter(|l| l.quantity == Quantity::StepUs)
+        .collect();
+    let diffs: Vec<&Line> = lines
+        .iter()
+        .filter(|l| l.quantity == Quantity::SyncMinusGraphUs)
+        .collect();
+    let passed = |v: &[&Line]| v.iter().filter(|l| l.pass).count();
+    let _ = writeln!(r, "# Validation of `{profile}` against `{reference}`\n");
+    let _ = writeln!(
+        r,
+        "**{}**: step time within ±{}% in {} of {} (cell, arm); eager-sync − graph within ±{}% in {} of {} cells.\n",
+        if lines.iter().all(|l| l.pass) { "PASS" } else { "FAIL" },
+        bars.step_pct,
+        passed(&steps),
+        steps.len(),
+        bars.diff_pct,
+        passed(&diffs),
+        diffs.len()
+    );
+    let _ = writeln!(
+        r,
+        "The model ran each cell at the host speed the reference recorded for it (its framework costs times the ratio to the profile's own host speed); \"raw\" is the model at the profile's own host speed. Rows marked \"chunk mean\" recorded a host-speed probe every few steps: their reference is the mean over chunks of each chunk's median step, and their model the mean over the same chunks of the model interpolated at each chunk's own speed (between runs at the cell's slowest and fastest chunk speed and the profile's own). \"host speed\" is the cell's median chunk speed over the profile's, with the chunks' p10–p90 in µs per op; \"forward\" is the marked forward's measured device time over its nominal µs (a `torch.cuda._sleep` forward runs longer when the SM clock drops; the model's forward is wall-clock).\n"
+    );
+    let _ = writeln!(
+        r,
+        "| forward µs | bs | block | arm | reference µs | model µs | error | raw model µs | raw error | host speed ratio | speeds p10–p90 | forward | estimator | pass |\n|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|"
+    );
+    for l in lines {
+        let speeds = match (l.host_speed_p10, l.host_speed_p90) {
+            (Some(a), Some(b)) => format!("{a:.1}–{b:.1}"),
+            _ => "–".to_string(),
+        };
+        let fwd = l
+            .forward_stretch
+            .map_or("–".to_string(), |f| format!("{f:.3}"));
+        let _ = writeln!(
+            r,
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {:+.1}% | {:.1} | {:+.1}% | {:.3} | {} | {} | {} | {} |",
+            l.forward_us,
+            l.batch_size,
+            l.block,
+            l.arm,
+            l.reference_us,
+            l.model_us,
+            l.error_pct,
+            l.model_raw_us,
+            l.raw_error_pct,
+            l.host_ratio,
+            speeds,
+            fwd,
+            l.estimator.replace('_', " "),
+            if l.pass { "yes" } else { "**no**" }
+        );
+    }
+    r
+}
