@@ -6,7 +6,7 @@ use super::steps::{steps_config, StepsArgs};
 use crate::axes::{Arm, Family};
 use crate::calibrate::validate::{
     cell_host_speed, chunk_run_speeds, compare_cell, csv_text, markdown, Bars, Cell, Line,
-    ModelCell, ModelStep, Reference,
+    ModelCell, ModelStep, Reference, ReferenceRow,
 };
 use crate::exit::Exit;
 use crate::model::host_profile::HostProfile;
@@ -130,53 +130,106 @@ fn model_run(
     Ok(steps)
 }
 
-pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
-    let prepared = (|| {
-        refuse_axes(&args.steps)?;
-        for (v, flag) in [(args.step_pct, "--step-pct"), (args.diff_pct, "--diff-pct")] {
-            anyhow::ensure!(
-                v.is_finite() && v > 0.0 && v <= 100.0,
-                "{flag} {v}: give a percentage above 0 and at most 100"
-            );
-        }
-        let reference = Reference::read(&args.reference)?;
-        let profile =
-            HostProfile::load(&args.steps.step_model.host_profile).context("--host-profile")?;
-        let out = args
-            .steps
-            .out
-            .clone()
-            .unwrap_or_else(|| default_out("validate"));
+/// The reference, the profile and the new output folder, every flag and every cell's shapes
+/// checked before any GPU work.
+fn prepare(args: &ValidateArgs) -> Result<(Reference, HostProfile, PathBuf)> {
+    refuse_axes(&args.steps)?;
+    for (v, flag) in [(args.step_pct, "--step-pct"), (args.diff_pct, "--diff-pct")] {
         anyhow::ensure!(
-            !out.exists(),
-            "--out {} exists: validate writes a new folder; choose another",
-            out.display()
+            v.is_finite() && v > 0.0 && v <= 100.0,
+            "{flag} {v}: give a percentage above 0 and at most 100"
         );
-        super::common::writable_folder(&out, "--out")?;
-        // Every cell's shapes, checked before any GPU work: a batch or block of the
-        // reference no kernel takes is named by its cell.
-        for (cell, _) in &reference.cells {
-            for family in [Family::DsparkDraftBlock, Family::DsaTargetVerify] {
-                Shape::new(
-                    family,
+    }
+    let reference = Reference::read(&args.reference)?;
+    let profile =
+        HostProfile::load(&args.steps.step_model.host_profile).context("--host-profile")?;
+    let out = args
+        .steps
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out("validate"));
+    anyhow::ensure!(
+        !out.exists(),
+        "--out {} exists: validate writes a new folder; choose another",
+        out.display()
+    );
+    super::common::writable_folder(&out, "--out")?;
+    check_cell_shapes(args, &reference)?;
+    Ok((reference, profile, out))
+}
+
+/// Every cell's shapes: a batch or block of the reference no kernel takes is named by its
+/// cell.
+fn check_cell_shapes(args: &ValidateArgs, reference: &Reference) -> Result<()> {
+    for (cell, _) in &reference.cells {
+        for family in [Family::DsparkDraftBlock, Family::DsaTargetVerify] {
+            Shape::new(
+                family,
+                cell.batch_size,
+                cell.block,
+                args.steps.grid.max_context,
+            )
+            .with_context(|| {
+                format!(
+                    "{}: the cell at forward {} µs, batch {}, block {}",
+                    args.reference.display(),
+                    cell.forward_us,
                     cell.batch_size,
-                    cell.block,
-                    args.steps.grid.max_context,
+                    cell.block
                 )
-                .with_context(|| {
-                    format!(
-                        "{}: the cell at forward {} µs, batch {}, block {}",
-                        args.reference.display(),
-                        cell.forward_us,
-                        cell.batch_size,
-                        cell.block
-                    )
-                })?;
-            }
+            })?;
         }
-        Ok((reference, profile, out))
-    })();
-    let (reference, profile, out) = match usage(prepared) {
+    }
+    Ok(())
+}
+
+/// The model's runs for one cell: at the profile's own host speed ("raw"), at each chunk
+/// speed, and at the cell's median host speed. `own_speed`: the profile's.
+fn model_cell(
+    args: &ValidateArgs,
+    cell: Cell,
+    rows: &BTreeMap<Arm, ReferenceRow>,
+    own_speed: Option<f64>,
+    out: &Path,
+) -> Result<ModelCell> {
+    let arms: Vec<Arm> = rows.keys().copied().collect();
+    let name = format!("f{}-bs{}-b{}", cell.forward_us, cell.batch_size, cell.block);
+    let raw = model_run(
+        &args.steps,
+        cell,
+        &arms,
+        None,
+        &out.join("steps").join(format!("{name}-raw")),
+    )?;
+    let speed = cell_host_speed(rows).filter(|_| own_speed.is_some());
+    // Rows with chunks are predicted chunk by chunk, between runs at the cell's extreme
+    // chunk speeds; the run at the cell's median speed is for rows without them.
+    let mut by_speed = Vec::new();
+    for s in chunk_run_speeds(rows, own_speed) {
+        let dir = out.join("steps").join(format!("{name}-at{s:.3}"));
+        by_speed.push((s, model_run(&args.steps, cell, &arms, Some(s), &dir)?));
+    }
+    let all_chunked = own_speed.is_some() && rows.values().all(|r| !r.chunks.is_empty());
+    let at_speed = match speed.filter(|_| !all_chunked) {
+        Some(s) => model_run(
+            &args.steps,
+            cell,
+            &arms,
+            Some(s),
+            &out.join("steps").join(&name),
+        )?,
+        None => raw.clone(),
+    };
+    Ok(ModelCell {
+        at_speed,
+        raw,
+        by_speed,
+        host_ratio: speed.zip(own_speed).map(|(s, o)| s / o),
+    })
+}
+
+pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
+    let (reference, profile, out) = match usage(prepare(args)) {
         Ok(v) => v,
         Err(code) => return Ok(code),
     };
@@ -202,40 +255,7 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
     let own_speed = profile.host_speed_us.as_ref().map(|s| s.value);
     let mut lines: Vec<Line> = Vec::new();
     for (cell, rows) in &reference.cells {
-        let arms: Vec<Arm> = rows.keys().copied().collect();
-        let name = format!("f{}-bs{}-b{}", cell.forward_us, cell.batch_size, cell.block);
-        let raw = model_run(
-            &args.steps,
-            *cell,
-            &arms,
-            None,
-            &out.join("steps").join(format!("{name}-raw")),
-        )?;
-        let speed = cell_host_speed(rows).filter(|_| own_speed.is_some());
-        // Rows with chunks are predicted chunk by chunk, between runs at the cell's extreme
-        // chunk speeds; the run at the cell's median speed is for rows without them.
-        let mut by_speed = Vec::new();
-        for s in chunk_run_speeds(rows, own_speed) {
-            let dir = out.join("steps").join(format!("{name}-at{s:.3}"));
-            by_speed.push((s, model_run(&args.steps, *cell, &arms, Some(s), &dir)?));
-        }
-        let all_chunked = own_speed.is_some() && rows.values().all(|r| !r.chunks.is_empty());
-        let at_speed = match speed.filter(|_| !all_chunked) {
-            Some(s) => model_run(
-                &args.steps,
-                *cell,
-                &arms,
-                Some(s),
-                &out.join("steps").join(&name),
-            )?,
-            None => raw.clone(),
-        };
-        let model = ModelCell {
-            at_speed,
-            raw,
-            by_speed,
-            host_ratio: speed.zip(own_speed).map(|(s, o)| s / o),
-        };
+        let model = model_cell(args, *cell, rows, own_speed, &out)?;
         lines.extend(compare_cell(*cell, rows, &model, own_speed, bars)?);
     }
     let reference_name = args.reference.display().to_string();
