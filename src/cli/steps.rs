@@ -220,6 +220,65 @@ fn drafter_blocks(drafter: Drafter, blocks: &[u32]) -> Result<()> {
 /// `steps --full`'s.
 const FULL_STEP_BATCHES: [u32; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 
+/// The step counts of a pass: a timeline of at least 3 steps, no pass over
+/// [`MAX_PASS_STEPS`].
+fn check_pass_steps(args: &StepsArgs) -> Result<()> {
+    anyhow::ensure!(
+        args.timeline_steps >= 3,
+        "--timeline-steps ({}) must be at least 3",
+        args.timeline_steps
+    );
+    for (v, flag) in [
+        (args.round_steps, "--round-steps"),
+        (args.warmup_steps, "--warmup-steps"),
+        (args.timeline_steps, "--timeline-steps"),
+    ] {
+        anyhow::ensure!(
+            v <= MAX_PASS_STEPS,
+            "{flag}: {v} steps is more than {MAX_PASS_STEPS} per pass: give fewer"
+        );
+    }
+    Ok(())
+}
+
+/// `--trace` with the cell `--trace-cell` picks, which must be a cell of the run.
+fn trace_request(
+    args: &StepsArgs,
+    layouts: &[Layout],
+    batch_sizes: &[u32],
+    block_sizes: &[u32],
+) -> Result<Option<TraceRequest>> {
+    let cell = args.trace_cell.as_deref().map(trace_cell).transpose()?;
+    if let Some((layout, bs, block)) = cell {
+        anyhow::ensure!(
+            layouts.contains(&layout) && batch_sizes.contains(&bs) && block_sizes.contains(&block),
+            "--trace-cell {layout}:{bs}:{block} is not a cell of this run (--tp, \
+             --batch-sizes, --block-sizes): no trace would be written"
+        );
+    }
+    Ok(args.trace.clone().map(|path| TraceRequest { cell, path }))
+}
+
+/// [`read_skew`]'s flags, with a skewed rank that some layout of the run has and a skew for
+/// it.
+fn checked_read_skew(args: &StepsArgs, layouts: &[Layout]) -> Result<ReadSkew> {
+    let read_skew = read_skew(args)?;
+    let widest = layouts.iter().map(|l| l.gpus() as usize).max().unwrap_or(1);
+    if let Some(rank) = read_skew.rank.filter(|&r| r >= widest) {
+        anyhow::bail!(
+            "--read-skew-rank {rank}: no layout of the run has that rank (the widest, {widest} \
+             GPUs, has ranks 0 to {}); give a rank below {widest}, or `all`",
+            widest - 1
+        );
+    }
+    anyhow::ensure!(
+        !(read_skew.rank.is_some() && read_skew.us == 0.0 && read_skew.jitter_us == 0.0),
+        "--read-skew-rank picks the rank --read-skew-us or --read-skew-jitter-us slows: \
+         give one of them too, or leave --read-skew-rank out"
+    );
+    Ok(read_skew)
+}
+
 pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
     usage(distinct(&args.tp, "--tp"))?;
     let layouts = match args.tp.as_slice() {
@@ -242,23 +301,7 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         rounds.cell_time_cap,
     ))?;
     let timeline_cap = usage(time_cap(args.timeline_cap_ms, "--timeline-cap-ms"))?;
-    if args.timeline_steps < 3 {
-        return usage(Err(anyhow::anyhow!(
-            "--timeline-steps ({}) must be at least 3",
-            args.timeline_steps
-        )));
-    }
-    for (v, flag) in [
-        (args.round_steps, "--round-steps"),
-        (args.warmup_steps, "--warmup-steps"),
-        (args.timeline_steps, "--timeline-steps"),
-    ] {
-        if v > MAX_PASS_STEPS {
-            return usage(Err(anyhow::anyhow!(
-                "{flag}: {v} steps is more than {MAX_PASS_STEPS} per pass: give fewer"
-            )));
-        }
-    }
+    usage(check_pass_steps(args))?;
     validate_shapes(
         args.drafter.families(),
         &batch_sizes,
@@ -278,35 +321,11 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         )));
     }
     let out = args.out.clone().unwrap_or_else(|| default_out("steps"));
-    let cell = usage(args.trace_cell.as_deref().map(trace_cell).transpose())?;
-    if let Some((layout, bs, block)) = cell {
-        if !(layouts.contains(&layout) && batch_sizes.contains(&bs) && block_sizes.contains(&block))
-        {
-            return usage(Err(anyhow::anyhow!(
-                "--trace-cell {layout}:{bs}:{block} is not a cell of this run (--tp, \
-                 --batch-sizes, --block-sizes): no trace would be written"
-            )));
-        }
-    }
-    let trace = args.trace.clone().map(|path| TraceRequest { cell, path });
+    let trace = usage(trace_request(args, &layouts, &batch_sizes, &block_sizes))?;
     if let Some(path) = &args.nccl_lib {
         usage(crate::gpu::nccl::comm::check_explicit(path))?;
     }
-    let read_skew = usage(read_skew(args))?;
-    let widest = layouts.iter().map(|l| l.gpus() as usize).max().unwrap_or(1);
-    if let Some(rank) = read_skew.rank.filter(|&r| r >= widest) {
-        return usage(Err(anyhow::anyhow!(
-            "--read-skew-rank {rank}: no layout of the run has that rank (the widest, {widest} \
-             GPUs, has ranks 0 to {}); give a rank below {widest}, or `all`",
-            widest - 1
-        )));
-    }
-    if read_skew.rank.is_some() && read_skew.us == 0.0 && read_skew.jitter_us == 0.0 {
-        return usage(Err(anyhow::anyhow!(
-            "--read-skew-rank picks the rank --read-skew-us or --read-skew-jitter-us slows: \
-             give one of them too, or leave --read-skew-rank out"
-        )));
-    }
+    let read_skew = usage(checked_read_skew(args, &layouts))?;
     usage(distinct(&args.arms, "--arms"))?;
     let arms = args.arms.clone();
     usage(model.host.require_read_costs(&arms))?;
