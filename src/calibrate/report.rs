@@ -28,8 +28,17 @@ pub fn render(traced: &[Traced], d: &Derivation, base: &HostProfile) -> String {
     for t in traced {
         trace_section(&mut r, t);
     }
+    derived_values(&mut r, &d.profile);
+    program_section(&mut r, traced, d, base);
+    for t in traced {
+        steps_table(&mut r, &t.analysis);
+    }
+    r
+}
+
+/// The derived profile's values, each with how it was derived.
+fn derived_values(r: &mut String, p: &HostProfile) {
     let _ = writeln!(r, "## Derived values\n\n| value | | how |\n|---|---|---|");
-    let p = &d.profile;
     for (name, v) in [
         ("op_us", &p.op_us),
         ("read_us", &p.read_us),
@@ -63,6 +72,11 @@ pub fn render(traced: &[Traced], d: &Derivation, base: &HostProfile) -> String {
             w.source
         );
     }
+}
+
+/// The program (or, for a trace of no metaprep-annotated engine, its segments) and the
+/// preps, each with what the traces recorded.
+fn program_section(r: &mut String, traced: &[Traced], d: &Derivation, base: &HostProfile) {
     let _ = writeln!(r, "\n## Program\n");
     if d.foreign {
         let _ = writeln!(
@@ -118,10 +132,6 @@ pub fn render(traced: &[Traced], d: &Derivation, base: &HostProfile) -> String {
             base.name
         );
     }
-    for t in traced {
-        steps_table(&mut r, &t.analysis);
-    }
-    r
 }
 
 fn trace_section(r: &mut String, t: &Traced) {
