@@ -1,8 +1,7 @@
 //! The timing harness on one GPU: the floor, one cell's measurement and its sampling loop,
 //! the rounds' visiting order, the step timeline's timers (events, CUPTI), NVML telemetry, CPU
-//! pinning, the environment record of a
-//! run, and the recorder that turns measurements into rows (bandwidth rows among them) and
-//! files.
+//! pinning, the environment record of a run, and the recorder that turns measurements into
+//! rows (bandwidth rows among them) and files.
 
 pub mod bandwidth;
 pub mod environment;

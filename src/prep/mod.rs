@@ -1,5 +1,5 @@
-//! The prep plan: four metadata families, their CPU reference, and the four arms that run
-//! one plan (`eager-sync`, `eager-device`, `graph`, `fused`).
+//! The prep plan: the metadata families' shapes, inputs and lengths, their CPU reference,
+//! the bytes they move, and the arms' launches of one plan (`plan/`).
 
 pub mod accept;
 pub mod bytes;

@@ -1,5 +1,5 @@
-//! Everything that reads or writes files: the tidy CSV, the environment record, charts,
-//! the markdown summary and run comparison. Nothing here needs a GPU.
+//! What a finished run shows: the markdown summary, the charts, run comparison (`compare`),
+//! speed targets and formatters, read from `results` only. Nothing here needs a GPU.
 
 pub mod change;
 pub mod charts;

@@ -1,6 +1,7 @@
 //! The commands that put the GPU to work, each on the floors below: `check` (every arm
-//! against the CPU reference; `dump` writes cases for the SGLang cross-check), `sweep` (the prep arms in rounds, with the floor) and `steps`
-//! (the decode-step model per arm and layout).
+//! against the CPU reference; `dump` writes cases for the SGLang cross-check), `sweep` (the
+//! prep arms in rounds, with the floor), `steps` (the decode-step model per arm and layout),
+//! `collectives`, and real multi-GPU worlds (`ranks`, `rank_world`).
 
 pub mod check;
 pub mod collectives;
