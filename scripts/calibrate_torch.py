@@ -821,8 +821,8 @@ def host_profile(meta, micro, probes, preps, sampling, accept, upload, args, pos
                       "source": "metaprep_host.post_wait_probe() in this process, bare, after "
                                 "the micro-benchmarks (a .item() behind a torch.cuda._sleep of "
                                 "each gap, then one op and 4 passes of 24 ops, each timed; "
-                                f"{post_wait_reps} reps), moved to host_speed_us by the "
-                                "probe's own speed"},
+                                f"{post_wait_reps} reps), as measured: the phase whose "
+                                "host speed is host_speed_us"},
         "upload_syncs": {"value": upload_probe["waits"],
                          "source": f"the same upload issued behind a {SLEEP_PROBE_US} us "
                                    f"torch.cuda._sleep took {upload_probe['median_us']:.0f} us (median "
@@ -965,8 +965,8 @@ def main(argv=None):
         speeds += chunk_speeds
     meta["host_speed_us"] = r3(micro_speed)
     meta["in_loop_host_speed_us"] = {arm: r3(v) for arm, v in in_loop_speed.items()}
-    # The probe's extras in the profile's units: moved to its host speed by the probe's own.
-    post_wait = mh.post_wait_at(post_wait_probe, meta["host_speed_us"])
+    # The probe ran in the micro-benchmarks' phase, whose speed is the profile's: as measured.
+    post_wait = mh.post_wait_table(post_wait_probe)
     meta["host_speed_samples_us"] = [r3(v) for v in speeds]
     log(f"host speed {meta['host_speed_us']} us/op (the micro-benchmarks'; every probe of "
         f"this phase {min(speeds):.2f}-{max(speeds):.2f}, in-loop runs {meta['in_loop_host_speed_us']})")

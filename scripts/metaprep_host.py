@@ -329,10 +329,11 @@ def post_wait_probe(gaps_us=POST_WAIT_GAPS_US, reps=POST_WAIT_REPS, passes=POST_
     }
 
 
-def post_wait_at(probe, speed_us):
-    """A post_wait_probe record as a host profile's `post_wait` table at host speed
-    `speed_us` (µs per op): its extras moved by speed_us over the probe's own speed."""
-    scale = speed_us / probe["host_speed_us"]
+def post_wait_table(probe, scale=1.0):
+    """A post_wait_probe record as a host profile's `post_wait` table, its extras times
+    `scale`: the factor that moves this process's other costs to the profile's host speed (1
+    where the profile's speed was taken in the same phase as the probe). The probe's own
+    `host_speed_us` is another meter than host_speed() and is not used to scale."""
     return {"gaps_us": probe["gaps_us"], "segment_ops": probe["segment_ops"],
             "extra_us": [[round(v * scale, 3) for v in row] for row in probe["extra_us"]]}
 

@@ -74,8 +74,9 @@ class PostWait(unittest.TestCase):
         self.assertEqual(x(100, 0), 0.0)
         self.assertAlmostEqual(mh.post_wait_total_us(self.TABLE, 3000, 30), 26 + 24 * 4.5 + 5 * 2)
 
-    def test_a_probe_moves_to_a_host_speed_by_its_own(self):
+    def test_a_probe_becomes_a_table_scaled_as_its_process_costs(self):
         probe = {**self.TABLE, "host_speed_us": 20.0, "median_us": [], "reps": 60}
-        moved = mh.post_wait_at(probe, 10.0)
+        self.assertEqual(mh.post_wait_table(probe)["extra_us"][3], [26, 108, 48])
+        moved = mh.post_wait_table(probe, 0.5)
         self.assertEqual(moved["extra_us"][3], [13.0, 54.0, 24.0])
         self.assertEqual(set(moved), {"gaps_us", "segment_ops", "extra_us"})

@@ -444,8 +444,9 @@ mod tests {
     fn the_post_wait_probes_are_moved_to_the_profiles_speed_and_pooled() {
         let dir = tempfile::tempdir().unwrap();
         let mut traces = Vec::new();
-        // Three processes: their probes' post-wait passes ran at 10, 5 and 7.5 µs per op, and
-        // each saw the same extras in its own time (20 µs for the first call after 3 ms).
+        // Three processes at 10, 5 and 7.5 µs per probe op (their probe files' host speed),
+        // each seeing the same extras in its own µs: 20 and 48 at 7.5. The post-wait record's
+        // own `host_speed_us` (another meter) is not read.
         for (arm, speed) in [
             (Arm::EagerDevice, 10.0),
             (Arm::Graph, 5.0),
@@ -454,10 +455,16 @@ mod tests {
             let (trace, probe) = engine(arm, Some(COSTS));
             let post_wait = format!(
                 "\"post_wait\":{{\"gaps_us\":[0,3000],\"segment_ops\":[1,24],\
-                 \"extra_us\":[[0,0],[20,{}]],\"host_speed_us\":{speed},\"reps\":60}},",
+                 \"extra_us\":[[0,0],[{},{}]],\"host_speed_us\":99,\"reps\":60}},",
+                20.0 * speed / 7.5,
                 48.0 * speed / 7.5
             );
-            let probe = probe.replacen("\"mark\"", &format!("{post_wait}\"mark\""), 1);
+            let probe = probe
+                .replace(
+                    "\"host_speed_us\":7.5",
+                    &format!("\"host_speed_us\":{speed}"),
+                )
+                .replacen("\"mark\"", &format!("{post_wait}\"mark\""), 1);
             let path = dir.path().join(format!("t-{arm}.json"));
             std::fs::write(&path, trace).unwrap();
             std::fs::write(probe_path(&path), probe).unwrap();
@@ -468,7 +475,7 @@ mod tests {
         assert_eq!(speed, 7.5);
         let pw = &p.post_wait.as_ref().expect("a post-wait table").value;
         assert_eq!(pw.gaps_us, vec![0.0, 3000.0]);
-        // 20 µs at 10 → 15, at 5 → 30, at 7.5 → 20: the median 20. The passes: 48 each.
+        // Each moved by its trace's factor (7.5 over its speed): 20 and 48 from every one.
         assert_eq!(pw.extra_us[1], vec![20.0, 48.0]);
         assert!(p
             .post_wait
@@ -497,7 +504,10 @@ mod tests {
         let prep = |s: &mut Synth| {
             op(s, 0, &[3000.0]); // a long kernel: the read waits ~3 ms for it
             s.read(READ);
-            for extra in [12.0, 2.0, 2.0, 2.0, 2.0, 0.0, 0.0] {
+            // A syncing upload next, as in both reference loops; its wait is ~0 (the read
+            // drained the GPU), so the read's sequence runs on and the upload is its first.
+            s.upload(UPLOAD + 12.0);
+            for extra in [2.0, 2.0, 2.0, 2.0, 0.0, 0.0, 0.0] {
                 s.op(Op {
                     name: "aten::add",
                     bare_us: OP + extra,
@@ -537,11 +547,16 @@ mod tests {
             assert_eq!(p.post_wait.is_some(), with_table);
             op_us.push(p.preps["dspark_draft_block"].eager_sync.op_us.unwrap());
         }
-        // 8 ops paying 20 µs after the read between them: 2.5 µs an op left in without the
-        // table; with it, the back-to-back cost (within what a gap of a few µs more than
-        // TRACE_GAP_US before the prep's first op takes off: under 0.35 µs an op).
-        assert!(close(op_us[0], OP + 2.5, 0.05), "{op_us:?}");
-        assert!(close(op_us[1], OP, 0.35), "{op_us:?}");
+        // The upload and 8 ops paying 20 µs after the read: 20/9 µs an op left in without
+        // the table; with it, the back-to-back cost (within what a gap of a few µs more than
+        // TRACE_GAP_US before the prep's first op takes off: under 0.35 µs an op). Had the
+        // upload's short wait restarted the sequence, 8 µs would stay in (0.9 an op).
+        let back_to_back = (8.0 * OP + UPLOAD) / 9.0;
+        assert!(
+            close(op_us[0], back_to_back + 20.0 / 9.0, 0.05),
+            "{op_us:?}"
+        );
+        assert!(close(op_us[1], back_to_back, 0.35), "{op_us:?}");
         // --no-post-wait: the table is there, but left out.
         let (trace, probe) = engine_paying_after_reads(true);
         let path = dir.path().join("sync-off.json");
@@ -550,7 +565,7 @@ mod tests {
         let p = calibrate_with(vec![path], false, false).unwrap().profile;
         assert!(p.post_wait.is_none());
         let off = p.preps["dspark_draft_block"].eager_sync.op_us.unwrap();
-        assert!(close(off, OP + 2.5, 0.05), "{off}");
+        assert!(close(off, back_to_back + 20.0 / 9.0, 0.05), "{off}");
     }
 
     #[test]

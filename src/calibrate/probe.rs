@@ -59,13 +59,13 @@ pub struct ProbeFile {
 }
 
 /// metaprep_host.py `post_wait_probe`'s record: per gap, per timed segment after the wait,
-/// the median µs and the extra over no wait; `host_speed_us` the pass's speed with no wait.
+/// the extra µs over no wait, in this process (its other fields are not read: the process's
+/// host speed is the probe file's).
 #[derive(Debug, Clone, Deserialize)]
 pub struct PostWaitProbe {
     pub gaps_us: Vec<f64>,
     pub segment_ops: Vec<u32>,
     pub extra_us: Vec<Vec<f64>>,
-    pub host_speed_us: f64,
 }
 
 impl PostWaitProbe {

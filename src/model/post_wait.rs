@@ -59,6 +59,12 @@ impl PostWait {
         Ok(())
     }
 
+    /// How many calls after a wait the probe timed (the segments' calls): past them it adds
+    /// nothing.
+    pub fn calls(&self) -> u32 {
+        self.segment_ops.iter().sum()
+    }
+
     /// Every extra µs times `scale` (a framework cost, moved with the host's speed).
     pub fn scale(&mut self, scale: f64) {
         for row in &mut self.extra_us {
@@ -95,13 +101,41 @@ impl PostWait {
     }
 }
 
+/// How far a host program is past the wait whose cost it is paying: that wait's µs and the
+/// framework calls since. One rule for `steps` ([`AfterWait`]) and for calibrate's walk over
+/// a trace, so what one takes off the other adds back.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Sequence {
+    pub gap_us: f64,
+    pub calls: u32,
+}
+
+impl Sequence {
+    /// A wait or gap of `gap_us`: a new sequence when it is at least as long as the live
+    /// one's, or the live one has run past what `table` timed. A shorter one leaves the live
+    /// one running: a copy that waits 20 µs right after a 3 ms read does not undo the read's
+    /// cost, nor does a second read right after the first.
+    pub fn wait(&mut self, gap_us: f64, table: &PostWait) {
+        if gap_us >= self.gap_us || self.calls >= table.calls() {
+            *self = Sequence { gap_us, calls: 0 };
+        }
+    }
+
+    /// The next call's extra µs, counting it. A negative extra (the probe's noise at short
+    /// waits) counts as none: a wait never makes a call cheaper than its back-to-back cost.
+    pub fn next_call(&mut self, table: &PostWait) -> f64 {
+        let extra = table.extra_us(self.gap_us, self.calls).max(0.0);
+        self.calls += 1;
+        extra
+    }
+}
+
 /// Where a running host program stands after its last wait: the stepper keeps one across
 /// steps, so the wait between two steps counts too.
 #[derive(Debug, Clone)]
 pub struct AfterWait {
     table: Option<PostWait>,
-    gap_us: f64,
-    calls: u32,
+    sequence: Sequence,
     last_end: Option<Instant>,
 }
 
@@ -110,16 +144,14 @@ impl AfterWait {
     pub fn new(table: Option<PostWait>) -> AfterWait {
         AfterWait {
             table,
-            gap_us: 0.0,
-            calls: 0,
+            sequence: Sequence::default(),
             last_end: None,
         }
     }
 
     /// The extra host time of a framework call beginning at `start`: a gap since the last
-    /// call ended longer than [`GAP_US`] (a Python segment, the wait between two steps)
-    /// starts a new sequence. A negative extra (the probe's noise at short waits) counts as
-    /// none: the harness cannot make a call cheaper than the profile's cost.
+    /// call ended longer than [`GAP_US`] (a Python segment, the wait between two steps) is a
+    /// wait by [`Sequence::wait`]'s rule.
     pub fn call(&mut self, start: Instant) -> Duration {
         let Some(table) = &self.table else {
             return Duration::ZERO;
@@ -127,13 +159,10 @@ impl AfterWait {
         if let Some(end) = self.last_end {
             let gap = start.saturating_duration_since(end).as_secs_f64() * 1e6;
             if gap > GAP_US {
-                self.gap_us = gap;
-                self.calls = 0;
+                self.sequence.wait(gap, table);
             }
         }
-        let extra = table.extra_us(self.gap_us, self.calls);
-        self.calls += 1;
-        Duration::from_secs_f64(extra.max(0.0) * 1e-6)
+        Duration::from_secs_f64(self.sequence.next_call(table) * 1e-6)
     }
 
     /// The call that began the sequence ended at `end`.
@@ -142,10 +171,11 @@ impl AfterWait {
     }
 
     /// The host waited `blocked` inside a call (a read, a syncing copy) that ended at `end`:
-    /// the calls after it pay for that wait.
+    /// the calls after it pay for that wait, by [`Sequence::wait`]'s rule.
     pub fn waited(&mut self, blocked: Duration, end: Instant) {
-        self.gap_us = blocked.as_secs_f64() * 1e6;
-        self.calls = 0;
+        if let Some(table) = &self.table {
+            self.sequence.wait(blocked.as_secs_f64() * 1e6, table);
+        }
         self.last_end = Some(end);
     }
 }
@@ -214,12 +244,61 @@ mod tests {
         let second = w.call(t0 + us(41));
         assert!((second.as_secs_f64() * 1e6 - 4.5).abs() < 1e-3);
         w.ended(t0 + us(60));
-        // A 1000 µs Python segment: a new sequence, at that gap.
-        assert_eq!(w.call(t0 + us(1060)), us(12));
+        // A 1000 µs Python segment, shorter than the live wait: the 3 ms sequence runs on.
+        let third = w.call(t0 + us(1060));
+        assert!((third.as_secs_f64() * 1e6 - 4.5).abs() < 1e-3);
+        w.ended(t0 + us(1070));
+        // A 5000 µs gap: a new sequence, at that gap (the longest measured wait's extra).
+        assert_eq!(w.call(t0 + us(6070)), us(26));
         // No table: nothing.
         let mut none = AfterWait::new(None);
         none.waited(us(3000), t0);
         assert_eq!(none.call(t0), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_shorter_wait_leaves_the_live_sequence_running_and_a_longer_one_restarts_it() {
+        let t = table();
+        let mut seq = Sequence::default();
+        seq.wait(3000.0, &t);
+        assert_eq!(seq.next_call(&t), 26.0);
+        // A syncing copy that waited 20 µs, a second read: the 3 ms sequence runs on.
+        seq.wait(20.0, &t);
+        assert_eq!(
+            seq,
+            Sequence {
+                gap_us: 3000.0,
+                calls: 1
+            }
+        );
+        assert!((seq.next_call(&t) - 4.5).abs() < 1e-12);
+        // A longer wait starts over.
+        seq.wait(5000.0, &t);
+        assert_eq!(
+            seq,
+            Sequence {
+                gap_us: 5000.0,
+                calls: 0
+            }
+        );
+        // Past the probe's 49 calls any wait starts over, however short.
+        for _ in 0..49 {
+            seq.next_call(&t);
+        }
+        seq.wait(100.0, &t);
+        assert_eq!(
+            seq,
+            Sequence {
+                gap_us: 100.0,
+                calls: 0
+            }
+        );
+        // The same through AfterWait: a read, then a copy's short wait.
+        let mut w = AfterWait::new(Some(t));
+        let t0 = Instant::now();
+        w.waited(Duration::from_micros(3000), t0);
+        w.waited(Duration::from_micros(20), t0);
+        assert_eq!(w.call(t0), Duration::from_micros(26));
     }
 
     #[test]

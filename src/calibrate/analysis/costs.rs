@@ -4,7 +4,7 @@
 use super::{inside, Analysis, PrepStep, Rt, TopOp, EMPTY_RANGE};
 use crate::calibrate::probe::{EventCosts, EventCounts};
 use crate::calibrate::trace::Span;
-use crate::model::post_wait::PostWait;
+use crate::model::post_wait::{PostWait, Sequence};
 
 /// A gap between two top-level ops of a trace longer than this starts a post-wait sequence:
 /// under the profiler back-to-back ops sit a few µs apart (each op's own record lands after
@@ -28,27 +28,30 @@ impl Analysis<'_> {
     /// From now on, a top-level op's host time is also without what it cost extra for
     /// following a wait or a gap, by `table` (this process's post-wait probe): the ops after
     /// a syncing op pay for its wait, and a gap between two ops longer than [`TRACE_GAP_US`]
-    /// (a Python segment, a replay, the wait between steps) starts a new sequence. The trace
+    /// (a Python segment, a replay, the wait between steps) is a wait too, each by
+    /// [`Sequence::wait`]'s rule, the one `steps` follows. The trace
     /// then gives back-to-back costs, and `steps` adds the post-wait cost wherever its own
     /// program waits, at the waits of the cell it runs rather than of the traced one.
     pub fn without_post_wait(&mut self, table: &PostWait) {
-        let mut gap_us = 0.0;
-        let mut calls = 0u32;
+        let mut sequence = Sequence::default();
         let mut last_end: Option<f64> = None;
         for i in 0..self.tops.len() {
-            let span = self.tops[i].span;
-            if self.tops[i].sync {
-                gap_us = self.wait(span);
-                calls = 0;
+            let top = &self.tops[i];
+            let span = top.span;
+            // A read is no call of its own here, as in steps: its wait starts the sequence.
+            if top.read() {
+                sequence.wait(self.wait(span), table);
                 last_end = Some(span.end);
                 continue;
             }
-            if last_end.is_some_and(|end| span.ts - end > TRACE_GAP_US) {
-                gap_us = span.ts - last_end.expect("checked");
-                calls = 0;
+            if let Some(end) = last_end.filter(|end| span.ts - end > TRACE_GAP_US) {
+                sequence.wait(span.ts - end, table);
             }
-            self.tops[i].post_wait_us = table.extra_us(gap_us, calls).max(0.0);
-            calls += 1;
+            self.tops[i].post_wait_us = sequence.next_call(table);
+            // A syncing upload is a call, and then a wait (as steps runs graph-upload's).
+            if self.tops[i].sync {
+                sequence.wait(self.wait(span), table);
+            }
             last_end = Some(span.end);
         }
     }

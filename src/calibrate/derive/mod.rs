@@ -200,35 +200,33 @@ pub fn derive(
     Ok(d)
 }
 
-/// The traces' post-wait probes, each moved to the profile's host speed by its own speed
-/// (taken with the GPU idle beside it), pooled by the median of each (gap, segment); `None`
-/// when no probe file has one. Probes with other gaps or segments than the first are refused.
+/// The traces' post-wait probes, each moved to the profile's host speed by the same factor as
+/// its trace's op costs (the probe runs in that process beside the trace's own probes, and
+/// calibrate took it off that trace's ops in that process's µs), pooled by the median of each
+/// (gap, segment); `None` when no probe file has one. Probes with other gaps or segments
+/// than the first are refused.
 fn post_wait(traced: &[Traced], cx: &Context) -> Result<Option<Sourced<PostWait>>> {
-    let probes: Vec<(&str, &PostWaitProbe)> = traced
+    let probes: Vec<(&Traced, &ProbeFile, &PostWaitProbe)> = traced
         .iter()
         .filter_map(|t| {
             let (p, _) = t.probe.as_ref()?;
-            Some((t.analysis.file, p.post_wait.as_ref()?))
+            Some((t, p, p.post_wait.as_ref()?))
         })
         .collect();
-    let Some(&(_, first)) = probes.first() else {
+    let Some(&(first_trace, _, first)) = probes.first() else {
         return Ok(None);
     };
     let mut moved = Vec::new();
-    for &(file, p) in &probes {
+    for &(t, _, pw) in &probes {
         ensure!(
-            p.gaps_us == first.gaps_us && p.segment_ops == first.segment_ops,
-            "{file}: its probe file's post_wait has other gaps or segments than {}'s: record \
+            pw.gaps_us == first.gaps_us && pw.segment_ops == first.segment_ops,
+            "{}: its probe file's post_wait has other gaps or segments than {}'s: record \
              every trace with the same scripts/metaprep_host.py",
-            probes[0].0
+            t.analysis.file,
+            first_trace.analysis.file
         );
-        ensure!(
-            p.host_speed_us.is_finite() && p.host_speed_us > 0.0,
-            "{file}: its probe file's post_wait has no host speed"
-        );
-        let to = cx.reference.map_or(1.0, |r| r / p.host_speed_us);
-        let mut table = p.table();
-        table.scale(to);
+        let mut table = pw.table();
+        table.scale(t.to_reference(cx.reference));
         moved.push(table);
     }
     let mut table = moved[0].clone();
@@ -241,15 +239,15 @@ fn post_wait(traced: &[Traced], cx: &Context) -> Result<Option<Sourced<PostWait>
     table.validate()?;
     let each = probes
         .iter()
-        .map(|(file, p)| format!("{file} {:.3}", p.host_speed_us))
+        .map(|(t, p, _)| format!("{} {:.3}", t.analysis.file, p.host_speed_us))
         .collect::<Vec<_>>()
         .join(", ");
     Ok(Some(Sourced {
         value: table,
         source: format!(
             "median over {} trace processes of metaprep_host.py post_wait_probe (bare, before \
-             each profiler started; µs per op there: {each}), each moved to the profile's host \
-             speed by its own",
+             each profiler started), each moved to the profile's host speed as its trace's op \
+             costs were (by its probe file's host speed: {each})",
             probes.len()
         ),
     }))

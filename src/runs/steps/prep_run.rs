@@ -95,8 +95,8 @@ impl PrepRun<'_, '_> {
                             + self.costs.read_top_up[path.index()]
                             + self.costs.read_skew.next(),
                     );
-                    let blocked = read.map_or(Duration::ZERO, |(r0, r1)| r1 - r0);
-                    self.costs.after_wait.waited(blocked, Instant::now());
+                    let (r0, r1) = read.context("the read recorded no span")?;
+                    self.costs.after_wait.waited(r1 - r0, Instant::now());
                 }
                 PrepStep::Op(_) => {
                     launch_of(step, self.kernel, self.plan, arm, stream)?;
@@ -104,20 +104,25 @@ impl PrepRun<'_, '_> {
                 }
                 PrepStep::Kernel(_) => launch_of(step, self.kernel, self.plan, arm, stream)?,
                 PrepStep::Upload => {
+                    // A call (it pays for a wait before it), and with a syncing copy a wait
+                    // (the calls after it pay for that): as calibrate reads a trace's.
+                    let extra = self.costs.after_wait.call(t0);
                     self.plan.copy_host_list()?;
-                    if self.costs.profile.upload_syncs.value {
+                    let blocked = if self.costs.profile.upload_syncs.value {
                         // torch.tensor(list, device=...) copies with memcpy_and_sync.
                         self.gpu.sync()?;
                         let blocked = t0.elapsed();
                         *self.upload_blocked += blocked;
-                        // The profile's cost is the upload's with the GPU idle: the host pays
-                        // it on top of any wait, as after a read.
-                        spin_until(Instant::now() + self.costs.upload_top_up);
-                        self.costs.after_wait.waited(blocked, Instant::now());
+                        Some(blocked)
                     } else {
-                        let extra = self.costs.after_wait.call(t0);
-                        spin_until(Instant::now() + self.costs.upload_top_up + extra);
-                        self.costs.after_wait.ended(Instant::now());
+                        None
+                    };
+                    // The profile's cost is the upload's with the GPU idle: the host pays it
+                    // on top of any wait, as after a read.
+                    spin_until(Instant::now() + self.costs.upload_top_up + extra);
+                    match blocked {
+                        Some(blocked) => self.costs.after_wait.waited(blocked, Instant::now()),
+                        None => self.costs.after_wait.ended(Instant::now()),
                     }
                 }
                 PrepStep::Replay => {
