@@ -12,8 +12,14 @@ use anyhow::Result;
 use std::time::{Duration, Instant};
 
 /// Spins the host until `until` (host work a framework would be doing).
-pub(super) fn spin_until(until: Instant) {
-    while Instant::now() < until {
+/// Busy until `until`; returns the clock reading that found it passed, so a caller that
+/// needs the end time does not read the clock again in the timed loop.
+pub(super) fn spin_until(until: Instant) -> Instant {
+    loop {
+        let now = Instant::now();
+        if now >= until {
+            return now;
+        }
         std::hint::spin_loop();
     }
 }
@@ -73,12 +79,10 @@ pub(super) fn framework_op(
     after_wait: &mut AfterWait,
 ) -> Result<()> {
     let start = Instant::now();
-    let extra = after_wait.call(start);
     if let Some(kernel) = kernel {
         kernel.issue(stream)?;
     }
-    spin_until(start + op + extra);
-    after_wait.ended(Instant::now());
+    framework_call(start, op, after_wait);
     Ok(())
 }
 
@@ -86,8 +90,7 @@ pub(super) fn framework_op(
 /// what it costs extra after a wait.
 pub(super) fn framework_call(t0: Instant, cost: Duration, after_wait: &mut AfterWait) {
     let extra = after_wait.call(t0);
-    spin_until(t0 + cost + extra);
-    after_wait.ended(Instant::now());
+    after_wait.ended(spin_until(t0 + cost + extra));
 }
 
 /// A kernel a framework op launches: a spin of the profile's `kernel_us`, or an empty kernel.

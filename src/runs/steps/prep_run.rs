@@ -90,13 +90,13 @@ impl PrepRun<'_, '_> {
                             end: r1,
                         });
                     }
-                    spin_until(
+                    let end = spin_until(
                         Instant::now()
                             + self.costs.read_top_up[path.index()]
                             + self.costs.read_skew.next(),
                     );
                     let (r0, r1) = read.context("the read recorded no span")?;
-                    self.costs.after_wait.waited(r1 - r0, Instant::now());
+                    self.costs.after_wait.waited(r1 - r0, end);
                 }
                 PrepStep::Op(_) => {
                     launch_of(step, self.kernel, self.plan, arm, stream)?;
@@ -119,10 +119,10 @@ impl PrepRun<'_, '_> {
                     };
                     // The profile's cost is the upload's with the GPU idle: the host pays it
                     // on top of any wait, as after a read.
-                    spin_until(Instant::now() + self.costs.upload_top_up + extra);
+                    let end = spin_until(Instant::now() + self.costs.upload_top_up + extra);
                     match blocked {
-                        Some(blocked) => self.costs.after_wait.waited(blocked, Instant::now()),
-                        None => self.costs.after_wait.ended(Instant::now()),
+                        Some(blocked) => self.costs.after_wait.waited(blocked, end),
+                        None => self.costs.after_wait.ended(end),
                     }
                 }
                 PrepStep::Replay => {
