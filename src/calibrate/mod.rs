@@ -64,6 +64,8 @@ mod trace;
 pub mod validate;
 
 #[cfg(test)]
+mod by_batch_tests;
+#[cfg(test)]
 mod synthetic;
 
 use crate::model::host_profile::HostProfile;
@@ -83,7 +85,8 @@ pub struct CalibrateRequest {
     pub traces: Vec<PathBuf>,
     /// The batch size the traces ran at.
     pub batch: u32,
-    /// Traces at other batch sizes whose preps' GPU time gives `kernel_us_by_batch`.
+    /// Traces at other batch sizes whose preps' GPU time gives `kernel_us_by_batch`, and
+    /// whose Python host segments give their `us_by_batch`.
     pub gpu_traces: Vec<(u32, PathBuf)>,
     /// Calibrate traces without probe files, the profiler's own cost left in.
     pub keep_profiler_costs: bool,

@@ -98,7 +98,15 @@ fn program_section(r: &mut String, traced: &[Traced], d: &Derivation, base: &Hos
                 row.name,
                 row.kind,
                 row.ops.map_or(String::new(), |o| o.to_string()),
-                row.us.map_or(String::new(), |u| format!("{u:.3}")),
+                match (&row.us, &row.us_by_batch) {
+                    (_, Some(by_batch)) => by_batch
+                        .iter()
+                        .map(|(bs, u)| format!("bs {bs}: {u:.3}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    (Some(u), None) => format!("{u:.3}"),
+                    (None, None) => String::new(),
+                },
                 row.recorded_us
             );
         }

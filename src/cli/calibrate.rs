@@ -34,9 +34,11 @@ pub struct CalibrateArgs {
     /// The batch size the traces ran at (their preps' GPU time is taken at it).
     #[arg(long, default_value_t = 1)]
     pub(crate) batch_size: u32,
-    /// BATCH:FILE, repeatable: a trace of the same engine at another batch size, of which
-    /// only the preps' GPU time is read (CUDA activity, which the profiler does not slow),
-    /// for each prep's `kernel_us_by_batch`. Without it every batch uses the traced one's.
+    /// BATCH:FILE, repeatable: a trace of the same engine at another batch size. Its preps'
+    /// GPU time (CUDA activity, which the profiler does not slow) gives each prep's
+    /// `kernel_us_by_batch`, and, where its steps run the same program, its Python-only host
+    /// segments (a scheduler walking every request) give their `us_by_batch`. Without it
+    /// every batch uses the traced one's.
     #[arg(long, value_name = "BATCH:FILE")]
     pub(crate) gpu_trace: Vec<String>,
     /// Calibrate traces that have no probe file, with the profiler's own cost left in their

@@ -56,6 +56,8 @@ pub struct ProgramRow {
     pub kind: &'static str,
     pub ops: Option<u32>,
     pub us: Option<f64>,
+    /// `us` at each batch size where `--gpu-trace`s gave it.
+    pub us_by_batch: Option<BTreeMap<u32, f64>>,
     pub recorded_us: f64,
 }
 
@@ -156,7 +158,7 @@ pub fn derive(
     };
     let samples: Vec<Samples> = traced.iter().map(Samples::of).collect();
     let costs = costs(traced, &samples, &cx);
-    let program = program(traced, &cx, &mut d)?;
+    let program = program(traced, gpu_traces, batch, &cx, &mut d)?;
     let preps = if d.foreign {
         base.preps.clone()
     } else {

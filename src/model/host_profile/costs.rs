@@ -114,7 +114,7 @@ pub(super) fn read_field(path: ReadPath) -> String {
 
 /// `points` (batch size → µs, not empty) at `batch`: linear between the two measured batch
 /// sizes around it, the nearest one's value beyond them.
-fn interpolate(points: &BTreeMap<u32, f64>, batch: u32) -> f64 {
+pub(super) fn interpolate(points: &BTreeMap<u32, f64>, batch: u32) -> f64 {
     let below = points.range(..=batch).next_back();
     let above = points.range(batch..).next();
     match (below, above) {
@@ -122,6 +122,6 @@ fn interpolate(points: &BTreeMap<u32, f64>, batch: u32) -> f64 {
             v0 + (v1 - v0) * f64::from(batch - b0) / f64::from(b1 - b0)
         }
         (Some((_, &v)), _) | (None, Some((_, &v))) => v,
-        (None, None) => unreachable!("validated: kernel_us_by_batch is not empty"),
+        (None, None) => unreachable!("validated: every *_by_batch map is not empty"),
     }
 }

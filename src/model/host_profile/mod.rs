@@ -52,7 +52,8 @@
 //! * `preps.<family>.<arm>` — framework ops the eager arms issue for that family, how many
 //!   of them launch a GPU kernel, how many reads they make and how many ops come first.
 //!   The plan's own kernels take the last launch slots; the others launch an empty kernel.
-//! * `program` — the step, in order. A `host` item costs `us` plus `ops` × `op_us`.
+//! * `program` — the step, in order. A `host` item costs `us` plus `ops` × `op_us`; its
+//!   optional `us_by_batch` gives `us` per per-GPU batch size (`calibrate --gpu-trace`).
 //! * `pinned_read_us`, `mapped_read_us` (optional) — `read_us` for the other read paths
 //!   (docs/read-paths.md): eager-pinned's `x.to("cpu", non_blocking=True)` and
 //!   `event.synchronize()`, eager-mapped's store into mapped memory and flag poll, each with

@@ -1,10 +1,12 @@
 //! The host program: its items, the GPU items' fixed order, a step's phases and their
 //! families, and the items one step runs.
 
+use super::costs::interpolate;
 use super::{ForwardOf, HostProfile, Phase};
 use crate::axes::{Arm, Drafter, Family};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// One item of the host program.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -15,6 +17,15 @@ pub enum Item {
         name: String,
         #[serde(default)]
         us: f64,
+        /// `us` per batch size (per GPU), where the segment's work grows with the batch (an
+        /// engine's scheduler walks every request): linear between the measured batch sizes,
+        /// the nearest one's beyond them; it replaces `us` once a step's batch is known.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "batch_keys"
+        )]
+        us_by_batch: Option<BTreeMap<u32, f64>>,
         #[serde(default)]
         ops: u32,
         /// How many of the `ops` launch a GPU kernel (the last ones); absent: all of them.
@@ -43,6 +54,25 @@ pub enum Item {
     DraftPasses {
         items: Vec<Item>,
     },
+}
+
+/// A batch size → µs map inside an item. Items are tagged by `kind`, and serde hands a
+/// tagged enum's maps over with their JSON keys still strings, so the batch sizes are
+/// parsed here.
+fn batch_keys<'de, D: serde::Deserializer<'de>>(
+    de: D,
+) -> Result<Option<BTreeMap<u32, f64>>, D::Error> {
+    let Some(raw) = Option::<BTreeMap<String, f64>>::deserialize(de)? else {
+        return Ok(None);
+    };
+    raw.into_iter()
+        .map(|(k, v)| {
+            k.parse::<u32>().map(|bs| (bs, v)).map_err(|_| {
+                serde::de::Error::custom(format!("us_by_batch: `{k}` is not a batch size"))
+            })
+        })
+        .collect::<Result<_, _>>()
+        .map(Some)
 }
 
 impl Item {
@@ -197,12 +227,21 @@ impl HostProfile {
         }
     }
 
-    /// The items one step of `drafter` runs at block size `block`, in order: its program with
-    /// each `draft_passes` group repeated [`Drafter::draft_passes`] times.
-    pub fn step_items(&self, drafter: Drafter, block: u32) -> Result<Vec<Item>> {
-        Ok(expand_passes(
-            self.program_of(drafter)?,
-            drafter.draft_passes(block),
-        ))
+    /// The items one step of `drafter` runs at block size `block` and per-GPU batch size
+    /// `batch`, in order: its program with each `draft_passes` group repeated
+    /// [`Drafter::draft_passes`] times, and each host item's `us` at `batch`.
+    pub fn step_items(&self, drafter: Drafter, block: u32, batch: u32) -> Result<Vec<Item>> {
+        let mut items = expand_passes(self.program_of(drafter)?, drafter.draft_passes(block));
+        for item in &mut items {
+            if let Item::Host {
+                us,
+                us_by_batch: Some(by_batch),
+                ..
+            } = item
+            {
+                *us = interpolate(by_batch, batch);
+            }
+        }
+        Ok(items)
     }
 }

@@ -17,7 +17,14 @@ impl HostProfile {
         fn scale_hosts(items: &mut [Item], scale: f64) {
             for item in items {
                 match item {
-                    Item::Host { us, .. } => *us *= scale,
+                    Item::Host {
+                        us, us_by_batch, ..
+                    } => {
+                        *us *= scale;
+                        for v in us_by_batch.iter_mut().flat_map(|m| m.values_mut()) {
+                            *v *= scale;
+                        }
+                    }
                     Item::DraftPasses { items } => scale_hosts(items, scale),
                     _ => {}
                 }

@@ -154,8 +154,8 @@ fn scaling_multiplies_host_durations_only() {
         }
     }
     let (eagle, scaled_eagle) = (
-        p.step_items(Drafter::Eagle, 5).unwrap(),
-        s.step_items(Drafter::Eagle, 5).unwrap(),
+        p.step_items(Drafter::Eagle, 5, 1).unwrap(),
+        s.step_items(Drafter::Eagle, 5, 1).unwrap(),
     );
     let scheduler = |items: &[Item]| match &items[0] {
         Item::Host { us, .. } => *us,
@@ -223,7 +223,7 @@ fn labels(items: &[Item]) -> Vec<&str> {
 fn the_eagle_step_drafts_then_verifies_then_extends_then_accepts() {
     let p = HostProfile::load("pytorch").unwrap();
     // Block 5: N = 5 verify tokens, speculative_num_steps 4, three draft passes.
-    let items = p.step_items(Drafter::Eagle, 5).unwrap();
+    let items = p.step_items(Drafter::Eagle, 5, 1).unwrap();
     assert_eq!(
         labels(&items),
         [
@@ -248,7 +248,7 @@ fn the_eagle_step_drafts_then_verifies_then_extends_then_accepts() {
     );
     let count = |items: &[Item], want: &str| labels(items).iter().filter(|&&l| l == want).count();
     for (block, passes) in [(2, 0), (3, 1), (8, 6)] {
-        let items = p.step_items(Drafter::Eagle, block).unwrap();
+        let items = p.step_items(Drafter::Eagle, block, 1).unwrap();
         assert_eq!(count(&items, "decode prep"), passes, "block {block}");
         assert_eq!(count(&items, "draft forward"), passes, "block {block}");
         assert_eq!(count(&items, "extend prep"), 1, "block {block}");
@@ -277,7 +277,7 @@ fn the_eagle_step_drafts_then_verifies_then_extends_then_accepts() {
         ]
     );
     // DSpark's step is the profile's `program`, at every block.
-    assert_eq!(p.step_items(Drafter::Dspark, 8).unwrap(), p.program);
+    assert_eq!(p.step_items(Drafter::Dspark, 8, 1).unwrap(), p.program);
     // The three preps' counts are SGLang's own (results/2026-12-01-sglang-op-counts).
     let sync = |phase| p.arm_ops(phase, Arm::EagerSync);
     assert_eq!(
@@ -294,7 +294,7 @@ fn the_eagle_step_drafts_then_verifies_then_extends_then_accepts() {
     );
     let native = HostProfile::load("native").unwrap();
     assert_eq!(
-        labels(&native.step_items(Drafter::Eagle, 3).unwrap()),
+        labels(&native.step_items(Drafter::Eagle, 3, 1).unwrap()),
         [
             "scheduler",
             "decode prep",
@@ -308,7 +308,7 @@ fn the_eagle_step_drafts_then_verifies_then_extends_then_accepts() {
     );
     let e = HostProfile::load("pytorch-transcription")
         .unwrap()
-        .step_items(Drafter::Eagle, 5)
+        .step_items(Drafter::Eagle, 5, 1)
         .unwrap_err()
         .to_string();
     assert!(

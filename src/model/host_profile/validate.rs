@@ -5,6 +5,7 @@ use super::costs::read_field;
 use super::{expand_passes, HostProfile, Item, EAGLE_GPU_ITEMS_IN_ORDER, GPU_ITEMS_IN_ORDER};
 use crate::axes::{Drafter, ReadPath};
 use anyhow::{bail, ensure, Context, Result};
+use std::collections::BTreeMap;
 
 /// Every GPU item of `order` exactly once in `program`, in that order.
 fn check_gpu_order(program: &[Item], order: &[Item], what: &str) -> Result<()> {
@@ -122,12 +123,10 @@ impl HostProfile {
                 check_us(&format!("preps.{}.kernel_us", family.name()), v)?;
             }
             if let Some(by_batch) = &prep.kernel_us_by_batch {
-                let at = format!("preps.{}.kernel_us_by_batch", family.name());
-                ensure!(!by_batch.is_empty(), "{at}: give at least one batch size");
-                ensure!(!by_batch.contains_key(&0), "{at}: batch sizes start at 1");
-                for (bs, &v) in by_batch {
-                    check_us(&format!("{at}.{bs}"), v)?;
-                }
+                check_by_batch(
+                    &format!("preps.{}.kernel_us_by_batch", family.name()),
+                    by_batch,
+                )?;
             }
             ensure!(
                 prep.eager_sync.reads >= 1,
@@ -175,12 +174,16 @@ impl HostProfile {
             if let Item::Host {
                 name,
                 us,
+                us_by_batch,
                 ops,
                 launches,
                 ..
             } = item
             {
                 check_us(&format!("host item `{name}`: us"), *us)?;
+                if let Some(by_batch) = us_by_batch {
+                    check_by_batch(&format!("host item `{name}`: us_by_batch"), by_batch)?;
+                }
                 ensure!(
                     launches.unwrap_or(0) <= *ops,
                     "host item `{name}`: more launches than ops"
@@ -199,4 +202,14 @@ impl HostProfile {
         }
         Ok(())
     }
+}
+
+/// A batch size → µs map: not empty, batch sizes from 1, every value a duration.
+fn check_by_batch(at: &str, by_batch: &BTreeMap<u32, f64>) -> Result<()> {
+    ensure!(!by_batch.is_empty(), "{at}: give at least one batch size");
+    ensure!(!by_batch.contains_key(&0), "{at}: batch sizes start at 1");
+    for (bs, &v) in by_batch {
+        check_us(&format!("{at}.{bs}"), v)?;
+    }
+    Ok(())
 }

@@ -180,6 +180,7 @@ mod tests {
                 Item::Host {
                     name: "between".into(),
                     us: between,
+                    us_by_batch: None,
                     ops: 0,
                     launches: None,
                     source: String::new(),
@@ -283,6 +284,7 @@ mod tests {
             Item::Host {
                 name: "seams".into(),
                 us: host_us,
+                us_by_batch: None,
                 ops: 0,
                 launches: None,
                 source: String::new(),
@@ -303,7 +305,7 @@ mod tests {
     }
 
     fn eagle_step(p: &HostProfile, block: u32, arm: Arm) -> SimStep {
-        let items = p.step_items(Drafter::Eagle, block).unwrap();
+        let items = p.step_items(Drafter::Eagle, block, 1).unwrap();
         simulate_items(p, Drafter::Eagle, &items, arm, GPU, 20)
     }
 
@@ -375,7 +377,7 @@ mod tests {
         // (seq_lens.max().item()), once in the verify and three times in the draft-extend;
         // graph-upload uploads once, before the draft-extend replay; graph neither.
         let p = HostProfile::load("pytorch").unwrap();
-        let items = p.step_items(Drafter::Eagle, 5).unwrap();
+        let items = p.step_items(Drafter::Eagle, 5, 1).unwrap();
         let per_step = |arm: Arm, what: PrepStep| -> Vec<(String, usize)> {
             items
                 .iter()

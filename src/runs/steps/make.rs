@@ -77,7 +77,7 @@ impl<'g> CellMaker<'_, 'g> {
                 .collective_latency_us
                 .unwrap_or_else(|| collective_latency_us(layout)),
         };
-        let items = config.host.step_items(config.drafter, block)?;
+        let items = config.host.step_items(config.drafter, block, rank_bs)?;
         // Each forward of the step, once: its model and tokens per request.
         let mut kinds: Vec<ForwardOf> = Vec::new();
         for of in items.iter().filter_map(Item::forward_of) {

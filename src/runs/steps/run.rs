@@ -214,7 +214,10 @@ impl Measuring<'_> {
             config.read_skew.on(self.world.rank(), config.seed),
         );
         // The scaled profile's items: its host segments at this scale.
-        cell.items = cell.costs.profile.step_items(config.drafter, block)?;
+        cell.items = cell
+            .costs
+            .profile
+            .step_items(config.drafter, block, rank_bs)?;
         self.progress
             .set_message(format!("{layout} bs {bs} block {block} x{scale}"));
         // Every arm made ready once; the rounds then run them back to back.
