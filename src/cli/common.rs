@@ -109,13 +109,12 @@ impl NvtxArgs {
 /// The prep axes `check` and `sweep` share.
 #[derive(Args, Clone)]
 pub struct PrepAxes {
-    /// Metadata families, comma separated: dspark_draft_block, dsa_decode,
-    /// dsa_target_verify, dsa_draft_extend_v2.
+    /// Metadata families, comma separated (default: every family metaprep has).
     #[arg(
         long,
         value_delimiter = ',',
         value_parser = family,
-        default_value = "dspark_draft_block,dsa_decode,dsa_target_verify,dsa_draft_extend_v2"
+        default_values_t = Family::ALL
     )]
     pub(crate) families: Vec<Family>,
     /// Arms, comma separated: eager-sync (host read each step, the "before"), eager-pinned

@@ -55,7 +55,7 @@ pub struct DumpCase {
 /// Case `k` of a dump seeded by `seed`, its `full_to_swa` the shared `full_to_swa`.
 pub fn dump_case(seed: u64, k: usize, full_to_swa: &[i32]) -> Result<DumpCase> {
     let mut rng = SplitMix64::new(seed ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let family = Family::ALL[k % 4];
+    let family = Family::ALL[k % Family::ALL.len()];
     let long = k % 16 == 15;
     // Long cases keep to eight page rows, so a dump stays a few hundred MB.
     let (bs, block) = if long {
