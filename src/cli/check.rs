@@ -53,8 +53,7 @@ pub struct CheckArgs {
     /// (glibc's mallinfo2) sampled at each check. Fails (exit 1) on any mismatch or if device
     /// memory or the heap in use (the resident set where the C library cannot say) grows by
     /// more than 1% over its first sample: the resident set also holds what the allocator
-    /// keeps after a free. On an H200, 10^6 steps of eager-sync take about 30 s a family, of
-    /// graph 8–14 s (results/2026-12-01-h200-check/).
+    /// keeps after a free.
     #[arg(long, value_name = "STEPS", conflicts_with = "dump", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     pub(crate) soak: Option<u64>,
 }
