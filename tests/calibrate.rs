@@ -56,20 +56,19 @@ fn calibrate_refuses_bad_input_with_one_line_and_exit_2() {
         &["calibrate", trace_s, "--out", out_s, "--base", "nope", keep],
         "--base",
     );
-    refused(
-        &["calibrate", trace_s, "--out", out_s, "--gpu-trace", "64"],
-        "BATCH:FILE",
-    );
-    refused(
-        &[
-            "calibrate",
-            trace_s,
-            "--out",
-            out_s,
-            "--gpu-trace",
-            "x:a.json",
-        ],
-        "batch size",
+    // The trace to --out with `extra`, refused naming `needle`.
+    let refused_with = |extra: &[&str], needle: &str| {
+        let mut args = vec!["calibrate", trace_s, "--out", out_s];
+        args.extend_from_slice(extra);
+        refused(&args, needle);
+    };
+    refused_with(&["--gpu-trace", "64"], "BATCH:FILE");
+    refused_with(&["--gpu-trace", "x:a.json"], "batch size");
+    // One trace per batch size, and none at the traced batch.
+    refused_with(&["--gpu-trace", "1:a.json", keep], "is the traced batch");
+    refused_with(
+        &["--gpu-trace", "8:a.json", "--gpu-trace", "8:b.json", keep],
+        "batch 8 has a trace already",
     );
     // No probe file beside the trace: refused, naming the recipe and the way out.
     refused(

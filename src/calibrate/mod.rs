@@ -131,10 +131,18 @@ pub fn calibrate(req: &CalibrateRequest, base: &HostProfile) -> Result<Calibrati
         .iter()
         .zip(&gpu_names)
         .zip(&gpu_read)
-        .map(|(((batch, _), name), trace)| {
+        .map(|(((batch, path), name), trace)| {
+            // Host times are read from it as from the traced files (its probe's costs taken
+            // off, or every trace's left in); without a probe it gives GPU times only.
+            let host_times = probe_path(path).exists() || req.keep_profiler_costs;
+            let analysis = match host_times {
+                true => analyse(path, name, trace, req)?.analysis,
+                false => Analysis::new(name, trace)?,
+            };
             Ok(GpuTrace {
                 batch: *batch,
-                analysis: Analysis::new(name, trace)?,
+                analysis,
+                host_times,
             })
         })
         .collect::<Result<_>>()?;
@@ -189,23 +197,10 @@ fn analyse<'t>(
 
 #[cfg(test)]
 mod tests {
-    use super::synthetic::{probe_file, Op, Synth};
+    use super::synthetic::{probe_file, Op, Synth, COSTS};
     use super::*;
     use crate::model::host_profile::Item;
     use probe::EventCosts;
-
-    /// What one recorded event costs in the synthetic sessions: the sizes seen on the H200
-    /// (call 1 of 2026-12-01: cpu ops 0.8-2 µs, runtime calls 1.3-8 µs; a CUPTI'd graph
-    /// replay ~20 µs more than bare).
-    const COSTS: EventCosts = EventCosts {
-        cpu_op: 1.9,
-        runtime: 4.0,
-        annotation: 1.1,
-        graph_launch: 18.0,
-        graph_node: 1.2,
-        runtime_busy: 9.0,
-        graph_launch_busy: 20.0,
-    };
     const OP: f64 = 10.0;
     const READ: f64 = 15.0;
     const UPLOAD: f64 = 19.0;

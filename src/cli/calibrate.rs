@@ -34,11 +34,12 @@ pub struct CalibrateArgs {
     /// The batch size the traces ran at (their preps' GPU time is taken at it).
     #[arg(long, default_value_t = 1)]
     pub(crate) batch_size: u32,
-    /// BATCH:FILE, repeatable: a trace of the same engine at another batch size. Its preps'
-    /// GPU time (CUDA activity, which the profiler does not slow) gives each prep's
-    /// `kernel_us_by_batch`, and, where its steps run the same program, its Python-only host
-    /// segments (a scheduler walking every request) give their `us_by_batch`. Without it
-    /// every batch uses the traced one's.
+    /// BATCH:FILE, repeatable: a trace of the same engine at another per-GPU batch size. Its
+    /// preps' GPU time (CUDA activity, which the profiler does not slow) gives each prep's
+    /// `kernel_us_by_batch`. With its probe file, where its steps run the same program, its
+    /// Python-only host segments (a scheduler walking every request), the profiler's cost
+    /// taken off as from the traces, give their `us_by_batch` where they differ from the
+    /// traced batch's beyond the steps' spread. Without it every batch uses the traced one's.
     #[arg(long, value_name = "BATCH:FILE")]
     pub(crate) gpu_trace: Vec<String>,
     /// Calibrate traces that have no probe file, with the profiler's own cost left in their
@@ -79,6 +80,19 @@ pub(crate) fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
             .iter()
             .map(|t| gpu_trace(t))
             .collect::<Result<Vec<_>>>()?;
+        let mut batches = std::collections::BTreeSet::from([args.batch_size]);
+        for (batch, path) in &gpu_traces {
+            anyhow::ensure!(
+                batches.insert(*batch),
+                "--gpu-trace {batch}:{}: batch {batch} {}: give one trace per batch size",
+                path.display(),
+                if *batch == args.batch_size {
+                    "is the traced batch (--batch-size), which the traces themselves give"
+                } else {
+                    "has a trace already"
+                }
+            );
+        }
         writable_file(&args.out, "--out")?;
         if args.out.exists() && !args.force {
             anyhow::bail!(

@@ -186,16 +186,23 @@ impl StepModelArgs {
                 _ => &mut host.program,
             };
             let scheduler = program.iter_mut().find_map(|item| match item {
-                Item::Host { name, us, .. } if name == "scheduler" => Some(us),
+                Item::Host {
+                    name,
+                    us,
+                    us_by_batch,
+                    ..
+                } if name == "scheduler" => Some((us, us_by_batch)),
                 _ => None,
             });
-            let Some(us) = scheduler else {
+            let Some((us, us_by_batch)) = scheduler else {
                 anyhow::bail!(
                     "--host-work-us: host profile `{}` has no `scheduler` segment to replace",
                     host.name
                 );
             };
+            // The what-if value holds at every batch.
             *us = v;
+            *us_by_batch = None;
         }
         match self.host_speed_us {
             Some(speed) => host.at_host_speed(speed).context("--host-speed-us"),

@@ -401,7 +401,7 @@ pub(crate) fn run_steps(config: &StepsConfig, steps_args: &[OsString]) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::host_profile::Item;
+    use crate::model::host_profile::{HostProfile, Item};
     use clap::Parser;
 
     #[derive(Parser)]
@@ -488,5 +488,27 @@ mod tests {
             Some(7.0)
         );
         assert_eq!(scheduler(&eagle.host.program), Some(50.0));
+        // On a profile whose scheduler has a time per batch, the what-if value holds at
+        // every batch.
+        let dir = tempfile::tempdir().unwrap();
+        let mut v: serde_json::Value =
+            serde_json::from_str(&HostProfile::load("pytorch").unwrap().to_json()).unwrap();
+        let at = v["program"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|i| i["name"] == "scheduler")
+            .unwrap();
+        v["program"][at]["us_by_batch"] = serde_json::json!({"1": 50.0, "64": 150.0});
+        let path = dir.path().join("by-batch.json");
+        std::fs::write(&path, v.to_string()).unwrap();
+        let path = path.to_str().unwrap();
+        let by_batch = config(&["--host-profile", path]).unwrap();
+        let at_64 = |c: &StepsConfig| {
+            scheduler(&c.host.step_items(Drafter::Dspark, 5, 64).unwrap()).unwrap()
+        };
+        assert_eq!(at_64(&by_batch), 150.0);
+        let what_if = config(&["--host-profile", path, "--host-work-us", "7"]).unwrap();
+        assert_eq!(at_64(&what_if), 7.0);
     }
 }

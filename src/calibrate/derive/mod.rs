@@ -35,10 +35,13 @@ impl Traced<'_> {
     }
 }
 
-/// A GPU-timing trace of the engine at another batch size (only its preps' GPU time is read).
+/// A trace of the engine at another batch size: its preps' GPU time, and, where
+/// `host_times`, its Python-only host segments (the profiler's cost taken off as from the
+/// traced files, or left in with them under `--keep-profiler-costs`).
 pub struct GpuTrace<'t> {
     pub batch: u32,
     pub analysis: Analysis<'t>,
+    pub host_times: bool,
 }
 
 /// What the report shows besides the profile.

@@ -7,13 +7,15 @@ use super::{
     ProgramRow, Traced,
 };
 use crate::model::host_profile::{Item, GPU_ITEMS_IN_ORDER};
+use crate::stats::summary::quantile;
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
 
-/// The spans of item `j` of every step of `analyses` that runs `n_items` items.
+/// The spans of item `j` of every step of `analyses` that runs the program `modal` (the
+/// same items by name: a step of another sequence of as many items is left out).
 fn item_spans<'a, 't>(
     analyses: impl Iterator<Item = &'a Analysis<'t>>,
-    n_items: usize,
+    modal: &[String],
     j: usize,
 ) -> Vec<(&'a Analysis<'t>, Span)>
 where
@@ -23,66 +25,95 @@ where
         .flat_map(|a| {
             a.steps.iter().filter_map(move |&s| {
                 let kids = a.children(s);
-                (kids.len() == n_items).then(|| (a, kids[j].span))
+                let same = kids.len() == modal.len()
+                    && kids.iter().zip(modal).all(|(k, name)| &k.name == name);
+                same.then(|| (a, kids[j].span))
             })
         })
         .collect()
 }
 
-/// The batch traces whose steps run the calibrated program (their Python segments' time at
-/// their batch), and a note naming those that do not, rather than dropping them unseen.
+/// Each span's host µs.
+fn host_us(spans: &[(&Analysis, Span)]) -> Vec<f64> {
+    spans.iter().map(|(a, s)| a.range_us(*s)).collect()
+}
+
+/// The batch traces a Python segment's time at their batch may come from: those with host
+/// times (a probe file, or `--keep-profiler-costs`) whose steps run the calibrated program.
+/// The others are named in the segments' sources, not dropped unseen.
 struct BatchTraces<'g, 't> {
-    same: Vec<&'g GpuTrace<'t>>,
+    used: Vec<&'g GpuTrace<'t>>,
     not_used: String,
 }
 
 impl<'g, 't> BatchTraces<'g, 't> {
-    fn of(gpu_traces: &'g [GpuTrace<'t>], batch: u32, modal: &[String]) -> Self {
-        let (same, other): (Vec<&GpuTrace>, Vec<&GpuTrace>) = gpu_traces
-            .iter()
-            .filter(|g| g.batch != batch)
-            .partition(|g| modal_sequence(&g.analysis).0 == modal);
-        let not_used = if other.is_empty() {
-            String::new()
-        } else {
-            let files: Vec<&str> = other.iter().map(|g| g.analysis.file).collect();
-            format!(
-                "; not from {} (its steps run another program)",
-                files.join(", ")
-            )
-        };
-        BatchTraces { same, not_used }
-    }
-
-    /// Item `j`'s median duration at the traced `batch` (`us`) and at each batch trace's,
-    /// where there is more than the one, with a note for the item's source.
-    fn us_by_batch(
-        &self,
-        (n_items, j): (usize, usize),
-        batch: u32,
-        us: f64,
-    ) -> (Option<BTreeMap<u32, f64>>, String) {
-        let mut by_batch = BTreeMap::from([(batch, us)]);
-        for g in &self.same {
-            let at = item_spans(std::iter::once(&g.analysis), n_items, j);
-            if let Some(us) = median(&at.iter().map(|(a, s)| a.range_us(*s)).collect::<Vec<_>>()) {
-                by_batch.insert(g.batch, round3(us));
+    fn of(gpu_traces: &'g [GpuTrace<'t>], modal: &[String]) -> Self {
+        let mut used = Vec::new();
+        let mut skipped = Vec::new();
+        for g in gpu_traces {
+            if !g.host_times {
+                skipped.push(format!("{} (no probe file)", g.analysis.file));
+            } else if modal_sequence(&g.analysis).0 != modal {
+                skipped.push(format!(
+                    "{} (its steps run another program)",
+                    g.analysis.file
+                ));
+            } else {
+                used.push(g);
             }
         }
-        if by_batch.len() == 1 {
+        let not_used = match skipped.is_empty() {
+            true => String::new(),
+            false => format!("; no us_by_batch from {}", skipped.join(", ")),
+        };
+        BatchTraces { used, not_used }
+    }
+
+    /// Item `j`'s time at each batch trace's batch beside `us` at the traced `batch`
+    /// (`at_traced`: its steps' µs there), where there is more than the one point, with a note
+    /// for the item's source. A batch's point is kept only where its steps' interquartile
+    /// range clears the traced batch's: one process's few steps at another host level would
+    /// otherwise pass for the batch's effect.
+    fn us_by_batch(
+        &self,
+        (modal, j): (&[String], usize),
+        batch: u32,
+        (us, at_traced): (f64, &[f64]),
+    ) -> (Option<BTreeMap<u32, f64>>, String) {
+        let quartiles = |v: &[f64]| Some((quantile(v, 0.25)?, quantile(v, 0.75)?));
+        let Some((q1, q3)) = quartiles(at_traced) else {
             return (None, self.not_used.clone());
+        };
+        let mut by_batch = BTreeMap::from([(batch, us)]);
+        let (mut kept, mut within) = (Vec::new(), Vec::new());
+        for g in &self.used {
+            let at = host_us(&item_spans(std::iter::once(&g.analysis), modal, j));
+            let (Some(m), Some((lo, hi))) = (median(&at), quartiles(&at)) else {
+                continue;
+            };
+            let what = format!("{} at batch {} ({m:.1} µs)", g.analysis.file, g.batch);
+            if lo > q3 || hi < q1 {
+                by_batch.insert(g.batch, round3(m));
+                kept.push(what);
+            } else {
+                within.push(what);
+            }
         }
-        let from: Vec<String> = self
-            .same
-            .iter()
-            .map(|g| format!("{} at batch {}", g.analysis.file, g.batch))
-            .collect();
-        let note = format!(
-            "; us_by_batch: the same at batch {batch} and, from --gpu-trace, {}{}",
-            from.join(", "),
-            self.not_used
-        );
-        (Some(by_batch), note)
+        let mut note = String::new();
+        if !kept.is_empty() {
+            note += &format!(
+                "; us_by_batch: at batch {batch} as above, and from --gpu-trace {} (median over its steps, the profiler's cost taken off as above)",
+                kept.join(", ")
+            );
+        }
+        if !within.is_empty() {
+            note += &format!(
+                "; {} within the spread of batch {batch}'s steps ({q1:.1}-{q3:.1} µs, p25-p75): not a batch point",
+                within.join(", ")
+            );
+        }
+        note += &self.not_used;
+        ((by_batch.len() > 1).then_some(by_batch), note)
     }
 }
 
@@ -121,24 +152,18 @@ pub(super) fn program(
         .iter()
         .any(|n| n == "draft prep" || n == "verify prep");
     d.n_typical = typical;
-    let n_items = modal.len();
     let mut program = Vec::new();
     if d.foreign {
         program = cx.base.program.clone();
     }
-    let batch_traces = BatchTraces::of(gpu_traces, batch, &modal);
+    let batch_traces = BatchTraces::of(gpu_traces, &modal);
     for (j, name) in modal.iter().enumerate().filter(|_| !d.foreign) {
-        let spans = item_spans(traced.iter().map(|t| &t.analysis), n_items, j);
+        let spans = item_spans(traced.iter().map(|t| &t.analysis), &modal, j);
         let ops = median_count(spans.iter().map(|(a, s)| a.tops_in(*s).len()));
         let recorded =
             median(&spans.iter().map(|(_, s)| s.dur()).collect::<Vec<_>>()).unwrap_or(0.0);
-        let host = median(
-            &spans
-                .iter()
-                .map(|(a, s)| a.range_us(*s))
-                .collect::<Vec<_>>(),
-        )
-        .unwrap_or(0.0);
+        let hosts = host_us(&spans);
+        let host = median(&hosts).unwrap_or(0.0);
         let (n, from, how) = (spans.len(), &cx.from, cx.how);
         // The GPU items are named by their own labels (`draft prep`, ..., `accept`).
         let gpu_item = GPU_ITEMS_IN_ORDER.iter().find(|i| i.label() == name);
@@ -157,7 +182,7 @@ pub(super) fn program(
             },
             None => {
                 let (us_by_batch, by_batch_note) =
-                    batch_traces.us_by_batch((n_items, j), batch, round3(host));
+                    batch_traces.us_by_batch((&modal, j), batch, (round3(host), &hosts));
                 Item::Host {
                     name: name.clone(),
                     us: round3(host),

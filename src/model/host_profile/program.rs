@@ -66,10 +66,12 @@ fn batch_keys<'de, D: serde::Deserializer<'de>>(
         return Ok(None);
     };
     raw.into_iter()
-        .map(|(k, v)| {
-            k.parse::<u32>().map(|bs| (bs, v)).map_err(|_| {
-                serde::de::Error::custom(format!("us_by_batch: `{k}` is not a batch size"))
-            })
+        .map(|(k, v)| match k.parse::<u32>() {
+            // Only the plain spelling: `+8` or `08` beside `8` would merge unseen.
+            Ok(bs) if bs.to_string() == k => Ok((bs, v)),
+            _ => Err(serde::de::Error::custom(format!(
+                "us_by_batch: `{k}` is not a batch size (write one as `8`)"
+            ))),
         })
         .collect::<Result<_, _>>()
         .map(Some)

@@ -20,6 +20,18 @@ pub(super) fn program_line(host: &HostProfile, items: &[Item]) -> String {
     items
         .iter()
         .map(|item| match item {
+            Item::Host {
+                name,
+                us,
+                us_by_batch: Some(by_batch),
+                ops,
+                ..
+            } => {
+                let at = |v: f64| host.host_item_us(v, *ops);
+                let lo = by_batch.values().copied().fold(*us, f64::min);
+                let hi = by_batch.values().copied().fold(*us, f64::max);
+                format!("{name} {:.0}-{:.0}us by batch", at(lo), at(hi))
+            }
             Item::Host { name, us, ops, .. } => {
                 format!("{name} {:.0}us", host.host_item_us(*us, *ops))
             }
