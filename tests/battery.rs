@@ -4,7 +4,8 @@
 //! * clear: the expected exit code (2 for bad input, checked before any GPU work) and one
 //!   line that names the flag, file, line or field (clap's own usage errors keep their
 //!   `Usage:` and `For more information` tail);
-//! * unclear: the right code, but a message that names nothing or runs over several lines;
+//! * unclear: the right code, but a message that names nothing or runs over several lines,
+//!   or a flag case whose flag the command does not have (clap's "unexpected argument");
 //! * silent: exit 0, or exit 3 (the command got past its input checks to the GPU);
 //! * data loss: a file the case guards (an input, an earlier output) changed or went;
 //! * panic, hang (a case has 60 s).
@@ -31,6 +32,9 @@ struct Case {
     /// Files whose bytes must be the same after the case (None: must not exist).
     guards: Vec<(PathBuf, Option<Vec<u8>>)>,
     cwd: Option<PathBuf>,
+    /// The flag whose values the case tries: it must exist (clap refusing it as unknown
+    /// names it too, but says nothing of its values).
+    flag: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -51,6 +55,7 @@ fn case(id: impl Into<String>, args: &[&str], needle: impl Into<String>) -> Case
         needle: needle.into(),
         guards: Vec::new(),
         cwd: None,
+        flag: None,
     }
 }
 
@@ -67,6 +72,11 @@ impl Case {
         }
         self
     }
+    fn of_flag(mut self, flag: &str) -> Case {
+        self.flag = Some(flag.to_string());
+        self
+    }
+
     fn cwd(mut self, dir: &Path) -> Case {
         self.cwd = Some(dir.to_path_buf());
         self
@@ -157,7 +167,15 @@ fn run(case: &Case) -> (Class, String) {
         // clap's own usage errors put what they name on the lines below `error:`.
         let clap = stderr.starts_with("error: ");
         let text = lines.join(" ");
-        if code == case.code && (lines.len() == 1 || clap) && text.contains(&case.needle) {
+        let unknown = case
+            .flag
+            .as_ref()
+            .is_some_and(|f| stderr.contains(&format!("unexpected argument '{f}")));
+        if code == case.code
+            && (lines.len() == 1 || clap)
+            && text.contains(&case.needle)
+            && !unknown
+        {
             Class::Clear
         } else {
             Class::Unclear
@@ -179,11 +197,14 @@ fn flag_cases() -> Vec<Case> {
         for v in values {
             let mut args = vec![command, flag, v];
             args.extend(extra);
-            cases.push(case(
-                format!("{command} {flag} {v:?} {}", extra.join(" ")),
-                &args,
-                flag,
-            ));
+            cases.push(
+                case(
+                    format!("{command} {flag} {v:?} {}", extra.join(" ")),
+                    &args,
+                    flag,
+                )
+                .of_flag(flag),
+            );
         }
     };
     let count = ["0", "-1", "x", "", "1e30", "99999999999999999999"];
