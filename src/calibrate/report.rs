@@ -2,9 +2,9 @@
 //! profiler cost in it, and how every value of the profile was derived.
 
 use super::analysis::{inside, Analysis};
-use super::derive::{Derivation, Traced};
+use super::derive::{item_kind, Derivation, Traced};
 use super::trace::Span;
-use crate::model::host_profile::HostProfile;
+use crate::model::host_profile::{HostProfile, Item};
 use crate::stats::summary::quantile;
 use std::fmt::Write;
 
@@ -91,22 +91,32 @@ fn program_section(r: &mut String, traced: &[Traced], d: &Derivation, base: &Hos
             "| # | annotation | item | ops | us | recorded median µs |\n|---|---|---|---|---|---|"
         );
         for (i, row) in d.program_rows.iter().enumerate() {
+            let (ops, us) = match &row.item {
+                Item::Host {
+                    us,
+                    us_by_batch,
+                    ops,
+                    ..
+                } => {
+                    let us = match us_by_batch {
+                        Some(by_batch) => by_batch
+                            .iter()
+                            .map(|(bs, u)| format!("bs {bs}: {u:.3}"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        None => format!("{us:.3}"),
+                    };
+                    (ops.to_string(), us)
+                }
+                Item::Accept { ops } => (ops.to_string(), String::new()),
+                _ => (String::new(), String::new()),
+            };
             let _ = writeln!(
                 r,
-                "| {} | `{}` | {} | {} | {} | {:.3} |",
+                "| {} | `{}` | {} | {ops} | {us} | {:.3} |",
                 i + 1,
-                row.name,
-                row.kind,
-                row.ops.map_or(String::new(), |o| o.to_string()),
-                match (&row.us, &row.us_by_batch) {
-                    (_, Some(by_batch)) => by_batch
-                        .iter()
-                        .map(|(bs, u)| format!("bs {bs}: {u:.3}"))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    (Some(u), None) => format!("{u:.3}"),
-                    (None, None) => String::new(),
-                },
+                row.item.label(),
+                item_kind(&row.item),
                 row.recorded_us
             );
         }

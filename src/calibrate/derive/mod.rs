@@ -54,13 +54,9 @@ pub struct Derivation {
     pub foreign: bool,
 }
 
+/// One program item as derived, beside what the traces recorded for it.
 pub struct ProgramRow {
-    pub name: String,
-    pub kind: &'static str,
-    pub ops: Option<u32>,
-    pub us: Option<f64>,
-    /// `us` at each batch size where `--gpu-trace`s gave it.
-    pub us_by_batch: Option<BTreeMap<u32, f64>>,
+    pub item: Item,
     pub recorded_us: f64,
 }
 

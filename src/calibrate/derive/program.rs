@@ -3,8 +3,7 @@
 use super::super::analysis::Analysis;
 use super::super::trace::Span;
 use super::{
-    item_kind, median, median_count, modal_sequence, round3, Context, Derivation, GpuTrace,
-    ProgramRow, Traced,
+    median, median_count, modal_sequence, round3, Context, Derivation, GpuTrace, ProgramRow, Traced,
 };
 use crate::model::host_profile::{Item, GPU_ITEMS_IN_ORDER};
 use crate::stats::summary::quantile;
@@ -194,20 +193,7 @@ pub(super) fn program(
             }
         };
         d.program_rows.push(ProgramRow {
-            name: name.clone(),
-            kind: item_kind(&item),
-            ops: match &item {
-                Item::Host { ops, .. } | Item::Accept { ops } => Some(*ops),
-                _ => None,
-            },
-            us: match &item {
-                Item::Host { us, .. } => Some(*us),
-                _ => None,
-            },
-            us_by_batch: match &item {
-                Item::Host { us_by_batch, .. } => us_by_batch.clone(),
-                _ => None,
-            },
+            item: item.clone(),
             recorded_us: recorded,
         });
         program.push(item);
