@@ -21,6 +21,8 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Serialize)]
 pub struct DeviceInfo {
     pub ordinal: usize,
+    /// NVML's name for this device ([`probe::pci_bus_id`](super::probe::pci_bus_id)).
+    pub pci_bus_id: String,
     pub name: String,
     pub compute_capability: (i32, i32),
     pub sm_count: u32,
@@ -126,6 +128,7 @@ impl Gpu {
         )?;
         let info = DeviceInfo {
             ordinal,
+            pci_bus_id: super::probe::pci_bus_id(ordinal)?,
             name: ctx.name().context("reading the device name")?,
             compute_capability,
             sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
