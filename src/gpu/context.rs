@@ -128,7 +128,13 @@ impl Gpu {
         )?;
         let info = DeviceInfo {
             ordinal,
-            pci_bus_id: super::probe::pci_bus_id(ordinal)?,
+            // From the open context, as the other attributes: probe::pci_bus_id would look
+            // the device up again.
+            pci_bus_id: super::probe::pci_bus_id_text(
+                attr(Attr::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?,
+            ),
             name: ctx.name().context("reading the device name")?,
             compute_capability,
             sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
