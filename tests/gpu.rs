@@ -65,6 +65,31 @@ fn every_family_is_exact_from(gpu: &Gpu) {
     }
 }
 
+/// NVML numbers devices in PCI order and ignores CUDA_VISIBLE_DEVICES: telemetry opens the
+/// device by the CUDA device's PCI bus id, so it reads the GPU the run measures. Every visible
+/// CUDA device gets its own id, and NVML finds device 0's GPU, by name, at its id.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn nvml_reads_the_gpu_cuda_runs_on() {
+    let gpu = Gpu::open(0).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for ordinal in 0..gpu.info.device_count as usize {
+        let pci = metaprep::gpu::probe::pci_bus_id(ordinal).unwrap();
+        assert!(seen.insert(pci.clone()), "{pci} twice");
+        let nvml = metaprep::harness::nvml::read_static(&pci).unwrap();
+        if ordinal == 0 {
+            assert_eq!(pci, gpu.info.pci_bus_id);
+            assert_eq!(nvml.gpu_name, gpu.info.name, "NVML at {pci}");
+        }
+        println!("CUDA device {ordinal}: PCI {pci}, NVML: {}", nvml.gpu_name);
+    }
+    let line = metaprep::harness::topology::describe(&gpu.info.pci_bus_id).unwrap();
+    assert!(
+        line.starts_with(&format!("PCI {}", gpu.info.pci_bus_id)),
+        "{line}"
+    );
+}
+
 /// Where NVRTC knows the GPU (13.0 knows sm_90 .. sm_121), `auto` loads a cubin for its
 /// exact architecture, and every arm of every family is bit-exact from it.
 #[test]

@@ -234,7 +234,11 @@ fn nvml_check(ordinal: usize) -> (Check, Option<StaticInfo>) {
         .ok()
         .and_then(|lib| symbol_file(&lib, b"nvmlInit_v2\0"))
         .map_or(nvml::NVML_LIB.to_string(), |p| p.display().to_string());
-    let (outcome, info) = match nvml::read_static(ordinal as u32) {
+    // NVML opens the CUDA device by its PCI bus id; without a driver there is no id to open.
+    let read = crate::gpu::probe::pci_bus_id(ordinal)
+        .map_err(|e| nvml::NvmlUnavailable(format!("finding CUDA device {ordinal}: {}", e.0)))
+        .and_then(|pci| nvml::read_static(&pci));
+    let (outcome, info) = match read {
         Ok(info) => (
             Outcome::Found(format!(
                 "{path}, driver {}; SM clock max {} MHz, power limit {}",

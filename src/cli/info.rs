@@ -8,7 +8,7 @@ use std::process::ExitCode;
 pub(crate) fn info(args: &DeviceArgs) -> Result<ExitCode> {
     let gpu = args.open()?;
     let i = &gpu.info;
-    println!("GPU {}: {}", i.ordinal, i.name);
+    println!("GPU {}: {} (PCI {})", i.ordinal, i.name, i.pci_bus_id);
     println!(
         "  compute capability  {}.{}",
         i.compute_capability.0, i.compute_capability.1
@@ -31,7 +31,7 @@ pub(crate) fn info(args: &DeviceArgs) -> Result<ExitCode> {
         ),
         Err(e) => println!("  CUPTI               none: steps --timer cupti unavailable; {e}"),
     }
-    println!("  GPM                 {}", gpm_line(i.ordinal as u32));
+    println!("  GPM                 {}", gpm_line(&i.pci_bus_id));
     println!(
         "host {} ({})",
         std::env::consts::ARCH,
@@ -41,8 +41,8 @@ pub(crate) fn info(args: &DeviceArgs) -> Result<ExitCode> {
 }
 
 /// What `sweep` and `steps` will put in their `gpm_*` columns on this device.
-fn gpm_line(ordinal: u32) -> String {
-    match crate::harness::nvml::read_static(ordinal) {
+fn gpm_line(pci_bus_id: &str) -> String {
+    match crate::harness::nvml::read_static(pci_bus_id) {
         Ok(info) => match info.gpm_note {
             None => "SM util, DRAM bandwidth util, NVLink RX/TX per cell (gpm_* columns)".into(),
             Some(note) => format!("none: {note}"),

@@ -21,6 +21,8 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Serialize)]
 pub struct DeviceInfo {
     pub ordinal: usize,
+    /// NVML's name for this device ([`probe::pci_bus_id`](super::probe::pci_bus_id)).
+    pub pci_bus_id: String,
     pub name: String,
     pub compute_capability: (i32, i32),
     pub sm_count: u32,
@@ -126,6 +128,13 @@ impl Gpu {
         )?;
         let info = DeviceInfo {
             ordinal,
+            // From the open context, as the other attributes: probe::pci_bus_id would look
+            // the device up again.
+            pci_bus_id: super::probe::pci_bus_id_text(
+                attr(Attr::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?,
+            ),
             name: ctx.name().context("reading the device name")?,
             compute_capability,
             sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,

@@ -67,3 +67,45 @@ pub fn devices(ordinal: usize) -> Result<(u32, u64), GpuUnavailable> {
         .map_err(|e| unavailable("reading the device's memory", e))?;
     Ok((count, memory as u64))
 }
+
+/// The PCI bus id of CUDA device `ordinal` as NVML writes one (`00000000:18:00.0`). NVML
+/// numbers devices in PCI order and ignores `CUDA_VISIBLE_DEVICES`, so telemetry opens its
+/// device by this id, never by the CUDA ordinal.
+pub fn pci_bus_id(ordinal: usize) -> Result<String, GpuUnavailable> {
+    devices(ordinal)?;
+    use cudarc::driver::{result, sys::CUdevice_attribute as Attr};
+    let dev = result::device::get(ordinal as i32).map_err(|e| {
+        GpuUnavailable(format!("opening device {ordinal}: the driver answered {e}"))
+    })?;
+    let attr = |a: Attr| {
+        // SAFETY: `dev` is a device handle the driver just returned; the query needs no context.
+        unsafe { result::device::get_attribute(dev, a) }.map_err(|e| {
+            GpuUnavailable(format!(
+                "reading device {ordinal}'s PCI address ({a:?}): the driver answered {e}"
+            ))
+        })
+    };
+    Ok(pci_bus_id_text(
+        attr(Attr::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+        attr(Attr::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+        attr(Attr::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?,
+    ))
+}
+
+/// `domain:bus:device.0` in NVML's spelling (upper-case hex, an 8-digit domain); a GPU is
+/// function 0.
+pub fn pci_bus_id_text(domain: i32, bus: i32, device: i32) -> String {
+    format!("{domain:08X}:{bus:02X}:{device:02X}.0")
+}
+
+#[cfg(test)]
+mod pci_tests {
+    use super::pci_bus_id_text;
+
+    #[test]
+    fn the_bus_id_is_spelled_as_nvml_spells_it() {
+        // As the H200 host's NVML printed its GPU (session 4's rank log).
+        assert_eq!(pci_bus_id_text(0, 0, 6), "00000000:00:06.0");
+        assert_eq!(pci_bus_id_text(1, 0x18, 0x1f), "00000001:18:1F.0");
+    }
+}

@@ -35,7 +35,7 @@ pub fn env_record(gpu: &Gpu, notes: Vec<String>) -> EnvRecord {
         notes,
         ..Default::default()
     };
-    match nvml::read_static(info.ordinal as u32) {
+    match nvml::read_static(&info.pci_bus_id) {
         Ok(stat) => stat.fill_env(&mut env),
         Err(e) => env.notes.push(format!("NVML unavailable: {e}")),
     }

@@ -102,7 +102,7 @@ impl Recorder {
         for note in env.notes.iter().filter(|n| n.starts_with(UNAVAILABLE_NOTE)) {
             eprintln!("metaprep: {note}");
         }
-        let sampler = match Sampler::start(gpu.info.ordinal as u32, DEFAULT_PERIOD) {
+        let sampler = match Sampler::start(&gpu.info.pci_bus_id, DEFAULT_PERIOD) {
             Ok(s) => Some(s),
             Err(e) => {
                 eprintln!("metaprep: warning: NVML unavailable ({e}); clock, power and throttle columns stay empty");

@@ -8,8 +8,10 @@ use std::collections::BTreeSet;
 /// NVLinks a GPU may have (nvml.h's NVML_NVLINK_MAX_LINKS).
 const MAX_LINKS: u32 = 18;
 
-/// `PCI 0000:18:00.0, 18 NVLinks active (to 4 devices: ...)`, for device `index`.
-pub fn describe(index: u32) -> Result<String, NvmlUnavailable> {
+/// `PCI 0000:18:00.0, 18 NVLinks active (to 4 devices: ...)`, for the device at PCI bus id
+/// `pci_bus_id` (a CUDA device's: `gpu::probe::pci_bus_id`).
+pub fn describe(pci_bus_id: &str) -> Result<String, NvmlUnavailable> {
+    let pci_bus_id = pci_bus_id.to_string();
     // On its own thread, as every NVML use here: a panic while loading becomes an error.
     std::thread::spawn(move || {
         let nvml = Nvml::builder()
@@ -17,8 +19,8 @@ pub fn describe(index: u32) -> Result<String, NvmlUnavailable> {
             .init()
             .map_err(|e| unavailable("loading NVML", e))?;
         let device = nvml
-            .device_by_index(index)
-            .map_err(|e| unavailable(&format!("opening device {index}"), e))?;
+            .device_by_pci_bus_id(pci_bus_id.clone())
+            .map_err(|e| unavailable(&format!("opening the device at PCI {pci_bus_id}"), e))?;
         let pci = device
             .pci_info()
             .map_err(|e| unavailable("reading the PCI id", e))?
@@ -72,7 +74,8 @@ mod tests {
     #[test]
     fn without_nvml_it_is_an_error_not_a_panic() {
         // On a machine without a driver this is an error; on a GPU host, a line.
-        match describe(0) {
+        let pci = crate::gpu::probe::pci_bus_id(0).unwrap_or_else(|_| "00000000:00:06.0".into());
+        match describe(&pci) {
             Ok(line) => assert!(line.starts_with("PCI "), "{line}"),
             Err(e) => assert!(!e.to_string().is_empty()),
         }

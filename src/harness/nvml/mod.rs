@@ -6,8 +6,9 @@
 //! NVML call happens on the sampler's own thread, so a failure (or panic) while loading the
 //! library ends that thread and reaches the caller as an error, never as a crash.
 //!
-//! NVML numbers devices in PCI order and ignores `CUDA_VISIBLE_DEVICES`: index 0 here is not
-//! necessarily CUDA device 0 when that variable reorders or hides devices.
+//! NVML numbers devices in PCI order and ignores `CUDA_VISIBLE_DEVICES`: its index 0 is not
+//! necessarily CUDA device 0 when that variable reorders or hides devices. So every entry
+//! point takes the CUDA device's PCI bus id (`gpu::probe::pci_bus_id`) and opens it by that.
 //!
 //! The reason bits live in `reasons`, a reading and a cell's summary in `reading`, the
 //! background thread in `sampler`, the one-shot read in `static_info`.
@@ -74,23 +75,25 @@ mod tests {
 
     #[test]
     fn missing_library_is_an_error_not_a_panic() {
-        let err = sampler::Sampler::start_with_lib(OsStr::new(MISSING_LIB), 0, DEFAULT_PERIOD)
+        let any = "00000000:00:06.0";
+        let err = sampler::Sampler::start_with_lib(OsStr::new(MISSING_LIB), any, DEFAULT_PERIOD)
             .err()
             .expect("a missing NVML library must fail to start");
         assert!(err.0.contains("loading NVML"), "{err}");
         assert!(err.to_string().contains("NVML unavailable"), "{err}");
-        let err = static_info::read_static_with_lib(OsStr::new(MISSING_LIB), 0).unwrap_err();
+        let err = static_info::read_static_with_lib(OsStr::new(MISSING_LIB), any).unwrap_err();
         assert!(err.0.contains("loading NVML"), "{err}");
     }
 
     /// On a machine without the driver this checks the error path of the real entry points;
-    /// on a GPU host it exercises sampling end to end.
+    /// on a GPU host it exercises sampling end to end, on CUDA device 0 found by its PCI id.
     #[test]
     fn real_nvml_starts_or_reports_why_not() {
-        match Sampler::start(0, Duration::from_millis(5)) {
+        let pci = crate::gpu::probe::pci_bus_id(0).unwrap_or_else(|_| "00000000:00:06.0".into());
+        match Sampler::start(&pci, Duration::from_millis(5)) {
             Err(err) => {
                 assert!(!err.0.is_empty());
-                assert!(read_static(0).is_err());
+                assert!(read_static(&pci).is_err());
             }
             Ok(sampler) => {
                 sampler.set_cell("cell-a");
@@ -101,7 +104,7 @@ mod tests {
                 let samples = sampler.stop();
                 assert!(samples.iter().any(|s| s.cell == "cell-a"));
                 assert!(samples.windows(2).all(|w| w[0].t_s <= w[1].t_s));
-                let info = read_static(0).expect("static NVML info where sampling works");
+                let info = read_static(&pci).expect("static NVML info where sampling works");
                 assert!(info.device_count >= 1 && !info.gpu_name.is_empty());
             }
         }

@@ -33,24 +33,26 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Starts sampling device `device_index` every `period` (raised to 1 ms if shorter).
-    /// Returns once NVML is loaded and the device found, or with the reason it could not be.
-    pub fn start(device_index: u32, period: Duration) -> Result<Sampler, NvmlUnavailable> {
-        Self::start_with_lib(OsStr::new(NVML_LIB), device_index, period)
+    /// Starts sampling the device at PCI bus id `pci_bus_id` (a CUDA device's:
+    /// `gpu::probe::pci_bus_id`) every `period` (raised to 1 ms if shorter). Returns once
+    /// NVML is loaded and the device found, or with the reason it could not be.
+    pub fn start(pci_bus_id: &str, period: Duration) -> Result<Sampler, NvmlUnavailable> {
+        Self::start_with_lib(OsStr::new(NVML_LIB), pci_bus_id, period)
     }
 
     pub(super) fn start_with_lib(
         lib: &OsStr,
-        device_index: u32,
+        pci_bus_id: &str,
         period: Duration,
     ) -> Result<Sampler, NvmlUnavailable> {
         let lib = lib.to_owned();
+        let pci_bus_id = pci_bus_id.to_string();
         Self::spawn(period, move |thread| {
             let nvml = match Nvml::builder().lib_path(&lib).init() {
                 Ok(nvml) => nvml,
                 Err(err) => return thread.fail(unavailable("loading NVML", err)),
             };
-            match nvml.device_by_index(device_index) {
+            match nvml.device_by_pci_bus_id(pci_bus_id.clone()) {
                 Ok(device) => {
                     // Unavailable GPM leaves its columns empty; env.json's note says why.
                     let mut gpm = gpm::unavailable_reason(&device)
@@ -61,9 +63,10 @@ impl Sampler {
                         |t_s| gpm.as_mut().and_then(|g| g.tick(t_s)),
                     )
                 }
-                Err(err) => {
-                    thread.fail(unavailable(&format!("opening device {device_index}"), err))
-                }
+                Err(err) => thread.fail(unavailable(
+                    &format!("opening the device at PCI {pci_bus_id}"),
+                    err,
+                )),
             }
         })
     }

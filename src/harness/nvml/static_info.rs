@@ -47,16 +47,18 @@ impl StaticInfo {
     }
 }
 
-/// Reads [`StaticInfo`] for device `device_index`.
-pub fn read_static(device_index: u32) -> Result<StaticInfo, NvmlUnavailable> {
-    read_static_with_lib(OsStr::new(NVML_LIB), device_index)
+/// Reads [`StaticInfo`] for the device at PCI bus id `pci_bus_id` (a CUDA device's:
+/// `gpu::probe::pci_bus_id`).
+pub fn read_static(pci_bus_id: &str) -> Result<StaticInfo, NvmlUnavailable> {
+    read_static_with_lib(OsStr::new(NVML_LIB), pci_bus_id)
 }
 
 pub(super) fn read_static_with_lib(
     lib: &OsStr,
-    device_index: u32,
+    pci_bus_id: &str,
 ) -> Result<StaticInfo, NvmlUnavailable> {
     let lib = lib.to_owned();
+    let pci_bus_id = pci_bus_id.to_string();
     // On its own thread for the same reason as the sampler: a panic while loading NVML
     // becomes an error.
     std::thread::spawn(move || {
@@ -65,8 +67,8 @@ pub(super) fn read_static_with_lib(
             .init()
             .map_err(|e| unavailable("loading NVML", e))?;
         let device = nvml
-            .device_by_index(device_index)
-            .map_err(|e| unavailable(&format!("opening device {device_index}"), e))?;
+            .device_by_pci_bus_id(pci_bus_id.clone())
+            .map_err(|e| unavailable(&format!("opening the device at PCI {pci_bus_id}"), e))?;
         let cuda = nvml
             .sys_cuda_driver_version()
             .map_err(|e| unavailable("reading the CUDA driver version", e))?;

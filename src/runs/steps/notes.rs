@@ -96,7 +96,7 @@ pub(super) fn rank_notes(
             world.rank(),
             gpu.info.ordinal
         ));
-        let topology = topology::describe(gpu.info.ordinal as u32)
+        let topology = topology::describe(&gpu.info.pci_bus_id)
             .unwrap_or_else(|e| format!("topology unknown ({e})"));
         notes.push(format!(
             "rank {} GPU {}: {topology}",
