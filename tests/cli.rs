@@ -256,6 +256,8 @@ fn bad_flags_are_refused_before_any_gpu_work() {
                 "id",
                 "--out",
                 "out",
+                "--plan-memory-bytes",
+                "150000000000",
                 "--",
                 "--bogus",
             ],

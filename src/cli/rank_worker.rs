@@ -6,6 +6,7 @@ use super::steps::{steps_config, StepsArgs};
 use crate::axes::Layout;
 use crate::cli::common::parse_parent;
 use crate::exit::Exit;
+use crate::model::memory::GpuMemory;
 use crate::runs::rank_world::RankRole;
 use crate::runs::steps::TraceRequest;
 use anyhow::{Context, Result};
@@ -34,6 +35,10 @@ pub struct RankWorkerArgs {
     /// This world writes the run's --trace (into --out; the parent merges the ranks').
     #[arg(long)]
     trace_here: bool,
+    /// The memory per GPU to plan for, the parent's (without --gpu-memory-gib): every rank
+    /// plans the same cells whatever its own GPU holds.
+    #[arg(long)]
+    plan_memory_bytes: Option<u64>,
     /// The parent's `steps` arguments.
     #[arg(last = true)]
     steps_args: Vec<OsString>,
@@ -55,6 +60,9 @@ pub fn rank_worker(args: &RankWorkerArgs) -> Result<ExitCode> {
         nccl: args.nccl_lib.clone(),
         id_file: args.id_file.clone(),
     };
+    if config.gpu_memory.is_none() {
+        config.gpu_memory = args.plan_memory_bytes.map(GpuMemory::device);
+    }
     config.gpu = config.gpu.for_rank(args.rank);
     config.cpu = role.cpu(config.cpu)?;
     config.layouts = vec![args.layout];

@@ -86,31 +86,41 @@ fn spans_gpus_here(layout: Layout, gpus: u32) -> bool {
     layout.gpus() > 1 && layout.gpus() <= gpus
 }
 
+/// Where one rank worker stands in its world, and what it plans for.
+pub struct WorkerPlace<'a> {
+    pub rank: usize,
+    pub layout: Layout,
+    pub nccl: &'a Path,
+    pub world_dir: &'a Path,
+    /// This world writes the run's --trace.
+    pub trace: bool,
+    /// The memory per GPU every rank plans for, where `--gpu-memory-gib` gave none: the
+    /// parent's, the smallest of the GPUs the run may use, so that every rank plans the same
+    /// cells (a rank that planned from a larger GPU of its own would wait at a barrier for a
+    /// cell the others skip).
+    pub plan_memory_bytes: Option<u64>,
+}
+
 /// The worker command of `rank` in `layout`'s world: this binary's hidden `rank-worker`
 /// with the parent's own `steps` arguments after `--`.
-pub fn worker_command(
-    exe: &Path,
-    rank: usize,
-    layout: Layout,
-    nccl: &Path,
-    world_dir: &Path,
-    trace: bool,
-    steps_args: &[OsString],
-) -> Command {
+pub fn worker_command(exe: &Path, place: &WorkerPlace, steps_args: &[OsString]) -> Command {
     let mut c = Command::new(exe);
     c.arg("rank-worker")
         .arg("--rank")
-        .arg(rank.to_string())
+        .arg(place.rank.to_string())
         .arg("--layout")
-        .arg(layout.to_string())
+        .arg(place.layout.to_string())
         .arg("--nccl-lib")
-        .arg(nccl)
+        .arg(place.nccl)
         .arg("--id-file")
-        .arg(id_file(world_dir))
+        .arg(id_file(place.world_dir))
         .arg("--out")
-        .arg(rank_dir(world_dir, rank));
-    if trace {
+        .arg(rank_dir(place.world_dir, place.rank));
+    if place.trace {
         c.arg("--trace-here");
+    }
+    if let Some(bytes) = place.plan_memory_bytes {
+        c.arg("--plan-memory-bytes").arg(bytes.to_string());
     }
     c.arg("--").args(steps_args).stdout(Stdio::null());
     c
@@ -138,8 +148,15 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         .gpu_memory
         .map(|memory| steps::plan(config, context, memory))
         .transpose()?;
-    let (count, memory) = devices(config.gpu.ordinal)?;
+    let (count, _) = devices(config.gpu.ordinal)?;
     let gpus = count - config.gpu.ordinal as u32;
+    // Planned for the smallest GPU the run may use (`--device` on), as every rank is.
+    let memory = (config.gpu.ordinal..count as usize)
+        .map(|o| devices(o).map(|(_, bytes)| bytes))
+        .collect::<Result<Vec<u64>, _>>()?
+        .into_iter()
+        .min()
+        .unwrap_or(0);
     let (deployment, _) = match planned {
         Some(p) => p,
         None => steps::plan(config, context, GpuMemory::device(memory))?,
@@ -192,7 +209,15 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         // not inherit its one CPU.
         rows = steps::run(&here)?.rows;
     }
-    let worlds = run_worlds(config, steps_args, &s.real, nccl, traced_here)?;
+    let plan_memory_bytes = config.gpu_memory.is_none().then_some(memory);
+    let worlds = run_worlds(
+        config,
+        steps_args,
+        &s.real,
+        nccl,
+        traced_here,
+        plan_memory_bytes,
+    )?;
     let (first_world_env, all_rank_rows) = (worlds.first_env, worlds.rank_rows);
     notes.extend(worlds.notes);
     let (slowest, picked) = slowest_rank_rows(&all_rank_rows);
@@ -244,6 +269,7 @@ fn run_worlds(
     real: &[Layout],
     nccl: &Nccl,
     traced_here: bool,
+    plan_memory_bytes: Option<u64>,
 ) -> Result<Worlds> {
     let traced_world = real.iter().position(|l| l.gpus() > 1).unwrap_or(0);
     let mut worlds = Worlds {
@@ -259,8 +285,16 @@ fn run_worlds(
         });
         let n = layout.gpus() as usize;
         eprintln!("metaprep: {layout}: starting {n} rank(s), one process per GPU");
-        start_world(&world_dir, n, |r, exe| {
-            worker_command(exe, r, layout, &nccl.path, &world_dir, trace, steps_args)
+        start_world(&world_dir, n, |rank, exe| {
+            let place = WorkerPlace {
+                rank,
+                layout,
+                nccl: &nccl.path,
+                world_dir: &world_dir,
+                trace,
+                plan_memory_bytes,
+            };
+            worker_command(exe, &place, steps_args)
         })
         .with_context(|| format!("{layout} with real ranks"))?;
         let world = gather(&world_dir, layout, n)?;
@@ -403,21 +437,32 @@ mod tests {
 
     #[test]
     fn workers_get_their_rank_world_and_the_parents_arguments() {
-        let c = worker_command(
-            Path::new("/bin/metaprep"),
-            1,
-            Layout::Tp(2),
-            Path::new("/n/libnccl.so.2"),
-            Path::new("/out/ranks/tp2"),
-            true,
-            &["--batch-sizes".into(), "1,8".into()],
-        );
-        let args: Vec<String> = c.get_args().map(|a| a.to_string_lossy().into()).collect();
+        let mut place = WorkerPlace {
+            rank: 1,
+            layout: Layout::Tp(2),
+            nccl: Path::new("/n/libnccl.so.2"),
+            world_dir: Path::new("/out/ranks/tp2"),
+            trace: true,
+            plan_memory_bytes: Some(150_000_000_000),
+        };
+        let args = |place: &WorkerPlace| -> String {
+            let c = worker_command(
+                Path::new("/bin/metaprep"),
+                place,
+                &["--batch-sizes".into(), "1,8".into()],
+            );
+            let args: Vec<String> = c.get_args().map(|a| a.to_string_lossy().into()).collect();
+            args.join(" ")
+        };
         assert_eq!(
-            args.join(" "),
+            args(&place),
             "rank-worker --rank 1 --layout tp2 --nccl-lib /n/libnccl.so.2 --id-file \
-             /out/ranks/tp2/nccl-id --out /out/ranks/tp2/rank1 --trace-here -- --batch-sizes 1,8"
+             /out/ranks/tp2/nccl-id --out /out/ranks/tp2/rank1 --trace-here \
+             --plan-memory-bytes 150000000000 -- --batch-sizes 1,8"
         );
+        // With --gpu-memory-gib among the parent's arguments, that plan travels instead.
+        place.plan_memory_bytes = None;
+        assert!(!args(&place).contains("--plan-memory-bytes"));
     }
 
     #[test]
