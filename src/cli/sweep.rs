@@ -72,6 +72,21 @@ pub struct SweepArgs {
     /// results/2026-12-01-h200-sweep/), at 12 it fits in three minutes.
     #[arg(long, default_value_t = 12)]
     pub(crate) max_rounds: usize,
+    /// Most rounds a GPU-paced arm's cell gets (graph-upload, graph, fused: the arms whose
+    /// step the GPU paces): once its group's rounds stop, such a cell goes on alone while its
+    /// step_us or gpu_prep_us interval is wider than --gpu-paced-rel-ci-pct, up to this or its
+    /// group's time cap (stop_reason precision, gpu-paced-max-rounds, time-cap). Those rounds
+    /// visit only these arms and run no forward (their step_fwd_us keeps the group's rounds).
+    /// Their intervals are set by rounds and their cells are cheap: on the H200 12 rounds gave
+    /// ±1.1–2.0%, which left 55% of the GPU-paced rows of an A/A `uncertain` at compare's ±2%;
+    /// 18 more rounds of these arms take about 30 s there (issue 25). At or below
+    /// --max-rounds: none.
+    #[arg(long, default_value_t = 30)]
+    pub(crate) gpu_paced_max_rounds: usize,
+    /// Precision a GPU-paced arm's own rounds aim at, in percent of the median: with two runs
+    /// at ±0.7% an A/A change interval is about ±1%, half compare's default ±2% threshold.
+    #[arg(long, default_value_t = 0.7)]
+    pub(crate) gpu_paced_rel_ci_pct: f64,
     /// Precision aimed at, in percent of the median: a group stops adding rounds once every
     /// arm's step_us interval between rounds is within it (and its read cost's is within
     /// ±1% or ±0.3 µs).
@@ -203,6 +218,18 @@ pub(crate) fn sweep_config(
             args.rounds
         )));
     }
+    if args.gpu_paced_max_rounds > MAX_ROUNDS {
+        return usage(Err(anyhow::anyhow!(
+            "--gpu-paced-max-rounds: {} is more than {MAX_ROUNDS}",
+            args.gpu_paced_max_rounds
+        )));
+    }
+    if args.gpu_paced_rel_ci_pct > 100.0 {
+        return usage(Err(anyhow::anyhow!(
+            "--gpu-paced-rel-ci-pct: {}% is no precision (0.7 by default)",
+            args.gpu_paced_rel_ci_pct
+        )));
+    }
     if args.processes == 0 || args.processes > args.max_rounds {
         return usage(Err(anyhow::anyhow!(
             "--processes: {} must be between 1 (every round in this process) and --max-rounds \
@@ -234,6 +261,11 @@ pub(crate) fn sweep_config(
         },
         rounds: args.rounds,
         max_rounds: args.max_rounds,
+        gpu_paced_max_rounds: args.gpu_paced_max_rounds,
+        gpu_paced_rel_ci: usage(positive(
+            args.gpu_paced_rel_ci_pct,
+            "--gpu-paced-rel-ci-pct",
+        ))? / 100.0,
         steps_per_sample: usage(positive(args.steps_per_sample as f64, "--steps-per-sample"))?
             as usize,
         seed: args.seed,

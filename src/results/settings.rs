@@ -48,6 +48,12 @@ pub struct SweepSettings {
     pub time_cap_ms: u64,
     pub rounds: usize,
     pub max_rounds: usize,
+    /// The GPU-paced arms' own rounds: their cap and precision (±%). `None` in a run of a
+    /// metaprep before them, whose GPU-paced arms stopped with their groups.
+    #[serde(default)]
+    pub gpu_paced_max_rounds: Option<usize>,
+    #[serde(default)]
+    pub gpu_paced_rel_ci_pct: Option<f64>,
     pub steps_per_sample: usize,
     pub seed: u64,
     pub processes: usize,
@@ -211,6 +217,8 @@ pub(crate) fn test_sweep() -> SweepSettings {
         time_cap_ms: 5000,
         rounds: 6,
         max_rounds: 12,
+        gpu_paced_max_rounds: Some(30),
+        gpu_paced_rel_ci_pct: Some(0.7),
         steps_per_sample: 10,
         seed: 1,
         processes: 1,

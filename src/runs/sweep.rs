@@ -9,8 +9,13 @@
 //! Inside a round a cell takes `--min-samples` samples, or fewer if its time cap shared out
 //! between `--rounds` rounds runs out ([`StoppingRule::per_round`]). After `--rounds` rounds, a
 //! group gets further rounds only while its reported intervals are wide, up to `--max-rounds`
-//! or its time cap ([`crate::stats::stopping`]); then its rows are formed
-//! ([`crate::runs::sweep_rounds`]) and written. Every round's medians go to `rounds.csv`
+//! or its time cap ([`crate::stats::stopping`]). Then its GPU-paced arms (graph-upload, graph,
+//! fused: [`crate::results::pacing::gpu_paced_arm`]) go on alone while their `step_us` or
+//! `gpu_prep_us` interval is wider than `--gpu-paced-rel-ci-pct`, up to
+//! `--gpu-paced-max-rounds` or the group's time cap; rounds past `--max-rounds` visit only those
+//! arms and run no forward (their `step_fwd_us` was within ±0.5% at 12 rounds on the H200).
+//! Once every arm has stopped its group's rows are formed ([`crate::runs::sweep_rounds`]) and
+//! written. Every round's medians go to `rounds.csv`
 //! ([`crate::harness::rounds_file`]).
 //!
 //! **Processes.** A process's state (where its memory landed, the driver's structures, the
@@ -56,6 +61,7 @@ use crate::prep::plan::{ArmSteps, PrepPlan};
 use crate::prep::Shape;
 use crate::results::csv::{completed_cells, CellKey, Row, KIND_FLOOR, KIND_PREP};
 use crate::results::env::EnvRecord;
+use crate::results::pacing::gpu_paced_arm;
 use crate::runs::sweep_rounds::{
     floor_cell, FloorRound, FloorRounds, GroupRound, GroupRounds, RoundResult, HARNESS,
 };
@@ -89,6 +95,11 @@ pub struct SweepConfig {
     pub rounds: usize,
     /// Rounds a group whose intervals stay wide may get.
     pub max_rounds: usize,
+    /// Rounds a GPU-paced arm whose intervals stay wider than `gpu_paced_rel_ci` may get
+    /// (at least `max_rounds`; rounds past that visit only these arms).
+    pub gpu_paced_max_rounds: usize,
+    /// The precision GPU-paced arms' `step_us` and `gpu_prep_us` are taken to (0.007 = ±0.7%).
+    pub gpu_paced_rel_ci: f64,
     pub steps_per_sample: usize,
     pub seed: u64,
     pub out: PathBuf,
@@ -109,7 +120,20 @@ impl SweepConfig {
             max_rounds: self.max_rounds,
             step: self.rule.clone(),
             time_cap: self.rule.time_cap * (self.arms.len() * passes) as u32,
+            gpu_paced_max_rounds: self.gpu_paced_max_rounds,
+            gpu_paced_rel_ci: self.gpu_paced_rel_ci,
         }
+    }
+
+    /// The last round any cell may get.
+    pub fn last_round(&self) -> usize {
+        self.max_rounds.max(self.gpu_paced_max_rounds)
+    }
+
+    /// Whether round `round` (from 0) is past `--max-rounds`: it visits only the GPU-paced arms
+    /// and runs no forward.
+    pub fn gpu_paced_round(&self, round: usize) -> bool {
+        round >= self.max_rounds
     }
 
     /// The floor's: the same, its items, the harness and the host reference each a cell of one
@@ -202,8 +226,14 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
         Some(pinned) => notes.push(pinned.note()),
         None => notes.push(format!(
             "rounds measured in worker processes, one after another: the first {} over up to \
-             {} workers, the rest up to {} over up to {} more (each worker's own notes follow)",
-            config.rounds, config.processes, config.max_rounds, config.processes
+             {} workers, the rest up to {} over up to {} more, the GPU-paced arms' own up to {} \
+             over up to {} more (each worker's own notes follow)",
+            config.rounds,
+            config.processes,
+            config.max_rounds,
+            config.processes,
+            config.last_round(),
+            config.processes
         )),
     }
     let recorder = Recorder::start(
@@ -283,14 +313,22 @@ impl Sink<'_> {
     /// names them against the run's range of rounds.
     pub(crate) fn plan(&self, state: &RunState, round: usize, rounds: usize) {
         let planned = state.min_rounds.saturating_sub(round).max(rounds);
-        let visits = state.open.len() * state.arms * planned;
+        let arms = match round >= state.max_rounds {
+            true => state.gpu_paced_arms,
+            false => state.arms,
+        };
+        let visits = state.open.len() * arms * planned;
         self.progress
             .set_length(self.progress.position() + visits as u64);
         let last = round + rounds;
         let (min, max) = (state.min_rounds, state.max_rounds);
+        let of = match round >= max {
+            true => format!("{max}–{} (GPU-paced arms)", state.last_round),
+            false => format!("{min}–{max}"),
+        };
         self.progress.set_prefix(match rounds {
-            1 => format!("round {last} of {min}–{max}: "),
-            _ => format!("rounds {}–{last} of {min}–{max}: ", round + 1),
+            1 => format!("round {last} of {of}: "),
+            _ => format!("rounds {}–{last} of {of}: ", round + 1),
         });
     }
 
@@ -317,7 +355,10 @@ pub(crate) struct RunState {
     processes: Vec<u32>,
     min_rounds: usize,
     max_rounds: usize,
+    /// The last round any cell may get (GPU-paced arms past `max_rounds`).
+    last_round: usize,
     arms: usize,
+    gpu_paced_arms: usize,
 }
 
 impl RunState {
@@ -333,7 +374,9 @@ impl RunState {
             processes: Vec::new(),
             min_rounds: config.rounds,
             max_rounds: config.max_rounds,
+            last_round: config.last_round(),
             arms: config.arms.len(),
+            gpu_paced_arms: config.arms.iter().filter(|&&a| gpu_paced_arm(a)).count(),
         }
     }
 
@@ -342,7 +385,7 @@ impl RunState {
     pub(crate) fn next_round(&self) -> Option<usize> {
         let round = self.processes.len();
         let finished = self.open.is_empty() && self.floor_stop.is_some();
-        (round < self.max_rounds && !finished).then_some(round)
+        (round < self.last_round && !finished).then_some(round)
     }
 
     /// The groups still measuring, in grid order.
@@ -355,7 +398,7 @@ impl RunState {
 
     /// Keeps a round measured by `process`, then forms the rows of the floor and of each group
     /// whose rounds stop now. A visit of a group that stopped already (a worker measures every
-    /// round it was given) is left out.
+    /// round it was given), or of an arm that did, is left out.
     pub(crate) fn absorb(&mut self, result: RoundResult, process: u32, sink: &Sink) {
         let telemetry = |label: &str| sink.recorder.cell_telemetry(label);
         self.floor.push_round(result.floor);
@@ -505,7 +548,8 @@ pub fn grid(config: &SweepConfig, gpus: u32) -> Vec<GroupSpec> {
     specs
 }
 
-/// Forms the rows of every `open` group whose rounds stop now, and returns the rest.
+/// Forms the rows of every `open` group whose arms' rounds have all stopped now, and returns
+/// the rest.
 fn close_stopped(
     groups: &mut [Group],
     open: &[usize],
@@ -516,7 +560,8 @@ fn close_stopped(
     let mut still_open = Vec::new();
     for &index in open {
         let group = &mut groups[index];
-        match group.rounds.stop(rule) {
+        let done = group.rounds.update(rule);
+        match group.rounds.group_stop().filter(|_| done) {
             Some(stop) => {
                 let cells = &group.spec.cells;
                 let telemetry: Vec<_> = cells.iter().map(|c| telemetry(&c.label())).collect();
@@ -574,18 +619,25 @@ impl<'g> Measurer<'g> {
         mark: &mut Mark,
     ) -> Result<RoundResult> {
         let heading = format!(
-            "round {} of {}–{}",
+            "round {} of {}–{} (GPU-paced arms to {})",
             round + 1,
             self.config.rounds,
-            self.config.max_rounds
+            self.config.max_rounds,
+            self.config.last_round()
         );
+        // Past --max-rounds only the GPU-paced arms are open (any other's visit is dropped).
+        let gpu_paced_only = self.config.gpu_paced_round(round);
+        let arms = &self.config.arms;
         let floor = self.measure_floor(mark).with_context(|| heading.clone())?;
         let positions: Vec<usize> = (0..groups.len()).collect();
         let mut visits = Vec::with_capacity(groups.len());
-        for visit in round_order(&positions, self.config.arms.len(), self.config.seed, round) {
+        for mut visit in round_order(&positions, arms.len(), self.config.seed, round) {
+            if gpu_paced_only {
+                visit.arms.retain(|&i| gpu_paced_arm(arms[i]));
+            }
             let group = &groups[visit.group];
             let measured = self
-                .visit(group, &visit.arms, mark)
+                .visit(group, &visit.arms, !gpu_paced_only, mark)
                 .with_context(|| heading.clone())?;
             visits.push(measured);
         }
@@ -626,11 +678,12 @@ impl<'g> Measurer<'g> {
     }
 
     /// One round of `group`: a fresh plan over its inputs, then each arm in `arm_order`
-    /// (indices into the run's arms), back to back.
+    /// (indices into the run's arms), back to back, with the forward pass if `forward`.
     fn visit(
         &mut self,
         group: &GroupSpec,
         arm_order: &[usize],
+        forward: bool,
         mark: &mut Mark,
     ) -> Result<GroupRound> {
         let (gpu, config) = (self.gpu, self.config);
@@ -680,7 +733,7 @@ impl<'g> Measurer<'g> {
                 &range,
                 &self.rule,
                 config.steps_per_sample,
-                self.forward.as_mut(),
+                self.forward.as_mut().filter(|_| forward),
             )
             .with_context(|| format!("measuring {label}"))?;
             visit.seconds += started.elapsed().as_secs_f64();

@@ -492,6 +492,11 @@ mod tests {
         }
     }
 
+    /// `n` one-sample rounds, 20 and 20.8 µs in turn: ±2% wide.
+    fn alternating_rounds(n: usize) -> Vec<Vec<f64>> {
+        (0..n).map(|r| vec![[20.0, 20.8][r % 2]]).collect()
+    }
+
     /// Round medians 2% either side of 20 µs in turn for `wide` rounds, then 20 µs.
     fn settling(wide: usize) -> impl Fn(usize) -> f64 {
         move |r| match r < wide {
@@ -515,7 +520,7 @@ mod tests {
         };
         assert_eq!(gpu_paced_run(&loose, settling(1000)), (11, RoundsStop::Precision));
         let group = (RoundsStop::MaxRounds, 10);
-        let wide = crate::stats::rounds::over_rounds(&vec![vec![20.0], vec![20.8]; 5]);
+        let wide = crate::stats::rounds::over_rounds(&alternating_rounds(10));
         let metrics = [wide.clone(), wide];
         assert_eq!(
             loose.gpu_paced_stop(group, 10, &metrics, SHORT),
@@ -534,7 +539,7 @@ mod tests {
             (r.gpu_paced_max_rounds, RoundsStop::GpuPacedMaxRounds)
         );
         let group = (RoundsStop::MaxRounds, 10);
-        let wide = crate::stats::rounds::over_rounds(&vec![vec![20.0], vec![20.8]; 6]);
+        let wide = crate::stats::rounds::over_rounds(&alternating_rounds(12));
         let metrics = [wide.clone(), wide];
         assert_eq!(
             r.gpu_paced_stop(group, 12, &metrics, r.time_cap),

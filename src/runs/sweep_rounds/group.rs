@@ -6,8 +6,9 @@ use crate::harness::bandwidth::{bytes_row, gb_s_row};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::rows::{CellId, RoundLine};
 use crate::results::csv::{Row, STEP_RATIO_VS_EAGER_SYNC};
-use crate::results::pacing::{has_host_twin, twin_metric};
+use crate::results::pacing::{gpu_paced_arm, has_host_twin, twin_metric};
 use crate::stats::rounds::{over_rounds, paired, per_round, Paired};
+use crate::stats::summary::Summary;
 use crate::stats::stopping::{RoundsRule, RoundsStop};
 use std::time::Duration;
 
@@ -36,7 +37,17 @@ impl ArmRounds {
         metrics.push(("gpu_prep_us", &self.gpu_prep));
         metrics
     }
+
+    /// What a GPU-paced arm's own rounds are taken to precision on: its step and its device
+    /// time (`gb_s` is the bytes over the latter), each over its rounds.
+    fn gpu_paced_metrics(&self) -> [Option<Summary>; 2] {
+        [over_rounds(&self.step), over_rounds(&self.gpu_prep)]
+    }
 }
+
+/// The metric a GPU-paced arm's own rounds do not take (they run no forward): its rounds
+/// end with its group's.
+const GROUP_ROUNDS_ONLY: &str = "step_fwd_us";
 
 /// A group's arms, round by round.
 #[derive(Debug, Clone)]
@@ -48,6 +59,11 @@ pub struct GroupRounds {
     pub elapsed: Duration,
     /// Bytes one prep of the group reads and writes, once its inputs are known.
     pub bytes: Option<u64>,
+    /// Why the group's rounds stopped and after how many, once they have.
+    group_stop: Option<(RoundsStop, usize)>,
+    /// Why each arm's rounds stopped, once they have: a host-paced arm's with its group's, a
+    /// GPU-paced arm's by [`RoundsRule::gpu_paced_stop`].
+    arm_stops: Vec<Option<RoundsStop>>,
 }
 
 impl GroupRounds {
@@ -58,11 +74,17 @@ impl GroupRounds {
             by_arm: vec![ArmRounds::default(); arms.len()],
             elapsed: Duration::ZERO,
             bytes: None,
+            group_stop: None,
+            arm_stops: vec![None; arms.len()],
         }
     }
 
-    /// Adds a round of `self.arms[index]`.
+    /// Adds a round of `self.arms[index]`; none once that arm's rounds have stopped (a round
+    /// visits a whole group, or every GPU-paced arm of it).
     pub fn push(&mut self, index: usize, m: ArmRound) {
+        if self.arm_stops[index].is_some() {
+            return;
+        }
         let a = &mut self.by_arm[index];
         a.step.push(m.step);
         if let Some(fwd) = m.step_fwd {
@@ -82,7 +104,7 @@ impl GroupRounds {
         self.elapsed += Duration::from_secs_f64(visit.seconds);
     }
 
-    /// Rounds every arm has measured.
+    /// Rounds every arm has measured: the group's own.
     pub fn rounds(&self) -> usize {
         self.by_arm.iter().map(|a| a.step.len()).min().unwrap_or(0)
     }
@@ -109,6 +131,35 @@ impl GroupRounds {
         rule.check(self.rounds(), &steps, &read_costs, self.elapsed)
     }
 
+    /// After a round: whether every arm's rounds have stopped. Until the group's rounds stop
+    /// ([`Self::stop`]) none has; then each host-paced arm stops with them, and each GPU-paced
+    /// arm once [`RoundsRule::gpu_paced_stop`] says so.
+    pub fn update(&mut self, rule: &RoundsRule) -> bool {
+        if self.group_stop.is_none() {
+            self.group_stop = self.stop(rule).map(|stop| (stop, self.rounds()));
+        }
+        let Some(group) = self.group_stop else {
+            return false;
+        };
+        for ((&arm, a), stop) in self.arms.iter().zip(&self.by_arm).zip(&mut self.arm_stops) {
+            if stop.is_none() {
+                *stop = match gpu_paced_arm(arm) {
+                    true => {
+                        let metrics = a.gpu_paced_metrics();
+                        rule.gpu_paced_stop(group, a.step.len(), &metrics, self.elapsed)
+                    }
+                    false => Some(group.0),
+                };
+            }
+        }
+        self.arm_stops.iter().all(Option::is_some)
+    }
+
+    /// Why the group's rounds stopped, once they have.
+    pub fn group_stop(&self) -> Option<RoundsStop> {
+        self.group_stop.map(|(stop, _)| stop)
+    }
+
     /// Every round's median of each arm's measured metrics, `cells[i]` being `self.arms[i]`'s;
     /// `processes[r]` measured round `r`.
     pub fn round_lines(&self, cells: &[CellId], processes: &[u32]) -> Vec<RoundLine> {
@@ -122,7 +173,9 @@ impl GroupRounds {
     }
 
     /// The rows of the group's cells, `cells[i]` and `telemetry[i]` being `self.arms[i]`'s,
-    /// paired with `floor`'s rounds of the same index.
+    /// paired with `floor`'s rounds of the same index. `stop` is the group's reason: each
+    /// arm's rows say their arm's ([`Self::update`]; `stop` where none is known), but
+    /// `step_fwd_us`, whose rounds are the group's.
     pub fn rows(
         &self,
         cells: &[CellId],
@@ -130,7 +183,6 @@ impl GroupRounds {
         stop: RoundsStop,
         telemetry: &[Option<CellTelemetry>],
     ) -> Vec<Row> {
-        let stop = stop.as_str();
         let sync = self.step(Arm::EagerSync);
         let mut rows = Vec::new();
         let host = floor.host_reference();
@@ -140,15 +192,21 @@ impl GroupRounds {
                 .then(|| cell.paired_row(&twin_metric(metric), "x", (rounds, host), ratio, t))
                 .flatten()
         };
-        for (((&arm, a), cell), t) in self.arms.iter().zip(&self.by_arm).zip(cells).zip(telemetry) {
+        let arms = self.arms.iter().zip(&self.by_arm).zip(&self.arm_stops);
+        for ((((&arm, a), arm_stop), cell), t) in arms.zip(cells).zip(telemetry) {
             let t = t.as_ref();
+            let own = arm_stop.unwrap_or(stop).as_str();
             for (metric, rounds) in a.measured(arm) {
-                rows.extend(cell.rounds_row(metric, "us", rounds, stop, t));
+                let reason = match metric == GROUP_ROUNDS_ONLY {
+                    true => stop.as_str(),
+                    false => own,
+                };
+                rows.extend(cell.rounds_row(metric, "us", rounds, reason, t));
                 rows.extend(twin(cell, metric, rounds, t));
             }
             if let Some(bytes) = self.bytes {
-                rows.push(bytes_row(cell, bytes, self.rounds()));
-                rows.extend(gb_s_row(cell, bytes, &a.gpu_prep, stop, t));
+                rows.push(bytes_row(cell, bytes, a.step.len()));
+                rows.extend(gb_s_row(cell, bytes, &a.gpu_prep, own, t));
             }
             let floor_item = floor.item(FloorItem::of_cell(arm, self.family));
             rows.extend(cell.paired_row("floor_multiple", "x", (&a.step, floor_item), ratio, t));
@@ -382,6 +440,8 @@ mod tests {
                 ..StoppingRule::default()
             },
             time_cap: Duration::from_secs(60),
+            gpu_paced_max_rounds: 8,
+            gpu_paced_rel_ci: 0.007,
         };
         // Every cell steady but eager-mapped, whose ±10% drift leaves its 5-µs read cost
         // between 2.3 and 7.7 µs: the others' read costs are exact, and still no stop.
@@ -434,6 +494,83 @@ mod tests {
             .any(|l| l.cell.arm == HOST_REFERENCE && l.round == 6));
     }
 
+    /// `drifting()`'s six rounds, the group stopped there for the round maximum, then
+    /// `extra` rounds of steady cells (each visiting every arm: only the graph's are kept).
+    fn past_max_rounds(rule: &RoundsRule, extra: usize) -> (GroupRounds, FloorRounds, usize) {
+        let (mut group, mut floor) = drifting();
+        assert!(!group.update(rule), "the graph arm goes on");
+        let mut rounds = 0;
+        while rounds < extra {
+            for (item, us) in FloorItem::ALL.iter().zip([2.0, 2.5, 5.0, 6.0, 9.0, 17.0, 3.0, 4.0, 32.0]) {
+                floor.push(*item, samples(us));
+            }
+            floor.push_host_reference(samples(1.25));
+            for (i, us) in [40.0, 22.0, 10.0].into_iter().enumerate() {
+                // The GPU-paced rounds run no forward.
+                let m = ArmRound { step_fwd: None, ..measurement(us).into() };
+                group.push(i, m);
+            }
+            rounds += 1;
+            if group.update(rule) {
+                break;
+            }
+        }
+        (group, floor, rounds)
+    }
+
+    #[test]
+    fn gpu_paced_arms_take_rounds_past_max_rounds_and_host_paced_arms_stop_there() {
+        let rule = RoundsRule {
+            min_rounds: 6,
+            max_rounds: 6,
+            step: StoppingRule::default(),
+            time_cap: Duration::from_secs(60),
+            gpu_paced_max_rounds: 9,
+            gpu_paced_rel_ci: 0.007,
+        };
+        // ±10% drift in the first six rounds: the graph arm's interval stays wide, and it
+        // stops at its own cap, three rounds past its group's.
+        let (group, floor, extra) = past_max_rounds(&rule, 100);
+        assert_eq!(extra, 3);
+        assert_eq!(group.group_stop(), Some(RoundsStop::MaxRounds));
+        let rows = group.rows(&cells(), &floor, RoundsStop::MaxRounds, &[None, None, None]);
+        let of = |arm, metric| of_rows(&rows, arm, metric);
+        for arm in ["eager-sync", "eager-device"] {
+            assert_eq!(of(arm, "step_us"), (6, "max-rounds"), "{arm}");
+            assert_eq!(of(arm, "gpu_prep_us"), (6, "max-rounds"), "{arm}");
+        }
+        for metric in ["step_us", "host_issue_us", "gpu_prep_us"] {
+            assert_eq!(of("graph", metric), (9, "gpu-paced-max-rounds"), "{metric}");
+        }
+        // The forward's rounds are the group's; the floor multiple pairs all nine with the
+        // floor's, the ratio over eager-sync the six eager-sync has.
+        assert_eq!(of("graph", "step_fwd_us"), (6, "max-rounds"));
+        assert_eq!(find(&rows, "graph", "floor_multiple").rounds, 9);
+        assert_eq!(find(&rows, "graph", STEP_RATIO_VS_EAGER_SYNC).rounds, 6);
+        // At a target the steady rounds reach, it stops for precision when it gets there.
+        let loose = RoundsRule {
+            gpu_paced_rel_ci: 0.2,
+            ..rule.clone()
+        };
+        let (group, floor, extra) = past_max_rounds(&loose, 100);
+        assert_eq!(extra, 1);
+        let rows = group.rows(&cells(), &floor, RoundsStop::MaxRounds, &[None, None, None]);
+        assert_eq!(of_rows(&rows, "graph", "step_us"), (7, "precision"));
+        // No cap past the group's: every arm stops with its group, as before.
+        let none = RoundsRule {
+            gpu_paced_max_rounds: 6,
+            ..rule
+        };
+        let (mut group, _) = drifting();
+        assert!(group.update(&none));
+        assert_eq!(group.arm_stops, [Some(RoundsStop::MaxRounds); 3]);
+    }
+
+    fn of_rows<'a>(rows: &'a [Row], arm: &str, metric: &str) -> (u32, &'a str) {
+        let r = find(rows, arm, metric);
+        (r.rounds, r.stop_reason.as_str())
+    }
+
     #[test]
     fn a_group_stops_by_its_rounds_rule() {
         let (group, floor) = drifting();
@@ -442,6 +579,8 @@ mod tests {
             max_rounds: 8,
             step: StoppingRule::default(),
             time_cap: Duration::from_secs(60),
+            gpu_paced_max_rounds: 8,
+            gpu_paced_rel_ci: 0.007,
         };
         // ±10% drift between rounds: far from ±1%, so not precise; more rounds.
         assert_eq!(group.stop(&rule), None);
