@@ -241,6 +241,13 @@ fn flag_cases() -> Vec<Case> {
     }
     add("sweep", "--rounds", &["0", "5", "-1", "x", "1000"], &[]);
     add("sweep", "--rel-ci-pct", &["0", "-1", "nan", "1e30"], &[]);
+    add("sweep", "--gpu-paced-max-rounds", &["-1", "1000", "x"], &[]);
+    add(
+        "sweep",
+        "--gpu-paced-rel-ci-pct",
+        &["0", "-1", "nan", "1e30"],
+        &[],
+    );
     add("sweep", "--min-samples", &["0", "-1", "x"], &[]);
     add("sweep", "--time-cap-ms", &["0", "-1", "nan", "inf"], &[]);
     add(

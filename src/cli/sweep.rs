@@ -324,3 +324,38 @@ pub(crate) fn run_sweep(config: &SweepConfig) -> Result<ExitCode> {
     println!("next: metaprep report {}", outcome.dir.display());
     Ok(Exit::Ok.into())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::settings::Settings;
+    use clap::Parser;
+
+    fn config_of(line: &str) -> SweepConfig {
+        let argv = std::iter::once("metaprep").chain(line.split_whitespace());
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Sweep(args) = cli.command else {
+            panic!("not a sweep command line");
+        };
+        sweep_config(&args, Vec::new()).unwrap_or_else(|_| panic!("{line} refused"))
+    }
+
+    #[test]
+    fn the_settings_record_the_gpu_paced_rounds() {
+        let Settings::Sweep(default) = config_of("sweep").settings() else {
+            panic!("not a sweep's settings");
+        };
+        assert_eq!(
+            (default.max_rounds, default.gpu_paced_max_rounds),
+            (12, Some(30))
+        );
+        assert_eq!(default.gpu_paced_rel_ci_pct, Some(0.7));
+        let config = config_of("sweep --gpu-paced-max-rounds 20 --gpu-paced-rel-ci-pct 0.5");
+        assert_eq!((config.gpu_paced_max_rounds, config.last_round()), (20, 20));
+        assert!((config.gpu_paced_rel_ci - 0.005).abs() < 1e-12);
+        // A cap at or below --max-rounds gives the GPU-paced arms no rounds of their own.
+        let none = config_of("sweep --gpu-paced-max-rounds 8");
+        assert_eq!(none.last_round(), 12);
+        assert!(!none.gpu_paced_round(11) && none.gpu_paced_round(12));
+    }
+}

@@ -242,6 +242,32 @@ mod tests {
     }
 
     #[test]
+    fn the_gpu_paced_rounds_are_recorded_and_a_run_before_them_still_loads() {
+        let json = serde_json::to_value(Settings::Sweep(test_sweep())).unwrap();
+        assert_eq!(json["gpu_paced_max_rounds"], 30);
+        assert_eq!(json["gpu_paced_rel_ci_pct"], 0.7);
+        let mut before = json.clone();
+        let fields = before.as_object_mut().unwrap();
+        fields.remove("gpu_paced_max_rounds");
+        fields.remove("gpu_paced_rel_ci_pct");
+        let Settings::Sweep(old) = serde_json::from_value(before).unwrap() else {
+            panic!("not a sweep's settings");
+        };
+        assert_eq!(
+            (old.gpu_paced_max_rounds, old.gpu_paced_rel_ci_pct),
+            (None, None)
+        );
+        // A run before them differs from one with them in just those settings.
+        let shown: Vec<String> = Settings::Sweep(old)
+            .differences(&Settings::Sweep(test_sweep()))
+            .iter()
+            .map(|d| d.to_string())
+            .collect();
+        assert_eq!(shown.len(), 2, "{shown:?}");
+        assert!(shown.iter().all(|d| d.contains("gpu_paced")), "{shown:?}");
+    }
+
+    #[test]
     fn differences_name_each_setting_and_take_axes_as_sets() {
         let base = Settings::Sweep(test_sweep());
         let mut reordered = test_sweep();

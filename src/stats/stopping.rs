@@ -508,17 +508,23 @@ mod tests {
     #[test]
     fn a_gpu_paced_arm_that_converges_stops_there() {
         let r = rounds_rule();
-        // 12 rounds at ±2%, then steady: the median's interval leaves the wide rounds for the
+        // 10 rounds at ±2%, then steady: the median's interval leaves the wide rounds for the
         // steady ones at the 20th round, and the arm stops there, past max_rounds (10).
-        assert_eq!(gpu_paced_run(&r, settling(12)), (20, RoundsStop::Precision));
-        assert_eq!(RoundsStop::GpuPacedMaxRounds.as_str(), "gpu-paced-max-rounds");
+        assert_eq!(gpu_paced_run(&r, settling(10)), (20, RoundsStop::Precision));
+        assert_eq!(
+            RoundsStop::GpuPacedMaxRounds.as_str(),
+            "gpu-paced-max-rounds"
+        );
         // Its intervals are taken to gpu_paced_rel_ci: at ±2.5% the ±2% rounds pass at once,
         // and an arm stopping at its group's round stops for its group's reason.
         let loose = RoundsRule {
             gpu_paced_rel_ci: 0.025,
             ..r.clone()
         };
-        assert_eq!(gpu_paced_run(&loose, settling(1000)), (11, RoundsStop::Precision));
+        assert_eq!(
+            gpu_paced_run(&loose, settling(1000)),
+            (11, RoundsStop::Precision)
+        );
         let group = (RoundsStop::MaxRounds, 10);
         let wide = crate::stats::rounds::over_rounds(&alternating_rounds(10));
         let metrics = [wide.clone(), wide];
@@ -556,7 +562,10 @@ mod tests {
             gpu_paced_max_rounds: 10,
             ..r.clone()
         };
-        assert_eq!(gpu_paced_run(&none, settling(1000)).1, RoundsStop::GpuPacedMaxRounds);
+        assert_eq!(
+            gpu_paced_run(&none, settling(1000)).1,
+            RoundsStop::GpuPacedMaxRounds
+        );
         assert_eq!(
             none.gpu_paced_stop(group, 10, &metrics, SHORT),
             Some(RoundsStop::MaxRounds)
