@@ -484,7 +484,7 @@ mod tests {
         loop {
             rounds.push(vec![level(rounds.len())]);
             let step = over_rounds(&rounds);
-            let metrics = [step.clone(), step];
+            let metrics = [step, step];
             if let Some(stop) = rule.gpu_paced_stop(group, rounds.len(), &metrics, SHORT) {
                 return (rounds.len(), stop);
             }
@@ -527,7 +527,7 @@ mod tests {
         );
         let group = (RoundsStop::MaxRounds, 10);
         let wide = crate::stats::rounds::over_rounds(&alternating_rounds(10));
-        let metrics = [wide.clone(), wide];
+        let metrics = [wide, wide];
         assert_eq!(
             loose.gpu_paced_stop(group, 10, &metrics, SHORT),
             Some(RoundsStop::MaxRounds)
@@ -546,7 +546,7 @@ mod tests {
         );
         let group = (RoundsStop::MaxRounds, 10);
         let wide = crate::stats::rounds::over_rounds(&alternating_rounds(12));
-        let metrics = [wide.clone(), wide];
+        let metrics = [wide, wide];
         assert_eq!(
             r.gpu_paced_stop(group, 12, &metrics, r.time_cap),
             Some(RoundsStop::TimeCap)
