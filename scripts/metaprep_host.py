@@ -46,6 +46,7 @@ import csv
 import io
 import json
 import os
+import random
 import statistics
 import time
 
@@ -289,7 +290,6 @@ def post_wait_probe(gaps_us=POST_WAIT_GAPS_US, reps=POST_WAIT_REPS, passes=POST_
     Python spin) cost ~20% more, the first one ~25 µs more: an eager-sync step pays that
     after its read, and pays more the longer its forward. Returns the record `metaprep
     calibrate` reads from the probe file's `post_wait` (µs, at this process's host speed)."""
-    import random
     torch = _torch()
     t = _tensors()
     rate = _sleep_rate()

@@ -1091,33 +1091,6 @@ fn path_cases(root: &Path) -> Vec<Case> {
             &["calibrate", &t, "--out", &s(&root.join("p8.json"))],
             "probe",
         ),
-        case("sweep --out a file", &["sweep", "--out", &f], "--out").guard(&file),
-        case("steps --out a file", &["steps", "--out", &f], "--out").guard(&file),
-        case(
-            "sweep --out under a file",
-            &["sweep", "--out", &under],
-            "--out",
-        ),
-        case(
-            "steps --out under a file",
-            &["steps", "--out", &under],
-            "--out",
-        ),
-        case(
-            "collectives --out under a file",
-            &["collectives", "--out", &under],
-            "--out",
-        ),
-        case(
-            "sweep --out in /sys",
-            &["sweep", "--out", "/sys/r"],
-            "--out",
-        ),
-        case(
-            "steps --out in /sys",
-            &["steps", "--out", "/sys/r"],
-            "--out",
-        ),
         case(
             "steps --trace a folder",
             &["steps", "--trace", &dir],
@@ -1204,6 +1177,15 @@ fn path_cases(root: &Path) -> Vec<Case> {
         )
         .guard(&fixture("run_small/metaprep.csv")),
     ];
+    // The run folder of each command that writes one: a file, a folder under a file, /sys.
+    for command in ["sweep", "steps", "collectives"] {
+        let id = format!("{command} --out a file");
+        cases.push(case(id, &[command, "--out", &f], "--out").guard(&file));
+        let id = format!("{command} --out under a file");
+        cases.push(case(id, &[command, "--out", &under], "--out"));
+        let id = format!("{command} --out in /sys");
+        cases.push(case(id, &[command, "--out", "/sys/r"], "--out"));
+    }
     // A dump folder holding other files, and a dump's cases.json damaged.
     let other = root.join("notes");
     std::fs::create_dir_all(&other).unwrap();

@@ -109,10 +109,6 @@ class Estimator(unittest.TestCase):
             mh.reference_row(1000, 1, 5, "graph", [])
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class FakeCuda:
     """torch.cuda as far as StepSampler uses it, on the host clock."""
 
@@ -137,27 +133,31 @@ class FakeTorch:
 
 
 class SamplerWithoutAGpu(unittest.TestCase):
-    def test_the_event_path_gives_chunks_rows_and_forwards(self):
+    def setUp(self):
+        # torch, the probe's workloads and NVML replaced for each test, restored after it.
         saved = (mh._torch, mh._workloads, mh._state.get("nvml", "unset"))
-        mh._torch = lambda: FakeTorch
-        mh._workloads = lambda: {"mixed": lambda: None}
-        mh._state["nvml"] = None
-        try:
-            s = mh.StepSampler(every=4, settle=2)
-            for _ in range(2):
-                s.begin_run()
-                for k in range(2 + 8):
-                    s.before_step(measure=k >= 2)
-                    s.forward_begin()
-                    s.forward_end()
-                    s.after_step()
-                s.end_run()
-        finally:
+
+        def restore():
             mh._torch, mh._workloads = saved[0], saved[1]
             if saved[2] == "unset":
                 mh._state.pop("nvml", None)
             else:
                 mh._state["nvml"] = saved[2]
+        self.addCleanup(restore)
+        mh._torch = lambda: FakeTorch
+        mh._workloads = lambda: {"mixed": lambda: None}
+        mh._state["nvml"] = None
+
+    def test_the_event_path_gives_chunks_rows_and_forwards(self):
+        s = mh.StepSampler(every=4, settle=2)
+        for _ in range(2):
+            s.begin_run()
+            for k in range(2 + 8):
+                s.before_step(measure=k >= 2)
+                s.forward_begin()
+                s.forward_end()
+                s.after_step()
+            s.end_run()
         # Per run: 2 warm-up steps, then 2 chunks of 4 with 2 used each.
         self.assertEqual((len(s.chunks), len(s.steps), len(s.forward), s.runs), (4, 8, 8, 2))
         row = s.row(1000, 1, 5, "graph")
@@ -166,25 +166,18 @@ class SamplerWithoutAGpu(unittest.TestCase):
         self.assertEqual(row["sm_clock_mhz"], "")
 
     def test_warm_up_steps_get_no_probe_and_do_not_count_toward_the_schedule(self):
-        saved = (mh._torch, mh._workloads, mh._state.get("nvml", "unset"))
-        mh._torch = lambda: FakeTorch
-        mh._workloads = lambda: {"mixed": lambda: None}
-        mh._state["nvml"] = None
-        try:
-            s = mh.StepSampler(every=4, settle=2)
-            s.begin_run()
-            for k in range(3 + 8):
-                s.before_step(measure=k >= 3)
-                s.after_step()
-            probes = sum(1 for e in s._log if e[0] == "probe")
-            s.end_run()
-        finally:
-            mh._torch, mh._workloads = saved[0], saved[1]
-            if saved[2] == "unset":
-                mh._state.pop("nvml", None)
-            else:
-                mh._state["nvml"] = saved[2]
+        s = mh.StepSampler(every=4, settle=2)
+        s.begin_run()
+        for k in range(3 + 8):
+            s.before_step(measure=k >= 3)
+            s.after_step()
+        probes = sum(1 for e in s._log if e[0] == "probe")
+        s.end_run()
         # Probes before measured steps 0 and 4 only (counting from the warm-up's end, which a
         # schedule over every step would have put at loop steps 0, 4 and 8): 2 chunks of 2.
         self.assertEqual(probes, 2)
         self.assertEqual([len(c[1]) for c in s.chunks], [2, 2])
+
+
+if __name__ == "__main__":
+    unittest.main()

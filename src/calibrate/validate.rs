@@ -395,17 +395,20 @@ pub fn compare_cell(
             )
         })
     };
-    // (reference, model) of one arm: by chunk mean where its row has chunks, else medians.
-    let pair = |arm: Arm, row: &ReferenceRow| -> Result<(f64, f64, bool)> {
+    // (reference, model) of one arm: by chunk mean where its row has chunks and `by_chunks`
+    // allows, else medians.
+    let pair = |arm: Arm, row: &ReferenceRow, by_chunks: bool| -> Result<(f64, f64, bool)> {
         get(&model.raw, arm)?;
-        Ok(match chunk_mean(arm, row, model, own) {
-            Some((r, m)) => (r, m, true),
-            None => (row.step_us, get(&model.at_speed, arm)?.median, false),
-        })
+        Ok(
+            match chunk_mean(arm, row, model, own).filter(|_| by_chunks) {
+                Some((r, m)) => (r, m, true),
+                None => (row.step_us, get(&model.at_speed, arm)?.median, false),
+            },
+        )
     };
     let estimator = |chunked: bool| if chunked { "chunk_mean" } else { "median" };
     for (&arm, row) in reference {
-        let (r, m, chunked) = pair(arm, row)?;
+        let (r, m, chunked) = pair(arm, row, true)?;
         let mut l = line(
             arm.name().to_string(),
             Quantity::StepUs,
@@ -419,14 +422,11 @@ pub fn compare_cell(
         lines.push(l);
     }
     if let (Some(s), Some(g)) = (reference.get(&Arm::EagerSync), reference.get(&Arm::Graph)) {
-        let ((mut rs, mut ms, cs), (mut rg, mut mg, cg)) =
-            (pair(Arm::EagerSync, s)?, pair(Arm::Graph, g)?);
         // One estimator for both sides of the difference: a chunk mean less a median is
-        // neither, so where only one arm has chunks both fall back to medians.
-        if cs != cg {
-            (rs, ms) = (s.step_us, get(&model.at_speed, Arm::EagerSync)?.median);
-            (rg, mg) = (g.step_us, get(&model.at_speed, Arm::Graph)?.median);
-        }
+        // neither, so where only one arm has chunks both take medians.
+        let both = !s.chunks.is_empty() && !g.chunks.is_empty();
+        let ((rs, ms, cs), (rg, mg, cg)) =
+            (pair(Arm::EagerSync, s, both)?, pair(Arm::Graph, g, both)?);
         let raw = get(&model.raw, Arm::EagerSync)?.median - get(&model.raw, Arm::Graph)?.median;
         if rs - rg > 0.0 {
             let mut l = line(

@@ -238,8 +238,14 @@ impl Forward {
 }
 
 /// Spins the host until `until` (host work a framework would be doing).
-fn spin_until(until: Instant) {
-    while Instant::now() < until {
+/// Busy until `until`; returns the clock reading that found it passed, so a caller that
+/// needs the end time does not read the clock again in the timed loop.
+fn spin_until(until: Instant) -> Instant {
+    loop {
+        let now = Instant::now();
+        if now >= until {
+            return now;
+        }
         std::hint::spin_loop();
     }
 }
@@ -328,13 +334,11 @@ fn framework_op(
     after_wait: &mut AfterWait,
 ) -> Result<()> {
     let start = Instant::now();
-    let extra = after_wait.call(start);
     if let Some(kernel) = kernel {
         // SAFETY: framework kernels take only a duration, or nothing.
         unsafe { kernel.issue(stream)? };
     }
-    spin_until(start + op + extra);
-    after_wait.ended(Instant::now());
+    framework_call(start, op, after_wait);
     Ok(())
 }
 
@@ -342,8 +346,7 @@ fn framework_op(
 /// what it costs extra after a wait.
 fn framework_call(t0: Instant, cost: Duration, after_wait: &mut AfterWait) {
     let extra = after_wait.call(t0);
-    spin_until(t0 + cost + extra);
-    after_wait.ended(Instant::now());
+    after_wait.ended(spin_until(t0 + cost + extra));
 }
 
 /// Launches what prep step `step` launches: a framework kernel or one of the plan's own.
@@ -408,13 +411,13 @@ impl PrepRun<'_, '_> {
                             end: r1,
                         });
                     }
-                    spin_until(
+                    let end = spin_until(
                         Instant::now()
                             + self.costs.read_top_up[path.index()]
                             + self.costs.read_skew.next(),
                     );
                     let (r0, r1) = read.context("the read recorded no span")?;
-                    self.costs.after_wait.waited(r1 - r0, Instant::now());
+                    self.costs.after_wait.waited(r1 - r0, end);
                 }
                 PrepStep::Op(_) => {
                     launch_of(step, self.kernel, self.plan, arm, stream)?;
@@ -437,10 +440,10 @@ impl PrepRun<'_, '_> {
                     };
                     // The profile's cost is the upload's with the GPU idle: the host pays it
                     // on top of any wait, as after a read.
-                    spin_until(Instant::now() + self.costs.upload_top_up + extra);
+                    let end = spin_until(Instant::now() + self.costs.upload_top_up + extra);
                     match blocked {
-                        Some(blocked) => self.costs.after_wait.waited(blocked, Instant::now()),
-                        None => self.costs.after_wait.ended(Instant::now()),
+                        Some(blocked) => self.costs.after_wait.waited(blocked, end),
+                        None => self.costs.after_wait.ended(end),
                     }
                 }
                 PrepStep::Replay => {
