@@ -37,6 +37,8 @@ impl SweepConfig {
             time_cap_ms: self.rule.time_cap.as_millis() as u64,
             rounds: self.rounds,
             max_rounds: self.max_rounds,
+            gpu_paced_max_rounds: Some(self.gpu_paced_max_rounds),
+            gpu_paced_rel_ci_pct: Some(self.gpu_paced_rel_ci * 100.0),
             steps_per_sample: self.steps_per_sample,
             seed: self.seed,
             processes: self.processes,
