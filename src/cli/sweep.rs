@@ -81,7 +81,8 @@ pub struct SweepArgs {
     /// Worker processes the rounds are shared out over, started one after another
     /// (metaprep's hidden `sweep-worker`): the first --min-rounds over up to N workers, so a
     /// group that stops there has seen N processes, then the rounds up to --max-rounds of the
-    /// groups still open over up to N more; 1 measures every round in this process. A process
+    /// groups still open over up to N more, then the GPU-paced arms' own rounds over up to N
+    /// more; 1 measures every round in this process. A process
     /// draws its state once for all its rounds (where its memory and the driver's structures
     /// landed, its CPU's state), which rounds in one process cannot show. Each worker costs
     /// its start (a GPU context, the kernels' compile, the inputs); env.json names each
@@ -91,7 +92,8 @@ pub struct SweepArgs {
 }
 
 /// Worker processes a sweep's rounds are shared out over by default: five draws of a process's
-/// state in a group's first six rounds and five more in the rest, for a few seconds' start each.
+/// state in a group's first six rounds, five more in the rest up to --max-rounds and five in
+/// the GPU-paced arms' own rounds, for a few seconds' start each.
 pub const DEFAULT_PROCESSES: usize = 5;
 
 /// `metaprep sweep-worker` (hidden): rounds of a sweep measured for the sweep that started
@@ -282,13 +284,20 @@ mod tests {
             (default.max_rounds, default.gpu_paced_max_rounds),
             (12, Some(30))
         );
-        assert_eq!(default.gpu_paced_rel_ci_pct, Some(0.7));
+        assert_eq!(default.gpu_paced_precision_pct, Some(0.7));
         let config = config_of("sweep --gpu-paced-max-rounds 20 --gpu-paced-precision-pct 0.5");
         assert_eq!((config.gpu_paced_max_rounds, config.last_round()), (20, 20));
         assert!((config.gpu_paced_rel_ci - 0.005).abs() < 1e-12);
-        // A cap at or below --max-rounds gives the GPU-paced arms no rounds of their own.
+        // A cap at or below --max-rounds gives the GPU-paced arms no rounds of their own, and
+        // records none: the run's settings are those of a run before them.
         let none = config_of("sweep --gpu-paced-max-rounds 8");
         assert_eq!(none.last_round(), 12);
-        assert!(!none.gpu_paced_round(11) && none.gpu_paced_round(12));
+        let Settings::Sweep(off) = none.settings() else {
+            panic!("not a sweep's settings");
+        };
+        assert_eq!(
+            (off.gpu_paced_max_rounds, off.gpu_paced_precision_pct),
+            (None, None)
+        );
     }
 }

@@ -53,7 +53,7 @@ pub struct SweepSettings {
     #[serde(default)]
     pub gpu_paced_max_rounds: Option<usize>,
     #[serde(default)]
-    pub gpu_paced_rel_ci_pct: Option<f64>,
+    pub gpu_paced_precision_pct: Option<f64>,
     pub steps_per_sample: usize,
     pub seed: u64,
     pub processes: usize,
@@ -218,7 +218,7 @@ pub(crate) fn test_sweep() -> SweepSettings {
         rounds: 6,
         max_rounds: 12,
         gpu_paced_max_rounds: Some(30),
-        gpu_paced_rel_ci_pct: Some(0.7),
+        gpu_paced_precision_pct: Some(0.7),
         steps_per_sample: 10,
         seed: 1,
         processes: 1,
@@ -245,16 +245,16 @@ mod tests {
     fn the_gpu_paced_rounds_are_recorded_and_a_run_before_them_still_loads() {
         let json = serde_json::to_value(Settings::Sweep(test_sweep())).unwrap();
         assert_eq!(json["gpu_paced_max_rounds"], 30);
-        assert_eq!(json["gpu_paced_rel_ci_pct"], 0.7);
+        assert_eq!(json["gpu_paced_precision_pct"], 0.7);
         let mut before = json.clone();
         let fields = before.as_object_mut().unwrap();
         fields.remove("gpu_paced_max_rounds");
-        fields.remove("gpu_paced_rel_ci_pct");
+        fields.remove("gpu_paced_precision_pct");
         let Settings::Sweep(old) = serde_json::from_value(before).unwrap() else {
             panic!("not a sweep's settings");
         };
         assert_eq!(
-            (old.gpu_paced_max_rounds, old.gpu_paced_rel_ci_pct),
+            (old.gpu_paced_max_rounds, old.gpu_paced_precision_pct),
             (None, None)
         );
         // A run before them differs from one with them in just those settings.

@@ -144,7 +144,7 @@ pub struct RoundsRule {
     /// The group's measuring time (all its cells, all rounds) after which it gets no further
     /// round beyond `min_rounds`.
     pub time_cap: Duration,
-    /// The most rounds a GPU-paced arm gets ([`RoundsRule::gpu_paced_stop`]); at most
+    /// The most rounds a GPU-paced arm gets ([`RoundsRule::gpu_paced_stop`]); at or below
     /// `max_rounds`, none beyond its group's.
     pub gpu_paced_max_rounds: usize,
     /// The half-width, relative to the median, a GPU-paced arm's intervals are taken to.

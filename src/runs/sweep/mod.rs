@@ -22,8 +22,9 @@
 //! CPU's) is one draw for all its rounds: on the H200 host every graph and fused
 //! `host_issue_us` of the fourth of four back-to-back sweeps was 50–58% above the first's,
 //! with intervals that excluded zero (issue 25). With `--processes N` the rounds are measured
-//! by up to N worker processes (`metaprep sweep-worker`, started one after another, each
-//! measuring `ceil(--max-rounds / N)` rounds of the groups still open and handing back each
+//! by up to N worker processes per stage (`metaprep sweep-worker`, started one after another:
+//! the first --min-rounds, the rest up to --max-rounds, the GPU-paced arms' own rounds; each
+//! measuring its share of the stage's rounds of the groups still open and handing back each
 //! round as typed [`RoundResult`](crate::runs::sweep_rounds::RoundResult)s,
 //! [`crate::runs::sweep_workers`]), so the between-process effect lands between rounds, in
 //! the intervals. This process then holds the NVML sampler and the files and measures
