@@ -1,8 +1,8 @@
 //! `metaprep sweep`: its flags, their validation, and the run.
 
 use super::common::{
-    check_run_out, default_out, forward_us, parse_parent, resume_target, usage, validate_shapes,
-    DeviceArgs, NvtxArgs, PinArgs, PrepAxes,
+    check_run_out, default_out, forward_us, parse_parent, precision_pct, resume_target, usage,
+    validate_shapes, DeviceArgs, NvtxArgs, PinArgs, PrepAxes,
 };
 use super::grid_args::{GridArgs, RoundsArgs};
 use super::lists::{distinct, layout};
@@ -159,13 +159,10 @@ pub(crate) fn sweep_config(
             args.gpu_paced_max_rounds
         )));
     }
-    let gpu_paced_pct = args.gpu_paced_precision_pct;
-    if !(gpu_paced_pct.is_finite() && gpu_paced_pct > 0.0 && gpu_paced_pct <= 100.0) {
-        return usage(Err(anyhow::anyhow!(
-            "--gpu-paced-precision-pct: {gpu_paced_pct} is no precision: give a positive number \
-             of percent, at most 100 (0.7 by default)"
-        )));
-    }
+    let gpu_paced_pct = usage(precision_pct(
+        args.gpu_paced_precision_pct,
+        "--gpu-paced-precision-pct",
+    ))?;
     if args.processes == 0 || args.processes > rounds.max {
         return usage(Err(anyhow::anyhow!(
             "--processes: {} must be between 1 (every round in this process) and --max-rounds \
