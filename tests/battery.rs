@@ -268,6 +268,13 @@ fn flag_cases() -> Vec<Case> {
             &[],
         );
     }
+    add("sweep", "--gpu-paced-max-rounds", &["-1", "1000", "x"], &[]);
+    add(
+        "sweep",
+        "--gpu-paced-precision-pct",
+        &["0", "-1", "nan", "1e30"],
+        &[],
+    );
     add("sweep", "--min-samples", &["0", "-1", "x"], &[]);
     add(
         "sweep",

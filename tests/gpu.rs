@@ -697,6 +697,8 @@ fn small_sweep(
         },
         rounds: 6,
         max_rounds,
+        gpu_paced_max_rounds: max_rounds,
+        gpu_paced_rel_ci: 0.007,
         steps_per_sample: 50,
         seed: 1,
         out,

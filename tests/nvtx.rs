@@ -237,6 +237,8 @@ fn child_runs_a_steps_cell_and_a_sweep() {
         },
         rounds: 6,
         max_rounds: 6,
+        gpu_paced_max_rounds: 6,
+        gpu_paced_rel_ci: 0.007,
         steps_per_sample: 20,
         seed: 1,
         out: dir.path().join("sweep"),

@@ -293,6 +293,18 @@ pub(crate) fn time_cap(ms: u64, flag: &str) -> Result<Duration> {
     Ok(Duration::from_millis(ms))
 }
 
+/// A precision flag's percent: positive, at most 100 (an interval of ±100% of the median says
+/// nothing).
+pub(crate) fn precision_pct(pct: f64, flag: &str) -> Result<f64> {
+    if !(pct.is_finite() && pct > 0.0 && pct <= 100.0) {
+        anyhow::bail!(
+            "{flag}: {pct} is no precision: give a positive number of percent, at most 100 (an \
+             interval of ±100% of the median says nothing)"
+        );
+    }
+    Ok(pct)
+}
+
 /// A stand-in forward of `--forward-us`: positive, at most a second.
 pub(crate) fn forward_us(us: f64) -> Result<f64> {
     if !(us.is_finite() && us > 0.0 && us <= 1e6) {

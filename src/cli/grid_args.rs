@@ -3,7 +3,7 @@
 //! them and sets its own defaults where they differ (`#[command(mut_arg(...))]` on its args);
 //! the names `sweep` used before stay as hidden aliases, so old command lines still run.
 
-use super::common::{seq_lens_within, time_cap};
+use super::common::{precision_pct, seq_lens_within, time_cap};
 use super::lists::{distinct, positive_u32};
 use crate::prep::inputs::LengthRange;
 use crate::stats::rounds::{MAX_ROUNDS, MIN_ROUNDS};
@@ -102,12 +102,7 @@ impl RoundsArgs {
             self.max_rounds,
             self.min_rounds
         );
-        let pct = self.precision_pct;
-        ensure!(
-            pct.is_finite() && pct > 0.0 && pct <= 100.0,
-            "--precision-pct: {pct} is no precision: give a positive number of percent, at \
-             most 100 (an interval of ±100% of the median says nothing)"
-        );
+        let pct = precision_pct(self.precision_pct, "--precision-pct")?;
         Ok(Rounds {
             min: self.min_rounds,
             max: self.max_rounds,

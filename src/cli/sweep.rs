@@ -1,8 +1,8 @@
 //! `metaprep sweep`: its flags, their validation, and the run.
 
 use super::common::{
-    check_run_out, default_out, forward_us, parse_parent, resume_target, usage, validate_shapes,
-    DeviceArgs, NvtxArgs, PinArgs, PrepAxes,
+    check_run_out, default_out, forward_us, parse_parent, precision_pct, resume_target, usage,
+    validate_shapes, DeviceArgs, NvtxArgs, PinArgs, PrepAxes,
 };
 use super::grid_args::{GridArgs, RoundsArgs};
 use super::lists::{distinct, layout};
@@ -10,6 +10,7 @@ use crate::axes::Layout;
 use crate::exit::Exit;
 use crate::report::targets;
 use crate::runs::sweep::{self, SweepConfig};
+use crate::stats::rounds::MAX_ROUNDS;
 use crate::stats::stopping::StoppingRule;
 use anyhow::Result;
 use clap::Args;
@@ -47,6 +48,18 @@ pub struct SweepArgs {
     pub(crate) forward_us: f64,
     #[command(flatten)]
     pub(crate) rounds: RoundsArgs,
+    /// Most rounds a GPU-paced arm's cell gets (graph-upload, graph, fused: the arms whose
+    /// step the GPU paces): once its group's rounds stop, such a cell goes on alone while its
+    /// step_us or gpu_prep_us interval is wider than --gpu-paced-precision-pct, up to this or
+    /// its group's time cap (stop_reason precision, gpu-paced-max-rounds, time-cap). Those
+    /// rounds visit only these arms and run no forward (their step_fwd_us keeps the group's
+    /// rounds). At or below --max-rounds: none.
+    #[arg(long, default_value_t = 30)]
+    pub(crate) gpu_paced_max_rounds: usize,
+    /// Precision a GPU-paced arm's own rounds aim at, in percent of the median: with two runs
+    /// at ±0.7% an A/A change interval is about ±1%, half compare's default ±2% threshold.
+    #[arg(long, default_value_t = 0.7)]
+    pub(crate) gpu_paced_precision_pct: f64,
     /// Samples per metric of a cell in each round (a round stops there, or at its share of
     /// --cell-time-cap-ms): its median is the round's value. 10 keep a round's median from
     /// resting on one outlier; more per round buy nothing the interval between rounds shows.
@@ -68,7 +81,8 @@ pub struct SweepArgs {
     /// Worker processes the rounds are shared out over, started one after another
     /// (metaprep's hidden `sweep-worker`): the first --min-rounds over up to N workers, so a
     /// group that stops there has seen N processes, then the rounds up to --max-rounds of the
-    /// groups still open over up to N more; 1 measures every round in this process. A process
+    /// groups still open over up to N more, then the GPU-paced arms' own rounds over up to N
+    /// more; 1 measures every round in this process. A process
     /// draws its state once for all its rounds (where its memory and the driver's structures
     /// landed, its CPU's state), which rounds in one process cannot show. Each worker costs
     /// its start (a GPU context, the kernels' compile, the inputs); env.json names each
@@ -78,7 +92,8 @@ pub struct SweepArgs {
 }
 
 /// Worker processes a sweep's rounds are shared out over by default: five draws of a process's
-/// state in a group's first six rounds and five more in the rest, for a few seconds' start each.
+/// state in a group's first six rounds, five more in the rest up to --max-rounds and five in
+/// the GPU-paced arms' own rounds, for a few seconds' start each.
 pub const DEFAULT_PROCESSES: usize = 5;
 
 /// `metaprep sweep-worker` (hidden): rounds of a sweep measured for the sweep that started
@@ -138,6 +153,16 @@ pub(crate) fn sweep_config(
             args.min_samples
         )));
     }
+    if args.gpu_paced_max_rounds > MAX_ROUNDS {
+        return usage(Err(anyhow::anyhow!(
+            "--gpu-paced-max-rounds: {} is more than {MAX_ROUNDS}",
+            args.gpu_paced_max_rounds
+        )));
+    }
+    let gpu_paced_pct = usage(precision_pct(
+        args.gpu_paced_precision_pct,
+        "--gpu-paced-precision-pct",
+    ))?;
     if args.processes == 0 || args.processes > rounds.max {
         return usage(Err(anyhow::anyhow!(
             "--processes: {} must be between 1 (every round in this process) and --max-rounds \
@@ -172,6 +197,8 @@ pub(crate) fn sweep_config(
         },
         rounds: rounds.min,
         max_rounds: rounds.max,
+        gpu_paced_max_rounds: args.gpu_paced_max_rounds,
+        gpu_paced_rel_ci: gpu_paced_pct / 100.0,
         steps_per_sample: args.steps_per_sample,
         seed: args.seed,
         out: args.out.clone().unwrap_or_else(|| default_out("sweep")),
@@ -228,4 +255,46 @@ pub(crate) fn run_sweep(config: &SweepConfig) -> Result<ExitCode> {
     );
     println!("next: metaprep report {}", outcome.dir.display());
     Ok(Exit::Ok.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::settings::Settings;
+    use clap::Parser;
+
+    fn config_of(line: &str) -> SweepConfig {
+        let argv = std::iter::once("metaprep").chain(line.split_whitespace());
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Sweep(args) = cli.command else {
+            panic!("not a sweep command line");
+        };
+        sweep_config(&args, Vec::new()).unwrap_or_else(|_| panic!("{line} refused"))
+    }
+
+    #[test]
+    fn the_settings_record_the_gpu_paced_rounds() {
+        let Settings::Sweep(default) = config_of("sweep").settings() else {
+            panic!("not a sweep's settings");
+        };
+        assert_eq!(
+            (default.max_rounds, default.gpu_paced_max_rounds),
+            (12, Some(30))
+        );
+        assert_eq!(default.gpu_paced_precision_pct, Some(0.7));
+        let config = config_of("sweep --gpu-paced-max-rounds 20 --gpu-paced-precision-pct 0.5");
+        assert_eq!((config.gpu_paced_max_rounds, config.last_round()), (20, 20));
+        assert!((config.gpu_paced_rel_ci - 0.005).abs() < 1e-12);
+        // A cap at or below --max-rounds gives the GPU-paced arms no rounds of their own, and
+        // records none: the run's settings are those of a run before them.
+        let none = config_of("sweep --gpu-paced-max-rounds 8");
+        assert_eq!(none.last_round(), 12);
+        let Settings::Sweep(off) = none.settings() else {
+            panic!("not a sweep's settings");
+        };
+        assert_eq!(
+            (off.gpu_paced_max_rounds, off.gpu_paced_precision_pct),
+            (None, None)
+        );
+    }
 }

@@ -32,6 +32,12 @@ pub fn host_paced(arm: &str, metric: &str) -> bool {
     ) || (eager && metric != "bytes" && !gpu_paced_eager && raw_of(metric).is_none())
 }
 
+/// Whether the GPU paces an arm's step (its `step_us` is no host-paced row): the arms the
+/// sweep gives rounds of their own past `--max-rounds` ([`crate::stats::stopping`]).
+pub fn gpu_paced_arm(arm: Arm) -> bool {
+    !host_paced(arm.name(), "step_us")
+}
+
 /// Whether the sweep writes a per-host-speed twin of this prep row: a host-paced time.
 pub fn has_host_twin(arm: &str, metric: &str) -> bool {
     metric.ends_with("_us") && host_paced(arm, metric)
@@ -75,6 +81,12 @@ mod tests {
         ] {
             assert!(!host_paced(arm, metric), "{arm} {metric}");
         }
+    }
+
+    #[test]
+    fn the_gpu_paces_the_graph_arms_and_fused() {
+        let paced: Vec<Arm> = Arm::ALL.into_iter().filter(|&a| gpu_paced_arm(a)).collect();
+        assert_eq!(paced, [Arm::Graph, Arm::GraphUpload, Arm::Fused]);
     }
 
     #[test]

@@ -48,6 +48,12 @@ pub struct SweepSettings {
     pub time_cap_ms: u64,
     pub rounds: usize,
     pub max_rounds: usize,
+    /// The GPU-paced arms' own rounds: their cap and precision (±%). `None` in a run of a
+    /// metaprep before them, whose GPU-paced arms stopped with their groups.
+    #[serde(default)]
+    pub gpu_paced_max_rounds: Option<usize>,
+    #[serde(default)]
+    pub gpu_paced_precision_pct: Option<f64>,
     pub steps_per_sample: usize,
     pub seed: u64,
     pub processes: usize,
@@ -211,6 +217,8 @@ pub(crate) fn test_sweep() -> SweepSettings {
         time_cap_ms: 5000,
         rounds: 6,
         max_rounds: 12,
+        gpu_paced_max_rounds: Some(30),
+        gpu_paced_precision_pct: Some(0.7),
         steps_per_sample: 10,
         seed: 1,
         processes: 1,
@@ -231,6 +239,32 @@ mod tests {
         assert_eq!(back, settings);
         assert_eq!(back.command(), "sweep");
         assert_eq!(back.host_profile(), None);
+    }
+
+    #[test]
+    fn the_gpu_paced_rounds_are_recorded_and_a_run_before_them_still_loads() {
+        let json = serde_json::to_value(Settings::Sweep(test_sweep())).unwrap();
+        assert_eq!(json["gpu_paced_max_rounds"], 30);
+        assert_eq!(json["gpu_paced_precision_pct"], 0.7);
+        let mut before = json.clone();
+        let fields = before.as_object_mut().unwrap();
+        fields.remove("gpu_paced_max_rounds");
+        fields.remove("gpu_paced_precision_pct");
+        let Settings::Sweep(old) = serde_json::from_value(before).unwrap() else {
+            panic!("not a sweep's settings");
+        };
+        assert_eq!(
+            (old.gpu_paced_max_rounds, old.gpu_paced_precision_pct),
+            (None, None)
+        );
+        // A run before them differs from one with them in just those settings.
+        let shown: Vec<String> = Settings::Sweep(old)
+            .differences(&Settings::Sweep(test_sweep()))
+            .iter()
+            .map(|d| d.to_string())
+            .collect();
+        assert_eq!(shown.len(), 2, "{shown:?}");
+        assert!(shown.iter().all(|d| d.contains("gpu_paced")), "{shown:?}");
     }
 
     #[test]

@@ -300,7 +300,8 @@ fn stop_codes(stop: Option<RoundsStop>) -> (f64, f64) {
     match stop {
         None => (0.0, 1.0),
         Some(RoundsStop::Precision) => (0.0, 0.0),
-        Some(RoundsStop::MaxRounds) => (2.0, 1.0),
+        // `steps` has no GPU-paced rounds of its own: a cap is a cap.
+        Some(RoundsStop::MaxRounds | RoundsStop::GpuPacedMaxRounds) => (2.0, 1.0),
         Some(RoundsStop::TimeCap) => (3.0, 1.0),
     }
 }

@@ -37,6 +37,12 @@ impl SweepConfig {
             time_cap_ms: self.rule.time_cap.as_millis() as u64,
             rounds: self.rounds,
             max_rounds: self.max_rounds,
+            // Recorded only where the GPU-paced arms get rounds of their own: a run without
+            // them measures as a run before them did, and resumes or compares with one.
+            gpu_paced_max_rounds: (self.last_round() > self.max_rounds)
+                .then_some(self.gpu_paced_max_rounds),
+            gpu_paced_precision_pct: (self.last_round() > self.max_rounds)
+                .then_some(self.gpu_paced_rel_ci * 100.0),
             steps_per_sample: self.steps_per_sample,
             seed: self.seed,
             processes: self.processes,

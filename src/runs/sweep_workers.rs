@@ -71,8 +71,7 @@ pub(crate) fn run(config: &SweepConfig, state: &mut RunState, sink: &Sink) -> Re
         let assignment = Assignment {
             first_round,
             rounds: worker_rounds(
-                config.rounds,
-                config.max_rounds,
+                [config.rounds, config.max_rounds, config.last_round()],
                 config.processes,
                 first_round,
             ),
@@ -123,21 +122,22 @@ pub(crate) fn run(config: &SweepConfig, state: &mut RunState, sink: &Sink) -> Re
     Ok(notes)
 }
 
-/// Rounds the worker starting at round `first_round` measures. The first `rounds` (the
-/// fewest a group gets) are shared out over up to `processes` workers, the rest up to
-/// `max_rounds` over up to `processes` more: a group that stops at `rounds` has then seen
-/// every process (at most `rounds` of them), and no worker measures across the round where
-/// groups begin to stop, whose visits would be thrown away.
-pub fn worker_rounds(
-    rounds: usize,
-    max_rounds: usize,
-    processes: usize,
-    first_round: usize,
-) -> usize {
-    match first_round < rounds {
-        true => share(rounds, processes, first_round),
-        false => share(max_rounds - rounds, processes, first_round - rounds),
+/// Rounds the worker starting at round `first_round` measures, given the run's stages' ends
+/// (`--rounds`, `--max-rounds`, the last GPU-paced round). Each stage is shared out over up
+/// to `processes` workers: the first `--rounds` (the fewest a group gets), the rest up to
+/// `--max-rounds`, then the GPU-paced arms' own rounds. A group that stops at `--rounds` has
+/// then seen every process (at most `--rounds` of them), the GPU-paced arms' rounds as many
+/// more, and no worker measures across the round where groups begin to stop, whose visits
+/// would be thrown away, or across `--max-rounds`, past which rounds visit fewer arms.
+pub fn worker_rounds(stage_ends: [usize; 3], processes: usize, first_round: usize) -> usize {
+    let mut start = 0;
+    for end in stage_ends {
+        if first_round < end {
+            return share(end - start, processes, first_round - start);
+        }
+        start = start.max(end);
     }
+    0
 }
 
 /// From `at` to the end of its part, with `0..span` cut into `parts` runs of near-equal
@@ -213,7 +213,7 @@ mod tests {
         let mut sizes = Vec::new();
         let mut first = 0;
         while first < max_rounds {
-            let n = worker_rounds(rounds, max_rounds, processes, first);
+            let n = worker_rounds([rounds, max_rounds, max_rounds], processes, first);
             assert!(
                 n > 0,
                 "worker at round {first} of {max_rounds} got no rounds"
@@ -234,9 +234,17 @@ mod tests {
         assert_eq!(split(6, 8, 9), [1, 1, 1, 1, 1, 1, 1, 1]);
         assert_eq!(split(6, 12, 1), [6, 6]);
         // A resumed run starting inside a worker's share measures to that share's end.
-        assert_eq!(worker_rounds(6, 12, 5, 1), 1);
-        assert_eq!(worker_rounds(6, 12, 5, 3), 1);
-        assert_eq!(worker_rounds(6, 12, 5, 7), 1);
+        assert_eq!(worker_rounds([6, 12, 12], 5, 1), 1);
+        assert_eq!(worker_rounds([6, 12, 12], 5, 3), 1);
+        assert_eq!(worker_rounds([6, 12, 12], 5, 7), 1);
+        // The GPU-paced arms' rounds past --max-rounds, over up to five more workers.
+        let gpu_paced: Vec<usize> = std::iter::successors(Some(12), |&first| {
+            Some(first + worker_rounds([6, 12, 30], 5, first)).filter(|&next| next < 30)
+        })
+        .map(|first| worker_rounds([6, 12, 30], 5, first))
+        .collect();
+        assert_eq!(gpu_paced, [4, 4, 4, 3, 3]);
+        assert_eq!(worker_rounds([6, 12, 30], 5, 30), 0);
     }
 
     #[test]

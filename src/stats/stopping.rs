@@ -27,6 +27,15 @@
 //! 4. **time cap** (`time-cap`): the group's measuring time over its rounds reached
 //!    `time_cap`.
 //!
+//! **GPU-paced arms go on** ([`RoundsRule::gpu_paced_stop`]): once its group has stopped,
+//! an arm whose step the GPU paces ([`crate::results::pacing::gpu_paced_arm`]) gets further
+//! rounds of its own while its `step_us` or `gpu_prep_us` interval is wider than
+//! `gpu_paced_rel_ci` (or `abs_ci_us`), up to `gpu_paced_max_rounds` (`gpu-paced-max-rounds`)
+//! or the group's time cap. Its intervals are set by rounds, and they are cheap: on the H200 its
+//! 12 rounds gave ±1.1–2.0%, and two such runs' change intervals (√2 as wide) left 55% of the
+//! GPU-paced rows `uncertain` at compare's ±2% (issue 25). The host-paced arms stop with the
+//! group: their intervals are limited by the host's speed moving, not by rounds.
+//!
 //! A stopped group is measured no more; the others go on, visited in the next round's fresh
 //! order. Only the group's own rows stop: the floor is measured at the start of every round
 //! (so every round's arms have that round's floor) and stops by the same rule on its items.
@@ -135,6 +144,11 @@ pub struct RoundsRule {
     /// The group's measuring time (all its cells, all rounds) after which it gets no further
     /// round beyond `min_rounds`.
     pub time_cap: Duration,
+    /// The most rounds a GPU-paced arm gets ([`RoundsRule::gpu_paced_stop`]); at or below
+    /// `max_rounds`, none beyond its group's.
+    pub gpu_paced_max_rounds: usize,
+    /// The half-width, relative to the median, a GPU-paced arm's intervals are taken to.
+    pub gpu_paced_rel_ci: f64,
 }
 
 /// Why a group's rounds stopped: the `stop_reason` of the rows measured in them.
@@ -143,6 +157,8 @@ pub enum RoundsStop {
     Precision,
     MaxRounds,
     TimeCap,
+    /// A GPU-paced arm's own cap, past its group's `max_rounds`.
+    GpuPacedMaxRounds,
 }
 
 impl RoundsStop {
@@ -174,6 +190,7 @@ impl RoundsStop {
             RoundsStop::Precision => "precision",
             RoundsStop::MaxRounds => "max-rounds",
             RoundsStop::TimeCap => "time-cap",
+            RoundsStop::GpuPacedMaxRounds => "gpu-paced-max-rounds",
         }
     }
 }
@@ -203,6 +220,36 @@ impl RoundsRule {
         };
         let bounds = (self.min_rounds, self.max_rounds);
         RoundsStop::after(rounds, bounds, precise, elapsed, self.time_cap)
+    }
+
+    /// `Some(reason)` once a GPU-paced arm should get no further round, its group having
+    /// stopped for `group` (the reason and its rounds then), given the arm's rounds so far, its
+    /// metrics over them (`step_us` and `gpu_prep_us`: imprecise if `None`) and its group's
+    /// measuring time. It stops once every metric is within `gpu_paced_rel_ci` (or `abs_ci_us`),
+    /// at `gpu_paced_max_rounds`, or at the time cap, in that order; an arm that stops at its
+    /// group's round stops for its group's reason, as every arm did before.
+    pub fn gpu_paced_stop(
+        &self,
+        group: (RoundsStop, usize),
+        rounds: usize,
+        metrics: &[Option<Summary>],
+        elapsed: Duration,
+    ) -> Option<RoundsStop> {
+        let bar = StoppingRule {
+            rel_ci: self.gpu_paced_rel_ci,
+            ..self.step.clone()
+        };
+        let precise = (metrics.iter()).all(|s| s.as_ref().is_some_and(|s| bar.precise(s)));
+        let own = if precise {
+            RoundsStop::Precision
+        } else if rounds >= self.gpu_paced_max_rounds {
+            RoundsStop::GpuPacedMaxRounds
+        } else if elapsed >= self.time_cap {
+            RoundsStop::TimeCap
+        } else {
+            return None;
+        };
+        Some(if rounds <= group.1 { group.0 } else { own })
     }
 }
 
@@ -313,6 +360,8 @@ mod tests {
             max_rounds: 10,
             step: StoppingRule::default(),
             time_cap: Duration::from_secs(2),
+            gpu_paced_max_rounds: 36,
+            gpu_paced_rel_ci: 0.007,
         }
     }
 
@@ -423,6 +472,104 @@ mod tests {
             Some(RoundsStop::Precision)
         );
         assert_eq!(check_rounds(&r, &apart, true, SHORT), None);
+    }
+
+    /// Rounds of a GPU-paced arm after its group stopped at `max_rounds` (10) for the
+    /// round maximum, one at a time from its eleventh, its `step_us` and `gpu_prep_us` each
+    /// `level(round)` µs: when and why it stopped.
+    fn gpu_paced_run(rule: &RoundsRule, level: impl Fn(usize) -> f64) -> (usize, RoundsStop) {
+        use crate::stats::rounds::over_rounds;
+        let group = (RoundsStop::MaxRounds, rule.max_rounds);
+        let mut rounds: Vec<Vec<f64>> = (0..rule.max_rounds).map(|r| vec![level(r)]).collect();
+        loop {
+            rounds.push(vec![level(rounds.len())]);
+            let step = over_rounds(&rounds);
+            let metrics = [step, step];
+            if let Some(stop) = rule.gpu_paced_stop(group, rounds.len(), &metrics, SHORT) {
+                return (rounds.len(), stop);
+            }
+            assert!(rounds.len() < 1000, "never stopped");
+        }
+    }
+
+    /// `n` one-sample rounds, 20 and 20.8 µs in turn: ±2% wide.
+    fn alternating_rounds(n: usize) -> Vec<Vec<f64>> {
+        (0..n).map(|r| vec![[20.0, 20.8][r % 2]]).collect()
+    }
+
+    /// Round medians 2% either side of 20 µs in turn for `wide` rounds, then 20 µs.
+    fn settling(wide: usize) -> impl Fn(usize) -> f64 {
+        move |r| match r < wide {
+            true => 20.0 * (1.0 + 0.02 * [-1.0, 1.0][r % 2]),
+            false => 20.0,
+        }
+    }
+
+    #[test]
+    fn a_gpu_paced_arm_that_converges_stops_there() {
+        let r = rounds_rule();
+        // 10 rounds at ±2%, then steady: the median's interval leaves the wide rounds for the
+        // steady ones at the 20th round, and the arm stops there, past max_rounds (10).
+        assert_eq!(gpu_paced_run(&r, settling(10)), (20, RoundsStop::Precision));
+        assert_eq!(
+            RoundsStop::GpuPacedMaxRounds.as_str(),
+            "gpu-paced-max-rounds"
+        );
+        // Its intervals are taken to gpu_paced_rel_ci: at ±2.5% the ±2% rounds pass at once,
+        // and an arm stopping at its group's round stops for its group's reason.
+        let loose = RoundsRule {
+            gpu_paced_rel_ci: 0.025,
+            ..r.clone()
+        };
+        assert_eq!(
+            gpu_paced_run(&loose, settling(1000)),
+            (11, RoundsStop::Precision)
+        );
+        let group = (RoundsStop::MaxRounds, 10);
+        let wide = crate::stats::rounds::over_rounds(&alternating_rounds(10));
+        let metrics = [wide, wide];
+        assert_eq!(
+            loose.gpu_paced_stop(group, 10, &metrics, SHORT),
+            Some(RoundsStop::MaxRounds)
+        );
+        assert_eq!(r.gpu_paced_stop(group, 10, &metrics, SHORT), None);
+        // Without a summary (no finite sample) no metric is precise.
+        assert_eq!(r.gpu_paced_stop(group, 11, &[None], SHORT), None);
+    }
+
+    #[test]
+    fn a_gpu_paced_arm_that_never_converges_stops_at_its_cap_or_the_time_cap() {
+        let r = rounds_rule();
+        assert_eq!(
+            gpu_paced_run(&r, settling(1000)),
+            (r.gpu_paced_max_rounds, RoundsStop::GpuPacedMaxRounds)
+        );
+        let group = (RoundsStop::MaxRounds, 10);
+        let wide = crate::stats::rounds::over_rounds(&alternating_rounds(12));
+        let metrics = [wide, wide];
+        assert_eq!(
+            r.gpu_paced_stop(group, 12, &metrics, r.time_cap),
+            Some(RoundsStop::TimeCap)
+        );
+        // A group stopped by its time cap gives its arms no round of their own.
+        let spent = (RoundsStop::TimeCap, 10);
+        assert_eq!(
+            r.gpu_paced_stop(spent, 10, &metrics, r.time_cap),
+            Some(RoundsStop::TimeCap)
+        );
+        // A cap at the group's rounds: the arm stops with its group, as before the cap.
+        let none = RoundsRule {
+            gpu_paced_max_rounds: 10,
+            ..r.clone()
+        };
+        assert_eq!(
+            gpu_paced_run(&none, settling(1000)).1,
+            RoundsStop::GpuPacedMaxRounds
+        );
+        assert_eq!(
+            none.gpu_paced_stop(group, 10, &metrics, SHORT),
+            Some(RoundsStop::MaxRounds)
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::prep::inputs::{generate, HostInputs};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{ArmSteps, PrepPlan};
 use crate::prep::Shape;
+use crate::results::pacing::gpu_paced_arm;
 use crate::runs::sweep_rounds::{floor_cell, FloorRound, GroupRound, RoundResult, HARNESS};
 use crate::stats::stopping::StoppingRule;
 use anyhow::{Context, Result};
@@ -86,18 +87,25 @@ impl<'g> Measurer<'g> {
         mark: &mut Mark,
     ) -> Result<RoundResult> {
         let heading = format!(
-            "round {} of {}–{}",
+            "round {} of {}–{} (GPU-paced arms to {})",
             round + 1,
             self.config.rounds,
-            self.config.max_rounds
+            self.config.max_rounds,
+            self.config.last_round()
         );
+        // Past --max-rounds only the GPU-paced arms are open (any other's visit is dropped).
+        let gpu_paced_only = self.config.gpu_paced_round(round);
+        let arms = &self.config.arms;
         let floor = self.measure_floor(mark).with_context(|| heading.clone())?;
         let positions: Vec<usize> = (0..groups.len()).collect();
         let mut visits = Vec::with_capacity(groups.len());
-        for visit in round_order(&positions, self.config.arms.len(), self.config.seed, round) {
+        for mut visit in round_order(&positions, arms.len(), self.config.seed, round) {
+            if gpu_paced_only {
+                visit.arms.retain(|&i| gpu_paced_arm(arms[i]));
+            }
             let group = &groups[visit.group];
             let measured = self
-                .visit(group, &visit.arms, mark)
+                .visit(group, &visit.arms, !gpu_paced_only, mark)
                 .with_context(|| heading.clone())?;
             visits.push(measured);
         }
@@ -138,11 +146,12 @@ impl<'g> Measurer<'g> {
     }
 
     /// One round of `group`: a fresh plan over its inputs, then each arm in `arm_order`
-    /// (indices into the run's arms), back to back.
+    /// (indices into the run's arms), back to back, with the forward pass if `forward`.
     fn visit(
         &mut self,
         group: &GroupSpec,
         arm_order: &[usize],
+        forward: bool,
         mark: &mut Mark,
     ) -> Result<GroupRound> {
         let (gpu, config) = (self.gpu, self.config);
@@ -192,7 +201,7 @@ impl<'g> Measurer<'g> {
                 &range,
                 &self.rule,
                 config.steps_per_sample,
-                self.forward.as_mut(),
+                self.forward.as_mut().filter(|_| forward),
             )
             .with_context(|| format!("measuring {label}"))?;
             visit.seconds += started.elapsed().as_secs_f64();

@@ -9,16 +9,22 @@
 //! Inside a round a cell takes `--min-samples` samples, or fewer if its time cap shared out
 //! between `--rounds` rounds runs out ([`StoppingRule::per_round`]). After `--rounds` rounds, a
 //! group gets further rounds only while its reported intervals are wide, up to `--max-rounds`
-//! or its time cap ([`crate::stats::stopping`]); then its rows are formed
-//! ([`crate::runs::sweep_rounds`]) and written. Every round's medians go to `rounds.csv`
+//! or its time cap ([`crate::stats::stopping`]). Then its GPU-paced arms (graph-upload, graph,
+//! fused: [`crate::results::pacing::gpu_paced_arm`]) go on alone while their `step_us` or
+//! `gpu_prep_us` interval is wider than `--gpu-paced-precision-pct`, up to
+//! `--gpu-paced-max-rounds` or the group's time cap; rounds past `--max-rounds` visit only those
+//! arms and run no forward (their `step_fwd_us` was within ±0.5% at 12 rounds on the H200).
+//! Once every arm has stopped its group's rows are formed ([`crate::runs::sweep_rounds`]) and
+//! written. Every round's medians go to `rounds.csv`
 //! ([`crate::harness::rounds_file`]).
 //!
 //! **Processes.** A process's state (where its memory landed, the driver's structures, the
 //! CPU's) is one draw for all its rounds: on the H200 host every graph and fused
 //! `host_issue_us` of the fourth of four back-to-back sweeps was 50–58% above the first's,
 //! with intervals that excluded zero (issue 25). With `--processes N` the rounds are measured
-//! by up to N worker processes (`metaprep sweep-worker`, started one after another, each
-//! measuring `ceil(--max-rounds / N)` rounds of the groups still open and handing back each
+//! by up to N worker processes per stage (`metaprep sweep-worker`, started one after another:
+//! the first --min-rounds, the rest up to --max-rounds, the GPU-paced arms' own rounds; each
+//! measuring its share of the stage's rounds of the groups still open and handing back each
 //! round as typed [`RoundResult`](crate::runs::sweep_rounds::RoundResult)s,
 //! [`crate::runs::sweep_workers`]), so the between-process effect lands between rounds, in
 //! the intervals. This process then holds the NVML sampler and the files and measures
@@ -80,6 +86,11 @@ pub struct SweepConfig {
     pub rounds: usize,
     /// Rounds a group whose intervals stay wide may get.
     pub max_rounds: usize,
+    /// Rounds a GPU-paced arm whose intervals stay wider than `gpu_paced_rel_ci` may get
+    /// (at least `max_rounds`; rounds past that visit only these arms).
+    pub gpu_paced_max_rounds: usize,
+    /// The precision GPU-paced arms' `step_us` and `gpu_prep_us` are taken to (0.007 = ±0.7%).
+    pub gpu_paced_rel_ci: f64,
     pub steps_per_sample: usize,
     pub seed: u64,
     pub out: PathBuf,
@@ -100,7 +111,31 @@ impl SweepConfig {
             max_rounds: self.max_rounds,
             step: self.rule.clone(),
             time_cap: self.rule.time_cap * (self.arms.len() * passes) as u32,
+            gpu_paced_max_rounds: self.gpu_paced_max_rounds,
+            gpu_paced_rel_ci: self.gpu_paced_rel_ci,
         }
+    }
+
+    /// env.json's note on how the rounds were shared out over worker processes.
+    fn workers_note(&self) -> String {
+        let (n, last) = (self.processes, self.last_round());
+        format!(
+            "rounds measured in worker processes, one after another: the first {} over up to \
+             {n} workers, the rest up to {} over up to {n} more, the GPU-paced arms' own up to \
+             {last} over up to {n} more (each worker's own notes follow)",
+            self.rounds, self.max_rounds
+        )
+    }
+
+    /// The last round any cell may get.
+    pub fn last_round(&self) -> usize {
+        self.max_rounds.max(self.gpu_paced_max_rounds)
+    }
+
+    /// Whether round `round` (from 0) is past `--max-rounds`: it visits only the GPU-paced arms
+    /// and runs no forward.
+    pub fn gpu_paced_round(&self, round: usize) -> bool {
+        round >= self.max_rounds
     }
 
     /// The floor's: the same, its items, the harness and the host reference each a cell of one
@@ -171,11 +206,7 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
     };
     match &pinned {
         Some(pinned) => notes.push(pinned.note()),
-        None => notes.push(format!(
-            "rounds measured in worker processes, one after another: the first {} over up to \
-             {} workers, the rest up to {} over up to {} more (each worker's own notes follow)",
-            config.rounds, config.processes, config.max_rounds, config.processes
-        )),
+        None => notes.push(config.workers_note()),
     }
     let recorder = Recorder::start(
         &gpu,

@@ -10,6 +10,7 @@ use crate::harness::rounds_file::RoundsFile;
 use crate::harness::rows::RoundLine;
 use crate::harness::run_output::Recorder;
 use crate::results::csv::Row;
+use crate::results::pacing::gpu_paced_arm;
 use crate::runs::sweep_rounds::{FloorRounds, GroupRounds, RoundResult};
 use crate::stats::stopping::{RoundsRule, RoundsStop};
 use anyhow::Result;
@@ -48,14 +49,22 @@ impl Sink<'_> {
     /// names them against the run's range of rounds.
     pub(crate) fn plan(&self, state: &RunState, round: usize, rounds: usize) {
         let planned = state.min_rounds.saturating_sub(round).max(rounds);
-        let visits = state.open.len() * state.arms * planned;
+        let arms = match round >= state.max_rounds {
+            true => state.gpu_paced_arms,
+            false => state.arms,
+        };
+        let visits = state.open.len() * arms * planned;
         self.progress
             .set_length(self.progress.position() + visits as u64);
         let last = round + rounds;
         let (min, max) = (state.min_rounds, state.max_rounds);
+        let of = match round >= max {
+            true => format!("{max}–{} (GPU-paced arms)", state.last_round),
+            false => format!("{min}–{max}"),
+        };
         self.progress.set_prefix(match rounds {
-            1 => format!("round {last} of {min}–{max}: "),
-            _ => format!("rounds {}–{last} of {min}–{max}: ", round + 1),
+            1 => format!("round {last} of {of}: "),
+            _ => format!("rounds {}–{last} of {of}: ", round + 1),
         });
     }
 
@@ -82,7 +91,10 @@ pub(crate) struct RunState {
     processes: Vec<u32>,
     min_rounds: usize,
     max_rounds: usize,
+    /// The last round any cell may get (GPU-paced arms past `max_rounds`).
+    last_round: usize,
     arms: usize,
+    gpu_paced_arms: usize,
 }
 
 impl RunState {
@@ -98,7 +110,9 @@ impl RunState {
             processes: Vec::new(),
             min_rounds: config.rounds,
             max_rounds: config.max_rounds,
+            last_round: config.last_round(),
             arms: config.arms.len(),
+            gpu_paced_arms: config.arms.iter().filter(|&&a| gpu_paced_arm(a)).count(),
         }
     }
 
@@ -107,7 +121,7 @@ impl RunState {
     pub(crate) fn next_round(&self) -> Option<usize> {
         let round = self.processes.len();
         let finished = self.open.is_empty() && self.floor_stop.is_some();
-        (round < self.max_rounds && !finished).then_some(round)
+        (round < self.last_round && !finished).then_some(round)
     }
 
     /// The groups still measuring, in grid order.
@@ -120,7 +134,7 @@ impl RunState {
 
     /// Keeps a round measured by `process`, then forms the rows of the floor and of each group
     /// whose rounds stop now. A visit of a group that stopped already (a worker measures every
-    /// round it was given) is left out.
+    /// round it was given), or of an arm that did, is left out.
     pub(crate) fn absorb(&mut self, result: RoundResult, process: u32, sink: &Sink) {
         let telemetry = |label: &str| sink.recorder.cell_telemetry(label);
         self.floor.push_round(result.floor);
@@ -220,7 +234,8 @@ impl RunState {
 /// inverse) is named slow (fast) in env.json.
 pub(super) const SLOW_PROCESS: f64 = 1.25;
 
-/// Forms the rows of every `open` group whose rounds stop now, and returns the rest.
+/// Forms the rows of every `open` group whose arms' rounds have all stopped now, and returns
+/// the rest.
 pub(super) fn close_stopped(
     groups: &mut [Group],
     open: &[usize],
@@ -231,7 +246,8 @@ pub(super) fn close_stopped(
     let mut still_open = Vec::new();
     for &index in open {
         let group = &mut groups[index];
-        match group.rounds.stop(rule) {
+        let done = group.rounds.update(rule);
+        match group.rounds.group_stop().filter(|_| done) {
             Some(stop) => {
                 let cells = &group.spec.cells;
                 let telemetry: Vec<_> = cells.iter().map(|c| telemetry(&c.label())).collect();

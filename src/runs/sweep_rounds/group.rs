@@ -6,9 +6,10 @@ use crate::harness::bandwidth::{bytes_row, gb_s_row};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::rows::{CellId, RoundLine};
 use crate::results::csv::{Row, STEP_RATIO_VS_EAGER_SYNC};
-use crate::results::pacing::{has_host_twin, twin_metric};
+use crate::results::pacing::{gpu_paced_arm, has_host_twin, twin_metric};
 use crate::stats::rounds::{over_rounds, paired, per_round, Paired};
 use crate::stats::stopping::{RoundsRule, RoundsStop};
+use crate::stats::summary::Summary;
 use std::time::Duration;
 
 /// One arm's metrics, round by round.
@@ -36,7 +37,17 @@ impl ArmRounds {
         metrics.push(("gpu_prep_us", &self.gpu_prep));
         metrics
     }
+
+    /// What a GPU-paced arm's own rounds are taken to precision on: its step and its device
+    /// time (`gb_s` is the bytes over the latter), each over its rounds.
+    fn gpu_paced_metrics(&self) -> [Option<Summary>; 2] {
+        [over_rounds(&self.step), over_rounds(&self.gpu_prep)]
+    }
 }
+
+/// The metric a GPU-paced arm's own rounds do not take (they run no forward): its rounds
+/// end with its group's.
+const GROUP_ROUNDS_ONLY: &str = "step_fwd_us";
 
 /// A group's arms, round by round.
 #[derive(Debug, Clone)]
@@ -48,6 +59,11 @@ pub struct GroupRounds {
     pub elapsed: Duration,
     /// Bytes one prep of the group reads and writes, once its inputs are known.
     pub bytes: Option<u64>,
+    /// Why the group's rounds stopped and after how many, once they have.
+    group_stop: Option<(RoundsStop, usize)>,
+    /// Why each arm's rounds stopped, once they have: a host-paced arm's with its group's, a
+    /// GPU-paced arm's by [`RoundsRule::gpu_paced_stop`].
+    arm_stops: Vec<Option<RoundsStop>>,
 }
 
 impl GroupRounds {
@@ -58,11 +74,17 @@ impl GroupRounds {
             by_arm: vec![ArmRounds::default(); arms.len()],
             elapsed: Duration::ZERO,
             bytes: None,
+            group_stop: None,
+            arm_stops: vec![None; arms.len()],
         }
     }
 
-    /// Adds a round of `self.arms[index]`.
+    /// Adds a round of `self.arms[index]`; none once that arm's rounds have stopped (a round
+    /// visits a whole group, or every GPU-paced arm of it).
     pub fn push(&mut self, index: usize, m: ArmRound) {
+        if self.arm_stops[index].is_some() {
+            return;
+        }
         let a = &mut self.by_arm[index];
         a.step.push(m.step);
         if let Some(fwd) = m.step_fwd {
@@ -82,7 +104,7 @@ impl GroupRounds {
         self.elapsed += Duration::from_secs_f64(visit.seconds);
     }
 
-    /// Rounds every arm has measured.
+    /// Rounds every arm has measured: the group's own.
     pub fn rounds(&self) -> usize {
         self.by_arm.iter().map(|a| a.step.len()).min().unwrap_or(0)
     }
@@ -109,6 +131,35 @@ impl GroupRounds {
         rule.check(self.rounds(), &steps, &read_costs, self.elapsed)
     }
 
+    /// After a round: whether every arm's rounds have stopped. Until the group's rounds stop
+    /// ([`Self::stop`]) none has; then each host-paced arm stops with them, and each GPU-paced
+    /// arm once [`RoundsRule::gpu_paced_stop`] says so.
+    pub fn update(&mut self, rule: &RoundsRule) -> bool {
+        if self.group_stop.is_none() {
+            self.group_stop = self.stop(rule).map(|stop| (stop, self.rounds()));
+        }
+        let Some(group) = self.group_stop else {
+            return false;
+        };
+        for ((&arm, a), stop) in self.arms.iter().zip(&self.by_arm).zip(&mut self.arm_stops) {
+            if stop.is_none() {
+                *stop = match gpu_paced_arm(arm) {
+                    true => {
+                        let metrics = a.gpu_paced_metrics();
+                        rule.gpu_paced_stop(group, a.step.len(), &metrics, self.elapsed)
+                    }
+                    false => Some(group.0),
+                };
+            }
+        }
+        self.arm_stops.iter().all(Option::is_some)
+    }
+
+    /// Why the group's rounds stopped, once they have.
+    pub fn group_stop(&self) -> Option<RoundsStop> {
+        self.group_stop.map(|(stop, _)| stop)
+    }
+
     /// Every round's median of each arm's measured metrics, `cells[i]` being `self.arms[i]`'s;
     /// `processes[r]` measured round `r`.
     pub fn round_lines(&self, cells: &[CellId], processes: &[u32]) -> Vec<RoundLine> {
@@ -122,7 +173,9 @@ impl GroupRounds {
     }
 
     /// The rows of the group's cells, `cells[i]` and `telemetry[i]` being `self.arms[i]`'s,
-    /// paired with `floor`'s rounds of the same index.
+    /// paired with `floor`'s rounds of the same index. `stop` is the group's reason: each
+    /// arm's rows say their arm's ([`Self::update`]; `stop` where none is known), but
+    /// `step_fwd_us`, whose rounds are the group's.
     pub fn rows(
         &self,
         cells: &[CellId],
@@ -130,7 +183,6 @@ impl GroupRounds {
         stop: RoundsStop,
         telemetry: &[Option<CellTelemetry>],
     ) -> Vec<Row> {
-        let stop = stop.as_str();
         let sync = self.step(Arm::EagerSync);
         let mut rows = Vec::new();
         let host = floor.host_reference();
@@ -140,15 +192,21 @@ impl GroupRounds {
                 .then(|| cell.paired_row(&twin_metric(metric), "x", (rounds, host), ratio, t))
                 .flatten()
         };
-        for (((&arm, a), cell), t) in self.arms.iter().zip(&self.by_arm).zip(cells).zip(telemetry) {
+        let arms = self.arms.iter().zip(&self.by_arm).zip(&self.arm_stops);
+        for ((((&arm, a), arm_stop), cell), t) in arms.zip(cells).zip(telemetry) {
             let t = t.as_ref();
+            let own = arm_stop.unwrap_or(stop).as_str();
             for (metric, rounds) in a.measured(arm) {
-                rows.extend(cell.rounds_row(metric, "us", rounds, stop, t));
+                let reason = match metric == GROUP_ROUNDS_ONLY {
+                    true => stop.as_str(),
+                    false => own,
+                };
+                rows.extend(cell.rounds_row(metric, "us", rounds, reason, t));
                 rows.extend(twin(cell, metric, rounds, t));
             }
             if let Some(bytes) = self.bytes {
-                rows.push(bytes_row(cell, bytes, self.rounds()));
-                rows.extend(gb_s_row(cell, bytes, &a.gpu_prep, stop, t));
+                rows.push(bytes_row(cell, bytes, a.step.len()));
+                rows.extend(gb_s_row(cell, bytes, &a.gpu_prep, own, t));
             }
             let floor_item = floor.item(FloorItem::of_cell(arm, self.family));
             rows.extend(cell.paired_row("floor_multiple", "x", (&a.step, floor_item), ratio, t));
@@ -174,303 +232,5 @@ impl GroupRounds {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::axes::floor_item::HOST_REFERENCE;
-    use crate::runs::sweep_rounds::fixtures::*;
-    use crate::runs::sweep_rounds::HARNESS;
-    use crate::stats::stopping::StoppingRule;
-
-    #[test]
-    fn a_cells_interval_spans_the_drift_between_rounds() {
-        let (group, floor) = drifting();
-        assert_eq!(group.rounds(), 6);
-        let rows = group.rows(&cells(), &floor, RoundsStop::MaxRounds, &[None, None, None]);
-        let step = find(&rows, "graph", "step_us");
-        // Six round medians: the interval is their whole range, 0.9 to 1.1 times 10 µs
-        // (each round's median is its level times 1.001).
-        assert!((step.ci_lo - 9.0 * 1.001).abs() < 1e-9, "{step:?}");
-        assert!((step.ci_hi - 11.0 * 1.001).abs() < 1e-9, "{step:?}");
-        assert!(step.ci_lo < step.median && step.median < step.ci_hi);
-        assert_eq!((step.rounds, step.samples), (6, 60));
-        assert_eq!(step.stop_reason, "max-rounds");
-        // Every metric of every arm is a rounds row; host_blocked_us only for the reader.
-        // Each host-paced time has its twin per unit of host speed right after it.
-        assert_eq!(
-            metrics_of(&rows, "eager-sync"),
-            [
-                "step_us",
-                "step_us_per_host_ref",
-                "step_fwd_us",
-                "step_fwd_us_per_host_ref",
-                "host_issue_us",
-                "host_issue_us_per_host_ref",
-                "host_blocked_us",
-                "host_blocked_us_per_host_ref",
-                "gpu_prep_us",
-                "gpu_prep_us_per_host_ref",
-                "floor_multiple",
-                "read_cost_us",
-                "read_cost_us_per_host_ref"
-            ]
-        );
-        let mut graph = GRAPH_METRICS.to_vec();
-        graph.retain(|m| !["bytes", "gb_s"].contains(m));
-        assert_eq!(
-            metrics_of(&rows, "graph"),
-            graph,
-            "the GPU paces a graph arm's times but its host issue"
-        );
-        assert!(!rows
-            .iter()
-            .any(|r| r.arm == "graph" && r.metric == "host_blocked_us"));
-        assert!(
-            rows.iter().all(|r| r.rounds == 6),
-            "every row says its rounds"
-        );
-    }
-
-    #[test]
-    fn differences_are_paired_inside_each_round() {
-        let (group, floor) = drifting();
-        let rows = group.rows(&cells(), &floor, RoundsStop::Precision, &[None, None, None]);
-        // The read cost is 18 µs times the round's drift: paired, its interval spans only
-        // that (0.9 to 1.1 times 18 µs), not the 40-µs and 22-µs cells' ranges combined.
-        let cost = find(&rows, "eager-sync", "read_cost_us");
-        assert_eq!(cost.stop_reason, "derived");
-        assert!((cost.ci_lo - 0.9 * 18.0 * 1.001).abs() < 1e-9, "{cost:?}");
-        assert!((cost.ci_hi - 1.1 * 18.0 * 1.001).abs() < 1e-9, "{cost:?}");
-        // Ratios cancel the drift: graph is 10/40 of eager-sync in every round, eager arms
-        // 20x the empty kernel and DSA decode's two-kernel graph 2x the empty graph of two
-        // nodes.
-        for (arm, metric, value) in [
-            ("graph", STEP_RATIO_VS_EAGER_SYNC, 0.25),
-            ("eager-device", STEP_RATIO_VS_EAGER_SYNC, 0.55),
-            ("eager-sync", "floor_multiple", 20.0),
-            ("eager-device", "floor_multiple", 11.0),
-            ("graph", "floor_multiple", 2.0),
-        ] {
-            let r = find(&rows, arm, metric);
-            assert!((r.median - value).abs() < 1e-9, "{arm} {metric}: {r:?}");
-            assert!(r.ci_hi - r.ci_lo < 1e-9, "{arm} {metric}: {r:?}");
-            assert_eq!((r.unit.as_str(), r.rounds), ("x", 6));
-        }
-        assert!(!rows
-            .iter()
-            .any(|r| r.arm == "eager-sync" && r.metric == STEP_RATIO_VS_EAGER_SYNC));
-    }
-
-    #[test]
-    fn twins_per_unit_of_host_speed_cancel_a_drift_the_host_shares() {
-        let (group, floor) = drifting();
-        let rows = group.rows(&cells(), &floor, RoundsStop::Precision, &[None, None, None]);
-        // Host and cells drift alike, round by round: over the host's 1.25 µs a unit,
-        // eager-sync's 40 µs is 32 units in every round, the read cost 18 / 1.25 = 14.4.
-        for (metric, value) in [
-            ("step_us_per_host_ref", 32.0),
-            ("read_cost_us_per_host_ref", 14.4),
-            ("host_issue_us_per_host_ref", 16.0),
-        ] {
-            let twin = find(&rows, "eager-sync", metric);
-            assert!((twin.median - value).abs() < 1e-9, "{metric}: {twin:?}");
-            assert!(twin.ci_hi - twin.ci_lo < 1e-9, "{metric}: {twin:?}");
-            assert_eq!((twin.unit.as_str(), twin.rounds), ("x", 6));
-        }
-        // The raw row keeps the drift.
-        let raw = find(&rows, "eager-sync", "step_us");
-        assert!(raw.ci_hi / raw.ci_lo > 1.2, "{raw:?}");
-        // A floor measured without the reference (none pushed) gives no twins.
-        let mut bare = FloorRounds::default();
-        for d in DRIFT {
-            bare.push(FloorItem::EmptyKernel, samples(2.0 * d));
-        }
-        let rows = group.rows(&cells(), &bare, RoundsStop::Precision, &[None, None, None]);
-        assert!(!rows.iter().any(|r| r.metric.ends_with("_per_host_ref")));
-    }
-
-    #[test]
-    fn a_group_with_known_bytes_gets_bytes_and_bandwidth_rows() {
-        let (mut group, floor) = drifting();
-        group.bytes = Some(8_000);
-        let rows = group.rows(&cells(), &floor, RoundsStop::Precision, &[None, None, None]);
-        for arm in ARMS {
-            let bytes = find(&rows, arm.name(), "bytes");
-            assert_eq!(
-                (bytes.median, bytes.ci_lo, bytes.ci_hi, bytes.unit.as_str()),
-                (8000.0, 8000.0, 8000.0, "B"),
-                "the same for every arm"
-            );
-            assert_eq!((bytes.rounds, bytes.stop_reason.as_str()), (6, "derived"));
-            // 8 kB over the 4-µs device time (middle samples 1.001 times it): 2 GB/s.
-            let gb_s = find(&rows, arm.name(), "gb_s");
-            assert!((gb_s.median - 2.0 / 1.001).abs() < 1e-12, "{gb_s:?}");
-            assert_eq!(
-                (gb_s.unit.as_str(), gb_s.stop_reason.as_str()),
-                ("GB/s", "precision")
-            );
-        }
-        assert_eq!(metrics_of(&rows, "graph"), GRAPH_METRICS);
-    }
-
-    /// A group of the reading arms with eager-device: eager-sync 40 µs, eager-device 22,
-    /// eager-pinned 31 and eager-mapped 27 µs, each times `drift(arm index, round drift)`.
-    fn readers(drift: impl Fn(usize, f64) -> f64) -> (GroupRounds, Vec<CellId>) {
-        let arms = [
-            Arm::EagerSync,
-            Arm::EagerDevice,
-            Arm::EagerPinned,
-            Arm::EagerMapped,
-        ];
-        let mut group = GroupRounds::new(Family::DsaDecode, &arms);
-        for d in DRIFT {
-            for (i, us) in [40.0, 22.0, 31.0, 27.0].into_iter().enumerate() {
-                group.push(i, measurement(us * drift(i, d)).into());
-            }
-        }
-        let cells = arms
-            .iter()
-            .map(|arm| CellId {
-                arm: arm.name().into(),
-                ..cells()[0].clone()
-            })
-            .collect();
-        (group, cells)
-    }
-
-    #[test]
-    fn every_reading_arm_gets_its_read_cost_against_eager_device() {
-        let (group, cells) = readers(|_, d| d);
-        let (_, floor) = drifting();
-        let rows = group.rows(
-            &cells,
-            &floor,
-            RoundsStop::Precision,
-            &[None, None, None, None],
-        );
-        // Paired in each round: (arm − 22 µs) times the round's drift; the median of six
-        // drifts is 1.025, each round's middle sample 1.001 times its level.
-        for (arm, cost) in [
-            ("eager-sync", 18.0),
-            ("eager-pinned", 9.0),
-            ("eager-mapped", 5.0),
-        ] {
-            let r = find(&rows, arm, "read_cost_us");
-            assert!(
-                (r.median - cost * 1.001 * 1.025).abs() < 1e-9,
-                "{arm}: {r:?}"
-            );
-            assert_eq!(r.stop_reason, "derived");
-        }
-        // eager-sync's metrics, and the ratio over it.
-        let mut like_sync = metrics_of(&rows, "eager-sync");
-        like_sync.push(STEP_RATIO_VS_EAGER_SYNC);
-        assert_eq!(metrics_of(&rows, "eager-pinned"), like_sync);
-        let ratio = find(&rows, "eager-mapped", STEP_RATIO_VS_EAGER_SYNC);
-        assert!((ratio.median - 27.0 / 40.0).abs() < 1e-12, "{ratio:?}");
-        assert!(!rows
-            .iter()
-            .any(|r| r.arm == "eager-device" && r.metric == "read_cost_us"));
-    }
-
-    #[test]
-    fn a_group_waits_for_its_least_precise_read_cost() {
-        let rule = RoundsRule {
-            min_rounds: 6,
-            max_rounds: 8,
-            step: StoppingRule {
-                rel_ci: 0.2,
-                ..StoppingRule::default()
-            },
-            time_cap: Duration::from_secs(60),
-        };
-        // Every cell steady but eager-mapped, whose ±10% drift leaves its 5-µs read cost
-        // between 2.3 and 7.7 µs: the others' read costs are exact, and still no stop.
-        let (group, _) = readers(|i, d| if i == 3 { d } else { 1.0 });
-        assert_eq!(group.stop(&rule), None);
-        let (steady, _) = readers(|_, _| 1.0);
-        assert_eq!(steady.stop(&rule), Some(RoundsStop::Precision));
-    }
-
-    #[test]
-    fn round_lines_give_each_rounds_median_in_order() {
-        let (group, floor) = drifting();
-        let lines = group.round_lines(&cells(), &[1, 1, 1, 2, 2, 2]);
-        let of = |arm: &str, metric: &str| -> Vec<(u32, f64)> {
-            lines
-                .iter()
-                .filter(|l| l.cell.arm == arm && l.metric == metric)
-                .map(|l| (l.round, l.median))
-                .collect()
-        };
-        // The middle of a round's samples (level, 1.001 level, 1.002 level, ...) is 1.001 level.
-        let expected: Vec<(u32, f64)> = (1..)
-            .zip(DRIFT)
-            .map(|(round, d)| (round, 40.0 * d * 1.001))
-            .collect();
-        let got = of("eager-sync", "step_us");
-        assert_eq!(got.len(), expected.len());
-        for ((r, m), (er, em)) in got.iter().zip(&expected) {
-            assert_eq!(r, er);
-            assert!((m - em).abs() < 1e-9, "round {r}: {m} vs {em}");
-        }
-        assert_eq!(of("eager-sync", "host_blocked_us").len(), 6);
-        assert!(
-            of("graph", "host_blocked_us").is_empty(),
-            "graph reads nothing"
-        );
-        assert!(lines.iter().all(|l| l.samples == 10));
-        assert_eq!(
-            lines.iter().filter(|l| l.process == 2).count() * 2,
-            lines.len(),
-            "rounds 4 to 6 in the second process"
-        );
-        let floor_lines = floor.round_lines(&[]);
-        assert_eq!(floor_lines.len(), (FloorItem::ALL.len() + 2) * DRIFT.len());
-        assert!(floor_lines
-            .iter()
-            .any(|l| l.cell.arm == HARNESS && l.round == 6));
-        assert!(floor_lines
-            .iter()
-            .any(|l| l.cell.arm == HOST_REFERENCE && l.round == 6));
-    }
-
-    #[test]
-    fn a_group_stops_by_its_rounds_rule() {
-        let (group, floor) = drifting();
-        let rule = RoundsRule {
-            min_rounds: 6,
-            max_rounds: 8,
-            step: StoppingRule::default(),
-            time_cap: Duration::from_secs(60),
-        };
-        // ±10% drift between rounds: far from ±1%, so not precise; more rounds.
-        assert_eq!(group.stop(&rule), None);
-        assert_eq!(floor.stop(&rule), None);
-        let tight = RoundsRule {
-            step: StoppingRule {
-                rel_ci: 0.2,
-                ..StoppingRule::default()
-            },
-            ..rule.clone()
-        };
-        // At ±20% the arms pass, and the read cost's ±1.8 µs on 18 µs does not.
-        assert_eq!(group.stop(&tight), None);
-        assert_eq!(floor.stop(&tight), Some(RoundsStop::Precision));
-        let mut spent = group.clone();
-        spent.elapsed = rule.time_cap;
-        assert_eq!(spent.stop(&rule), Some(RoundsStop::TimeCap));
-        let five = GroupRounds {
-            by_arm: group
-                .by_arm
-                .iter()
-                .map(|a| ArmRounds {
-                    step: a.step[..5].to_vec(),
-                    ..a.clone()
-                })
-                .collect(),
-            ..spent
-        };
-        assert_eq!(five.rounds(), 5);
-        assert_eq!(five.stop(&rule), None, "no stop before min rounds");
-    }
-}
+#[path = "group_tests.rs"]
+mod tests;
