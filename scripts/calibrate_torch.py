@@ -188,6 +188,9 @@ def parse_args(argv):
     p.add_argument("--trace-batch-sizes", type=number_list(int), default="8,64",
                    help="batch sizes of the extra graph-arm traces from which calibrate takes "
                         "the preps' GPU time per batch (--gpu-trace)")
+    p.add_argument("--no-traces", action="store_true",
+                   help="measure the untraced grid only, without the trace processes (a second "
+                        "reference, or the untraced cell of a per-arm fit)")
     p.add_argument("--trace-arm", choices=ARMS, default=None,
                    help="(internal) record one trace of this arm in this fresh process and exit")
     p.add_argument("--trace-batch", type=int, default=1, help="(internal) with --trace-arm")
@@ -1056,7 +1059,8 @@ def main(argv=None):
 
     # 6. Traces of a few reference steps, one fresh process each, as the calibration recipe
     # records them (README); each writes its traced and bare host timings beside it.
-    export_traces(args)
+    if not args.no_traces:
+        export_traces(args)
     log(f"done in {time.perf_counter() - started:.1f} s")
     return 0
 

@@ -76,6 +76,9 @@ def parse_args(argv):
                    help="forward of the traced cell (batch 1)")
     p.add_argument("--trace-batch-sizes", type=numbers(int), default="8,64",
                    help="batch sizes of the extra graph-arm traces (the preps' GPU time)")
+    p.add_argument("--no-traces", action="store_true",
+                   help="measure the untraced grid only, without the trace processes (a second "
+                        "reference, or the untraced cell of a per-arm fit)")
     p.add_argument("--trace-arm", choices=ARMS, default=None,
                    help="(internal) record one trace of this arm in this fresh process and exit")
     p.add_argument("--trace-batch", type=int, default=1, help="(internal) with --trace-arm")
@@ -382,6 +385,8 @@ def main(argv=None):
     write_json(os.path.join(args.out, "loop.json"), {"args": vars(args), "cycles_per_us": rate,
                                                       "cells": cells})
     # The traces, one fresh process each (README: calibration recipe).
+    if args.no_traces:
+        return 0
     jobs = [(arm, 1) for arm in ARMS] + [("graph", bs) for bs in args.trace_batch_sizes]
     for arm, bs in jobs:
         # Every flag of this run travels (the last of a repeated flag wins), so none is lost.

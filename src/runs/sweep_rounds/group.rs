@@ -6,7 +6,7 @@ use crate::harness::bandwidth::{bytes_row, gb_s_row};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::rows::{CellId, RoundLine};
 use crate::results::csv::{Row, STEP_RATIO_VS_EAGER_SYNC};
-use crate::results::pacing::{gpu_paced_arm, has_host_twin, twin_metric};
+use crate::results::pacing::{gpu_paced_arm, has_host_twin, host_paced, twin_metric};
 use crate::stats::rounds::{over_rounds, paired, per_round, Paired};
 use crate::stats::stopping::{RoundsRule, RoundsStop};
 use crate::stats::summary::Summary;
@@ -45,9 +45,16 @@ impl ArmRounds {
     }
 }
 
-/// The metric a GPU-paced arm's own rounds do not take (they run no forward): its rounds
-/// end with its group's.
-const GROUP_ROUNDS_ONLY: &str = "step_fwd_us";
+/// Whether a GPU-paced arm's own rounds leave `metric` out, so its rounds end with its
+/// group's: the forward (they run none) and every host-paced time. Those rounds visit the
+/// GPU-paced arms back to back, with no forward and no eager arm between them, to narrow the
+/// GPU's intervals; a host time from them is taken in another setting than the group's and
+/// would be held to intervals no host-paced row has (an H200 A/A called 13 graph and fused
+/// `host_issue_us` rows slower so, the host's launch cost flipping between 1.3 and 2.0 µs
+/// from one process to the next: results/2026-12-01-h200-sweep-gpu-paced-aa/).
+fn group_rounds_only(arm: Arm, metric: &str) -> bool {
+    metric == "step_fwd_us" || host_paced(arm.name(), metric)
+}
 
 /// A group's arms, round by round.
 #[derive(Debug, Clone)]
@@ -85,13 +92,17 @@ impl GroupRounds {
         if self.arm_stops[index].is_some() {
             return;
         }
+        let group_round = self.group_stop.is_none();
         let a = &mut self.by_arm[index];
         a.step.push(m.step);
         if let Some(fwd) = m.step_fwd {
             a.step_fwd.push(fwd);
         }
-        a.host_issue.push(m.host_issue);
-        a.host_blocked.push(m.host_blocked);
+        // The host's times only from the group's rounds (see `group_rounds_only`).
+        if group_round {
+            a.host_issue.push(m.host_issue);
+            a.host_blocked.push(m.host_blocked);
+        }
         a.gpu_prep.push(m.gpu_prep);
     }
 
@@ -197,7 +208,7 @@ impl GroupRounds {
             let t = t.as_ref();
             let own = arm_stop.unwrap_or(stop).as_str();
             for (metric, rounds) in a.measured(arm) {
-                let reason = match metric == GROUP_ROUNDS_ONLY {
+                let reason = match group_rounds_only(arm, metric) {
                     true => stop.as_str(),
                     false => own,
                 };

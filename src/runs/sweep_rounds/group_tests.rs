@@ -313,12 +313,27 @@ fn gpu_paced_arms_take_rounds_past_max_rounds_and_host_paced_arms_stop_there() {
         assert_eq!(of(arm, "step_us"), (6, "max-rounds"), "{arm}");
         assert_eq!(of(arm, "gpu_prep_us"), (6, "max-rounds"), "{arm}");
     }
-    for metric in ["step_us", "host_issue_us", "gpu_prep_us"] {
+    for metric in ["step_us", "gpu_prep_us"] {
         assert_eq!(of("graph", metric), (9, "gpu-paced-max-rounds"), "{metric}");
     }
-    // The forward's rounds are the group's; the floor multiple pairs all nine with the
-    // floor's, the ratio over eager-sync the six eager-sync has.
-    assert_eq!(of("graph", "step_fwd_us"), (6, "max-rounds"));
+    // The forward's rounds are the group's, and so are the host's times (with their twin);
+    // the floor multiple pairs all nine with the floor's, the ratio over eager-sync the six
+    // eager-sync has.
+    for metric in ["step_fwd_us", "host_issue_us"] {
+        assert_eq!(of("graph", metric), (6, "max-rounds"), "{metric}");
+    }
+    assert_eq!(find(&rows, "graph", "host_issue_us_per_host_ref").rounds, 6);
+    // The host issue keeps the drifting rounds' interval, not the steady rounds' after it.
+    let issue = find(&rows, "graph", "host_issue_us");
+    let drifting_issue = find(&drifting_rows(), "graph", "host_issue_us").clone();
+    assert_eq!(
+        (issue.median, issue.ci_lo, issue.ci_hi),
+        (
+            drifting_issue.median,
+            drifting_issue.ci_lo,
+            drifting_issue.ci_hi
+        )
+    );
     assert_eq!(find(&rows, "graph", "floor_multiple").rounds, 9);
     assert_eq!(find(&rows, "graph", STEP_RATIO_VS_EAGER_SYNC).rounds, 6);
     // At ±8.5% it stops for precision at the ninth round, the first whose interval
@@ -340,6 +355,12 @@ fn gpu_paced_arms_take_rounds_past_max_rounds_and_host_paced_arms_stop_there() {
     let (mut group, _) = drifting();
     assert!(group.update(&none));
     assert_eq!(group.arm_stops, [Some(RoundsStop::MaxRounds); 3]);
+}
+
+/// `drifting()`'s rows at its six rounds.
+fn drifting_rows() -> Vec<Row> {
+    let (group, floor) = drifting();
+    group.rows(&cells(), &floor, RoundsStop::MaxRounds, &[None, None, None])
 }
 
 fn of_rows<'a>(rows: &'a [Row], arm: &str, metric: &str) -> (u32, &'a str) {
