@@ -148,15 +148,7 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         .gpu_memory
         .map(|memory| steps::plan(config, context, memory))
         .transpose()?;
-    let (count, _) = devices(config.gpu.ordinal)?;
-    let gpus = count - config.gpu.ordinal as u32;
-    // Planned for the smallest GPU the run may use (`--device` on), as every rank is.
-    let memory = (config.gpu.ordinal..count as usize)
-        .map(|o| devices(o).map(|(_, bytes)| bytes))
-        .collect::<Result<Vec<u64>, _>>()?
-        .into_iter()
-        .min()
-        .unwrap_or(0);
+    let (gpus, memory) = gpus_and_smallest_memory(config.gpu.ordinal)?;
     let (deployment, _) = match planned {
         Some(p) => p,
         None => steps::plan(config, context, GpuMemory::device(memory))?,
@@ -238,6 +230,19 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         rows,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// How many GPUs the run may use (`--device` on), and the memory of the smallest of them:
+/// the run is planned for it, as every rank is, so ranks on mixed GPUs plan the same cells.
+fn gpus_and_smallest_memory(ordinal: usize) -> Result<(u32, u64)> {
+    let (count, _) = devices(ordinal)?;
+    let memory = (ordinal..count as usize)
+        .map(|o| devices(o).map(|(_, bytes)| bytes))
+        .collect::<Result<Vec<u64>, _>>()?
+        .into_iter()
+        .min()
+        .unwrap_or(0);
+    Ok((count - ordinal as u32, memory))
 }
 
 /// Runs every layout of `config` in this process, `notes` (why none ran for real) added to
