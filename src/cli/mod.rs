@@ -15,6 +15,7 @@ pub mod step_model;
 pub mod steps;
 pub mod sweep;
 pub mod validate;
+mod validate_fit;
 
 use crate::exit::Exit;
 use crate::report::compare::{run_compare, CompareArgs};
