@@ -971,6 +971,8 @@ fn validate_fit_recovers_known_arm_host_factors_from_a_one_cell_reference() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
+    // The fit's runs, for --nocapture.
+    println!("{err}");
     assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
     let fitted = HostProfile::load(out.join("fitted-profile.json").to_str().unwrap()).unwrap();
     for arm in arms {

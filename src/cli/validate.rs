@@ -43,7 +43,8 @@ pub struct ValidateArgs {
     /// of its step times it) until its step is within 0.5% of FIT.csv's, as validation
     /// measures it (6 runs at most, factors 0.1-10); an arm whose step does not follow its
     /// factor there is an error. The fitted profile, each factor with its source, is written
-    /// to --out as fitted-profile.json, and the reference is validated with it.
+    /// to --out as fitted-profile.json, and the reference is validated with it. Factors the
+    /// profile already holds are dropped before the fit.
     #[arg(long, value_name = "FIT.csv")]
     pub(crate) fit: Option<PathBuf>,
     /// Every `steps` flag that is not an axis of the reference (--host-profile, --seed,
