@@ -35,8 +35,11 @@ pub(super) fn read_fit(
     reference: &Reference,
     reference_file: &Path,
 ) -> Result<FitCell> {
-    let fit = Reference::read(path).context("--fit")?;
     let file = path.display();
+    if !path.is_file() {
+        bail!("--fit {file} is not a file: {FIT_RECIPE}");
+    }
+    let fit = Reference::read(path).context("--fit")?;
     if fit.cells.len() != 1 {
         let cells: Vec<String> = fit
             .cells
