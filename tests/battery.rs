@@ -1486,6 +1486,64 @@ fn reference_cases(root: &Path) -> Vec<Case> {
         &["validate", g, "--max-rounds", "1000"],
         "--max-rounds",
     ));
+    cases.extend(fit_cases(root, g, head));
+    cases
+}
+
+/// `validate --fit` files it cannot fit at: each refused naming the file and what to run,
+/// with nothing written.
+fn fit_cases(root: &Path, reference: &str, head: &str) -> Vec<Case> {
+    let recipe = "--no-traces --forward-us 100 --batch-sizes 1";
+    let bad: Vec<(&str, String, &str)> = vec![
+        (
+            "two cells",
+            format!("{head}100,1,5,graph,300,8\n100,8,5,graph,320,8\n"),
+            recipe,
+        ),
+        (
+            "an arm short",
+            format!("{head}100,1,5,eager-sync,400,8\n"),
+            "no graph row",
+        ),
+        ("malformed", format!("{head}100,1,5,graph\n"), "--fit"),
+        ("cut mid-line", format!("{head}100,1,5,graph,30"), "newline"),
+        (
+            "block 1000",
+            format!("{head}100,1,1000,graph,300,8\n"),
+            "block",
+        ),
+    ];
+    let mut cases = Vec::new();
+    for (n, (id, text, needle)) in bad.into_iter().enumerate() {
+        let path = root.join(format!("fit{n}.csv"));
+        std::fs::write(&path, text).unwrap();
+        let out = root.join(format!("val-fit{n}"));
+        let (p, o) = (path.to_str().unwrap(), out.to_str().unwrap());
+        cases.push(
+            case(
+                format!("validate --fit: {id}"),
+                &["validate", reference, "--fit", p, "--out", o],
+                needle,
+            )
+            .guard(&out),
+        );
+    }
+    let out = root.join("val-fit-missing");
+    cases.push(
+        case(
+            "validate --fit missing",
+            &[
+                "validate",
+                reference,
+                "--fit",
+                "/nonexistent/fit.csv",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            "/nonexistent/fit.csv",
+        )
+        .guard(&out),
+    );
     cases
 }
 

@@ -905,3 +905,92 @@ fn dump_cases_match_the_reference_on_every_arm() {
         "arm buffers are dumped"
     );
 }
+
+/// `validate --fit` recovers known per-arm host factors: a one-cell reference made by the
+/// model itself, run with eager-device at x1.3 and graph-upload at x0.8 (eager-sync and graph
+/// at 1), is fitted from the profile without factors, and the fitted profile holds each arm's
+/// factor within 2%, with its source. The forward is short (20 µs), so every arm is
+/// host-bound there.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn validate_fit_recovers_known_arm_host_factors_from_a_one_cell_reference() {
+    use metaprep::harness::timer::TimerKind;
+    use metaprep::model::host_profile::{HostProfile, Sourced};
+    use metaprep::model::profile::ForwardModel;
+
+    let dir = tempfile::tempdir().unwrap();
+    let arms = vec![
+        Arm::EagerSync,
+        Arm::EagerDevice,
+        Arm::Graph,
+        Arm::GraphUpload,
+    ];
+    let truth = [(Arm::EagerDevice, 1.3), (Arm::GraphUpload, 0.8)];
+    let base = HostProfile::load("pytorch").unwrap();
+    let mut known = base.clone();
+    known.arm_host_factors = Some(
+        truth
+            .iter()
+            .map(|&(arm, value)| {
+                let source = "the test's known factor".to_string();
+                (arm.name().to_string(), Sourced { value, source })
+            })
+            .collect(),
+    );
+    let mut config = step_config(dir.path(), arms.clone(), TimerKind::Events);
+    config.host = known;
+    config.batch_sizes = vec![1];
+    config.target = ForwardModel::FixedUs(20.0);
+    config.draft = ForwardModel::FixedUs(20.0);
+    config.trace = None;
+    let outcome = metaprep::runs::steps::run(&config).unwrap();
+    let mut reference = String::from("forward_us,batch_size,block,arm,step_us\n");
+    for arm in &arms {
+        let step = median_of(&outcome.rows, arm.name(), 1, "step_us");
+        reference.push_str(&format!("20,1,5,{arm},{step}\n"));
+    }
+    let fit = dir.path().join("fit.csv");
+    std::fs::write(&fit, reference).unwrap();
+    let profile = dir.path().join("base.json");
+    std::fs::write(&profile, base.to_json()).unwrap();
+    let out = dir.path().join("validate");
+    let fit_s = fit.to_str().unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_metaprep"))
+        .args(["validate", fit_s, "--fit", fit_s, "--host-profile"])
+        .arg(&profile)
+        .arg("--out")
+        .arg(&out)
+        .args([
+            "--seq-lens",
+            "2048-8192",
+            "--max-context",
+            "32768",
+            "--accept-length",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    // The fit's runs, for --nocapture.
+    println!("{err}");
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
+    let fitted = HostProfile::load(out.join("fitted-profile.json").to_str().unwrap()).unwrap();
+    for arm in arms {
+        let want = truth.iter().find(|t| t.0 == arm).map_or(1.0, |t| t.1);
+        let got = fitted.arm_host_factor(arm).expect("every arm fitted");
+        assert!(
+            (got / want - 1.0).abs() < 0.02,
+            "{arm}: x{got:.4}, want x{want}\n{err}"
+        );
+        let source = &fitted.arm_host_factors.as_ref().unwrap()[arm.name()].source;
+        assert!(
+            source.contains("fit.csv") && source.contains("forward 20 µs"),
+            "{source}"
+        );
+    }
+    let md = std::fs::read_to_string(out.join("validation.md")).unwrap();
+    assert!(
+        md.contains("**fitted**") && md.contains("(fit cell)"),
+        "{md}"
+    );
+}

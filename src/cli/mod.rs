@@ -15,6 +15,7 @@ pub mod step_model;
 pub mod steps;
 pub mod sweep;
 pub mod validate;
+mod validate_fit;
 
 use crate::exit::Exit;
 use crate::report::compare::{run_compare, CompareArgs};
@@ -73,8 +74,9 @@ pub enum Command {
     /// Hold the step model against an engine's own untraced step times: run `steps` with a
     /// host profile on every cell of a reference CSV (forward µs, batch, block, arm, step µs,
     /// host speed), each at the host speed the reference recorded, and write validation.md
-    /// and validation.csv (reference, model, error, pass per arm and for eager-sync − graph).
-    /// Exit 1 when a cell fails its bar.
+    /// and validation.csv (reference, model, error, pass per arm and for eager-sync − graph);
+    /// with --fit, each arm's host factor fitted first at one untraced cell. Exit 1 when a
+    /// cell fails its bar.
     Validate(Box<validate::ValidateArgs>),
     Compare(CompareArgs),
     /// NCCL latency and bandwidth on this host's GPUs: all-reduce (and, with two GPUs or

@@ -3,9 +3,10 @@
 
 use super::common::{default_out, usage};
 use super::steps::{steps_config, StepsArgs};
+use super::validate_fit::{fit_profile, read_fit, with_profile, FitCell};
 use crate::axes::{Arm, Family};
 use crate::calibrate::validate::{
-    cell_host_speed, chunk_run_speeds, compare_cell, csv_text, markdown, Bars, Cell, Line,
+    cell_host_speed, chunk_run_speeds, compare_cell, csv_text, markdown, Bars, Cell, FitNote, Line,
     ModelCell, ModelStep, Reference, ReferenceRow,
 };
 use crate::exit::Exit;
@@ -19,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct ValidateArgs {
     /// The reference: a CSV with one row per (forward_us, batch_size, block, arm) holding
     /// the engine's untraced median `step_us`, and optionally `host_speed_us` (µs per
@@ -35,6 +36,17 @@ pub struct ValidateArgs {
     /// eager-sync − graph passes within ± this many percent of the reference's difference.
     #[arg(long, default_value_t = 15.0)]
     pub(crate) diff_pct: f64,
+    /// Fit each arm's host factor first, at the one cell of this CSV (same columns as the
+    /// reference): the engine run untraced at one host-bound cell, in its own process, with
+    /// every arm of the reference (scripts/reference_loop.py --no-traces --forward-us 100
+    /// --batch-sizes 1). Steps runs of that cell move each arm's factor (every host duration
+    /// of its step times it) until its step is within 0.5% of FIT.csv's, as validation
+    /// measures it (6 runs at most, factors 0.1-10); an arm whose step does not follow its
+    /// factor there is an error. The fitted profile, each factor with its source, is written
+    /// to --out as fitted-profile.json, and the reference is validated with it. Factors the
+    /// profile already holds are dropped before the fit.
+    #[arg(long, value_name = "FIT.csv")]
+    pub(crate) fit: Option<PathBuf>,
     /// Every `steps` flag that is not an axis of the reference (--host-profile, --seed,
     /// --min-rounds, --cpu, ...): the reference names the forward, batch, block and arms,
     /// the layout is tp1, and --out is validate's own.
@@ -130,9 +142,13 @@ fn model_run(
     Ok(steps)
 }
 
-/// The reference, the profile and the new output folder, every flag and every cell's shapes
-/// checked before any GPU work.
-fn prepare(args: &ValidateArgs) -> Result<(Reference, HostProfile, PathBuf)> {
+/// What validate works from: the reference, the profile, the new output folder and the fit
+/// file's cell.
+type Prepared = (Reference, HostProfile, PathBuf, Option<FitCell>);
+
+/// The reference, the profile, the new output folder and the fit cell, every flag and every
+/// cell's shapes checked before any GPU work.
+fn prepare(args: &ValidateArgs) -> Result<Prepared> {
     refuse_axes(&args.steps)?;
     for (v, flag) in [(args.step_pct, "--step-pct"), (args.diff_pct, "--diff-pct")] {
         anyhow::ensure!(
@@ -154,13 +170,28 @@ fn prepare(args: &ValidateArgs) -> Result<(Reference, HostProfile, PathBuf)> {
         out.display()
     );
     super::common::writable_folder(&out, "--out")?;
-    check_cell_shapes(args, &reference)?;
-    Ok((reference, profile, out))
+    check_cell_shapes(args, &args.reference, &reference)?;
+    let fit = match &args.fit {
+        Some(path) => {
+            let fit = read_fit(path, &reference, &args.reference)?;
+            let (cell, rows) = (fit.cell, fit.rows.clone());
+            check_cell_shapes(
+                args,
+                path,
+                &Reference {
+                    cells: vec![(cell, rows)],
+                },
+            )?;
+            Some(fit)
+        }
+        None => None,
+    };
+    Ok((reference, profile, out, fit))
 }
 
 /// Every cell's shapes: a batch or block of the reference no kernel takes is named by its
 /// cell.
-fn check_cell_shapes(args: &ValidateArgs, reference: &Reference) -> Result<()> {
+fn check_cell_shapes(args: &ValidateArgs, file: &Path, reference: &Reference) -> Result<()> {
     for (cell, _) in &reference.cells {
         for family in [Family::DsparkDraftBlock, Family::DsaTargetVerify] {
             Shape::new(
@@ -172,7 +203,7 @@ fn check_cell_shapes(args: &ValidateArgs, reference: &Reference) -> Result<()> {
             .with_context(|| {
                 format!(
                     "{}: the cell at forward {} µs, batch {}, block {}",
-                    args.reference.display(),
+                    file.display(),
                     cell.forward_us,
                     cell.batch_size,
                     cell.block
@@ -185,7 +216,7 @@ fn check_cell_shapes(args: &ValidateArgs, reference: &Reference) -> Result<()> {
 
 /// The model's runs for one cell: at the profile's own host speed ("raw"), at each chunk
 /// speed, and at the cell's median host speed. `own_speed`: the profile's.
-fn model_cell(
+pub(super) fn model_cell(
     args: &ValidateArgs,
     cell: Cell,
     rows: &BTreeMap<Arm, ReferenceRow>,
@@ -229,7 +260,7 @@ fn model_cell(
 }
 
 pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
-    let (reference, profile, out) = match usage(prepare(args)) {
+    let (reference, profile, out, fit) = match usage(prepare(args)) {
         Ok(v) => v,
         Err(code) => return Ok(code),
     };
@@ -253,14 +284,22 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
         diff_pct: args.diff_pct,
     };
     let own_speed = profile.host_speed_us.as_ref().map(|s| s.value);
+    // With --fit, the profile validated is the fitted one.
+    let (validated, note): (ValidateArgs, Option<FitNote>) = match &fit {
+        Some(fit) => {
+            let (path, note) = fit_profile(args, &profile, fit, own_speed, bars, &out)?;
+            (with_profile(args, &path), Some(note))
+        }
+        None => (args.clone(), None),
+    };
     let mut lines: Vec<Line> = Vec::new();
     for (cell, rows) in &reference.cells {
-        let model = model_cell(args, *cell, rows, own_speed, &out)?;
+        let model = model_cell(&validated, *cell, rows, own_speed, &out)?;
         lines.extend(compare_cell(*cell, rows, &model, own_speed, bars)?);
     }
     let reference_name = args.reference.display().to_string();
     write_atomic(&out.join("validation.csv"), csv_text(&lines)?.as_bytes())?;
-    let md = markdown(&reference_name, &profile.name, &lines, bars);
+    let md = markdown(&reference_name, &profile.name, &lines, bars, note.as_ref());
     write_atomic(&out.join("validation.md"), md.as_bytes())?;
     print!("{md}");
     println!(

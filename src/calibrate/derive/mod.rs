@@ -194,6 +194,8 @@ pub fn derive(
         // The traces are of a DSpark step: the EAGLE step is not calibrated from them.
         eagle_program: None,
         post_wait: post_wait(traced, &cx)?,
+        // Fitted later, against an untraced run (`validate --fit`).
+        arm_host_factors: None,
         host_speed_us,
         preps,
         program,

@@ -18,11 +18,17 @@
 //! steps in whichever level held most of them; the chunk mean moves with the mix of levels as
 //! a model linear in the host speed does (docs/calibration.md, "Host speed").
 //!
+//! With `--fit`, each arm's host factor (`arm_host_factors`) is fitted first at one untraced
+//! cell recorded in its own process, with the same model and estimator, and the fitted
+//! profile is validated.
+//!
 //! One concern per file: `reference` reads the reference CSV; `compare` holds each cell's
 //! lines against it (the per-arm, chunk-mean and difference estimators, the pass bars);
-//! `render` writes validation.csv and validation.md.
+//! `fit` fits the per-arm host factors over a model given as a closure; `render` writes
+//! validation.csv and validation.md.
 
 mod compare;
+pub mod fit;
 mod reference;
 mod render;
 #[cfg(test)]
@@ -33,4 +39,4 @@ pub use compare::{
     Quantity, SPEED_MERGE,
 };
 pub use reference::{Cell, Reference, ReferenceRow};
-pub use render::{csv_text, markdown};
+pub use render::{csv_text, markdown, FitNote};

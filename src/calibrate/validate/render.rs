@@ -1,6 +1,6 @@
 //! validation.csv and validation.md from the compared lines.
 
-use super::{Bars, Line, Quantity};
+use super::{Bars, Cell, Line, Quantity};
 use anyhow::Result;
 use std::fmt::Write;
 
@@ -13,8 +13,29 @@ pub fn csv_text(lines: &[Line]) -> Result<String> {
     Ok(String::from_utf8(w.into_inner()?)?)
 }
 
-/// validation.md's text.
-pub fn markdown(reference: &str, profile: &str, lines: &[Line], bars: Bars) -> String {
+/// What validation.md says of a fitted profile (`validate --fit`): the fit file, its cell,
+/// and one phrase per arm's factor.
+pub struct FitNote {
+    pub file: String,
+    pub cell: Cell,
+    pub factors: Vec<String>,
+}
+
+impl FitNote {
+    fn is_fit_cell(&self, l: &Line) -> bool {
+        let c = self.cell;
+        (c.forward_us, c.batch_size, c.block) == (l.forward_us, l.batch_size, l.block)
+    }
+}
+
+/// validation.md's text; `fit` when the profile was fitted first.
+pub fn markdown(
+    reference: &str,
+    profile: &str,
+    lines: &[Line],
+    bars: Bars,
+    fit: Option<&FitNote>,
+) -> String {
     let mut r = String::new();
     let steps: Vec<&Line> = lines
         .iter()
@@ -41,6 +62,18 @@ pub fn markdown(reference: &str, profile: &str, lines: &[Line], bars: Bars) -> S
         r,
         "The model ran each cell at the host speed the reference recorded for it (its framework costs times the ratio to the profile's own host speed); \"raw\" is the model at the profile's own host speed. Rows marked \"chunk mean\" recorded a host-speed probe every few steps: their reference is the mean over chunks of each chunk's median step, and their model the mean over the same chunks of the model interpolated at each chunk's own speed (between runs at the cell's slowest and fastest chunk speed and the profile's own). \"host speed\" is the cell's median chunk speed over the profile's, with the chunks' p10–p90 in µs per op; \"forward\" is the marked forward's measured device time over its nominal µs (a `torch.cuda._sleep` forward runs longer when the SM clock drops; the model's forward is wall-clock).\n"
     );
+    if let Some(fit) = fit {
+        let c = fit.cell;
+        let _ = writeln!(
+            r,
+            "The profile was **fitted** before this validation: each arm's host factor (`arm_host_factors`, every host duration of its step times it) was fitted at forward {} µs, batch {}, block {} of `{}`, an untraced run in its own process, and every cell below ran with the fitted profile: {}. Rows marked \"fit cell\" are that cell of this reference: a different process's measurement of the same cell, so they count, but they are not independent of the fit.\n",
+            c.forward_us,
+            c.batch_size,
+            c.block,
+            fit.file,
+            fit.factors.join("; ")
+        );
+    }
     let _ = writeln!(
         r,
         "| forward µs | bs | block | arm | reference µs | model µs | error | raw model µs | raw error | host speed ratio | speeds p10–p90 | forward | estimator | pass |\n|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|"
@@ -53,13 +86,17 @@ pub fn markdown(reference: &str, profile: &str, lines: &[Line], bars: Bars) -> S
         let fwd = l
             .forward_stretch
             .map_or("–".to_string(), |f| format!("{f:.3}"));
+        let arm = match fit.filter(|f| f.is_fit_cell(l)) {
+            Some(_) => format!("{} (fit cell)", l.arm),
+            None => l.arm.clone(),
+        };
         let _ = writeln!(
             r,
             "| {} | {} | {} | {} | {:.1} | {:.1} | {:+.1}% | {:.1} | {:+.1}% | {:.3} | {} | {} | {} | {} |",
             l.forward_us,
             l.batch_size,
             l.block,
-            l.arm,
+            arm,
             l.reference_us,
             l.model_us,
             l.error_pct,

@@ -86,12 +86,35 @@ fn errors_and_the_pass_bars_by_hand() {
         .insert(Arm::EagerDevice, step(2110.0 * 1.1001));
     let l = compare_cell(*cell, rows, &edge, None, bars).unwrap();
     assert!(!l.iter().find(|l| l.arm == "eager-device").unwrap().pass);
-    let md = markdown("r.csv", "p", &lines, bars);
+    let md = markdown("r.csv", "p", &lines, bars, None);
     assert!(
         md.contains("**FAIL**") && md.contains("2 of 3 (cell, arm)"),
         "{md}"
     );
     assert!(csv_text(&lines).unwrap().lines().count() == 5);
+    // Fitted: the note names the fit and its factors, and marks the fit cell's rows.
+    let note = FitNote {
+        file: "fit/reference.csv".into(),
+        cell: *cell,
+        factors: vec!["eager-device x1.300 (+0.10% there)".into()],
+    };
+    let fitted = markdown("r.csv", "p", &lines, bars, Some(&note));
+    assert!(
+        fitted.contains("**fitted**") && fitted.contains("`fit/reference.csv`"),
+        "{fitted}"
+    );
+    assert!(fitted.contains("eager-device x1.300") && fitted.contains("batch 1, block 5"));
+    assert_eq!(fitted.matches("(fit cell) |").count(), 4, "{fitted}");
+    let elsewhere = FitNote {
+        cell: Cell {
+            forward_us: 100.0,
+            ..*cell
+        },
+        ..note
+    };
+    let other = markdown("r.csv", "p", &lines, bars, Some(&elsewhere));
+    assert_eq!(other.matches("(fit cell)").count(), 0, "{other}");
+    assert!(!md.contains("fit"));
 }
 
 #[test]
@@ -237,7 +260,7 @@ fn a_right_model_passes_chunk_by_chunk_and_a_wrong_one_fails() {
             .unwrap()
             .pass
     );
-    let md = markdown("r.csv", "p", &lines, bars);
+    let md = markdown("r.csv", "p", &lines, bars, None);
     assert!(md.contains("chunk mean") && md.contains("12.0–22.0") && md.contains("1.040"));
 }
 

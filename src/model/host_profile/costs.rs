@@ -91,10 +91,21 @@ impl HostProfile {
         us + f64::from(ops) * self.op_us.value
     }
 
-    /// One line for notes and summaries: the name, the key costs and where they came from.
+    /// One line for notes and summaries: the name, the key costs, the arm host factors when
+    /// there are any, and where they came from.
     pub fn describe(&self) -> String {
+        let factors = match &self.arm_host_factors {
+            Some(f) if !f.is_empty() => {
+                let each: Vec<String> = f
+                    .iter()
+                    .map(|(arm, v)| format!("{arm} x{:.3}", v.value))
+                    .collect();
+                format!(", arm host factors {}", each.join(" "))
+            }
+            _ => String::new(),
+        };
         format!(
-            "{HOST_PROFILE_NOTE}{}` (op {:.1} us, read {:.1} us, graph launch {:.1} us; {})",
+            "{HOST_PROFILE_NOTE}{}` (op {:.1} us, read {:.1} us, graph launch {:.1} us{factors}; {})",
             self.name,
             self.op_us.value,
             self.read_us.value,

@@ -54,6 +54,9 @@
 //!   The plan's own kernels take the last launch slots; the others launch an empty kernel.
 //! * `program` — the step, in order. A `host` item costs `us` plus `ops` × `op_us`; its
 //!   optional `us_by_batch` gives `us` per per-GPU batch size (`calibrate --gpu-trace`).
+//! * `arm_host_factors` (optional) — per arm, a factor on every host duration of its step
+//!   (ops, reads, launches, uploads, host segments), fitted by `validate --fit` at one
+//!   untraced cell; each says which fit it came from.
 //! * `pinned_read_us`, `mapped_read_us` (optional) — `read_us` for the other read paths
 //!   (docs/read-paths.md): eager-pinned's `x.to("cpu", non_blocking=True)` and
 //!   `event.synchronize()`, eager-mapped's store into mapped memory and flag poll, each with
@@ -63,8 +66,10 @@
 //! One concern per file: the types here; `load` (built-in profiles, files,
 //! JSON); `validate` (what a profile must hold); `program` (the program's items, its
 //! phases and their families, a step's items); `costs` (what an item, prep or read costs);
-//! `scaling` (the what-if host scale, another measured host speed).
+//! `scaling` (the what-if host scale, another measured host speed, an arm's host factor).
 
+#[cfg(test)]
+mod arm_factor_tests;
 mod costs;
 mod load;
 mod program;
@@ -191,4 +196,10 @@ pub struct HostProfile {
     /// and gap in the host program.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub post_wait: Option<Sourced<PostWait>>,
+    /// Per arm (by its name, `eager-device`), a factor on every host duration of that arm's
+    /// step ([`HostProfile::for_arm`]): fitted where the arm's traced costs, each deflated in
+    /// its own trace process, miss an untraced run of the engine (`validate --fit`). An arm
+    /// not listed runs at 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arm_host_factors: Option<BTreeMap<String, Sourced<f64>>>,
 }

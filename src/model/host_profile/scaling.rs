@@ -1,7 +1,8 @@
-//! A profile moved: every host duration scaled (the what-if `--host-scale` axis), or the
-//! framework costs moved to another measured host speed.
+//! A profile moved: every host duration scaled (the what-if `--host-scale` axis), the
+//! framework costs moved to another measured host speed, or one arm's host factor applied.
 
 use super::{HostProfile, Item, Sourced};
+use crate::axes::Arm;
 use anyhow::{bail, ensure, Result};
 
 impl HostProfile {
@@ -14,26 +15,7 @@ impl HostProfile {
         );
         let mut p = self.clone();
         p.scale_op_costs(scale);
-        fn scale_hosts(items: &mut [Item], scale: f64) {
-            for item in items {
-                match item {
-                    Item::Host {
-                        us, us_by_batch, ..
-                    } => {
-                        *us *= scale;
-                        for v in us_by_batch.iter_mut().flat_map(|m| m.values_mut()) {
-                            *v *= scale;
-                        }
-                    }
-                    Item::DraftPasses { items } => scale_hosts(items, scale),
-                    _ => {}
-                }
-            }
-        }
-        scale_hosts(&mut p.program, scale);
-        if let Some(eagle) = p.eagle_program.as_mut() {
-            scale_hosts(eagle, scale);
-        }
+        p.scale_host_segments(scale);
         Ok(p)
     }
 
@@ -58,6 +40,47 @@ impl HostProfile {
         }
     }
 
+    /// The other framework calls' host costs (every read path's, graph launches, uploads)
+    /// times `scale`.
+    fn scale_call_costs(&mut self, scale: f64) {
+        let other_reads = [self.pinned_read_us.as_mut(), self.mapped_read_us.as_mut()];
+        for cost in [
+            &mut self.read_us,
+            &mut self.graph_launch_us,
+            &mut self.upload_us,
+        ]
+        .into_iter()
+        .chain(other_reads.into_iter().flatten())
+        {
+            cost.value *= scale;
+        }
+    }
+
+    /// Every host segment's plain µs (`us` and `us_by_batch`, in both programs) times
+    /// `scale`.
+    fn scale_host_segments(&mut self, scale: f64) {
+        fn scale_hosts(items: &mut [Item], scale: f64) {
+            for item in items {
+                match item {
+                    Item::Host {
+                        us, us_by_batch, ..
+                    } => {
+                        *us *= scale;
+                        for v in us_by_batch.iter_mut().flat_map(|m| m.values_mut()) {
+                            *v *= scale;
+                        }
+                    }
+                    Item::DraftPasses { items } => scale_hosts(items, scale),
+                    _ => {}
+                }
+            }
+        }
+        scale_hosts(&mut self.program, scale);
+        if let Some(eagle) = self.eagle_program.as_mut() {
+            scale_hosts(eagle, scale);
+        }
+    }
+
     /// The profile at another measured host speed (`speed_us`, µs per probe op as the
     /// profile's `host_speed_us` counts it): every framework cost (ops, reads, graph
     /// launches, uploads) scales by `speed_us` / the profile's own host speed. Host segments
@@ -79,13 +102,7 @@ impl HostProfile {
         let ratio = speed_us / own.value;
         let mut p = self.clone();
         p.scale_op_costs(ratio);
-        let other_reads = [p.pinned_read_us.as_mut(), p.mapped_read_us.as_mut()];
-        for cost in [&mut p.read_us, &mut p.graph_launch_us, &mut p.upload_us]
-            .into_iter()
-            .chain(other_reads.into_iter().flatten())
-        {
-            cost.value *= ratio;
-        }
+        p.scale_call_costs(ratio);
         p.host_speed_us = Some(Sourced {
             value: speed_us,
             source: format!(
@@ -94,5 +111,26 @@ impl HostProfile {
             ),
         });
         Ok(p)
+    }
+
+    /// `arm`'s host factor (`arm_host_factors`), if the profile gives it one.
+    pub fn arm_host_factor(&self, arm: Arm) -> Option<f64> {
+        let factors = self.arm_host_factors.as_ref()?;
+        factors.get(arm.name()).map(|f| f.value)
+    }
+
+    /// The profile `arm`'s step runs with: every host duration (framework ops, post-wait
+    /// extras, reads by every path, graph launches, uploads, host segments) times the arm's
+    /// host factor; GPU times and counts as they are. The factors are then in the costs, so
+    /// the result lists none (applying it twice is applying it once).
+    pub fn for_arm(&self, arm: Arm) -> HostProfile {
+        let mut p = self.clone();
+        p.arm_host_factors = None;
+        if let Some(factor) = self.arm_host_factor(arm) {
+            p.scale_op_costs(factor);
+            p.scale_call_costs(factor);
+            p.scale_host_segments(factor);
+        }
+        p
     }
 }

@@ -3,7 +3,7 @@
 
 use super::costs::read_field;
 use super::{expand_passes, HostProfile, Item, EAGLE_GPU_ITEMS_IN_ORDER, GPU_ITEMS_IN_ORDER};
-use crate::axes::{Drafter, ReadPath};
+use crate::axes::{Arm, Drafter, ReadPath};
 use anyhow::{bail, ensure, Context, Result};
 use std::collections::BTreeMap;
 
@@ -57,7 +57,8 @@ impl HostProfile {
         self.validate_costs()?;
         self.validate_preps()?;
         self.validate_programs()?;
-        self.validate_read_costs()
+        self.validate_read_costs()?;
+        self.validate_arm_host_factors()
     }
 
     /// The profile-wide costs: durations in range, a host speed above 0.
@@ -199,6 +200,22 @@ impl HostProfile {
             if let Some(cost) = self.read_cost(path) {
                 check_us(&read_field(path), cost.value)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Each arm host factor names an arm and is a factor a host could differ by.
+    fn validate_arm_host_factors(&self) -> Result<()> {
+        for (name, factor) in self.arm_host_factors.iter().flatten() {
+            name.parse::<Arm>()
+                .map_err(|e| anyhow::anyhow!("arm_host_factors: {e}"))?;
+            let v = factor.value;
+            ensure!(
+                v.is_finite() && v > 0.0 && v <= 100.0,
+                "arm_host_factors.{name} = {v}: a host factor is above 0 and at most 100 \
+                 (1 runs the arm at the profile's costs); refit it with validate --fit or \
+                 remove the entry"
+            );
         }
         Ok(())
     }

@@ -193,6 +193,7 @@ mod tests {
             mapped_read_us: None,
             eagle_program: None,
             post_wait: None,
+            arm_host_factors: None,
         }
     }
 

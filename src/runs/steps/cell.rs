@@ -69,9 +69,6 @@ pub(super) struct ArmProgram {
     pub(super) item_ranges: Vec<CString>,
 }
 
-/// One arm made ready for a cell: its programs and each prep's prepared plan.
-pub(super) type ReadyArm = (ArmProgram, Vec<StepPrep>);
-
 /// The NVTX range of one item of the host program: a prep names its arm, as the CSV's rows do
 /// (`draft prep (eager-sync)`); every other item its label (`draft forward`, `sampling`).
 pub(super) fn item_range(item: &Item, arm: Arm) -> CString {

@@ -30,12 +30,14 @@
 //! One concern a file, in the order a run meets them: `config` (what a run is asked, the
 //! cells it plans), `run` (the loop over cells, host scales, rounds and timelines) and
 //! `notes` (what it writes into env.json about itself); `make` (a cell built: inputs,
-//! forwards, preps), `cell` (a cell's arms made ready and one step run), `host` (host costs
-//! as durations, busy-waits, framework ops), `prep_run` (one prep's host actions inside a
+//! forwards, preps), `cell` (a cell's arms made ready and one step run), `arm_host` (an
+//! arm's own host costs where the profile gives it a factor), `host` (host costs as
+//! durations, busy-waits, framework ops), `prep_run` (one prep's host actions inside a
 //! step), `forward` (the forward stand-ins), `passes` (the clean, checked and timeline
 //! passes over a cell), `rows` (a cell's rounds into CSV rows) and `check` (every prep of
 //! every step against the CPU reference, for the GPU tests).
 
+mod arm_host;
 mod cell;
 mod check;
 mod config;

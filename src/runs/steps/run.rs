@@ -3,7 +3,8 @@
 //! every host scale's arms: rounds of clean passes until the stopping rule (agreed across
 //! ranks), then one timeline pass per arm, into rows saved after every cell.
 
-use super::cell::{ReadyArm, StepCell};
+use super::arm_host::{own_hosts, ReadyArm};
+use super::cell::StepCell;
 use super::config::{plan, Cell, StepsConfig};
 use super::host::HostCosts;
 use super::make::CellMaker;
@@ -17,7 +18,7 @@ use crate::harness::rows::CellId;
 use crate::harness::run_output::{arm_cells, existing_rows, needs_measuring, progress, Recorder};
 use crate::harness::timer::{ProgramItems, TimelineTimer, TimerSource};
 use crate::model::forward::StreamSource;
-use crate::model::host_profile::Item;
+use crate::model::host_profile::{HostProfile, Item};
 use crate::model::memory::{Deployment, GpuMemory};
 use crate::model::trace::TraceBuilder;
 use crate::results::csv::{completed_cells, host_scale_column, Row, KIND_STEP};
@@ -207,29 +208,34 @@ impl Measuring<'_> {
         let config = self.config;
         let ((layout, bs, block), scale) = (group.at, group.scale);
         let rank_bs = layout.rank_batch(bs);
-        cell.costs = HostCosts::new(
-            config.host.scaled(scale)?,
-            idle_reads,
-            idle_upload,
-            config.read_skew.on(self.world.rank(), config.seed),
-        );
+        let costs_of = |profile| {
+            let skew = config.read_skew.on(self.world.rank(), config.seed);
+            HostCosts::new(profile, idle_reads, idle_upload, skew)
+        };
         // The scaled profile's items: its host segments at this scale.
-        cell.items = cell
-            .costs
-            .profile
-            .step_items(config.drafter, block, rank_bs)?;
+        let items_of = |p: &HostProfile| p.step_items(config.drafter, block, rank_bs);
+        let scaled = config.host.scaled(scale)?;
+        let owns = own_hosts(&scaled, &config.arms, costs_of, items_of)?;
+        cell.items = items_of(&scaled)?;
+        cell.costs = costs_of(scaled);
         self.progress
             .set_message(format!("{layout} bs {bs} block {block} x{scale}"));
-        // Every arm made ready once; the rounds then run them back to back.
+        // Every arm made ready once, at its own host; the rounds then run them back to back.
         let mut ready = Vec::with_capacity(config.arms.len());
-        for (&arm, label) in config.arms.iter().zip(&group.labels) {
-            let prepared = cell.prepare_all(arm).with_context(|| label.clone())?;
-            ready.push((cell.program(arm), prepared));
+        for ((&arm, label), mut own) in config.arms.iter().zip(&group.labels).zip(owns) {
+            let (program, prepared) = cell.with_host(own.as_mut(), |cell| {
+                let prepared = cell.prepare_all(arm).with_context(|| label.clone())?;
+                Ok((cell.program(arm), prepared))
+            })?;
+            ready.push(ReadyArm {
+                program,
+                prepared,
+                own,
+            });
         }
-        let ready: Vec<ReadyArm> = ready;
         let batch_scale = bs as f64 / rank_bs as f64;
-        let rounds = self.rounds(cell, &ready, &group.labels, batch_scale)?;
-        self.timelines(cell, timer, &ready, group, &rounds, rows)?;
+        let rounds = self.rounds(cell, &mut ready, &group.labels, batch_scale)?;
+        self.timelines(cell, timer, &mut ready, group, &rounds, rows)?;
         self.progress.inc(config.arms.len() as u64);
         if self.progress.is_hidden() {
             // No terminal (a log file): the same progress, one line per cell.
@@ -250,7 +256,7 @@ impl Measuring<'_> {
     fn rounds(
         &self,
         cell: &mut StepCell,
-        ready: &[ReadyArm],
+        ready: &mut [ReadyArm],
         labels: &[String],
         batch_scale: f64,
     ) -> Result<Rounds> {
@@ -267,10 +273,17 @@ impl Measuring<'_> {
                     .rounds
                     .pass_length(ready.len(), step_us, config.warmup_steps);
             // Rotated each round, so no arm always runs first after another.
-            for i in (0..ready.len()).map(|i| (i + round) % ready.len()) {
+            let arms = ready.len();
+            for i in (0..arms).map(|i| (i + round) % arms) {
                 self.recorder.set_cell(&labels[i]);
-                let (program, prepared) = &ready[i];
-                let clean = cell.clean_pass(program, prepared, warmup + steps)?;
+                let ReadyArm {
+                    program,
+                    prepared,
+                    own,
+                } = &mut ready[i];
+                let clean = cell.with_host(own.as_mut(), |cell| {
+                    cell.clean_pass(program, prepared, warmup + steps)
+                })?;
                 measured[i].push(&clean, warmup, batch_scale)?;
             }
             let step_times: Vec<&[Vec<f64>]> =
@@ -300,7 +313,7 @@ impl Measuring<'_> {
         &self,
         cell: &mut StepCell,
         timer: &mut dyn TimelineTimer,
-        ready: &[ReadyArm],
+        ready: &mut [ReadyArm],
         group: &ScaleCells,
         rounds: &Rounds,
         rows: &mut Vec<Row>,
@@ -315,9 +328,7 @@ impl Measuring<'_> {
         )?;
         let measured = &rounds.measured;
         let eager_sync = config.arms.iter().position(|&a| a == Arm::EagerSync);
-        for (i, ((&arm, id), (program, prepared))) in
-            config.arms.iter().zip(group.cells).zip(ready).enumerate()
-        {
+        for (i, ((&arm, id), ready)) in config.arms.iter().zip(group.cells).zip(ready).enumerate() {
             self.recorder.set_cell(&group.labels[i]);
             let request = config
                 .trace
@@ -334,14 +345,21 @@ impl Measuring<'_> {
             }
             // Ranks start each timeline together, so their traces line up.
             self.world.barrier(self.gpu)?;
-            let timeline = cell.timeline_pass(
+            let ReadyArm {
                 program,
                 prepared,
-                timer,
-                timeline_steps,
-                timeline_cap,
-                trace.as_mut(),
-            )?;
+                own,
+            } = ready;
+            let timeline = cell.with_host(own.as_mut(), |cell| {
+                cell.timeline_pass(
+                    program,
+                    prepared,
+                    timer,
+                    timeline_steps,
+                    timeline_cap,
+                    trace.as_mut(),
+                )
+            })?;
             if let (Some(t), Some(request)) = (trace, request) {
                 t.write(&request.path_for(arm))?;
             }

@@ -1,0 +1,215 @@
+//! `validate --fit FIT.csv`: each arm's host factor fitted at the one untraced cell of
+//! FIT.csv by steps runs of that cell (the model and estimator validation reports), and the
+//! fitted profile written with each factor's source.
+
+use super::validate::{model_cell, ValidateArgs};
+use crate::axes::Arm;
+use crate::calibrate::validate::fit::{fit_factors, ArmFit, MAX_ITERATIONS, TOLERANCE};
+use crate::calibrate::validate::{
+    cell_host_speed, compare_cell, Bars, Cell, FitNote, Line, Quantity, Reference, ReferenceRow,
+};
+use crate::model::host_profile::{HostProfile, Sourced};
+use crate::results::atomic::write_atomic;
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// What to run for a fit file, for the refusals.
+const FIT_RECIPE: &str = "record one untraced cell with every arm, in its own process: \
+    scripts/reference_loop.py --no-traces --forward-us 100 --batch-sizes 1 --out fit/ \
+    (or calibrate_torch.py the same way), and pass --fit fit/reference.csv";
+
+/// The fitted profile's file in validate's --out.
+pub(super) const FITTED_PROFILE: &str = "fitted-profile.json";
+
+/// The fit file's one cell and its rows.
+pub(super) struct FitCell {
+    pub(super) file: PathBuf,
+    pub(super) cell: Cell,
+    pub(super) rows: BTreeMap<Arm, ReferenceRow>,
+}
+
+/// `path` read as a fit file: one cell, with every arm `reference` validates.
+pub(super) fn read_fit(
+    path: &Path,
+    reference: &Reference,
+    reference_file: &Path,
+) -> Result<FitCell> {
+    let file = path.display();
+    if !path.is_file() {
+        bail!("--fit {file} is not a file: {FIT_RECIPE}");
+    }
+    let fit = Reference::read(path).context("--fit")?;
+    if fit.cells.len() != 1 {
+        let cells: Vec<String> = fit
+            .cells
+            .iter()
+            .map(|(c, _)| {
+                format!(
+                    "forward {} µs bs {} block {}",
+                    c.forward_us, c.batch_size, c.block
+                )
+            })
+            .collect();
+        bail!(
+            "--fit {file} holds {} cells ({}): a fit needs exactly one; {FIT_RECIPE}",
+            cells.len(),
+            cells.join(", ")
+        );
+    }
+    let (cell, rows) = fit.cells.into_iter().next().expect("one cell");
+    let arms: Vec<Arm> = reference
+        .cells
+        .iter()
+        .flat_map(|(_, r)| r.keys().copied())
+        .collect();
+    if let Some(arm) = arms.iter().find(|a| !rows.contains_key(a)) {
+        bail!(
+            "--fit {file} has no {arm} row, and {} validates {arm}: every arm validated is \
+             fitted; {FIT_RECIPE}",
+            reference_file.display()
+        );
+    }
+    Ok(FitCell {
+        file: path.to_path_buf(),
+        cell,
+        rows,
+    })
+}
+
+/// `args` with `profile` as its host profile.
+pub(super) fn with_profile(args: &ValidateArgs, profile: &Path) -> ValidateArgs {
+    let mut a = args.clone();
+    a.steps.step_model.host_profile = profile.display().to_string();
+    a
+}
+
+/// `base` with `factors` (a profile without any: the fit starts from the traced costs).
+fn with_factors(base: &HostProfile, factors: &BTreeMap<Arm, Sourced<f64>>) -> HostProfile {
+    let mut p = base.clone();
+    let named = factors
+        .iter()
+        .map(|(a, f)| (a.name().to_string(), f.clone()));
+    p.arm_host_factors = Some(named.collect());
+    p
+}
+
+/// Fits every arm of `fit` on `profile` (its own factors dropped), writes the fitted
+/// profile into `out` and returns its path and what validation.md says of it.
+pub(super) fn fit_profile(
+    args: &ValidateArgs,
+    profile: &HostProfile,
+    fit: &FitCell,
+    own_speed: Option<f64>,
+    bars: Bars,
+    out: &Path,
+) -> Result<(PathBuf, FitNote)> {
+    let mut base = profile.clone();
+    base.arm_host_factors = None;
+    let arms: Vec<Arm> = fit.rows.keys().copied().collect();
+    let c = fit.cell;
+    let at = format!(
+        "forward {} µs, batch {}, block {}",
+        c.forward_us, c.batch_size, c.block
+    );
+    // Each run's factors and lines, to source the factors chosen.
+    let mut runs: Vec<(BTreeMap<Arm, f64>, Vec<Line>)> = Vec::new();
+    let fits = fit_factors(&arms, |factors| {
+        let n = runs.len() + 1;
+        let dir = out.join("fit").join(format!("run{n}"));
+        std::fs::create_dir_all(dir.join("steps"))
+            .with_context(|| format!("creating {}", dir.display()))?;
+        let sourced = factors
+            .iter()
+            .map(|(&a, &k)| (a, sourced(k, format!("fit run {n} of {MAX_ITERATIONS}"))))
+            .collect();
+        let path = dir.join("profile.json");
+        write_atomic(&path, with_factors(&base, &sourced).to_json().as_bytes())?;
+        let model = model_cell(&with_profile(args, &path), c, &fit.rows, own_speed, &dir)?;
+        let lines = compare_cell(c, &fit.rows, &model, own_speed, bars)?;
+        let errors: BTreeMap<Arm, f64> = step_lines(&lines)
+            .map(|(arm, l)| (arm, l.error_pct / 100.0))
+            .collect();
+        let said: Vec<String> = errors
+            .iter()
+            .map(|(a, e)| format!("{a} x{:.4} {:+.2}%", factors[a], e * 100.0))
+            .collect();
+        eprintln!("validate --fit: run {n} at {at}: {}", said.join(", "));
+        runs.push((factors.clone(), lines));
+        Ok(errors)
+    })
+    .with_context(|| {
+        format!(
+            "--fit {}: fitting the host factors at {at}",
+            fit.file.display()
+        )
+    })?;
+    let mut factors = BTreeMap::new();
+    let mut phrases = Vec::new();
+    for (&arm, f) in &fits {
+        let line = runs
+            .iter()
+            .find(|(k, _)| k[&arm] == f.factor)
+            .and_then(|(_, lines)| step_lines(lines).find(|(a, _)| *a == arm))
+            .map(|(_, l)| l.clone())
+            .with_context(|| format!("the fit ran no model at {arm}'s factor"))?;
+        factors.insert(
+            arm,
+            sourced(f.factor, source(fit, &at, &fit.rows[&arm], &line, f)),
+        );
+        phrases.push(format!(
+            "{arm} x{:.3} ({:+.2}% there{})",
+            f.factor,
+            f.error * 100.0,
+            if f.converged { "" } else { ", not converged" }
+        ));
+    }
+    let path = out.join(FITTED_PROFILE);
+    write_atomic(&path, with_factors(&base, &factors).to_json().as_bytes())?;
+    eprintln!("validate --fit: wrote {}", path.display());
+    let note = FitNote {
+        file: fit.file.display().to_string(),
+        cell: c,
+        factors: phrases,
+    };
+    Ok((path, note))
+}
+
+/// The per-arm step lines of a cell's comparison, by arm.
+fn step_lines(lines: &[Line]) -> impl Iterator<Item = (Arm, &Line)> {
+    lines
+        .iter()
+        .filter(|l| l.quantity == Quantity::StepUs)
+        .filter_map(|l| Some((l.arm.parse().ok()?, l)))
+}
+
+fn sourced(value: f64, source: String) -> Sourced<f64> {
+    Sourced { value, source }
+}
+
+/// Where a fitted factor came from: the fit file and cell, the reference's step and host
+/// speed, the model's step at the factor, and the runs it took.
+fn source(fit: &FitCell, at: &str, row: &ReferenceRow, line: &Line, f: &ArmFit) -> String {
+    let speed = cell_host_speed(&fit.rows).or(row.host_speed_us);
+    let speed = speed.map_or("no host speed recorded".into(), |s| {
+        format!("host speed {s:.2} µs per op")
+    });
+    let outcome = if f.converged {
+        format!("within {}%", TOLERANCE * 100.0)
+    } else {
+        format!(
+            "not within {}% after {MAX_ITERATIONS} runs: the closest",
+            TOLERANCE * 100.0
+        )
+    };
+    format!(
+        "fitted by metaprep validate --fit {} at {at}: reference step {:.1} µs ({}, {speed}), \
+         model step {:.1} µs at this factor ({:+.2}%, {outcome}), {} fit runs",
+        fit.file.display(),
+        line.reference_us,
+        line.estimator.replace('_', " "),
+        line.model_us,
+        f.error * 100.0,
+        f.iterations
+    )
+}
