@@ -1528,6 +1528,28 @@ fn fit_cases(root: &Path, reference: &str, head: &str) -> Vec<Case> {
             .guard(&out),
         );
     }
+    // A fit file it could fit at, with a what-if the factors would take in.
+    let good = root.join("fit-good.csv");
+    std::fs::write(&good, format!("{head}100,1,5,graph,300,8\n")).unwrap();
+    let out = root.join("val-fit-host-work");
+    let (p, o) = (good.to_str().unwrap(), out.to_str().unwrap());
+    cases.push(
+        case(
+            "validate --fit with --host-work-us",
+            &[
+                "validate",
+                reference,
+                "--fit",
+                p,
+                "--host-work-us",
+                "50",
+                "--out",
+                o,
+            ],
+            "--host-work-us with --fit",
+        )
+        .guard(&out),
+    );
     let out = root.join("val-fit-missing");
     cases.push(
         case(

@@ -973,19 +973,26 @@ fn validate_fit_recovers_known_arm_host_factors_from_a_one_cell_reference() {
     let err = String::from_utf8_lossy(&o.stderr);
     // The fit's runs, for --nocapture.
     println!("{err}");
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
+    // Every arm converged, and the model holds its own cell within the bars.
+    assert_eq!(o.status.code(), Some(0), "{err}");
     let fitted = HostProfile::load(out.join("fitted-profile.json").to_str().unwrap()).unwrap();
     for arm in arms {
         let want = truth.iter().find(|t| t.0 == arm).map_or(1.0, |t| t.1);
         let got = fitted.arm_host_factor(arm).expect("every arm fitted");
+        // A step within the fit's 2% puts the factor within 2% over the step's host share
+        // (most of it at a 20 µs forward): 3%.
         assert!(
-            (got / want - 1.0).abs() < 0.02,
+            (got / want - 1.0).abs() < 0.03,
             "{arm}: x{got:.4}, want x{want}\n{err}"
         );
         let source = &fitted.arm_host_factors.as_ref().unwrap()[arm.name()].source;
         assert!(
             source.contains("fit.csv") && source.contains("forward 20 µs"),
             "{source}"
+        );
+        assert!(
+            !source.contains("not within"),
+            "{arm} did not converge: {source}"
         );
     }
     let md = std::fs::read_to_string(out.join("validation.md")).unwrap();

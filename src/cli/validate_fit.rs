@@ -57,7 +57,7 @@ pub(super) fn read_fit(
             cells.join(", ")
         );
     }
-    let (cell, rows) = fit.cells.into_iter().next().expect("one cell");
+    let (cell, mut rows) = fit.cells.into_iter().next().expect("one cell");
     let arms: Vec<Arm> = reference
         .cells
         .iter()
@@ -70,6 +70,9 @@ pub(super) fn read_fit(
             reference_file.display()
         );
     }
+    // Only the arms validated are fitted: another arm of the file (fused, say) may be
+    // GPU-bound at the cell, and its factor would serve nothing.
+    rows.retain(|arm, _| arms.contains(arm));
     Ok(FitCell {
         file: path.to_path_buf(),
         cell,
@@ -148,8 +151,7 @@ pub(super) fn fit_profile(
     let mut phrases = Vec::new();
     for (&arm, f) in &fits {
         let line = runs
-            .iter()
-            .find(|(k, _)| k[&arm] == f.factor)
+            .get(f.run as usize - 1)
             .and_then(|(_, lines)| step_lines(lines).find(|(a, _)| *a == arm))
             .map(|(_, l)| l.clone())
             .with_context(|| format!("the fit ran no model at {arm}'s factor"))?;
@@ -167,10 +169,15 @@ pub(super) fn fit_profile(
     let path = out.join(FITTED_PROFILE);
     write_atomic(&path, with_factors(&base, &factors).to_json().as_bytes())?;
     eprintln!("validate --fit: wrote {}", path.display());
+    let unconverged = (fits.iter())
+        .filter(|(_, f)| !f.converged)
+        .map(|(arm, f)| format!("{arm} ({:+.2}% at best)", f.error * 100.0))
+        .collect();
     let note = FitNote {
         file: fit.file.display().to_string(),
         cell: c,
         factors: phrases,
+        unconverged,
     };
     Ok((path, note))
 }

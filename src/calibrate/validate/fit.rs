@@ -11,17 +11,21 @@ use crate::axes::Arm;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 
-/// An arm is fitted when its step is within this relative error.
-pub const TOLERANCE: f64 = 0.005;
+/// An arm is fitted when its step is within this relative error: above the model's own
+/// run-to-run noise (a steps cell moved up to 1.3% between two processes of one profile on
+/// the H200, issue 24), so a run at the right factor lands inside it; far inside
+/// validation's ±10%.
+pub const TOLERANCE: f64 = 0.02;
 /// Model evaluations at most (each one runs every arm).
 pub const MAX_ITERATIONS: u32 = 6;
 /// The factors a fit may take.
 pub const BOUNDS: (f64, f64) = (0.1, 10.0);
 /// The second evaluation moves a factor by at least this (relative), so that whether the
-/// step follows it is measured above the model's noise.
-const PROBE: f64 = 0.1;
-/// A step that moves by less than this share of its factor's relative change is not
-/// host-bound there: the factor cannot be fitted at that cell.
+/// step follows it is measured above the model's noise: a step half on the host moves 10%,
+/// against two runs' noise of about 2% (1.3% each).
+const PROBE: f64 = 0.2;
+/// A step that moves by less than this share of its factor's relative change, or the other
+/// way, is not host-bound there: the factor cannot be fitted at that cell.
 const MIN_SENSITIVITY: f64 = 0.2;
 /// Factor moves smaller than this (relative) are not used to judge sensitivity (noise).
 const MIN_JUDGED_MOVE: f64 = 0.05;
@@ -36,6 +40,8 @@ pub struct ArmFit {
     pub iterations: u32,
     /// Within `TOLERANCE`; else `factor` is the best of `MAX_ITERATIONS` evaluations.
     pub converged: bool,
+    /// The evaluation (from 1) that ran at `factor` and gave `error`.
+    pub run: u32,
 }
 
 /// One arm's evaluations so far: (factor, relative error), in order.
@@ -43,16 +49,18 @@ pub struct ArmFit {
 struct History(Vec<(f64, f64)>);
 
 impl History {
-    fn best(&self) -> (f64, f64) {
-        *self
-            .0
-            .iter()
-            .min_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
-            .expect("evaluated at least once")
+    /// The evaluation closest to the reference: its index (from 0), factor and error.
+    fn best(&self) -> (usize, f64, f64) {
+        let (i, &(k, e)) = (self.0.iter().enumerate())
+            .min_by(|a, b| a.1 .1.abs().total_cmp(&b.1 .1.abs()))
+            .expect("evaluated at least once");
+        (i, k, e)
     }
 
     /// The next factor: after one evaluation a proportional guess (a host-bound step is
-    /// about proportional to its host costs) moved at least `PROBE`, then secant steps.
+    /// about proportional to its host costs) moved at least `PROBE`; then a Newton step from
+    /// the latest evaluation along the slope of the two evaluations furthest apart. Two close
+    /// evaluations' slope is mostly the model's noise; the widest pair's is the step's.
     fn next(&self) -> f64 {
         let n = self.0.len();
         let (k, e) = self.0[n - 1];
@@ -66,34 +74,44 @@ impl History {
                 k * (1.0 + PROBE)
             }
         } else {
-            let (k0, e0) = self.0[n - 2];
-            if e == e0 {
-                // No slope to follow (a move too small to judge that changed nothing).
-                k / (1.0 + e)
-            } else {
-                k - e * (k - k0) / (e - e0)
-            }
+            let ((ki, ei), (kj, ej)) = self.widest();
+            let slope = (ej - ei) / (kj - ki);
+            // `check_moves` has refused a step that does not follow its factor.
+            k - e / slope
         };
         next.clamp(BOUNDS.0, BOUNDS.1)
     }
 
-    /// Refuses the last move when the step did not follow the factor.
+    /// The two evaluations whose factors are furthest apart, in the order they ran (two or
+    /// more evaluations).
+    fn widest(&self) -> ((f64, f64), (f64, f64)) {
+        let n = self.0.len();
+        let spread = |&(i, j): &(usize, usize)| (self.0[j].0 - self.0[i].0).abs();
+        let (i, j) = (0..n)
+            .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
+            .max_by(|a, b| spread(a).total_cmp(&spread(b)))
+            .expect("two evaluations");
+        (self.0[i], self.0[j])
+    }
+
+    /// Refuses an arm whose step did not follow its factor between the two evaluations
+    /// furthest apart (the first and the probe at least, `PROBE` apart): the widest pair,
+    /// as for the slope, so the model's noise on a small move cannot decide it.
     fn check_moves(&self, arm: Arm) -> Result<()> {
         let n = self.0.len();
         if n < 2 {
             return Ok(());
         }
-        let ((k0, e0), (k1, e1)) = (self.0[n - 2], self.0[n - 1]);
+        let ((k0, e0), (k1, e1)) = self.widest();
         let factor_move = k1 / k0 - 1.0;
         let step_move = (1.0 + e1) / (1.0 + e0) - 1.0;
-        if factor_move.abs() >= MIN_JUDGED_MOVE
-            && step_move.abs() < MIN_SENSITIVITY * factor_move.abs()
-        {
+        // Signed: a step that moved against its factor did not follow it, however far.
+        if factor_move.abs() >= MIN_JUDGED_MOVE && step_move / factor_move < MIN_SENSITIVITY {
             bail!(
                 "{arm}: its step moved {:+.1}% when its host factor moved {:+.1}% (x{k0:.3} to \
                  x{k1:.3}): the step is not host-bound at the fit cell, so no host factor \
-                 fits it there; fit at a shorter forward (reference_loop.py --no-traces \
-                 --forward-us 100 --batch-sizes 1)",
+                 fits it there; fit at a cell with a shorter forward, where the host is on \
+                 the step's path",
                 step_move * 100.0,
                 factor_move * 100.0
             );
@@ -105,7 +123,9 @@ impl History {
 /// Each of `arms`' host factor, fitted: `model` gives every arm's relative step error
 /// (model / reference − 1) at the factors it is handed (all arms in one call). Every factor
 /// starts at 1; an arm within `TOLERANCE` keeps its factor while the others move. An arm
-/// whose step does not follow its factor is an error, never a factor of 1.
+/// whose step does not follow its factor is an error, never a factor of 1; one no run
+/// brought within `TOLERANCE` keeps its closest run, `converged` false (validate fails on
+/// it: a reference below the GPU's floor, or noise above the tolerance).
 pub fn fit_factors(
     arms: &[Arm],
     mut model: impl FnMut(&BTreeMap<Arm, f64>) -> Result<BTreeMap<Arm, f64>>,
@@ -137,6 +157,7 @@ pub fn fit_factors(
                     error: e,
                     iterations: iteration,
                     converged: true,
+                    run: iteration,
                 };
                 done.insert(arm, fit);
             } else {
@@ -150,12 +171,14 @@ pub fn fit_factors(
     // Past the last evaluation: the best one, said to be unconverged where it is.
     for &arm in arms {
         done.entry(arm).or_insert_with(|| {
-            let (factor, error) = histories[&arm].best();
+            let (index, factor, error) = histories[&arm].best();
             ArmFit {
                 factor,
                 error,
                 iterations: MAX_ITERATIONS,
-                converged: error.abs() <= TOLERANCE,
+                // Never before the step was seen to follow the factor (the first run).
+                converged: error.abs() <= TOLERANCE && index > 0,
+                run: index as u32 + 1,
             }
         });
     }
@@ -221,29 +244,102 @@ mod tests {
         assert!(fits[&Arm::EagerSync].iterations >= 2);
     }
 
+    /// Uniform noise in ±`amplitude` (relative), from `rng`.
+    fn noise(rng: &mut crate::stats::rng::SplitMix64, amplitude: f64) -> f64 {
+        let unit = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        1.0 + amplitude * (2.0 * unit - 1.0)
+    }
+
     #[test]
-    fn a_noisy_host_bound_step_still_converges() {
-        // ±0.3% run to run, alternating: under the tolerance, over the secant's slope noise.
+    fn under_run_to_run_noise_host_bound_arms_converge_and_a_gpu_bound_one_is_refused() {
+        // ±1.5% a run, uniform (the H200 moved a steps cell up to 1.3% between processes),
+        // over many seeds: every host-bound arm lands within its tolerance near its truth.
         let want = truth([0.9, 1.3, 0.7, 1.6]);
-        let mut calls = 0u32;
         let arms: Vec<Arm> = want.keys().copied().collect();
-        let fits = fit_factors(&arms, |factors| {
-            calls += 1;
-            let noise = if calls.is_multiple_of(2) {
-                1.003
-            } else {
-                0.997
-            };
+        let mut converged = 0;
+        for seed in 0..200 {
+            let mut rng = crate::stats::rng::SplitMix64::new(seed);
+            let fits = fit_factors(&arms, |factors| {
+                Ok(factors
+                    .iter()
+                    .map(|(&a, &k)| {
+                        let n = noise(&mut rng, 0.015);
+                        (a, n * linear(a, k) / linear(a, want[&a]) - 1.0)
+                    })
+                    .collect())
+            })
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            for (arm, f) in &fits {
+                // The factor within what the tolerance and the noise allow on this arm's
+                // step, of which only the host's share follows the factor.
+                let k = want[arm];
+                let host_share = (linear(*arm, k) - linear(*arm, 0.0)) / linear(*arm, k);
+                let allowed = (TOLERANCE + 0.015) / host_share + 0.005;
+                assert!(
+                    (f.factor / k - 1.0).abs() < allowed,
+                    "seed {seed} {arm}: {f:?}"
+                );
+                // A run lands within the tolerance, or the closest is near it.
+                assert!(
+                    f.error.abs() <= TOLERANCE + 0.015,
+                    "seed {seed} {arm}: {f:?}"
+                );
+                converged += usize::from(f.converged);
+            }
+        }
+        // Noise up to three quarters of the tolerance leaves few arms unconverged.
+        assert!(
+            converged >= 200 * 4 * 95 / 100,
+            "{converged} of 800 converged"
+        );
+        // A GPU-bound arm under the same noise is refused, never fitted by luck.
+        for seed in 0..200 {
+            let mut rng = crate::stats::rng::SplitMix64::new(seed);
+            let got = fit_factors(&[Arm::Graph], |factors| {
+                Ok(factors
+                    .keys()
+                    .map(|&a| (a, noise(&mut rng, 0.015) - 1.0))
+                    .collect())
+            });
+            let e = got.expect_err(&format!("seed {seed}: a GPU-bound arm was fitted"));
+            assert!(e.to_string().contains("not host-bound"), "seed {seed}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_step_that_moves_against_its_factor_is_refused() {
+        // Less host, a longer step: whatever the size of the move, the step does not follow.
+        let e = fit_factors(&[Arm::EagerDevice], |factors| {
+            Ok(factors.iter().map(|(&a, &k)| (a, 1.1 / k - 1.0)).collect())
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("eager-device:") && e.contains("not host-bound"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn each_fit_names_the_run_it_came_from() {
+        // Clamped at the bound from the second run on, and never within the tolerance.
+        let mut ran: Vec<f64> = Vec::new();
+        let fits = fit_factors(&[Arm::EagerSync, Arm::Graph], |factors| {
+            ran.push(factors[&Arm::EagerSync]);
             Ok(factors
                 .iter()
-                .map(|(&a, &k)| (a, noise * linear(a, k) / linear(a, want[&a]) - 1.0))
+                .map(|(&a, &k)| match a {
+                    Arm::EagerSync => (a, 500.0 * k / 10_000.0 - 1.0),
+                    _ => (a, linear(a, k) / linear(a, 1.3) - 1.0),
+                })
                 .collect())
         })
         .unwrap();
-        for (arm, f) in &fits {
-            assert!(f.converged, "{arm}: {f:?}");
-            assert!((f.factor / want[arm] - 1.0).abs() < 0.02, "{arm}: {f:?}");
-        }
+        let f = fits[&Arm::EagerSync];
+        assert!(!f.converged, "{f:?}");
+        assert_eq!(ran[f.run as usize - 1], f.factor, "{f:?} from {ran:?}");
+        let g = fits[&Arm::Graph];
+        assert!(g.converged && g.run == g.iterations, "{g:?}");
     }
 
     /// A step bound by the GPU (`gpu` µs) or by the host (`base` + `host` × k), whichever is
@@ -253,26 +349,30 @@ mod tests {
     }
 
     #[test]
-    fn a_step_that_turns_gpu_bound_is_fitted_while_it_follows_and_refused_below_the_gpu() {
-        // Host-bound at 1 (150 µs), the reference at 110 µs: k = 90 / 130, near the kink.
+    fn a_step_that_turns_gpu_bound_is_fitted_while_it_follows_and_unconverged_below_the_gpu() {
+        // Host-bound at 1 (150 µs), the reference at 110 µs: k = 90 / 130, near the kink. The
+        // step's host share there is 90 / 110, so a step within the tolerance puts the factor
+        // within the tolerance over that share.
         let reachable = BTreeMap::from([(Arm::EagerDevice, 90.0 / 130.0)]);
         let (fits, _) = fit(&reachable, |_, k| bound(k));
         let f = fits.unwrap()[&Arm::EagerDevice];
+        let allowed = TOLERANCE * 110.0 / 90.0;
         assert!(
-            f.converged && (f.factor * 130.0 / 90.0 - 1.0).abs() < 0.01,
+            f.converged && (f.factor * 130.0 / 90.0 - 1.0).abs() < allowed,
             "{f:?}"
         );
-        // A reference under the GPU's floor: no factor reaches it, and the step stops
-        // following once the host hides behind the GPU.
-        let e = fit_factors(&[Arm::Graph], |factors| {
+        // A reference under the GPU's floor (95 µs against 100): no factor reaches it. The
+        // fit says so, with the closest run's error, never a factor it calls fitted.
+        let fits = fit_factors(&[Arm::Graph], |factors| {
             Ok(factors
                 .iter()
                 .map(|(&a, &k)| (a, bound(k) / 95.0 - 1.0))
                 .collect())
         })
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("graph") && e.contains("shorter forward"), "{e}");
+        .unwrap();
+        let f = fits[&Arm::Graph];
+        assert!(!f.converged, "{f:?}");
+        assert!((f.error - (100.0 / 95.0 - 1.0)).abs() < 1e-9, "{f:?}");
     }
 
     #[test]

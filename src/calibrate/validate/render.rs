@@ -19,6 +19,16 @@ pub struct FitNote {
     pub file: String,
     pub cell: Cell,
     pub factors: Vec<String>,
+    /// The arms no fit run brought within the tolerance, each with its closest error: the
+    /// validation fails on them whatever its cells say.
+    pub unconverged: Vec<String>,
+}
+
+impl FitNote {
+    /// Whether every arm's fit converged.
+    pub fn converged(&self) -> bool {
+        self.unconverged.is_empty()
+    }
 }
 
 impl FitNote {
@@ -50,7 +60,7 @@ pub fn markdown(
     let _ = writeln!(
         r,
         "**{}**: step time within ±{}% in {} of {} (cell, arm); eager-sync − graph within ±{}% in {} of {} cells.\n",
-        if lines.iter().all(|l| l.pass) { "PASS" } else { "FAIL" },
+        if lines.iter().all(|l| l.pass) && fit.is_none_or(FitNote::converged) { "PASS" } else { "FAIL" },
         bars.step_pct,
         passed(&steps),
         steps.len(),
@@ -62,6 +72,14 @@ pub fn markdown(
         r,
         "The model ran each cell at the host speed the reference recorded for it (its framework costs times the ratio to the profile's own host speed); \"raw\" is the model at the profile's own host speed. Rows marked \"chunk mean\" recorded a host-speed probe every few steps: their reference is the mean over chunks of each chunk's median step, and their model the mean over the same chunks of the model interpolated at each chunk's own speed (between runs at the cell's slowest and fastest chunk speed and the profile's own). \"host speed\" is the cell's median chunk speed over the profile's, with the chunks' p10–p90 in µs per op; \"forward\" is the marked forward's measured device time over its nominal µs (a `torch.cuda._sleep` forward runs longer when the SM clock drops; the model's forward is wall-clock).\n"
     );
+    if let Some(fit) = fit.filter(|f| !f.converged()) {
+        let _ = writeln!(
+            r,
+            "**The fit did not converge** for {}: no fit run brought its step within ±{}% of the fit cell's, so its factor is the closest run's and this validation fails (a reference below the GPU's floor there, or a model noisier than the tolerance).\n",
+            fit.unconverged.join(", "),
+            crate::calibrate::validate::fit::TOLERANCE * 100.0
+        );
+    }
     if let Some(fit) = fit {
         let c = fit.cell;
         let _ = writeln!(

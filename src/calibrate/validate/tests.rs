@@ -97,6 +97,7 @@ fn errors_and_the_pass_bars_by_hand() {
         file: "fit/reference.csv".into(),
         cell: *cell,
         factors: vec!["eager-device x1.300 (+0.10% there)".into()],
+        unconverged: Vec::new(),
     };
     let fitted = markdown("r.csv", "p", &lines, bars, Some(&note));
     assert!(
@@ -115,6 +116,20 @@ fn errors_and_the_pass_bars_by_hand() {
     let other = markdown("r.csv", "p", &lines, bars, Some(&elsewhere));
     assert_eq!(other.matches("(fit cell)").count(), 0, "{other}");
     assert!(!md.contains("fit"));
+    // An unconverged fit fails a validation whose cells all pass, and says why first.
+    let passing: Vec<Line> = lines.iter().filter(|l| l.pass).cloned().collect();
+    let converged = markdown("r.csv", "p", &passing, bars, Some(&elsewhere));
+    assert!(converged.contains("**PASS**") && !converged.contains("did not converge"));
+    let unconverged = FitNote {
+        unconverged: vec!["graph-upload (+5.26% at best)".into()],
+        ..elsewhere
+    };
+    let failed = markdown("r.csv", "p", &passing, bars, Some(&unconverged));
+    assert!(failed.contains("**FAIL**"), "{failed}");
+    assert!(
+        failed.contains("**The fit did not converge** for graph-upload (+5.26% at best)"),
+        "{failed}"
+    );
 }
 
 #[test]
