@@ -1,11 +1,11 @@
 //! The one map from how a command ended to the process's exit status (the README's table):
-//! 0 ok; 1 `compare` found a regression, `validate` a failed cell, `check` a wrong cell, or a
-//! command failed while running; 2 a bad flag or bad input; 3 no GPU, driver or NVRTC (or a
-//! missing CUPTI or NCCL a flag asked for). Every command returns an [`Exit`] or an error, and
-//! [`Exit::of_error`] says which status an error ends the process with: by the two error
-//! kinds defined here, which the layers that find such a problem raise. On the ground floor
-//! (ARCHITECTURE.md): it imports nothing of the crate, so `cli/` and `report/` may use it
-//! without importing upwards.
+//! 0 ok; 1 `compare` found a regression, `validate` a failed cell or an unconverged fit,
+//! `check` a wrong cell, or a command failed while running; 2 a bad flag or bad input; 3 no
+//! GPU, driver or NVRTC (or a missing CUPTI or NCCL a flag asked for). Every command returns
+//! an [`Exit`] or an error, and [`Exit::of_error`] says which status an error ends the
+//! process with: by the two error kinds defined here, which the layers that find such a
+//! problem raise. On the ground floor (ARCHITECTURE.md): it imports nothing of the crate,
+//! so `cli/` and `report/` may use it without importing upwards.
 
 use std::fmt;
 use std::process::ExitCode;
