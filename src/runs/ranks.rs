@@ -8,6 +8,7 @@ use crate::axes::Layout;
 use crate::gpu::nccl::Nccl;
 use crate::gpu::probe::{devices, GpuUnavailable};
 use crate::harness::run_output::existing_rows;
+use crate::harness::topology;
 use crate::model::memory::GpuMemory;
 use crate::model::trace::merge_rank_traces;
 use crate::results::atomic::write_atomic;
@@ -304,7 +305,11 @@ fn run_worlds(
         .with_context(|| format!("{layout} with real ranks"))?;
         let world = gather(&world_dir, layout, n)?;
         worlds.rank_rows.extend(world.rows);
-        worlds.notes.extend(world.gpu_notes);
+        // Where each rank's GPU sits, read here from NVML (rank r ran on GPU --device + r),
+        // not back out of the ranks' notes.
+        worlds
+            .notes
+            .extend((0..n).map(|r| gpu_note(layout, r, config.gpu.ordinal + r)));
         worlds.first_env.get_or_insert(world.rank0_env);
         if let (true, Some(t)) = (trace, &config.trace) {
             merge_traces(&world_dir, n, t, &config.arms)?;
@@ -325,15 +330,22 @@ fn run_worlds(
 /// What a world's ranks left in their run folders.
 struct World {
     rows: Vec<RankRow>,
-    /// Where each rank's GPU sits (PCI id, NVLinks), as each rank noted it.
-    gpu_notes: Vec<String>,
     rank0_env: EnvRecord,
+}
+
+/// `tp2 rank 1 GPU 1: PCI 00000000:18:00.0, 18 NVLinks active (...)`: where rank `rank` of
+/// `layout`'s GPU sits, or why that is unknown.
+fn gpu_note(layout: Layout, rank: usize, ordinal: usize) -> String {
+    let topology = crate::gpu::probe::pci_bus_id(ordinal)
+        .map_err(|e| e.to_string())
+        .and_then(|pci| topology::describe(&pci).map_err(|e| e.to_string()))
+        .unwrap_or_else(|e| format!("topology unknown ({e})"));
+    format!("{layout} rank {rank} GPU {ordinal}: {topology}")
 }
 
 /// Reads the rows and env of each of `ranks` ranks of `layout` under `world_dir`.
 fn gather(world_dir: &Path, layout: Layout, ranks: usize) -> Result<World> {
     let mut rows = Vec::new();
-    let mut gpu_notes = Vec::new();
     let mut rank0_env = None;
     for r in 0..ranks {
         let dir = rank_dir(world_dir, r);
@@ -343,19 +355,12 @@ fn gather(world_dir: &Path, layout: Layout, ranks: usize) -> Result<World> {
             rank: r as u32,
             row,
         }));
-        let env = EnvRecord::read(&dir)?;
-        let gpu_note = format!("rank {r} GPU");
-        gpu_notes.extend(
-            env.notes
-                .iter()
-                .filter(|n| n.starts_with(&gpu_note))
-                .map(|n| format!("{layout} {n}")),
-        );
-        rank0_env.get_or_insert(env);
+        if r == 0 {
+            rank0_env = Some(EnvRecord::read(&dir)?);
+        }
     }
     Ok(World {
         rows,
-        gpu_notes,
         rank0_env: rank0_env.context("a world of no rank")?,
     })
 }
@@ -471,7 +476,7 @@ mod tests {
     }
 
     #[test]
-    fn a_worlds_rows_and_gpu_notes_are_gathered_from_every_rank() {
+    fn a_worlds_rows_are_gathered_from_every_rank() {
         use crate::harness::rows::CellId;
         let dir = tempfile::tempdir().unwrap();
         let id = CellId {
@@ -504,13 +509,26 @@ mod tests {
             world.rows.iter().map(|r| r.rank).collect::<Vec<_>>(),
             [0, 1]
         );
-        assert_eq!(world.gpu_notes.len(), 2);
-        assert!(world.gpu_notes[1].starts_with("tp2 rank 1 GPU 1: PCI 0000:01:00.0"));
+        assert_eq!(
+            world.rank0_env.notes[0],
+            "rank 0 GPU 0: PCI 0000:00:00.0, no NVLink active"
+        );
         let (slowest, picked) = slowest_rank_rows(&world.rows);
         assert_eq!((slowest[0].median, picked[0].1), (120.0, 1));
         // A rank that wrote nothing is named.
         let e = gather(dir.path(), Layout::Tp(2), 3).err().unwrap();
         assert!(format!("{e:#}").contains("rank 2's rows of tp2"), "{e:#}");
+    }
+
+    #[test]
+    fn a_ranks_gpu_note_names_it_and_says_why_its_topology_is_unknown() {
+        // No GPU 99 anywhere: the note names the layout, rank and GPU, and why there is no
+        // topology, never an error or a panic.
+        let note = gpu_note(Layout::Tp(4), 3, 99);
+        assert!(
+            note.starts_with("tp4 rank 3 GPU 99: topology unknown ("),
+            "{note}"
+        );
     }
 
     #[test]
