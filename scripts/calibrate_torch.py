@@ -188,9 +188,7 @@ def parse_args(argv):
     p.add_argument("--trace-batch-sizes", type=number_list(int), default="8,64",
                    help="batch sizes of the extra graph-arm traces from which calibrate takes "
                         "the preps' GPU time per batch (--gpu-trace)")
-    p.add_argument("--no-traces", action="store_true",
-                   help="measure the untraced grid only, without the trace processes (a second "
-                        "reference, or the untraced cell of a per-arm fit)")
+    mh.add_no_traces(p)
     p.add_argument("--trace-arm", choices=ARMS, default=None,
                    help="(internal) record one trace of this arm in this fresh process and exit")
     p.add_argument("--trace-batch", type=int, default=1, help="(internal) with --trace-arm")

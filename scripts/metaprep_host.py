@@ -68,6 +68,14 @@ SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaE
 LAUNCH_PREFIXES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchCooperativeKernel")
 
 
+def add_no_traces(parser):
+    """Both reference loops' --no-traces: the untraced grid alone, no trace processes."""
+    parser.add_argument("--no-traces", action="store_true",
+                        help="measure the untraced grid only, without the trace processes (a "
+                             "second reference, or the untraced cell of a per-arm fit: "
+                             "metaprep validate --fit)")
+
+
 def cpu_choice(text):
     """argparse type of --cpu: a CPU number, `auto` (the last one this process may use) or
     `off`, as metaprep's --cpu."""

@@ -76,9 +76,7 @@ def parse_args(argv):
                    help="forward of the traced cell (batch 1)")
     p.add_argument("--trace-batch-sizes", type=numbers(int), default="8,64",
                    help="batch sizes of the extra graph-arm traces (the preps' GPU time)")
-    p.add_argument("--no-traces", action="store_true",
-                   help="measure the untraced grid only, without the trace processes (a second "
-                        "reference, or the untraced cell of a per-arm fit)")
+    mh.add_no_traces(p)
     p.add_argument("--trace-arm", choices=ARMS, default=None,
                    help="(internal) record one trace of this arm in this fresh process and exit")
     p.add_argument("--trace-batch", type=int, default=1, help="(internal) with --trace-arm")

@@ -38,6 +38,12 @@ impl FitNote {
     }
 }
 
+/// Whether a validation passes: every line within its bar and, where the profile was fitted
+/// first, every arm's fit converged (validation.md's verdict and validate's exit).
+pub fn passed(lines: &[Line], fit: Option<&FitNote>) -> bool {
+    lines.iter().all(|l| l.pass) && fit.is_none_or(FitNote::converged)
+}
+
 /// validation.md's text; `fit` when the profile was fitted first.
 pub fn markdown(
     reference: &str,
@@ -55,17 +61,17 @@ pub fn markdown(
         .iter()
         .filter(|l| l.quantity == Quantity::SyncMinusGraphUs)
         .collect();
-    let passed = |v: &[&Line]| v.iter().filter(|l| l.pass).count();
+    let within = |v: &[&Line]| v.iter().filter(|l| l.pass).count();
     let _ = writeln!(r, "# Validation of `{profile}` against `{reference}`\n");
     let _ = writeln!(
         r,
         "**{}**: step time within ±{}% in {} of {} (cell, arm); eager-sync − graph within ±{}% in {} of {} cells.\n",
-        if lines.iter().all(|l| l.pass) && fit.is_none_or(FitNote::converged) { "PASS" } else { "FAIL" },
+        if passed(lines, fit) { "PASS" } else { "FAIL" },
         bars.step_pct,
-        passed(&steps),
+        within(&steps),
         steps.len(),
         bars.diff_pct,
-        passed(&diffs),
+        within(&diffs),
         diffs.len()
     );
     let _ = writeln!(

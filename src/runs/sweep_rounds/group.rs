@@ -92,18 +92,20 @@ impl GroupRounds {
         if self.arm_stops[index].is_some() {
             return;
         }
-        let group_round = self.group_stop.is_none();
+        // Past the group's rounds, only the metrics a GPU-paced arm's own rounds serve.
+        let (group_round, arm) = (self.group_stop.is_none(), self.arms[index]);
         let a = &mut self.by_arm[index];
-        a.step.push(m.step);
-        if let Some(fwd) = m.step_fwd {
-            a.step_fwd.push(fwd);
+        for (metric, rounds, values) in [
+            ("step_us", &mut a.step, Some(m.step)),
+            ("step_fwd_us", &mut a.step_fwd, m.step_fwd),
+            ("host_issue_us", &mut a.host_issue, Some(m.host_issue)),
+            ("host_blocked_us", &mut a.host_blocked, Some(m.host_blocked)),
+            ("gpu_prep_us", &mut a.gpu_prep, Some(m.gpu_prep)),
+        ] {
+            if let Some(v) = values.filter(|_| group_round || !group_rounds_only(arm, metric)) {
+                rounds.push(v);
+            }
         }
-        // The host's times only from the group's rounds (see `group_rounds_only`).
-        if group_round {
-            a.host_issue.push(m.host_issue);
-            a.host_blocked.push(m.host_blocked);
-        }
-        a.gpu_prep.push(m.gpu_prep);
     }
 
     /// Adds a visit of the group: every arm's round, its bytes and its time.
