@@ -6,6 +6,9 @@ use metaprep::axes::Family;
 use metaprep::axes::{Arm, ReadPath};
 use metaprep::gpu::{capture_graph, Gpu, HostReader, ImageChoice, Launch, SyncMode};
 mod profiles;
+// Only the binary's path: the GPU-count helpers serve the multi-GPU tests.
+#[allow(dead_code)]
+mod support;
 use metaprep::prep::inputs::LengthRange;
 use metaprep::prep::Shape;
 use metaprep::runs::check::{
@@ -955,7 +958,7 @@ fn validate_fit_recovers_known_arm_host_factors_from_a_one_cell_reference() {
     std::fs::write(&profile, base.to_json()).unwrap();
     let out = dir.path().join("validate");
     let fit_s = fit.to_str().unwrap();
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_metaprep"))
+    let o = std::process::Command::new(support::metaprep_bin())
         .args(["validate", fit_s, "--fit", fit_s, "--host-profile"])
         .arg(&profile)
         .arg("--out")

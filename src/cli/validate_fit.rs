@@ -159,8 +159,13 @@ pub(super) fn fit_profile(
             arm,
             sourced(f.factor, source(fit, &at, &fit.rows[&arm], &line, f)),
         );
+        let kept = if f.not_host_bound.is_some() {
+            ", kept: not host-bound there"
+        } else {
+            ""
+        };
         phrases.push(format!(
-            "{arm} x{:.3} ({:+.2}% there{})",
+            "{arm} x{:.3} ({:+.2}% there{kept}{})",
             f.factor,
             f.error * 100.0,
             if f.converged { "" } else { ", not converged" }
@@ -171,7 +176,10 @@ pub(super) fn fit_profile(
     eprintln!("validate --fit: wrote {}", path.display());
     let unconverged = (fits.iter())
         .filter(|(_, f)| !f.converged)
-        .map(|(arm, f)| format!("{arm} ({:+.2}% at best)", f.error * 100.0))
+        .map(|(arm, f)| match f.not_host_bound {
+            Some(u) => format!("{arm} ({:+.2}% at x{:.3}; {u})", f.error * 100.0, f.factor),
+            None => format!("{arm} ({:+.2}% at best)", f.error * 100.0),
+        })
         .collect();
     let note = FitNote {
         file: fit.file.display().to_string(),
@@ -201,6 +209,27 @@ fn source(fit: &FitCell, at: &str, row: &ReferenceRow, line: &Line, f: &ArmFit) 
     let speed = speed.map_or("no host speed recorded".into(), |s| {
         format!("host speed {s:.2} µs per op")
     });
+    if let Some(unfollowed) = f.not_host_bound {
+        return format!(
+            "kept at x{:.3} (the trace's costs), not fitted: at {at} of --fit {} {unfollowed}; \
+             there the reference step is {:.1} µs ({}, {speed}) and the model's {:.1} µs \
+             ({:+.2}%, {})",
+            f.factor,
+            fit.file.display(),
+            line.reference_us,
+            line.estimator.replace('_', " "),
+            line.model_us,
+            f.error * 100.0,
+            if f.converged {
+                format!("within {}%", TOLERANCE * 100.0)
+            } else {
+                format!(
+                    "not within {}%: no host factor can move it",
+                    TOLERANCE * 100.0
+                )
+            }
+        );
+    }
     let outcome = if f.converged {
         format!("within {}%", TOLERANCE * 100.0)
     } else {
