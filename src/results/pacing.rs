@@ -19,17 +19,23 @@ pub const PER_HOST_SUFFIX: &str = "_per_host_ref";
 /// Whether a prep row's value is set by the host's speed more than by the GPU's: the host's
 /// own times and the read cost, every metric of an eager arm (its launches pace its prep, and
 /// eager-sync waits on a read) but eager-device's `step_fwd_us` and the bytes, and the ratios
-/// over eager-sync. Eager-device's step with the forward is the GPU's, prep and forward back
+/// over eager-sync, and fused's floor multiple. Eager-device's step with the forward is the GPU's, prep and forward back
 /// to back: in A/A pairs it was called only at batch 256, by about 1 µs, as the graph arms'
 /// `step_fwd_us` there; it was `slower` in 48 of 48 cells for 2 µs more forward.
 pub fn host_paced(arm: &str, metric: &str) -> bool {
     let arm = arm.parse::<Arm>().ok();
     let eager = arm.is_some_and(|arm| !arm.uses_graph());
     let gpu_paced_eager = arm == Some(Arm::EagerDevice) && metric == "step_fwd_us";
+    // A floor multiple is paced by its floor too. Fused's floor is the one-node empty graph
+    // (`FloorItem::of_cell`), a replay of no work whose step is the host's launch rate: its
+    // multiple's 95% half-widths were ±10–12% on the H200, where graph's over its 2- and
+    // 3-node graphs were ±1.1% (results/2026-12-01-h200-sweep-gpu-paced-aa/main-s6/).
+    let over_a_launch_floor = arm == Some(Arm::Fused) && metric == "floor_multiple";
     matches!(
         metric,
         "host_issue_us" | "host_blocked_us" | "read_cost_us" | STEP_RATIO_VS_EAGER_SYNC
-    ) || (eager && metric != "bytes" && !gpu_paced_eager && raw_of(metric).is_none())
+    ) || over_a_launch_floor
+        || (eager && metric != "bytes" && !gpu_paced_eager && raw_of(metric).is_none())
 }
 
 /// Whether the GPU paces an arm's step (its `step_us` is no host-paced row): the arms the
@@ -68,6 +74,7 @@ mod tests {
             ("fused", "host_issue_us"),
             ("eager-sync", "read_cost_us"),
             ("graph", STEP_RATIO_VS_EAGER_SYNC),
+            ("fused", "floor_multiple"),
         ] {
             assert!(host_paced(arm, metric), "{arm} {metric}");
         }
@@ -77,6 +84,8 @@ mod tests {
             ("graph", "step_us"),
             ("fused", "gpu_prep_us"),
             ("graph", "gb_s"),
+            ("graph", "floor_multiple"),
+            ("graph-upload", "floor_multiple"),
             ("eager-sync", "step_us_per_host_ref"),
         ] {
             assert!(!host_paced(arm, metric), "{arm} {metric}");
