@@ -2,7 +2,7 @@
 """Why fused's GPU-paced rows stay wide: its round medians against the timer's grid, the
 drift all cells of an arm share round by round, and how that drift follows the floors.
 
-    python3 fused_scatter.py aa1 aa2      (run folders holding rounds.csv.gz)
+    python3 fused_scatter.py aa1 aa2      (run folders holding rounds-gpu-paced-arms.csv.gz)
 """
 import collections, csv, gzip, statistics as st, sys
 
@@ -16,7 +16,7 @@ def corr(a, b):
 
 for run in sys.argv[1:]:
     cells, floors = collections.defaultdict(dict), collections.defaultdict(dict)
-    for r in csv.DictReader(gzip.open(f"{run}/rounds.csv.gz", "rt")):
+    for r in csv.DictReader(gzip.open(f"{run}/rounds-gpu-paced-arms.csv.gz", "rt")):
         key = (r["family"], r["arm"], r["batch_size"], r["block_size"], r["layout"], r["metric"])
         (cells if r["kind"] == "prep" else floors)[key][int(r["round"])] = float(r["median"])
     for arm in ("fused", "graph", "graph-upload"):
