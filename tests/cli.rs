@@ -52,7 +52,7 @@ fn gpu_commands_without_a_driver_exit_3_with_one_line() {
 
 #[test]
 fn bad_flags_are_refused_before_any_gpu_work() {
-    let cases: [(&[&str], &str); 55] = [
+    let cases: [(&[&str], &str); 54] = [
         (
             &["sweep", "--cpu", "99999"],
             "--cpu 99999 is not one of the CPUs this process may run on",
@@ -243,26 +243,6 @@ fn bad_flags_are_refused_before_any_gpu_work() {
             ],
             "the parent's sweep arguments",
         ),
-        (
-            &[
-                "rank-worker",
-                "--rank",
-                "0",
-                "--layout",
-                "tp2",
-                "--nccl-lib",
-                "libnccl.so.2",
-                "--id-file",
-                "id",
-                "--out",
-                "out",
-                "--plan-memory-bytes",
-                "150000000000",
-                "--",
-                "--bogus",
-            ],
-            "the parent's steps arguments",
-        ),
         (&["steps", "--forward-us", "1e12"], "between 0 and a second"),
         (&["steps", "--host-work-us", "1e12"], "--host-work-us"),
         (
@@ -292,6 +272,36 @@ fn bad_flags_are_refused_before_any_gpu_work() {
 /// `--out` at a file, under a file or where nothing can be written, and a `--trace` or
 /// `--dump` that cannot be written, exit 2 with one line naming the flag, before any GPU
 /// work, and create nothing.
+#[test]
+fn a_rank_worker_refuses_a_missing_or_malformed_settings_file_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("steps-config.json");
+    let rank = dir.path().join("rank0");
+    let worker = || {
+        metaprep(&[
+            "rank-worker",
+            "--rank",
+            "0",
+            "--layout",
+            "tp2",
+            "--nccl-lib",
+            "libnccl.so.2",
+            "--id-file",
+            "id",
+            "--out",
+            rank.to_str().unwrap(),
+            "--settings",
+            settings.to_str().unwrap(),
+        ])
+    };
+    let missing = format!("reading the steps settings {}", settings.display());
+    assert_clean_failure(&worker(), 2, &missing);
+    std::fs::write(&settings, "{\"arms\": [\"eager-sync\"], \"seed\": ").unwrap();
+    let malformed = format!("{}: not a steps config", settings.display());
+    assert_clean_failure(&worker(), 2, &malformed);
+    assert!(!rank.exists(), "nothing ran");
+}
+
 #[test]
 fn unusable_output_paths_are_refused_before_any_gpu_work() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,10 +1,12 @@
 //! The ways to run one prep plan.
 
 use super::read_path::ReadPath;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Arm {
     /// The "before": reads `seq_lens` to the host each step (`.tolist()`), builds
     /// `[block] * bs` and the max length there, copies the list back, then launches.

@@ -2,10 +2,14 @@
 //! so which metadata preps and forwards one decode step runs.
 
 use super::Family;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Drafter {
     /// The DeepSeek-V4 DSpark block drafter: one draft block (a parallel forward of the
     /// block's tokens), then DSA target verify.

@@ -13,12 +13,28 @@ use anyhow::{bail, Result};
 use std::fmt;
 use std::str::FromStr;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+// By name (`tp4`), so a file holds only the layouts `FromStr` makes.
+#[serde(into = "String", try_from = "String")]
 pub enum Layout {
     /// Tensor parallelism over this many GPUs (1, 2, 4 or 8).
     Tp(u32),
     /// Data-parallel attention + expert parallelism over this many GPUs (2 or 4).
     Dep(u32),
+}
+
+impl From<Layout> for String {
+    fn from(layout: Layout) -> String {
+        layout.to_string()
+    }
+}
+
+impl TryFrom<String> for Layout {
+    type Error = anyhow::Error;
+
+    fn try_from(name: String) -> Result<Layout> {
+        name.parse()
+    }
 }
 
 const VALID_NAMES: &str = "tp1, tp2, tp4, tp8, dep2, dep4";

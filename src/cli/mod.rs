@@ -144,7 +144,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         {
             Ok(config) => {
                 args.nvtx.apply();
-                steps::run_steps(&config, &steps::args_after_subcommand())
+                steps::run_steps(&config)
             }
             Err(code) => Ok(code),
         },

@@ -17,7 +17,6 @@ use crate::runs::rank_world::{RanksMode, ReadSkew};
 use crate::runs::steps::{Cell, StepsConfig, TraceRequest};
 use anyhow::{Context, Result};
 use clap::Args;
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -381,13 +380,8 @@ pub(crate) fn check_outputs(config: &StepsConfig) -> Result<(), ExitCode> {
     Ok(())
 }
 
-/// This process's arguments after `steps`: what real ranks' workers are given.
-pub(crate) fn args_after_subcommand() -> Vec<OsString> {
-    super::common::args_after("steps")
-}
-
-pub(crate) fn run_steps(config: &StepsConfig, steps_args: &[OsString]) -> Result<ExitCode> {
-    let outcome = crate::runs::ranks::run(config, steps_args)?;
+pub(crate) fn run_steps(config: &StepsConfig) -> Result<ExitCode> {
+    let outcome = crate::runs::ranks::run(config)?;
     println!(
         "steps done in {:.0} s: {} rows in {}",
         outcome.seconds,

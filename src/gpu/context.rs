@@ -47,7 +47,7 @@ pub struct Gpu {
 
 /// Which GPU a command runs on and how it is opened: what `--device`, `--kernel-image` and
 /// `--sync` say. The default is device 0 as the driver and NVRTC would have it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct GpuChoice {
     /// CUDA device ordinal (a rank's GPU is this plus its rank).
     pub ordinal: usize,

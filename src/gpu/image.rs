@@ -4,11 +4,12 @@
 //! JIT-compiled by the driver. Pure decisions and messages; `context` does the loading.
 
 use anyhow::{bail, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// What the user asked for (`--kernel-image`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ImageChoice {
     /// A cubin for the device's architecture where NVRTC knows it, else PTX.
     #[default]

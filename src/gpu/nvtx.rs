@@ -23,6 +23,11 @@ pub fn set_enabled(on: bool) {
     ENABLED.store(on, Ordering::Relaxed);
 }
 
+/// Whether the ranges are on (what [`set_enabled`] last said; on by default).
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
 /// A range name made once, outside the timed loops. A name with a NUL byte is cut there.
 pub fn name(text: &str) -> CString {
     let text = text.split('\0').next().unwrap_or_default();

@@ -12,13 +12,13 @@
 use anyhow::{ensure, Context, Result};
 use clap::ValueEnum;
 use cudarc::driver::{result, sys, CudaContext};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// The first driver with cuCtxSetFlags (CUDA 12.1, as cuDriverGetVersion writes it).
 const SET_FLAGS_DRIVER: i32 = 12010;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum SyncMode {
     /// The driver's choice (CU_CTX_SCHED_AUTO).

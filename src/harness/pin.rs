@@ -23,7 +23,7 @@ thread_local! {
 }
 
 /// Where `--cpu` puts the measuring thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CpuPin {
     /// The last CPU the process may run on (the first ones take most interrupts).
     Auto,

@@ -24,7 +24,7 @@ fn gib(bytes: u64) -> f64 {
 }
 
 /// The memory of one GPU, and where that figure came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GpuMemory {
     pub bytes: u64,
     /// `--gpu-memory-gib` (planning for another GPU) rather than the device's own total.

@@ -19,7 +19,7 @@ use crate::stats::summary::{rel_half_width, Estimate};
 use anyhow::{ensure, Result};
 use std::time::Duration;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StepRounds {
     pub min: usize,
     pub max: usize,

@@ -117,7 +117,7 @@ pub const SEED_ACCEPT_LENGTH: f64 = 3.51;
 pub const SEED_ACCEPT_BLOCK: u32 = 5;
 
 /// How many tokens a step accepts, for every block size of a run.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Acceptance {
     /// Each draft token is accepted with this probability until the first rejection, so a
     /// block of γ accepts [`expected_accept`]`(rate, γ)` tokens per step.

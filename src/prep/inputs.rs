@@ -33,7 +33,7 @@ pub struct HostInputs {
 }
 
 /// Committed lengths drawn uniformly from `min..=max` (clamped to what the shape allows).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LengthRange {
     pub min: u32,
     pub max: u32,

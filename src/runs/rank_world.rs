@@ -55,7 +55,8 @@ pub fn start_world(
 }
 
 /// `--ranks`: how layouts wider than one GPU run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum RanksMode {
     /// One process per GPU, real NCCL collectives; every layout of the run (tp1 as a world
     /// of one), refused where the host lacks the GPUs or NCCL.
@@ -92,7 +93,7 @@ impl fmt::Display for RanksMode {
 }
 
 /// A worker's place in its world.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RankRole {
     pub rank: usize,
     pub world: usize,
@@ -127,7 +128,7 @@ impl RankRole {
 /// `--read-skew-us`, `--read-skew-jitter-us` and `--read-skew-rank`: extra host time after
 /// each host read on some ranks, fixed plus uniform jitter, to show how one slow (or
 /// unsteady) host holds every rank back at the next collective.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReadSkew {
     pub us: f64,
     /// Each read adds a further uniform draw from [0, jitter_us].

@@ -1,6 +1,6 @@
 //! `steps` with real ranks: which layouts run one process per GPU, starting each world's
-//! workers (`metaprep rank-worker`, one per rank, each running [`steps::run`] on its own GPU),
-//! and gathering what they wrote: every rank's rows into `ranks.csv`, each cell's slowest
+//! workers (`metaprep rank-worker`, one per rank, each running [`steps::run`] on its own GPU,
+//! handed the run's validated config as a file, [`WORKER_SETTINGS`]), and gathering what they wrote: every rank's rows into `ranks.csv`, each cell's slowest
 //! rank into `metaprep.csv` (beside any layouts run in this process), the ranks' traces
 //! into one, and notes saying how many real ranks ran.
 
@@ -19,13 +19,15 @@ use crate::results::run_dir::RESULTS_CSV;
 use crate::runs::rank_world::{id_file, start_world, RanksMode};
 use crate::runs::steps::{self, StepsConfig, StepsOutcome};
 use anyhow::{bail, Context, Result};
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// The folder under `--out` where each world's ranks write their own runs.
 pub const RANKS_DIR: &str = "ranks";
+/// The file under [`RANKS_DIR`] holding the config every rank worker runs (`rank-worker
+/// --settings`): the parent's, as [`StepsConfig::write_json`] writes it.
+pub const WORKER_SETTINGS: &str = "steps-config.json";
 
 /// Which layouts run as worlds of real ranks and which in this process, and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,16 +97,15 @@ pub struct WorkerPlace<'a> {
     pub world_dir: &'a Path,
     /// This world writes the run's --trace.
     pub trace: bool,
-    /// The memory per GPU every rank plans for, where `--gpu-memory-gib` gave none: the
-    /// parent's, the smallest of the GPUs the run may use, so that every rank plans the same
-    /// cells (a rank that planned from a larger GPU of its own would wait at a barrier for a
-    /// cell the others skip).
-    pub plan_memory_bytes: Option<u64>,
+    /// The config every rank runs ([`WORKER_SETTINGS`]).
+    pub settings: &'a Path,
+    /// NVTX ranges on, as in the parent (`--nvtx`).
+    pub nvtx: bool,
 }
 
-/// The worker command of `rank` in `layout`'s world: this binary's hidden `rank-worker`
-/// with the parent's own `steps` arguments after `--`.
-pub fn worker_command(exe: &Path, place: &WorkerPlace, steps_args: &[OsString]) -> Command {
+/// The worker command of `rank` in `layout`'s world: this binary's hidden `rank-worker`, its
+/// place in the world, and the file of the config it runs.
+pub fn worker_command(exe: &Path, place: &WorkerPlace) -> Command {
     let mut c = Command::new(exe);
     c.arg("rank-worker")
         .arg("--rank")
@@ -120,10 +121,11 @@ pub fn worker_command(exe: &Path, place: &WorkerPlace, steps_args: &[OsString]) 
     if place.trace {
         c.arg("--trace-here");
     }
-    if let Some(bytes) = place.plan_memory_bytes {
-        c.arg("--plan-memory-bytes").arg(bytes.to_string());
-    }
-    c.arg("--").args(steps_args).stdout(Stdio::null());
+    c.arg("--settings")
+        .arg(place.settings)
+        .arg("--nvtx")
+        .arg(if place.nvtx { "on" } else { "off" })
+        .stdout(Stdio::null());
     c
 }
 
@@ -131,9 +133,9 @@ pub fn rank_dir(world_dir: &Path, rank: usize) -> PathBuf {
     world_dir.join(format!("rank{rank}"))
 }
 
-/// Runs `config` (a parent's: no rank of its own) with `steps_args`, its command line after
-/// `steps`, passed on to workers.
-pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome> {
+/// Runs `config` (a parent's: no rank of its own), its layouts of real ranks as worlds of
+/// workers.
+pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
     if config.timer == crate::harness::timer::TimerKind::Cupti {
         // A missing CUPTI is known before any GPU is looked at (loaded once per process; the
         // timer reuses it).
@@ -202,15 +204,8 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         // not inherit its one CPU.
         rows = steps::run(&here)?.rows;
     }
-    let plan_memory_bytes = config.gpu_memory.is_none().then_some(memory);
-    let worlds = run_worlds(
-        config,
-        steps_args,
-        &s.real,
-        nccl,
-        traced_here,
-        plan_memory_bytes,
-    )?;
+    let settings = write_worker_settings(config, memory)?;
+    let worlds = run_worlds(config, &settings, &s.real, nccl, traced_here)?;
     let (first_world_env, all_rank_rows) = (worlds.first_env, worlds.rank_rows);
     notes.extend(worlds.notes);
     let (slowest, picked) = slowest_rank_rows(&all_rank_rows);
@@ -231,6 +226,20 @@ pub fn run(config: &StepsConfig, steps_args: &[OsString]) -> Result<StepsOutcome
         rows,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// Writes the config every rank worker runs into the run's [`RANKS_DIR`], returning its path:
+/// `config`, planned (where `--gpu-memory-gib` gave no memory) for `memory`, the smallest of
+/// the GPUs the run may use, so that every rank plans the same cells (a rank that planned
+/// from a larger GPU of its own would wait at a barrier for a cell the others skip).
+pub fn write_worker_settings(config: &StepsConfig, memory: u64) -> Result<PathBuf> {
+    let workers = StepsConfig {
+        gpu_memory: config.gpu_memory.or(Some(GpuMemory::device(memory))),
+        ..config.clone()
+    };
+    let path = config.out.join(RANKS_DIR).join(WORKER_SETTINGS);
+    workers.write_json(&path)?;
+    Ok(path)
 }
 
 /// How many GPUs the run may use (`--device` on), and the memory of the smallest of them:
@@ -271,11 +280,10 @@ struct Worlds {
 /// `--trace-cell` (and with nothing traced here) the first world with several ranks is traced.
 fn run_worlds(
     config: &StepsConfig,
-    steps_args: &[OsString],
+    settings: &Path,
     real: &[Layout],
     nccl: &Nccl,
     traced_here: bool,
-    plan_memory_bytes: Option<u64>,
 ) -> Result<Worlds> {
     let traced_world = real.iter().position(|l| l.gpus() > 1).unwrap_or(0);
     let mut worlds = Worlds {
@@ -298,9 +306,10 @@ fn run_worlds(
                 nccl: &nccl.path,
                 world_dir: &world_dir,
                 trace,
-                plan_memory_bytes,
+                settings,
+                nvtx: crate::gpu::nvtx::enabled(),
             };
-            worker_command(exe, &place, steps_args)
+            worker_command(exe, &place)
         })
         .with_context(|| format!("{layout} with real ranks"))?;
         let world = gather(&world_dir, layout, n)?;
@@ -446,21 +455,18 @@ mod tests {
     }
 
     #[test]
-    fn workers_get_their_rank_world_and_the_parents_arguments() {
+    fn workers_get_their_rank_world_and_the_parents_settings_file() {
         let mut place = WorkerPlace {
             rank: 1,
             layout: Layout::Tp(2),
             nccl: Path::new("/n/libnccl.so.2"),
             world_dir: Path::new("/out/ranks/tp2"),
             trace: true,
-            plan_memory_bytes: Some(150_000_000_000),
+            settings: Path::new("/out/ranks/steps-config.json"),
+            nvtx: true,
         };
         let args = |place: &WorkerPlace| -> String {
-            let c = worker_command(
-                Path::new("/bin/metaprep"),
-                place,
-                &["--batch-sizes".into(), "1,8".into()],
-            );
+            let c = worker_command(Path::new("/bin/metaprep"), place);
             let args: Vec<String> = c.get_args().map(|a| a.to_string_lossy().into()).collect();
             args.join(" ")
         };
@@ -468,11 +474,10 @@ mod tests {
             args(&place),
             "rank-worker --rank 1 --layout tp2 --nccl-lib /n/libnccl.so.2 --id-file \
              /out/ranks/tp2/nccl-id --out /out/ranks/tp2/rank1 --trace-here \
-             --plan-memory-bytes 150000000000 -- --batch-sizes 1,8"
+             --settings /out/ranks/steps-config.json --nvtx on"
         );
-        // With --gpu-memory-gib among the parent's arguments, that plan travels instead.
-        place.plan_memory_bytes = None;
-        assert!(!args(&place).contains("--plan-memory-bytes"));
+        place.nvtx = false;
+        assert!(args(&place).ends_with("--nvtx off"));
     }
 
     #[test]

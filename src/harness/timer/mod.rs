@@ -24,7 +24,8 @@ use std::path::Path;
 use std::str::FromStr;
 
 /// `--timer`: which timer measures the timeline pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum TimerKind {
     #[default]
     Events,

@@ -14,7 +14,7 @@ pub struct ForwardSpec {
 }
 
 /// How the stand-in forward gets its duration.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum ForwardModel {
     /// Bytes from a model profile and a link bandwidth.
     Profile(Profile),

@@ -36,7 +36,7 @@ pub use forward::{ForwardModel, ForwardSpec};
 pub const PROFILE_NAMES: [&str; 3] = ["draft-small", "moe-large", "custom"];
 
 /// A model's per-GPU byte budget. Build with [`Profile::named`] or [`Profile::custom`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Profile {
     pub name: String,
     pub layers: u32,
@@ -67,7 +67,7 @@ pub struct Profile {
 /// Routed experts of one MoE layer. Routing is modelled as uniform and independent per
 /// token, so `t` tokens touch on average `E·(1 − (1 − k/E)^t)` distinct experts; each
 /// touched expert's weights are read once per forward.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Moe {
     pub routed_experts: u32,
     pub experts_per_token: u32,

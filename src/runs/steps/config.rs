@@ -1,7 +1,8 @@
 //! What a `steps` run is asked ([`StepsConfig`], built and validated by the command line),
 //! the cells of its grid, where `--trace` writes, and the plan of which cells the GPUs'
 //! memory holds. Kept apart from the loop: the command line, the rank workers and the run's
-//! settings read these without the GPU code.
+//! settings read these without the GPU code. A parent of real ranks hands its workers the
+//! config whole, as JSON ([`StepsConfig::write_json`], [`StepsConfig::read_json`]).
 
 use crate::axes::Arm;
 use crate::axes::Drafter;
@@ -16,12 +17,14 @@ use crate::model::profile::ForwardModel;
 use crate::model::stop::StepRounds;
 use crate::prep::accept::Acceptance;
 use crate::prep::inputs::LengthRange;
+use crate::results::atomic::write_atomic;
 use crate::runs::rank_world::{RankRole, RanksMode, ReadSkew};
-use anyhow::Result;
-use std::path::PathBuf;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepsConfig {
     /// The GPU (a rank's: the first plus its rank) and how it is opened.
     pub gpu: GpuChoice,
@@ -83,12 +86,40 @@ impl StepsConfig {
     pub fn context(&self) -> u32 {
         (self.seq_lens.min + self.seq_lens.max) / 2
     }
+
+    /// Writes this config whole to `path` as JSON, atomically: what a parent of real ranks
+    /// hands its workers (`rank-worker --settings`), instead of its command line to parse and
+    /// validate again.
+    pub fn write_json(&self, path: &Path) -> Result<()> {
+        let mut json =
+            serde_json::to_string_pretty(self).context("serialising the steps config")?;
+        json.push('\n');
+        write_atomic(path, json.as_bytes())
+    }
+
+    /// Reads a config [`StepsConfig::write_json`] wrote. A missing or malformed file is a
+    /// [`BadInput`] naming it.
+    pub fn read_json(path: &Path) -> Result<StepsConfig> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            BadInput(format!(
+                "reading the steps settings {}: {e}",
+                path.display()
+            ))
+        })?;
+        serde_json::from_str(&text).map_err(|e| {
+            BadInput(format!(
+                "{}: not a steps config that this metaprep writes ({e})",
+                path.display()
+            ))
+            .into()
+        })
+    }
 }
 
 /// A cell of the grid: layout, batch size, block size.
 pub type Cell = (Layout, u32, u32);
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TraceRequest {
     /// `--trace-cell`'s layout, batch and block; `None`: the first cell the run measures.
     pub cell: Option<Cell>,
