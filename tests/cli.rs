@@ -269,9 +269,8 @@ fn bad_flags_are_refused_before_any_gpu_work() {
     assert!(!stderr(&out).contains("--model"), "{}", stderr(&out));
 }
 
-/// `--out` at a file, under a file or where nothing can be written, and a `--trace` or
-/// `--dump` that cannot be written, exit 2 with one line naming the flag, before any GPU
-/// work, and create nothing.
+/// A rank worker's `--settings` file missing or malformed: exit 2 naming the file, and no
+/// rank folder made.
 #[test]
 fn a_rank_worker_refuses_a_missing_or_malformed_settings_file_naming_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -302,6 +301,9 @@ fn a_rank_worker_refuses_a_missing_or_malformed_settings_file_naming_it() {
     assert!(!rank.exists(), "nothing ran");
 }
 
+/// `--out` at a file, under a file or where nothing can be written, and a `--trace` or
+/// `--dump` that cannot be written, exit 2 with one line naming the flag, before any GPU
+/// work, and create nothing.
 #[test]
 fn unusable_output_paths_are_refused_before_any_gpu_work() {
     let dir = tempfile::tempdir().unwrap();

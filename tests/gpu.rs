@@ -1003,6 +1003,8 @@ fn validate_fit_recovers_known_arm_host_factors_from_a_one_cell_reference() {
             source.contains("fit.csv") && source.contains("forward 20 µs"),
             "{source}"
         );
+        // Every arm is host-bound at a 20 µs forward: none kept at x1 unfitted.
+        assert!(!source.contains("not fitted"), "{arm}: {source}");
         assert!(
             !source.contains("not within"),
             "{arm} did not converge: {source}"

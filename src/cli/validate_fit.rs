@@ -224,7 +224,8 @@ fn source(fit: &FitCell, at: &str, row: &ReferenceRow, line: &Line, f: &ArmFit) 
                 format!("within {}%", TOLERANCE * 100.0)
             } else {
                 format!(
-                    "not within {}%: no host factor can move it",
+                    "not within {}%: no host factor can move it there; fit at a cell with a \
+                     shorter forward, where the host is on the step's path",
                     TOLERANCE * 100.0
                 )
             }

@@ -19,7 +19,8 @@ pub const PER_HOST_SUFFIX: &str = "_per_host_ref";
 /// Whether a prep row's value is set by the host's speed more than by the GPU's: the host's
 /// own times and the read cost, every metric of an eager arm (its launches pace its prep, and
 /// eager-sync waits on a read) but eager-device's `step_fwd_us` and the bytes, and the ratios
-/// over eager-sync, and fused's floor multiple. Eager-device's step with the forward is the GPU's, prep and forward back
+/// over eager-sync, and fused's floor multiple (over a floor the host's launch rate paces).
+/// Eager-device's step with the forward is the GPU's, prep and forward back
 /// to back: in A/A pairs it was called only at batch 256, by about 1 µs, as the graph arms'
 /// `step_fwd_us` there; it was `slower` in 48 of 48 cells for 2 µs more forward.
 pub fn host_paced(arm: &str, metric: &str) -> bool {

@@ -1,6 +1,7 @@
 //! `steps` with real ranks: which layouts run one process per GPU, starting each world's
 //! workers (`metaprep rank-worker`, one per rank, each running [`steps::run`] on its own GPU,
-//! handed the run's validated config as a file, [`WORKER_SETTINGS`]), and gathering what they wrote: every rank's rows into `ranks.csv`, each cell's slowest
+//! handed the run's validated config as a file, [`WORKER_SETTINGS`]), and gathering what
+//! they wrote: every rank's rows into `ranks.csv`, each cell's slowest
 //! rank into `metaprep.csv` (beside any layouts run in this process), the ranks' traces
 //! into one, and notes saying how many real ranks ran.
 

@@ -6,7 +6,7 @@ use crate::harness::prep_cell::PrepMeasurement;
 use crate::harness::rows::CellId;
 use crate::harness::sampling::Sampled;
 use crate::results::csv::{Row, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
-use crate::stats::stopping::StopReason;
+use crate::stats::stopping::{RoundsRule, StopReason, StoppingRule};
 
 /// A round's samples around `level`, tight inside the round.
 pub(super) fn samples(level: f64) -> Vec<f64> {
@@ -60,6 +60,31 @@ pub(super) fn cells() -> Vec<CellId> {
         .collect()
 }
 
+/// One round of the floor at drift `d`: the items of [`drifting`] and the host reference,
+/// each at its level times `d`.
+pub(super) fn push_floor_round(floor: &mut FloorRounds, d: f64) {
+    for (item, us) in FloorItem::ALL
+        .iter()
+        .zip([2.0, 2.5, 5.0, 6.0, 9.0, 17.0, 3.0, 4.0, 32.0])
+    {
+        floor.push(*item, samples(us * d));
+    }
+    floor.push_harness(samples(2.7 * d));
+    floor.push_host_reference(samples(1.25 * d));
+}
+
+/// Rounds stopping at six for the group, nine for a GPU-paced arm, at ±0.7%.
+pub(super) fn rule_past_max() -> RoundsRule {
+    RoundsRule {
+        min_rounds: 6,
+        max_rounds: 6,
+        step: StoppingRule::default(),
+        time_cap: std::time::Duration::from_secs(60),
+        gpu_paced_max_rounds: 9,
+        gpu_paced_rel_ci: 0.007,
+    }
+}
+
 /// Six rounds in which every cell drifts by [`DRIFT`]: eager-sync 40 µs, eager-device
 /// 22 µs, graph 10 µs, the empty kernel 2 µs, the empty graphs of 1, 2 and 3 nodes 2.5, 5
 /// and 6 µs, the reads on an idle and a busy GPU 9 and 17 µs, the d2d copy 32 µs, the
@@ -68,14 +93,7 @@ pub(super) fn drifting() -> (GroupRounds, FloorRounds) {
     let mut group = GroupRounds::new(Family::DsaDecode, &ARMS);
     let mut floor = FloorRounds::default();
     for d in DRIFT {
-        for (item, us) in FloorItem::ALL
-            .iter()
-            .zip([2.0, 2.5, 5.0, 6.0, 9.0, 17.0, 3.0, 4.0, 32.0])
-        {
-            floor.push(*item, samples(us * d));
-        }
-        floor.push_harness(samples(2.7 * d));
-        floor.push_host_reference(samples(1.25 * d));
+        push_floor_round(&mut floor, d);
         for (i, us) in [40.0, 22.0, 10.0].into_iter().enumerate() {
             group.push(i, measurement(us * d).into());
         }

@@ -117,6 +117,11 @@ impl GroupRounds {
         self.elapsed += Duration::from_secs_f64(visit.seconds);
     }
 
+    /// The group's own rounds, those every arm took: all of them until the group stops.
+    fn group_round_count(&self) -> usize {
+        self.group_stop.map_or(usize::MAX, |(_, rounds)| rounds)
+    }
+
     /// Rounds every arm has measured: the group's own.
     pub fn rounds(&self) -> usize {
         self.by_arm.iter().map(|a| a.step.len()).min().unwrap_or(0)
@@ -222,7 +227,11 @@ impl GroupRounds {
                 rows.extend(gb_s_row(cell, bytes, &a.gpu_prep, own, t));
             }
             let floor_item = floor.item(FloorItem::of_cell(arm, self.family));
-            rows.extend(cell.paired_row("floor_multiple", "x", (&a.step, floor_item), ratio, t));
+            let step = match group_rounds_only(arm, "floor_multiple") {
+                true => &a.step[..self.group_round_count().min(a.step.len())],
+                false => &a.step[..],
+            };
+            rows.extend(cell.paired_row("floor_multiple", "x", (step, floor_item), ratio, t));
             if let Some((own, device)) = self.read_cost_sides(arm).filter(|_| arm.reads_host()) {
                 let sides = (own.as_slice(), device.as_slice());
                 rows.extend(cell.paired_row("read_cost_us", "us", sides, difference, None));

@@ -269,13 +269,7 @@ fn past_max_rounds(rule: &RoundsRule, extra: usize) -> (GroupRounds, FloorRounds
     assert!(!group.update(rule), "the graph arm goes on");
     let mut rounds = 0;
     while rounds < extra {
-        for (item, us) in FloorItem::ALL
-            .iter()
-            .zip([2.0, 2.5, 5.0, 6.0, 9.0, 17.0, 3.0, 4.0, 32.0])
-        {
-            floor.push(*item, samples(us));
-        }
-        floor.push_host_reference(samples(1.25));
+        push_floor_round(&mut floor, 1.0);
         for (i, us) in [40.0, 22.0, 10.0].into_iter().enumerate() {
             // The GPU-paced rounds run no forward.
             let m = ArmRound {
@@ -294,14 +288,7 @@ fn past_max_rounds(rule: &RoundsRule, extra: usize) -> (GroupRounds, FloorRounds
 
 #[test]
 fn gpu_paced_arms_take_rounds_past_max_rounds_and_host_paced_arms_stop_there() {
-    let rule = RoundsRule {
-        min_rounds: 6,
-        max_rounds: 6,
-        step: StoppingRule::default(),
-        time_cap: Duration::from_secs(60),
-        gpu_paced_max_rounds: 9,
-        gpu_paced_rel_ci: 0.007,
-    };
+    let rule = rule_past_max();
     // ±10% drift in the first six rounds: the graph arm's interval stays wide, and it
     // stops at its own cap, three rounds past its group's.
     let (group, floor, extra) = past_max_rounds(&rule, 100);
@@ -408,4 +395,39 @@ fn a_group_stops_by_its_rounds_rule() {
     };
     assert_eq!(five.rounds(), 5);
     assert_eq!(five.stop(&rule), None, "no stop before min rounds");
+}
+
+/// Fused's floor multiple is over the one-node empty graph, which the host's launch rate
+/// paces: it keeps the group's rounds, where fused's step takes its own past them.
+#[test]
+fn fused_s_floor_multiple_keeps_its_group_s_rounds() {
+    let arms = [Arm::EagerSync, Arm::Fused];
+    let mut group = GroupRounds::new(Family::DsaDecode, &arms);
+    let mut floor = FloorRounds::default();
+    let mut round = |group: &mut GroupRounds, d: f64| {
+        push_floor_round(&mut floor, d);
+        for (i, us) in [40.0, 4.0].into_iter().enumerate() {
+            group.push(i, measurement(us * d).into());
+        }
+    };
+    for d in DRIFT {
+        round(&mut group, d);
+    }
+    let rule = rule_past_max();
+    assert!(!group.update(&rule), "fused goes on past its group");
+    for _ in 0..3 {
+        round(&mut group, 1.0);
+        if group.update(&rule) {
+            break;
+        }
+    }
+    let cells: Vec<CellId> = (cells().into_iter().take(2).zip(arms))
+        .map(|(cell, arm)| CellId {
+            arm: arm.name().into(),
+            ..cell
+        })
+        .collect();
+    let rows = group.rows(&cells, &floor, RoundsStop::MaxRounds, &[None, None]);
+    assert_eq!(find(&rows, "fused", "step_us").rounds, 9);
+    assert_eq!(find(&rows, "fused", "floor_multiple").rounds, 6);
 }
