@@ -697,6 +697,7 @@ fn a_dump_replaces_an_earlier_dump_whole_and_refuses_other_folders() {
             "case-00001.safetensors",
             "case-00002.safetensors",
             "cases.json",
+            "env.json",
             "full_to_swa.safetensors"
         ]
     );
@@ -716,6 +717,55 @@ fn a_dump_replaces_an_earlier_dump_whole_and_refuses_other_folders() {
     assert_eq!(
         std::fs::read_to_string(other.join("mine.txt")).unwrap(),
         "mine"
+    );
+}
+
+/// `check --dump DIR --cpu-only` records its settings in DIR/env.json, the GPU fields empty.
+#[test]
+fn a_cpu_only_dump_records_its_settings_in_env_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("dump");
+    let out = metaprep(&[
+        "check",
+        "--dump",
+        dump.to_str().unwrap(),
+        "--cpu-only",
+        "--dump-cases",
+        "2",
+        "--seed",
+        "5",
+        "--families",
+        "dsa_decode",
+        "--batch-sizes",
+        "1,8",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let env: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dump.join("env.json")).unwrap()).unwrap();
+    let settings = &env["settings"];
+    assert_eq!(settings["command"], "check");
+    assert_eq!(settings["families"], serde_json::json!(["dsa_decode"]));
+    assert_eq!(settings["batch_sizes"], serde_json::json!([1, 8]));
+    assert_eq!(
+        (
+            &settings["seed"],
+            &settings["dump_cases"],
+            &settings["cpu_only"]
+        ),
+        (&5.into(), &2.into(), &true.into())
+    );
+    assert!(settings["soak_steps"].is_null(), "{settings}");
+    assert_eq!(
+        (&env["gpu_name"], &env["gpu_count"]),
+        (&"".into(), &0.into())
+    );
+    assert_eq!(env["metaprep_version"], env!("CARGO_PKG_VERSION"));
+    assert!(
+        env["command_line"]
+            .as_str()
+            .unwrap()
+            .contains("check --dump"),
+        "{env}"
     );
 }
 

@@ -1,9 +1,15 @@
 //! `metaprep check`: its flags, their validation, and the check against the CPU reference.
+//!
+//! Only `check --dump DIR` writes an `env.json` (`DIR/env.json`, its `settings` the validated
+//! config: `Settings::Check`; with `--cpu-only` the GPU fields stay empty). The check and
+//! `--soak` write nothing: their outputs are stdout.
 
 use super::common::{usage, DeviceArgs, PrepAxes};
 use crate::axes::Arm;
 use crate::cli::lists::{distinct, positive_u32};
 use crate::exit::Exit;
+use crate::harness::environment::{env_record, host_record};
+use crate::results::env::EnvRecord;
 use crate::runs::check::{self, CheckConfig};
 use crate::runs::dump::{write_dump, DumpTarget};
 use anyhow::{Context, Result};
@@ -192,6 +198,17 @@ pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Re
         );
     }
     let building = target.building();
+    let env = match &gpu {
+        Some(gpu) => env_record(gpu, Vec::new()),
+        None => host_record(vec![
+            "--cpu-only: no GPU opened, its fields are empty".into()
+        ]),
+    };
+    let settings = config.settings(Some(args.dump_cases), args.cpu_only, args.soak);
+    let env = EnvRecord {
+        settings: Some(settings),
+        ..env
+    };
     let mismatches = write_dump(
         &building,
         config.seed,
@@ -204,6 +221,7 @@ pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Re
             }
         },
     )?;
+    env.write(&building)?;
     // A dump that shows a mismatch is kept: its buffers are what to look at.
     target.commit()?;
     for (case, arm, cells, first) in &mismatches {

@@ -16,6 +16,7 @@ pub mod steps;
 pub mod sweep;
 pub mod validate;
 mod validate_fit;
+mod validate_settings;
 
 use crate::exit::Exit;
 use crate::report::compare::{run_compare, CompareArgs};

@@ -4,6 +4,7 @@
 use super::common::{default_out, usage};
 use super::steps::{steps_config, StepsArgs};
 use super::validate_fit::{fit_profile, read_fit, with_profile, FitCell};
+use super::validate_settings::{checked_settings, write_env};
 use crate::axes::{Arm, Family};
 use crate::calibrate::validate::{
     cell_host_speed, chunk_run_speeds, compare_cell, csv_text, markdown, passed, Bars, Cell,
@@ -92,7 +93,7 @@ fn refuse_axes(a: &StepsArgs) -> Result<()> {
 }
 
 /// The steps flags of one cell: the user's, with the cell's axes, tp1 and `out`.
-fn cell_args(
+pub(super) fn cell_args(
     base: &StepsArgs,
     cell: Cell,
     arms: &[Arm],
@@ -224,6 +225,16 @@ fn check_cell_shapes(args: &ValidateArgs, file: &Path, reference: &Reference) ->
     Ok(())
 }
 
+/// A cell's steps runs' folder name (`f1000-bs1-b5`), before any `-raw` or `-at` suffix.
+fn cell_name(cell: Cell) -> String {
+    format!("f{}-bs{}-b{}", cell.forward_us, cell.batch_size, cell.block)
+}
+
+/// Where the steps run of `cell` at the profile's own host speed writes, under `out`.
+pub(super) fn raw_run_dir(out: &Path, cell: Cell) -> PathBuf {
+    out.join("steps").join(format!("{}-raw", cell_name(cell)))
+}
+
 /// The model's runs for one cell: at the profile's own host speed ("raw"), at each chunk
 /// speed, and at the cell's median host speed. `own_speed`: the profile's.
 pub(super) fn model_cell(
@@ -234,14 +245,8 @@ pub(super) fn model_cell(
     out: &Path,
 ) -> Result<ModelCell> {
     let arms: Vec<Arm> = rows.keys().copied().collect();
-    let name = format!("f{}-bs{}-b{}", cell.forward_us, cell.batch_size, cell.block);
-    let raw = model_run(
-        &args.steps,
-        cell,
-        &arms,
-        None,
-        &out.join("steps").join(format!("{name}-raw")),
-    )?;
+    let name = cell_name(cell);
+    let raw = model_run(&args.steps, cell, &arms, None, &raw_run_dir(out, cell))?;
     let speed = cell_host_speed(rows).filter(|_| own_speed.is_some());
     // Rows with chunks are predicted chunk by chunk, between runs at the cell's extreme
     // chunk speeds; the run at the cell's median speed is for rows without them.
@@ -274,23 +279,11 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
         Ok(v) => v,
         Err(code) => return Ok(code),
     };
-    // The first cell's settings, and the fit cell's, checked whole before any GPU work
-    // (steps says why).
-    let fit_cell = fit.as_ref().map(|f| (&f.cell, &f.rows));
-    let first = reference.cells.first().map(|(c, r)| (c, r));
-    for (cell, rows) in first.into_iter().chain(fit_cell) {
-        let arms: Vec<Arm> = rows.keys().copied().collect();
-        let check = cell_args(
-            &args.steps,
-            *cell,
-            &arms,
-            None,
-            &out.join("steps").join("check"),
-        );
-        if let Err(code) = steps_config(&check) {
-            return Ok(code);
-        }
-    }
+    // The first cell's settings, and the fit cell's, checked whole before any GPU work.
+    let mut settings = match checked_settings(args, &reference, fit.as_ref(), &out) {
+        Ok(settings) => Some(settings),
+        Err(code) => return Ok(code),
+    };
     std::fs::create_dir_all(out.join("steps"))
         .with_context(|| format!("creating {}", out.display()))?;
     let bars = Bars {
@@ -309,6 +302,10 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
     let mut lines: Vec<Line> = Vec::new();
     for (cell, rows) in &reference.cells {
         let model = model_cell(&validated, *cell, rows, own_speed, &out)?;
+        // Once the first cell ran: its machine is the validation's.
+        if let Some(settings) = settings.take() {
+            write_env(&out, &raw_run_dir(&out, *cell), settings)?;
+        }
         lines.extend(compare_cell(*cell, rows, &model, own_speed, bars)?);
     }
     let reference_name = args.reference.display().to_string();

@@ -10,15 +10,6 @@ use crate::results::settings::Settings;
 pub fn env_record(gpu: &Gpu, notes: Vec<String>) -> EnvRecord {
     let info = &gpu.info;
     let mut env = EnvRecord {
-        metaprep_version: env!("CARGO_PKG_VERSION").into(),
-        git_revision: env!("METAPREP_GIT_REV").into(),
-        command_line: std::env::args().collect::<Vec<_>>().join(" "),
-        date: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        hostname: std::fs::read_to_string("/etc/hostname")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default(),
-        host_arch: std::env::consts::ARCH.into(),
-        cpu_model: cpu_model(),
         gpu_name: info.name.clone(),
         gpu_count: info.device_count,
         compute_capability: format!(
@@ -32,8 +23,7 @@ pub fn env_record(gpu: &Gpu, notes: Vec<String>) -> EnvRecord {
         nvrtc_version: info.nvrtc_version.clone(),
         kernel_image: info.kernel_image.to_string(),
         sync: info.sync.to_string(),
-        notes,
-        ..Default::default()
+        ..host_record(notes)
     };
     match nvml::read_static(&info.pci_bus_id) {
         Ok(stat) => stat.fill_env(&mut env),
@@ -42,6 +32,29 @@ pub fn env_record(gpu: &Gpu, notes: Vec<String>) -> EnvRecord {
     // The driver's CUDA version comes from the driver API, which is the one kernels run on.
     env.cuda_driver_version = info.cuda_driver_version.clone();
     env
+}
+
+/// The record of a command that opened no GPU (`check --dump --cpu-only`): the build, command
+/// line, date and host; every GPU, driver and NVML field empty (`gpu_count` 0).
+pub fn host_record(notes: Vec<String>) -> EnvRecord {
+    EnvRecord {
+        metaprep_version: env!("CARGO_PKG_VERSION").into(),
+        git_revision: env!("METAPREP_GIT_REV").into(),
+        command_line: command_line(),
+        date: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        hostname: std::fs::read_to_string("/etc/hostname")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+        host_arch: std::env::consts::ARCH.into(),
+        cpu_model: cpu_model(),
+        notes,
+        ..Default::default()
+    }
+}
+
+/// This process's command line, its arguments joined by spaces.
+pub fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
 }
 
 /// The CPU model from /proc/cpuinfo: x86's `model name`, or on Arm (Grace) its implementer
@@ -115,6 +128,22 @@ fn resumed_record(dir: &std::path::Path, fresh: EnvRecord) -> anyhow::Result<Env
 #[cfg(test)]
 mod resume_tests {
     use super::*;
+
+    #[test]
+    fn a_record_without_a_gpu_fills_the_host_and_leaves_the_gpu_empty() {
+        let env = host_record(vec!["no GPU".into()]);
+        assert_eq!(env.metaprep_version, env!("CARGO_PKG_VERSION"));
+        assert_eq!(env.host_arch, std::env::consts::ARCH);
+        assert!(env.date.ends_with('Z') && !env.command_line.is_empty());
+        assert_eq!(env.notes, ["no GPU"]);
+        assert_eq!((env.gpu_name.as_str(), env.gpu_count), ("", 0));
+        assert_eq!(
+            (env.driver_version.as_str(), env.kernel_image.as_str()),
+            ("", "")
+        );
+        assert_eq!((env.sm_clock_max_mhz, env.power_limit_w), (None, None));
+        assert_eq!(env.settings, None);
+    }
 
     #[test]
     fn cpu_models_of_x86_and_grace() {

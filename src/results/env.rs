@@ -63,8 +63,9 @@ pub struct EnvRecord {
     /// Free-form notes for a reader: emulated layouts, warnings (e.g. "NVML unavailable"),
     /// the settings in words.
     pub notes: Vec<String>,
-    /// What the run was asked to measure, as data (`sweep`, `steps`); `None` in a record of a
-    /// metaprep before it and of the commands that record none.
+    /// What the run was asked to measure, as data (`sweep`, `steps`, `validate`, `check
+    /// --dump`); `None` in a record of a metaprep before it and of the commands that record
+    /// none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<Settings>,
 }
@@ -344,6 +345,35 @@ mod tests {
         let path = test_env().write(dir.path()).unwrap();
         assert_eq!(path, dir.path().join("env.json"));
         assert_eq!(EnvRecord::read(dir.path()).unwrap(), test_env());
+    }
+
+    #[test]
+    fn every_command_s_settings_round_trip_and_a_record_without_settings_loads() {
+        use crate::results::settings::test_validate_and_check;
+        let dir = tempfile::tempdir().unwrap();
+        for settings in test_validate_and_check() {
+            let env = EnvRecord {
+                settings: Some(settings),
+                ..test_env()
+            };
+            env.write(dir.path()).unwrap();
+            let text = std::fs::read_to_string(dir.path().join(ENV_FILE)).unwrap();
+            assert!(text.contains("\"settings\": {"), "{text}");
+            assert_eq!(EnvRecord::read(dir.path()).unwrap(), env);
+        }
+        // A record written before `settings` (and before the fields added since): no such
+        // keys at all.
+        let mut old = serde_json::to_value(test_env()).unwrap();
+        let fields = old.as_object_mut().unwrap();
+        for newer in ["settings", "host_arch", "cpu_model", "kernel_image", "sync"] {
+            fields.remove(newer);
+        }
+        std::fs::write(dir.path().join(ENV_FILE), old.to_string()).unwrap();
+        let read = EnvRecord::read(dir.path()).unwrap();
+        assert_eq!(
+            (read.settings, read.gpu_name.as_str()),
+            (None, "NVIDIA H200")
+        );
     }
 
     #[test]

@@ -315,4 +315,31 @@ mod tests {
         env.write(dir.path()).unwrap();
         assert!(RunDir::open(dir.path()).is_ok());
     }
+
+    #[test]
+    fn a_record_of_a_validation_or_a_dump_is_read_and_a_dump_s_refused_beside_a_csv() {
+        use crate::results::settings::test_validate_and_check;
+        let dir = tempfile::tempdir().unwrap();
+        write_run(dir.path());
+        let [validate, check] = test_validate_and_check();
+        let env = EnvRecord {
+            command_line: "metaprep validate ref.csv --out v".into(),
+            settings: Some(validate),
+            ..test_env()
+        };
+        env.write(dir.path()).unwrap();
+        assert_eq!(RunDir::open(dir.path()).unwrap().env, env);
+        // A dump writes no CSV: one beside its record is another run's, refused by name.
+        let env = EnvRecord {
+            command_line: "metaprep check --dump d --cpu-only".into(),
+            settings: Some(check),
+            ..test_env()
+        };
+        env.write(dir.path()).unwrap();
+        let error = error_of(dir.path());
+        assert!(
+            error.contains("beside an env.json of `metaprep check`, which writes no"),
+            "{error}"
+        );
+    }
 }

@@ -1,8 +1,8 @@
-//! What a run was asked to measure, as data: the validated settings of `sweep` and `steps`,
-//! written whole into `env.json` (`settings`) and read back by `compare` (its settings
-//! check), `--resume` (the same check) and `report` (the host profile's name). Runs of a
-//! metaprep before it have no `settings`; `env.rs`'s old-run path reads theirs from the
-//! command line and the setting notes.
+//! What a run was asked to measure, as data: the validated settings of `sweep`, `steps`,
+//! `validate` and `check --dump`, written whole into `env.json` (`settings`) and read back by
+//! `compare` (its settings check), `--resume` (the same check) and `report` (the host
+//! profile's name). Runs of a metaprep before it have no `settings`; `env.rs`'s old-run path
+//! reads theirs from the command line and the setting notes.
 
 use crate::results::env::Difference;
 use serde::{Deserialize, Serialize};
@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 pub enum Settings {
     Sweep(SweepSettings),
     Steps(StepsSettings),
+    Validate(ValidateSettings),
+    Check(CheckSettings),
 }
 
 /// `--seq-lens`: the committed lengths requests are drawn from, in tokens.
@@ -100,21 +102,79 @@ pub struct StepsSettings {
     pub read_skew_rank: Option<usize>,
 }
 
+/// `validate`'s reference, fit file, bars and the steps settings its cells run with. Its
+/// `env.json` takes the machine fields from the steps run of the reference's first cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValidateSettings {
+    /// The reference CSV as given, and its cells in its order.
+    pub reference: String,
+    pub cells: Vec<ValidateCell>,
+    /// `--fit`: the fit file as given and its one cell; `None` without.
+    pub fit: Option<FitSettings>,
+    /// `--step-pct` and `--diff-pct`: the bars a cell passes within.
+    pub step_pct: f64,
+    pub diff_pct: f64,
+    /// The settings of the steps run of the reference's first cell at the profile's own host
+    /// speed: every cell runs them with its own forward (`target`), batch, block and arms,
+    /// and at the host speeds of its reference rows; with `--fit`, with the fitted profile.
+    pub steps: StepsSettings,
+}
+
+/// One cell of a validation: its forward (µs), batch, block and the arms it holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValidateCell {
+    pub forward_us: f64,
+    pub batch_size: u32,
+    pub block: u32,
+    pub arms: Vec<String>,
+}
+
+/// `validate --fit FIT.csv`: the file as given and the cell the factors are fitted at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FitSettings {
+    pub file: String,
+    pub cell: ValidateCell,
+}
+
+/// `check`'s families, arms, shapes, seed and steps, and what it was run as (the check, a
+/// soak or a dump). Only `check --dump DIR` writes an `env.json` (`DIR/env.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckSettings {
+    pub families: Vec<String>,
+    pub arms: Vec<String>,
+    pub batch_sizes: Vec<u32>,
+    pub block_sizes: Vec<u32>,
+    pub seed: u64,
+    /// Checked steps per cell (`--steps`); a dump runs one poisoned step per case.
+    pub steps: usize,
+    pub token_budget: u64,
+    /// `--dump-cases` of a dump; `None`: the check or a soak.
+    pub dump_cases: Option<u32>,
+    /// `--cpu-only`: a dump of the CPU reference alone, no arm run.
+    pub cpu_only: bool,
+    /// `--soak STEPS`; `None`: no soak.
+    pub soak_steps: Option<u64>,
+}
+
 impl Settings {
-    /// The command the settings are of (`sweep`, `steps`).
+    /// The command the settings are of (`sweep`, `steps`, `validate`, `check`).
     pub fn command(&self) -> &'static str {
         match self {
             Settings::Sweep(_) => "sweep",
             Settings::Steps(_) => "steps",
+            Settings::Validate(_) => "validate",
+            Settings::Check(_) => "check",
         }
     }
 
-    /// The name of the host profile a steps run used.
+    /// The name of the host profile a steps run (or a validation's) used.
     pub fn host_profile(&self) -> Option<&str> {
-        match self {
-            Settings::Steps(s) => s.host_profile.get("name").and_then(Value::as_str),
-            Settings::Sweep(_) => None,
-        }
+        let steps = match self {
+            Settings::Steps(s) => s,
+            Settings::Validate(v) => &v.steps,
+            Settings::Sweep(_) | Settings::Check(_) => return None,
+        };
+        steps.host_profile.get("name").and_then(Value::as_str)
     }
 
     /// Every setting recorded differently in `other`, `self`'s value first: the command,
@@ -225,9 +285,122 @@ pub(crate) fn test_sweep() -> SweepSettings {
     }
 }
 
+/// Steps settings for tests across modules.
+#[cfg(test)]
+pub(crate) fn test_steps() -> StepsSettings {
+    StepsSettings {
+        arms: vec!["eager-sync".into(), "graph".into()],
+        batch_sizes: vec![1],
+        block_sizes: vec![5],
+        layouts: vec!["tp1".into()],
+        gpu_memory_bytes: None,
+        target: "fixed 1000 us".into(),
+        draft: "draft-small".into(),
+        accept_rate: Some(0.78),
+        accept_length: None,
+        host_profile: serde_json::json!({"name": "pytorch", "op_us": {"value": 7.9}}),
+        drafter: "dspark".into(),
+        host_scales: vec![1.0],
+        link_gb_s: 450.0,
+        collective_latency_us: None,
+        min_rounds: 6,
+        max_rounds: 12,
+        round_steps: 200,
+        precision_pct: 1.0,
+        cell_time_cap_ms: 20000,
+        warmup_steps: 50,
+        timeline_steps: 200,
+        timeline_cap_ms: 2000,
+        timer: "events".into(),
+        max_context: 16384,
+        seq_lens: LengthSettings {
+            min: 2048,
+            max: 8192,
+        },
+        seed: 1,
+        ranks: "auto".into(),
+        read_skew_us: 0.0,
+        read_skew_jitter_us: 0.0,
+        read_skew_rank: None,
+    }
+}
+
+/// The settings of a validation with a fit, and of a CPU-only dump, for tests.
+#[cfg(test)]
+pub(crate) fn test_validate_and_check() -> [Settings; 2] {
+    let cell = |forward_us: f64, arms: &[&str]| ValidateCell {
+        forward_us,
+        batch_size: 1,
+        block: 5,
+        arms: arms.iter().map(|a| a.to_string()).collect(),
+    };
+    let validate = Settings::Validate(ValidateSettings {
+        reference: "ref/reference.csv".into(),
+        cells: vec![
+            cell(1000.0, &["eager-sync", "graph"]),
+            cell(100.0, &["graph"]),
+        ],
+        fit: Some(FitSettings {
+            file: "fit/reference.csv".into(),
+            cell: cell(100.0, &["eager-sync", "graph"]),
+        }),
+        step_pct: 10.0,
+        diff_pct: 15.0,
+        steps: test_steps(),
+    });
+    let check = Settings::Check(CheckSettings {
+        families: vec!["dspark_draft_block".into(), "dsa_target_verify".into()],
+        arms: vec!["eager-sync".into(), "graph".into()],
+        batch_sizes: vec![1, 8],
+        block_sizes: vec![5],
+        seed: 3,
+        steps: 4,
+        token_budget: 1 << 21,
+        dump_cases: Some(12),
+        cpu_only: true,
+        soak_steps: None,
+    });
+    [validate, check]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn validate_and_check_settings_are_tagged_and_round_trip() {
+        let [validate, check] = test_validate_and_check();
+        for (settings, command) in [(&validate, "validate"), (&check, "check")] {
+            let json = serde_json::to_value(settings).unwrap();
+            assert_eq!(json["command"], command);
+            let back: Settings = serde_json::from_value(json).unwrap();
+            assert_eq!(&back, settings);
+            assert_eq!(back.command(), command);
+            assert_eq!(back.differences(settings), []);
+        }
+        let json = serde_json::to_value(&validate).unwrap();
+        assert_eq!(json["steps"]["seed"], 1);
+        assert_eq!(json["fit"]["cell"]["forward_us"], 100.0);
+        // A validation names the profile its steps ran with; a check has none.
+        assert_eq!(validate.host_profile(), Some("pytorch"));
+        assert_eq!(check.host_profile(), None);
+        // Nested settings are named by their path.
+        let Settings::Validate(mut other) = validate.clone() else {
+            unreachable!()
+        };
+        other.steps.seed = 2;
+        other.diff_pct = 20.0;
+        let names: Vec<String> = validate
+            .differences(&Settings::Validate(other))
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(names, ["diff_pct", "steps.seed"]);
+        assert_eq!(
+            check.differences(&validate)[0].to_string(),
+            "command: `check` vs `validate`"
+        );
+    }
 
     #[test]
     fn settings_are_tagged_by_command_and_round_trip() {

@@ -1,10 +1,15 @@
-//! The validated configs of `sweep` and `steps` as the [`Settings`] their `env.json` records.
+//! The validated configs of `sweep`, `steps` and `check` as the [`Settings`] their `env.json`
+//! records (`validate`'s are built in `cli/validate_settings.rs`, from its first cell's steps
+//! config and the reference).
 
+use super::check::CheckConfig;
 use super::steps::{model_name, StepsConfig};
 use super::sweep::SweepConfig;
 use crate::prep::accept::Acceptance;
 use crate::prep::inputs::LengthRange;
-use crate::results::settings::{LengthSettings, Settings, StepsSettings, SweepSettings};
+use crate::results::settings::{
+    CheckSettings, LengthSettings, Settings, StepsSettings, SweepSettings,
+};
 use std::fmt::Display;
 
 fn names<T: Display>(items: &[T]) -> Vec<String> {
@@ -54,11 +59,16 @@ impl StepsConfig {
     /// What this steps run measures (not where it writes or traces, which GPU, CPU, CUPTI or
     /// NCCL, or that it resumes).
     pub fn settings(&self) -> Settings {
+        Settings::Steps(self.steps_settings())
+    }
+
+    /// [`StepsConfig::settings`]' fields, for a command that runs steps (`validate`).
+    pub fn steps_settings(&self) -> StepsSettings {
         let (accept_rate, accept_length) = match self.acceptance {
             Acceptance::Rate(rate) => (Some(rate), None),
             Acceptance::Length(length) => (None, Some(length)),
         };
-        Settings::Steps(StepsSettings {
+        StepsSettings {
             arms: names(&self.arms),
             batch_sizes: self.batch_sizes.clone(),
             block_sizes: self.block_sizes.clone(),
@@ -89,6 +99,30 @@ impl StepsConfig {
             read_skew_us: self.read_skew.us,
             read_skew_jitter_us: self.read_skew.jitter_us,
             read_skew_rank: self.read_skew.rank,
+        }
+    }
+}
+
+impl CheckConfig {
+    /// What this check checks, and as what: a dump of `dump_cases` cases (of the CPU
+    /// reference alone with `cpu_only`), a soak of `soak_steps` steps, or the check.
+    pub fn settings(
+        &self,
+        dump_cases: Option<u32>,
+        cpu_only: bool,
+        soak_steps: Option<u64>,
+    ) -> Settings {
+        Settings::Check(CheckSettings {
+            families: names(&self.families),
+            arms: names(&self.arms),
+            batch_sizes: self.batch_sizes.clone(),
+            block_sizes: self.block_sizes.clone(),
+            seed: self.seed,
+            steps: self.steps,
+            token_budget: self.token_budget,
+            dump_cases,
+            cpu_only,
+            soak_steps,
         })
     }
 }
