@@ -720,7 +720,9 @@ fn a_dump_replaces_an_earlier_dump_whole_and_refuses_other_folders() {
     );
 }
 
-/// `check --dump DIR --cpu-only` records its settings in DIR/env.json, the GPU fields empty.
+/// `check --dump DIR --cpu-only` records what the dump holds in DIR/env.json (its seed, its
+/// cases as cases.json lists them, no arm), the GPU fields empty; the check's own axes, which
+/// a dump would ignore, are refused with it.
 #[test]
 fn a_cpu_only_dump_records_its_settings_in_env_json() {
     let dir = tempfile::tempdir().unwrap();
@@ -734,27 +736,29 @@ fn a_cpu_only_dump_records_its_settings_in_env_json() {
         "2",
         "--seed",
         "5",
-        "--families",
-        "dsa_decode",
-        "--batch-sizes",
-        "1,8",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let env: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dump.join("env.json")).unwrap()).unwrap();
+    let read = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dump.join(name)).unwrap()).unwrap()
+    };
+    let (env, cases) = (read("env.json"), read("cases.json"));
     let settings = &env["settings"];
     assert_eq!(settings["command"], "check");
-    assert_eq!(settings["families"], serde_json::json!(["dsa_decode"]));
-    assert_eq!(settings["batch_sizes"], serde_json::json!([1, 8]));
     assert_eq!(
         (
             &settings["seed"],
             &settings["dump_cases"],
-            &settings["cpu_only"]
+            &settings["cpu_only"],
+            &settings["arms"]
         ),
-        (&5.into(), &2.into(), &true.into())
+        (&5.into(), &2.into(), &true.into(), &serde_json::json!([]))
     );
-    assert!(settings["soak_steps"].is_null(), "{settings}");
+    assert_eq!(cases["seed"], settings["seed"], "{cases}");
+    assert_eq!(
+        cases["cases"].as_array().map(Vec::len),
+        Some(2),
+        "cases.json holds the cases env.json counts"
+    );
     assert_eq!(
         (&env["gpu_name"], &env["gpu_count"]),
         (&"".into(), &0.into())
@@ -767,6 +771,26 @@ fn a_cpu_only_dump_records_its_settings_in_env_json() {
             .contains("check --dump"),
         "{env}"
     );
+}
+
+/// The check's own axes mean nothing to a dump (its cases span every family, batch 1-8,
+/// blocks 1-8): each is refused with --dump, naming it, and nothing is written.
+#[test]
+fn a_dump_refuses_the_axes_it_would_ignore() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("dump");
+    let d = dump.to_str().unwrap();
+    for (flag, value) in [
+        ("--families", "dsa_decode"),
+        ("--batch-sizes", "1,8"),
+        ("--block-sizes", "5"),
+        ("--token-budget", "4096"),
+        ("--steps", "8"),
+    ] {
+        let out = metaprep(&["check", "--dump", d, "--cpu-only", flag, value]);
+        assert_clean_failure(&out, 2, flag);
+        assert!(!dump.exists(), "{flag}: nothing written");
+    }
 }
 
 #[test]

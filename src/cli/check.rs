@@ -1,11 +1,13 @@
 //! `metaprep check`: its flags, their validation, and the check against the CPU reference.
 //!
-//! Only `check --dump DIR` writes an `env.json` (`DIR/env.json`, its `settings` the validated
-//! config: `Settings::Check`; with `--cpu-only` the GPU fields stay empty). The check and
-//! `--soak` write nothing: their outputs are stdout.
+//! Only `check --dump DIR` writes an `env.json` (`DIR/env.json`, its `settings` what the dump
+//! holds: `Settings::Check`, its seed, cases and arms; with `--cpu-only` the GPU fields stay
+//! empty). The check and `--soak` write nothing: their outputs are stdout. The check's own
+//! axes (`--families`, `--batch-sizes`, `--block-sizes`, `--steps`, `--token-budget`) are
+//! refused with `--dump`, whose cases span their own.
 
 use super::common::{usage, DeviceArgs, PrepAxes};
-use crate::axes::Arm;
+use crate::axes::{Arm, Family};
 use crate::cli::lists::{distinct, positive_u32};
 use crate::exit::Exit;
 use crate::harness::environment::{env_record, host_record};
@@ -27,17 +29,17 @@ pub struct CheckArgs {
     #[command(flatten)]
     pub(crate) prep: PrepAxes,
     /// Live batch sizes, comma separated (graphs pad each to the next capture size).
-    #[arg(long, value_delimiter = ',', value_parser = positive_u32, default_value = "1,2,3,8,64,256,1024")]
+    #[arg(long, value_delimiter = ',', value_parser = positive_u32, default_value = "1,2,3,8,64,256,1024", conflicts_with = "dump")]
     pub(crate) batch_sizes: Vec<u32>,
     /// Block sizes, comma separated: draft block (gamma) for DSpark, draft tokens N for DSA.
-    #[arg(long, value_delimiter = ',', value_parser = positive_u32, default_value = "1,3,5,6,8")]
+    #[arg(long, value_delimiter = ',', value_parser = positive_u32, default_value = "1,3,5,6,8", conflicts_with = "dump")]
     pub(crate) block_sizes: Vec<u32>,
     /// Checked steps per cell after the warm-up, with `accept` advancing lengths between them.
     #[arg(long, default_value_t = 4, conflicts_with = "dump", value_parser = clap::value_parser!(u32).range(3..=64))]
     pub(crate) steps: u32,
     /// Committed tokens a batch may hold in all: lengths are drawn up to
     /// min(128k, budget / batch size).
-    #[arg(long, default_value_t = 1 << 21)]
+    #[arg(long, default_value_t = 1 << 21, conflicts_with = "dump")]
     pub(crate) token_budget: u64,
     /// Instead of the check: write the inputs and every output of a fixed set of cases to
     /// DIR (cases.json + safetensors, see src/runs/dump.rs) for scripts/crosscheck_sglang.py:
@@ -66,6 +68,14 @@ pub struct CheckArgs {
 
 pub(crate) fn check_config(args: &CheckArgs) -> Result<CheckConfig, ExitCode> {
     let (families, arms) = usage(args.prep.checked())?;
+    // A dump's cases cycle through every family, batch 1-8 and blocks 1-8 (the shapes clap
+    // refuses with --dump): a narrower --families would be ignored, so it is refused.
+    if args.dump.is_some() && families.len() != Family::ALL.len() {
+        return usage(Err(anyhow::anyhow!(
+            "--families has no effect with --dump: its cases cycle through every family \
+             (scripts/crosscheck_sglang.py reads them all); leave --families out"
+        )));
+    }
     usage(distinct(&args.batch_sizes, "--batch-sizes"))?;
     usage(distinct(&args.block_sizes, "--block-sizes"))?;
     Ok(CheckConfig {
@@ -204,7 +214,7 @@ pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Re
             "--cpu-only: no GPU opened, its fields are empty".into()
         ]),
     };
-    let settings = config.settings(Some(args.dump_cases), args.cpu_only, args.soak);
+    let settings = config.dump_settings(args.dump_cases, args.cpu_only);
     let env = EnvRecord {
         settings: Some(settings),
         ..env

@@ -61,12 +61,15 @@ fn cell(cell: &Cell, rows: &BTreeMap<Arm, ReferenceRow>) -> ValidateCell {
 pub(super) fn write_env(out: &Path, cell_dir: &Path, settings: Settings) -> Result<PathBuf> {
     let cell = EnvRecord::read(cell_dir)?;
     let shown = cell_dir.strip_prefix(out).unwrap_or(cell_dir).display();
+    // The cell's notes say why a machine field is empty (NVML unavailable, say): kept.
+    let mut notes = cell.notes.clone();
+    notes.push(format!(
+        "the machine fields are those of {shown}/env.json, the steps run of the reference's \
+         first cell; each cell's steps runs record their own under steps/"
+    ));
     EnvRecord {
         command_line: command_line(),
-        notes: vec![format!(
-            "the machine fields are those of {shown}/env.json, the steps run of the \
-             reference's first cell; each cell's steps runs record their own under steps/"
-        )],
+        notes,
         settings: Some(settings),
         ..cell
     }
@@ -142,9 +145,10 @@ mod tests {
             (env.gpu_name.as_str(), env.date.as_str()),
             ("NVIDIA H200", machine.date.as_str())
         );
-        assert_eq!(env.notes.len(), 1);
+        // The cell's own note kept, and where the machine fields came from after it.
+        assert_eq!(env.notes[0], "step model: target fixed 1000 us");
         assert!(
-            env.notes[0].contains("steps/f1000-bs1-b5-raw/env.json"),
+            env.notes[1].contains("steps/f1000-bs1-b5-raw/env.json"),
             "{:?}",
             env.notes
         );

@@ -116,7 +116,8 @@ pub struct ValidateSettings {
     pub diff_pct: f64,
     /// The settings of the steps run of the reference's first cell at the profile's own host
     /// speed: every cell runs them with its own forward (`target`), batch, block and arms,
-    /// and at the host speeds of its reference rows; with `--fit`, with the fitted profile.
+    /// and at the host speeds of its reference rows. With `--fit`, the profile as given,
+    /// before the fit: the cells run the fitted one, `fitted-profile.json` beside env.json.
     pub steps: StepsSettings,
 }
 
@@ -136,24 +137,19 @@ pub struct FitSettings {
     pub cell: ValidateCell,
 }
 
-/// `check`'s families, arms, shapes, seed and steps, and what it was run as (the check, a
-/// soak or a dump). Only `check --dump DIR` writes an `env.json` (`DIR/env.json`).
+/// What `check --dump DIR` was asked to write (`DIR/env.json`; the check and `--soak` write
+/// no env.json): the seed and number of its cases, which cycle through every family, batch
+/// 1–8 and blocks 1–8 whatever the check's own axes say, and the arms dumped beside the CPU
+/// reference (none with `--cpu-only`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckSettings {
-    pub families: Vec<String>,
-    pub arms: Vec<String>,
-    pub batch_sizes: Vec<u32>,
-    pub block_sizes: Vec<u32>,
     pub seed: u64,
-    /// Checked steps per cell (`--steps`); a dump runs one poisoned step per case.
-    pub steps: usize,
-    pub token_budget: u64,
-    /// `--dump-cases` of a dump; `None`: the check or a soak.
-    pub dump_cases: Option<u32>,
-    /// `--cpu-only`: a dump of the CPU reference alone, no arm run.
+    /// `--dump-cases`.
+    pub dump_cases: u32,
+    /// `--cpu-only`: the CPU reference alone, no arm run.
     pub cpu_only: bool,
-    /// `--soak STEPS`; `None`: no soak.
-    pub soak_steps: Option<u64>,
+    /// The arms whose buffers the dump holds; empty with `--cpu-only`.
+    pub arms: Vec<String>,
 }
 
 impl Settings {
@@ -349,16 +345,10 @@ pub(crate) fn test_validate_and_check() -> [Settings; 2] {
         steps: test_steps(),
     });
     let check = Settings::Check(CheckSettings {
-        families: vec!["dspark_draft_block".into(), "dsa_target_verify".into()],
-        arms: vec!["eager-sync".into(), "graph".into()],
-        batch_sizes: vec![1, 8],
-        block_sizes: vec![5],
         seed: 3,
-        steps: 4,
-        token_budget: 1 << 21,
-        dump_cases: Some(12),
-        cpu_only: true,
-        soak_steps: None,
+        dump_cases: 12,
+        cpu_only: false,
+        arms: vec!["eager-sync".into(), "graph".into()],
     });
     [validate, check]
 }

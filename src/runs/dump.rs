@@ -17,6 +17,9 @@
 //!   (`cases.json`'s `poison`) in every cell the path does not write (the eager path runs
 //!   the live batch unpadded, so its padding rows are all poison);
 //! * with a GPU, each arm's buffers after one poisoned step, `arm/<arm>/<output>`.
+//!
+//! `DIR/env.json` records the machine and what the dump holds (`settings`: its seed, case
+//! count and arms; `src/cli/check.rs` writes it).
 
 use crate::axes::{Arm, Family};
 use crate::gpu::kernels::{

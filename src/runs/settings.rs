@@ -104,25 +104,17 @@ impl StepsConfig {
 }
 
 impl CheckConfig {
-    /// What this check checks, and as what: a dump of `dump_cases` cases (of the CPU
-    /// reference alone with `cpu_only`), a soak of `soak_steps` steps, or the check.
-    pub fn settings(
-        &self,
-        dump_cases: Option<u32>,
-        cpu_only: bool,
-        soak_steps: Option<u64>,
-    ) -> Settings {
+    /// What `check --dump` with this config writes: `dump_cases` cases of its seed, and its
+    /// arms' buffers unless `cpu_only`.
+    pub fn dump_settings(&self, dump_cases: u32, cpu_only: bool) -> Settings {
         Settings::Check(CheckSettings {
-            families: names(&self.families),
-            arms: names(&self.arms),
-            batch_sizes: self.batch_sizes.clone(),
-            block_sizes: self.block_sizes.clone(),
             seed: self.seed,
-            steps: self.steps,
-            token_budget: self.token_budget,
             dump_cases,
             cpu_only,
-            soak_steps,
+            arms: match cpu_only {
+                true => Vec::new(),
+                false => names(&self.arms),
+            },
         })
     }
 }
