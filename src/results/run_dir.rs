@@ -113,22 +113,36 @@ impl RunDir {
     }
 }
 
-/// The commands whose env.json stands beside a results CSV.
+/// The commands whose env.json stands beside a results CSV, by its command line (a record
+/// without `settings`: a validation's steps runs carry validate's command line).
 const RUN_COMMANDS: [&str; 5] = ["sweep", "steps", "rank-worker", "sweep-worker", "validate"];
+
+/// The command whose run wrote `env`: its settings' (a validation's steps runs record
+/// `steps` under validate's command line; its own record, `validate`), else its command
+/// line's. With settings, only `sweep` and `steps` write a results CSV.
+fn writer(env: &EnvRecord) -> Option<(&str, bool)> {
+    match &env.settings {
+        Some(settings) => {
+            let command = settings.command();
+            Some((command, matches!(command, "sweep" | "steps")))
+        }
+        None => env.subcommand().map(|c| (c, RUN_COMMANDS.contains(&c))),
+    }
+}
 
 /// A steps run writes only step rows: a CSV with prep or floor rows beside a steps run's
 /// env.json is a sweep's CSV in another run's folder, whose charts and summary would carry
 /// the wrong machine and settings. (A sweep's env.json beside step rows is not refused:
 /// the test fixtures combine both kinds to draw every chart from one run.)
 fn check_same_run(csv_path: &Path, rows: &[Row], env: &EnvRecord) -> Result<()> {
-    if let Some(other) = env.subcommand().filter(|c| !RUN_COMMANDS.contains(c)) {
+    if let Some((other, _)) = writer(env).filter(|(_, writes_csv)| !writes_csv) {
         bail!(
             "{}: beside an env.json of `metaprep {other}`, which writes no {RESULTS_CSV}: the \
              CSV and env.json come from different runs; put each run's files in its own folder",
             csv_path.display()
         );
     }
-    let steps_run = matches!(env.subcommand(), Some("steps" | "rank-worker"));
+    let steps_run = matches!(writer(env), Some(("steps" | "rank-worker", _)));
     if let Some(row) = rows.iter().find(|r| steps_run && r.kind != KIND_STEP) {
         bail!(
             "{}: a `{}` row ({}) beside an env.json of `metaprep {}`, which writes only `{KIND_STEP}` \
@@ -136,7 +150,7 @@ fn check_same_run(csv_path: &Path, rows: &[Row], env: &EnvRecord) -> Result<()> 
             csv_path.display(),
             row.kind,
             row.cell_key(),
-            env.subcommand().unwrap_or_default()
+            writer(env).map_or("", |(command, _)| command)
         );
     }
     Ok(())
@@ -317,18 +331,50 @@ mod tests {
     }
 
     #[test]
-    fn a_record_of_a_validation_or_a_dump_is_read_and_a_dump_s_refused_beside_a_csv() {
-        use crate::results::settings::test_validate_and_check;
+    fn a_validations_or_a_dumps_own_record_is_refused_beside_a_csv_and_its_steps_runs_read() {
+        use crate::results::settings::{test_validate_and_check, Settings};
         let dir = tempfile::tempdir().unwrap();
         write_run(dir.path());
         let [validate, check] = test_validate_and_check();
+        let Settings::Validate(validation) = &validate else {
+            unreachable!("the fixture's first is a validation's")
+        };
+        // A validation's own record stands beside validation.md, never a results CSV.
         let env = EnvRecord {
             command_line: "metaprep validate ref.csv --out v".into(),
-            settings: Some(validate),
+            settings: Some(validate.clone()),
             ..test_env()
         };
         env.write(dir.path()).unwrap();
+        let error = error_of(dir.path());
+        assert!(
+            error.contains("beside an env.json of `metaprep validate`, which writes no"),
+            "{error}"
+        );
+        // Its steps runs carry validate's command line and record steps settings: read,
+        // and held to step rows as every steps run is.
+        let env = EnvRecord {
+            command_line: "metaprep validate ref.csv --out v".into(),
+            settings: Some(Settings::Steps(validation.steps.clone())),
+            ..test_env()
+        };
+        env.write(dir.path()).unwrap();
+        let error = error_of(dir.path());
+        assert!(error.contains("which writes only `step` rows"), "{error}");
+        write_rows(
+            &dir.path().join(RESULTS_CSV),
+            &[row(
+                "step",
+                crate::results::csv::STEP_FAMILY,
+                "graph",
+                1,
+                "itl_us",
+                90.0,
+            )],
+        )
+        .unwrap();
         assert_eq!(RunDir::open(dir.path()).unwrap().env, env);
+        write_run(dir.path());
         // A dump writes no CSV: one beside its record is another run's, refused by name.
         let env = EnvRecord {
             command_line: "metaprep check --dump d --cpu-only".into(),
