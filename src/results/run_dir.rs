@@ -185,6 +185,19 @@ mod tests {
         test_env().write(dir).unwrap();
     }
 
+    /// One step row as a run's CSV in `dir`.
+    fn write_step_run(dir: &Path) {
+        let step = row(
+            "step",
+            crate::results::csv::STEP_FAMILY,
+            "graph",
+            1,
+            "itl_us",
+            90.0,
+        );
+        write_rows(&dir.join(RESULTS_CSV), &[step]).unwrap();
+    }
+
     fn error_of(dir: &Path) -> String {
         format!("{:#}", RunDir::open(dir).unwrap_err())
     }
@@ -312,18 +325,7 @@ mod tests {
             "{error}"
         );
         // Step rows beside it are that run's own.
-        write_rows(
-            &dir.path().join(RESULTS_CSV),
-            &[row(
-                "step",
-                crate::results::csv::STEP_FAMILY,
-                "graph",
-                1,
-                "itl_us",
-                90.0,
-            )],
-        )
-        .unwrap();
+        write_step_run(dir.path());
         assert_eq!(RunDir::open(dir.path()).unwrap().rows.len(), 1);
         env.command_line = "metaprep rank-worker --rank 0 -- --tp tp2".into();
         env.write(dir.path()).unwrap();
@@ -361,18 +363,7 @@ mod tests {
         env.write(dir.path()).unwrap();
         let error = error_of(dir.path());
         assert!(error.contains("which writes only `step` rows"), "{error}");
-        write_rows(
-            &dir.path().join(RESULTS_CSV),
-            &[row(
-                "step",
-                crate::results::csv::STEP_FAMILY,
-                "graph",
-                1,
-                "itl_us",
-                90.0,
-            )],
-        )
-        .unwrap();
+        write_step_run(dir.path());
         assert_eq!(RunDir::open(dir.path()).unwrap().env, env);
         write_run(dir.path());
         // A dump writes no CSV: one beside its record is another run's, refused by name.
