@@ -43,8 +43,8 @@ pub struct ValidateArgs {
     /// --batch-sizes 1). Steps runs of that cell move each arm's factor (every host duration
     /// of its step times it) until its step is within 2% of FIT.csv's, as validation
     /// measures it (6 runs at most, factors 0.1-10); an arm whose step does not follow its
-    /// factor there is an error, and one no run brings within 2% fails the validation (exit
-    /// 1, named in validation.md). --host-work-us is refused with --fit (the factors would
+    /// factor there (GPU-bound) keeps x1, the trace's costs, and says so; one no run brings
+    /// within 2% fails the validation (exit 1, named in validation.md). --host-work-us is refused with --fit (the factors would
     /// take the what-if in). The fitted profile, each factor with its source, is written
     /// to --out as fitted-profile.json, and the reference is validated with it. Factors the
     /// profile already holds are dropped before the fit.
@@ -173,7 +173,11 @@ fn prepare(args: &ValidateArgs) -> Result<Prepared> {
         out.display()
     );
     super::common::writable_folder(&out, "--out")?;
-    check_cell_shapes(args, &args.reference, &reference)?;
+    check_cell_shapes(
+        args,
+        &args.reference,
+        reference.cells.iter().map(|(c, _)| c),
+    )?;
     let fit = match &args.fit {
         Some(_) if args.steps.step_model.host_work_us.is_some() => {
             // The factors would absorb the what-if, and the fitted profile would not say so.
@@ -185,14 +189,7 @@ fn prepare(args: &ValidateArgs) -> Result<Prepared> {
         }
         Some(path) => {
             let fit = read_fit(path, &reference, &args.reference)?;
-            let (cell, rows) = (fit.cell, fit.rows.clone());
-            check_cell_shapes(
-                args,
-                path,
-                &Reference {
-                    cells: vec![(cell, rows)],
-                },
-            )?;
+            check_cell_shapes(args, path, [&fit.cell])?;
             Some(fit)
         }
         None => None,
@@ -202,8 +199,12 @@ fn prepare(args: &ValidateArgs) -> Result<Prepared> {
 
 /// Every cell's shapes: a batch or block of the reference no kernel takes is named by its
 /// cell.
-fn check_cell_shapes(args: &ValidateArgs, file: &Path, reference: &Reference) -> Result<()> {
-    for (cell, _) in &reference.cells {
+fn check_cell_shapes<'a>(
+    args: &ValidateArgs,
+    file: &Path,
+    cells: impl IntoIterator<Item = &'a Cell>,
+) -> Result<()> {
+    for cell in cells {
         for family in [Family::DsparkDraftBlock, Family::DsaTargetVerify] {
             Shape::new(
                 family,

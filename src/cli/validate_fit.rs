@@ -209,44 +209,35 @@ fn source(fit: &FitCell, at: &str, row: &ReferenceRow, line: &Line, f: &ArmFit) 
     let speed = speed.map_or("no host speed recorded".into(), |s| {
         format!("host speed {s:.2} µs per op")
     });
-    if let Some(unfollowed) = f.not_host_bound {
-        return format!(
-            "kept at x{:.3} (the trace's costs), not fitted: at {at} of --fit {} {unfollowed}; \
-             there the reference step is {:.1} µs ({}, {speed}) and the model's {:.1} µs \
-             ({:+.2}%, {})",
-            f.factor,
-            fit.file.display(),
-            line.reference_us,
-            line.estimator.replace('_', " "),
-            line.model_us,
-            f.error * 100.0,
-            if f.converged {
-                format!("within {}%", TOLERANCE * 100.0)
-            } else {
-                format!(
-                    "not within {}%: no host factor can move it there; fit at a cell with a \
-                     shorter forward, where the host is on the step's path",
-                    TOLERANCE * 100.0
-                )
-            }
-        );
-    }
-    let outcome = if f.converged {
-        format!("within {}%", TOLERANCE * 100.0)
-    } else {
-        format!(
-            "not within {}% after {MAX_ITERATIONS} runs: the closest",
-            TOLERANCE * 100.0
-        )
+    let tolerance = TOLERANCE * 100.0;
+    let outcome = match (f.converged, f.not_host_bound.is_some()) {
+        (true, _) => format!("within {tolerance}%"),
+        (false, true) => format!(
+            "not within {tolerance}%: no host factor can move it there; fit at a cell with a \
+             shorter forward, where the host is on the step's path"
+        ),
+        (false, false) => {
+            format!("not within {tolerance}% after {MAX_ITERATIONS} runs: the closest")
+        }
     };
-    format!(
-        "fitted by metaprep validate --fit {} at {at}: reference step {:.1} µs ({}, {speed}), \
-         model step {:.1} µs at this factor ({:+.2}%, {outcome}), {} fit runs",
-        fit.file.display(),
+    let steps = format!(
+        "reference step {:.1} µs ({}, {speed}), model step {:.1} µs at this factor ({:+.2}%, \
+         {outcome})",
         line.reference_us,
         line.estimator.replace('_', " "),
         line.model_us,
         f.error * 100.0,
-        f.iterations
-    )
+    );
+    let file = fit.file.display();
+    match f.not_host_bound {
+        Some(unfollowed) => format!(
+            "kept at x{:.3} (the trace's costs), not fitted: at {at} of --fit {file} \
+             {unfollowed}; {steps}",
+            f.factor
+        ),
+        None => format!(
+            "fitted by metaprep validate --fit {file} at {at}: {steps}, {} fit runs",
+            f.iterations
+        ),
+    }
 }

@@ -1,7 +1,7 @@
 //! Where a rank's GPU sits, from NVML, for `env.json`: its PCI bus id and its active NVLinks
 //! (with the PCI ids at their far ends: other GPUs, or NVSwitches on HGX boards).
 
-use super::nvml::{unavailable, NvmlUnavailable, NVML_LIB};
+use super::nvml::{device_at, unavailable, NvmlUnavailable, NVML_LIB};
 use nvml_wrapper::Nvml;
 use std::collections::BTreeSet;
 
@@ -18,9 +18,7 @@ pub fn describe(pci_bus_id: &str) -> Result<String, NvmlUnavailable> {
             .lib_path(std::ffi::OsStr::new(NVML_LIB))
             .init()
             .map_err(|e| unavailable("loading NVML", e))?;
-        let device = nvml
-            .device_by_pci_bus_id(pci_bus_id.clone())
-            .map_err(|e| unavailable(&format!("opening the device at PCI {pci_bus_id}"), e))?;
+        let device = device_at(&nvml, &pci_bus_id)?;
         let pci = device
             .pci_info()
             .map_err(|e| unavailable("reading the PCI id", e))?

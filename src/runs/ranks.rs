@@ -246,13 +246,12 @@ pub fn write_worker_settings(config: &StepsConfig, memory: u64) -> Result<PathBu
 /// How many GPUs the run may use (`--device` on), and the memory of the smallest of them:
 /// the run is planned for it, as every rank is, so ranks on mixed GPUs plan the same cells.
 fn gpus_and_smallest_memory(ordinal: usize) -> Result<(u32, u64)> {
-    let (count, _) = devices(ordinal)?;
-    let memory = (ordinal..count as usize)
-        .map(|o| devices(o).map(|(_, bytes)| bytes))
+    let (count, first) = devices(ordinal)?;
+    let others = (ordinal + 1..count as usize).map(|o| devices(o).map(|(_, bytes)| bytes));
+    let memory = others
         .collect::<Result<Vec<u64>, _>>()?
         .into_iter()
-        .min()
-        .unwrap_or(0);
+        .fold(first, u64::min);
     Ok((count - ordinal as u32, memory))
 }
 

@@ -81,7 +81,7 @@ pub fn markdown(
     if let Some(fit) = fit.filter(|f| !f.converged()) {
         let _ = writeln!(
             r,
-            "**The fit did not converge** for {}: no fit run brought its step within ±{}% of the fit cell's, so its factor is the closest run's and this validation fails (a reference below the GPU's floor there, or a model noisier than the tolerance).\n",
+            "**The fit did not converge** for {}: its step is not within ±{}% of the fit cell's at the factor it keeps (the closest run's, or x1 where the step does not follow its factor there), so this validation fails (a reference below the GPU's floor there, a model noisier than the tolerance, or a cell where that arm is not host-bound).\n",
             fit.unconverged.join(", "),
             crate::calibrate::validate::fit::TOLERANCE * 100.0
         );

@@ -63,6 +63,16 @@ pub(crate) fn unavailable(what: &str, err: NvmlError) -> NvmlUnavailable {
     NvmlUnavailable(format!("{what}: {err}"))
 }
 
+/// The device at PCI bus id `pci_bus_id` (a CUDA device's, `gpu::probe::pci_bus_id`: NVML's
+/// own index need not be CUDA's).
+pub(crate) fn device_at<'n>(
+    nvml: &'n nvml_wrapper::Nvml,
+    pci_bus_id: &str,
+) -> Result<nvml_wrapper::Device<'n>, NvmlUnavailable> {
+    nvml.device_by_pci_bus_id(pci_bus_id)
+        .map_err(|e| unavailable(&format!("opening the device at PCI {pci_bus_id}"), e))
+}
+
 fn milli_to_unit(milli: u32) -> f64 {
     f64::from(milli) / 1000.0
 }

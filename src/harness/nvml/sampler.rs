@@ -52,7 +52,7 @@ impl Sampler {
                 Ok(nvml) => nvml,
                 Err(err) => return thread.fail(unavailable("loading NVML", err)),
             };
-            match nvml.device_by_pci_bus_id(pci_bus_id.clone()) {
+            match super::device_at(&nvml, &pci_bus_id) {
                 Ok(device) => {
                     // Unavailable GPM leaves its columns empty; env.json's note says why.
                     let mut gpm = gpm::unavailable_reason(&device)
@@ -63,10 +63,7 @@ impl Sampler {
                         |t_s| gpm.as_mut().and_then(|g| g.tick(t_s)),
                     )
                 }
-                Err(err) => thread.fail(unavailable(
-                    &format!("opening the device at PCI {pci_bus_id}"),
-                    err,
-                )),
+                Err(err) => thread.fail(err),
             }
         })
     }

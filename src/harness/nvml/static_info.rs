@@ -66,9 +66,7 @@ pub(super) fn read_static_with_lib(
             .lib_path(&lib)
             .init()
             .map_err(|e| unavailable("loading NVML", e))?;
-        let device = nvml
-            .device_by_pci_bus_id(pci_bus_id.clone())
-            .map_err(|e| unavailable(&format!("opening the device at PCI {pci_bus_id}"), e))?;
+        let device = super::device_at(&nvml, &pci_bus_id)?;
         let cuda = nvml
             .sys_cuda_driver_version()
             .map_err(|e| unavailable("reading the CUDA driver version", e))?;
