@@ -287,17 +287,24 @@ def host_speed(reps=20, repeats=REPEATS):
 # POST_WAIT_PASSES passes of `_mixed`, each timed on its own.
 POST_WAIT_GAPS_US = (0, 100, 300, 1000, 3000, 10000)
 POST_WAIT_PASSES = 4
-POST_WAIT_REPS = 60
+# Rounds of every gap. 60 rounds with extras as differences of medians gave rises from a 1 ms
+# to a 3 ms wait of -9 to +157 µs in nine probes of one process on the H200 (session 7,
+# results/2026-12-01-h200-calibration/v7/post-wait-study): the host's speed level switches
+# within a probe, and a median taken over rounds at two levels moves with the mix.
+POST_WAIT_REPS = 200
 
 
 def post_wait_probe(gaps_us=POST_WAIT_GAPS_US, reps=POST_WAIT_REPS, passes=POST_WAIT_PASSES):
     """What host work costs right after the host waited `gap` µs for the GPU, over what it
     costs with no wait: a `.item()` behind a `torch.cuda._sleep` of the gap, then one op and
-    `passes` passes of `_mixed` (24 ops each), each timed; the gaps interleaved in a shuffled
-    order `reps` times, medians kept. On the H200 VM the ops after a 3 ms wait (or a 3 ms
-    Python spin) cost ~20% more, the first one ~25 µs more: an eager-sync step pays that
-    after its read, and pays more the longer its forward. Returns the record `metaprep
-    calibrate` reads from the probe file's `post_wait` (µs, at this process's host speed)."""
+    `passes` passes of `_mixed` (24 ops each), each timed. Each round runs every gap once, in
+    a shuffled order; a segment's extra is read within its round, as its time over the same
+    segment's time with no wait in that round (a ratio, so a round at a slower host level
+    counts as much as one at a faster), the median ratio over rounds times the segment's
+    median time with no wait. On the H200 VM the ops after a 3 ms wait (or a 3 ms Python
+    spin) cost ~5-20% more, the first one most: an eager-sync step pays that after each
+    read, and pays more the longer its forward. Returns the record `metaprep calibrate`
+    reads from the probe file's `post_wait` (µs, at this process's host speed)."""
     torch = _torch()
     t = _tensors()
     rate = _sleep_rate()
@@ -305,11 +312,12 @@ def post_wait_probe(gaps_us=POST_WAIT_GAPS_US, reps=POST_WAIT_REPS, passes=POST_
     for _ in range(20):
         _mixed(t)
     torch.cuda.synchronize()
-    times = {gap: [[] for _ in range(passes + 1)] for gap in gaps_us}
+    rounds = []
     order = list(gaps_us)
     rng = random.Random(0x9a17)
     for _ in range(reps):
         rng.shuffle(order)
+        times = {}
         for gap in order:
             torch.cuda.synchronize()
             if gap:
@@ -322,18 +330,31 @@ def post_wait_probe(gaps_us=POST_WAIT_GAPS_US, reps=POST_WAIT_REPS, passes=POST_
             for _ in range(passes):
                 _mixed(t)
                 marks.append(time.perf_counter_ns())
-            for k in range(passes + 1):
-                times[gap][k].append((marks[k + 1] - marks[k]) / 1e3)
+            times[gap] = [(marks[k + 1] - marks[k]) / 1e3 for k in range(passes + 1)]
+        rounds.append(times)
     torch.cuda.synchronize()
-    medians = {gap: [statistics.median(v) for v in times[gap]] for gap in gaps_us}
-    base = medians[gaps_us[0]]
+    return post_wait_record(gaps_us, passes, rounds)
+
+
+def post_wait_record(gaps_us, passes, rounds):
+    """A post_wait_probe record from its rounds (each: gap -> µs per segment), the extras
+    read within each round against its gap-0 times (see post_wait_probe)."""
+    base = gaps_us[0]
+    segments = range(passes + 1)
+    medians = {gap: [statistics.median(r[gap][k] for r in rounds) for k in segments]
+               for gap in gaps_us}
+    ratios = {gap: [statistics.median(r[gap][k] / r[base][k] for r in rounds) for k in segments]
+              for gap in gaps_us}
     return {
         "gaps_us": list(gaps_us),
         "segment_ops": [1] + [MIXED_OPS] * passes,
         "median_us": [[round(v, 3) for v in medians[gap]] for gap in gaps_us],
-        "extra_us": [[round(v - b, 3) for v, b in zip(medians[gap], base)] for gap in gaps_us],
-        "reps": reps,
-        "host_speed_us": round(base[-1] / MIXED_OPS, 4),
+        "ratio": [[round(v, 4) for v in ratios[gap]] for gap in gaps_us],
+        "extra_us": [[round((q - 1) * b, 3) for q, b in zip(ratios[gap], medians[base])]
+                     for gap in gaps_us],
+        "reps": len(rounds),
+        "estimator": "median within-round ratio to no wait, times the no-wait median",
+        "host_speed_us": round(medians[base][-1] / MIXED_OPS, 4),
     }
 
 

@@ -992,11 +992,17 @@ fn validate_fit_recovers_known_arm_host_factors_from_a_one_cell_reference() {
     for arm in arms {
         let want = truth.iter().find(|t| t.0 == arm).map_or(1.0, |t| t.1);
         let got = fitted.arm_host_factor(arm).expect("every arm fitted");
-        // A step within the fit's 2% puts the factor within 2% over the step's host share
-        // (most of it at a 20 µs forward): 3%.
+        // A step within the fit's 2% puts the factor within that plus the noise of two
+        // runs (the reference and the deciding run: up to 4% apart in one process on the
+        // H200, session 7), over the share of the step that follows the factor: all of it
+        // but the two 20 µs forwards.
+        let step = median_of(&outcome.rows, arm.name(), 1, "step_us");
+        let host_share = 1.0 - 40.0 / step;
+        let allowed = (metaprep::calibrate::validate::fit::TOLERANCE + 0.04) / host_share;
         assert!(
-            (got / want - 1.0).abs() < 0.03,
-            "{arm}: x{got:.4}, want x{want}\n{err}"
+            (got / want - 1.0).abs() < allowed,
+            "{arm}: x{got:.4}, want x{want} (within {:.1}%)\n{err}",
+            allowed * 100.0
         );
         let source = &fitted.arm_host_factors.as_ref().unwrap()[arm.name()].source;
         assert!(

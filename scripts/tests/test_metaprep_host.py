@@ -80,3 +80,38 @@ class PostWait(unittest.TestCase):
         moved = mh.post_wait_table(probe, 0.5)
         self.assertEqual(moved["extra_us"][3], [13.0, 54.0, 24.0])
         self.assertEqual(set(moved), {"gaps_us", "segment_ops", "extra_us"})
+
+
+class PostWaitRecord(unittest.TestCase):
+    """post_wait_record reads each extra within its round, so a host-speed level switch
+    during the probe (the H200 VM's levels are ~1.7x apart and switch within seconds) moves
+    the extras by no more than the level's own scaling of them."""
+
+    GAPS = (0, 1000, 3000)
+
+    def rounds(self, levels, extra, noise=0.08, seed=7):
+        """Rounds at the given host levels (a time multiplier each): segment 0 is one op of
+        10 us, segment 1 a pass of 240 us; a wait of g adds extra[g] (relative) to each;
+        each time jittered by up to +-noise, uniform."""
+        import random as rnd
+        rng = rnd.Random(seed)
+        out = []
+        for level in levels:
+            out.append({g: [base * level * (1 + extra[g]) * (1 + noise * (2 * rng.random() - 1))
+                            for base in (10.0, 240.0)] for g in self.GAPS})
+        return out
+
+    def test_a_level_switch_mid_probe_does_not_bias_the_extras(self):
+        extra = {0: 0.0, 1000: 0.05, 3000: 0.10}
+        # Half the rounds at a 1.7x slower level for the 1 ms gap's medians to mix, as seen.
+        levels = [1.0] * 100 + [1.7] * 100
+        rec = mh.post_wait_record(self.GAPS, 1, self.rounds(levels, extra))
+        for g, want in extra.items():
+            ratio = rec["ratio"][self.GAPS.index(g)][1]
+            self.assertAlmostEqual(ratio, 1 + want, delta=0.012, msg=(g, rec["ratio"]))
+        # In µs at the probe's no-wait median (which the level mix sets: between 240 and 408).
+        b = rec["median_us"][0][1]
+        self.assertTrue(240 < b < 408, b)
+        self.assertAlmostEqual(rec["extra_us"][2][1], 0.10 * b, delta=0.012 * b)
+        self.assertEqual(rec["segment_ops"], [1, mh.MIXED_OPS])
+        self.assertEqual(rec["reps"], 200)

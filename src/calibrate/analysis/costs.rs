@@ -29,7 +29,7 @@ impl Analysis<'_> {
     /// following a wait or a gap, by `table` (this process's post-wait probe): the ops after
     /// a syncing op pay for its wait, and a gap between two ops longer than [`TRACE_GAP_US`]
     /// (a Python segment, a replay, the wait between steps) is a wait too, each by
-    /// [`Sequence::wait`]'s rule, the one `steps` follows. The trace
+    /// [`Sequence`]'s rule, the one `steps` follows. The trace
     /// then gives back-to-back costs, and `steps` adds the post-wait cost wherever its own
     /// program waits, at the waits of the cell it runs rather than of the traced one.
     pub fn without_post_wait(&mut self, table: &PostWait) {
@@ -40,17 +40,17 @@ impl Analysis<'_> {
             let span = top.span;
             // A read is no call of its own here, as in steps: its wait starts the sequence.
             if top.read() {
-                sequence.wait(self.wait(span), table);
+                sequence.wait(self.wait(span));
                 last_end = Some(span.end);
                 continue;
             }
             if let Some(end) = last_end.filter(|end| span.ts - end > TRACE_GAP_US) {
-                sequence.wait(span.ts - end, table);
+                sequence.wait(span.ts - end);
             }
             self.tops[i].post_wait_us = sequence.next_call(table);
             // A syncing upload is a call, and then a wait (as steps runs graph-upload's).
             if self.tops[i].sync {
-                sequence.wait(self.wait(span), table);
+                sequence.wait(self.wait(span));
             }
             last_end = Some(span.end);
         }

@@ -38,13 +38,16 @@ pub struct ArmFit {
     pub error: f64,
     /// Model evaluations until this arm was within `TOLERANCE` (or all of them).
     pub iterations: u32,
-    /// Within `TOLERANCE`; else `factor` is the best of `MAX_ITERATIONS` evaluations.
+    /// Within `TOLERANCE`, or kept (`not_host_bound`: nothing to fit); else `factor` is the
+    /// best of `MAX_ITERATIONS` evaluations.
     pub converged: bool,
     /// The evaluation (from 1) that ran at `factor` and gave `error`.
     pub run: u32,
     /// Where the arm's step did not follow its factor at the fit cell (GPU-bound there):
     /// how far each moved. Such an arm keeps the factor it started at (1: the trace's
-    /// costs), `converged` only if its first run was already within `TOLERANCE`.
+    /// costs) and is settled: no factor moves its step, so its error there is the model's,
+    /// judged by validation's step bar on the fit cell's row like every other cell's. (Held to
+    /// `TOLERANCE`, a GPU-bound arm failed the fit on the model's run-to-run noise.)
     pub not_host_bound: Option<Unfollowed>,
 }
 
@@ -159,8 +162,8 @@ impl History {
 /// starts at 1; an arm within `TOLERANCE` keeps its factor while the others move. An arm
 /// whose step does not follow its factor (GPU-bound at the cell: graph replay with a long
 /// enough forward) cannot be fitted there: it keeps its first factor, says so in
-/// `not_host_bound`, and is converged only if that first run was within `TOLERANCE` (its
-/// host costs do not decide its step there, and the other cells check them). One no run
+/// `not_host_bound`, and is settled (its host costs do not decide its step there; the fit
+/// cell's row and the other cells check them against validation's bars). One no run
 /// brought within `TOLERANCE` keeps its closest run, `converged` false (validate fails on
 /// it: a reference below the GPU's floor, or noise above the tolerance).
 pub fn fit_factors(
@@ -192,7 +195,7 @@ pub fn fit_factors(
                     factor: start,
                     error: e0,
                     iterations: iteration,
-                    converged: e0.abs() <= TOLERANCE,
+                    converged: true,
                     run: 1,
                     not_host_bound: Some(unfollowed),
                 };
@@ -300,10 +303,15 @@ mod tests {
         1.0 + amplitude * (2.0 * unit - 1.0)
     }
 
+    /// A model run's noise, relative: uniform in ±2%, so two runs differ by up to 4%. On the
+    /// H200 one arm's step moved up to 1.3% between two processes (issue 24) and, in one
+    /// process, 2.3% and 3.4% between runs seconds apart (session 7, tests/gpu.rs's fit test:
+    /// eager-sync at a 20 µs forward, runs 1, 3 and 4 against the factors they ran at).
+    const RUN_NOISE: f64 = 0.02;
+
     #[test]
     fn under_run_to_run_noise_host_bound_arms_converge_and_a_gpu_bound_one_keeps_x1() {
-        // ±1.5% a run, uniform (the H200 moved a steps cell up to 1.3% between processes),
-        // over many seeds: every host-bound arm lands within its tolerance near its truth.
+        // Over many seeds: every host-bound arm lands within its tolerance near its truth.
         let want = truth([0.9, 1.3, 0.7, 1.6]);
         let arms: Vec<Arm> = want.keys().copied().collect();
         let mut converged = 0;
@@ -313,7 +321,7 @@ mod tests {
                 Ok(factors
                     .iter()
                     .map(|(&a, &k)| {
-                        let n = noise(&mut rng, 0.015);
+                        let n = noise(&mut rng, RUN_NOISE);
                         (a, n * linear(a, k) / linear(a, want[&a]) - 1.0)
                     })
                     .collect())
@@ -324,14 +332,14 @@ mod tests {
                 // step, of which only the host's share follows the factor.
                 let k = want[arm];
                 let host_share = (linear(*arm, k) - linear(*arm, 0.0)) / linear(*arm, k);
-                let allowed = (TOLERANCE + 0.015) / host_share + 0.005;
+                let allowed = (TOLERANCE + RUN_NOISE) / host_share + 0.005;
                 assert!(
                     (f.factor / k - 1.0).abs() < allowed,
                     "seed {seed} {arm}: {f:?}"
                 );
                 // A run lands within the tolerance, or the closest is near it.
                 assert!(
-                    f.error.abs() <= TOLERANCE + 0.015,
+                    f.error.abs() <= TOLERANCE + RUN_NOISE,
                     "seed {seed} {arm}: {f:?}"
                 );
                 converged += usize::from(f.converged);
@@ -343,13 +351,14 @@ mod tests {
             "{converged} of 800 converged"
         );
         // A GPU-bound arm under the same noise is never fitted by luck: it keeps x1, named
-        // as not host-bound, and is right there (its first run within the tolerance).
+        // as not host-bound, settled whatever its first run's noise (validation's bar judges
+        // its error there).
         for seed in 0..200 {
             let mut rng = crate::stats::rng::SplitMix64::new(seed);
             let fits = fit_factors(&[Arm::Graph], |factors| {
                 Ok(factors
                     .keys()
-                    .map(|&a| (a, noise(&mut rng, 0.015) - 1.0))
+                    .map(|&a| (a, noise(&mut rng, RUN_NOISE) - 1.0))
                     .collect())
             })
             .unwrap();
@@ -381,7 +390,7 @@ mod tests {
     }
 
     #[test]
-    fn a_step_that_moves_against_its_factor_keeps_its_first_factor_unconverged() {
+    fn a_step_that_moves_against_its_factor_keeps_its_first_factor() {
         // Less host, a longer step: whatever the size of the move, the step does not follow.
         let fits = fit_factors(&[Arm::EagerDevice], |factors| {
             Ok(factors.iter().map(|(&a, &k)| (a, 1.1 / k - 1.0)).collect())
@@ -393,7 +402,8 @@ mod tests {
             unfollowed.step_move > 0.0 && unfollowed.factor_move() < 0.0,
             "{f:?}"
         );
-        assert!(!f.converged && f.factor == 1.0, "{f:?}");
+        // Settled at x1, its 10% error left to validation's bar on the fit cell's row.
+        assert!(f.converged && f.factor == 1.0, "{f:?}");
         assert!((f.error - 0.1).abs() < 1e-12, "{f:?}");
         assert!(
             unfollowed.to_string().contains("not host-bound"),
@@ -475,8 +485,10 @@ mod tests {
                 kept.not_host_bound.is_some() && kept.factor == 1.0,
                 "{kept:?}"
             );
-            // Right without a factor, it is converged; 20% long, no factor can help there.
-            assert_eq!(kept.converged, at_one == 1.0, "{kept:?}");
+            // Settled either way, its error as it ran at x1: right, or 20% long for
+            // validation's bar to judge (no factor can help there).
+            assert!(kept.converged, "{kept:?}");
+            assert!((kept.error - (at_one - 1.0)).abs() < 1e-12, "{kept:?}");
             for arm in [Arm::EagerSync, Arm::EagerDevice, Arm::Graph] {
                 let f = fits[&arm];
                 assert!(f.not_host_bound.is_none() && f.converged, "{arm}: {f:?}");
