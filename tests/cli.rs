@@ -52,7 +52,7 @@ fn gpu_commands_without_a_driver_exit_3_with_one_line() {
 
 #[test]
 fn bad_flags_are_refused_before_any_gpu_work() {
-    let cases: [(&[&str], &str); 54] = [
+    let cases: [(&[&str], &str); 53] = [
         (
             &["sweep", "--cpu", "99999"],
             "--cpu 99999 is not one of the CPUs this process may run on",
@@ -229,20 +229,6 @@ fn bad_flags_are_refused_before_any_gpu_work() {
             &["sweep", "--processes", "21"],
             "--processes: 21 must be between",
         ),
-        (
-            &[
-                "sweep-worker",
-                "--first-round",
-                "0",
-                "--rounds",
-                "1",
-                "--groups",
-                "0",
-                "--",
-                "--bogus",
-            ],
-            "the parent's sweep arguments",
-        ),
         (&["steps", "--forward-us", "1e12"], "between 0 and a second"),
         (&["steps", "--host-work-us", "1e12"], "--host-work-us"),
         (
@@ -269,14 +255,31 @@ fn bad_flags_are_refused_before_any_gpu_work() {
     assert!(!stderr(&out).contains("--model"), "{}", stderr(&out));
 }
 
-/// A rank worker's `--settings` file missing or malformed: exit 2 naming the file, and no
-/// rank folder made.
+/// A worker whose `--settings` file (`settings`, of a `command` config) is missing, then
+/// malformed (cut short, or JSON without the config's fields), exits 2 naming the file (not
+/// 3: no GPU was looked for) and writes nothing to stdout; `worker` runs it.
+fn assert_settings_file_refused(settings: &Path, command: &str, worker: impl Fn() -> Output) {
+    let missing = format!("reading the {command} settings {}", settings.display());
+    let malformed = format!("{}: not a {command} config", settings.display());
+    let refused = |needle: &str| {
+        let out = worker();
+        assert_clean_failure(&out, 2, needle);
+        assert!(out.stdout.is_empty(), "nothing ran: {out:?}");
+    };
+    refused(&missing);
+    for text in ["{\"arms\": [\"eager-sync\"], \"seed\": ", "{\"seed\": 1}"] {
+        std::fs::write(settings, text).unwrap();
+        refused(&malformed);
+    }
+}
+
+/// A rank worker's `--settings` file missing or malformed: refused, and no rank folder made.
 #[test]
 fn a_rank_worker_refuses_a_missing_or_malformed_settings_file_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let settings = dir.path().join("steps-config.json");
     let rank = dir.path().join("rank0");
-    let worker = || {
+    assert_settings_file_refused(&settings, "steps", || {
         metaprep(&[
             "rank-worker",
             "--rank",
@@ -292,13 +295,28 @@ fn a_rank_worker_refuses_a_missing_or_malformed_settings_file_naming_it() {
             "--settings",
             settings.to_str().unwrap(),
         ])
-    };
-    let missing = format!("reading the steps settings {}", settings.display());
-    assert_clean_failure(&worker(), 2, &missing);
-    std::fs::write(&settings, "{\"arms\": [\"eager-sync\"], \"seed\": ").unwrap();
-    let malformed = format!("{}: not a steps config", settings.display());
-    assert_clean_failure(&worker(), 2, &malformed);
+    });
     assert!(!rank.exists(), "nothing ran");
+}
+
+/// A sweep worker's `--settings` file missing or malformed: refused before any round.
+#[test]
+fn a_sweep_worker_refuses_a_missing_or_malformed_settings_file_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("sweep-config.json");
+    assert_settings_file_refused(&settings, "sweep", || {
+        metaprep(&[
+            "sweep-worker",
+            "--first-round",
+            "0",
+            "--rounds",
+            "1",
+            "--groups",
+            "0",
+            "--settings",
+            settings.to_str().unwrap(),
+        ])
+    });
 }
 
 /// `--out` at a file, under a file or where nothing can be written, and a `--trace` or

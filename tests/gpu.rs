@@ -705,7 +705,6 @@ fn small_sweep(
         resume: false,
         // In this process: a worker is the metaprep binary, which a test executable is not.
         processes: 1,
-        args: Vec::new(),
     }
 }
 

@@ -244,7 +244,6 @@ fn child_runs_a_steps_cell_and_a_sweep() {
         out: dir.path().join("sweep"),
         resume: false,
         processes: 1,
-        args: Vec::new(),
     };
     metaprep::runs::sweep::run(&sweep).unwrap();
 }

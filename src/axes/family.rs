@@ -1,10 +1,13 @@
 //! The metadata families (DESIGN.md): their names and rows per request. Their shapes and
 //! plans are in `prep`.
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+// By name (`dsa_decode`), as the CSV writes it.
+#[serde(rename_all = "snake_case")]
 pub enum Family {
     DsparkDraftBlock,
     DsaDecode,

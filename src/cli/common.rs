@@ -316,10 +316,9 @@ pub(crate) fn forward_us(us: f64) -> Result<f64> {
     Ok(us)
 }
 
-/// Bad flag values exit 2, like clap's own usage errors, before any GPU work.
-/// A parent's `command` arguments, handed to a worker after `--`, parsed as `command`
-/// parses them; refused as a bad flag (exit 2) like the parent's own.
-pub(crate) fn parse_parent<A: clap::Args>(
+/// `command`'s arguments (those after its name) parsed as `command` parses them: its
+/// defaults from none, a test's command line; refused as a bad flag (exit 2).
+pub(crate) fn parse_args<A: clap::Args>(
     command: &'static str,
     args: &[std::ffi::OsString],
 ) -> Result<A, ExitCode> {
@@ -333,10 +332,11 @@ pub(crate) fn parse_parent<A: clap::Args>(
         std::iter::once(std::ffi::OsString::from(command)).chain(args.iter().cloned()),
     )
     .map(|only| only.args)
-    .map_err(|e| anyhow::anyhow!("the parent's {command} arguments: {e}"));
+    .map_err(|e| anyhow::anyhow!("the {command} arguments: {e}"));
     usage(parsed)
 }
 
+/// Bad flag values exit 2, like clap's own usage errors, before any GPU work.
 pub(crate) fn usage<T>(parsed: Result<T>) -> Result<T, ExitCode> {
     parsed.map_err(|e| {
         eprintln!("metaprep: error: {e:#}");
@@ -399,15 +399,6 @@ pub(crate) fn validate_shapes(
         }
     }
     Ok(())
-}
-
-/// This process's command line after `subcommand`: what a parent hands on to its workers.
-pub(crate) fn args_after(subcommand: &str) -> Vec<std::ffi::OsString> {
-    std::env::args_os()
-        .skip(1)
-        .skip_while(|a| a != subcommand)
-        .skip(1)
-        .collect()
 }
 
 #[cfg(test)]

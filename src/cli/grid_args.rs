@@ -158,13 +158,13 @@ mod tests {
             let value = if new == "--precision-pct" { "2" } else { "9" };
             let sweep = |flag: &str| {
                 let args: SweepArgs =
-                    crate::cli::common::parse_parent("sweep", &[flag.into(), value.into()])
+                    crate::cli::common::parse_args("sweep", &[flag.into(), value.into()])
                         .unwrap_or_else(|_| panic!("sweep {flag} {value}"));
                 args.rounds
             };
             let steps = |flag: &str| {
                 let args: StepsArgs =
-                    crate::cli::common::parse_parent("steps", &[flag.into(), value.into()])
+                    crate::cli::common::parse_args("steps", &[flag.into(), value.into()])
                         .unwrap_or_else(|_| panic!("steps {flag} {value}"));
                 args.rounds
             };

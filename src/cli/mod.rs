@@ -133,7 +133,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 (None, None) => check::run_check(&args, &config),
             }
         }
-        Command::Sweep(args) => match sweep::parent_config(&args, common::args_after("sweep")) {
+        Command::Sweep(args) => match sweep::parent_config(&args) {
             Ok(config) => {
                 args.nvtx.apply();
                 sweep::run_sweep(&config)

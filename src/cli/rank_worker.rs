@@ -6,6 +6,7 @@
 use super::common::{usage, NvtxArgs};
 use crate::axes::Layout;
 use crate::exit::Exit;
+use crate::results::config_file::ConfigFile;
 use crate::runs::rank_world::RankRole;
 use crate::runs::steps::{StepsConfig, TraceRequest};
 use anyhow::{Context, Result};
@@ -84,7 +85,7 @@ pub fn rank_worker(args: &RankWorkerArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::common::parse_parent;
+    use crate::cli::common::parse_args;
     use crate::cli::steps::{steps_config, StepsArgs};
     use crate::model::memory::GpuMemory;
 
@@ -93,7 +94,7 @@ mod tests {
         let out = dir.path().join("run");
         let mut argv = vec!["--out".into(), out.into_os_string()];
         argv.extend(flags.iter().map(Into::into));
-        let args: StepsArgs = parse_parent("steps", &argv).unwrap();
+        let args: StepsArgs = parse_args("steps", &argv).unwrap();
         steps_config(&args).unwrap()
     }
 

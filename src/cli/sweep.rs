@@ -1,14 +1,15 @@
-//! `metaprep sweep`: its flags, their validation, and the run.
+//! `metaprep sweep`: its flags, their validation, and the run; the hidden `sweep-worker`.
 
 use super::common::{
-    check_run_out, default_out, forward_us, parse_parent, precision_pct, resume_target, usage,
-    validate_shapes, DeviceArgs, NvtxArgs, PinArgs, PrepAxes,
+    check_run_out, default_out, forward_us, precision_pct, resume_target, usage, validate_shapes,
+    DeviceArgs, NvtxArgs, PinArgs, PrepAxes,
 };
 use super::grid_args::{GridArgs, RoundsArgs};
 use super::lists::{distinct, layout};
 use crate::axes::Layout;
 use crate::exit::Exit;
 use crate::report::targets;
+use crate::results::config_file::ConfigFile;
 use crate::runs::sweep::{self, SweepConfig};
 use crate::stats::rounds::MAX_ROUNDS;
 use crate::stats::stopping::StoppingRule;
@@ -97,7 +98,9 @@ pub struct SweepArgs {
 pub const DEFAULT_PROCESSES: usize = 5;
 
 /// `metaprep sweep-worker` (hidden): rounds of a sweep measured for the sweep that started
-/// it, which passes its own sweep arguments after `--`.
+/// it. It reads the parent's validated config from the file `--settings` names (written by
+/// [`crate::runs::sweep_workers`]; no command line is parsed again) and takes its rounds and
+/// groups from its flags.
 #[derive(Args)]
 pub struct SweepWorkerArgs {
     /// The first round to measure, from 0 over the whole run.
@@ -109,9 +112,11 @@ pub struct SweepWorkerArgs {
     /// Grid indices of the cell groups to visit, comma separated.
     #[arg(long, value_delimiter = ',')]
     groups: Vec<usize>,
-    /// The parent's `sweep` arguments.
-    #[arg(last = true)]
-    sweep_args: Vec<std::ffi::OsString>,
+    /// The parent's validated `sweep` config, as JSON: what every worker of the run measures.
+    #[arg(long, value_name = "FILE")]
+    settings: PathBuf,
+    #[command(flatten)]
+    nvtx: NvtxArgs,
 }
 
 impl SweepWorkerArgs {
@@ -126,14 +131,11 @@ impl SweepWorkerArgs {
 }
 
 /// Runs a sweep worker: its rounds' messages go to stdout; an error ends it with exit 1 and
-/// its message on stderr, which the parent quotes.
+/// its message on stderr, which the parent quotes (a missing or malformed --settings file,
+/// exit 2).
 pub(crate) fn sweep_worker(args: &SweepWorkerArgs) -> Result<ExitCode> {
-    let sweep: SweepArgs = match parse_parent("sweep", &args.sweep_args) {
-        Ok(sweep) => sweep,
-        Err(code) => return Ok(code),
-    };
-    sweep.nvtx.apply();
-    let config = match sweep_config(&sweep, args.sweep_args.clone()) {
+    args.nvtx.apply();
+    let config = match usage(SweepConfig::read_json(&args.settings)) {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };
@@ -141,10 +143,7 @@ pub(crate) fn sweep_worker(args: &SweepWorkerArgs) -> Result<ExitCode> {
     Ok(Exit::Ok.into())
 }
 
-pub(crate) fn sweep_config(
-    args: &SweepArgs,
-    command_args: Vec<std::ffi::OsString>,
-) -> Result<SweepConfig, ExitCode> {
+pub(crate) fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
     usage(resume_target(args.resume, &args.out))?;
     let rounds = usage(args.rounds.checked())?;
     if args.min_samples < 2 {
@@ -204,7 +203,6 @@ pub(crate) fn sweep_config(
         out: args.out.clone().unwrap_or_else(|| default_out("sweep")),
         resume: args.resume,
         processes: args.processes,
-        args: command_args,
     };
     validate_shapes(
         &config.families,
@@ -215,13 +213,10 @@ pub(crate) fn sweep_config(
     Ok(config)
 }
 
-/// The settings of the sweep this process runs itself, its --out checked too (a worker's is
-/// not: the parent made that folder, and an earlier worker wrote into it).
-pub(crate) fn parent_config(
-    args: &SweepArgs,
-    command_args: Vec<std::ffi::OsString>,
-) -> Result<SweepConfig, ExitCode> {
-    let config = sweep_config(args, command_args)?;
+/// The settings of the sweep this process runs itself, its --out checked too (its workers
+/// run the config it hands them, checked here).
+pub(crate) fn parent_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
+    let config = sweep_config(args)?;
     usage(check_run_out(&config.out, config.resume, config.settings()))?;
     Ok(config)
 }
@@ -269,7 +264,66 @@ mod tests {
         let crate::cli::Command::Sweep(args) = cli.command else {
             panic!("not a sweep command line");
         };
-        sweep_config(&args, Vec::new()).unwrap_or_else(|_| panic!("{line} refused"))
+        sweep_config(&args).unwrap_or_else(|_| panic!("{line} refused"))
+    }
+
+    #[test]
+    fn the_config_round_trips_through_json_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sweep-config.json");
+        let out = dir.path().join("run");
+        let flagged = format!(
+            "sweep --device 1 --kernel-image ptx --sync spin --cpu off --nvtx off \
+             --families dsa_decode,dsa_draft_extend_v2 --arms eager-sync,graph-upload,fused \
+             --batch-sizes 8,64 --block-sizes 3,8 --max-context 65536 --seq-lens 100-4000 \
+             --tp tp2,dep4 --forward-us 12.5 --min-rounds 7 --max-rounds 9 \
+             --precision-pct 0.3 --cell-time-cap-ms 250 --gpu-paced-max-rounds 40 \
+             --gpu-paced-precision-pct 0.30000000000000004 --min-samples 12 \
+             --steps-per-sample 7 --seed 99 --out {} --resume --processes 3",
+            out.display()
+        );
+        for line in ["sweep", "sweep --forward-us 0", &flagged] {
+            let config = config_of(line);
+            config.write_json(&path).unwrap();
+            assert_eq!(SweepConfig::read_json(&path).unwrap(), config, "{line}");
+        }
+        let flagged = config_of(&flagged);
+        assert_eq!(flagged.layouts, [Layout::Tp(2), Layout::Dep(4)]);
+        assert!(flagged.resume && flagged.out == out && flagged.processes == 3);
+        // Families by the names the CSV writes.
+        let json = std::fs::read_to_string(&path).unwrap();
+        assert!(json.contains("\"dsa_draft_extend_v2\""), "{json}");
+    }
+
+    /// The worker's command line is one the program's own parser takes, the floor-only round
+    /// of a run whose groups all stopped included.
+    #[test]
+    fn the_program_parses_every_worker_command_it_makes() {
+        use crate::runs::sweep_workers::{worker_command, Assignment};
+        for groups in [vec![0, 3, 7], vec![]] {
+            let assignment = Assignment {
+                first_round: 6,
+                rounds: 4,
+                groups,
+            };
+            let settings = std::path::Path::new("/out/sweep-config.json");
+            let c = worker_command(
+                std::path::Path::new("metaprep"),
+                &assignment,
+                settings,
+                false,
+            );
+            let argv = std::iter::once(c.get_program().to_owned())
+                .chain(c.get_args().map(ToOwned::to_owned));
+            let cli = crate::cli::Cli::try_parse_from(argv)
+                .unwrap_or_else(|e| panic!("{:?}: {e}", assignment.groups));
+            let crate::cli::Command::SweepWorker(worker) = cli.command else {
+                panic!("not a sweep-worker command line");
+            };
+            assert_eq!(worker.assignment(), assignment);
+            assert_eq!(worker.settings, settings);
+            assert_eq!(worker.nvtx.nvtx, crate::cli::common::Switch::Off);
+        }
     }
 
     #[test]

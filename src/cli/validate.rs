@@ -59,7 +59,7 @@ pub struct ValidateArgs {
 
 /// The steps flags validate sets per cell, which must not be given.
 fn refuse_axes(a: &StepsArgs) -> Result<()> {
-    let default: StepsArgs = super::common::parse_parent("steps", &[])
+    let default: StepsArgs = super::common::parse_args("steps", &[])
         .map_err(|_| anyhow::anyhow!("steps' defaults parse"))?;
     for (given, flag) in [
         (

@@ -79,7 +79,7 @@ pub(super) fn write_env(out: &Path, cell_dir: &Path, settings: Settings) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::common::parse_parent;
+    use crate::cli::common::parse_args;
     use crate::cli::validate::raw_run_dir;
 
     #[test]
@@ -100,7 +100,7 @@ mod tests {
             .chain(&flags)
             .map(|a| a.to_os_string())
             .collect();
-        let args: ValidateArgs = parse_parent("validate", &argv).unwrap();
+        let args: ValidateArgs = parse_args("validate", &argv).unwrap();
         let parsed = Reference::read(&reference).unwrap();
         let settings = checked_settings(&args, &parsed, None, &out).unwrap();
         let Settings::Validate(v) = &settings else {

@@ -1,9 +1,11 @@
 //! The results schema and its files, the ground floor every command stands on: the tidy CSV
 //! and its rows, the environment record, NVML telemetry, the run directory read back whole,
-//! safetensors dumps, atomic writes and gzipped run files. Nothing here needs a GPU.
+//! safetensors dumps, atomic writes, gzipped run files and the config files a parent hands
+//! its workers. Nothing here needs a GPU.
 
 pub mod atomic;
 pub mod compressed;
+pub mod config_file;
 pub mod csv;
 pub mod env;
 pub mod pacing;

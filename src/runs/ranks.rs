@@ -13,6 +13,7 @@ use crate::harness::topology;
 use crate::model::memory::GpuMemory;
 use crate::model::trace::merge_rank_traces;
 use crate::results::atomic::write_atomic;
+use crate::results::config_file::ConfigFile;
 use crate::results::csv::{read_rows, write_rows};
 use crate::results::env::EnvRecord;
 use crate::results::rank_rows::{slowest_rank_rows, write_rank_rows, RankRow, RANKS_CSV};
@@ -27,7 +28,7 @@ use std::time::Instant;
 /// The folder under `--out` where each world's ranks write their own runs.
 pub const RANKS_DIR: &str = "ranks";
 /// The file under [`RANKS_DIR`] holding the config every rank worker runs (`rank-worker
-/// --settings`): the parent's, as [`StepsConfig::write_json`] writes it.
+/// --settings`): the parent's, as [`ConfigFile::write_json`] writes it.
 pub const WORKER_SETTINGS: &str = "steps-config.json";
 
 /// Which layouts run as worlds of real ranks and which in this process, and why.

@@ -3,24 +3,30 @@
 //! structures landed, the state of its CPU) varies between rounds and lands in the intervals
 //! (see [`crate::runs::sweep`]).
 //!
-//! The parent starts `metaprep sweep-worker` with its own sweep arguments after `--`, the
-//! rounds to measure and the grid indices of the groups still open. A worker opens the GPU,
-//! pins its measuring thread, measures those rounds exactly as a sweep measures its own
-//! ([`Measurer`]), and writes one JSON [`WorkerMessage`] a line to stdout: when it has pinned,
-//! when each cell begins (the parent tags its NVML samples with it), and each round's
-//! [`RoundResult`]. The parent keeps every round as if it had measured it, stops groups by
-//! the same rule, and writes the files after each worker.
+//! The parent writes its validated [`SweepConfig`] whole, as JSON, to [`WORKER_SETTINGS`] in
+//! its `--out` and starts `metaprep sweep-worker` with that file (`--settings`; no command
+//! line is parsed or validated again), its `--nvtx`, the rounds to measure and the grid
+//! indices of the groups still open. A worker opens the GPU, pins its measuring thread,
+//! measures those rounds exactly as a sweep measures its own ([`Measurer`]), and writes one
+//! JSON [`WorkerMessage`] a line to stdout: when it has pinned, when each cell begins (the
+//! parent tags its NVML samples with it), and each round's [`RoundResult`]. The parent keeps
+//! every round as if it had measured it, stops groups by the same rule, and writes the files
+//! after each worker.
 
 use crate::harness::pin::pin_current_thread;
 use crate::harness::process_group::Worker;
+use crate::results::config_file::ConfigFile;
 use crate::runs::sweep::{grid, Measurer, RunState, Sink, SweepConfig};
 use crate::runs::sweep_rounds::RoundResult;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use std::ffi::OsString;
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
+
+/// The file under `--out` holding the config every sweep worker runs (`sweep-worker
+/// --settings`): the parent's, as [`ConfigFile::write_json`] writes it.
+pub const WORKER_SETTINGS: &str = "sweep-config.json";
 
 /// What a worker hands back, one JSON document a line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,10 +49,11 @@ pub struct Assignment {
     pub groups: Vec<usize>,
 }
 
-/// The command of a worker measuring `assignment`: this program's hidden `sweep-worker` with
-/// the parent's sweep arguments after `--`. With no group open (they all stopped before the
-/// floor did) `--groups` is left out: an empty value is no list of indices.
-pub fn worker_command(exe: &Path, assignment: &Assignment, sweep_args: &[OsString]) -> Command {
+/// The command of a worker measuring `assignment`: this program's hidden `sweep-worker`, its
+/// rounds and groups, the file of the config it runs and the parent's `--nvtx`. With no group
+/// open (they all stopped before the floor did) `--groups` is left out: an empty value is no
+/// list of indices.
+pub fn worker_command(exe: &Path, assignment: &Assignment, settings: &Path, nvtx: bool) -> Command {
     let groups: Vec<String> = assignment.groups.iter().map(usize::to_string).collect();
     let mut c = Command::new(exe);
     c.arg("sweep-worker")
@@ -57,7 +64,10 @@ pub fn worker_command(exe: &Path, assignment: &Assignment, sweep_args: &[OsStrin
     if !groups.is_empty() {
         c.arg("--groups").arg(groups.join(","));
     }
-    c.arg("--").args(sweep_args);
+    c.arg("--settings")
+        .arg(settings)
+        .arg("--nvtx")
+        .arg(if nvtx { "on" } else { "off" });
     c
 }
 
@@ -65,6 +75,9 @@ pub fn worker_command(exe: &Path, assignment: &Assignment, sweep_args: &[OsStrin
 /// the files after each worker. Returns env.json's notes of each worker.
 pub(crate) fn run(config: &SweepConfig, state: &mut RunState, sink: &Sink) -> Result<Vec<String>> {
     let exe = std::env::current_exe().context("finding this program to start sweep workers")?;
+    let settings = config.out.join(WORKER_SETTINGS);
+    config.write_json(&settings)?;
+    let nvtx = crate::gpu::nvtx::enabled();
     let mut notes = Vec::new();
     let mut number = 1u32;
     while let Some(first_round) = state.next_round() {
@@ -79,7 +92,7 @@ pub(crate) fn run(config: &SweepConfig, state: &mut RunState, sink: &Sink) -> Re
         };
         sink.plan(state, first_round, assignment.rounds);
         let label = format!("sweep worker {number}");
-        let mut worker = Worker::spawn(&label, worker_command(&exe, &assignment, &config.args))?;
+        let mut worker = Worker::spawn(&label, worker_command(&exe, &assignment, &settings, nvtx))?;
         // Kept until the worker ends: absorbing a round (stop rules, rows, NVML summaries
         // under the sampler's lock) while the worker measures the next would be the parent's
         // work beside the timed loops, and its stop decisions only shape the next worker.
@@ -164,8 +177,8 @@ pub fn serve(config: &SweepConfig, assignment: &Assignment, out: &mut impl Write
     for &index in &assignment.groups {
         let spec = whole.get(index).with_context(|| {
             format!(
-                "--groups: the grid has {} groups, no group {index}: a worker takes its \
-                 parent's sweep arguments unchanged",
+                "--groups: the grid has {} groups, no group {index}: a worker measures the \
+                 grid of its parent's --settings",
                 whole.len()
             )
         })?;
@@ -248,54 +261,24 @@ mod tests {
     }
 
     #[test]
-    fn a_worker_gets_its_rounds_groups_and_the_parents_arguments() {
-        let c = worker_command(
-            Path::new("/bin/metaprep"),
-            &Assignment {
-                first_round: 4,
-                rounds: 4,
-                groups: vec![0, 3, 7],
-            },
-            &[
-                "--batch-sizes".into(),
-                "8,64".into(),
-                "--processes".into(),
-                "5".into(),
-            ],
-        );
-        let args: Vec<String> = c.get_args().map(|a| a.to_string_lossy().into()).collect();
+    fn a_worker_gets_its_rounds_groups_and_the_parents_settings_file() {
+        let assignment = Assignment {
+            first_round: 4,
+            rounds: 4,
+            groups: vec![0, 3, 7],
+        };
+        let args = |nvtx: bool| -> String {
+            let settings = Path::new("/out/sweep-config.json");
+            let c = worker_command(Path::new("/bin/metaprep"), &assignment, settings, nvtx);
+            let args: Vec<String> = c.get_args().map(|a| a.to_string_lossy().into()).collect();
+            args.join(" ")
+        };
         assert_eq!(
-            args.join(" "),
-            "sweep-worker --first-round 4 --rounds 4 --groups 0,3,7 -- --batch-sizes 8,64 \
-             --processes 5"
+            args(true),
+            "sweep-worker --first-round 4 --rounds 4 --groups 0,3,7 --settings \
+             /out/sweep-config.json --nvtx on"
         );
-    }
-
-    /// The worker's command line is one the program's own parser takes, the floor-only round
-    /// of a run whose groups all stopped included.
-    #[test]
-    fn the_program_parses_every_worker_command_it_makes() {
-        use clap::Parser;
-        for groups in [vec![0, 3, 7], vec![]] {
-            let assignment = Assignment {
-                first_round: 6,
-                rounds: 4,
-                groups,
-            };
-            let c = worker_command(
-                Path::new("metaprep"),
-                &assignment,
-                &["--arms".into(), "eager-sync".into()],
-            );
-            let argv = std::iter::once(c.get_program().to_owned())
-                .chain(c.get_args().map(ToOwned::to_owned));
-            let cli = crate::cli::Cli::try_parse_from(argv)
-                .unwrap_or_else(|e| panic!("{:?}: {e}", assignment.groups));
-            let crate::cli::Command::SweepWorker(worker) = cli.command else {
-                panic!("not a sweep-worker command line");
-            };
-            assert_eq!(worker.assignment(), assignment);
-        }
+        assert!(args(false).ends_with("--nvtx off"));
     }
 
     #[test]

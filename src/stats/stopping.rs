@@ -48,7 +48,7 @@ use std::time::Duration;
 pub const READ_COST_REL_CI: f64 = 0.01;
 pub const READ_COST_ABS_CI_US: f64 = 0.3;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StoppingRule {
     /// Target CI half-width relative to the median (0.01 = ±1%).
     pub rel_ci: f64,

@@ -2,7 +2,7 @@
 //! the cells of its grid, where `--trace` writes, and the plan of which cells the GPUs'
 //! memory holds. Kept apart from the loop: the command line, the rank workers and the run's
 //! settings read these without the GPU code. A parent of real ranks hands its workers the
-//! config whole, as JSON ([`StepsConfig::write_json`], [`StepsConfig::read_json`]).
+//! config whole, as JSON ([`ConfigFile`]).
 
 use crate::axes::Arm;
 use crate::axes::Drafter;
@@ -17,11 +17,11 @@ use crate::model::profile::ForwardModel;
 use crate::model::stop::StepRounds;
 use crate::prep::accept::Acceptance;
 use crate::prep::inputs::LengthRange;
-use crate::results::atomic::write_atomic;
+use crate::results::config_file::ConfigFile;
 use crate::runs::rank_world::{RankRole, RanksMode, ReadSkew};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,34 +86,11 @@ impl StepsConfig {
     pub fn context(&self) -> u32 {
         (self.seq_lens.min + self.seq_lens.max) / 2
     }
+}
 
-    /// Writes this config whole to `path` as JSON, atomically: what a parent of real ranks
-    /// hands its workers (`rank-worker --settings`), instead of its command line to parse and
-    /// validate again.
-    pub fn write_json(&self, path: &Path) -> Result<()> {
-        let mut json =
-            serde_json::to_string_pretty(self).context("serialising the steps config")?;
-        json.push('\n');
-        write_atomic(path, json.as_bytes())
-    }
-
-    /// Reads a config [`StepsConfig::write_json`] wrote. A missing or malformed file is a
-    /// [`BadInput`] naming it.
-    pub fn read_json(path: &Path) -> Result<StepsConfig> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            BadInput(format!(
-                "reading the steps settings {}: {e}",
-                path.display()
-            ))
-        })?;
-        serde_json::from_str(&text).map_err(|e| {
-            BadInput(format!(
-                "{}: not a steps config that this metaprep writes ({e})",
-                path.display()
-            ))
-            .into()
-        })
-    }
+/// What a parent of real ranks hands its workers (`rank-worker --settings`).
+impl ConfigFile for StepsConfig {
+    const COMMAND: &'static str = "steps";
 }
 
 /// A cell of the grid: layout, batch size, block size.

@@ -56,16 +56,17 @@ use crate::harness::rounds_file::RoundsFile;
 use crate::harness::rows::CellId;
 use crate::harness::run_output::{emulation_notes, existing_rows, progress, Recorder};
 use crate::prep::inputs::LengthRange;
+use crate::results::config_file::ConfigFile;
 use crate::results::csv::{completed_cells, Row, KIND_FLOOR, KIND_PREP};
 use crate::results::env::EnvRecord;
 use crate::stats::stopping::{RoundsRule, StoppingRule};
 use anyhow::Result;
 use grid::grid_groups;
-use std::ffi::OsString;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Instant;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepConfig {
     /// The GPU and how it is opened.
     pub gpu: GpuChoice,
@@ -97,8 +98,11 @@ pub struct SweepConfig {
     pub resume: bool,
     /// Worker processes the rounds are shared out over; 1 measures every round here.
     pub processes: usize,
-    /// The command line after `sweep`, handed on to worker processes.
-    pub args: Vec<OsString>,
+}
+
+/// What a sweep hands its worker processes (`sweep-worker --settings`).
+impl ConfigFile for SweepConfig {
+    const COMMAND: &'static str = "sweep";
 }
 
 impl SweepConfig {
