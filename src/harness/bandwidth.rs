@@ -47,18 +47,12 @@ pub fn bytes_row(cell: &CellId, bytes: u64, rounds: usize) -> Row {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::csv::KIND_PREP;
+    use crate::results::csv::{CellKey, KIND_PREP};
 
     fn cell() -> CellId {
         CellId {
-            kind: KIND_PREP,
-            family: "dsa_target_verify".into(),
-            arm: "fused".into(),
-            batch_size: 256,
-            block_size: 8,
-            layout: "tp1".into(),
+            key: CellKey::new(KIND_PREP, "dsa_target_verify", "fused", (256, 8), "tp1"),
             emulated: false,
-            host_scale: None,
         }
     }
 

@@ -47,14 +47,15 @@ struct Record {
 impl From<Record> for RoundLine {
     fn from(r: Record) -> Self {
         RoundLine {
-            cell: CellKey {
-                kind: r.kind,
-                family: r.family,
-                arm: r.arm,
-                batch_size: r.batch_size,
-                block_size: r.block_size,
-                layout: r.layout,
-            },
+            // `family` as rounds.csv names the cell (any host scale after it): its key all the
+            // same, as keys compare the cell family.
+            cell: CellKey::new(
+                &r.kind,
+                &r.family,
+                &r.arm,
+                (r.batch_size, r.block_size),
+                &r.layout,
+            ),
             metric: r.metric,
             round: r.round,
             median: r.median,
@@ -121,14 +122,7 @@ mod tests {
 
     fn line(arm: &str, round: u32) -> RoundLine {
         RoundLine {
-            cell: CellKey {
-                kind: "prep".into(),
-                family: "dsa_decode".into(),
-                arm: arm.into(),
-                batch_size: 8,
-                block_size: 5,
-                layout: "tp1".into(),
-            },
+            cell: CellKey::new("prep", "dsa_decode", arm, (8, 5), "tp1"),
             metric: "step_us".into(),
             round,
             median: 2.0 + f64::from(round),

@@ -1,7 +1,7 @@
 //! Turning measurements into tidy CSV rows.
 
 use super::nvml::{reasons_hex, CellTelemetry};
-use crate::results::csv::{cell_family, CellKey, Row};
+use crate::results::csv::{CellKey, Row};
 use crate::stats::rounds::{over_rounds, paired, round_medians};
 use crate::stats::summary::{summarize, Estimate, Summary};
 
@@ -20,48 +20,33 @@ pub struct RoundLine {
     pub process: u32,
 }
 
-/// The coordinates every row of one cell shares.
+/// A cell as the harness measures it: its key, which every row of it carries, and whether its
+/// layout ran emulated (more ranks than the run had GPUs, [`Row::emulated`]).
 #[derive(Debug, Clone)]
 pub struct CellId {
-    pub kind: &'static str,
-    pub family: String,
-    pub arm: String,
-    pub batch_size: u32,
-    pub block_size: u32,
-    pub layout: String,
+    pub key: CellKey,
     pub emulated: bool,
-    /// A step cell's what-if host scale (`Row::host_scale`); `None` at 1 and off steps.
-    pub host_scale: Option<f64>,
 }
 
 impl CellId {
     /// `kind family/arm bs block layout` (the cell key's own form): the label NVML samples
     /// are tagged with.
     pub fn label(&self) -> String {
-        self.key().to_string()
-    }
-
-    pub fn key(&self) -> CellKey {
-        CellKey {
-            kind: self.kind.into(),
-            family: cell_family(&self.family, self.host_scale),
-            arm: self.arm.clone(),
-            batch_size: self.batch_size,
-            block_size: self.block_size,
-            layout: self.layout.clone(),
-        }
+        self.key.to_string()
     }
 
     fn base(&self, metric: &str, unit: &str, telemetry: Option<&CellTelemetry>) -> Row {
         let t = telemetry.cloned().unwrap_or_default();
         let gpm = t.gpm.clone().map(|g| g.values).unwrap_or_default();
+        let key = self.key.clone();
         Row {
-            kind: self.kind.into(),
-            family: self.family.clone(),
-            arm: self.arm.clone(),
-            batch_size: self.batch_size,
-            block_size: self.block_size,
-            layout: self.layout.clone(),
+            kind: key.kind,
+            family: key.family,
+            arm: key.arm,
+            batch_size: key.batch_size,
+            block_size: key.block_size,
+            layout: key.layout,
+            host_scale: key.host_scale,
             emulated: self.emulated,
             metric: metric.into(),
             unit: unit.into(),
@@ -85,7 +70,6 @@ impl CellId {
             gpm_nvlink_rx_mib_s: gpm.nvlink_rx_mib_s,
             gpm_nvlink_tx_mib_s: gpm.nvlink_tx_mib_s,
             gpm_cell_share_pct: t.gpm.as_ref().map(|g| g.cell_share_pct),
-            host_scale: self.host_scale,
         }
     }
 
@@ -181,7 +165,7 @@ impl CellId {
             .filter_map(|(index, samples)| {
                 let s = summarize(samples)?;
                 Some(RoundLine {
-                    cell: self.key(),
+                    cell: self.key.clone(),
                     metric: metric.to_string(),
                     round: index as u32 + 1,
                     median: s.median,
@@ -219,14 +203,8 @@ mod tests {
 
     fn cell() -> CellId {
         CellId {
-            kind: "prep",
-            family: "dsa_decode".into(),
-            arm: "graph".into(),
-            batch_size: 8,
-            block_size: 5,
-            layout: "tp8".into(),
+            key: CellKey::new("prep", "dsa_decode", "graph", (8, 5), "tp8"),
             emulated: true,
-            host_scale: None,
         }
     }
 
@@ -372,6 +350,49 @@ mod tests {
         );
         assert!(row.p10.is_nan() && row.p90.is_nan());
         assert_eq!(cell().label(), "prep dsa_decode/graph bs=8 block=5 tp8");
-        assert_eq!(cell().key(), row.cell_key(), "rows of a cell share its key");
+        assert_eq!(cell().key, row.cell_key(), "rows of a cell share its key");
+    }
+
+    #[test]
+    fn a_cells_rows_and_round_lines_read_back_under_the_key_the_harness_gave_it() {
+        use crate::harness::rounds_file::RoundsFile;
+        use crate::results::csv::{read_rows, write_rows, STEP_FAMILY};
+        use crate::results::run_dir::ROUNDS_CSV;
+        let scaled = CellId {
+            key: CellKey {
+                host_scale: Some(2.0),
+                ..CellKey::new("step", STEP_FAMILY, "graph", (4, 3), "tp2")
+            },
+            emulated: false,
+        };
+        let cells = [cell(), scaled];
+        let rows: Vec<Row> = (cells.iter())
+            .map(|c| c.summary_row("step_us", "us", &[1.0, 2.0], "ci", None))
+            .collect::<Option<_>>()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        write_rows(&path, &rows).unwrap();
+        let back = read_rows(&path).unwrap();
+        assert_eq!(back.len(), cells.len());
+        for (cell, row) in cells.iter().zip(&back) {
+            // Every field (Debug shows each, a new one too): keys compare by the cell family.
+            assert_eq!(format!("{:?}", row.cell_key()), format!("{:?}", cell.key));
+            assert_eq!(row.cell_key(), cell.key);
+        }
+        // rounds.csv names a cell by its key's columns: a resume keeping the cell keeps every
+        // line it wrote.
+        let lines = cell().round_lines("step_us", &[vec![1.0], vec![2.0]], &[1, 2]);
+        RoundsFile::open(dir.path(), false, &Default::default())
+            .unwrap()
+            .write(&lines)
+            .unwrap();
+        let written = std::fs::read_to_string(dir.path().join(ROUNDS_CSV)).unwrap();
+        RoundsFile::open(dir.path(), true, &[cell().key].into())
+            .unwrap()
+            .write(&[])
+            .unwrap();
+        let resumed = std::fs::read_to_string(dir.path().join(ROUNDS_CSV)).unwrap();
+        assert_eq!((resumed.lines().count(), &resumed), (3, &written));
     }
 }

@@ -8,7 +8,7 @@ use super::nvml::{Sampler, DEFAULT_PERIOD};
 use super::telemetry_file::TelemetryFile;
 use crate::axes::layout::Layout;
 use crate::gpu::Gpu;
-use crate::results::csv::{rows_for_resume, write_rows, Row};
+use crate::results::csv::{rows_for_resume, write_rows, CellKey, Row};
 use crate::results::env::{EMULATED_NOTE, ENV_FILE};
 use crate::results::run_dir::{RESULTS_CSV, ROUNDS_CSV, TELEMETRY_CSV};
 use crate::results::settings::Settings;
@@ -157,7 +157,7 @@ pub fn progress(count: usize, units: &str) -> indicatif::ProgressBar {
 
 /// The cells of one group of a run: one per arm, at one (family, batch, block, layout).
 pub fn arm_cells(
-    kind: &'static str,
+    kind: &str,
     family: &str,
     arms: &[crate::axes::Arm],
     batch_size: u32,
@@ -167,14 +167,14 @@ pub fn arm_cells(
 ) -> Vec<super::rows::CellId> {
     arms.iter()
         .map(|arm| super::rows::CellId {
-            kind,
-            family: family.into(),
-            arm: arm.name().into(),
-            batch_size,
-            block_size: block,
-            layout: layout.to_string(),
+            key: CellKey::new(
+                kind,
+                family,
+                arm.name(),
+                (batch_size, block),
+                &layout.to_string(),
+            ),
             emulated: layout.emulated(gpus),
-            host_scale: None,
         })
         .collect()
 }
@@ -184,15 +184,15 @@ pub fn arm_cells(
 /// invocation; a complete one is skipped and counted as progress.
 pub fn needs_measuring(
     cells: &[super::rows::CellId],
-    done: &std::collections::HashSet<crate::results::csv::CellKey>,
+    done: &std::collections::HashSet<CellKey>,
     rows: &mut Vec<Row>,
     progress: &indicatif::ProgressBar,
 ) -> bool {
-    if cells.iter().all(|c| done.contains(&c.key())) {
+    if cells.iter().all(|c| done.contains(&c.key)) {
         progress.inc(cells.len() as u64);
         return false;
     }
-    rows.retain(|r| !cells.iter().any(|c| c.key() == r.cell_key()));
+    rows.retain(|r| !cells.iter().any(|c| c.key == r.cell_key()));
     true
 }
 
@@ -248,7 +248,7 @@ mod tests {
             Layout::Dep(2),
             1,
         );
-        assert!(cells.iter().all(|c| c.emulated && c.layout == "dep2"));
+        assert!(cells.iter().all(|c| c.emulated && c.key.layout == "dep2"));
         let done_row = cells[0]
             .summary_row("step_us", "us", &[1.0; 8], "ci", None)
             .unwrap();

@@ -74,10 +74,7 @@ pub fn recovered_rows(rows: &[Row]) -> Vec<Row> {
         .collect();
     let mut out = Vec::new();
     for row in ratios.values().filter(|r| recovering(&r.arm)) {
-        let graph_cell = CellKey {
-            arm: AFTER_ARM.into(),
-            ..row.cell_key()
-        };
+        let graph_cell = row.cell_key().with_arm(AFTER_ARM);
         let Some(share) = ratios
             .get(&graph_cell)
             .and_then(|g| recovered_share(row, g))
@@ -147,14 +144,7 @@ type Groups = BTreeMap<(String, u8, String, String), Group>;
 
 /// `metric` of `arm` in the cell of `shape`.
 fn of_arm<'r>(index: &Index<'r>, shape: &CellKey, arm: &str, metric: &str) -> Option<&'r Row> {
-    index.get(&with_arm(shape, arm), metric)
-}
-
-fn with_arm(shape: &CellKey, arm: &str) -> CellKey {
-    CellKey {
-        arm: arm.into(),
-        ..shape.clone()
-    }
+    index.get(&shape.with_arm(arm), metric)
 }
 
 /// The share `arm` recovers in the cell of `shape`, formatted; a dash without its ratios.
@@ -219,17 +209,6 @@ pub(crate) fn write_read_paths(out: &mut String, index: &Index) -> fmt::Result {
     write_step_paths(out, &groups, index)
 }
 
-fn cell_of(kind: &str, layout: &str, family: &str, (bs, block): (u32, u32)) -> CellKey {
-    CellKey {
-        kind: kind.into(),
-        family: family.into(),
-        arm: String::new(),
-        batch_size: bs,
-        block_size: block,
-        layout: layout.into(),
-    }
-}
-
 fn write_prep_paths(out: &mut String, groups: &Groups, index: &Index) -> fmt::Result {
     let preps: Vec<_> = (groups.iter())
         .filter(|((kind, ..), g)| kind == KIND_PREP && g.has(DEVICE_ARM))
@@ -272,10 +251,10 @@ fn write_prep_paths(out: &mut String, groups: &Groups, index: &Index) -> fmt::Re
             .copied()
             .unwrap_or(0);
         for &shape in group.shapes.iter().filter(|(_, b)| *b == middle) {
-            let cell = cell_of(KIND_PREP, layout, family, shape);
+            let cell = CellKey::new(KIND_PREP, family, "", shape, layout);
             write!(out, "| {family} | {layout} | {} | {} |", shape.0, shape.1)?;
             for (_, arm) in &arms {
-                let cost = read_cost(index, &with_arm(&cell, arm));
+                let cost = read_cost(index, &cell.with_arm(arm));
                 write!(out, " {} |", cost.as_deref().unwrap_or("—"))?;
             }
             for arm in &recovering_arms {
@@ -306,7 +285,9 @@ fn write_step_paths(out: &mut String, groups: &Groups, index: &Index) -> fmt::Re
         writeln!(out)?;
         writeln!(out, "|---:|---:|---|{}", "---|---|".repeat(arms.len()))?;
         for &shape in &group.shapes {
-            let cell = cell_of(KIND_STEP, layout, family, shape);
+            // The family as the group names it, its host scale after it: the cell's key all
+            // the same ([`CellKey`] compares the cell family).
+            let cell = CellKey::new(KIND_STEP, family, "", shape, layout);
             let graph = of_arm(index, &cell, AFTER_ARM, STEP_RATIO_VS_EAGER_SYNC);
             write!(out, "| {} | {} | {} |", shape.0, shape.1, fmt_change(graph))?;
             for arm in &arms {

@@ -484,16 +484,11 @@ mod tests {
     #[test]
     fn a_worlds_rows_are_gathered_from_every_rank() {
         use crate::harness::rows::CellId;
+        use crate::results::csv::CellKey;
         let dir = tempfile::tempdir().unwrap();
         let id = CellId {
-            kind: "step",
-            family: "dspark+dsa_target_verify".into(),
-            arm: "graph".into(),
-            batch_size: 1,
-            block_size: 5,
-            layout: "tp2".into(),
+            key: CellKey::new("step", "dspark+dsa_target_verify", "graph", (1, 5), "tp2"),
             emulated: false,
-            host_scale: None,
         };
         for (r, step_us) in [(0, 100.0), (1, 120.0)] {
             let rank = rank_dir(dir.path(), r);
@@ -539,14 +534,7 @@ mod tests {
 
     #[test]
     fn the_slowest_note_counts_cells_per_rank() {
-        let key = |arm: &str| crate::results::csv::CellKey {
-            kind: "step".into(),
-            family: "f".into(),
-            arm: arm.into(),
-            batch_size: 1,
-            block_size: 5,
-            layout: "tp2".into(),
-        };
+        let key = |arm: &str| crate::results::csv::CellKey::new("step", "f", arm, (1, 5), "tp2");
         let note = slowest_note(&[(key("a"), 1), (key("b"), 0), (key("c"), 1)]);
         assert_eq!(
             note,

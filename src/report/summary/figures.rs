@@ -26,10 +26,7 @@ pub(crate) fn read_cost(index: &Index, reader: &CellKey) -> Option<String> {
             fmt_num(cost.ci_hi)
         ));
     }
-    let device = CellKey {
-        arm: DEVICE_ARM.to_string(),
-        ..reader.clone()
-    };
+    let device = reader.with_arm(DEVICE_ARM);
     let (d, lo, hi) = difference(
         index.get(reader, "step_us")?,
         index.get(&device, "step_us")?,

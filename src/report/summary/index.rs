@@ -107,10 +107,7 @@ pub(super) struct SortedCell {
 
 impl SortedCell {
     pub(super) fn with_arm(&self, arm: &str) -> CellKey {
-        CellKey {
-            arm: arm.to_string(),
-            ..self.cell.clone()
-        }
+        self.cell.with_arm(arm)
     }
 }
 

@@ -5,6 +5,7 @@
 use super::row::Row;
 use super::KIND_STEP;
 use crate::axes::Drafter;
+use std::borrow::Cow;
 
 /// The `family` column of DSpark's step rows: the draft and verify metadata a step
 /// prepares (every step row before `--drafter`). [`Drafter::step_family`] names each.
@@ -17,9 +18,15 @@ pub(super) const HOST_SCALE_MARK: &str = " host x";
 /// A cell's family as its key and every table name it: `family`, with ` host x<scale>` after
 /// it for a what-if host scale other than 1.
 pub fn cell_family(family: &str, host_scale: Option<f64>) -> String {
+    named_family(family, host_scale).into_owned()
+}
+
+/// [`cell_family`], borrowing `family` where there is no scale to name: what a
+/// [`CellKey`](super::CellKey) compares and hashes without a copy.
+pub(super) fn named_family(family: &str, host_scale: Option<f64>) -> Cow<'_, str> {
     match host_scale {
-        Some(scale) if scale != 1.0 => format!("{family}{HOST_SCALE_MARK}{scale}"),
-        _ => family.to_string(),
+        Some(scale) if scale != 1.0 => Cow::Owned(format!("{family}{HOST_SCALE_MARK}{scale}")),
+        _ => Cow::Borrowed(family),
     }
 }
 

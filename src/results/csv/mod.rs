@@ -1,6 +1,7 @@
 //! The tidy results CSV: one row per (cell, metric).
 //!
-//! A *cell* is one point of a sweep: (kind, family, arm, batch size, block size, layout).
+//! A *cell* is one point of a sweep: (kind, family, arm, batch size, block size, layout, and a
+//! step's what-if host scale), its [`CellKey`].
 //! Every metric of a cell is its own row so that charts, summaries and `compare` can filter
 //! without knowing which metrics exist.
 //!

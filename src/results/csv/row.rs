@@ -1,11 +1,19 @@
 //! A results row ([`Row`]): its fields, the header they are written under ([`COLUMNS`], with
 //! the ones older files lack), and the cell every metric row of a point shares ([`CellKey`]).
 
-use super::family::cell_family;
-use serde::{Deserialize, Serialize};
+use super::family::{cell_family, named_family};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
+use std::borrow::Cow;
+use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
+/// One metric of one cell. Its first seven fields are its [`CellKey`]'s ([`Row::cell_key`]),
+/// kept flat rather than a `#[serde(flatten)]` key: the csv crate writes a flattened field as
+/// a map, which it refuses, and reads one by guessing each field's type, which refuses an
+/// empty `host_scale` and loses the column a bad field's error names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     /// `prep`, `floor` or `step`.
@@ -129,11 +137,19 @@ pub(crate) const OPTIONAL_COLUMNS: &[&str] = &[
     "gpm_cell_share_pct",
 ];
 
-/// How many of [`COLUMNS`], from the first, are a [`CellKey`]'s fields, in its field order.
+/// How many of [`COLUMNS`], from the first, a [`CellKey`] serialises as: `rounds.csv`'s
+/// first columns (`host_scale`, the next, is named in its family there).
 pub const CELL_KEY_COLUMNS: usize = 6;
 
-/// Identifies one cell of a sweep: every metric row of a cell shares it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+/// What identifies a cell, the one definition: every metric row of a cell shares it (a row's
+/// first columns, [`Row::cell_key`]) and the harness measures a cell by it
+/// ([`crate::harness::rows::CellId`]). Its fields are the columns a row writes them in.
+///
+/// Two keys are one cell when their kind, cell family ([`CellKey::cell_family`]: the family
+/// with its host scale), arm, sizes and layout agree, and they sort in that order; so a key
+/// built from a family that already names its scale (a table's group, a `rounds.csv` line)
+/// is the cell's own.
+#[derive(Debug, Clone)]
 pub struct CellKey {
     pub kind: String,
     pub family: String,
@@ -141,14 +157,105 @@ pub struct CellKey {
     pub batch_size: u32,
     pub block_size: u32,
     pub layout: String,
+    /// A step cell's what-if host scale ([`Row::host_scale`]); `None` at 1 and off steps.
+    pub host_scale: Option<f64>,
+}
+
+impl CellKey {
+    /// The cell of `kind family/arm` at (batch size, block size) on `layout`, at no host
+    /// scale.
+    pub fn new(
+        kind: &str,
+        family: &str,
+        arm: &str,
+        (batch_size, block_size): (u32, u32),
+        layout: &str,
+    ) -> Self {
+        CellKey {
+            kind: kind.into(),
+            family: family.into(),
+            arm: arm.into(),
+            batch_size,
+            block_size,
+            layout: layout.into(),
+            host_scale: None,
+        }
+    }
+
+    /// The family the cell is named by: with ` host x<scale>` after it for a host scale
+    /// other than 1 ([`cell_family`]).
+    pub fn cell_family(&self) -> String {
+        cell_family(&self.family, self.host_scale)
+    }
+
+    /// The same cell's shape with another arm.
+    pub fn with_arm(&self, arm: &str) -> CellKey {
+        CellKey {
+            arm: arm.into(),
+            ..self.clone()
+        }
+    }
+
+    /// What two keys are compared, hashed and ordered by (the cell family, not its parts).
+    fn named(&self) -> (&str, Cow<'_, str>, &str, u32, u32, &str) {
+        (
+            &self.kind,
+            named_family(&self.family, self.host_scale),
+            &self.arm,
+            self.batch_size,
+            self.block_size,
+            &self.layout,
+        )
+    }
+}
+
+impl PartialEq for CellKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.named() == other.named()
+    }
+}
+
+impl Eq for CellKey {}
+
+impl Hash for CellKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.named().hash(state);
+    }
+}
+
+impl PartialOrd for CellKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for CellKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.named().cmp(&other.named())
+    }
+}
+
+/// The first [`CELL_KEY_COLUMNS`] columns, the family as the cell is named.
+impl Serialize for CellKey {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (kind, family, arm, batch_size, block_size, layout) = self.named();
+        let mut key = serializer.serialize_struct("CellKey", CELL_KEY_COLUMNS)?;
+        key.serialize_field("kind", kind)?;
+        key.serialize_field("family", &family)?;
+        key.serialize_field("arm", arm)?;
+        key.serialize_field("batch_size", &batch_size)?;
+        key.serialize_field("block_size", &block_size)?;
+        key.serialize_field("layout", layout)?;
+        key.end()
+    }
 }
 
 impl fmt::Display for CellKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (kind, family, arm, batch_size, block_size, layout) = self.named();
         write!(
             f,
-            "{} {}/{} bs={} block={} {}",
-            self.kind, self.family, self.arm, self.batch_size, self.block_size, self.layout
+            "{kind} {family}/{arm} bs={batch_size} block={block_size} {layout}"
         )
     }
 }
@@ -165,14 +272,16 @@ impl Row {
         self.host_scale.unwrap_or(1.0)
     }
 
+    /// The row's cell: its first columns.
     pub fn cell_key(&self) -> CellKey {
         CellKey {
             kind: self.kind.clone(),
-            family: self.cell_family(),
+            family: self.family.clone(),
             arm: self.arm.clone(),
             batch_size: self.batch_size,
             block_size: self.block_size,
             layout: self.layout.clone(),
+            host_scale: self.host_scale,
         }
     }
 }
@@ -187,6 +296,7 @@ pub fn completed_cells(rows: &[Row]) -> HashSet<CellKey> {
 mod tests {
     use super::*;
     use crate::results::csv::fixtures::sample_rows;
+    use crate::results::csv::STEP_FAMILY;
 
     #[test]
     fn columns_match_the_row_serialisation() {
@@ -204,5 +314,48 @@ mod tests {
         let mut other = sample_rows()[0].clone();
         other.batch_size = 8;
         assert!(!cells.contains(&other.cell_key()));
+    }
+
+    #[test]
+    fn a_key_is_its_cell_family_and_every_other_field() {
+        let plain = CellKey::new("step", STEP_FAMILY, "graph", (4, 3), "tp2");
+        let scaled = CellKey {
+            host_scale: Some(2.0),
+            ..plain.clone()
+        };
+        // Each field on its own makes another cell; a scale of 1 is no scale.
+        let others = [
+            CellKey::new("prep", STEP_FAMILY, "graph", (4, 3), "tp2"),
+            CellKey::new("step", "dsa_decode", "graph", (4, 3), "tp2"),
+            plain.with_arm("fused"),
+            CellKey::new("step", STEP_FAMILY, "graph", (8, 3), "tp2"),
+            CellKey::new("step", STEP_FAMILY, "graph", (4, 5), "tp2"),
+            CellKey::new("step", STEP_FAMILY, "graph", (4, 3), "tp4"),
+            scaled.clone(),
+        ];
+        assert!(others.iter().all(|k| *k != plain), "{others:?}");
+        let at_one = CellKey {
+            host_scale: Some(1.0),
+            ..plain.clone()
+        };
+        assert_eq!(at_one, plain);
+        // A family naming its scale, as tables and rounds.csv name the cell, is the same
+        // cell: equal, hashed alike, in the same place.
+        let named = CellKey::new("step", &scaled.cell_family(), "graph", (4, 3), "tp2");
+        assert_eq!(named, scaled);
+        assert_eq!(HashSet::from([named.clone()]).get(&scaled), Some(&named));
+        assert_eq!(named.cmp(&scaled), Ordering::Equal);
+        assert_eq!(
+            scaled.to_string(),
+            "step dspark+dsa_target_verify host x2/graph bs=4 block=3 tp2"
+        );
+        let mut writer = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(Vec::new());
+        writer.serialize(&scaled).unwrap();
+        assert_eq!(
+            String::from_utf8(writer.into_inner().unwrap()).unwrap(),
+            "step,dspark+dsa_target_verify host x2,graph,4,3,tp2\n"
+        );
     }
 }

@@ -152,9 +152,9 @@ fn scale_groups(
             let family = config.drafter.step_family();
             let cells = arm_cells(KIND_STEP, family, &config.arms, bs, block, layout, ranks)
                 .into_iter()
-                .map(|c| CellId {
-                    host_scale: host_scale_column(scale),
-                    ..c
+                .map(|mut c| {
+                    c.key.host_scale = host_scale_column(scale);
+                    c
                 })
                 .collect();
             (scale, cells)

@@ -5,7 +5,7 @@ use crate::axes::{Arm, Family, FloorItem};
 use crate::harness::prep_cell::PrepMeasurement;
 use crate::harness::rows::CellId;
 use crate::harness::sampling::Sampled;
-use crate::results::csv::{Row, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
+use crate::results::csv::{CellKey, Row, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
 use crate::stats::stopping::{RoundsRule, StopReason, StoppingRule};
 
 /// A round's samples around `level`, tight inside the round.
@@ -48,14 +48,8 @@ pub(super) const DRIFT: [f64; 6] = [1.0, 1.1, 0.92, 1.05, 0.9, 1.08];
 pub(super) fn cells() -> Vec<CellId> {
     ARMS.iter()
         .map(|arm| CellId {
-            kind: KIND_PREP,
-            family: "dsa_decode".into(),
-            arm: arm.name().into(),
-            batch_size: 8,
-            block_size: 5,
-            layout: "tp1".into(),
+            key: CellKey::new(KIND_PREP, "dsa_decode", arm.name(), (8, 5), "tp1"),
             emulated: false,
-            host_scale: None,
         })
         .collect()
 }

@@ -205,7 +205,7 @@ impl GroupRounds {
         let mut rows = Vec::new();
         let host = floor.host_reference();
         let twin = |cell: &CellId, metric: &str, rounds: &[Vec<f64>], t| {
-            let twinned = !host.is_empty() && has_host_twin(&cell.arm, metric);
+            let twinned = !host.is_empty() && has_host_twin(&cell.key.arm, metric);
             twinned
                 .then(|| cell.paired_row(&twin_metric(metric), "x", (rounds, host), ratio, t))
                 .flatten()

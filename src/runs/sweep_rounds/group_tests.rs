@@ -156,7 +156,7 @@ fn readers(drift: impl Fn(usize, f64) -> f64) -> (GroupRounds, Vec<CellId>) {
     let cells = arms
         .iter()
         .map(|arm| CellId {
-            arm: arm.name().into(),
+            key: cells()[0].key.with_arm(arm.name()),
             ..cells()[0].clone()
         })
         .collect();
@@ -423,7 +423,7 @@ fn fused_s_floor_multiple_keeps_its_group_s_rounds() {
     }
     let cells: Vec<CellId> = (cells().into_iter().take(2).zip(arms))
         .map(|(cell, arm)| CellId {
-            arm: arm.name().into(),
+            key: cell.key.with_arm(arm.name()),
             ..cell
         })
         .collect();

@@ -36,7 +36,7 @@ mod record;
 mod fixtures;
 
 use crate::harness::rows::CellId;
-use crate::results::csv::KIND_FLOOR;
+use crate::results::csv::{CellKey, KIND_FLOOR};
 
 pub use crate::axes::floor_item::HARNESS;
 pub use floor::FloorRounds;
@@ -57,13 +57,7 @@ fn ratio(a: f64, b: f64) -> f64 {
 /// The cell of a floor item (or of [`HARNESS`]).
 pub fn floor_cell(item: &str) -> CellId {
     CellId {
-        kind: KIND_FLOOR,
-        family: "floor".into(),
-        arm: item.into(),
-        batch_size: 1,
-        block_size: 1,
-        layout: "tp1".into(),
+        key: CellKey::new(KIND_FLOOR, "floor", item, (1, 1), "tp1"),
         emulated: false,
-        host_scale: None,
     }
 }

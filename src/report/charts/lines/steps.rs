@@ -219,10 +219,7 @@ fn baselines<'a>(rows: &'a [Row], metric: &str) -> HashMap<CellKey, &'a Row> {
 
 /// `row`'s baseline: the eager-sync row of its cell.
 fn base_of<'a>(baselines: &HashMap<CellKey, &'a Row>, row: &Row) -> Option<&'a Row> {
-    let key = CellKey {
-        arm: BASELINE_ARM.to_string(),
-        ..row.cell_key()
-    };
+    let key = row.cell_key().with_arm(BASELINE_ARM);
     baselines.get(&key).copied()
 }
 
