@@ -1550,6 +1550,55 @@ fn fit_cases(root: &Path, reference: &str, head: &str) -> Vec<Case> {
         )
         .guard(&out),
     );
+    // --fit-post-wait files it cannot scale at, beside a good --fit file.
+    let long_recipe = "--forward-us 3000";
+    let long_bad: Vec<(&str, String, &str)> = vec![
+        (
+            "graph only",
+            format!("{head}3000,1,5,graph,6100,8\n"),
+            "no eager-sync row",
+        ),
+        (
+            "not longer than --fit's",
+            format!("{head}100,1,5,eager-sync,700,8\n100,1,5,graph,300,8\n"),
+            "not longer than --fit's",
+        ),
+        (
+            "two cells",
+            format!(
+                "{head}3000,1,5,eager-sync,7000,8\n3000,1,5,graph,6100,8\n\
+                 3000,8,5,eager-sync,7000,8\n3000,8,5,graph,6100,8\n"
+            ),
+            long_recipe,
+        ),
+    ];
+    for (n, (id, text, needle)) in long_bad.into_iter().enumerate() {
+        let path = root.join(format!("fit-long{n}.csv"));
+        std::fs::write(&path, text).unwrap();
+        let out = root.join(format!("val-fit-long{n}"));
+        let (l, o) = (path.to_str().unwrap(), out.to_str().unwrap());
+        let args = [
+            "validate",
+            reference,
+            "--fit",
+            p,
+            "--fit-post-wait",
+            l,
+            "--out",
+            o,
+        ];
+        cases.push(case(format!("validate --fit-post-wait: {id}"), &args, needle).guard(&out));
+    }
+    let out = root.join("val-fit-long-alone");
+    let o = out.to_str().unwrap();
+    cases.push(
+        case(
+            "validate --fit-post-wait without --fit",
+            &["validate", reference, "--fit-post-wait", p, "--out", o],
+            "--fit",
+        )
+        .guard(&out),
+    );
     let out = root.join("val-fit-missing");
     cases.push(
         case(

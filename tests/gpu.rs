@@ -1021,3 +1021,136 @@ fn validate_fit_recovers_known_arm_host_factors_from_a_one_cell_reference() {
         "{md}"
     );
 }
+
+/// `validate --fit --fit-post-wait` recovers a known post-wait scale: a reference made by the
+/// model itself with the profile's post-wait table at x0.5, at a 20 µs forward (the arm
+/// factors' cell) and at 3000 µs (the scale's), is fitted from the table at x1, and the
+/// fitted profile's table is the given one times a scale near 0.5, with its source. In this
+/// process, as the fit test above.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn validate_fit_post_wait_recovers_a_known_post_wait_scale() {
+    use metaprep::calibrate::validate::fit::DIFF_TOLERANCE;
+    use metaprep::harness::timer::TimerKind;
+    use metaprep::model::host_profile::{HostProfile, Sourced};
+    use metaprep::model::post_wait::PostWait;
+    use metaprep::model::profile::ForwardModel;
+
+    let dir = tempfile::tempdir().unwrap();
+    let arms = vec![Arm::EagerSync, Arm::Graph];
+    // The shape of an H200 probe, made large enough that the scale moves eager-sync − graph
+    // well above its noise at 3000 µs.
+    let table = PostWait {
+        gaps_us: vec![0.0, 100.0, 1000.0, 3000.0],
+        segment_ops: vec![1, 24, 24],
+        extra_us: vec![
+            vec![0.0, 0.0, 0.0],
+            vec![0.0, 96.0, 48.0],
+            vec![48.0, 240.0, 96.0],
+            vec![104.0, 432.0, 192.0],
+        ],
+    };
+    let mut base = HostProfile::load("pytorch").unwrap();
+    base.post_wait = Some(Sourced {
+        value: table.clone(),
+        source: "the test's table".into(),
+    });
+    let truth = 0.5;
+    let mut known = base.clone();
+    known.post_wait.as_mut().unwrap().value.scale(truth);
+    let mut reference = String::from("forward_us,batch_size,block,arm,step_us\n");
+    let mut files = Vec::new();
+    let mut long_diff = 0.0;
+    for forward in [20.0, 3000.0] {
+        let mut config = step_config(dir.path(), arms.clone(), TimerKind::Events);
+        config.host = known.clone();
+        config.batch_sizes = vec![1];
+        config.target = ForwardModel::FixedUs(forward);
+        config.draft = ForwardModel::FixedUs(forward);
+        config.trace = None;
+        config.out = dir.path().join(format!("ref-{forward}"));
+        let outcome = metaprep::runs::steps::run(&config).unwrap();
+        long_diff = median_of(&outcome.rows, "eager-sync", 1, "step_us")
+            - median_of(&outcome.rows, "graph", 1, "step_us");
+        let mut cell = String::from("forward_us,batch_size,block,arm,step_us\n");
+        for arm in &arms {
+            let step = median_of(&outcome.rows, arm.name(), 1, "step_us");
+            let line = format!("{forward},1,5,{arm},{step}\n");
+            reference.push_str(&line);
+            cell.push_str(&line);
+        }
+        let file = dir.path().join(format!("fit-{forward}.csv"));
+        std::fs::write(&file, cell).unwrap();
+        files.push(file);
+    }
+    let reference_file = dir.path().join("reference.csv");
+    std::fs::write(&reference_file, reference).unwrap();
+    let profile = dir.path().join("base.json");
+    std::fs::write(&profile, base.to_json()).unwrap();
+    let out = dir.path().join("validate");
+    let argv = [
+        "metaprep",
+        "validate",
+        reference_file.to_str().unwrap(),
+        "--fit",
+        files[0].to_str().unwrap(),
+        "--fit-post-wait",
+        files[1].to_str().unwrap(),
+        "--host-profile",
+        profile.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--seq-lens",
+        "2048-8192",
+        "--max-context",
+        "32768",
+        "--accept-length",
+        "3",
+    ];
+    let cli = {
+        use clap::FromArgMatches;
+        let matches = metaprep::cli::command().try_get_matches_from(argv).unwrap();
+        metaprep::cli::Cli::from_arg_matches(&matches).unwrap()
+    };
+    let code = metaprep::cli::run(cli).unwrap();
+    let md = std::fs::read_to_string(out.join("validation.md")).unwrap_or_default();
+    assert_eq!(
+        format!("{code:?}"),
+        format!("{:?}", std::process::ExitCode::SUCCESS),
+        "{md}"
+    );
+    let fitted = HostProfile::load(out.join("fitted-profile.json").to_str().unwrap()).unwrap();
+    let fitted_table = fitted
+        .post_wait
+        .expect("the fitted profile keeps its table");
+    // Every extra is the given table's times one scale.
+    let scale = fitted_table.value.extra_us[3][1] / table.extra_us[3][1];
+    let mut want = table.clone();
+    want.scale(scale);
+    for (got, want) in fitted_table.value.extra_us.iter().zip(&want.extra_us) {
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() < 1e-9, "{got:?} vs {want:?}");
+        }
+    }
+    // Within the tolerance and two runs' noise (4%) over the share of eager-sync − graph the
+    // extras make at the truth: at least a third with this table (checked below).
+    let diff = long_diff;
+    let share = 2.0 * truth * table.extra_us[3].iter().sum::<f64>() / diff;
+    assert!(
+        share > 1.0 / 3.0,
+        "the extras are {share:.2} of {diff:.0} µs"
+    );
+    let allowed = (DIFF_TOLERANCE + 0.04) / share.min(1.0);
+    assert!(
+        (scale / truth - 1.0).abs() < allowed,
+        "post-wait x{scale:.3}, want x{truth} (within {:.0}%)\n{md}",
+        allowed * 100.0
+    );
+    assert!(
+        fitted_table.source.contains("--fit-post-wait")
+            && fitted_table.source.contains("forward 3000 µs"),
+        "{}",
+        fitted_table.source
+    );
+    assert!(md.contains("**scaled**"), "{md}");
+}

@@ -16,6 +16,7 @@ pub mod steps;
 pub mod sweep;
 pub mod validate;
 mod validate_fit;
+mod validate_post_wait;
 mod validate_settings;
 
 use crate::exit::Exit;

@@ -4,6 +4,7 @@
 use super::common::{default_out, usage};
 use super::steps::{steps_config, StepsArgs};
 use super::validate_fit::{fit_profile, read_fit, with_profile, FitCell};
+use super::validate_post_wait::{fit_post_wait, read_post_wait_fit};
 use super::validate_settings::{checked_settings, write_env};
 use crate::axes::{Arm, Family};
 use crate::calibrate::validate::{
@@ -50,6 +51,16 @@ pub struct ValidateArgs {
     /// profile already holds are dropped before the fit.
     #[arg(long, value_name = "FIT.csv")]
     pub(crate) fit: Option<PathBuf>,
+    /// With --fit: then scale the profile's post-wait table (what framework calls cost
+    /// extra after a wait, from metaprep_host.py's probe) at the one cell of this CSV, the
+    /// engine run untraced at a long forward in its own process with eager-sync and graph
+    /// (scripts/reference_loop.py --no-traces --forward-us 3000 --batch-sizes 1). Steps runs
+    /// of that cell move the scale until eager-sync − graph is within 5% of LONG.csv's (6
+    /// runs at most); the probe's extras are its own ops' and an engine's pay a different
+    /// share, which only grows with the reads' waits. The scale and its source go into
+    /// fitted-profile.json; its rows of the reference are marked "fit cell".
+    #[arg(long, value_name = "LONG.csv", requires = "fit")]
+    pub(crate) fit_post_wait: Option<PathBuf>,
     /// Every `steps` flag that is not an axis of the reference (--host-profile, --seed,
     /// --min-rounds, --cpu, ...): the reference names the forward, batch, block and arms,
     /// the layout is tp1, and --out is validate's own.
@@ -147,7 +158,13 @@ fn model_run(
 
 /// What validate works from: the reference, the profile, the new output folder and the fit
 /// file's cell.
-type Prepared = (Reference, HostProfile, PathBuf, Option<FitCell>);
+type Prepared = (Reference, HostProfile, PathBuf, Option<Fits>);
+
+/// The fit cells: the arm factors' and, with --fit-post-wait, the post-wait scale's.
+pub(super) struct Fits {
+    pub(super) factors: FitCell,
+    pub(super) post_wait: Option<FitCell>,
+}
 
 /// The reference, the profile, the new output folder and the fit cell, every flag and every
 /// cell's shapes checked before any GPU work.
@@ -190,7 +207,18 @@ fn prepare(args: &ValidateArgs) -> Result<Prepared> {
         Some(path) => {
             let fit = read_fit(path, &reference, &args.reference)?;
             check_cell_shapes(args, path, [&fit.cell])?;
-            Some(fit)
+            let post_wait = match &args.fit_post_wait {
+                Some(long) => {
+                    let cell = read_post_wait_fit(long, &fit)?;
+                    check_cell_shapes(args, long, [&cell.cell])?;
+                    Some(cell)
+                }
+                None => None,
+            };
+            Some(Fits {
+                factors: fit,
+                post_wait,
+            })
         }
         None => None,
     };
@@ -295,7 +323,14 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
     // With --fit, the profile validated is the fitted one.
     let (validated, note): (ValidateArgs, Option<FitNote>) = match &fit {
         Some(fit) => {
-            let (path, note) = fit_profile(args, &profile, fit, own_speed, bars, &out)?;
+            let (path, mut note) =
+                fit_profile(args, &profile, &fit.factors, own_speed, bars, &out)?;
+            if let Some(long) = &fit.post_wait {
+                let fitted = with_profile(args, &path);
+                let (pw, unconverged) = fit_post_wait(&fitted, &path, long, own_speed, bars, &out)?;
+                note.post_wait = Some(pw);
+                note.unconverged.extend(unconverged);
+            }
             (with_profile(args, &path), Some(note))
         }
         None => (args.clone(), None),

@@ -35,11 +35,33 @@ pub(super) fn read_fit(
     reference: &Reference,
     reference_file: &Path,
 ) -> Result<FitCell> {
+    let arms: Vec<Arm> = reference
+        .cells
+        .iter()
+        .flat_map(|(_, r)| r.keys().copied())
+        .collect();
+    let why = format!(
+        "{} validates it: every arm validated is fitted",
+        reference_file.display()
+    );
+    // Only the arms validated are fitted: another arm of the file (fused, say) may be
+    // GPU-bound at the cell, and its factor would serve nothing.
+    read_one_cell(path, "--fit", &arms, &why, FIT_RECIPE)
+}
+
+/// `path` read as `flag`'s file: exactly one cell, holding every one of `arms` (kept alone).
+pub(super) fn read_one_cell(
+    path: &Path,
+    flag: &str,
+    arms: &[Arm],
+    why: &str,
+    recipe: &str,
+) -> Result<FitCell> {
     let file = path.display();
     if !path.is_file() {
-        bail!("--fit {file} is not a file: {FIT_RECIPE}");
+        bail!("{flag} {file} is not a file: {recipe}");
     }
-    let fit = Reference::read(path).context("--fit")?;
+    let fit = Reference::read(path).context(flag.to_string())?;
     if fit.cells.len() != 1 {
         let cells: Vec<String> = fit
             .cells
@@ -52,26 +74,15 @@ pub(super) fn read_fit(
             })
             .collect();
         bail!(
-            "--fit {file} holds {} cells ({}): a fit needs exactly one; {FIT_RECIPE}",
+            "{flag} {file} holds {} cells ({}): a fit needs exactly one; {recipe}",
             cells.len(),
             cells.join(", ")
         );
     }
     let (cell, mut rows) = fit.cells.into_iter().next().expect("one cell");
-    let arms: Vec<Arm> = reference
-        .cells
-        .iter()
-        .flat_map(|(_, r)| r.keys().copied())
-        .collect();
     if let Some(arm) = arms.iter().find(|a| !rows.contains_key(a)) {
-        bail!(
-            "--fit {file} has no {arm} row, and {} validates {arm}: every arm validated is \
-             fitted; {FIT_RECIPE}",
-            reference_file.display()
-        );
+        bail!("{flag} {file} has no {arm} row, and {why}; {recipe}");
     }
-    // Only the arms validated are fitted: another arm of the file (fused, say) may be
-    // GPU-bound at the cell, and its factor would serve nothing.
     rows.retain(|arm, _| arms.contains(arm));
     Ok(FitCell {
         file: path.to_path_buf(),
@@ -117,7 +128,7 @@ pub(super) fn fit_profile(
     );
     // Each run's factors and lines, to source the factors chosen.
     let mut runs: Vec<(BTreeMap<Arm, f64>, Vec<Line>)> = Vec::new();
-    let fits = fit_factors(&arms, |factors| {
+    let fits = fit_factors(&arms, TOLERANCE, |factors| {
         let n = runs.len() + 1;
         let dir = out.join("fit").join(format!("run{n}"));
         std::fs::create_dir_all(dir.join("steps"))
@@ -186,19 +197,20 @@ pub(super) fn fit_profile(
         cell: c,
         factors: phrases,
         unconverged,
+        post_wait: None,
     };
     Ok((path, note))
 }
 
 /// The per-arm step lines of a cell's comparison, by arm.
-fn step_lines(lines: &[Line]) -> impl Iterator<Item = (Arm, &Line)> {
+pub(super) fn step_lines(lines: &[Line]) -> impl Iterator<Item = (Arm, &Line)> {
     lines
         .iter()
         .filter(|l| l.quantity == Quantity::StepUs)
         .filter_map(|l| Some((l.arm.parse().ok()?, l)))
 }
 
-fn sourced(value: f64, source: String) -> Sourced<f64> {
+pub(super) fn sourced(value: f64, source: String) -> Sourced<f64> {
     Sourced { value, source }
 }
 

@@ -4,6 +4,7 @@
 //! first cell. A validation refused before its first cell ran writes none.
 
 use super::steps::steps_config;
+use super::validate::Fits;
 use super::validate::{cell_args, ValidateArgs};
 use super::validate_fit::FitCell;
 use crate::axes::Arm;
@@ -22,13 +23,16 @@ use std::process::ExitCode;
 pub(super) fn checked_settings(
     args: &ValidateArgs,
     reference: &Reference,
-    fit: Option<&FitCell>,
+    fit: Option<&Fits>,
     out: &Path,
 ) -> Result<Settings, ExitCode> {
     let first = reference.cells.first().map(|(c, r)| (c, r));
-    let fit_cell = fit.map(|f| (&f.cell, &f.rows));
+    let fit_cells = fit
+        .into_iter()
+        .flat_map(|f| std::iter::once(&f.factors).chain(&f.post_wait))
+        .map(|f| (&f.cell, &f.rows));
     let mut steps = None;
-    for (cell, rows) in first.into_iter().chain(fit_cell) {
+    for (cell, rows) in first.into_iter().chain(fit_cells) {
         let arms: Vec<Arm> = rows.keys().copied().collect();
         let dir = out.join("steps").join("check");
         let config = steps_config(&cell_args(&args.steps, *cell, &arms, None, &dir))?;
@@ -37,14 +41,19 @@ pub(super) fn checked_settings(
     Ok(Settings::Validate(ValidateSettings {
         reference: args.reference.display().to_string(),
         cells: reference.cells.iter().map(|(c, r)| cell(c, r)).collect(),
-        fit: fit.map(|f| FitSettings {
-            file: f.file.display().to_string(),
-            cell: cell(&f.cell, &f.rows),
-        }),
+        fit: fit.map(|f| fit_settings(&f.factors)),
+        fit_post_wait: fit.and_then(|f| f.post_wait.as_ref()).map(fit_settings),
         step_pct: args.step_pct,
         diff_pct: args.diff_pct,
         steps: steps.expect("a reference holds a cell: Reference::read refuses one of none"),
     }))
+}
+
+fn fit_settings(f: &FitCell) -> FitSettings {
+    FitSettings {
+        file: f.file.display().to_string(),
+        cell: cell(&f.cell, &f.rows),
+    }
 }
 
 fn cell(cell: &Cell, rows: &BTreeMap<Arm, ReferenceRow>) -> ValidateCell {

@@ -111,6 +111,10 @@ pub struct ValidateSettings {
     pub cells: Vec<ValidateCell>,
     /// `--fit`: the fit file as given and its one cell; `None` without.
     pub fit: Option<FitSettings>,
+    /// `--fit-post-wait`: the file as given and the cell the post-wait scale is fitted at;
+    /// `None` without (and in validations written before it existed).
+    #[serde(default)]
+    pub fit_post_wait: Option<FitSettings>,
     /// `--step-pct` and `--diff-pct`: the bars a cell passes within.
     pub step_pct: f64,
     pub diff_pct: f64,
@@ -339,6 +343,10 @@ pub(crate) fn test_validate_and_check() -> [Settings; 2] {
         fit: Some(FitSettings {
             file: "fit/reference.csv".into(),
             cell: cell(100.0, &["eager-sync", "graph"]),
+        }),
+        fit_post_wait: Some(FitSettings {
+            file: "fit-long/reference.csv".into(),
+            cell: cell(3000.0, &["eager-sync", "graph"]),
         }),
         step_pct: 10.0,
         diff_pct: 15.0,

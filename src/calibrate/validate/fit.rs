@@ -1,13 +1,13 @@
-//! The per-arm host factors fitted at one untraced cell: each arm's factor moved by a
-//! secant step on its relative step error until every arm is within `TOLERANCE`, over a
-//! model given as a closure (validate runs `steps` there; the tests run formulas).
+//! Factors fitted at one untraced cell: each arm's host factor moved by a secant step on its
+//! relative step error until every arm is within `TOLERANCE`, and the post-wait table's scale
+//! on eager-sync − graph at a long forward (within `DIFF_TOLERANCE`), over a model given as a
+//! closure (validate runs `steps` there; the tests run formulas).
 //!
 //! Why a fit: each arm's framework costs come from its own trace process, deflated by that
 //! process's probe, and that deflation is off by a per-arm factor that differs between
 //! processes (docs/calibration.md). One untraced run of the engine at a host-bound cell
 //! gives each arm the factor that makes its step right there; the other cells then check it.
 
-use crate::axes::Arm;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 
@@ -16,6 +16,10 @@ use std::collections::BTreeMap;
 /// the H200, issue 24), so a run at the right factor lands inside it; far inside
 /// validation's ±10%.
 pub const TOLERANCE: f64 = 0.02;
+/// The post-wait scale is fitted when eager-sync − graph is within this relative error: the
+/// difference is a few hundred µs of two steps of several ms, so its run-to-run noise is a few
+/// times a step's; a third of validation's ±15% bar.
+pub const DIFF_TOLERANCE: f64 = 0.05;
 /// Model evaluations at most (each one runs every arm).
 pub const MAX_ITERATIONS: u32 = 6;
 /// The factors a fit may take.
@@ -30,15 +34,15 @@ const MIN_SENSITIVITY: f64 = 0.2;
 /// Factor moves smaller than this (relative) are not used to judge sensitivity (noise).
 const MIN_JUDGED_MOVE: f64 = 0.05;
 
-/// One arm's fitted factor.
+/// One fitted factor (an arm's host factor, or the post-wait scale).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ArmFit {
     pub factor: f64,
-    /// The model's relative step error at `factor` (model / reference − 1).
+    /// The model's relative error at `factor` (model / reference − 1).
     pub error: f64,
-    /// Model evaluations until this arm was within `TOLERANCE` (or all of them).
+    /// Model evaluations until this factor was within its tolerance (or all of them).
     pub iterations: u32,
-    /// Within `TOLERANCE`, or kept (`not_host_bound`: nothing to fit); else `factor` is the
+    /// Within its tolerance, or kept (`not_host_bound`: nothing to fit); else `factor` is the
     /// best of `MAX_ITERATIONS` evaluations.
     pub converged: bool,
     /// The evaluation (from 1) that ran at `factor` and gave `error`.
@@ -157,23 +161,25 @@ impl History {
     }
 }
 
-/// Each of `arms`' host factor, fitted: `model` gives every arm's relative step error
-/// (model / reference − 1) at the factors it is handed (all arms in one call). Every factor
-/// starts at 1; an arm within `TOLERANCE` keeps its factor while the others move. An arm
+/// Each of `arms`' factor, fitted: `model` gives every arm's relative error (model /
+/// reference − 1) at the factors it is handed (all in one call). The keys are arms for the
+/// host factors (`TOLERANCE`) and one for the post-wait scale (`DIFF_TOLERANCE`). Every
+/// factor starts at 1; an arm within `tolerance` keeps its factor while the others move. An arm
 /// whose step does not follow its factor (GPU-bound at the cell: graph replay with a long
 /// enough forward) cannot be fitted there: it keeps its first factor, says so in
 /// `not_host_bound`, and is settled (its host costs do not decide its step there; the fit
 /// cell's row and the other cells check them against validation's bars). One no run
-/// brought within `TOLERANCE` keeps its closest run, `converged` false (validate fails on
+/// brought within `tolerance` keeps its closest run, `converged` false (validate fails on
 /// it: a reference below the GPU's floor, or noise above the tolerance).
-pub fn fit_factors(
-    arms: &[Arm],
-    mut model: impl FnMut(&BTreeMap<Arm, f64>) -> Result<BTreeMap<Arm, f64>>,
-) -> Result<BTreeMap<Arm, ArmFit>> {
-    let mut factors: BTreeMap<Arm, f64> = arms.iter().map(|&a| (a, 1.0)).collect();
-    let mut histories: BTreeMap<Arm, History> =
+pub fn fit_factors<K: Ord + Copy + std::fmt::Display>(
+    arms: &[K],
+    tolerance: f64,
+    mut model: impl FnMut(&BTreeMap<K, f64>) -> Result<BTreeMap<K, f64>>,
+) -> Result<BTreeMap<K, ArmFit>> {
+    let mut factors: BTreeMap<K, f64> = arms.iter().map(|&a| (a, 1.0)).collect();
+    let mut histories: BTreeMap<K, History> =
         arms.iter().map(|&a| (a, History::default())).collect();
-    let mut done: BTreeMap<Arm, ArmFit> = BTreeMap::new();
+    let mut done: BTreeMap<K, ArmFit> = BTreeMap::new();
     for iteration in 1..=MAX_ITERATIONS {
         let errors = model(&factors)?;
         for &arm in arms {
@@ -182,10 +188,10 @@ pub fn fit_factors(
             }
             let e = *errors
                 .get(&arm)
-                .with_context(|| format!("the model gave no step error for {arm}"))?;
+                .with_context(|| format!("the model gave no error for {arm}"))?;
             anyhow::ensure!(
                 e.is_finite() && e > -1.0,
-                "{arm}: the model's step error {e} is no error"
+                "{arm}: the model's error {e} is no error"
             );
             let history = histories.get_mut(&arm).expect("every arm has a history");
             history.0.push((factors[&arm], e));
@@ -201,7 +207,7 @@ pub fn fit_factors(
                 };
                 done.insert(arm, fit);
                 factors.insert(arm, start);
-            } else if e.abs() <= TOLERANCE && history.0.len() >= 2 {
+            } else if e.abs() <= tolerance && history.0.len() >= 2 {
                 // Within the tolerance, once the step has been seen to follow the factor.
                 let fit = ArmFit {
                     factor: factors[&arm],
@@ -229,7 +235,7 @@ pub fn fit_factors(
                 error,
                 iterations: MAX_ITERATIONS,
                 // Never before the step was seen to follow the factor (the first run).
-                converged: error.abs() <= TOLERANCE && index > 0,
+                converged: error.abs() <= tolerance && index > 0,
                 run: index as u32 + 1,
                 not_host_bound: None,
             }
@@ -241,6 +247,7 @@ pub fn fit_factors(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::axes::Arm;
 
     const ARMS: [Arm; 4] = [
         Arm::EagerSync,
@@ -257,7 +264,7 @@ mod tests {
     ) -> (Result<BTreeMap<Arm, ArmFit>>, u32) {
         let arms: Vec<Arm> = truth.keys().copied().collect();
         let mut calls = 0;
-        let fits = fit_factors(&arms, |factors| {
+        let fits = fit_factors(&arms, TOLERANCE, |factors| {
             calls += 1;
             Ok(factors
                 .iter()
@@ -317,7 +324,7 @@ mod tests {
         let mut converged = 0;
         for seed in 0..200 {
             let mut rng = crate::stats::rng::SplitMix64::new(seed);
-            let fits = fit_factors(&arms, |factors| {
+            let fits = fit_factors(&arms, TOLERANCE, |factors| {
                 Ok(factors
                     .iter()
                     .map(|(&a, &k)| {
@@ -355,7 +362,7 @@ mod tests {
         // its error there).
         for seed in 0..200 {
             let mut rng = crate::stats::rng::SplitMix64::new(seed);
-            let fits = fit_factors(&[Arm::Graph], |factors| {
+            let fits = fit_factors(&[Arm::Graph], TOLERANCE, |factors| {
                 Ok(factors
                     .keys()
                     .map(|&a| (a, noise(&mut rng, RUN_NOISE) - 1.0))
@@ -378,7 +385,7 @@ mod tests {
         // the fit must not throw run 3 away for it.
         let errors = [0.10, 0.05, 0.015];
         let mut run = 0;
-        let fits = fit_factors(&[Arm::EagerDevice], |factors| {
+        let fits = fit_factors(&[Arm::EagerDevice], TOLERANCE, |factors| {
             let e = errors[run.min(errors.len() - 1)];
             run += 1;
             Ok(factors.keys().map(|&a| (a, e)).collect())
@@ -392,7 +399,7 @@ mod tests {
     #[test]
     fn a_step_that_moves_against_its_factor_keeps_its_first_factor() {
         // Less host, a longer step: whatever the size of the move, the step does not follow.
-        let fits = fit_factors(&[Arm::EagerDevice], |factors| {
+        let fits = fit_factors(&[Arm::EagerDevice], TOLERANCE, |factors| {
             Ok(factors.iter().map(|(&a, &k)| (a, 1.1 / k - 1.0)).collect())
         })
         .unwrap();
@@ -415,7 +422,7 @@ mod tests {
     fn each_fit_names_the_run_it_came_from() {
         // Clamped at the bound from the second run on, and never within the tolerance.
         let mut ran: Vec<f64> = Vec::new();
-        let fits = fit_factors(&[Arm::EagerSync, Arm::Graph], |factors| {
+        let fits = fit_factors(&[Arm::EagerSync, Arm::Graph], TOLERANCE, |factors| {
             ran.push(factors[&Arm::EagerSync]);
             Ok(factors
                 .iter()
@@ -454,7 +461,7 @@ mod tests {
         );
         // A reference under the GPU's floor (95 µs against 100): no factor reaches it. The
         // fit says so, with the closest run's error, never a factor it calls fitted.
-        let fits = fit_factors(&[Arm::Graph], |factors| {
+        let fits = fit_factors(&[Arm::Graph], TOLERANCE, |factors| {
             Ok(factors
                 .iter()
                 .map(|(&a, &k)| (a, bound(k) / 95.0 - 1.0))
@@ -470,7 +477,7 @@ mod tests {
     fn an_arm_whose_step_ignores_its_factor_keeps_x1_and_the_others_are_fitted() {
         // GPU-bound graph-upload: the step is what it is, right (1.0) or 20% long (1.2).
         for at_one in [1.0, 1.2] {
-            let fits = fit_factors(&ARMS, |factors| {
+            let fits = fit_factors(&ARMS, TOLERANCE, |factors| {
                 Ok(factors
                     .iter()
                     .map(|(&arm, &k)| match arm {
@@ -510,8 +517,41 @@ mod tests {
     }
 
     #[test]
+    fn a_post_wait_scale_is_fitted_on_a_difference_under_its_noise() {
+        // eager-sync − graph at a long forward: 430 µs that do not follow the scale, and
+        // post-wait extras of 420 µs at x1 that do (reference_loop.py's cell at 3000 µs, bs 8,
+        // on the H200: ~860 µs modelled where the loop paid ~650); the engine's truth x0.37.
+        // The difference's run-to-run noise, ±4% uniform: two steps' ±20 µs host noise each.
+        let diff = |k: f64| 430.0 + 420.0 * k;
+        let truth = 0.37;
+        let mut converged = 0;
+        for seed in 0..200 {
+            let mut rng = crate::stats::rng::SplitMix64::new(seed);
+            let fits = fit_factors(&["post-wait scale"], DIFF_TOLERANCE, |k| {
+                let k = k["post-wait scale"];
+                let e = noise(&mut rng, 0.04) * diff(k) / diff(truth) - 1.0;
+                Ok(BTreeMap::from([("post-wait scale", e)]))
+            })
+            .unwrap();
+            let f = fits["post-wait scale"];
+            assert!(f.not_host_bound.is_none(), "seed {seed}: {f:?}");
+            // Within the tolerance and the noise over the share of the difference that
+            // follows the scale: a difference pins its scale far more loosely than a step
+            // its factor.
+            let share = 420.0 * truth / diff(truth);
+            let allowed = (DIFF_TOLERANCE + 0.04) / share;
+            assert!(
+                (f.factor / truth - 1.0).abs() < allowed,
+                "seed {seed}: {f:?}"
+            );
+            converged += usize::from(f.converged);
+        }
+        assert!(converged >= 190, "{converged} of 200 converged");
+    }
+
+    #[test]
     fn a_model_that_leaves_an_arm_out_is_an_error() {
-        let e = fit_factors(&[Arm::Graph], |_| Ok(BTreeMap::new()))
+        let e = fit_factors(&[Arm::Graph], TOLERANCE, |_| Ok(BTreeMap::new()))
             .unwrap_err()
             .to_string();
         assert!(e.contains("graph"), "{e}");

@@ -39,4 +39,4 @@ pub use compare::{
     Quantity, SPEED_MERGE,
 };
 pub use reference::{Cell, Reference, ReferenceRow};
-pub use render::{csv_text, markdown, passed, FitNote};
+pub use render::{csv_text, markdown, passed, FitNote, PostWaitNote};

@@ -19,9 +19,18 @@ pub struct FitNote {
     pub file: String,
     pub cell: Cell,
     pub factors: Vec<String>,
-    /// The arms no fit run brought within the tolerance, each with its closest error: the
-    /// validation fails on them whatever its cells say.
+    /// The arms (and the post-wait scale) no fit run brought within the tolerance, each
+    /// with its closest error: the validation fails on them whatever its cells say.
     pub unconverged: Vec<String>,
+    /// `--fit-post-wait`: the post-wait table's scale, fitted after the factors.
+    pub post_wait: Option<PostWaitNote>,
+}
+
+/// What validation.md says of the post-wait scale: the file, its cell, the phrase.
+pub struct PostWaitNote {
+    pub file: String,
+    pub cell: Cell,
+    pub phrase: String,
 }
 
 impl FitNote {
@@ -32,9 +41,12 @@ impl FitNote {
 }
 
 impl FitNote {
+    /// Whether `l` is a cell of this reference that a fit ran at (either fit's).
     fn is_fit_cell(&self, l: &Line) -> bool {
-        let c = self.cell;
-        (c.forward_us, c.batch_size, c.block) == (l.forward_us, l.batch_size, l.block)
+        let at = |c: Cell| {
+            (c.forward_us, c.batch_size, c.block) == (l.forward_us, l.batch_size, l.block)
+        };
+        at(self.cell) || self.post_wait.as_ref().is_some_and(|p| at(p.cell))
     }
 }
 
@@ -81,9 +93,10 @@ pub fn markdown(
     if let Some(fit) = fit.filter(|f| !f.converged()) {
         let _ = writeln!(
             r,
-            "**The fit did not converge** for {}: its step is not within ±{}% of the fit cell's at the factor it keeps (the closest run's, or x1 where the step does not follow its factor there), so this validation fails (a reference below the GPU's floor there, a model noisier than the tolerance, or a cell where that arm is not host-bound).\n",
+            "**The fit did not converge** for {}: its step is not within ±{}% of the fit cell's (eager-sync − graph within ±{}% for the post-wait scale) at the factor it keeps, the closest run's, so this validation fails (a reference below the GPU's floor there, or a model noisier than the tolerance).\n",
             fit.unconverged.join(", "),
-            crate::calibrate::validate::fit::TOLERANCE * 100.0
+            crate::calibrate::validate::fit::TOLERANCE * 100.0,
+            crate::calibrate::validate::fit::DIFF_TOLERANCE * 100.0
         );
     }
     if let Some(fit) = fit {
@@ -97,6 +110,14 @@ pub fn markdown(
             fit.file,
             fit.factors.join("; ")
         );
+        if let Some(p) = &fit.post_wait {
+            let c = p.cell;
+            let _ = writeln!(
+                r,
+                "Then the post-wait table (`post_wait`: what framework calls cost extra after a wait, from metaprep_host.py's probe) was **scaled** to fit eager-sync − graph at forward {} µs, batch {}, block {} of `{}`, another untraced process: {}. Its rows here are marked \"fit cell\" too.\n",
+                c.forward_us, c.batch_size, c.block, p.file, p.phrase
+            );
+        }
     }
     let _ = writeln!(
         r,

@@ -98,6 +98,7 @@ fn errors_and_the_pass_bars_by_hand() {
         cell: *cell,
         factors: vec!["eager-device x1.300 (+0.10% there)".into()],
         unconverged: Vec::new(),
+        post_wait: None,
     };
     let fitted = markdown("r.csv", "p", &lines, bars, Some(&note));
     assert!(

@@ -1,0 +1,187 @@
+//! `validate --fit-post-wait LONG.csv`: the post-wait table's scale fitted at the one cell of
+//! LONG.csv, a long forward, on eager-sync − graph, after `--fit`'s arm factors.
+//!
+//! Why: the table's shape is metaprep_host.py's probe (a `.item()` behind a sleep kernel, then
+//! 97 synthetic ops), and its size does not transfer to an engine's own ops. On the H200
+//! (session 7) four probes in one process agreed on a rise of 100–114 µs from a 1 ms to a 3 ms
+//! wait, where reference_loop.py's eager-sync − graph grew 82 µs over its two reads' waits of
+//! that length (batch 8, one host speed): the engine's ops pay less of it than the probe's.
+//! The extras are the only host cost that grows with the forward, so a cell whose reads wait
+//! long measures their scale; the arm factors are fitted where the reads wait little.
+
+use super::validate::{model_cell, ValidateArgs};
+use super::validate_fit::{read_one_cell, with_profile, FitCell};
+use crate::axes::Arm;
+use crate::calibrate::validate::fit::{fit_factors, ArmFit, DIFF_TOLERANCE, MAX_ITERATIONS};
+use crate::calibrate::validate::{compare_cell, Bars, Line, PostWaitNote, Quantity};
+use crate::model::host_profile::HostProfile;
+use crate::results::atomic::write_atomic;
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// What to run for a --fit-post-wait file, for the refusals.
+const RECIPE: &str = "record one untraced cell with eager-sync and graph at a long forward, \
+    in its own process: scripts/reference_loop.py --no-traces --forward-us 3000 \
+    --batch-sizes 1 --out fit-long/ (or calibrate_torch.py the same way), and pass \
+    --fit-post-wait fit-long/reference.csv";
+
+/// The one factor this fit moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct PostWaitScale;
+
+impl std::fmt::Display for PostWaitScale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("post-wait scale")
+    }
+}
+
+/// `path` read as a --fit-post-wait file: one cell with eager-sync and graph, at a longer
+/// forward than `fit`'s (the arm factors' cell).
+pub(super) fn read_post_wait_fit(path: &Path, fit: &FitCell) -> Result<FitCell> {
+    let why = "the scale is fitted on eager-sync − graph";
+    let long = read_one_cell(
+        path,
+        "--fit-post-wait",
+        &[Arm::EagerSync, Arm::Graph],
+        why,
+        RECIPE,
+    )?;
+    if long.cell.forward_us <= fit.cell.forward_us {
+        bail!(
+            "--fit-post-wait {}: its forward ({} µs) is not longer than --fit's ({} µs): the \
+             post-wait scale is fitted where the reads wait long, the host factors where they \
+             wait little; {RECIPE}",
+            path.display(),
+            long.cell.forward_us,
+            fit.cell.forward_us
+        );
+    }
+    Ok(long)
+}
+
+/// `profile` with its post-wait extras times `scale`, the source saying why.
+fn scaled(profile: &HostProfile, scale: f64, why: &str) -> Result<HostProfile> {
+    let mut p = profile.clone();
+    let table = p
+        .post_wait
+        .as_mut()
+        .context("the profile has no post_wait table to scale")?;
+    table.value.scale(scale);
+    table.source = format!("{}; extras times x{scale:.3}: {why}", table.source);
+    Ok(p)
+}
+
+/// Fits the post-wait scale of the profile at `profile_path` (the arm factors already in it)
+/// at `long`'s cell, and writes the profile with the scaled table back to `profile_path`.
+/// Returns what validation.md says, and the unconverged phrase if no run came within
+/// `DIFF_TOLERANCE`.
+pub(super) fn fit_post_wait(
+    args: &ValidateArgs,
+    profile_path: &Path,
+    long: &FitCell,
+    own_speed: Option<f64>,
+    bars: Bars,
+    out: &Path,
+) -> Result<(PostWaitNote, Option<String>)> {
+    let profile = HostProfile::load(&profile_path.display().to_string())?;
+    if profile.post_wait.is_none() {
+        bail!(
+            "--fit-post-wait: {} has no post_wait table to scale: calibrate from traces \
+             recorded with scripts/metaprep_host.py's probe files",
+            profile_path.display()
+        );
+    }
+    let c = long.cell;
+    let at = format!(
+        "forward {} µs, batch {}, block {}",
+        c.forward_us, c.batch_size, c.block
+    );
+    let mut runs: Vec<Line> = Vec::new();
+    let fits = fit_factors(&[PostWaitScale], DIFF_TOLERANCE, |scales| {
+        let n = runs.len() + 1;
+        let dir = out.join("fit").join(format!("post-wait-run{n}"));
+        std::fs::create_dir_all(dir.join("steps"))
+            .with_context(|| format!("creating {}", dir.display()))?;
+        let k = scales[&PostWaitScale];
+        let run = format!("post-wait fit run {n} of {MAX_ITERATIONS}");
+        let path = dir.join("profile.json");
+        write_atomic(&path, scaled(&profile, k, &run)?.to_json().as_bytes())?;
+        let model = model_cell(&with_profile(args, &path), c, &long.rows, own_speed, &dir)?;
+        let lines = compare_cell(c, &long.rows, &model, own_speed, bars)?;
+        let diff = lines
+            .into_iter()
+            .find(|l| l.quantity == Quantity::SyncMinusGraphUs)
+            .context("the post-wait fit cell gave no eager-sync − graph line")?;
+        eprintln!(
+            "validate --fit-post-wait: run {n} at {at}: x{k:.4} {:+.2}%",
+            diff.error_pct
+        );
+        let e = diff.error_pct / 100.0;
+        runs.push(diff);
+        Ok(BTreeMap::from([(PostWaitScale, e)]))
+    })
+    .with_context(|| {
+        format!(
+            "--fit-post-wait {}: fitting the post-wait scale at {at}",
+            long.file.display()
+        )
+    })?;
+    let f = fits[&PostWaitScale];
+    let line = &runs[f.run as usize - 1];
+    let why = source(long, &at, line, &f);
+    write_atomic(
+        profile_path,
+        scaled(&profile, f.factor, &why)?.to_json().as_bytes(),
+    )?;
+    eprintln!(
+        "validate --fit-post-wait: wrote {} (post-wait x{:.3})",
+        profile_path.display(),
+        f.factor
+    );
+    let unconverged =
+        (!f.converged).then(|| format!("the post-wait scale ({:+.2}% at best)", f.error * 100.0));
+    let note = PostWaitNote {
+        file: long.file.display().to_string(),
+        cell: c,
+        phrase: format!(
+            "x{:.3} ({:+.2}% there{})",
+            f.factor,
+            f.error * 100.0,
+            match (f.not_host_bound.is_some(), f.converged) {
+                (true, _) => ", kept: eager-sync − graph does not follow the scale there",
+                (false, true) => "",
+                (false, false) => ", not converged",
+            }
+        ),
+    };
+    Ok((note, unconverged))
+}
+
+/// Where the scale came from: the file and cell, the reference's and the model's
+/// eager-sync − graph, and the runs it took.
+fn source(long: &FitCell, at: &str, line: &Line, f: &ArmFit) -> String {
+    let tolerance = DIFF_TOLERANCE * 100.0;
+    let outcome = match (f.not_host_bound, f.converged) {
+        (Some(u), _) => format!(
+            "kept: eager-sync − graph moved {:+.1}% when the scale moved {:+.1}%, so the reads \
+             do not wait long enough there; fit at a longer forward",
+            u.step_move * 100.0,
+            u.factor_move() * 100.0
+        ),
+        (None, true) => format!("within {tolerance}%"),
+        (None, false) => {
+            format!("not within {tolerance}% after {MAX_ITERATIONS} runs: the closest")
+        }
+    };
+    format!(
+        "fitted by metaprep validate --fit-post-wait {} at {at}: reference eager-sync − graph \
+         {:.1} µs ({}), model {:.1} µs at this scale ({:+.2}%, {outcome}), {} fit runs",
+        long.file.display(),
+        line.reference_us,
+        line.estimator.replace('_', " "),
+        line.model_us,
+        f.error * 100.0,
+        f.iterations
+    )
+}
