@@ -966,8 +966,9 @@ def main(argv=None):
         speeds += chunk_speeds
     meta["host_speed_us"] = r3(micro_speed)
     meta["in_loop_host_speed_us"] = {arm: r3(v) for arm, v in in_loop_speed.items()}
-    # The probe ran in the micro-benchmarks' phase, whose speed is the profile's: as measured.
-    post_wait = mh.post_wait_table(post_wait_probe)
+    # The probe ran in the micro-benchmarks' phase, whose speed is the profile's, but the
+    # level can switch inside a phase: moved from the probe's own speed to the profile's.
+    post_wait = mh.post_wait_table(post_wait_probe, micro_speed)
     meta["host_speed_samples_us"] = [r3(v) for v in speeds]
     log(f"host speed {meta['host_speed_us']} us/op (the micro-benchmarks'; every probe of "
         f"this phase {min(speeds):.2f}-{max(speeds):.2f}, in-loop runs {meta['in_loop_host_speed_us']})")

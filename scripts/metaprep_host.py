@@ -358,11 +358,16 @@ def post_wait_record(gaps_us, passes, rounds):
     }
 
 
-def post_wait_table(probe, scale=1.0):
-    """A post_wait_probe record as a host profile's `post_wait` table, its extras times
-    `scale`: the factor that moves this process's other costs to the profile's host speed (1
-    where the profile's speed was taken in the same phase as the probe). The probe's own
-    `host_speed_us` is another meter than host_speed() and is not used to scale."""
+def post_wait_table(probe, speed=None):
+    """A post_wait_probe record as a host profile's `post_wait` table, in µs at host `speed`
+    (µs per op: the profile's), moved there from the speed the probe itself ran at (its
+    `host_speed_us`, the no-wait pass): the host's level switches within one process, so a
+    probe a second after a host-speed measurement may run at another level (on the H200 a
+    trace process's bare probes gave 21.4 µs per op, its post-wait probe 13.4). Without
+    `speed`, or a record without its own speed, the extras as measured. `metaprep
+    calibrate` moves a probe file's table the same way."""
+    own = probe.get("host_speed_us")
+    scale = speed / own if speed and own else 1.0
     return {"gaps_us": probe["gaps_us"], "segment_ops": probe["segment_ops"],
             "extra_us": [[round(v * scale, 3) for v in row] for row in probe["extra_us"]]}
 

@@ -74,12 +74,16 @@ class PostWait(unittest.TestCase):
         self.assertEqual(x(100, 0), 0.0)
         self.assertAlmostEqual(mh.post_wait_total_us(self.TABLE, 3000, 30), 26 + 24 * 4.5 + 5 * 2)
 
-    def test_a_probe_becomes_a_table_scaled_as_its_process_costs(self):
+    def test_a_probe_becomes_a_table_moved_from_its_own_speed(self):
         probe = {**self.TABLE, "host_speed_us": 20.0, "median_us": [], "reps": 60}
         self.assertEqual(mh.post_wait_table(probe)["extra_us"][3], [26, 108, 48])
-        moved = mh.post_wait_table(probe, 0.5)
+        # Measured at 20 µs per op, wanted at 10: half.
+        moved = mh.post_wait_table(probe, 10.0)
         self.assertEqual(moved["extra_us"][3], [13.0, 54.0, 24.0])
         self.assertEqual(set(moved), {"gaps_us", "segment_ops", "extra_us"})
+        # A record without its own speed stays as measured.
+        old = {k: v for k, v in probe.items() if k != "host_speed_us"}
+        self.assertEqual(mh.post_wait_table(old, 10.0)["extra_us"][3], [26, 108, 48])
 
 
 class PostWaitRecord(unittest.TestCase):

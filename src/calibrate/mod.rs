@@ -183,7 +183,7 @@ fn analyse<'t>(
     let fit = probe::fit(&probe, &counts).map_err(|e| anyhow!("{name}: {e:#}"))?;
     analysis.deflate_with(fit.costs);
     if let Some(pw) = &probe.post_wait {
-        let table = pw.table();
+        let table = pw.table_at(probe.host_speed_us);
         table
             .validate()
             .map_err(|e| anyhow!("{}: its post_wait: {e:#}", probe_file.display()))?;
@@ -443,19 +443,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut traces = Vec::new();
         // Three processes at 10, 5 and 7.5 µs per probe op (their probe files' host speed),
-        // each seeing the same extras in its own µs: 20 and 48 at 7.5. The post-wait record's
-        // own `host_speed_us` (another meter) is not read.
-        for (arm, speed) in [
-            (Arm::EagerDevice, 10.0),
-            (Arm::Graph, 5.0),
-            (Arm::EagerSync, 7.5),
+        // each seeing the same extras in its own µs: 20 and 48 at 7.5. Each post-wait probe
+        // ran at another speed level than its file's bare probes (0.6, 1.7 and 1.3 times
+        // it), its extras in its own µs: read at the file's speed they would pool to 26.
+        // (A record with no speed of its own counts as at its file's speed:
+        // engine_paying_after_reads' tables.)
+        for (arm, speed, level) in [
+            (Arm::EagerDevice, 10.0, 0.6),
+            (Arm::Graph, 5.0, 1.7),
+            (Arm::EagerSync, 7.5, 1.3),
         ] {
             let (trace, probe) = engine(arm, Some(COSTS));
+            let own = speed * level;
             let post_wait = format!(
                 "\"post_wait\":{{\"gaps_us\":[0,3000],\"segment_ops\":[1,24],\
-                 \"extra_us\":[[0,0],[{},{}]],\"host_speed_us\":99,\"reps\":60}},",
-                20.0 * speed / 7.5,
-                48.0 * speed / 7.5
+                 \"extra_us\":[[0,0],[{},{}]],\"host_speed_us\":{own},\"reps\":60}},",
+                20.0 * own / 7.5,
+                48.0 * own / 7.5
             );
             let probe = probe
                 .replace(
@@ -473,8 +477,11 @@ mod tests {
         assert_eq!(speed, 7.5);
         let pw = &p.post_wait.as_ref().expect("a post-wait table").value;
         assert_eq!(pw.gaps_us, vec![0.0, 3000.0]);
-        // Each moved by its trace's factor (7.5 over its speed): 20 and 48 from every one.
-        assert_eq!(pw.extra_us[1], vec![20.0, 48.0]);
+        // Each moved to its file's speed, then by its trace's factor (7.5 over that): 20 and
+        // 48 from every one.
+        for (got, want) in pw.extra_us[1].iter().zip([20.0, 48.0]) {
+            assert!((got - want).abs() < 1e-9, "{:?}", pw.extra_us);
+        }
         assert!(p
             .post_wait
             .as_ref()

@@ -203,9 +203,9 @@ pub fn derive(
     Ok(d)
 }
 
-/// The traces' post-wait probes, each moved to the profile's host speed by the same factor as
-/// its trace's op costs (the probe runs in that process beside the trace's own probes, and
-/// calibrate took it off that trace's ops in that process's µs), pooled by the median of each
+/// The traces' post-wait probes, each moved from the speed it ran at to its trace's (its probe
+/// file's) and from there to the profile's by the same factor as its trace's op costs
+/// (calibrate took it off that trace's ops in that trace's µs), pooled by the median of each
 /// (gap, segment); `None` when no probe file has one. Probes with other gaps or segments
 /// than the first are refused.
 fn post_wait(traced: &[Traced], cx: &Context) -> Result<Option<Sourced<PostWait>>> {
@@ -220,7 +220,7 @@ fn post_wait(traced: &[Traced], cx: &Context) -> Result<Option<Sourced<PostWait>
         return Ok(None);
     };
     let mut moved = Vec::new();
-    for &(t, _, pw) in &probes {
+    for &(t, p, pw) in &probes {
         ensure!(
             pw.gaps_us == first.gaps_us && pw.segment_ops == first.segment_ops,
             "{}: its probe file's post_wait has other gaps or segments than {}'s: record \
@@ -228,7 +228,7 @@ fn post_wait(traced: &[Traced], cx: &Context) -> Result<Option<Sourced<PostWait>
             t.analysis.file,
             first_trace.analysis.file
         );
-        let mut table = pw.table();
+        let mut table = pw.table_at(p.host_speed_us);
         table.scale(t.to_reference(cx.reference));
         moved.push(table);
     }
@@ -249,8 +249,9 @@ fn post_wait(traced: &[Traced], cx: &Context) -> Result<Option<Sourced<PostWait>
         value: table,
         source: format!(
             "median over {} trace processes of metaprep_host.py post_wait_probe (bare, before \
-             each profiler started), each moved to the profile's host speed as its trace's op \
-             costs were (by its probe file's host speed: {each})",
+             each profiler started), each moved from its own host speed to its trace's, then \
+             to the profile's as its trace's op costs were (by its probe file's host speed: \
+             {each})",
             probes.len()
         ),
     }))
