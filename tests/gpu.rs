@@ -905,6 +905,36 @@ fn dump_cases_match_the_reference_on_every_arm() {
     );
 }
 
+/// `metaprep validate ARGS` in this process, with the shapes and accept length the fit tests'
+/// references were made with: it exits 0 (every cell within its bars, every fit converged),
+/// and its validation.md is returned. In this process, as the references were made: one from
+/// another process carries that process's host state (graph's step at a 20 µs forward moved
+/// 8.6% between two processes on the H200, session 6), which a fit would take for a factor.
+fn validate_in_process(args: &[&str]) -> String {
+    use clap::FromArgMatches;
+    let shapes = [
+        "--seq-lens",
+        "2048-8192",
+        "--max-context",
+        "32768",
+        "--accept-length",
+        "3",
+    ];
+    let argv = ["metaprep", "validate"].iter().chain(args).chain(&shapes);
+    let matches = metaprep::cli::command().try_get_matches_from(argv).unwrap();
+    let cli = metaprep::cli::Cli::from_arg_matches(&matches).unwrap();
+    let out = args[args.iter().position(|a| *a == "--out").unwrap() + 1];
+    let code = metaprep::cli::run(cli).unwrap();
+    let md = std::fs::read_to_string(std::path::Path::new(out).join("validation.md"))
+        .unwrap_or_default();
+    assert_eq!(
+        format!("{code:?}"),
+        format!("{:?}", std::process::ExitCode::SUCCESS),
+        "{md}"
+    );
+    md
+}
+
 /// `validate --fit` recovers known per-arm host factors: a one-cell reference made by the
 /// model itself, run with eager-device at x1.3 and graph-upload at x0.8 (eager-sync and graph
 /// at 1), is fitted from the profile without factors, and the fitted profile holds each arm's
@@ -954,12 +984,8 @@ fn validate_fit_recovers_known_arm_host_factors_from_a_one_cell_reference() {
     std::fs::write(&profile, base.to_json()).unwrap();
     let out = dir.path().join("validate");
     let fit_s = fit.to_str().unwrap();
-    // In this process, as the reference was made: a reference from another process carries
-    // that process's host state (graph's step at this 20 µs forward moved 8.6% between two
-    // processes on the H200, session 6), which the fit would take for a host factor.
-    let argv = [
-        "metaprep",
-        "validate",
+    // Every arm converged, and the model holds its own cell within the bars.
+    let err = validate_in_process(&[
         fit_s,
         "--fit",
         fit_s,
@@ -967,26 +993,7 @@ fn validate_fit_recovers_known_arm_host_factors_from_a_one_cell_reference() {
         profile.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
-        "--seq-lens",
-        "2048-8192",
-        "--max-context",
-        "32768",
-        "--accept-length",
-        "3",
-    ];
-    let cli = {
-        use clap::FromArgMatches;
-        let matches = metaprep::cli::command().try_get_matches_from(argv).unwrap();
-        metaprep::cli::Cli::from_arg_matches(&matches).unwrap()
-    };
-    let code = metaprep::cli::run(cli).unwrap();
-    // Every arm converged, and the model holds its own cell within the bars.
-    let err = std::fs::read_to_string(out.join("validation.md")).unwrap_or_default();
-    assert_eq!(
-        format!("{code:?}"),
-        format!("{:?}", std::process::ExitCode::SUCCESS),
-        "{err}"
-    );
+    ]);
     let fitted = HostProfile::load(out.join("fitted-profile.json").to_str().unwrap()).unwrap();
     for arm in arms {
         let want = truth.iter().find(|t| t.0 == arm).map_or(1.0, |t| t.1);
@@ -1088,9 +1095,7 @@ fn validate_fit_post_wait_recovers_a_known_post_wait_scale() {
     let profile = dir.path().join("base.json");
     std::fs::write(&profile, base.to_json()).unwrap();
     let out = dir.path().join("validate");
-    let argv = [
-        "metaprep",
-        "validate",
+    let md = validate_in_process(&[
         reference_file.to_str().unwrap(),
         "--fit",
         files[0].to_str().unwrap(),
@@ -1100,25 +1105,7 @@ fn validate_fit_post_wait_recovers_a_known_post_wait_scale() {
         profile.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
-        "--seq-lens",
-        "2048-8192",
-        "--max-context",
-        "32768",
-        "--accept-length",
-        "3",
-    ];
-    let cli = {
-        use clap::FromArgMatches;
-        let matches = metaprep::cli::command().try_get_matches_from(argv).unwrap();
-        metaprep::cli::Cli::from_arg_matches(&matches).unwrap()
-    };
-    let code = metaprep::cli::run(cli).unwrap();
-    let md = std::fs::read_to_string(out.join("validation.md")).unwrap_or_default();
-    assert_eq!(
-        format!("{code:?}"),
-        format!("{:?}", std::process::ExitCode::SUCCESS),
-        "{md}"
-    );
+    ]);
     let fitted = HostProfile::load(out.join("fitted-profile.json").to_str().unwrap()).unwrap();
     let fitted_table = fitted
         .post_wait
