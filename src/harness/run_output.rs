@@ -1,10 +1,11 @@
 //! What every measuring command (`sweep`, `steps`) does around its cells: refuse to
-//! overwrite a run unless resuming it, record the environment, sample NVML, keep the
-//! telemetry file current, and show progress.
+//! overwrite a run unless resuming it, pin the measuring thread, record the environment,
+//! sample NVML, keep the telemetry file current, and show progress.
 
 use super::environment::env_for_run;
 use super::gpm::UNAVAILABLE_NOTE;
 use super::nvml::{Sampler, DEFAULT_PERIOD};
+use super::pin::{pin_current_thread, CpuPin, Pinned};
 use super::telemetry_file::TelemetryFile;
 use crate::axes::layout::Layout;
 use crate::gpu::Gpu;
@@ -75,29 +76,59 @@ pub fn emulation_notes(layouts: &[Layout], ranks: u32, host_gpus: u32, how: &str
         .collect()
 }
 
-/// The recording side of a run in progress.
-pub struct Recorder {
-    pub csv_path: PathBuf,
-    pub sampler: Option<Sampler>,
-    telemetry: TelemetryFile,
+/// A measuring run being opened, in the order its files need: its folder checked before any
+/// GPU work ([`Opening::new`]), env.json's notes gathered, its measuring thread pinned
+/// ([`Opening::pin`]) before the NVML sampler starts, so the sampler keeps off the measuring
+/// CPU, and then its [`Recorder`] started ([`Opening::start`]).
+pub struct Opening {
+    out: PathBuf,
+    resume: bool,
+    csv_path: PathBuf,
+    /// env.json's notes so far, in the order it writes them.
+    pub notes: Vec<String>,
+    pinned: Option<Pinned>,
 }
 
-impl Recorder {
-    /// Writes `env.json` (with `notes`, each also printed, and `settings`) and starts NVML sampling; without
-    /// NVML one warning is printed and the run goes on with empty telemetry columns.
-    pub fn start(
-        gpu: &Gpu,
-        out: &Path,
-        csv_path: PathBuf,
-        resume: bool,
-        notes: Vec<String>,
-        settings: Settings,
-    ) -> Result<Self> {
+impl Opening {
+    /// Opens a run in `out`, refused as [`existing_rows`] says; on `resume`, with the rows an
+    /// earlier invocation completed.
+    pub fn new(out: &Path, resume: bool) -> Result<(Self, Vec<Row>)> {
+        let (csv_path, rows) = existing_rows(out, resume)?;
+        let opening = Self {
+            out: out.to_path_buf(),
+            resume,
+            csv_path,
+            notes: Vec::new(),
+            pinned: None,
+        };
+        Ok((opening, rows))
+    }
+
+    /// Pins the calling (measuring) thread as `cpu` says, until the run's recorder is
+    /// finished or dropped, and notes where it runs.
+    pub fn pin(&mut self, cpu: CpuPin) -> Result<()> {
+        let pinned = pin_current_thread(cpu)?;
+        self.notes.push(pinned.note());
+        self.pinned = Some(pinned);
+        Ok(())
+    }
+
+    /// Writes `env.json` (with the notes, each also printed, and `settings`) and starts NVML
+    /// sampling; without NVML one warning is printed and the run goes on with empty telemetry
+    /// columns.
+    pub fn start(self, gpu: &Gpu, settings: Settings) -> Result<Recorder> {
+        let Self {
+            out,
+            resume,
+            csv_path,
+            notes,
+            pinned,
+        } = self;
         for note in &notes {
             eprintln!("metaprep: {note}");
         }
-        let env = env_for_run(gpu, out, resume, notes, settings)?;
-        env.write(out)?;
+        let env = env_for_run(gpu, &out, resume, notes, settings)?;
+        env.write(&out)?;
         // The GPM note comes from NVML, not from the caller: say it once here too.
         for note in env.notes.iter().filter(|n| n.starts_with(UNAVAILABLE_NOTE)) {
             eprintln!("metaprep: {note}");
@@ -109,13 +140,25 @@ impl Recorder {
                 None
             }
         };
-        Ok(Self {
+        Ok(Recorder {
             csv_path,
             sampler,
-            telemetry: TelemetryFile::open(out, resume)?,
+            telemetry: TelemetryFile::open(&out, resume)?,
+            _pinned: pinned,
         })
     }
+}
 
+/// The recording side of a run in progress.
+pub struct Recorder {
+    pub csv_path: PathBuf,
+    pub sampler: Option<Sampler>,
+    telemetry: TelemetryFile,
+    /// Where the measuring thread is pinned; dropped last, with the recorder, which unpins it.
+    _pinned: Option<Pinned>,
+}
+
+impl Recorder {
     /// Tags NVML samples with the cell now running.
     pub fn set_cell(&self, label: &str) {
         if let Some(s) = &self.sampler {
@@ -133,7 +176,7 @@ impl Recorder {
         self.telemetry.write_from(self.sampler.as_ref())
     }
 
-    /// Stops sampling and writes the final telemetry.
+    /// Stops sampling, writes the final telemetry and unpins the measuring thread.
     pub fn finish(self) -> Result<()> {
         match self.sampler {
             Some(s) => self.telemetry.write(s.stop()),

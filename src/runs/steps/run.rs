@@ -13,9 +13,8 @@ use super::rows::{last_round_step_us, step_rows, ArmRounds};
 use crate::axes::Arm;
 use crate::axes::ReadPath;
 use crate::gpu::Gpu;
-use crate::harness::pin::pin_current_thread;
 use crate::harness::rows::CellId;
-use crate::harness::run_output::{arm_cells, existing_rows, needs_measuring, progress, Recorder};
+use crate::harness::run_output::{arm_cells, needs_measuring, progress, Opening, Recorder};
 use crate::harness::timer::{ProgramItems, TimelineTimer, TimerSource};
 use crate::model::forward::StreamSource;
 use crate::model::host_profile::{HostProfile, Item};
@@ -35,25 +34,20 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
     let started = Instant::now();
     config.host.require_read_costs(&config.arms)?;
     let read_paths: Vec<ReadPath> = config.arms.iter().filter_map(|a| a.read_path()).collect();
-    let (csv_path, mut rows) = existing_rows(&config.out, config.resume)?;
+    let (mut opening, mut rows) = Opening::new(&config.out, config.resume)?;
     let (gpu, world, (deployment, trace_cell)) = open(config)?;
     let ranks = world.size() as u32;
     let done = completed_cells(&rows);
-    let mut notes = rank_notes(config, &deployment, &world, &gpu);
-    // Held to the end of the run: dropping it unpins the thread.
-    let pinned = pin_current_thread(config.cpu)?;
-    notes.push(pinned.note());
+    opening
+        .notes
+        .extend(rank_notes(config, &deployment, &world, &gpu));
+    opening.pin(config.cpu)?;
     // Each cell gets its own timer: an EAGLE step's items depend on the block size.
     let (timers, timer_line) = TimerSource::open(config.timer, config.cupti_lib.as_deref())?;
-    notes.extend(model_notes(config, &deployment, &timer_line)?);
-    let recorder = Recorder::start(
-        &gpu,
-        &config.out,
-        csv_path,
-        config.resume,
-        notes,
-        config.settings(),
-    )?;
+    opening
+        .notes
+        .extend(model_notes(config, &deployment, &timer_line)?);
+    let recorder = opening.start(&gpu, config.settings())?;
     let stream_source = StreamSource::new(&gpu, 1 << 30)?;
     let maker = CellMaker {
         gpu: &gpu,

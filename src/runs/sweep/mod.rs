@@ -51,10 +51,10 @@ use crate::axes::Arm;
 use crate::axes::Family;
 use crate::axes::FloorItem;
 use crate::gpu::GpuChoice;
-use crate::harness::pin::{pin_current_thread, CpuPin};
+use crate::harness::pin::CpuPin;
 use crate::harness::rounds_file::RoundsFile;
 use crate::harness::rows::CellId;
-use crate::harness::run_output::{emulation_notes, existing_rows, progress, Recorder};
+use crate::harness::run_output::{emulation_notes, progress, Opening};
 use crate::prep::inputs::LengthRange;
 use crate::results::config_file::ConfigFile;
 use crate::results::csv::{completed_cells, Row, KIND_FLOOR, KIND_PREP};
@@ -173,23 +173,23 @@ pub struct SweepOutcome {
 
 pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
     let started = Instant::now();
-    let (csv_path, mut kept) = existing_rows(&config.out, config.resume)?;
+    let (mut opening, mut kept) = Opening::new(&config.out, config.resume)?;
     let gpu = config.gpu.open()?;
     // The floor is measured again on every invocation so arms are read against a floor of
     // the same run; older floor rows are replaced.
     kept.retain(|r| r.kind != KIND_FLOOR);
-    let mut notes = emulation_notes(
+    opening.notes.extend(emulation_notes(
         &config.layouts,
         gpu.info.device_count,
         gpu.info.device_count,
         "one rank's prep ran on one GPU",
-    );
+    ));
     let before_rounds = kept
         .iter()
         .filter(|r| r.kind == KIND_PREP && r.rounds == 0)
         .count();
     if before_rounds > 0 {
-        notes.push(format!(
+        opening.notes.push(format!(
             "resumed: {before_rounds} rows measured without rounds (an older metaprep) were \
              dropped and their groups measured again in rounds"
         ));
@@ -202,24 +202,12 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
             .collect::<Vec<_>>(),
     );
     let in_workers = config.processes > 1;
-    // Held to the end of the run: dropping it unpins the thread. Workers pin their own
-    // measuring threads; this one then only reads what they send.
-    let pinned = match in_workers {
-        true => None,
-        false => Some(pin_current_thread(config.cpu)?),
-    };
-    match &pinned {
-        Some(pinned) => notes.push(pinned.note()),
-        None => notes.push(config.workers_note()),
+    // Workers pin their own measuring threads; this one then only reads what they send.
+    match in_workers {
+        true => opening.notes.push(config.workers_note()),
+        false => opening.pin(config.cpu)?,
     }
-    let recorder = Recorder::start(
-        &gpu,
-        &config.out,
-        csv_path,
-        config.resume,
-        notes,
-        config.settings(),
-    )?;
+    let recorder = opening.start(&gpu, config.settings())?;
     let rounds_file = RoundsFile::open(&config.out, config.resume, &done)?;
 
     // Counts cell visits (a cell once per round); the length grows as groups get rounds
