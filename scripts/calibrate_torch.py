@@ -822,8 +822,8 @@ def host_profile(meta, micro, probes, preps, sampling, accept, upload, args, pos
                       "source": "metaprep_host.post_wait_probe() in this process, bare, after "
                                 "the micro-benchmarks (a .item() behind a torch.cuda._sleep of "
                                 "each gap, then one op and 4 passes of 24 ops, each timed; "
-                                f"{post_wait_reps} reps), as measured: the phase whose "
-                                "host speed is host_speed_us"},
+                                f"{post_wait_reps} reps), moved from the host_speed() "
+                                "taken around it to host_speed_us"},
         "upload_syncs": {"value": upload_probe["waits"],
                          "source": f"the same upload issued behind a {SLEEP_PROBE_US} us "
                                    f"torch.cuda._sleep took {upload_probe['median_us']:.0f} us (median "

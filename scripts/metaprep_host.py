@@ -312,6 +312,7 @@ def post_wait_probe(gaps_us=POST_WAIT_GAPS_US, reps=POST_WAIT_REPS, passes=POST_
     for _ in range(20):
         _mixed(t)
     torch.cuda.synchronize()
+    before = host_speed()
     rounds = []
     order = list(gaps_us)
     rng = random.Random(0x9a17)
@@ -333,12 +334,16 @@ def post_wait_probe(gaps_us=POST_WAIT_GAPS_US, reps=POST_WAIT_REPS, passes=POST_
             times[gap] = [(marks[k + 1] - marks[k]) / 1e3 for k in range(passes + 1)]
         rounds.append(times)
     torch.cuda.synchronize()
-    return post_wait_record(gaps_us, passes, rounds)
+    return post_wait_record(gaps_us, passes, rounds, (before + host_speed()) / 2)
 
 
-def post_wait_record(gaps_us, passes, rounds):
+def post_wait_record(gaps_us, passes, rounds, around_speed_us):
     """A post_wait_probe record from its rounds (each: gap -> µs per segment), the extras
-    read within each round against its gap-0 times (see post_wait_probe)."""
+    read within each round against its gap-0 times (see post_wait_probe), and
+    `around_speed_us`: host_speed() before and after the probe, the probe file's own meter,
+    by which a table is moved to another speed. (`host_speed_us` is the no-wait pass's µs per
+    op: another meter, a single pass after a sync, read 1.23x faster than host_speed() in the
+    median of 24 probe files, so it does not move a table.)"""
     base = gaps_us[0]
     segments = range(passes + 1)
     medians = {gap: [statistics.median(r[gap][k] for r in rounds) for k in segments]
@@ -355,18 +360,18 @@ def post_wait_record(gaps_us, passes, rounds):
         "reps": len(rounds),
         "estimator": "median within-round ratio to no wait, times the no-wait median",
         "host_speed_us": round(medians[base][-1] / MIXED_OPS, 4),
+        "around_speed_us": round(around_speed_us, 4),
     }
 
 
 def post_wait_table(probe, speed=None):
     """A post_wait_probe record as a host profile's `post_wait` table, in µs at host `speed`
-    (µs per op: the profile's), moved there from the speed the probe itself ran at (its
-    `host_speed_us`, the no-wait pass): the host's level switches within one process, so a
-    probe a second after a host-speed measurement may run at another level (on the H200 a
-    trace process's bare probes gave 21.4 µs per op, its post-wait probe 13.4). Without
-    `speed`, or a record without its own speed, the extras as measured. `metaprep
-    calibrate` moves a probe file's table the same way."""
-    own = probe.get("host_speed_us")
+    (µs per op of host_speed(): the profile's), moved there from the host_speed() taken
+    around the probe (`around_speed_us`): the host's level can switch between a phase's other
+    measurements and the probe. Without `speed`, or a record without `around_speed_us` (before
+    session 7), the extras as measured. `metaprep calibrate` moves a probe file's table the
+    same way."""
+    own = probe.get("around_speed_us")
     scale = speed / own if speed and own else 1.0
     return {"gaps_us": probe["gaps_us"], "segment_ops": probe["segment_ops"],
             "extra_us": [[round(v * scale, 3) for v in row] for row in probe["extra_us"]]}

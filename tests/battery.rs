@@ -1551,7 +1551,6 @@ fn fit_cases(root: &Path, reference: &str, head: &str) -> Vec<Case> {
         .guard(&out),
     );
     // --fit-post-wait files it cannot scale at, beside a good --fit file.
-    let long_recipe = "--forward-us 3000";
     let long_bad: Vec<(&str, String, &str)> = vec![
         (
             "graph only",
@@ -1569,7 +1568,12 @@ fn fit_cases(root: &Path, reference: &str, head: &str) -> Vec<Case> {
                 "{head}3000,1,5,eager-sync,7000,8\n3000,1,5,graph,6100,8\n\
                  3000,8,5,eager-sync,7000,8\n3000,8,5,graph,6100,8\n"
             ),
-            long_recipe,
+            "holds 2 cells",
+        ),
+        (
+            "a profile without a post-wait table",
+            format!("{head}3000,1,5,eager-sync,7000,8\n3000,1,5,graph,6100,8\n"),
+            "no post_wait table",
         ),
     ];
     for (n, (id, text, needle)) in long_bad.into_iter().enumerate() {
@@ -1595,7 +1599,7 @@ fn fit_cases(root: &Path, reference: &str, head: &str) -> Vec<Case> {
         case(
             "validate --fit-post-wait without --fit",
             &["validate", reference, "--fit-post-wait", p, "--out", o],
-            "--fit",
+            "--fit <FIT.csv>",
         )
         .guard(&out),
     );

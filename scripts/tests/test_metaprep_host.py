@@ -75,14 +75,16 @@ class PostWait(unittest.TestCase):
         self.assertAlmostEqual(mh.post_wait_total_us(self.TABLE, 3000, 30), 26 + 24 * 4.5 + 5 * 2)
 
     def test_a_probe_becomes_a_table_moved_from_its_own_speed(self):
-        probe = {**self.TABLE, "host_speed_us": 20.0, "median_us": [], "reps": 60}
+        probe = {**self.TABLE, "around_speed_us": 20.0, "host_speed_us": 15.0, "median_us": [],
+                 "reps": 60}
         self.assertEqual(mh.post_wait_table(probe)["extra_us"][3], [26, 108, 48])
         # Measured at 20 µs per op, wanted at 10: half.
         moved = mh.post_wait_table(probe, 10.0)
         self.assertEqual(moved["extra_us"][3], [13.0, 54.0, 24.0])
         self.assertEqual(set(moved), {"gaps_us", "segment_ops", "extra_us"})
-        # A record without its own speed stays as measured.
-        old = {k: v for k, v in probe.items() if k != "host_speed_us"}
+        # A record without the speed around it stays as measured (its pass's own
+        # host_speed_us is another meter).
+        old = {k: v for k, v in probe.items() if k != "around_speed_us"}
         self.assertEqual(mh.post_wait_table(old, 10.0)["extra_us"][3], [26, 108, 48])
 
 
@@ -106,16 +108,25 @@ class PostWaitRecord(unittest.TestCase):
         return out
 
     def test_a_level_switch_mid_probe_does_not_bias_the_extras(self):
+        import statistics
         extra = {0: 0.0, 1000: 0.05, 3000: 0.10}
-        # Half the rounds at a 1.7x slower level for the 1 ms gap's medians to mix, as seen.
+        # Half the rounds at a 1.7x slower level, and the switch inside round 99: its 1 ms
+        # gap already ran slow. The medians of each gap then sit on either side of the gap
+        # between the levels.
         levels = [1.0] * 100 + [1.7] * 100
-        rec = mh.post_wait_record(self.GAPS, 1, self.rounds(levels, extra))
+        rounds = self.rounds(levels, extra)
+        rounds[99][1000] = [v * 1.7 for v in rounds[99][1000]]
+        rec = mh.post_wait_record(self.GAPS, 1, rounds, 21.0)
         for g, want in extra.items():
             ratio = rec["ratio"][self.GAPS.index(g)][1]
             self.assertAlmostEqual(ratio, 1 + want, delta=0.012, msg=(g, rec["ratio"]))
+        # The estimator it replaced (a difference of medians) misses by far more there.
+        med = {g: statistics.median(r[g][1] for r in rounds) for g in self.GAPS}
+        self.assertGreater(abs(med[1000] / med[0] - 1 - 0.05), 0.1, med)
         # In µs at the probe's no-wait median (which the level mix sets: between 240 and 408).
         b = rec["median_us"][0][1]
         self.assertTrue(240 < b < 408, b)
         self.assertAlmostEqual(rec["extra_us"][2][1], 0.10 * b, delta=0.012 * b)
         self.assertEqual(rec["segment_ops"], [1, mh.MIXED_OPS])
         self.assertEqual(rec["reps"], 200)
+        self.assertEqual(rec["around_speed_us"], 21.0)

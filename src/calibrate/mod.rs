@@ -444,8 +444,9 @@ mod tests {
         let mut traces = Vec::new();
         // Three processes at 10, 5 and 7.5 µs per probe op (their probe files' host speed),
         // each seeing the same extras in its own µs: 20 and 48 at 7.5. Each post-wait probe
-        // ran at another speed level than its file's bare probes (0.6, 1.7 and 1.3 times
-        // it), its extras in its own µs: read at the file's speed they would pool to 26.
+        // ran at another speed level than its file's bare probes (host_speed() around it 0.6,
+        // 1.7 and 1.3 times theirs), its extras in its own µs: read at the file's speed they
+        // would pool to 26. Its own pass meter (`host_speed_us`) is not read.
         // (A record with no speed of its own counts as at its file's speed:
         // engine_paying_after_reads' tables.)
         for (arm, speed, level) in [
@@ -457,7 +458,8 @@ mod tests {
             let own = speed * level;
             let post_wait = format!(
                 "\"post_wait\":{{\"gaps_us\":[0,3000],\"segment_ops\":[1,24],\
-                 \"extra_us\":[[0,0],[{},{}]],\"host_speed_us\":{own},\"reps\":60}},",
+                 \"extra_us\":[[0,0],[{},{}]],\"host_speed_us\":99,\"around_speed_us\":{own},\
+                 \"reps\":60}},",
                 20.0 * own / 7.5,
                 48.0 * own / 7.5
             );
@@ -555,7 +557,8 @@ mod tests {
         // The upload and 8 ops paying 20 µs after the read: 20/9 µs an op left in without
         // the table; with it, the back-to-back cost (within what a gap of a few µs more than
         // TRACE_GAP_US before the prep's first op takes off: under 0.35 µs an op). Had the
-        // upload's short wait restarted the sequence, 8 µs would stay in (0.9 an op).
+        // upload's short wait replaced the read's sequence instead of running beside it (the
+        // largest live extra is paid), 8 µs would stay in (0.9 an op).
         let back_to_back = (8.0 * OP + UPLOAD) / 9.0;
         assert!(
             close(op_us[0], back_to_back + 20.0 / 9.0, 0.05),

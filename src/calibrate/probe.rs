@@ -59,31 +59,31 @@ pub struct ProbeFile {
 }
 
 /// metaprep_host.py `post_wait_probe`'s record: per gap, per timed segment after the wait,
-/// the extra µs over no wait, and the host speed the probe itself ran at (its no-wait pass,
-/// µs per op; its other fields are not read).
+/// the extra µs over no wait, and host_speed() taken around the probe (its other fields are
+/// not read: its `host_speed_us` is its no-wait pass's, another meter than the file's).
 #[derive(Debug, Clone, Deserialize)]
 pub struct PostWaitProbe {
     pub gaps_us: Vec<f64>,
     pub segment_ops: Vec<u32>,
     pub extra_us: Vec<Vec<f64>>,
-    /// Every metaprep_host.py so far recorded it; a record without it counts as at the
-    /// file's speed.
+    /// µs per op of host_speed() before and after the probe, the meter of the file's own
+    /// `host_speed_us`; absent before session 7, when the extras count as at the file's
+    /// speed.
     #[serde(default)]
-    pub host_speed_us: Option<f64>,
+    pub around_speed_us: Option<f64>,
 }
 
 impl PostWaitProbe {
     /// The extras as a table in µs at `speed` (the probe file's host speed: its trace's),
-    /// moved from the speed the probe ran at. The host's speed level switches within one
-    /// process: on the H200 (session 7) a trace process's bare probes gave 21.4 µs per op
-    /// and its post-wait probe, seconds later, 13.4.
+    /// moved from the speed measured around the probe: the host's level can switch between
+    /// the file's bare probes and the post-wait probe.
     pub fn table_at(&self, speed: f64) -> PostWait {
         let mut table = PostWait {
             gaps_us: self.gaps_us.clone(),
             segment_ops: self.segment_ops.clone(),
             extra_us: self.extra_us.clone(),
         };
-        if let Some(own) = self.host_speed_us.filter(|s| s.is_finite() && *s > 0.0) {
+        if let Some(own) = self.around_speed_us.filter(|s| s.is_finite() && *s > 0.0) {
             table.scale(speed / own);
         }
         table

@@ -211,6 +211,13 @@ fn prepare(args: &ValidateArgs) -> Result<Prepared> {
                 Some(long) => {
                     let cell = read_post_wait_fit(long, &fit)?;
                     check_cell_shapes(args, long, [&cell.cell])?;
+                    anyhow::ensure!(
+                        profile.post_wait.is_some(),
+                        "--fit-post-wait: the profile {} has no post_wait table to scale: \
+                         calibrate from traces recorded with scripts/metaprep_host.py's probe \
+                         files (each holds a post-wait probe)",
+                        args.steps.step_model.host_profile
+                    );
                     Some(cell)
                 }
                 None => None,
@@ -326,8 +333,8 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
             let (path, mut note) =
                 fit_profile(args, &profile, &fit.factors, own_speed, bars, &out)?;
             if let Some(long) = &fit.post_wait {
-                let fitted = with_profile(args, &path);
-                let (pw, unconverged) = fit_post_wait(&fitted, &path, long, own_speed, bars, &out)?;
+                // Each of its runs names its own profile: the fitted one with a scaled table.
+                let (pw, unconverged) = fit_post_wait(args, &path, long, own_speed, bars, &out)?;
                 note.post_wait = Some(pw);
                 note.unconverged.extend(unconverged);
             }

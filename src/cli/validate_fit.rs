@@ -185,12 +185,10 @@ pub(super) fn fit_profile(
     let path = out.join(FITTED_PROFILE);
     write_atomic(&path, with_factors(&base, &factors).to_json().as_bytes())?;
     eprintln!("validate --fit: wrote {}", path.display());
+    // A kept (not host-bound) arm is settled, so only fitted arms can be unconverged.
     let unconverged = (fits.iter())
         .filter(|(_, f)| !f.converged)
-        .map(|(arm, f)| match f.not_host_bound {
-            Some(u) => format!("{arm} ({:+.2}% at x{:.3}; {u})", f.error * 100.0, f.factor),
-            None => format!("{arm} ({:+.2}% at best)", f.error * 100.0),
-        })
+        .map(|(arm, f)| format!("{arm} ({:+.2}% at best)", f.error * 100.0))
         .collect();
     let note = FitNote {
         file: fit.file.display().to_string(),

@@ -119,16 +119,20 @@ pub struct Sequence {
     live: Vec<(f64, u32)>,
 }
 
-/// Live sequences kept at most: the oldest goes first (waits with no call between them).
+/// Live sequences kept at most (many short Python gaps within a long read's calls): past it
+/// the shortest wait's goes, the one whose extras are the smallest.
 const LIVE_MAX: usize = 8;
 
 impl Sequence {
     /// A wait or gap of `gap_us`: a new sequence beside the live ones.
     pub fn wait(&mut self, gap_us: f64) {
-        if self.live.len() == LIVE_MAX {
-            self.live.remove(0);
-        }
         self.live.push((gap_us, 0));
+        if self.live.len() > LIVE_MAX {
+            let shortest = (0..self.live.len())
+                .min_by(|&a, &b| self.live[a].0.total_cmp(&self.live[b].0))
+                .expect("more than LIVE_MAX live");
+            self.live.remove(shortest);
+        }
     }
 
     /// The next call's extra µs, counting it in every live sequence: the largest of theirs.
@@ -305,13 +309,16 @@ mod tests {
         // Its first call's extra is negative there (-4 + 200/900 of 16): none.
         assert_eq!(seq.next_call(&t), 0.0);
         assert!((seq.next_call(&t) - (1.0 + 200.0 / 900.0 * 1.5)).abs() < 1e-12);
-        // Waits with no call between them keep at most LIVE_MAX sequences, the newest.
+        // Many short gaps within a long read's calls keep the read's sequence: past
+        // LIVE_MAX the shortest wait's goes.
         let mut seq = Sequence::default();
         seq.wait(3000.0);
-        for _ in 0..LIVE_MAX {
-            seq.wait(0.0);
+        for _ in 0..2 * LIVE_MAX {
+            seq.wait(20.0);
+            seq.next_call(&t);
         }
-        assert_eq!(seq.next_call(&t), 0.0);
+        assert_eq!(seq.live.len(), LIVE_MAX);
+        assert!((seq.next_call(&t) - 4.5).abs() < 1e-12);
         // The same through AfterWait: a read, then a copy's short wait.
         let mut w = AfterWait::new(Some(t));
         let t0 = Instant::now();

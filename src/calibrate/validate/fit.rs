@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 pub const TOLERANCE: f64 = 0.02;
 /// The post-wait scale is fitted when eager-sync − graph is within this relative error: the
 /// difference is a few hundred µs of two steps of several ms, so its run-to-run noise is a few
-/// times a step's; a third of validation's ±15% bar.
+/// times a step's; a third of validation's default ±15% bar (`--diff-pct`).
 pub const DIFF_TOLERANCE: f64 = 0.05;
 /// Model evaluations at most (each one runs every arm).
 pub const MAX_ITERATIONS: u32 = 6;
