@@ -108,7 +108,7 @@ fn with_factors(base: &HostProfile, factors: &BTreeMap<Arm, Sourced<f64>>) -> Ho
     p
 }
 
-/// Fits every arm of `fit` on `profile` (its own factors dropped), writes the fitted
+/// Fits every arm of `fit` on `profile` (its own fits undone), writes the fitted
 /// profile into `out` and returns its path and what validation.md says of it.
 pub(super) fn fit_profile(
     args: &ValidateArgs,
@@ -118,8 +118,7 @@ pub(super) fn fit_profile(
     bars: Bars,
     out: &Path,
 ) -> Result<(PathBuf, FitNote)> {
-    let mut base = profile.clone();
-    base.arm_host_factors = None;
+    let base = profile.without_fits();
     let arms: Vec<Arm> = fit.rows.keys().copied().collect();
     let c = fit.cell;
     let at = format!(

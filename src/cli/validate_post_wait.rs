@@ -14,7 +14,7 @@ use super::validate_fit::{read_one_cell, with_profile, FitCell};
 use crate::axes::Arm;
 use crate::calibrate::validate::fit::{fit_factors, ArmFit, DIFF_TOLERANCE, MAX_ITERATIONS};
 use crate::calibrate::validate::{compare_cell, Bars, Line, PostWaitNote, Quantity};
-use crate::model::host_profile::HostProfile;
+use crate::model::host_profile::{HostProfile, Sourced};
 use crate::results::atomic::write_atomic;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
@@ -60,15 +60,19 @@ pub(super) fn read_post_wait_fit(path: &Path, fit: &FitCell) -> Result<FitCell> 
     Ok(long)
 }
 
-/// `profile` with its post-wait extras times `scale`, the source saying why.
+/// `profile` (no scale fitted yet) with its post-wait extras times `scale`, recorded with
+/// `why` as its `post_wait_scale`.
 fn scaled(profile: &HostProfile, scale: f64, why: &str) -> Result<HostProfile> {
     let mut p = profile.clone();
-    let table = p
-        .post_wait
+    p.post_wait
         .as_mut()
-        .context("the profile has no post_wait table to scale")?;
-    table.value.scale(scale);
-    table.source = format!("{}; extras times x{scale:.3}: {why}", table.source);
+        .context("the profile has no post_wait table to scale")?
+        .value
+        .scale(scale);
+    p.post_wait_scale = Some(Sourced {
+        value: scale,
+        source: why.to_string(),
+    });
     Ok(p)
 }
 
@@ -84,7 +88,8 @@ pub(super) fn fit_post_wait(
     bars: Bars,
     out: &Path,
 ) -> Result<(PostWaitNote, Option<String>)> {
-    // The table's presence was checked before any GPU work; `scaled` names a missing one.
+    // The arm fit wrote it with the table as calibrate did (HostProfile::without_fits); the
+    // table's presence was checked before any GPU work, and `scaled` names a missing one.
     let profile = HostProfile::load(&profile_path.display().to_string())?;
     let c = long.cell;
     let at = format!(

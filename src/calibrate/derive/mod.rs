@@ -194,8 +194,9 @@ pub fn derive(
         // The traces are of a DSpark step: the EAGLE step is not calibrated from them.
         eagle_program: None,
         post_wait: post_wait(traced, &cx)?,
-        // Fitted later, against an untraced run (`validate --fit`).
+        // Fitted later, against an untraced run (`validate --fit`, `--fit-post-wait`).
         arm_host_factors: None,
+        post_wait_scale: None,
         host_speed_us,
         preps,
         program,

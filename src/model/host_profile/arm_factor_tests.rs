@@ -243,3 +243,40 @@ fn a_bad_factor_is_refused_naming_the_arm_and_the_file() {
     let (e, _) = load_err(serde_json::json!({ "graph": { "value": 1.1 } }));
     assert!(e.contains("arm_host_factors"), "{e}");
 }
+
+#[test]
+fn a_fitted_post_wait_scale_round_trips_and_without_fits_undoes_it_and_the_factors() {
+    let mut p = factored();
+    p.post_wait.as_mut().unwrap().value.scale(0.5);
+    p.post_wait_scale = Some(sourced(0.5));
+    let back = HostProfile::parse(&p.to_json()).unwrap();
+    assert_eq!(back, p);
+    // Before a fit: the table as calibrate wrote it, no scale, no factors.
+    let plain = p.without_fits();
+    assert_eq!(plain.post_wait_scale, None);
+    assert_eq!(plain.arm_host_factors, None);
+    assert_eq!(
+        plain.post_wait.as_ref().unwrap().value.extra_us[1],
+        vec![10.0, 40.0]
+    );
+    // Undoing twice changes nothing more; a profile that never had one writes none.
+    assert_eq!(plain.without_fits(), plain);
+    assert!(!plain.to_json().contains("post_wait_scale"));
+}
+
+#[test]
+fn a_post_wait_scale_without_a_table_or_out_of_range_is_refused() {
+    for (table, scale, needle) in [
+        (false, 0.5, "without a post_wait table"),
+        (true, 0.0, "post_wait_scale = 0"),
+        (true, 1000.0, "post_wait_scale = 1000"),
+    ] {
+        let mut p = factored();
+        if !table {
+            p.post_wait = None;
+        }
+        p.post_wait_scale = Some(sourced(scale));
+        let e = HostProfile::parse(&p.to_json()).map(|_| ()).unwrap_err();
+        assert!(format!("{e:#}").contains(needle), "{e:#}");
+    }
+}

@@ -196,6 +196,10 @@ pub struct HostProfile {
     /// and gap in the host program.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub post_wait: Option<Sourced<PostWait>>,
+    /// The scale `validate --fit-post-wait` fitted, already in `post_wait`'s extras: kept so a
+    /// later fit starts from the table `calibrate` wrote ([`HostProfile::without_fits`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_wait_scale: Option<Sourced<f64>>,
     /// Per arm (by its name, `eager-device`), a factor on every host duration of that arm's
     /// step ([`HostProfile::for_arm`]): fitted where the arm's traced costs, each deflated in
     /// its own trace process, miss an untraced run of the engine (`validate --fit`). An arm

@@ -113,6 +113,18 @@ impl HostProfile {
         Ok(p)
     }
 
+    /// The profile before any `validate` fit: no arm factors, and the post-wait table as
+    /// `calibrate` wrote it (a fitted scale divided back out), so a fit never starts from an
+    /// earlier fit's.
+    pub fn without_fits(&self) -> HostProfile {
+        let mut p = self.clone();
+        p.arm_host_factors = None;
+        if let (Some(scale), Some(table)) = (p.post_wait_scale.take(), p.post_wait.as_mut()) {
+            table.value.scale(1.0 / scale.value);
+        }
+        p
+    }
+
     /// `arm`'s host factor (`arm_host_factors`), if the profile gives it one.
     pub fn arm_host_factor(&self, arm: Arm) -> Option<f64> {
         let factors = self.arm_host_factors.as_ref()?;

@@ -58,7 +58,8 @@ impl HostProfile {
         self.validate_preps()?;
         self.validate_programs()?;
         self.validate_read_costs()?;
-        self.validate_arm_host_factors()
+        self.validate_arm_host_factors()?;
+        self.validate_post_wait_scale()
     }
 
     /// The profile-wide costs: durations in range, a host speed above 0.
@@ -201,6 +202,24 @@ impl HostProfile {
                 check_us(&read_field(path), cost.value)?;
             }
         }
+        Ok(())
+    }
+
+    /// A fitted post-wait scale scales a table, and is a factor a host could differ by.
+    fn validate_post_wait_scale(&self) -> Result<()> {
+        let Some(scale) = &self.post_wait_scale else {
+            return Ok(());
+        };
+        let v = scale.value;
+        ensure!(
+            self.post_wait.is_some(),
+            "post_wait_scale without a post_wait table: remove it, or calibrate the table again"
+        );
+        ensure!(
+            v.is_finite() && v > 0.0 && v <= 100.0,
+            "post_wait_scale = {v}: a scale is above 0 and at most 100; refit it with \
+             validate --fit-post-wait or remove it"
+        );
         Ok(())
     }
 

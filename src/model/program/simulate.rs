@@ -194,6 +194,7 @@ mod tests {
             eagle_program: None,
             post_wait: None,
             arm_host_factors: None,
+            post_wait_scale: None,
         }
     }
 
