@@ -1107,11 +1107,14 @@ fn validate_fit_post_wait_recovers_a_known_post_wait_scale() {
         out.to_str().unwrap(),
     ]);
     let fitted = HostProfile::load(out.join("fitted-profile.json").to_str().unwrap()).unwrap();
+    let fitted_scale = fitted
+        .post_wait_scale
+        .expect("the fitted profile keeps its scale");
     let fitted_table = fitted
         .post_wait
         .expect("the fitted profile keeps its table");
-    // Every extra is the given table's times one scale.
-    let scale = fitted_table.value.extra_us[3][1] / table.extra_us[3][1];
+    // Every extra is the given table's times the recorded scale.
+    let scale = fitted_scale.value;
     let mut want = table.clone();
     want.scale(scale);
     for (got, want) in fitted_table.value.extra_us.iter().zip(&want.extra_us) {
@@ -1134,10 +1137,11 @@ fn validate_fit_post_wait_recovers_a_known_post_wait_scale() {
         allowed * 100.0
     );
     assert!(
-        fitted_table.source.contains("--fit-post-wait")
-            && fitted_table.source.contains("forward 3000 µs"),
+        fitted_scale.source.contains("--fit-post-wait")
+            && fitted_scale.source.contains("forward 3000 µs"),
         "{}",
-        fitted_table.source
+        fitted_scale.source
     );
+    assert_eq!(fitted_table.source, "the test's table");
     assert!(md.contains("**scaled**"), "{md}");
 }
