@@ -247,15 +247,7 @@ fn check_cell_shapes<'a>(
                 cell.block,
                 args.steps.grid.max_context,
             )
-            .with_context(|| {
-                format!(
-                    "{}: the cell at forward {} µs, batch {}, block {}",
-                    file.display(),
-                    cell.forward_us,
-                    cell.batch_size,
-                    cell.block
-                )
-            })?;
+            .with_context(|| format!("{}: the cell at {cell}", file.display()))?;
         }
     }
     Ok(())

@@ -4,7 +4,7 @@
 
 use super::validate::{model_cell, ValidateArgs};
 use crate::axes::Arm;
-use crate::calibrate::validate::fit::{fit_factors, ArmFit, MAX_ITERATIONS, TOLERANCE};
+use crate::calibrate::validate::fit::{fit_factors, ArmFit, Unfollowed, MAX_ITERATIONS, TOLERANCE};
 use crate::calibrate::validate::{
     cell_host_speed, compare_cell, Bars, Cell, FitNote, Line, Quantity, Reference, ReferenceRow,
 };
@@ -63,20 +63,11 @@ pub(super) fn read_one_cell(
     }
     let fit = Reference::read(path).context(flag.to_string())?;
     if fit.cells.len() != 1 {
-        let cells: Vec<String> = fit
-            .cells
-            .iter()
-            .map(|(c, _)| {
-                format!(
-                    "forward {} µs bs {} block {}",
-                    c.forward_us, c.batch_size, c.block
-                )
-            })
-            .collect();
+        let cells: Vec<String> = fit.cells.iter().map(|(c, _)| c.to_string()).collect();
         bail!(
             "{flag} {file} holds {} cells ({}): a fit needs exactly one; {recipe}",
             cells.len(),
-            cells.join(", ")
+            cells.join("; ")
         );
     }
     let (cell, mut rows) = fit.cells.into_iter().next().expect("one cell");
@@ -120,26 +111,25 @@ pub(super) fn fit_profile(
 ) -> Result<(PathBuf, FitNote)> {
     let base = profile.without_fits();
     let arms: Vec<Arm> = fit.rows.keys().copied().collect();
-    let c = fit.cell;
-    let at = format!(
-        "forward {} µs, batch {}, block {}",
-        c.forward_us, c.batch_size, c.block
-    );
+    let at = fit.cell.to_string();
     // Each run's factors and lines, to source the factors chosen.
     let mut runs: Vec<(BTreeMap<Arm, f64>, Vec<Line>)> = Vec::new();
     let fits = fit_factors(&arms, TOLERANCE, |factors| {
         let n = runs.len() + 1;
-        let dir = out.join("fit").join(format!("run{n}"));
-        std::fs::create_dir_all(dir.join("steps"))
-            .with_context(|| format!("creating {}", dir.display()))?;
         let sourced = factors
             .iter()
             .map(|(&a, &k)| (a, sourced(k, format!("fit run {n} of {MAX_ITERATIONS}"))))
             .collect();
-        let path = dir.join("profile.json");
-        write_atomic(&path, with_factors(&base, &sourced).to_json().as_bytes())?;
-        let model = model_cell(&with_profile(args, &path), c, &fit.rows, own_speed, &dir)?;
-        let lines = compare_cell(c, &fit.rows, &model, own_speed, bars)?;
+        let profile = with_factors(&base, &sourced);
+        let lines = fit_run(
+            args,
+            &profile,
+            fit,
+            &format!("run{n}"),
+            own_speed,
+            bars,
+            out,
+        )?;
         let errors: BTreeMap<Arm, f64> = step_lines(&lines)
             .map(|(arm, l)| (arm, l.error_pct / 100.0))
             .collect();
@@ -169,17 +159,7 @@ pub(super) fn fit_profile(
             arm,
             sourced(f.factor, source(fit, &at, &fit.rows[&arm], &line, f)),
         );
-        let kept = if f.not_host_bound.is_some() {
-            ", kept: not host-bound there"
-        } else {
-            ""
-        };
-        phrases.push(format!(
-            "{arm} x{:.3} ({:+.2}% there{kept}{})",
-            f.factor,
-            f.error * 100.0,
-            if f.converged { "" } else { ", not converged" }
-        ));
+        phrases.push(format!("{arm} {}", fit_phrase(f, "not host-bound there")));
     }
     let path = out.join(FITTED_PROFILE);
     write_atomic(&path, with_factors(&base, &factors).to_json().as_bytes())?;
@@ -191,7 +171,7 @@ pub(super) fn fit_profile(
         .collect();
     let note = FitNote {
         file: fit.file.display().to_string(),
-        cell: c,
+        cell: fit.cell,
         factors: phrases,
         unconverged,
         post_wait: None,
@@ -211,6 +191,55 @@ pub(super) fn sourced(value: f64, source: String) -> Sourced<f64> {
     Sourced { value, source }
 }
 
+/// One run of a fit: `profile` written to `out/fit/<name>/profile.json`, and `fit`'s cell
+/// modelled with it and compared with the fit file's rows, as validation compares a cell.
+pub(super) fn fit_run(
+    args: &ValidateArgs,
+    profile: &HostProfile,
+    fit: &FitCell,
+    name: &str,
+    own_speed: Option<f64>,
+    bars: Bars,
+    out: &Path,
+) -> Result<Vec<Line>> {
+    let dir = out.join("fit").join(name);
+    std::fs::create_dir_all(dir.join("steps"))
+        .with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("profile.json");
+    write_atomic(&path, profile.to_json().as_bytes())?;
+    let c = fit.cell;
+    let model = model_cell(&with_profile(args, &path), c, &fit.rows, own_speed, &dir)?;
+    compare_cell(c, &fit.rows, &model, own_speed, bars)
+}
+
+/// A fitted value as validation.md says it: `x1.234 (+0.50% there)`, then `kept` (why) where
+/// the fit left it, `not converged` where no run came within its tolerance.
+pub(super) fn fit_phrase(f: &ArmFit, kept: &str) -> String {
+    let state = match (f.not_host_bound.is_some(), f.converged) {
+        (true, _) => format!(", kept: {kept}"),
+        (false, true) => String::new(),
+        (false, false) => ", not converged".to_string(),
+    };
+    format!("x{:.3} ({:+.2}% there{state})", f.factor, f.error * 100.0)
+}
+
+/// A fitted value's outcome in its source: `kept` where the fit left it, else within
+/// `tolerance` (relative) or the closest of every run.
+pub(super) fn fit_outcome(
+    f: &ArmFit,
+    tolerance: f64,
+    kept: impl FnOnce(Unfollowed) -> String,
+) -> String {
+    let tolerance = tolerance * 100.0;
+    match (f.not_host_bound, f.converged) {
+        (Some(u), _) => kept(u),
+        (None, true) => format!("within {tolerance}%"),
+        (None, false) => {
+            format!("not within {tolerance}% after {MAX_ITERATIONS} runs: the closest")
+        }
+    }
+}
+
 /// Where a fitted factor came from: the fit file and cell, the reference's step and host
 /// speed, the model's step at the factor, and the runs it took.
 fn source(fit: &FitCell, at: &str, row: &ReferenceRow, line: &Line, f: &ArmFit) -> String {
@@ -218,14 +247,9 @@ fn source(fit: &FitCell, at: &str, row: &ReferenceRow, line: &Line, f: &ArmFit) 
     let speed = speed.map_or("no host speed recorded".into(), |s| {
         format!("host speed {s:.2} µs per op")
     });
-    let tolerance = TOLERANCE * 100.0;
-    let outcome = match (f.converged, f.not_host_bound.is_some()) {
-        (_, true) => "kept: validation's step bar judges it there, as every cell".to_string(),
-        (true, false) => format!("within {tolerance}%"),
-        (false, false) => {
-            format!("not within {tolerance}% after {MAX_ITERATIONS} runs: the closest")
-        }
-    };
+    let outcome = fit_outcome(f, TOLERANCE, |_| {
+        "kept: validation's step bar judges it there, as every cell".to_string()
+    });
     let steps = format!(
         "reference step {:.1} µs ({}, {speed}), model step {:.1} µs at this factor ({:+.2}%, \
          {outcome})",

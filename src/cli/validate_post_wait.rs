@@ -9,12 +9,12 @@
 //! The extras are the only host cost that grows with the forward, so a cell whose reads wait
 //! long measures their scale; the arm factors are fitted where the reads wait little.
 
-use super::validate::{model_cell, ValidateArgs};
-use super::validate_fit::{read_one_cell, with_profile, FitCell};
+use super::validate::ValidateArgs;
+use super::validate_fit::{fit_outcome, fit_phrase, fit_run, read_one_cell, sourced, FitCell};
 use crate::axes::Arm;
 use crate::calibrate::validate::fit::{fit_factors, ArmFit, DIFF_TOLERANCE, MAX_ITERATIONS};
-use crate::calibrate::validate::{compare_cell, Bars, Line, PostWaitNote, Quantity};
-use crate::model::host_profile::{HostProfile, Sourced};
+use crate::calibrate::validate::{Bars, Line, PostWaitNote, Quantity};
+use crate::model::host_profile::HostProfile;
 use crate::results::atomic::write_atomic;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
@@ -69,10 +69,7 @@ fn scaled(profile: &HostProfile, scale: f64, why: &str) -> Result<HostProfile> {
         .context("the profile has no post_wait table to scale")?
         .value
         .scale(scale);
-    p.post_wait_scale = Some(Sourced {
-        value: scale,
-        source: why.to_string(),
-    });
+    p.post_wait_scale = Some(sourced(scale, why.to_string()));
     Ok(p)
 }
 
@@ -91,23 +88,15 @@ pub(super) fn fit_post_wait(
     // The arm fit wrote it with the table as calibrate did (HostProfile::without_fits); the
     // table's presence was checked before any GPU work, and `scaled` names a missing one.
     let profile = HostProfile::load(&profile_path.display().to_string())?;
-    let c = long.cell;
-    let at = format!(
-        "forward {} µs, batch {}, block {}",
-        c.forward_us, c.batch_size, c.block
-    );
+    let at = long.cell.to_string();
     let mut runs: Vec<Line> = Vec::new();
     let fits = fit_factors(&[PostWaitScale], DIFF_TOLERANCE, |scales| {
         let n = runs.len() + 1;
-        let dir = out.join("fit").join(format!("post-wait-run{n}"));
-        std::fs::create_dir_all(dir.join("steps"))
-            .with_context(|| format!("creating {}", dir.display()))?;
         let k = scales[&PostWaitScale];
         let run = format!("post-wait fit run {n} of {MAX_ITERATIONS}");
-        let path = dir.join("profile.json");
-        write_atomic(&path, scaled(&profile, k, &run)?.to_json().as_bytes())?;
-        let model = model_cell(&with_profile(args, &path), c, &long.rows, own_speed, &dir)?;
-        let lines = compare_cell(c, &long.rows, &model, own_speed, bars)?;
+        let profile = scaled(&profile, k, &run)?;
+        let name = format!("post-wait-run{n}");
+        let lines = fit_run(args, &profile, long, &name, own_speed, bars, out)?;
         let diff = lines
             .into_iter()
             .find(|l| l.quantity == Quantity::SyncMinusGraphUs)
@@ -142,17 +131,8 @@ pub(super) fn fit_post_wait(
         (!f.converged).then(|| format!("the post-wait scale ({:+.2}% at best)", f.error * 100.0));
     let note = PostWaitNote {
         file: long.file.display().to_string(),
-        cell: c,
-        phrase: format!(
-            "x{:.3} ({:+.2}% there{})",
-            f.factor,
-            f.error * 100.0,
-            match (f.not_host_bound.is_some(), f.converged) {
-                (true, _) => ", kept: eager-sync − graph does not follow the scale there",
-                (false, true) => "",
-                (false, false) => ", not converged",
-            }
-        ),
+        cell: long.cell,
+        phrase: fit_phrase(&f, "eager-sync − graph does not follow the scale there"),
     };
     Ok((note, unconverged))
 }
@@ -160,19 +140,14 @@ pub(super) fn fit_post_wait(
 /// Where the scale came from: the file and cell, the reference's and the model's
 /// eager-sync − graph, and the runs it took.
 fn source(long: &FitCell, at: &str, line: &Line, f: &ArmFit) -> String {
-    let tolerance = DIFF_TOLERANCE * 100.0;
-    let outcome = match (f.not_host_bound, f.converged) {
-        (Some(u), _) => format!(
+    let outcome = fit_outcome(f, DIFF_TOLERANCE, |u| {
+        format!(
             "kept: eager-sync − graph moved {:+.1}% when the scale moved {:+.1}%, so the reads \
              do not wait long enough there; fit at a longer forward",
             u.step_move * 100.0,
             u.factor_move() * 100.0
-        ),
-        (None, true) => format!("within {tolerance}%"),
-        (None, false) => {
-            format!("not within {tolerance}% after {MAX_ITERATIONS} runs: the closest")
-        }
-    };
+        )
+    });
     format!(
         "fitted by metaprep validate --fit-post-wait {} at {at}: reference eager-sync − graph \
          {:.1} µs ({}), model {:.1} µs at this scale ({:+.2}%, {outcome}), {} fit runs",

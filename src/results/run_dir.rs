@@ -341,39 +341,32 @@ mod tests {
         let Settings::Validate(validation) = &validate else {
             unreachable!("the fixture's first is a validation's")
         };
-        // A validation's own record stands beside validation.md, never a results CSV.
-        let env = EnvRecord {
-            command_line: "metaprep validate ref.csv --out v".into(),
-            settings: Some(validate.clone()),
-            ..test_env()
+        // `settings` recorded by `command_line` beside the run's CSV: what reading it says.
+        let read_with = |command_line: &str, settings: Settings| {
+            let env = EnvRecord {
+                command_line: command_line.into(),
+                settings: Some(settings),
+                ..test_env()
+            };
+            env.write(dir.path()).unwrap();
+            (error_of(dir.path()), env)
         };
-        env.write(dir.path()).unwrap();
-        let error = error_of(dir.path());
+        // A validation's own record stands beside validation.md, never a results CSV.
+        let (error, _) = read_with("metaprep validate ref.csv --out v", validate.clone());
         assert!(
             error.contains("beside an env.json of `metaprep validate`, which writes no"),
             "{error}"
         );
         // Its steps runs carry validate's command line and record steps settings: read,
         // and held to step rows as every steps run is.
-        let env = EnvRecord {
-            command_line: "metaprep validate ref.csv --out v".into(),
-            settings: Some(Settings::Steps(validation.steps.clone())),
-            ..test_env()
-        };
-        env.write(dir.path()).unwrap();
-        let error = error_of(dir.path());
+        let steps = Settings::Steps(validation.steps.clone());
+        let (error, env) = read_with("metaprep validate ref.csv --out v", steps);
         assert!(error.contains("which writes only `step` rows"), "{error}");
         write_step_run(dir.path());
         assert_eq!(RunDir::open(dir.path()).unwrap().env, env);
         write_run(dir.path());
         // A dump writes no CSV: one beside its record is another run's, refused by name.
-        let env = EnvRecord {
-            command_line: "metaprep check --dump d --cpu-only".into(),
-            settings: Some(check),
-            ..test_env()
-        };
-        env.write(dir.path()).unwrap();
-        let error = error_of(dir.path());
+        let (error, _) = read_with("metaprep check --dump d --cpu-only", check);
         assert!(
             error.contains("beside an env.json of `metaprep check`, which writes no"),
             "{error}"

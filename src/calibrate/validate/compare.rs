@@ -190,12 +190,9 @@ pub fn compare_cell(
         forward_stretch: None,
     };
     let get = |map: &BTreeMap<Arm, ModelStep>, arm: Arm| {
-        map.get(&arm).copied().with_context(|| {
-            format!(
-                "the model has no step_us for {arm} at forward {} µs, batch {}, block {}",
-                cell.forward_us, cell.batch_size, cell.block
-            )
-        })
+        map.get(&arm)
+            .copied()
+            .with_context(|| format!("the model has no step_us for {arm} at {cell}"))
     };
     // (reference, model) of one arm: by chunk mean where its row has chunks and `by_chunks`
     // allows, else medians.

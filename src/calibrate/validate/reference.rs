@@ -92,6 +92,16 @@ pub struct Cell {
     pub block: u32,
 }
 
+impl std::fmt::Display for Cell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "forward {} µs, batch {}, block {}",
+            self.forward_us, self.batch_size, self.block
+        )
+    }
+}
+
 /// The reference, by cell: each arm's row.
 #[derive(Debug, Clone)]
 pub struct Reference {
@@ -172,12 +182,7 @@ impl Reference {
                 }
             };
             if cells[at].1.insert(arm, row).is_some() {
-                bail!(
-                    "{file}: line {line}: a second row for forward {} µs, batch {}, block {}, {arm}",
-                    cell.forward_us,
-                    cell.batch_size,
-                    cell.block
-                );
+                bail!("{file}: line {line}: a second row for {cell}, {arm}");
             }
         }
         if cells.is_empty() {

@@ -100,22 +100,18 @@ pub fn markdown(
         );
     }
     if let Some(fit) = fit {
-        let c = fit.cell;
         let _ = writeln!(
             r,
-            "The profile was **fitted** before this validation: each arm's host factor (`arm_host_factors`, every host duration of its step times it) was fitted at forward {} µs, batch {}, block {} of `{}`, an untraced run in its own process, and every cell below ran with the fitted profile: {}. Rows marked \"fit cell\" are that cell of this reference: a different process's measurement of the same cell, so they count, but they are not independent of the fit.\n",
-            c.forward_us,
-            c.batch_size,
-            c.block,
+            "The profile was **fitted** before this validation: each arm's host factor (`arm_host_factors`, every host duration of its step times it) was fitted at {} of `{}`, an untraced run in its own process, and every cell below ran with the fitted profile: {}. Rows marked \"fit cell\" are that cell of this reference: a different process's measurement of the same cell, so they count, but they are not independent of the fit.\n",
+            fit.cell,
             fit.file,
             fit.factors.join("; ")
         );
         if let Some(p) = &fit.post_wait {
-            let c = p.cell;
             let _ = writeln!(
                 r,
-                "Then the post-wait table (`post_wait`: what framework calls cost extra after a wait, from metaprep_host.py's probe) was **scaled** to fit eager-sync − graph at forward {} µs, batch {}, block {} of `{}`, another untraced process: {}. Its rows here are marked \"fit cell\" too.\n",
-                c.forward_us, c.batch_size, c.block, p.file, p.phrase
+                "Then the post-wait table (`post_wait`: what framework calls cost extra after a wait, from metaprep_host.py's probe) was **scaled** to fit eager-sync − graph at {} of `{}`, another untraced process: {}. Its rows here are marked \"fit cell\" too.\n",
+                p.cell, p.file, p.phrase
             );
         }
     }
