@@ -6,15 +6,49 @@
 //! results/2026-11-29-h200-read-landing/, issue 25). The sweep times a fixed piece of CPU work
 //! on the measuring core in every round ([`crate::axes::floor_item::HOST_REFERENCE`]), and
 //! writes each host-paced time over that round's reference as a twin row (`<metric>` +
-//! [`PER_HOST_SUFFIX`], unit `x`), formed inside each round like the other paired rows, so a
-//! move of the whole host cancels in it. `compare` shows a row's raw change and its twin's
-//! side by side.
+//! [`TwinReference::suffix`], unit `x`), formed inside each round like the other paired rows, so
+//! a move of the whole host cancels in it. A graph arm's host issue is a replay's launch, whose
+//! speed the CPU work does not follow: its twin is over the same round's one-node empty graph
+//! ([`TwinReference::EmptyGraph`]). `compare` shows a row's raw change and its twin's side by
+//! side.
 
-use crate::axes::Arm;
+use crate::axes::floor_item::HOST_REFERENCE;
+use crate::axes::{Arm, FloorItem};
 use crate::results::csv::STEP_RATIO_VS_EAGER_SYNC;
 
-/// What a twin's metric adds to its row's: `host_issue_us_per_host_ref`.
-pub const PER_HOST_SUFFIX: &str = "_per_host_ref";
+/// What a host-paced time's twin is read over, in each round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TwinReference {
+    /// The host-speed reference: fixed CPU work on the measuring core.
+    HostWork,
+    /// The one-node empty graph's replay: the host's launch path. Between two back-to-back
+    /// default sweeps on the H200 the graph arms' `host_issue_us` moved +38 … +59% and the
+    /// one-node empty graph with it (its rounds 1.57–2.31 µs, then 1.39–1.56), while the CPU
+    /// work moved −3.8% [−10.2, +3.9]; over the one-node graph of their own round the change
+    /// was +5 … +20% (results/2026-12-01-h200-sweep-gpu-paced-aa/main-s6/).
+    EmptyGraph,
+}
+
+impl TwinReference {
+    pub const ALL: [TwinReference; 2] = [TwinReference::HostWork, TwinReference::EmptyGraph];
+
+    /// What the twin's metric adds to its row's: `step_us_per_host_ref`.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            TwinReference::HostWork => "_per_host_ref",
+            TwinReference::EmptyGraph => "_per_empty_graph",
+        }
+    }
+
+    /// The floor row (its `arm`) whose `step_us` the twin is over: `compare` reads the
+    /// reference's own move from it.
+    pub fn floor_arm(self) -> &'static str {
+        match self {
+            TwinReference::HostWork => HOST_REFERENCE,
+            TwinReference::EmptyGraph => FloorItem::EMPTY_GRAPH.name(),
+        }
+    }
+}
 
 /// Whether a prep row's value is set by the host's speed more than by the GPU's: the host's
 /// own times and the read cost, every metric of an eager arm (its launches pace its prep, and
@@ -36,7 +70,7 @@ pub fn host_paced(arm: &str, metric: &str) -> bool {
         metric,
         "host_issue_us" | "host_blocked_us" | "read_cost_us" | STEP_RATIO_VS_EAGER_SYNC
     ) || over_a_launch_floor
-        || (eager && metric != "bytes" && !gpu_paced_eager && raw_of(metric).is_none())
+        || (eager && metric != "bytes" && !gpu_paced_eager && twin_of(metric).is_none())
 }
 
 /// Whether the GPU paces an arm's step (its `step_us` is no host-paced row): the arms the
@@ -45,19 +79,29 @@ pub fn gpu_paced_arm(arm: Arm) -> bool {
     !host_paced(arm.name(), "step_us")
 }
 
-/// Whether the sweep writes a per-host-speed twin of this prep row: a host-paced time.
-pub fn has_host_twin(arm: &str, metric: &str) -> bool {
-    metric.ends_with("_us") && host_paced(arm, metric)
+/// The reference the sweep writes a per-host-speed twin of this prep row over, if any: every
+/// host-paced time has one; a graph arm's host issue is read over the launch path.
+pub fn twin_reference(arm: &str, metric: &str) -> Option<TwinReference> {
+    if !metric.ends_with("_us") || !host_paced(arm, metric) {
+        return None;
+    }
+    let replay = metric == "host_issue_us" && arm.parse::<Arm>().is_ok_and(Arm::uses_graph);
+    Some(match replay {
+        true => TwinReference::EmptyGraph,
+        false => TwinReference::HostWork,
+    })
 }
 
-/// The twin's metric of `metric`.
-pub fn twin_metric(metric: &str) -> String {
-    format!("{metric}{PER_HOST_SUFFIX}")
+/// The twin's metric of `metric` over `reference`.
+pub fn twin_metric(metric: &str, reference: TwinReference) -> String {
+    format!("{metric}{}", reference.suffix())
 }
 
-/// The metric a twin is of; `None` for a row that is not a twin.
-pub fn raw_of(metric: &str) -> Option<&str> {
-    metric.strip_suffix(PER_HOST_SUFFIX)
+/// The metric a twin is of and what it is over; `None` for a row that is not a twin.
+pub fn twin_of(metric: &str) -> Option<(&str, TwinReference)> {
+    TwinReference::ALL
+        .into_iter()
+        .find_map(|r| Some((metric.strip_suffix(r.suffix())?, r)))
 }
 
 #[cfg(test)]
@@ -100,18 +144,36 @@ mod tests {
     }
 
     #[test]
-    fn twins_are_of_host_paced_times_and_name_their_row() {
-        assert!(has_host_twin("eager-sync", "read_cost_us"));
-        assert!(has_host_twin("graph", "host_issue_us"));
-        assert!(
-            !has_host_twin("eager-sync", "gb_s"),
+    fn twins_are_of_host_paced_times_and_name_their_row_and_reference() {
+        use TwinReference::*;
+        assert_eq!(twin_reference("eager-sync", "read_cost_us"), Some(HostWork));
+        assert_eq!(
+            twin_reference("eager-device", "host_issue_us"),
+            Some(HostWork)
+        );
+        for arm in ["graph", "graph-upload", "fused"] {
+            assert_eq!(
+                twin_reference(arm, "host_issue_us"),
+                Some(EmptyGraph),
+                "{arm}"
+            );
+        }
+        assert_eq!(
+            twin_reference("eager-sync", "gb_s"),
+            None,
             "a bandwidth, not a time"
         );
-        assert!(!has_host_twin("graph", STEP_RATIO_VS_EAGER_SYNC));
-        assert!(!has_host_twin("graph", "step_us"), "the GPU paces it");
-        let twin = twin_metric("host_issue_us");
-        assert_eq!(twin, "host_issue_us_per_host_ref");
-        assert_eq!(raw_of(&twin), Some("host_issue_us"));
-        assert_eq!(raw_of("host_issue_us"), None);
+        assert_eq!(twin_reference("graph", STEP_RATIO_VS_EAGER_SYNC), None);
+        assert_eq!(twin_reference("graph", "step_us"), None, "the GPU paces it");
+        for (reference, twin) in [
+            (HostWork, "host_issue_us_per_host_ref"),
+            (EmptyGraph, "host_issue_us_per_empty_graph"),
+        ] {
+            assert_eq!(twin_metric("host_issue_us", reference), twin);
+            assert_eq!(twin_of(twin), Some(("host_issue_us", reference)));
+        }
+        assert_eq!(twin_of("host_issue_us"), None);
+        assert_eq!(EmptyGraph.floor_arm(), "empty-graph");
+        assert!(!host_paced("graph", "host_issue_us_per_empty_graph"));
     }
 }

@@ -126,6 +126,9 @@ struct Compared<'a> {
     new: Value,
     change: Option<Change>,
     per_host: Option<Change>,
+    /// The floor row `per_host` is over: `host-ref`, or `empty-graph` for a graph arm's host
+    /// issue.
+    per_host_over: Option<&'static str>,
     vs_floor: Option<Change>,
     smallest_callable_pct: Option<f64>,
     /// What the change alone says.
@@ -197,6 +200,7 @@ pub fn write(
                     new: Value::of(n),
                     change: m.change,
                     per_host: m.per_host,
+                    per_host_over: m.twin_reference.map(|r| r.floor_arm()),
                     vs_floor: m.vs_floor,
                     smallest_callable_pct: m.smallest_callable_pct,
                     called: m.called.as_str(),

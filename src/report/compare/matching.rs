@@ -5,7 +5,7 @@
 use super::side::{Entry, Side};
 use crate::report::format::{arm_rank, floor_rank, kind_rank, layout_rank};
 use crate::results::csv::{KIND_FLOOR, STEP_RATIO_VS_EAGER_SYNC};
-use crate::results::pacing::raw_of;
+use crate::results::pacing::twin_of;
 use anyhow::{bail, Result};
 use std::collections::HashMap;
 
@@ -106,7 +106,7 @@ pub fn pair(base: &Side, new: &Side, arms: Arms) -> Result<Pairing> {
     let twin_pairs: HashMap<Key, Pair> = matched
         .iter()
         .filter(|(key, _)| key.kind != KIND_FLOOR)
-        .filter_map(|(key, p)| Some((key.with_metric(raw_of(key.metric)?), *p)))
+        .filter_map(|(key, p)| Some((key.with_metric(twin_of(key.metric)?.0), *p)))
         .collect();
     let mut pairing = Pairing {
         only_in_base: only_in_base.into_iter().map(|(_, i)| i).collect(),
@@ -116,7 +116,7 @@ pub fn pair(base: &Side, new: &Side, arms: Arms) -> Result<Pairing> {
     for (key, p) in matched {
         if key.kind == KIND_FLOOR {
             pairing.floors.push(p);
-        } else if raw_of(key.metric).is_none() {
+        } else if twin_of(key.metric).is_none() {
             pairing.twins.push(twin_pairs.get(&key).copied());
             pairing.cells.push(p);
         }

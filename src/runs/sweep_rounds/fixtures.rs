@@ -35,7 +35,7 @@ pub(super) const GRAPH_METRICS: [&str; 9] = [
     "step_us",
     "step_fwd_us",
     "host_issue_us",
-    "host_issue_us_per_host_ref",
+    "host_issue_us_per_empty_graph",
     "gpu_prep_us",
     "bytes",
     "gb_s",

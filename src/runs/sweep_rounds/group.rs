@@ -6,7 +6,9 @@ use crate::harness::bandwidth::{bytes_row, gb_s_row};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::rows::{CellId, RoundLine};
 use crate::results::csv::{Row, STEP_RATIO_VS_EAGER_SYNC};
-use crate::results::pacing::{gpu_paced_arm, has_host_twin, host_paced, twin_metric};
+use crate::results::pacing::{
+    gpu_paced_arm, host_paced, twin_metric, twin_reference, TwinReference,
+};
 use crate::stats::rounds::{over_rounds, paired, per_round, Paired};
 use crate::stats::stopping::{RoundsRule, RoundsStop};
 use crate::stats::summary::Summary;
@@ -203,11 +205,15 @@ impl GroupRounds {
     ) -> Vec<Row> {
         let sync = self.step(Arm::EagerSync);
         let mut rows = Vec::new();
-        let host = floor.host_reference();
         let twin = |cell: &CellId, metric: &str, rounds: &[Vec<f64>], t| {
-            let twinned = !host.is_empty() && has_host_twin(&cell.key.arm, metric);
-            twinned
-                .then(|| cell.paired_row(&twin_metric(metric), "x", (rounds, host), ratio, t))
+            let reference = twin_reference(&cell.key.arm, metric)?;
+            let over = match reference {
+                TwinReference::HostWork => floor.host_reference(),
+                TwinReference::EmptyGraph => floor.item(FloorItem::EMPTY_GRAPH),
+            };
+            let name = twin_metric(metric, reference);
+            (!over.is_empty())
+                .then(|| cell.paired_row(&name, "x", (rounds, over), ratio, t))
                 .flatten()
         };
         let arms = self.arms.iter().zip(&self.by_arm).zip(&self.arm_stops);

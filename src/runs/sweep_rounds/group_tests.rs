@@ -105,13 +105,24 @@ fn twins_per_unit_of_host_speed_cancel_a_drift_the_host_shares() {
     // The raw row keeps the drift.
     let raw = find(&rows, "eager-sync", "step_us");
     assert!(raw.ci_hi / raw.ci_lo > 1.2, "{raw:?}");
-    // A floor measured without the reference (none pushed) gives no twins.
+    // A graph arm's host issue is over the one-node empty graph of its round: 5 µs over
+    // 2.5 µs, and no twin over the CPU work.
+    let replay = find(&rows, "graph", "host_issue_us_per_empty_graph");
+    assert!((replay.median - 2.0).abs() < 1e-9, "{replay:?}");
+    assert!(replay.ci_hi - replay.ci_lo < 1e-9, "{replay:?}");
+    assert!(!rows
+        .iter()
+        .any(|r| r.arm == "graph" && r.metric == "host_issue_us_per_host_ref"));
+    // A floor measured without the reference (none pushed) gives no twins over it, and one
+    // without the empty graph none over that.
     let mut bare = FloorRounds::default();
     for d in DRIFT {
         bare.push(FloorItem::EmptyKernel, samples(2.0 * d));
     }
     let rows = group.rows(&cells(), &bare, RoundsStop::Precision, &[None, None, None]);
-    assert!(!rows.iter().any(|r| r.metric.ends_with("_per_host_ref")));
+    assert!(!rows
+        .iter()
+        .any(|r| r.metric.ends_with("_per_host_ref") || r.metric.ends_with("_per_empty_graph")));
 }
 
 #[test]
@@ -309,7 +320,10 @@ fn gpu_paced_arms_take_rounds_past_max_rounds_and_host_paced_arms_stop_there() {
     for metric in ["step_fwd_us", "host_issue_us"] {
         assert_eq!(of("graph", metric), (6, "max-rounds"), "{metric}");
     }
-    assert_eq!(find(&rows, "graph", "host_issue_us_per_host_ref").rounds, 6);
+    assert_eq!(
+        find(&rows, "graph", "host_issue_us_per_empty_graph").rounds,
+        6
+    );
     // The host issue keeps the drifting rounds' interval, not the steady rounds' after it.
     let issue = find(&rows, "graph", "host_issue_us");
     let drifting_issue = find(&drifting_rows(), "graph", "host_issue_us").clone();

@@ -9,7 +9,7 @@ use crate::report::change::{
 };
 use crate::report::format::{floor_of, is_launch_floor};
 use crate::results::csv::{KIND_FLOOR, KIND_PREP};
-use crate::results::pacing::host_paced;
+use crate::results::pacing::{host_paced, TwinReference};
 use std::collections::BTreeMap;
 
 /// Each side's launch floors (empty kernel, empty graphs): each item's lowest row.
@@ -32,8 +32,9 @@ pub(super) fn launch_floors(side: &Side) -> BTreeMap<&str, &Entry> {
 pub(super) struct References<'s> {
     pub(super) base_floors: BTreeMap<&'s str, &'s Entry>,
     pub(super) new_floors: BTreeMap<&'s str, &'s Entry>,
-    /// The host-speed reference's change, where both sides timed it.
-    pub(super) host: Option<Change>,
+    /// Each twin reference's own change (the host-speed reference's, the one-node empty
+    /// graph's), where both sides timed it.
+    pub(super) twin_references: [(TwinReference, Option<Change>); 2],
     pub(super) threshold_pct: f64,
 }
 
@@ -79,7 +80,12 @@ impl<'s> References<'s> {
         if self.pushes(floor, better) == Some(m.called) && m.vs_floor.is_some_and(|c| c.within(t)) {
             return Some(Verdict::FloorMoved);
         }
-        if self.pushes(self.host, better) == Some(m.called)
+        let reference = self
+            .twin_references
+            .iter()
+            .find(|(r, _)| Some(*r) == m.twin_reference)
+            .and_then(|(_, change)| *change);
+        if self.pushes(reference, better) == Some(m.called)
             && m.per_host.is_some_and(|c| c.within(t))
         {
             return Some(Verdict::HostMoved);

@@ -15,8 +15,10 @@ mod power;
 mod fixtures;
 
 use super::side::{Entry, Side};
+use crate::axes::floor_item::HOST_REFERENCE;
 use crate::report::change::{Change, Verdict};
 use crate::results::csv::KIND_FLOOR;
+use crate::results::pacing::TwinReference;
 
 pub use judge::compare;
 pub use noise_floor::{noise_floor_pct, NOISE_FLOOR_HOST_PCT, NOISE_FLOOR_STEP_PCT};
@@ -33,10 +35,13 @@ pub struct Matched {
     /// not read against a floor (not a prep time, a side without that floor, or two arms
     /// read against different floors).
     pub vs_floor: Option<Change>,
-    /// The change of the row per unit of host speed: of its twin over the host-speed
-    /// reference, formed inside each round ([`crate::results::pacing`]); `None` where a side
+    /// The change of the row per unit of host speed: of its twin over its reference
+    /// ([`Self::twin_reference`]), formed inside each round ([`crate::results::pacing`]); `None` where a side
     /// has no twin.
     pub per_host: Option<Change>,
+    /// What the twin is over: the host-speed reference, or the one-node empty graph for a
+    /// graph arm's host issue.
+    pub twin_reference: Option<TwinReference>,
     /// The smallest change in the worse direction these two intervals could have called
     /// (`slower`), in percent ([`smallest_callable_pct`](crate::report::change::smallest_callable_pct)).
     pub smallest_callable_pct: Option<f64>,
@@ -114,7 +119,7 @@ impl Comparison {
 
     /// The host-speed reference's move, where both sides timed it.
     pub fn host(&self) -> Option<&FloorMove> {
-        judge::host_move(&self.floors, &self.base)
+        judge::floor_move(&self.floors, &self.base, HOST_REFERENCE)
     }
 
     /// The floor times whose whole interval moved beyond the threshold.
