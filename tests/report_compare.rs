@@ -4,6 +4,7 @@
 
 use clap::{CommandFactory, Parser};
 use metaprep::report::compare::{run_compare, CompareArgs, CompareOutcome};
+use metaprep::results::compressed::run_file;
 use metaprep::results::csv::{read_rows, write_rows, Row};
 use metaprep::results::env::EnvRecord;
 use std::path::{Path, PathBuf};
@@ -854,13 +855,13 @@ fn as_a_subcommand_the_help_explains_verdicts_and_exit_status() {
 const AA1: &str = "h200_aa/aa1";
 const AA2: &str = "h200_aa/aa2";
 
-/// A copy of fixture run `name` with its rows edited.
+/// A copy of fixture run `name` with its rows edited (written plain, which a gzipped copy
+/// gives way to).
 fn edited(name: &str, edit: impl FnOnce(&mut Vec<Row>)) -> tempfile::TempDir {
     let dir = copy_of(name);
-    let csv = dir.path().join("metaprep.csv");
-    let mut rows = read_rows(&csv).unwrap();
+    let mut rows = read_rows(&run_file(dir.path(), "metaprep.csv")).unwrap();
     edit(&mut rows);
-    write_rows(&csv, &rows).unwrap();
+    write_rows(&dir.path().join("metaprep.csv"), &rows).unwrap();
     dir
 }
 
@@ -1244,4 +1245,82 @@ fn a_floor_only_base_holds_is_listed_and_never_fails_the_gate() {
     let outcome = compare(&[path(&fixture(AA1)), path(fewer.path())]).unwrap();
     assert_eq!(outcome.exit_code(), 1, "{}", outcome.markdown);
     assert!(outcome.markdown.contains("1 missing (only in BASE)"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// A real A/A pair of default sweeps of build 6278e0b, back to back on one H200, each its own
+// process tree (results/2026-12-02-h200-compare-aa/): every row as wide as the host made it.
+
+const S8_AA1: &str = "h200_aa_s8/aa1";
+const S8_AA2: &str = "h200_aa_s8/aa2";
+
+fn gpu_paced_row(r: &serde_json::Value) -> bool {
+    let (arm, metric) = (r["arm"].as_str().unwrap(), r["metric"].as_str().unwrap());
+    r["kind"] == "prep" && !metaprep::results::pacing::host_paced(arm, metric)
+}
+
+#[test]
+fn a_real_aa_pair_calls_no_gpu_paced_row_and_passes_the_gpu_paced_gate() {
+    let (a, b) = (fixture(S8_AA1), fixture(S8_AA2));
+    let (json, all) = json_of(&[path(&a), path(&b)]);
+    // The host's state moved between the runs: host-paced rows are called, and the default
+    // gate fails on them.
+    assert_eq!(all.exit_code(), 1);
+    assert!(all.slower > 0);
+    assert_eq!(json["gate"], "all");
+    let rows = json["rows"].as_array().unwrap();
+    let gpu_paced: Vec<_> = rows.iter().filter(|r| gpu_paced_row(r)).collect();
+    assert!(gpu_paced.len() > 700, "{}", gpu_paced.len());
+    let called: Vec<_> = (gpu_paced.iter())
+        .filter(|r| ["slower", "faster"].contains(&r["verdict"].as_str().unwrap()))
+        .collect();
+    assert!(called.is_empty(), "{called:?}");
+    // A graph arm's host issue is read over the one-node empty graph, an eager arm's over
+    // the CPU work.
+    for r in rows.iter().filter(|r| r["metric"] == "host_issue_us") {
+        let over = match r["arm"].as_str().unwrap() {
+            "graph" | "graph-upload" | "fused" => "empty-graph",
+            _ => "host-ref",
+        };
+        assert_eq!(r["per_host_over"], over, "{r}");
+    }
+    let (json, gated) = json_of(&[path(&a), path(&b), "--gate", "gpu-paced"]);
+    assert_eq!(gated.exit_code(), 0, "{}", gated.markdown);
+    assert_eq!(json["gate"], "gpu-paced");
+    let line = gated
+        .markdown
+        .lines()
+        .find(|l| l.contains("→ exit 0"))
+        .unwrap();
+    assert!(
+        line.contains(&format!(
+            "`--gate gpu-paced`: {} slower host-paced rows",
+            all.slower
+        )),
+        "{line}"
+    );
+    assert!(gated.markdown.chars().count() < 60_000);
+}
+
+#[test]
+fn the_gpu_paced_gate_fails_a_ten_percent_slower_graph_step_and_a_missing_arm() {
+    let slower = edited(S8_AA2, |rows| {
+        for r in rows.iter_mut().filter(|r| of(r, "graph", "step_us")) {
+            scale(r, 1.1);
+        }
+    });
+    let base = fixture(S8_AA1);
+    let (json, outcome) = json_of(&[path(&base), path(slower.path()), "--gate", "gpu-paced"]);
+    assert_eq!(outcome.exit_code(), 1);
+    let verdicts = verdicts_of(&json, "graph", "step_us");
+    let caught = verdicts
+        .iter()
+        .find(|(v, _)| v == "slower")
+        .map_or(0, |(_, n)| *n);
+    assert!(caught >= 46, "at least 95% of 48 cells: {verdicts:?}");
+    assert_eq!(outcome.slower, caught, "only the planted rows fail it");
+    // Missing rows fail whatever the gate.
+    let without = edited(S8_AA2, |rows| rows.retain(|r| r.arm != "eager-sync"));
+    let outcome = compare(&[path(&base), path(without.path()), "--gate", "gpu-paced"]).unwrap();
+    assert_eq!((outcome.exit_code(), outcome.slower), (1, 0));
 }

@@ -1,6 +1,7 @@
 //! The comparison as JSON (`--json FILE`): the details' data, typed, for scripts.
 
 use super::comparison::{Comparison, PowerClass};
+use super::gate::Gate;
 use super::side::{Entry, Side};
 use crate::report::change::{Change, Verdict};
 use serde::Serialize;
@@ -20,6 +21,8 @@ struct Report<'a> {
     threshold_pct: f64,
     exit_code: u8,
     allow_missing: bool,
+    /// `compare --gate`: which rows called `slower` fail the comparison.
+    gate: &'static str,
     counts: Vec<Count>,
     warnings: &'a [String],
     /// Rows only in BASE: findings between two runs.
@@ -143,6 +146,7 @@ pub fn write(
     warnings: &[String],
     exit_code: u8,
     allow_missing: bool,
+    gate: Gate,
 ) -> serde_json::Result<()> {
     let report = Report {
         report: "metaprep compare",
@@ -152,6 +156,7 @@ pub fn write(
         threshold_pct: c.threshold_pct,
         exit_code,
         allow_missing,
+        gate: gate.as_str(),
         counts: Verdict::ALL
             .iter()
             .map(|&v| Count {

@@ -50,6 +50,7 @@
 //! 28 MB of markdown for 200k × 200k rows.
 
 mod comparison;
+mod gate;
 mod json;
 mod markdown;
 mod matching;
@@ -59,11 +60,12 @@ pub use comparison::{
     compare, noise_floor_pct, Comparison, FloorMove, Matched, PowerClass, NOISE_FLOOR_HOST_PCT,
     NOISE_FLOOR_STEP_PCT,
 };
+pub use gate::Gate;
 pub use markdown::{MAX_REPORT_CHARS, REPORT_HEADER};
 pub use side::{Entry, Names, Side, Which};
 
 use crate::exit::Exit;
-use crate::report::change::{Verdict, DEFAULT_THRESHOLD_PCT};
+use crate::report::change::DEFAULT_THRESHOLD_PCT;
 use crate::results::atomic::{write_atomic, write_atomic_with};
 use crate::results::csv::Row;
 use crate::results::env::describe;
@@ -140,6 +142,13 @@ pub struct CompareArgs {
     /// regression can hide in what NEW no longer measures).
     #[arg(long)]
     pub allow_missing: bool,
+    /// Which rows called `slower` fail the comparison: `all`, or `gpu-paced` (only rows the GPU
+    /// paces; host-paced ones are reported but do not fail it). Use `gpu-paced` where an A/A
+    /// pair of your host calls host-paced rows: between runs on a VM their host's state moves
+    /// them further than their intervals say (docs/compare.md, "Gating on a noisy host").
+    /// Missing and broken rows fail the comparison either way.
+    #[arg(long, value_enum, value_name = "ROWS", default_value_t = Gate::All)]
+    pub gate: Gate,
 }
 
 /// What a comparison found. The caller prints `terminal` and exits with `exit_code()`.
@@ -149,6 +158,7 @@ pub struct CompareOutcome {
     pub markdown: String,
     /// What to print: the report, or with `--out` only the verdict line and the files.
     pub terminal: String,
+    /// Rows called `slower` that fail the comparison under `--gate`.
     pub slower: usize,
     /// Missing and broken rows.
     pub findings: usize,
@@ -328,7 +338,7 @@ pub fn run_compare(args: &CompareArgs) -> Result<CompareOutcome> {
     let mut outcome = CompareOutcome {
         markdown: String::new(),
         terminal: String::new(),
-        slower: comparison.count(Verdict::Slower),
+        slower: comparison.gated_slower(args.gate),
         findings: comparison.findings(),
         allow_missing: args.allow_missing,
         written: Vec::new(),
@@ -338,6 +348,7 @@ pub fn run_compare(args: &CompareArgs) -> Result<CompareOutcome> {
         machine: &machine,
         exit_code: outcome.exit_code(),
         allow_missing: args.allow_missing,
+        gate: args.gate,
     };
     outcome.markdown = markdown::pull_request(&comparison, &context);
     let mut written = Vec::new();
@@ -353,6 +364,7 @@ pub fn run_compare(args: &CompareArgs) -> Result<CompareOutcome> {
                 &warnings,
                 context.exit_code,
                 args.allow_missing,
+                args.gate,
             )
             .context("serialising the comparison as JSON")
         })?;
@@ -372,7 +384,7 @@ pub fn run_compare(args: &CompareArgs) -> Result<CompareOutcome> {
             );
             format!(
                 "{}\n{}\n",
-                markdown::verdict_line(&comparison, context.exit_code),
+                markdown::verdict_line(&comparison, &context),
                 written.join("; ")
             )
         }

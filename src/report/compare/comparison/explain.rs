@@ -133,13 +133,13 @@ impl<'s> References<'s> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::{cell, floor, row_of, verdicts, wide};
+    use super::super::fixtures::{cell, floor, row_of, twin, verdicts};
     use super::super::Comparison;
     use crate::axes::floor_item::HOST_REFERENCE;
     use crate::report::change::Verdict;
     use crate::report::compare::compare_rows;
-    use crate::results::csv::test_rows::row;
     use crate::results::csv::Row;
+    use crate::results::pacing::TwinReference;
 
     #[test]
     fn floors_get_no_verdict_and_are_yardsticks_for_their_own_arms() {
@@ -247,15 +247,10 @@ mod tests {
             vec![
                 floor(HOST_REFERENCE, up(1.5, host_pct), 0.3),
                 cell("graph", "host_issue_us", up(1.3, row_pct), 3.0),
-                wide(
-                    row(
-                        "prep",
-                        "dsa_decode",
-                        "graph",
-                        4,
-                        "host_issue_us_per_host_ref",
-                        up(0.9, twin_pct),
-                    ),
+                twin(
+                    "graph",
+                    "host_issue_us_per_host_ref",
+                    up(0.9, twin_pct),
                     0.5,
                 ),
             ]
@@ -284,21 +279,11 @@ mod tests {
     /// raw and +23.8% [−0.8, +41.6] per unit of host speed.
     #[test]
     fn a_host_paced_call_its_change_per_unit_of_host_speed_does_not_make_is_uncertain() {
-        let side = |host: f64, raw: f64, raw_pct: f64, twin: f64, twin_pct: f64| {
+        let side = |host: f64, raw: f64, raw_pct: f64, twin_us: f64, twin_pct: f64| {
             vec![
                 floor(HOST_REFERENCE, host, 13.0),
                 cell("fused", "host_issue_us", raw, raw_pct),
-                wide(
-                    row(
-                        "prep",
-                        "dsa_decode",
-                        "fused",
-                        4,
-                        "host_issue_us_per_host_ref",
-                        twin,
-                    ),
-                    twin_pct,
-                ),
+                twin("fused", "host_issue_us_per_host_ref", twin_us, twin_pct),
             ]
         };
         let base = side(1.21, 1.22, 4.0, 1.00, 4.0);
@@ -354,5 +339,40 @@ mod tests {
             cell("graph", "floor_multiple", 5.0, 0.5),
         ];
         assert_eq!(multiple(&slower_floor), Verdict::Slower);
+    }
+
+    /// A graph arm's host issue is read over the one-node empty graph of its round: the CPU
+    /// work moving explains nothing of it, the empty graph moving does.
+    #[test]
+    fn a_replays_host_issue_is_excused_only_by_the_empty_graph_it_is_read_over() {
+        let up = |v: f64, pct: f64| v * (1.0 + pct / 100.0);
+        let side = |host_pct: f64, graph_pct: f64, row_pct: f64, twin_pct: f64| {
+            vec![
+                floor(HOST_REFERENCE, up(1.5, host_pct), 0.3),
+                floor("empty-graph", up(1.9, graph_pct), 0.3),
+                cell("graph", "host_issue_us", up(1.3, row_pct), 3.0),
+                twin(
+                    "graph",
+                    "host_issue_us_per_empty_graph",
+                    up(0.7, twin_pct),
+                    0.5,
+                ),
+            ]
+        };
+        let base = side(0.0, 0.0, 0.0, 0.0);
+        let c = compare_rows(&base, &side(0.0, 50.0, 50.0, 0.2), None, 2.0).unwrap();
+        let m = row_of(&c, "graph", "host_issue_us");
+        assert_eq!((m.called, m.verdict), (Verdict::Slower, Verdict::HostMoved));
+        assert_eq!(m.twin_reference, Some(TwinReference::EmptyGraph));
+        // The CPU work moved as much, the empty graph did not: the twin over the empty graph
+        // holds, so the raw call is not shown, but nothing moved that explains it.
+        let c = compare_rows(&base, &side(50.0, 0.0, 50.0, 0.2), None, 2.0).unwrap();
+        let m = row_of(&c, "graph", "host_issue_us");
+        assert_eq!((m.called, m.verdict), (Verdict::Slower, Verdict::Uncertain));
+        // Over the empty graph the row rose too: slower.
+        assert_eq!(
+            verdicts(&base, &side(0.0, 50.0, 80.0, 20.0)),
+            [Verdict::Slower]
+        );
     }
 }

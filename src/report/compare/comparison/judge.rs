@@ -387,4 +387,99 @@ mod tests {
             .to_string()
             .contains("no cell of BASE matches a cell of NEW"));
     }
+
+    /// One cell of dsa_decode at bs 4: the empty kernel (unchanged), eager-sync's step and
+    /// graph's, each (median, ±%), and the rows made of them: eager-sync's floor multiple
+    /// (±1%), graph's (±0.5%) and graph's ratio over eager-sync (±1%).
+    fn derived_side(
+        sync: (f64, f64),
+        multiples: (f64, f64),
+        ratio: f64,
+    ) -> Vec<crate::results::csv::Row> {
+        use super::super::fixtures::floor;
+        vec![
+            floor("empty-kernel", 4.0, 5.0),
+            cell("eager-sync", "step_us", sync.0, sync.1),
+            cell("graph", "step_us", 10.0, 0.5),
+            cell("eager-sync", "floor_multiple", multiples.0, 1.0),
+            cell("graph", "floor_multiple", multiples.1, 0.5),
+            cell("graph", "step_ratio_vs_eager_sync", ratio, 1.0),
+        ]
+    }
+
+    #[test]
+    fn a_host_paced_ratio_calls_only_what_a_time_it_is_made_of_calls() {
+        use super::super::fixtures::row_of;
+        let base = derived_side((40.0, 10.0), (10.0, 2.0), 0.25);
+        // As in an A/A pair on the H200: the eager floor multiple −20% with a narrow interval
+        // while its step moved −1% within ±10%; the graph arm's GPU-paced multiple the same.
+        let aa = derived_side((39.6, 10.0), (8.0, 1.6), 0.20);
+        let c = compare_rows(&base, &aa, None, 2.0).unwrap();
+        let of = |arm, metric| {
+            let m = row_of(&c, arm, metric);
+            (m.called, m.verdict)
+        };
+        assert_eq!(
+            of("eager-sync", "step_us"),
+            (Verdict::Uncertain, Verdict::Uncertain)
+        );
+        assert_eq!(
+            of("eager-sync", "floor_multiple"),
+            (Verdict::Faster, Verdict::Uncertain)
+        );
+        assert_eq!(
+            of("graph", "step_ratio_vs_eager_sync"),
+            (Verdict::Faster, Verdict::Uncertain)
+        );
+        assert_eq!(
+            of("graph", "floor_multiple"),
+            (Verdict::Faster, Verdict::Faster),
+            "the GPU paces it: its own call stands"
+        );
+        let m = row_of(&c, "eager-sync", "floor_multiple");
+        let step = row_of(&c, "eager-sync", "step_us");
+        assert!(
+            m.smallest_callable_pct >= step.smallest_callable_pct,
+            "it can see no less than its step: {m:?} {step:?}"
+        );
+
+        // Eager-sync's step slower beyond its interval: the ratio over it falls, called.
+        let slower_sync = derived_side((60.0, 3.0), (15.0, 2.0), 0.166);
+        let c = compare_rows(&base, &slower_sync, None, 2.0).unwrap();
+        let of = |arm, metric| row_of(&c, arm, metric).verdict;
+        assert_eq!(of("eager-sync", "step_us"), Verdict::Slower);
+        assert_eq!(of("eager-sync", "floor_multiple"), Verdict::Slower);
+        assert_eq!(of("graph", "step_ratio_vs_eager_sync"), Verdict::Faster);
+    }
+
+    #[test]
+    fn a_bandwidth_takes_the_verdict_of_its_prep_time_when_the_host_explains_or_clouds_it() {
+        use super::super::fixtures::{floor, row_of, twin};
+        use crate::axes::floor_item::HOST_REFERENCE;
+        // Eager-device's prep time +30% raw, +0.5% per unit of host speed, the host reference
+        // unchanged: the prep time is uncertain, and so its bandwidth.
+        let side = |prep: f64, gb_s: f64, per_host: f64| {
+            vec![
+                floor(HOST_REFERENCE, 1.5, 0.3),
+                cell("eager-device", "gpu_prep_us", prep, 3.0),
+                twin("eager-device", "gpu_prep_us_per_host_ref", per_host, 0.5),
+                cell("eager-device", "bytes", 8000.0, 0.0),
+                cell("eager-device", "gb_s", gb_s, 3.0),
+            ]
+        };
+        let c = compare_rows(&side(10.0, 0.8, 6.0), &side(13.0, 0.615, 6.03), None, 2.0).unwrap();
+        let prep = row_of(&c, "eager-device", "gpu_prep_us");
+        assert_eq!(
+            (prep.called, prep.verdict),
+            (Verdict::Slower, Verdict::Uncertain)
+        );
+        let gb_s = row_of(&c, "eager-device", "gb_s");
+        assert_eq!(
+            (gb_s.called, gb_s.verdict),
+            (Verdict::Slower, Verdict::Uncertain)
+        );
+        // Per unit of host speed the prep rose as much: both slower.
+        let c = compare_rows(&side(10.0, 0.8, 6.0), &side(13.0, 0.615, 7.8), None, 2.0).unwrap();
+        assert_eq!(row_of(&c, "eager-device", "gb_s").verdict, Verdict::Slower);
+    }
 }

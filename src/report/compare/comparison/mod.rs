@@ -14,6 +14,7 @@ mod power;
 #[cfg(test)]
 mod fixtures;
 
+use super::gate::Gate;
 use super::side::{Entry, Side};
 use crate::axes::floor_item::HOST_REFERENCE;
 use crate::report::change::{Change, Verdict};
@@ -79,6 +80,17 @@ pub struct Comparison {
 impl Comparison {
     pub fn count(&self, verdict: Verdict) -> usize {
         self.matched.iter().filter(|m| m.verdict == verdict).count()
+    }
+
+    /// The rows called `slower` that fail the comparison under `gate`.
+    pub fn gated_slower(&self, gate: Gate) -> usize {
+        (self.matched.iter())
+            .filter(|m| m.verdict == Verdict::Slower)
+            .filter(|m| {
+                let (b, n) = self.entries(m);
+                gate.fails(&b.arm, &n.arm, &n.metric)
+            })
+            .count()
     }
 
     pub fn entries(&self, m: &Matched) -> (&Entry, &Entry) {

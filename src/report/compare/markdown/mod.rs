@@ -12,6 +12,7 @@ mod power;
 mod table;
 
 use super::comparison::{Comparison, Matched};
+use super::gate::Gate;
 use crate::report::change::Verdict;
 use crate::results::env::Difference;
 use findings::{write_findings, write_only_in_new};
@@ -39,10 +40,11 @@ pub struct Context<'a> {
     /// The exit status the comparison gives.
     pub exit_code: u8,
     pub allow_missing: bool,
+    pub gate: Gate,
 }
 
 /// The one line of verdict counts every report and the terminal lead with.
-pub fn verdict_line(c: &Comparison, exit_code: u8) -> String {
+pub fn verdict_line(c: &Comparison, context: &Context) -> String {
     let counts: Vec<String> = Verdict::ALL
         .iter()
         .filter_map(|&v| {
@@ -61,11 +63,20 @@ pub fn verdict_line(c: &Comparison, exit_code: u8) -> String {
         ),
         None => format!("{} missing (only in BASE)", c.missing().len()),
     };
+    let ungated = c.count(Verdict::Slower) - c.gated_slower(context.gate);
+    let gate = match ungated {
+        0 => String::new(),
+        n => format!(
+            " (`--gate {}`: {n} slower host-paced rows do not fail it)",
+            context.gate.as_str()
+        ),
+    };
     format!(
-        "**{}** ({} matched; {missing}, {} only in NEW) → exit {exit_code}",
+        "**{}** ({} matched; {missing}, {} only in NEW) → exit {}{gate}",
         counts.join(" · "),
         c.matched.len(),
         c.only_in_new.len(),
+        context.exit_code,
     )
 }
 
