@@ -6,6 +6,7 @@
 //! each class of rows in `power`, the references that explain a call in `explain`, and the
 //! pairing and judging of every row in `judge`.
 
+mod derived;
 mod explain;
 mod judge;
 mod noise_floor;
@@ -19,7 +20,7 @@ use super::side::{Entry, Side};
 use crate::axes::floor_item::HOST_REFERENCE;
 use crate::report::change::{Change, Verdict};
 use crate::results::csv::KIND_FLOOR;
-use crate::results::pacing::TwinReference;
+use crate::results::pacing::{twin_of, TwinReference};
 
 pub use judge::compare;
 pub use noise_floor::{noise_floor_pct, NOISE_FLOOR_HOST_PCT, NOISE_FLOOR_STEP_PCT};
@@ -104,7 +105,9 @@ impl Comparison {
     /// Rows only BASE holds that fail the comparison (unless `--allow-missing`): its cells'
     /// rows between two runs; none between two arms, which hold different metrics by design.
     /// A floor NEW lacks (an item an older build did not time) is a yardstick, not a result:
-    /// floors never fail the comparison.
+    /// floors never fail the comparison, and neither does a twin NEW lacks (a graph arm's
+    /// host issue is read over the empty graph since build `6278e0b`, over the CPU work
+    /// before).
     pub fn missing(&self) -> Vec<usize> {
         self.only_in_base(false)
     }
@@ -116,8 +119,10 @@ impl Comparison {
     }
 
     fn only_in_base(&self, extras: bool) -> Vec<usize> {
-        let finding =
-            |i: &&usize| self.arms.is_none() && &*self.base.entries[**i].kind != KIND_FLOOR;
+        let finding = |i: &&usize| {
+            let e = &self.base.entries[**i];
+            self.arms.is_none() && &*e.kind != KIND_FLOOR && twin_of(&e.metric).is_none()
+        };
         (self.only_in_base.iter())
             .filter(|i| finding(i) != extras)
             .copied()
