@@ -1304,21 +1304,52 @@ fn a_real_aa_pair_calls_no_gpu_paced_row_and_passes_the_gpu_paced_gate() {
 
 #[test]
 fn the_gpu_paced_gate_fails_a_ten_percent_slower_graph_step_and_a_missing_arm() {
+    // A graph step 10% slower: its floor multiple (over the empty graphs, which did not
+    // move) and its ratio over eager-sync rise with it.
     let slower = edited(S8_AA2, |rows| {
-        for r in rows.iter_mut().filter(|r| of(r, "graph", "step_us")) {
+        for r in rows.iter_mut().filter(|r| {
+            ["step_us", "floor_multiple", "step_ratio_vs_eager_sync"]
+                .iter()
+                .any(|m| of(r, "graph", m))
+        }) {
             scale(r, 1.1);
         }
     });
     let base = fixture(S8_AA1);
     let (json, outcome) = json_of(&[path(&base), path(slower.path()), "--gate", "gpu-paced"]);
     assert_eq!(outcome.exit_code(), 1);
-    let verdicts = verdicts_of(&json, "graph", "step_us");
-    let caught = verdicts
+    let slower_of = |metric| {
+        let verdicts = verdicts_of(&json, "graph", metric);
+        let n = (verdicts.iter().find(|(v, _)| v == "slower")).map_or(0, |(_, n)| *n);
+        (n, verdicts)
+    };
+    let (steps, verdicts) = slower_of("step_us");
+    assert!(steps >= 46, "at least 95% of 48 cells: {verdicts:?}");
+    let (multiples, verdicts) = slower_of("floor_multiple");
+    assert!(multiples >= 46, "{verdicts:?}");
+    // The ratio over eager-sync is host-paced: called (with the step), but not gated.
+    let (ratios, verdicts) = slower_of("step_ratio_vs_eager_sync");
+    assert!(ratios >= 24, "{verdicts:?}");
+    assert_eq!(
+        outcome.slower,
+        steps + multiples,
+        "only the GPU-paced planted rows fail it"
+    );
+    assert_eq!(json["gated_slower"], outcome.slower);
+    let rows = json["rows"].as_array().unwrap();
+    let failing = rows.iter().filter(|r| r["fails"] == true).count();
+    assert_eq!(failing, outcome.slower);
+    assert!(rows
         .iter()
-        .find(|(v, _)| v == "slower")
-        .map_or(0, |(_, n)| *n);
-    assert!(caught >= 46, "at least 95% of 48 cells: {verdicts:?}");
-    assert_eq!(outcome.slower, caught, "only the planted rows fail it");
+        .filter(|r| r["fails"] == true)
+        .all(|r| r["arm"] == "graph" && r["verdict"] == "slower"));
+    // The report marks what does not fail it, and lists what does first.
+    let md = &outcome.markdown;
+    let first_ungated = md
+        .find("slower (not gated)")
+        .unwrap_or_else(|| panic!("{md}"));
+    let last_failing = md.rfind("| **slower** |").unwrap();
+    assert!(last_failing < first_ungated);
     // Missing rows fail whatever the gate.
     let without = edited(S8_AA2, |rows| rows.retain(|r| r.arm != "eager-sync"));
     let outcome = compare(&[path(&base), path(without.path()), "--gate", "gpu-paced"]).unwrap();

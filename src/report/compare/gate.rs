@@ -15,9 +15,10 @@ pub enum Gate {
     /// Every row called `slower` fails the comparison.
     #[default]
     All,
-    /// Only rows the GPU paces fail it (graph, graph-upload and fused times and bandwidths,
-    /// the graph arms' floor multiples, eager-device's step with the forward); host-paced rows
-    /// called `slower` are still reported, with the smallest change they could see.
+    /// Only rows the GPU paces fail it (the graph arms' step, forward and prep times and
+    /// bandwidths, graph's and graph-upload's floor multiples, eager-device's step with the
+    /// forward); host-paced rows called `slower` are still reported, marked "not gated", with
+    /// the smallest change they could see.
     GpuPaced,
 }
 

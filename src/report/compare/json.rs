@@ -1,7 +1,6 @@
 //! The comparison as JSON (`--json FILE`): the details' data, typed, for scripts.
 
 use super::comparison::{Comparison, PowerClass};
-use super::gate::Gate;
 use super::side::{Entry, Side};
 use crate::report::change::{Change, Verdict};
 use serde::Serialize;
@@ -23,6 +22,8 @@ struct Report<'a> {
     allow_missing: bool,
     /// `compare --gate`: which rows called `slower` fail the comparison.
     gate: &'static str,
+    /// The rows called `slower` that fail it under `gate`.
+    gated_slower: usize,
     counts: Vec<Count>,
     warnings: &'a [String],
     /// Rows only in BASE: findings between two runs.
@@ -137,6 +138,8 @@ struct Compared<'a> {
     /// What the change alone says.
     called: &'static str,
     verdict: &'static str,
+    /// Whether this row fails the comparison (`slower`, and a row `gate` fails on).
+    fails: bool,
 }
 
 /// Writes the comparison as one JSON document (a line) to `out`.
@@ -146,7 +149,6 @@ pub fn write(
     warnings: &[String],
     exit_code: u8,
     allow_missing: bool,
-    gate: Gate,
 ) -> serde_json::Result<()> {
     let report = Report {
         report: "metaprep compare",
@@ -156,7 +158,8 @@ pub fn write(
         threshold_pct: c.threshold_pct,
         exit_code,
         allow_missing,
-        gate: gate.as_str(),
+        gate: c.gate.as_str(),
+        gated_slower: c.gated_slower(),
         counts: Verdict::ALL
             .iter()
             .map(|&v| Count {
@@ -210,6 +213,7 @@ pub fn write(
                     smallest_callable_pct: m.smallest_callable_pct,
                     called: m.called.as_str(),
                     verdict: m.verdict.as_str(),
+                    fails: c.fails(m),
                 }
             })
             .collect(),

@@ -24,19 +24,25 @@
 //! ([`crate::results::pacing::host_paced`]) called `slower` or `faster` becomes `floor moved`
 //! when its *own* floor (the one it is read against: the empty kernel for eager arms, the
 //! empty graph of as many nodes for graph arms) moved beyond the threshold the same way and
-//! its change over that floor is shown *within* the threshold; `host moved` when the
-//! host-speed reference (fixed CPU work on the measuring core, timed every round) did so and
-//! its change per unit of host speed (its twin row, formed inside each round) is shown
-//! within the threshold. A floor multiple is `floor moved` when its floor moved the other way
-//! beyond the threshold and the cell's `step_us` is shown within it; a prep's `gb_s` follows
-//! its `gpu_prep_us` when the bytes held. No floor excuses a row it is not read against, and
+//! its change over that floor is shown *within* the threshold; `host moved` when its twin's
+//! reference (the host-speed reference, fixed CPU work on the measuring core; for a graph
+//! arm's `host_issue_us` the one-node empty graph) did so and its change per unit of that
+//! reference (its twin row, formed inside each round) is shown within the threshold. A floor
+//! multiple is `floor moved` when its floor moved the other way beyond the threshold and the
+//! cell's `step_us` is shown within it. A row derived from a cell's times (floor multiple,
+//! ratio over eager-sync, bandwidth) calls only what one of those times calls
+//! (`comparison/derived.rs`). No floor excuses a row it is not read against, and
 //! an interval stacked from four intervals that merely fails to prove a change over the floor
 //! is no proof: on build `0ff8bee` that rule turned a +20% eager-sync `step_us` in every cell
 //! of a real A/A pair into 48 of 48 `floor moved` (issue 25).
 //!
 //! **Missing and broken.** Rows, cells or arms only in BASE, and rows of NEW without an
 //! interval where BASE has one (`broken`), fail the comparison unless `--allow-missing`, and
-//! the report names them first. Between two arms, rows one arm lacks are not findings.
+//! the report names them first. Between two arms, rows one arm lacks are not findings, and
+//! neither is a twin only BASE holds.
+//!
+//! **The gate.** `--gate all` fails on every `slower` row; `--gate gpu-paced` only on rows the
+//! GPU paces ([`Gate`]), for hosts whose A/A calls host-paced rows.
 //!
 //! **Power.** Each row's "could call" is the smallest slower change its two intervals could
 //! have called ([`crate::report::change::smallest_callable_pct`]); the report's head gives
@@ -81,7 +87,9 @@ use std::path::{Path, PathBuf};
 /// whole interval beyond the threshold in the better / worse direction; lower is better for
 /// times, higher for throughput and occupancy) or `uncertain`; `floor moved` / `host moved`
 /// where the row's own floor or the host-speed reference moved beyond the threshold the same
-/// way and the row's change over it is shown within the threshold; `broken` where NEW lost the
+/// way and the row's change over it is shown within the threshold (the host moving: the
+/// CPU-work reference, or the one-node empty graph for a graph replay's host issue); a ratio
+/// or bandwidth only where a time it is made of makes the call; `broken` where NEW lost the
 /// interval BASE has. An arm's times also show their change vs floor (over the floor the arm is
 /// read against) and host-paced rows their change per unit of host speed; every row shows the
 /// smallest slower change it could have called.
@@ -96,7 +104,8 @@ use std::path::{Path, PathBuf};
 /// (GPU, driver, CPU, git revision) may differ: the report's Environment section shows it
 /// and how each floor moved; floors get no verdict and never fail the comparison.
 ///
-/// Exit status: 0, or 1 when any cell got slower, or any row, cell or arm of BASE is missing
+/// Exit status: 0, or 1 when any cell got slower (with --gate gpu-paced: any row the GPU
+/// paces), or any row, cell or arm of BASE is missing
 /// from NEW or lost its interval (unless --allow-missing), or 2 on bad input or differing
 /// settings. `floor moved` and `host moved` rows, which the machine explains, do not fail it.
 #[derive(Debug, Clone, PartialEq, clap::Args)]
@@ -334,11 +343,12 @@ pub fn run_compare(args: &CompareArgs) -> Result<CompareOutcome> {
     let new = Side::load(Which::New, &args.new, &mut names)?;
     let (warnings, machine) = read_settings(&base, &new, args.allow_mismatch)?;
     let arms = args.base_arm.as_deref().zip(args.new_arm.as_deref());
-    let comparison = compare(base, new, arms, args.threshold)?;
+    let mut comparison = compare(base, new, arms, args.threshold)?;
+    comparison.gate = args.gate;
     let mut outcome = CompareOutcome {
         markdown: String::new(),
         terminal: String::new(),
-        slower: comparison.gated_slower(args.gate),
+        slower: comparison.gated_slower(),
         findings: comparison.findings(),
         allow_missing: args.allow_missing,
         written: Vec::new(),
@@ -348,7 +358,6 @@ pub fn run_compare(args: &CompareArgs) -> Result<CompareOutcome> {
         machine: &machine,
         exit_code: outcome.exit_code(),
         allow_missing: args.allow_missing,
-        gate: args.gate,
     };
     outcome.markdown = markdown::pull_request(&comparison, &context);
     let mut written = Vec::new();
@@ -364,7 +373,6 @@ pub fn run_compare(args: &CompareArgs) -> Result<CompareOutcome> {
                 &warnings,
                 context.exit_code,
                 args.allow_missing,
-                args.gate,
             )
             .context("serialising the comparison as JSON")
         })?;

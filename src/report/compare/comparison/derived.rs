@@ -41,41 +41,35 @@ pub(super) fn follow_derived(base: &Side, new: &Side, refs: &References, matched
     let bytes = by_cell("bytes", matched);
     for i in 0..matched.len() {
         let (be, ne) = (&base.entries[matched[i].base], &new.entries[matched[i].new]);
+        // Two arms are two programs: a derived row of one against the other's is judged on
+        // its own, as `explain` judges their times.
+        if be.arm != ne.arm {
+            continue;
+        }
         let cell = cell_of(be, ne);
         let sibling = |index: &HashMap<CellOf, usize>, cell: &CellOf| index.get(cell).copied();
         let step = sibling(&steps, &cell);
-        // The rows a derived row is made of, each with whether it moves the same way: a ratio
-        // over eager-sync rises when eager-sync's step falls.
-        let sources: Vec<(usize, bool)> = match &*ne.metric {
+        // The rows a derived row is made of, each with whether it moves the same way (a ratio
+        // over eager-sync rises when eager-sync's step falls), and a floor multiple its floor
+        // explains.
+        let (sources, floor_moved): (Vec<(usize, bool)>, bool) = match &*ne.metric {
             "floor_multiple" => {
                 let step_change = step.and_then(|s| matched[s].change);
-                if refs.explain_multiple(&matched[i], be, ne, step_change) {
-                    matched[i].verdict = Verdict::FloorMoved;
-                    continue;
-                }
-                step.map(|s| (s, true)).into_iter().collect()
+                let explained = refs.explain_multiple(&matched[i], be, ne, step_change);
+                (step.map(|s| (s, true)).into_iter().collect(), explained)
             }
             STEP_RATIO_VS_EAGER_SYNC => {
-                let sync = (
-                    cell.0,
-                    cell.1,
-                    cell.2,
-                    cell.3,
-                    cell.4,
-                    "eager-sync",
-                    "eager-sync",
-                );
+                let (kind, family, layout, bs, block, _, _) = cell;
+                let sync = (kind, family, layout, bs, block, "eager-sync", "eager-sync");
                 let sync = sibling(&steps, &sync);
-                [step.map(|s| (s, true)), sync.map(|s| (s, false))]
-                    .into_iter()
-                    .flatten()
-                    .collect()
+                let sources = [step.map(|s| (s, true)), sync.map(|s| (s, false))];
+                (sources.into_iter().flatten().collect(), false)
             }
             "gb_s" if &*ne.kind == KIND_PREP => {
                 let same_bytes =
                     sibling(&bytes, &cell).is_some_and(|b| matched[b].verdict == Verdict::Same);
                 let prep = sibling(&preps, &cell).filter(|_| same_bytes);
-                prep.map(|p| (p, true)).into_iter().collect()
+                (prep.map(|p| (p, true)).into_iter().collect(), false)
             }
             _ => continue,
         };
@@ -84,10 +78,15 @@ pub(super) fn follow_derived(base: &Side, new: &Side, refs: &References, matched
             .map(|(j, same)| (&matched[j], same))
             .collect();
         let paced_by_host = host_paced(&ne.arm, &ne.metric);
-        let verdict = followed(&matched[i], paced_by_host, &sources);
+        let verdict = match floor_moved {
+            true => Some(Verdict::FloorMoved),
+            false => followed(&matched[i], paced_by_host, &sources),
+        };
         // A host-paced derived row calls only what a source calls too: it can see no smaller
-        // change than the most powerful of them.
+        // change than the most powerful source moving its way (a source moving the other way
+        // has its power the other way, which its row does not give).
         let sources_power = (sources.iter())
+            .filter(|(_, same_way)| *same_way)
             .filter_map(|(s, _)| s.smallest_callable_pct)
             .reduce(f64::min);
         let row = &mut matched[i];

@@ -1,6 +1,7 @@
 //! Pairing two sides and judging every pair: each row's call, then the relabels the
 //! references prove.
 
+use super::super::gate::Gate;
 use super::super::matching::{pair, Arms, Pair, Pairing};
 use super::super::side::Side;
 use super::derived::follow_derived;
@@ -84,6 +85,7 @@ pub fn compare(base: Side, new: Side, arms: Arms, threshold_pct: f64) -> Result<
     Ok(Comparison {
         arms: arms.map(|(b, n)| (b.to_string(), n.to_string())),
         threshold_pct,
+        gate: Gate::All,
         matched,
         floors,
         only_in_base,

@@ -69,6 +69,8 @@ pub struct Comparison {
     /// `Some((base arm, new arm))` when two arms are compared.
     pub arms: Option<(String, String)>,
     pub threshold_pct: f64,
+    /// Which rows called `slower` fail the comparison (`--gate`; `all` unless set).
+    pub gate: Gate,
     /// In table order: kind, family, layout, batch size, block size, arm, metric.
     pub matched: Vec<Matched>,
     /// In the floor's order: launches, copies, the harness and the host-speed reference.
@@ -83,15 +85,16 @@ impl Comparison {
         self.matched.iter().filter(|m| m.verdict == verdict).count()
     }
 
-    /// The rows called `slower` that fail the comparison under `gate`.
-    pub fn gated_slower(&self, gate: Gate) -> usize {
-        (self.matched.iter())
-            .filter(|m| m.verdict == Verdict::Slower)
-            .filter(|m| {
-                let (b, n) = self.entries(m);
-                gate.fails(&b.arm, &n.arm, &n.metric)
-            })
-            .count()
+    /// Whether `m` fails the comparison: called `slower`, of a kind of row [`Self::gate`]
+    /// fails on.
+    pub fn fails(&self, m: &Matched) -> bool {
+        let (b, n) = self.entries(m);
+        m.verdict == Verdict::Slower && self.gate.fails(&b.arm, &n.arm, &n.metric)
+    }
+
+    /// The rows called `slower` that fail the comparison under [`Self::gate`].
+    pub fn gated_slower(&self) -> usize {
+        self.matched.iter().filter(|m| self.fails(m)).count()
     }
 
     pub fn entries(&self, m: &Matched) -> (&Entry, &Entry) {

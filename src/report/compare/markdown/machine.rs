@@ -69,8 +69,8 @@ pub(super) fn write_host_and_floors(out: &mut String, c: &Comparison) {
     writeln!(
         out,
         "- Calls explained: {} `floor moved` (own floor moved that way, change over it within \
-         ±{t}%), {} `host moved` (the host reference moved that way, change per unit of host \
-         speed within ±{t}%); neither fails the comparison.\n",
+         ±{t}%), {} `host moved` (the twin's reference moved that way, change per unit of it \
+         within ±{t}%); neither fails the comparison.\n",
         c.count(Verdict::FloorMoved),
         c.count(Verdict::HostMoved)
     )

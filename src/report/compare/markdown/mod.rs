@@ -12,7 +12,6 @@ mod power;
 mod table;
 
 use super::comparison::{Comparison, Matched};
-use super::gate::Gate;
 use crate::report::change::Verdict;
 use crate::results::env::Difference;
 use findings::{write_findings, write_only_in_new};
@@ -40,7 +39,6 @@ pub struct Context<'a> {
     /// The exit status the comparison gives.
     pub exit_code: u8,
     pub allow_missing: bool,
-    pub gate: Gate,
 }
 
 /// The one line of verdict counts every report and the terminal lead with.
@@ -63,12 +61,12 @@ pub fn verdict_line(c: &Comparison, context: &Context) -> String {
         ),
         None => format!("{} missing (only in BASE)", c.missing().len()),
     };
-    let ungated = c.count(Verdict::Slower) - c.gated_slower(context.gate);
+    let ungated = c.count(Verdict::Slower) - c.gated_slower();
     let gate = match ungated {
         0 => String::new(),
         n => format!(
             " (`--gate {}`: {n} slower host-paced rows do not fail it)",
-            context.gate.as_str()
+            c.gate.as_str()
         ),
     };
     format!(
@@ -92,10 +90,13 @@ pub fn pull_request(c: &Comparison, context: &Context) -> String {
     write_environment(&mut tail, c, context.machine);
     write_only_in_new(&mut tail, c, Some(LISTED_FINDINGS));
 
-    let called: Vec<&Matched> = CALLED
+    // By verdict, and slower rows the gate does not fail on last: what fails the job is
+    // never cut for them.
+    let mut called: Vec<&Matched> = CALLED
         .iter()
         .flat_map(|&v| c.matched.iter().filter(move |m| m.verdict == v))
         .collect();
+    called.sort_by_key(|m| m.verdict == Verdict::Slower && !c.fails(m));
     let mut table = String::new();
     writeln!(table, "### Rows called\n").unwrap();
     if called.is_empty() {

@@ -140,10 +140,18 @@ pub(super) fn write_row(out: &mut String, c: &Comparison, m: &Matched) {
         fmt_num(n.median),
         with_interval(m.per_host),
         with_interval(m.vs_floor),
-        m.verdict.marked(),
+        verdict_cell(c, m),
         throttled_mark(b, n)
     )
     .unwrap();
+}
+
+/// A row's verdict as its table shows it: a `slower` row the gate does not fail on says so.
+fn verdict_cell(c: &Comparison, m: &Matched) -> String {
+    match m.verdict == Verdict::Slower && !c.fails(m) {
+        true => format!("{} (not gated)", m.verdict.as_str()),
+        false => m.verdict.marked(),
+    }
 }
 
 /// The change and its interval as two table cells, `n/a` without one.
