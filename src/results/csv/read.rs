@@ -3,7 +3,7 @@
 //! the line named, and the rows a `--resume` starts from.
 
 use super::check::check_row;
-use super::family::old_scaled_family;
+use super::family::{named_family, old_scaled_family};
 use super::records::{check_header, describe_field_error, visit_records};
 use super::row::{Row, COLUMNS, OPTIONAL_COLUMNS};
 use crate::stats::summary::MIN_CI_SAMPLES;
@@ -28,11 +28,11 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
     // Every writer writes a cell's metric once; a second one is two runs' rows mixed.
     let mut seen = HashMap::with_capacity(rows.len());
     for (row, line) in rows.iter().zip(&lines) {
-        // Borrowed, so 200k rows cost no key strings; the host scale is part of the cell.
+        // Borrowed, so 200k rows cost no key strings; the host scale is part of the cell's
+        // family as `CellKey` names it (a scale of 1 is no scale).
         let key = (
             row.kind.as_str(),
-            row.family.as_str(),
-            row.host_scale.map(f64::to_bits),
+            named_family(&row.family, row.host_scale),
             row.arm.as_str(),
             row.batch_size,
             row.block_size,
@@ -270,6 +270,25 @@ mod tests {
             error.contains("line 5: prep dspark_draft_block/graph bs=4 block=5 tp1 step_us is on line 2 already"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_cell_without_a_host_scale_is_the_same_cell_at_scale_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        let mut rows = sample_rows();
+        let mut scaled = rows[0].clone();
+        scaled.host_scale = Some(1.0);
+        assert_eq!(scaled.cell_key(), rows[0].cell_key());
+        rows.push(scaled.clone());
+        write_rows(&path, &rows).unwrap();
+        assert!(error_of(&path).contains("is on line 2 already"));
+        // At another scale it is another cell.
+        scaled.host_scale = Some(2.0);
+        let mut rows = sample_rows();
+        rows.push(scaled);
+        write_rows(&path, &rows).unwrap();
+        assert_eq!(read_rows(&path).unwrap().len(), rows.len());
     }
 
     #[test]
