@@ -392,7 +392,7 @@ pub fn run_compare(args: &CompareArgs) -> Result<CompareOutcome> {
             );
             format!(
                 "{}\n{}\n",
-                markdown::verdict_line(&comparison, &context),
+                markdown::verdict_line(&comparison, context.exit_code),
                 written.join("; ")
             )
         }

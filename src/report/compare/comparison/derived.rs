@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn a_bandwidth_takes_the_verdict_of_its_prep_time_when_the_host_explains_or_clouds_it() {
-        use super::super::fixtures::{floor, row_of, twin};
+        use super::super::fixtures::{floor, row_of};
         use crate::axes::floor_item::HOST_REFERENCE;
         // Eager-device's prep time +30% raw, +0.5% per unit of host speed, the host reference
         // unchanged: the prep time is uncertain, and so its bandwidth.
@@ -219,7 +219,7 @@ mod tests {
             vec![
                 floor(HOST_REFERENCE, 1.5, 0.3),
                 cell("eager-device", "gpu_prep_us", prep, 3.0),
-                twin("eager-device", "gpu_prep_us_per_host_ref", per_host, 0.5),
+                cell("eager-device", "gpu_prep_us_per_host_ref", per_host, 0.5),
                 cell("eager-device", "bytes", 8000.0, 0.0),
                 cell("eager-device", "gb_s", gb_s, 3.0),
             ]

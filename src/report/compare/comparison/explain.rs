@@ -133,7 +133,7 @@ impl<'s> References<'s> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::{cell, floor, row_of, twin, verdicts};
+    use super::super::fixtures::{cell, floor, row_of, verdicts};
     use super::super::Comparison;
     use crate::axes::floor_item::HOST_REFERENCE;
     use crate::report::change::Verdict;
@@ -247,7 +247,7 @@ mod tests {
             vec![
                 floor(HOST_REFERENCE, up(1.5, host_pct), 0.3),
                 cell("graph", "host_issue_us", up(1.3, row_pct), 3.0),
-                twin(
+                cell(
                     "graph",
                     "host_issue_us_per_host_ref",
                     up(0.9, twin_pct),
@@ -283,7 +283,7 @@ mod tests {
             vec![
                 floor(HOST_REFERENCE, host, 13.0),
                 cell("fused", "host_issue_us", raw, raw_pct),
-                twin("fused", "host_issue_us_per_host_ref", twin_us, twin_pct),
+                cell("fused", "host_issue_us_per_host_ref", twin_us, twin_pct),
             ]
         };
         let base = side(1.21, 1.22, 4.0, 1.00, 4.0);
@@ -351,7 +351,7 @@ mod tests {
                 floor(HOST_REFERENCE, up(1.5, host_pct), 0.3),
                 floor("empty-graph", up(1.9, graph_pct), 0.3),
                 cell("graph", "host_issue_us", up(1.3, row_pct), 3.0),
-                twin(
+                cell(
                     "graph",
                     "host_issue_us_per_empty_graph",
                     up(0.7, twin_pct),

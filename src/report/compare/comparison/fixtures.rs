@@ -21,11 +21,6 @@ pub(super) fn cell(arm: &str, metric: &str, median: f64, pct: f64) -> Row {
     wide(row("prep", "dsa_decode", arm, 4, metric, median), pct)
 }
 
-/// A twin row of `arm` (`metric` a twin's, e.g. `host_issue_us_per_host_ref`), `pct` wide.
-pub(super) fn twin(arm: &str, metric: &str, median: f64, pct: f64) -> Row {
-    wide(row("prep", "dsa_decode", arm, 4, metric, median), pct)
-}
-
 pub(super) fn verdicts(base: &[Row], new: &[Row]) -> Vec<Verdict> {
     let c = compare_rows(base, new, None, 2.0).unwrap();
     c.matched.iter().map(|m| m.verdict).collect()

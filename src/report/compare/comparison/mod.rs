@@ -92,6 +92,11 @@ impl Comparison {
         m.verdict == Verdict::Slower && self.gate.fails(&b.arm, &n.arm, &n.metric)
     }
 
+    /// Whether `m` is called `slower` but [`Self::gate`] does not fail on it.
+    pub fn not_gated(&self, m: &Matched) -> bool {
+        m.verdict == Verdict::Slower && !self.fails(m)
+    }
+
     /// The rows called `slower` that fail the comparison under [`Self::gate`].
     pub fn gated_slower(&self) -> usize {
         self.matched.iter().filter(|m| self.fails(m)).count()

@@ -21,7 +21,7 @@ pub(super) fn write_header(out: &mut String, c: &Comparison, context: &Context) 
         .unwrap();
     }
     writeln!(out).unwrap();
-    writeln!(out, "{}\n", verdict_line(c, context)).unwrap();
+    writeln!(out, "{}\n", verdict_line(c, context.exit_code)).unwrap();
     for warning in context.warnings {
         writeln!(out, "> {warning}\n").unwrap();
     }

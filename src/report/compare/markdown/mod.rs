@@ -42,7 +42,7 @@ pub struct Context<'a> {
 }
 
 /// The one line of verdict counts every report and the terminal lead with.
-pub fn verdict_line(c: &Comparison, context: &Context) -> String {
+pub fn verdict_line(c: &Comparison, exit_code: u8) -> String {
     let counts: Vec<String> = Verdict::ALL
         .iter()
         .filter_map(|&v| {
@@ -61,7 +61,7 @@ pub fn verdict_line(c: &Comparison, context: &Context) -> String {
         ),
         None => format!("{} missing (only in BASE)", c.missing().len()),
     };
-    let ungated = c.count(Verdict::Slower) - c.gated_slower();
+    let ungated = c.matched.iter().filter(|m| c.not_gated(m)).count();
     let gate = match ungated {
         0 => String::new(),
         n => format!(
@@ -70,11 +70,10 @@ pub fn verdict_line(c: &Comparison, context: &Context) -> String {
         ),
     };
     format!(
-        "**{}** ({} matched; {missing}, {} only in NEW) → exit {}{gate}",
+        "**{}** ({} matched; {missing}, {} only in NEW) → exit {exit_code}{gate}",
         counts.join(" · "),
         c.matched.len(),
         c.only_in_new.len(),
-        context.exit_code,
     )
 }
 
@@ -96,7 +95,7 @@ pub fn pull_request(c: &Comparison, context: &Context) -> String {
         .iter()
         .flat_map(|&v| c.matched.iter().filter(move |m| m.verdict == v))
         .collect();
-    called.sort_by_key(|m| m.verdict == Verdict::Slower && !c.fails(m));
+    called.sort_by_key(|m| c.not_gated(m));
     let mut table = String::new();
     writeln!(table, "### Rows called\n").unwrap();
     if called.is_empty() {

@@ -148,7 +148,7 @@ pub(super) fn write_row(out: &mut String, c: &Comparison, m: &Matched) {
 
 /// A row's verdict as its table shows it: a `slower` row the gate does not fail on says so.
 fn verdict_cell(c: &Comparison, m: &Matched) -> String {
-    match m.verdict == Verdict::Slower && !c.fails(m) {
+    match c.not_gated(m) {
         true => format!("{} (not gated)", m.verdict.as_str()),
         false => m.verdict.marked(),
     }
