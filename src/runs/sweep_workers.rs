@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 /// The file under `--out` holding the config every sweep worker runs (`sweep-worker
 /// --settings`): the parent's, as [`ConfigFile::write_json`] writes it.
@@ -79,6 +80,7 @@ pub(crate) fn run(config: &SweepConfig, state: &mut RunState, sink: &Sink) -> Re
     config.write_json(&settings)?;
     let nvtx = crate::gpu::nvtx::enabled();
     let mut notes = Vec::new();
+    let mut costs = Vec::new();
     let mut number = 1u32;
     while let Some(first_round) = state.next_round() {
         let assignment = Assignment {
@@ -92,6 +94,9 @@ pub(crate) fn run(config: &SweepConfig, state: &mut RunState, sink: &Sink) -> Re
         };
         sink.plan(state, first_round, assignment.rounds);
         let label = format!("sweep worker {number}");
+        let spawned = Instant::now();
+        let mut first_cell = None;
+        let mut pinned_note = String::new();
         let mut worker = Worker::spawn(&label, worker_command(&exe, &assignment, &settings, nvtx))?;
         // Kept until the worker ends: absorbing a round (stop rules, rows, NVML summaries
         // under the sampler's lock) while the worker measures the next would be the parent's
@@ -101,10 +106,11 @@ pub(crate) fn run(config: &SweepConfig, state: &mut RunState, sink: &Sink) -> Re
             let message: WorkerMessage = serde_json::from_str(&line)
                 .with_context(|| format!("{label} sent what is not a worker message"))?;
             match message {
-                WorkerMessage::Started { pinned } => {
-                    notes.push(format!("worker {number}: {pinned}"))
+                WorkerMessage::Started { pinned } => pinned_note = pinned,
+                WorkerMessage::Cell { label, counts } => {
+                    first_cell.get_or_insert_with(|| spawned.elapsed());
+                    sink.mark(&label, counts)
                 }
-                WorkerMessage::Cell { label, counts } => sink.mark(&label, counts),
                 WorkerMessage::Round(result) => {
                     let expected = first_round + rounds.len();
                     if result.round != expected {
@@ -119,6 +125,15 @@ pub(crate) fn run(config: &SweepConfig, state: &mut RunState, sink: &Sink) -> Re
             }
         }
         worker.finish()?;
+        let cost = WorkerCost {
+            start: first_cell.unwrap_or_default(),
+            whole: spawned.elapsed(),
+        };
+        notes.push(format!(
+            "worker {number}: {pinned_note}; {}",
+            cost.note(rounds.len())
+        ));
+        costs.push(cost);
         if rounds.len() != assignment.rounds {
             bail!(
                 "{label} ended after {} of its {} rounds without an error",
@@ -132,7 +147,39 @@ pub(crate) fn run(config: &SweepConfig, state: &mut RunState, sink: &Sink) -> Re
         sink.save(state)?;
         number += 1;
     }
+    notes.push(WorkerCost::total_note(&costs));
     Ok(notes)
+}
+
+/// What one worker process took, as the parent saw it: its start (the process, its GPU
+/// context, the kernels' load, the inputs) up to its first cell, and its whole life.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct WorkerCost {
+    start: Duration,
+    whole: Duration,
+}
+
+impl WorkerCost {
+    fn note(&self, rounds: usize) -> String {
+        format!(
+            "started in {:.2} s (to its first cell), {rounds} rounds in {:.1} s in all",
+            self.start.as_secs_f64(),
+            self.whole.as_secs_f64()
+        )
+    }
+
+    /// What the workers' starts cost the run together: the price of `--processes`.
+    fn total_note(costs: &[WorkerCost]) -> String {
+        let starts: Duration = costs.iter().map(|c| c.start).sum();
+        let whole: Duration = costs.iter().map(|c| c.whole).sum();
+        let (starts, whole) = (starts.as_secs_f64(), whole.as_secs_f64());
+        format!(
+            "worker processes: {} started; their starts took {starts:.1} s of their {whole:.1} \
+             s ({:.1}%)",
+            costs.len(),
+            100.0 * starts / whole.max(f64::MIN_POSITIVE)
+        )
+    }
 }
 
 /// Rounds the worker starting at round `first_round` measures, given the run's stages' ends
@@ -258,6 +305,24 @@ mod tests {
         .collect();
         assert_eq!(gpu_paced, [4, 4, 4, 3, 3]);
         assert_eq!(worker_rounds([6, 12, 30], 5, 30), 0);
+    }
+
+    #[test]
+    fn the_workers_starts_are_summed_against_their_lives() {
+        let cost = |start: f64, whole: f64| WorkerCost {
+            start: Duration::from_secs_f64(start),
+            whole: Duration::from_secs_f64(whole),
+        };
+        let costs = [cost(1.25, 10.0), cost(2.75, 30.0)];
+        assert_eq!(
+            costs[0].note(2),
+            "started in 1.25 s (to its first cell), 2 rounds in 10.0 s in all"
+        );
+        assert_eq!(
+            WorkerCost::total_note(&costs),
+            "worker processes: 2 started; their starts took 4.0 s of their 40.0 s (10.0%)"
+        );
+        assert!(WorkerCost::total_note(&[]).ends_with("(0.0%)"));
     }
 
     #[test]
