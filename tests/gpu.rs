@@ -653,6 +653,7 @@ fn the_d2d_copy_floor_reports_a_plausible_bandwidth() {
         &[sampled.per_step_us],
         "precision",
         None,
+        metaprep::stats::rounds::ONE_PROCESS,
     )
     .unwrap();
     println!(

@@ -83,11 +83,13 @@ pub struct SweepArgs {
     /// (metaprep's hidden `sweep-worker`): the first --min-rounds over up to N workers, so a
     /// group that stops there has seen N processes, then the rounds up to --max-rounds of the
     /// groups still open over up to N more, then the GPU-paced arms' own rounds over up to N
-    /// more; 1 measures every round in this process. A process
-    /// draws its state once for all its rounds (where its memory and the driver's structures
-    /// landed, its CPU's state), which rounds in one process cannot show. Each worker costs
-    /// its start (a GPU context, the kernels' compile, the inputs); env.json names each
-    /// worker's pinned CPU and its host speed, rounds.csv which worker measured each round.
+    /// more; 1 measures every round in this process. A process draws its state once for all
+    /// its rounds (where its memory and the driver's structures landed, its CPU's state),
+    /// which rounds in one process cannot show, so a cell whose rounds span six processes or
+    /// more has its interval over processes (each one unit, its rounds' samples together),
+    /// not over rounds. Each worker costs its start (a GPU context, the kernels' load, the
+    /// inputs) and each cell's first visit in it; env.json names each worker's pinned CPU,
+    /// start and host speed, rounds.csv which worker measured each round.
     #[arg(long, default_value_t = DEFAULT_PROCESSES)]
     pub(crate) processes: usize,
 }

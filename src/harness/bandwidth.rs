@@ -21,12 +21,13 @@ pub fn gb_s_row(
     rounds_us: &[Vec<f64>],
     stop: &str,
     telemetry: Option<&CellTelemetry>,
+    processes: &[u32],
 ) -> Option<Row> {
     let rounds: Vec<Vec<f64>> = rounds_us
         .iter()
         .map(|round| round.iter().map(|&us| gb_per_s(bytes, us)).collect())
         .collect();
-    cell.rounds_row("gb_s", "GB/s", &rounds, stop, telemetry)
+    cell.rounds_row("gb_s", "GB/s", &rounds, stop, telemetry, processes)
 }
 
 /// `bytes` (unit `B`) of a prep cell: computed from its shape and lengths, not measured, so
@@ -64,12 +65,12 @@ mod tests {
             .iter()
             .map(|&us| vec![us, us, us])
             .collect();
-        let row = gb_s_row(&cell(), 40_000_000, &rounds, "precision", None).unwrap();
+        let row = gb_s_row(&cell(), 40_000_000, &rounds, "precision", None, &[]).unwrap();
         assert_eq!((row.metric.as_str(), row.unit.as_str()), ("gb_s", "GB/s"));
         // Round medians 4000, 2000, 4000, 1000, 2000, 4000: median 3000, interval their range.
         assert_eq!((row.median, row.ci_lo, row.ci_hi), (3000.0, 1000.0, 4000.0));
         assert_eq!((row.rounds, row.samples), (6, 18));
-        assert!(gb_s_row(&cell(), 1, &[], "precision", None).is_none());
+        assert!(gb_s_row(&cell(), 1, &[], "precision", None, &[]).is_none());
     }
 
     #[test]

@@ -116,8 +116,9 @@ impl CellId {
         rounds: &[Vec<f64>],
         stop: &str,
         telemetry: Option<&CellTelemetry>,
+        processes: &[u32],
     ) -> Option<Row> {
-        let s = over_rounds(rounds)?;
+        let s = over_rounds(rounds, processes)?;
         Some(Row {
             rounds: round_medians(rounds).len() as u32,
             ..self.row_of(metric, unit, &s, stop, telemetry)
@@ -134,8 +135,9 @@ impl CellId {
         (a, b): (&[Vec<f64>], &[Vec<f64>]),
         stat: impl Fn(f64, f64) -> f64,
         telemetry: Option<&CellTelemetry>,
+        processes: &[u32],
     ) -> Option<Row> {
-        let p = paired(a, b, stat)?;
+        let p = paired(a, b, stat, processes)?;
         let finite =
             |rounds: &[Vec<f64>]| rounds.iter().flatten().filter(|v| v.is_finite()).count() as u64;
         Some(Row {
@@ -310,14 +312,14 @@ mod tests {
             .map(|&l| vec![l - 2.0, l - 1.9, l - 2.1, l - 2.0])
             .collect();
         let row = cell()
-            .rounds_row("step_us", "us", &a, "precision", None)
+            .rounds_row("step_us", "us", &a, "precision", None, &[])
             .unwrap();
         assert_eq!((row.rounds, row.samples), (8, 24));
         assert_eq!(row.stop_reason, "precision");
         // Eight round medians: the interval is their whole range, drift included.
         assert_eq!((row.ci_lo, row.ci_hi), (17.5, 22.5));
         let cost = cell()
-            .paired_row("read_cost_us", "us", (&a, &b), |x, y| x - y, None)
+            .paired_row("read_cost_us", "us", (&a, &b), |x, y| x - y, None, &[])
             .unwrap();
         assert_eq!((cost.rounds, cost.samples), (8, 24));
         assert_eq!(cost.stop_reason, "derived");
@@ -327,7 +329,7 @@ mod tests {
             "drift both cells share cancels"
         );
         assert!(cell()
-            .paired_row("read_cost_us", "us", (&a, &[]), |x, y| x - y, None)
+            .paired_row("read_cost_us", "us", (&a, &[]), |x, y| x - y, None, &[])
             .is_none());
     }
 

@@ -13,7 +13,7 @@
 //! ±`precision_pct` percent instead.
 
 use crate::axes::Arm;
-use crate::stats::rounds::{half_width, over_rounds, paired, MAX_ROUNDS, MIN_ROUNDS};
+use crate::stats::rounds::{half_width, over_rounds, paired, MAX_ROUNDS, MIN_ROUNDS, ONE_PROCESS};
 use crate::stats::stopping::RoundsStop;
 use crate::stats::summary::{rel_half_width, Estimate};
 use anyhow::{ensure, Result};
@@ -106,7 +106,8 @@ impl StepRounds {
             }),
             // NaN without an interval: never within.
             None => step_us.iter().all(|rounds| {
-                over_rounds(rounds.as_ref()).is_some_and(|s| within(rel_half_width(&s)))
+                over_rounds(rounds.as_ref(), ONE_PROCESS)
+                    .is_some_and(|s| within(rel_half_width(&s)))
             }),
         }
     }
@@ -114,7 +115,7 @@ impl StepRounds {
 
 /// An arm's step time over eager-sync's, paired within rounds.
 pub fn step_ratio(arm: &[Vec<f64>], eager_sync: &[Vec<f64>]) -> Option<Estimate> {
-    paired(arm, eager_sync, |a, s| a / s).map(|p| p.estimate)
+    paired(arm, eager_sync, |a, s| a / s, ONE_PROCESS).map(|p| p.estimate)
 }
 
 #[cfg(test)]

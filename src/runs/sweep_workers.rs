@@ -239,7 +239,7 @@ pub fn serve(config: &SweepConfig, assignment: &Assignment, out: &mut impl Write
             pinned: pinned.note(),
         },
     )?;
-    let mut measurer = Measurer::new(&gpu, config)?;
+    let mut measurer = Measurer::new(&gpu, config, &groups)?;
     for round in assignment.first_round..assignment.first_round + assignment.rounds {
         let mut mark = |label: &str, counts: bool| {
             send(

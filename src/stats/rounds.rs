@@ -9,9 +9,13 @@
 //! * A quantity formed from two arms (an arm's step time over eager-sync's, the read cost) is
 //!   formed inside each round, where the two ran back to back, and summarised over rounds
 //!   the same way: a paired estimate, which drift common to both arms does not widen.
+//! * Rounds measured by worker processes (`sweep --processes`) are counted by process where
+//!   they span [`MIN_ROUNDS`] processes or more ([`units`]): a process's rounds share its
+//!   draw, so they are one unit of the interval, not several.
 //! * The samples inside a round are the within-round stopping rule's concern only.
 
 use super::summary::{summarize, Estimate, Summary, MIN_CI_SAMPLES};
+use std::borrow::Cow;
 
 /// The fewest rounds whose medians give a 95% interval (6: `[min, max]` covers 96.9%).
 pub const MIN_ROUNDS: usize = MIN_CI_SAMPLES;
@@ -27,9 +31,53 @@ pub fn round_medians(rounds: &[Vec<f64>]) -> Vec<f64> {
         .collect()
 }
 
-/// A cell's summary over rounds (see the module docs); `None` without a finite sample.
-pub fn over_rounds(rounds: &[Vec<f64>]) -> Option<Summary> {
-    let between = summarize(&round_medians(rounds))?;
+/// The process map of rounds all measured in one process (`steps`, `sweep --processes 1`):
+/// the rounds are the units.
+pub const ONE_PROCESS: &[u32] = &[];
+
+/// The units a cell's estimate and interval are over, `processes[r]` having measured round
+/// `r`: one per process, holding its rounds' samples together (in the order the processes
+/// came), where the rounds span at least [`MIN_ROUNDS`] processes; else the rounds as they
+/// are (one process measured them all, too few did for an interval over processes, or
+/// `processes` does not cover them).
+///
+/// A process draws its state once for all its rounds (where its memory and the driver's
+/// structures landed, its CPU's state), so its rounds are not independent draws. Counted one
+/// by one they weigh that draw as often as the process had rounds and narrow the interval as
+/// if each were a fresh process: on the H200, fused's `step_us` moved ±2.4–2.8% (one standard
+/// deviation) from one process to the next while a process's own rounds agreed, the last
+/// five workers of a sweep measured 18 of its 30 rounds, and an A/A of four sweeps called 13
+/// fused `step_us` rows `faster` (results/2026-12-02-h200-four-process-aa/).
+pub fn units<'r>(rounds: &'r [Vec<f64>], processes: &[u32]) -> Cow<'r, [Vec<f64>]> {
+    let Some(processes) = processes.get(..rounds.len()) else {
+        return Cow::Borrowed(rounds);
+    };
+    let mut order: Vec<u32> = Vec::new();
+    for (round, &process) in rounds.iter().zip(processes) {
+        if !round.is_empty() && !order.contains(&process) {
+            order.push(process);
+        }
+    }
+    if order.len() < MIN_ROUNDS {
+        return Cow::Borrowed(rounds);
+    }
+    Cow::Owned(
+        order
+            .iter()
+            .map(|&p| {
+                (rounds.iter().zip(processes))
+                    .filter(|&(_, &of)| of == p)
+                    .flat_map(|(round, _)| round.iter().copied())
+                    .collect()
+            })
+            .collect(),
+    )
+}
+
+/// A cell's summary over rounds (see the module docs; [`units`] says what the interval is
+/// over); `None` without a finite sample.
+pub fn over_rounds(rounds: &[Vec<f64>], processes: &[u32]) -> Option<Summary> {
+    let between = summarize(&round_medians(&units(rounds, processes)))?;
     let pooled = summarize(&rounds.concat())?;
     Some(Summary {
         median: between.median,
@@ -50,16 +98,23 @@ pub struct Paired {
 }
 
 /// `stat(median of a's round, median of b's round)` for each round both measured,
-/// summarised over rounds. `None` when no round has both.
-pub fn paired(a: &[Vec<f64>], b: &[Vec<f64>], stat: impl Fn(f64, f64) -> f64) -> Option<Paired> {
-    let s = summarize(&per_round(a, b, stat).concat())?;
+/// summarised over rounds (by process as [`units`] says, `processes[r]` having measured round
+/// `r`). `None` when no round has both.
+pub fn paired(
+    a: &[Vec<f64>],
+    b: &[Vec<f64>],
+    stat: impl Fn(f64, f64) -> f64,
+    processes: &[u32],
+) -> Option<Paired> {
+    let each = per_round(a, b, stat);
+    let s = summarize(&round_medians(&units(&each, processes)))?;
     Some(Paired {
         estimate: Estimate {
             point: s.median,
             lo: s.ci_lo,
             hi: s.ci_hi,
         },
-        rounds: s.samples,
+        rounds: round_medians(&each).len(),
     })
 }
 
@@ -97,14 +152,14 @@ mod tests {
             .iter()
             .map(|&level| vec![level - 0.01, level, level + 0.01])
             .collect();
-        let s = over_rounds(&rounds).unwrap();
+        let s = over_rounds(&rounds, &[]).unwrap();
         assert!((s.median - 10.75).abs() < 1e-12, "{}", s.median);
         // Six values: the interval is [min, max] of the round medians, not the pooled CI.
         assert_eq!((s.ci_lo, s.ci_hi), (10.0, 12.0));
         assert_eq!(s.samples, 18);
         assert!(s.p10 < 10.2 && s.p90 > 11.5);
         // Five rounds are too few for a 95% interval.
-        let s = over_rounds(&rounds[..5]).unwrap();
+        let s = over_rounds(&rounds[..5], &[]).unwrap();
         assert!(s.ci_lo.is_nan() && s.ci_hi.is_nan());
         assert_eq!(
             half_width(&Estimate {
@@ -125,20 +180,69 @@ mod tests {
             .iter()
             .map(|&l| vec![1.1 * l, 1.1 * (l + 0.5), 1.1 * (l - 0.5)])
             .collect();
-        let ratio = paired(&a, &b, |x, y| x / y).unwrap();
+        let ratio = paired(&a, &b, |x, y| x / y, &[]).unwrap();
         assert_eq!(ratio.rounds, 7);
         let ratio = ratio.estimate;
         assert!((ratio.point - 1.1).abs() < 1e-12);
         assert!(half_width(&ratio) < 1e-9, "{ratio:?}");
         // Unpaired, the same data's intervals are as wide as the drift.
-        let (sa, sb) = (over_rounds(&a).unwrap(), over_rounds(&b).unwrap());
+        let (sa, sb) = (over_rounds(&a, &[]).unwrap(), over_rounds(&b, &[]).unwrap());
         assert!(sa.ci_hi / sb.ci_lo - sa.ci_lo / sb.ci_hi > 0.4);
         // A round one arm missed is left out of the pairing.
         let mut b_short = b.clone();
         b_short[2].clear();
-        let diff = paired(&a, &b_short, |x, y| x - y).unwrap();
+        let diff = paired(&a, &b_short, |x, y| x - y, &[]).unwrap();
         assert_eq!(diff.rounds, 6);
         assert!(diff.estimate.point > 0.0);
+    }
+
+    #[test]
+    fn a_process_is_one_unit_however_many_rounds_it_measured() {
+        // Six processes of one round each near 10, then one process of ten rounds at 11: its
+        // draw, counted by round, outvotes the other six.
+        let mut rounds: Vec<Vec<f64>> = [10.0, 10.2, 9.8, 10.1, 9.9, 10.05]
+            .iter()
+            .map(|&l| vec![l - 0.01, l, l + 0.01])
+            .collect();
+        rounds.extend(std::iter::repeat_n(vec![10.99, 11.0, 11.01], 10));
+        let mut processes: Vec<u32> = (1..=6).collect();
+        processes.extend([7; 10]);
+        let by_round = over_rounds(&rounds, &[]).unwrap();
+        let by_process = over_rounds(&rounds, &processes).unwrap();
+        assert_eq!(by_round.median, 11.0);
+        assert_eq!(by_process.median, 10.05);
+        assert_eq!((by_process.ci_lo, by_process.ci_hi), (9.8, 11.0));
+        assert!(by_round.ci_lo > 10.0, "{by_round:?}");
+        // The pooled spread and counts are every sample's either way.
+        assert_eq!(by_process.samples, 48);
+        assert_eq!(by_process.p90, by_round.p90);
+        let units = units(&rounds, &processes);
+        assert_eq!(units.len(), 7);
+        assert_eq!(units[6].len(), 30);
+        // Paired the same way: a's rounds over b's, per process.
+        let b: Vec<Vec<f64>> = vec![vec![1.0]; rounds.len()];
+        let p = paired(&rounds, &b, |x, y| x / y, &processes).unwrap();
+        assert_eq!((p.estimate.point, p.rounds), (10.05, 16));
+    }
+
+    #[test]
+    fn rounds_stay_the_units_below_six_processes_or_without_a_map() {
+        let rounds: Vec<Vec<f64>> = (0..8).map(|r| vec![r as f64]).collect();
+        // Five processes: too few for an interval over processes.
+        let five = [1, 1, 2, 3, 4, 5, 5, 5];
+        assert!(matches!(units(&rounds, &five), Cow::Borrowed(_)));
+        // No map (one process measured them all), or one that does not cover the rounds.
+        assert!(matches!(units(&rounds, &[]), Cow::Borrowed(_)));
+        assert!(matches!(
+            units(&rounds, &[1, 2, 3, 4, 5, 6]),
+            Cow::Borrowed(_)
+        ));
+        // An empty round's process counts for nothing: six named, five measured.
+        let mut gapped = rounds.clone();
+        gapped[7].clear();
+        let six = [1, 2, 3, 4, 5, 5, 5, 6];
+        assert!(matches!(units(&gapped, &six), Cow::Borrowed(_)));
+        assert_eq!(units(&rounds, &six).len(), 6);
     }
 
     #[test]

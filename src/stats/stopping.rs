@@ -383,8 +383,8 @@ mod tests {
     ) -> Option<RoundsStop> {
         use crate::stats::rounds::{over_rounds, paired};
         let rounds = arms[0].len();
-        let steps: Vec<_> = arms.iter().map(|a| over_rounds(a)).collect();
-        let cost = paired(&arms[0], &arms[1], |x, y| x - y);
+        let steps: Vec<_> = arms.iter().map(|a| over_rounds(a, &[])).collect();
+        let cost = paired(&arms[0], &arms[1], |x, y| x - y, &[]);
         let costs: Vec<Paired> = cost.filter(|_| read).into_iter().collect();
         rule.check(rounds, &steps, &costs, elapsed)
     }
@@ -405,9 +405,11 @@ mod tests {
             alternating(40.35, -0.35),
             alternating(20.0, 0.35),
         );
-        let steps: Vec<_> = [&tight, &wide, &device].map(|a| over_rounds(a)).to_vec();
-        let tight_cost = paired(&tight, &device, |x, y| x - y).unwrap();
-        let wide_cost = paired(&wide, &device, |x, y| x - y).unwrap();
+        let steps: Vec<_> = [&tight, &wide, &device]
+            .map(|a| over_rounds(a, &[]))
+            .to_vec();
+        let tight_cost = paired(&tight, &device, |x, y| x - y, &[]).unwrap();
+        let wide_cost = paired(&wide, &device, |x, y| x - y, &[]).unwrap();
         let check = |costs: &[Paired]| r.check(10, &steps, costs, SHORT);
         assert_eq!(
             check(std::slice::from_ref(&tight_cost)),
@@ -483,7 +485,7 @@ mod tests {
         let mut rounds: Vec<Vec<f64>> = (0..rule.max_rounds).map(|r| vec![level(r)]).collect();
         loop {
             rounds.push(vec![level(rounds.len())]);
-            let step = over_rounds(&rounds);
+            let step = over_rounds(&rounds, &[]);
             let metrics = [step, step];
             if let Some(stop) = rule.gpu_paced_stop(group, rounds.len(), &metrics, SHORT) {
                 return (rounds.len(), stop);
@@ -526,7 +528,7 @@ mod tests {
             (11, RoundsStop::Precision)
         );
         let group = (RoundsStop::MaxRounds, 10);
-        let wide = crate::stats::rounds::over_rounds(&alternating_rounds(10));
+        let wide = crate::stats::rounds::over_rounds(&alternating_rounds(10), &[]);
         let metrics = [wide, wide];
         assert_eq!(
             loose.gpu_paced_stop(group, 10, &metrics, SHORT),
@@ -545,7 +547,7 @@ mod tests {
             (r.gpu_paced_max_rounds, RoundsStop::GpuPacedMaxRounds)
         );
         let group = (RoundsStop::MaxRounds, 10);
-        let wide = crate::stats::rounds::over_rounds(&alternating_rounds(12));
+        let wide = crate::stats::rounds::over_rounds(&alternating_rounds(12), &[]);
         let metrics = [wide, wide];
         assert_eq!(
             r.gpu_paced_stop(group, 12, &metrics, r.time_cap),

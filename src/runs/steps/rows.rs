@@ -9,6 +9,7 @@ use crate::harness::nvml::CellTelemetry;
 use crate::harness::rows::CellId;
 use crate::model::metrics::{StepRecord, Timeline};
 use crate::results::csv::{Row, STEP_RATIO_VS_EAGER_SYNC};
+use crate::stats::rounds::ONE_PROCESS;
 use crate::stats::summary::{quantile, Estimate};
 use anyhow::{Context, Result};
 
@@ -101,7 +102,7 @@ pub(super) fn step_rows(
     telemetry: Option<&CellTelemetry>,
 ) -> Vec<Row> {
     let mut rows = Vec::new();
-    rows.extend(id.rounds_row("itl_us", "us", &rounds.itl_us, stop, telemetry));
+    rows.extend(id.rounds_row("itl_us", "us", &rounds.itl_us, stop, telemetry, ONE_PROCESS));
     let itl = rounds.itl_us.concat();
     if let Some(p99) = quantile(&itl, 0.99) {
         let point = Estimate {
@@ -111,16 +112,31 @@ pub(super) fn step_rows(
         };
         rows.push(id.estimate_row("itl_p99_us", "us", &point, itl.len() as u64, telemetry));
     }
-    rows.extend(id.rounds_row("step_us", "us", &rounds.step_us, stop, telemetry));
+    rows.extend(id.rounds_row(
+        "step_us",
+        "us",
+        &rounds.step_us,
+        stop,
+        telemetry,
+        ONE_PROCESS,
+    ));
     rows.extend(id.rounds_row(
         "throughput_tok_s",
         "tok/s",
         &rounds.throughput_tok_s,
         stop,
         telemetry,
+        ONE_PROCESS,
     ));
     if arm.reads_host() || arm == Arm::GraphUpload {
-        rows.extend(id.rounds_row("host_blocked_us", "us", &rounds.blocked_us, stop, telemetry));
+        rows.extend(id.rounds_row(
+            "host_blocked_us",
+            "us",
+            &rounds.blocked_us,
+            stop,
+            telemetry,
+            ONE_PROCESS,
+        ));
     }
     if let Some(sync) = eager_sync {
         rows.extend(id.paired_row(
@@ -129,6 +145,7 @@ pub(super) fn step_rows(
             (&rounds.step_us, &sync.step_us),
             |arm, sync| arm / sync,
             telemetry,
+            ONE_PROCESS,
         ));
     }
     let walls = timeline.step_wall_us();

@@ -11,6 +11,7 @@ use crate::gpu::StepSource;
 use crate::gpu::{Gpu, Graph, Launch};
 use crate::harness::floor::Floor;
 use crate::harness::host_reference::HostReference;
+use crate::harness::pin::spawn_helper;
 use crate::harness::prep_cell::measure;
 use crate::harness::sampling::sample_per_step;
 use crate::harness::schedule::round_order;
@@ -23,7 +24,7 @@ use crate::prep::Shape;
 use crate::results::pacing::gpu_paced_arm;
 use crate::runs::sweep_rounds::{floor_cell, FloorRound, GroupRound, RoundResult, HARNESS};
 use crate::stats::stopping::StoppingRule;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use std::collections::HashMap;
 use std::ffi::CStr;
 use std::time::Instant;
@@ -55,13 +56,69 @@ pub struct Measurer<'g> {
     host_reference: HostReference,
     /// Inputs depend on the rank's batch and the block only; generating the largest takes
     /// longer than measuring a cell, so each is generated once and kept for every round.
-    inputs: HashMap<(u32, u32), HostInputs>,
+    inputs: HashMap<InputKey, HostInputs>,
     /// The within-round rule.
     rule: StoppingRule,
 }
 
+/// What a group's inputs depend on: the rank's batch and the block.
+type InputKey = (u32, u32);
+
+/// The inputs of `shape` in a sweep of `config`: seeded by the batch and block alone, so
+/// every process and every family of that batch and block draws the same.
+fn group_inputs(config: &SweepConfig, shape: &Shape) -> HostInputs {
+    let seed = config.seed ^ ((shape.batch_size as u64) << 32 | shape.block as u64);
+    generate(shape, seed, config.seq_lens, false)
+}
+
+/// The rank's shape of `group`.
+fn group_shape(config: &SweepConfig, group: &GroupSpec) -> Result<Shape> {
+    let rank_bs = group.layout.rank_batch(group.batch_size);
+    Shape::new(group.family, rank_bs, group.block, config.max_context)
+}
+
+/// Every input `groups` use, generated at once on helper threads (off the measuring CPU):
+/// each process of a `--processes` sweep draws them all again, and drawn one by one on the
+/// measuring thread they cost each worker 0.6 s for batches 8, 64 and 256 × blocks 3, 5 and
+/// 8 (timed on the build machine's CPU), between its cells.
+fn generate_inputs(
+    config: &SweepConfig,
+    groups: &[GroupSpec],
+) -> Result<HashMap<InputKey, HostInputs>> {
+    let mut shapes: HashMap<InputKey, Shape> = HashMap::new();
+    for group in groups {
+        let shape = group_shape(config, group)?;
+        shapes
+            .entry((shape.batch_size, shape.block))
+            .or_insert(shape);
+    }
+    let helpers = shapes
+        .into_iter()
+        .map(|(key, shape)| {
+            let config = config.clone();
+            let helper = spawn_helper("sweep inputs", move || group_inputs(&config, &shape));
+            Ok((
+                key,
+                helper.context("starting a thread to draw the sweep's inputs")?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    helpers
+        .into_iter()
+        .map(|(key, helper)| match helper.join() {
+            Ok(inputs) => Ok((key, inputs)),
+            Err(_) => bail!(
+                "the thread drawing the inputs of bs {} block {} panicked",
+                key.0,
+                key.1
+            ),
+        })
+        .collect()
+}
+
 impl<'g> Measurer<'g> {
-    pub fn new(gpu: &'g Gpu, config: &'g SweepConfig) -> Result<Self> {
+    /// The measurer of rounds over `groups` (or fewer of them, as groups stop).
+    pub fn new(gpu: &'g Gpu, config: &'g SweepConfig, groups: &[GroupSpec]) -> Result<Self> {
         let forward = if config.forward_us > 0.0 {
             Some(Launch::spin(gpu, config.forward_us)?)
         } else {
@@ -73,7 +130,7 @@ impl<'g> Measurer<'g> {
             floor: Floor::new(gpu)?,
             forward,
             host_reference: HostReference::new(),
-            inputs: HashMap::new(),
+            inputs: generate_inputs(config, groups)?,
             rule: config.rule.per_round(config.rounds),
         })
     }
@@ -155,17 +212,10 @@ impl<'g> Measurer<'g> {
         mark: &mut Mark,
     ) -> Result<GroupRound> {
         let (gpu, config) = (self.gpu, self.config);
-        let rank_bs = group.layout.rank_batch(group.batch_size);
-        let block = group.block;
-        let shape = Shape::new(group.family, rank_bs, block, config.max_context)?;
-        let inputs = self.inputs.entry((rank_bs, block)).or_insert_with(|| {
-            generate(
-                &shape,
-                config.seed ^ ((rank_bs as u64) << 32 | block as u64),
-                config.seq_lens,
-                false,
-            )
-        });
+        let shape = group_shape(config, group)?;
+        let (rank_bs, block) = (shape.batch_size, shape.block);
+        let inputs =
+            (self.inputs.entry((rank_bs, block))).or_insert_with(|| group_inputs(config, &shape));
         // The sweep never runs accept, so every step preps these lengths.
         let valid_from: Vec<i32> = (inputs.req_pool_indices.iter())
             .map(|&pool| inputs.swa_valid_from[pool as usize])

@@ -224,7 +224,7 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
     let worker_notes = if in_workers {
         crate::runs::sweep_workers::run(config, &mut state, &sink)?
     } else {
-        let mut here = Measurer::new(&gpu, config)?;
+        let mut here = Measurer::new(&gpu, config, &state.open_specs())?;
         while let Some(round) = state.next_round() {
             sink.plan(&state, round, 1);
             let specs = state.open_specs();

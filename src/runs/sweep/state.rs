@@ -153,9 +153,9 @@ impl RunState {
         // own rounds may stop, its rows are formed again each round from all of them.
         self.floor_stop = self
             .floor_stop
-            .or_else(|| self.floor.stop(&self.floor_rule));
+            .or_else(|| self.floor.stop(&self.floor_rule, &self.processes));
         if let Some(stop) = self.floor_stop {
-            self.floor_rows = self.floor.rows(stop, telemetry);
+            self.floor_rows = self.floor.rows(stop, telemetry, &self.processes);
         }
         self.open = close_stopped(
             &mut self.groups,
@@ -163,6 +163,7 @@ impl RunState {
             &self.group_rule,
             &self.floor,
             &telemetry,
+            &self.processes,
         );
     }
 
@@ -242,16 +243,17 @@ pub(super) fn close_stopped(
     rule: &RoundsRule,
     floor: &FloorRounds,
     telemetry: &dyn Fn(&str) -> Option<CellTelemetry>,
+    processes: &[u32],
 ) -> Vec<usize> {
     let mut still_open = Vec::new();
     for &index in open {
         let group = &mut groups[index];
-        let done = group.rounds.update(rule);
+        let done = group.rounds.update(rule, processes);
         match group.rounds.group_stop().filter(|_| done) {
             Some(stop) => {
                 let cells = &group.spec.cells;
                 let telemetry: Vec<_> = cells.iter().map(|c| telemetry(&c.label())).collect();
-                group.rows = group.rounds.rows(cells, floor, stop, &telemetry);
+                group.rows = group.rounds.rows(cells, floor, stop, &telemetry, processes);
             }
             None => still_open.push(index),
         }

@@ -75,9 +75,12 @@ impl FloorRounds {
     }
 
     /// Whether the floor's rounds may stop, and why: every item's `step_us` and the
-    /// harness's judged as a group's arms are (no read cost).
-    pub fn stop(&self, rule: &RoundsRule) -> Option<RoundsStop> {
-        let steps: Vec<_> = self.step_rounds().map(|(_, r)| over_rounds(r)).collect();
+    /// harness's judged as a group's arms are (no read cost); `processes[r]` measured round
+    /// `r` (the units of each interval: [`crate::stats::rounds::units`]).
+    pub fn stop(&self, rule: &RoundsRule, processes: &[u32]) -> Option<RoundsStop> {
+        let steps: Vec<_> = (self.step_rounds())
+            .map(|(_, r)| over_rounds(r, processes))
+            .collect();
         rule.check(self.rounds(), &steps, &[], self.elapsed)
     }
 
@@ -91,25 +94,27 @@ impl FloorRounds {
 
     /// The floor's rows: each item's `step_us`, the harness's and its overhead over the empty
     /// graph, and the host-speed reference's (µs per unit of its work); `telemetry` gives a
-    /// floor cell's NVML summary by label.
+    /// floor cell's NVML summary by label; `processes[r]` measured round `r`.
     pub fn rows(
         &self,
         stop: RoundsStop,
         telemetry: impl Fn(&str) -> Option<CellTelemetry>,
+        processes: &[u32],
     ) -> Vec<Row> {
         let stop = stop.as_str();
         let mut rows = Vec::new();
         for (item, rounds) in FloorItem::ALL.iter().zip(&self.items) {
             let cell = floor_cell(item.name());
             let t = telemetry(&cell.label());
-            rows.extend(cell.rounds_row("step_us", "us", rounds, stop, t.as_ref()));
+            rows.extend(cell.rounds_row("step_us", "us", rounds, stop, t.as_ref(), processes));
             if let Some(bytes) = item.bytes_moved() {
-                rows.extend(gb_s_row(&cell, bytes, rounds, stop, t.as_ref()));
+                rows.extend(gb_s_row(&cell, bytes, rounds, stop, t.as_ref(), processes));
             }
         }
         let cell = floor_cell(HARNESS);
         let t = telemetry(&cell.label());
-        rows.extend(cell.rounds_row("step_us", "us", &self.harness, stop, t.as_ref()));
+        let harness = &self.harness;
+        rows.extend(cell.rounds_row("step_us", "us", harness, stop, t.as_ref(), processes));
         let empty_graph = self.item(FloorItem::EMPTY_GRAPH);
         rows.extend(cell.paired_row(
             "overhead_us",
@@ -117,10 +122,12 @@ impl FloorRounds {
             (&self.harness, empty_graph),
             difference,
             None,
+            processes,
         ));
         let cell = floor_cell(HOST_REFERENCE);
         let t = telemetry(&cell.label());
-        rows.extend(cell.rounds_row("step_us", "us", &self.host_reference, stop, t.as_ref()));
+        let host = &self.host_reference;
+        rows.extend(cell.rounds_row("step_us", "us", host, stop, t.as_ref(), processes));
         rows
     }
 }
@@ -130,11 +137,12 @@ mod tests {
     use super::*;
     use crate::results::csv::KIND_FLOOR;
     use crate::runs::sweep_rounds::fixtures::*;
+    use crate::stats::rounds::ONE_PROCESS;
 
     #[test]
     fn floor_rows_and_the_harness_overhead() {
         let (_, floor) = drifting();
-        let rows = floor.rows(RoundsStop::Precision, |_| None);
+        let rows = floor.rows(RoundsStop::Precision, |_| None, ONE_PROCESS);
         let items: Vec<&str> = rows.iter().map(|r| r.arm.as_str()).collect();
         assert_eq!(
             items,

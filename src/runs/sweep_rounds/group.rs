@@ -42,8 +42,11 @@ impl ArmRounds {
 
     /// What a GPU-paced arm's own rounds are taken to precision on: its step and its device
     /// time (`gb_s` is the bytes over the latter), each over its rounds.
-    fn gpu_paced_metrics(&self) -> [Option<Summary>; 2] {
-        [over_rounds(&self.step), over_rounds(&self.gpu_prep)]
+    fn gpu_paced_metrics(&self, processes: &[u32]) -> [Option<Summary>; 2] {
+        [
+            over_rounds(&self.step, processes),
+            over_rounds(&self.gpu_prep, processes),
+        ]
     }
 }
 
@@ -141,12 +144,16 @@ impl GroupRounds {
 
     /// Whether the group gets no further round, and why (see [`RoundsRule`]): the rule
     /// judges every reading arm's read cost, and the group stops only when it stops for each.
-    pub fn stop(&self, rule: &RoundsRule) -> Option<RoundsStop> {
-        let steps: Vec<_> = self.by_arm.iter().map(|a| over_rounds(&a.step)).collect();
+    /// `processes[r]` measured round `r` (the units of each interval:
+    /// [`crate::stats::rounds::units`]).
+    pub fn stop(&self, rule: &RoundsRule, processes: &[u32]) -> Option<RoundsStop> {
+        let steps: Vec<_> = (self.by_arm.iter())
+            .map(|a| over_rounds(&a.step, processes))
+            .collect();
         let read_costs: Vec<Paired> = (self.arms.iter())
             .filter(|arm| arm.reads_host())
             .filter_map(|&arm| self.read_cost_sides(arm))
-            .filter_map(|(own, device)| paired(own, device, difference))
+            .filter_map(|(own, device)| paired(own, device, difference, processes))
             .collect();
         rule.check(self.rounds(), &steps, &read_costs, self.elapsed)
     }
@@ -154,9 +161,9 @@ impl GroupRounds {
     /// After a round: whether every arm's rounds have stopped. Until the group's rounds stop
     /// ([`Self::stop`]) none has; then each host-paced arm stops with them, and each GPU-paced
     /// arm once [`RoundsRule::gpu_paced_stop`] says so.
-    pub fn update(&mut self, rule: &RoundsRule) -> bool {
+    pub fn update(&mut self, rule: &RoundsRule, processes: &[u32]) -> bool {
         if self.group_stop.is_none() {
-            self.group_stop = self.stop(rule).map(|stop| (stop, self.rounds()));
+            self.group_stop = self.stop(rule, processes).map(|stop| (stop, self.rounds()));
         }
         let Some(group) = self.group_stop else {
             return false;
@@ -165,7 +172,7 @@ impl GroupRounds {
             if stop.is_none() {
                 *stop = match gpu_paced_arm(arm) {
                     true => {
-                        let metrics = a.gpu_paced_metrics();
+                        let metrics = a.gpu_paced_metrics(processes);
                         rule.gpu_paced_stop(group, a.step.len(), &metrics, self.elapsed)
                     }
                     false => Some(group.0),
@@ -195,13 +202,14 @@ impl GroupRounds {
     /// The rows of the group's cells, `cells[i]` and `telemetry[i]` being `self.arms[i]`'s,
     /// paired with `floor`'s rounds of the same index. `stop` is the group's reason: each
     /// arm's rows say their arm's ([`Self::update`]; `stop` where none is known), but
-    /// `step_fwd_us`, whose rounds are the group's.
+    /// `step_fwd_us`, whose rounds are the group's. `processes[r]` measured round `r`.
     pub fn rows(
         &self,
         cells: &[CellId],
         floor: &FloorRounds,
         stop: RoundsStop,
         telemetry: &[Option<CellTelemetry>],
+        processes: &[u32],
     ) -> Vec<Row> {
         let sync = self.step(Arm::EagerSync);
         let mut rows = Vec::new();
@@ -213,7 +221,7 @@ impl GroupRounds {
             };
             let name = twin_metric(metric, reference);
             (!over.is_empty())
-                .then(|| cell.paired_row(&name, "x", (rounds, over), ratio, t))
+                .then(|| cell.paired_row(&name, "x", (rounds, over), ratio, t, processes))
                 .flatten()
         };
         let arms = self.arms.iter().zip(&self.by_arm).zip(&self.arm_stops);
@@ -225,22 +233,30 @@ impl GroupRounds {
                     true => stop.as_str(),
                     false => own,
                 };
-                rows.extend(cell.rounds_row(metric, "us", rounds, reason, t));
+                rows.extend(cell.rounds_row(metric, "us", rounds, reason, t, processes));
                 rows.extend(twin(cell, metric, rounds, t));
             }
             if let Some(bytes) = self.bytes {
                 rows.push(bytes_row(cell, bytes, a.step.len()));
-                rows.extend(gb_s_row(cell, bytes, &a.gpu_prep, own, t));
+                rows.extend(gb_s_row(cell, bytes, &a.gpu_prep, own, t, processes));
             }
             let floor_item = floor.item(FloorItem::of_cell(arm, self.family));
             let step = match group_rounds_only(arm, "floor_multiple") {
                 true => &a.step[..self.group_round_count().min(a.step.len())],
                 false => &a.step[..],
             };
-            rows.extend(cell.paired_row("floor_multiple", "x", (step, floor_item), ratio, t));
+            let sides = (step, floor_item);
+            rows.extend(cell.paired_row("floor_multiple", "x", sides, ratio, t, processes));
             if let Some((own, device)) = self.read_cost_sides(arm).filter(|_| arm.reads_host()) {
                 let sides = (own.as_slice(), device.as_slice());
-                rows.extend(cell.paired_row("read_cost_us", "us", sides, difference, None));
+                rows.extend(cell.paired_row(
+                    "read_cost_us",
+                    "us",
+                    sides,
+                    difference,
+                    None,
+                    processes,
+                ));
                 // Each round's read cost, as one value a round, over the host's.
                 let cost = per_round(own, device, difference);
                 rows.extend(twin(cell, "read_cost_us", &cost, None));
@@ -252,6 +268,7 @@ impl GroupRounds {
                     (&a.step, sync),
                     ratio,
                     t,
+                    processes,
                 ));
             }
         }

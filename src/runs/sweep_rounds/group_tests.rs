@@ -5,13 +5,20 @@ use super::*;
 use crate::axes::floor_item::HOST_REFERENCE;
 use crate::runs::sweep_rounds::fixtures::*;
 use crate::runs::sweep_rounds::HARNESS;
+use crate::stats::rounds::ONE_PROCESS;
 use crate::stats::stopping::StoppingRule;
 
 #[test]
 fn a_cells_interval_spans_the_drift_between_rounds() {
     let (group, floor) = drifting();
     assert_eq!(group.rounds(), 6);
-    let rows = group.rows(&cells(), &floor, RoundsStop::MaxRounds, &[None, None, None]);
+    let rows = group.rows(
+        &cells(),
+        &floor,
+        RoundsStop::MaxRounds,
+        &[None, None, None],
+        ONE_PROCESS,
+    );
     let step = find(&rows, "graph", "step_us");
     // Six round medians: the interval is their whole range, 0.9 to 1.1 times 10 µs
     // (each round's median is its level times 1.001).
@@ -59,7 +66,13 @@ fn a_cells_interval_spans_the_drift_between_rounds() {
 #[test]
 fn differences_are_paired_inside_each_round() {
     let (group, floor) = drifting();
-    let rows = group.rows(&cells(), &floor, RoundsStop::Precision, &[None, None, None]);
+    let rows = group.rows(
+        &cells(),
+        &floor,
+        RoundsStop::Precision,
+        &[None, None, None],
+        ONE_PROCESS,
+    );
     // The read cost is 18 µs times the round's drift: paired, its interval spans only
     // that (0.9 to 1.1 times 18 µs), not the 40-µs and 22-µs cells' ranges combined.
     let cost = find(&rows, "eager-sync", "read_cost_us");
@@ -89,7 +102,13 @@ fn differences_are_paired_inside_each_round() {
 #[test]
 fn twins_per_unit_of_host_speed_cancel_a_drift_the_host_shares() {
     let (group, floor) = drifting();
-    let rows = group.rows(&cells(), &floor, RoundsStop::Precision, &[None, None, None]);
+    let rows = group.rows(
+        &cells(),
+        &floor,
+        RoundsStop::Precision,
+        &[None, None, None],
+        ONE_PROCESS,
+    );
     // Host and cells drift alike, round by round: over the host's 1.25 µs a unit,
     // eager-sync's 40 µs is 32 units in every round, the read cost 18 / 1.25 = 14.4.
     for (metric, value) in [
@@ -119,7 +138,13 @@ fn twins_per_unit_of_host_speed_cancel_a_drift_the_host_shares() {
     for d in DRIFT {
         bare.push(FloorItem::EmptyKernel, samples(2.0 * d));
     }
-    let rows = group.rows(&cells(), &bare, RoundsStop::Precision, &[None, None, None]);
+    let rows = group.rows(
+        &cells(),
+        &bare,
+        RoundsStop::Precision,
+        &[None, None, None],
+        ONE_PROCESS,
+    );
     assert!(!rows
         .iter()
         .any(|r| r.metric.ends_with("_per_host_ref") || r.metric.ends_with("_per_empty_graph")));
@@ -129,7 +154,13 @@ fn twins_per_unit_of_host_speed_cancel_a_drift_the_host_shares() {
 fn a_group_with_known_bytes_gets_bytes_and_bandwidth_rows() {
     let (mut group, floor) = drifting();
     group.bytes = Some(8_000);
-    let rows = group.rows(&cells(), &floor, RoundsStop::Precision, &[None, None, None]);
+    let rows = group.rows(
+        &cells(),
+        &floor,
+        RoundsStop::Precision,
+        &[None, None, None],
+        ONE_PROCESS,
+    );
     for arm in ARMS {
         let bytes = find(&rows, arm.name(), "bytes");
         assert_eq!(
@@ -183,6 +214,7 @@ fn every_reading_arm_gets_its_read_cost_against_eager_device() {
         &floor,
         RoundsStop::Precision,
         &[None, None, None, None],
+        ONE_PROCESS,
     );
     // Paired in each round: (arm − 22 µs) times the round's drift; the median of six
     // drifts is 1.025, each round's middle sample 1.001 times its level.
@@ -225,9 +257,9 @@ fn a_group_waits_for_its_least_precise_read_cost() {
     // Every cell steady but eager-mapped, whose ±10% drift leaves its 5-µs read cost
     // between 2.3 and 7.7 µs: the others' read costs are exact, and still no stop.
     let (group, _) = readers(|i, d| if i == 3 { d } else { 1.0 });
-    assert_eq!(group.stop(&rule), None);
+    assert_eq!(group.stop(&rule, ONE_PROCESS), None);
     let (steady, _) = readers(|_, _| 1.0);
-    assert_eq!(steady.stop(&rule), Some(RoundsStop::Precision));
+    assert_eq!(steady.stop(&rule, ONE_PROCESS), Some(RoundsStop::Precision));
 }
 
 #[test]
@@ -277,7 +309,7 @@ fn round_lines_give_each_rounds_median_in_order() {
 /// `extra` rounds of steady cells (each visiting every arm: only the graph's are kept).
 fn past_max_rounds(rule: &RoundsRule, extra: usize) -> (GroupRounds, FloorRounds, usize) {
     let (mut group, mut floor) = drifting();
-    assert!(!group.update(rule), "the graph arm goes on");
+    assert!(!group.update(rule, ONE_PROCESS), "the graph arm goes on");
     let mut rounds = 0;
     while rounds < extra {
         push_floor_round(&mut floor, 1.0);
@@ -290,7 +322,7 @@ fn past_max_rounds(rule: &RoundsRule, extra: usize) -> (GroupRounds, FloorRounds
             group.push(i, m);
         }
         rounds += 1;
-        if group.update(rule) {
+        if group.update(rule, ONE_PROCESS) {
             break;
         }
     }
@@ -305,7 +337,13 @@ fn gpu_paced_arms_take_rounds_past_max_rounds_and_host_paced_arms_stop_there() {
     let (group, floor, extra) = past_max_rounds(&rule, 100);
     assert_eq!(extra, 3);
     assert_eq!(group.group_stop(), Some(RoundsStop::MaxRounds));
-    let rows = group.rows(&cells(), &floor, RoundsStop::MaxRounds, &[None, None, None]);
+    let rows = group.rows(
+        &cells(),
+        &floor,
+        RoundsStop::MaxRounds,
+        &[None, None, None],
+        ONE_PROCESS,
+    );
     let of = |arm, metric| of_rows(&rows, arm, metric);
     for arm in ["eager-sync", "eager-device"] {
         assert_eq!(of(arm, "step_us"), (6, "max-rounds"), "{arm}");
@@ -345,7 +383,13 @@ fn gpu_paced_arms_take_rounds_past_max_rounds_and_host_paced_arms_stop_there() {
     };
     let (group, floor, extra) = past_max_rounds(&loose, 100);
     assert_eq!(extra, 3);
-    let rows = group.rows(&cells(), &floor, RoundsStop::MaxRounds, &[None, None, None]);
+    let rows = group.rows(
+        &cells(),
+        &floor,
+        RoundsStop::MaxRounds,
+        &[None, None, None],
+        ONE_PROCESS,
+    );
     assert_eq!(of_rows(&rows, "graph", "step_us"), (9, "precision"));
     assert_eq!(of_rows(&rows, "eager-sync", "step_us"), (6, "max-rounds"));
     // No cap past the group's: every arm stops with its group, as before.
@@ -354,14 +398,20 @@ fn gpu_paced_arms_take_rounds_past_max_rounds_and_host_paced_arms_stop_there() {
         ..rule
     };
     let (mut group, _) = drifting();
-    assert!(group.update(&none));
+    assert!(group.update(&none, ONE_PROCESS));
     assert_eq!(group.arm_stops, [Some(RoundsStop::MaxRounds); 3]);
 }
 
 /// `drifting()`'s rows at its six rounds.
 fn drifting_rows() -> Vec<Row> {
     let (group, floor) = drifting();
-    group.rows(&cells(), &floor, RoundsStop::MaxRounds, &[None, None, None])
+    group.rows(
+        &cells(),
+        &floor,
+        RoundsStop::MaxRounds,
+        &[None, None, None],
+        ONE_PROCESS,
+    )
 }
 
 fn of_rows<'a>(rows: &'a [Row], arm: &str, metric: &str) -> (u32, &'a str) {
@@ -381,8 +431,8 @@ fn a_group_stops_by_its_rounds_rule() {
         gpu_paced_rel_ci: 0.007,
     };
     // ±10% drift between rounds: far from ±1%, so not precise; more rounds.
-    assert_eq!(group.stop(&rule), None);
-    assert_eq!(floor.stop(&rule), None);
+    assert_eq!(group.stop(&rule, ONE_PROCESS), None);
+    assert_eq!(floor.stop(&rule, ONE_PROCESS), None);
     let tight = RoundsRule {
         step: StoppingRule {
             rel_ci: 0.2,
@@ -391,11 +441,11 @@ fn a_group_stops_by_its_rounds_rule() {
         ..rule.clone()
     };
     // At ±20% the arms pass, and the read cost's ±1.8 µs on 18 µs does not.
-    assert_eq!(group.stop(&tight), None);
-    assert_eq!(floor.stop(&tight), Some(RoundsStop::Precision));
+    assert_eq!(group.stop(&tight, ONE_PROCESS), None);
+    assert_eq!(floor.stop(&tight, ONE_PROCESS), Some(RoundsStop::Precision));
     let mut spent = group.clone();
     spent.elapsed = rule.time_cap;
-    assert_eq!(spent.stop(&rule), Some(RoundsStop::TimeCap));
+    assert_eq!(spent.stop(&rule, ONE_PROCESS), Some(RoundsStop::TimeCap));
     let five = GroupRounds {
         by_arm: group
             .by_arm
@@ -408,7 +458,11 @@ fn a_group_stops_by_its_rounds_rule() {
         ..spent
     };
     assert_eq!(five.rounds(), 5);
-    assert_eq!(five.stop(&rule), None, "no stop before min rounds");
+    assert_eq!(
+        five.stop(&rule, ONE_PROCESS),
+        None,
+        "no stop before min rounds"
+    );
 }
 
 /// Fused's floor multiple is over the one-node empty graph, which the host's launch rate
@@ -428,10 +482,13 @@ fn fused_s_floor_multiple_keeps_its_group_s_rounds() {
         round(&mut group, d);
     }
     let rule = rule_past_max();
-    assert!(!group.update(&rule), "fused goes on past its group");
+    assert!(
+        !group.update(&rule, ONE_PROCESS),
+        "fused goes on past its group"
+    );
     for _ in 0..3 {
         round(&mut group, 1.0);
-        if group.update(&rule) {
+        if group.update(&rule, ONE_PROCESS) {
             break;
         }
     }
@@ -441,7 +498,29 @@ fn fused_s_floor_multiple_keeps_its_group_s_rounds() {
             ..cell
         })
         .collect();
-    let rows = group.rows(&cells, &floor, RoundsStop::MaxRounds, &[None, None]);
+    let rows = group.rows(
+        &cells,
+        &floor,
+        RoundsStop::MaxRounds,
+        &[None, None],
+        ONE_PROCESS,
+    );
     assert_eq!(find(&rows, "fused", "step_us").rounds, 9);
     assert_eq!(find(&rows, "fused", "floor_multiple").rounds, 6);
+}
+
+#[test]
+fn rounds_of_a_process_each_are_the_rows_of_one_process() {
+    let (group, floor) = drifting();
+    let rows = |processes: &[u32]| {
+        let stop = RoundsStop::MaxRounds;
+        let mut rows = group.rows(&cells(), &floor, stop, &[None, None, None], processes);
+        rows.extend(floor.rows(stop, |_| None, processes));
+        format!("{rows:?}")
+    };
+    let one = rows(ONE_PROCESS);
+    // One round a process: each process is a unit holding one round.
+    assert_eq!(rows(&[1, 2, 3, 4, 5, 6]), one);
+    // Five processes are too few for an interval over processes: the rounds stay the units.
+    assert_eq!(rows(&[1, 1, 2, 3, 4, 5]), one);
 }

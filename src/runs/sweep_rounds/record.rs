@@ -62,6 +62,7 @@ mod tests {
     use crate::axes::Family;
     use crate::runs::sweep_rounds::fixtures::*;
     use crate::runs::sweep_rounds::{FloorRounds, GroupRounds};
+    use crate::stats::rounds::ONE_PROCESS;
     use crate::stats::stopping::RoundsStop;
     use std::time::Duration;
 
@@ -91,8 +92,9 @@ mod tests {
         }
         // Compared as printed: derived rows hold NaN quantiles, which equal nothing.
         let rows = |g: &GroupRounds, f: &FloorRounds| {
-            let mut rows = g.rows(&cells(), f, RoundsStop::MaxRounds, &[None, None, None]);
-            rows.extend(f.rows(RoundsStop::MaxRounds, |_| None));
+            let stop = RoundsStop::MaxRounds;
+            let mut rows = g.rows(&cells(), f, stop, &[None, None, None], ONE_PROCESS);
+            rows.extend(f.rows(stop, |_| None, ONE_PROCESS));
             format!("{rows:?}")
         };
         assert_eq!(rows(&here, &floor_here), rows(&there, &floor_there));
