@@ -94,10 +94,13 @@ pub struct SweepArgs {
     pub(crate) processes: usize,
 }
 
-/// Worker processes a sweep's rounds are shared out over by default: five draws of a process's
-/// state in a group's first six rounds, five more in the rest up to --max-rounds and five in
-/// the GPU-paced arms' own rounds, for a few seconds' start each.
-pub const DEFAULT_PROCESSES: usize = 5;
+/// Worker processes a sweep's rounds are shared out over by default: a group's first six
+/// rounds in six processes and the rest up to --max-rounds in six more, one round each, and
+/// the GPU-paced arms' own 18 in nine, two each, so a cell's interval over processes
+/// ([`crate::stats::rounds::units`]) has up to 21 units. A worker started in 0.3–0.5 s (to its
+/// first cell) on the H200, and a process's second round cost what its first did
+/// (results/2026-12-02-h200-four-process-aa/).
+pub const DEFAULT_PROCESSES: usize = 9;
 
 /// `metaprep sweep-worker` (hidden): rounds of a sweep measured for the sweep that started
 /// it. It reads the parent's validated config from the file `--settings` names (written by
