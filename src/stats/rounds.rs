@@ -44,10 +44,11 @@ pub const ONE_PROCESS: &[u32] = &[];
 /// A process draws its state once for all its rounds (where its memory and the driver's
 /// structures landed, its CPU's state), so its rounds are not independent draws. Counted one
 /// by one they weigh that draw as often as the process had rounds and narrow the interval as
-/// if each were a fresh process: on the H200, fused's `step_us` moved ±2.4–2.8% (one standard
-/// deviation) from one process to the next while a process's own rounds agreed, the last
-/// five workers of a sweep measured 18 of its 30 rounds, and an A/A of four sweeps called 13
-/// fused `step_us` rows `faster` (results/2026-12-02-h200-four-process-aa/).
+/// if each were a fresh process: on the H200, fused's `step_us` moved 2.0% (one standard
+/// deviation, median cell; 0.8–3.0%) from one process to the next and 0.8% between one
+/// process's rounds, the last five workers of a sweep measured 18 of its 30 rounds, and an
+/// A/A of four sweeps called 13 fused `step_us` rows `faster`
+/// (results/2026-12-02-h200-four-process-aa/).
 pub fn units<'r>(rounds: &'r [Vec<f64>], processes: &[u32]) -> Cow<'r, [Vec<f64>]> {
     let Some(processes) = processes.get(..rounds.len()) else {
         return Cow::Borrowed(rounds);

@@ -274,7 +274,8 @@ mod tests {
         );
     }
 
-    /// As wide as an A/A pair of sweeps on the H200 (results/2026-12-01-h200-sweep-aa/): the
+    /// As wide as an A/A pair of sweeps on the H200 (results/2026-12-01-h200-sweep-aa/, in git
+    /// history at c86e24c): the
     /// host reference ±13–19% between processes, fused `host_issue_us` +34.7% [+3.3, +54.5]
     /// raw and +23.8% [−0.8, +41.6] per unit of host speed.
     #[test]
