@@ -3,7 +3,7 @@
 //! the line named, and the rows a `--resume` starts from.
 
 use super::check::check_row;
-use super::family::{named_family, old_scaled_family};
+use super::family::old_scaled_family;
 use super::records::{check_header, describe_field_error, visit_records};
 use super::row::{Row, COLUMNS, OPTIONAL_COLUMNS};
 use crate::stats::summary::MIN_CI_SAMPLES;
@@ -28,17 +28,8 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
     // Every writer writes a cell's metric once; a second one is two runs' rows mixed.
     let mut seen = HashMap::with_capacity(rows.len());
     for (row, line) in rows.iter().zip(&lines) {
-        // Borrowed, so 200k rows cost no key strings; the host scale is part of the cell's
-        // family as `CellKey` names it (a scale of 1 is no scale).
-        let key = (
-            row.kind.as_str(),
-            named_family(&row.family, row.host_scale),
-            row.arm.as_str(),
-            row.batch_size,
-            row.block_size,
-            row.layout.as_str(),
-            row.metric.as_str(),
-        );
+        // Borrowed, so 200k rows cost no key strings; the cell as `CellKey` names it.
+        let key = (row.cell_name(), row.metric.as_str());
         if let Some(first) = seen.insert(key, line) {
             bail!(
                 "{name} line {line}: {} {} is on line {first} already: a cell's metric appears \

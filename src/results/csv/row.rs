@@ -197,16 +197,29 @@ impl CellKey {
     }
 
     /// What two keys are compared, hashed and ordered by (the cell family, not its parts).
-    fn named(&self) -> (&str, Cow<'_, str>, &str, u32, u32, &str) {
-        (
-            &self.kind,
-            named_family(&self.family, self.host_scale),
-            &self.arm,
-            self.batch_size,
-            self.block_size,
-            &self.layout,
+    fn named(&self) -> CellName<'_> {
+        cell_name(
+            [&self.kind, &self.family, &self.arm, &self.layout],
+            (self.batch_size, self.block_size),
+            self.host_scale,
         )
     }
+}
+
+/// A cell as it is named, borrowed: kind, family with its host scale ([`named_family`]: a
+/// scale of 1 is no scale), arm, batch, block and layout. What [`CellKey`]s are compared,
+/// hashed and ordered by, and what a row's cell is without a key's strings.
+pub type CellName<'a> = (&'a str, Cow<'a, str>, &'a str, u32, u32, &'a str);
+
+/// The name of the cell of `[kind, family, arm, layout]` at `(batch, block)` and
+/// `host_scale`.
+fn cell_name<'a>(
+    [kind, family, arm, layout]: [&'a str; 4],
+    (batch_size, block_size): (u32, u32),
+    host_scale: Option<f64>,
+) -> CellName<'a> {
+    let family = named_family(family, host_scale);
+    (kind, family, arm, batch_size, block_size, layout)
 }
 
 impl PartialEq for CellKey {
@@ -270,6 +283,15 @@ impl Row {
     /// The what-if host scale of the row (1 for every row not at one).
     pub fn host_scale(&self) -> f64 {
         self.host_scale.unwrap_or(1.0)
+    }
+
+    /// The row's cell as it is named, borrowed (what its [`CellKey`] compares by).
+    pub fn cell_name(&self) -> CellName<'_> {
+        cell_name(
+            [&self.kind, &self.family, &self.arm, &self.layout],
+            (self.batch_size, self.block_size),
+            self.host_scale,
+        )
     }
 
     /// The row's cell: its first columns.
