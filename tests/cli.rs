@@ -908,7 +908,7 @@ fn sweep_help_explains_rounds() {
         "--processes <PROCESSES>",
         "the first --min-rounds over up to N workers",
         "has its interval over processes",
-        "[default: 9]",
+        "Default: 9, or --max-rounds where that is fewer",
         "--batch-sizes <BATCH_SIZES>",
         "[default: 1,8,64,256]",
         "[default: 131072]",

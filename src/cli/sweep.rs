@@ -89,9 +89,10 @@ pub struct SweepArgs {
     /// more has its interval over processes (each one unit, its rounds' samples together),
     /// not over rounds. Each worker costs its start (a GPU context, the kernels' load, the
     /// inputs) and each cell's first visit in it; env.json names each worker's pinned CPU,
-    /// start and host speed, rounds.csv which worker measured each round.
-    #[arg(long, default_value_t = DEFAULT_PROCESSES)]
-    pub(crate) processes: usize,
+    /// start and host speed, rounds.csv which worker measured each round. Default: 9, or
+    /// --max-rounds where that is fewer (a worker measures one round at least).
+    #[arg(long)]
+    pub(crate) processes: Option<usize>,
 }
 
 /// Worker processes a sweep's rounds are shared out over by default: a group's first six
@@ -167,11 +168,13 @@ pub(crate) fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
         args.gpu_paced_precision_pct,
         "--gpu-paced-precision-pct",
     ))?;
-    if args.processes == 0 || args.processes > rounds.max {
+    // Given, it must fit the rounds; left out, it is the default cut to them.
+    let processes = (args.processes).unwrap_or(DEFAULT_PROCESSES.min(rounds.max));
+    if processes == 0 || processes > rounds.max {
         return usage(Err(anyhow::anyhow!(
             "--processes: {} must be between 1 (every round in this process) and --max-rounds \
              ({}): a worker measures one round at least",
-            args.processes,
+            processes,
             rounds.max
         )));
     }
@@ -207,7 +210,7 @@ pub(crate) fn sweep_config(args: &SweepArgs) -> Result<SweepConfig, ExitCode> {
         seed: args.seed,
         out: args.out.clone().unwrap_or_else(|| default_out("sweep")),
         resume: args.resume,
-        processes: args.processes,
+        processes,
     };
     validate_shapes(
         &config.families,
@@ -270,6 +273,27 @@ mod tests {
             panic!("not a sweep command line");
         };
         sweep_config(&args).unwrap_or_else(|_| panic!("{line} refused"))
+    }
+
+    #[test]
+    fn the_default_processes_fit_the_rounds_and_a_given_count_must() {
+        assert_eq!(config_of("sweep").processes, DEFAULT_PROCESSES);
+        // Fewer rounds than the default's workers: one worker a round, not a refusal.
+        assert_eq!(config_of("sweep --max-rounds 8").processes, 8);
+        assert_eq!(config_of("sweep --max-rounds 8 --processes 3").processes, 3);
+        let cli = crate::cli::Cli::try_parse_from([
+            "metaprep",
+            "sweep",
+            "--max-rounds",
+            "8",
+            "--processes",
+            "9",
+        ])
+        .unwrap();
+        let crate::cli::Command::Sweep(args) = cli.command else {
+            panic!("not a sweep command line");
+        };
+        assert!(sweep_config(&args).is_err(), "9 workers for 8 rounds");
     }
 
     #[test]

@@ -37,9 +37,9 @@ pub const ONE_PROCESS: &[u32] = &[];
 
 /// The units a cell's estimate and interval are over, `processes[r]` having measured round
 /// `r`: one per process, holding its rounds' samples together (in the order the processes
-/// came), where the rounds span at least [`MIN_ROUNDS`] processes; else the rounds as they
-/// are (one process measured them all, too few did for an interval over processes, or
-/// `processes` does not cover them).
+/// came), where rounds with a finite sample span at least [`MIN_ROUNDS`] processes; else the
+/// rounds as they are (one process measured them all, too few did for an interval over
+/// processes, or `processes` does not cover them).
 ///
 /// A process draws its state once for all its rounds (where its memory and the driver's
 /// structures landed, its CPU's state), so its rounds are not independent draws. Counted one
@@ -55,7 +55,8 @@ pub fn units<'r>(rounds: &'r [Vec<f64>], processes: &[u32]) -> Cow<'r, [Vec<f64>
     };
     let mut order: Vec<u32> = Vec::new();
     for (round, &process) in rounds.iter().zip(processes) {
-        if !round.is_empty() && !order.contains(&process) {
+        // A round with no finite sample is no unit's (`round_medians` skips it).
+        if round.iter().any(|v| v.is_finite()) && !order.contains(&process) {
             order.push(process);
         }
     }
@@ -242,6 +243,8 @@ mod tests {
         let mut gapped = rounds.clone();
         gapped[7].clear();
         let six = [1, 2, 3, 4, 5, 5, 5, 6];
+        assert!(matches!(units(&gapped, &six), Cow::Borrowed(_)));
+        gapped[7] = vec![f64::NAN, f64::INFINITY];
         assert!(matches!(units(&gapped, &six), Cow::Borrowed(_)));
         assert_eq!(units(&rounds, &six).len(), 6);
     }

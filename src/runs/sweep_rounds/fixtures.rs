@@ -84,9 +84,14 @@ pub(super) fn rule_past_max() -> RoundsRule {
 /// and 6 µs, the reads on an idle and a busy GPU 9 and 17 µs, the d2d copy 32 µs, the
 /// harness 2.7 µs, the host-speed reference 1.25 µs a unit.
 pub(super) fn drifting() -> (GroupRounds, FloorRounds) {
+    drifting_by(&DRIFT)
+}
+
+/// [`drifting`]'s cells, drifting by `levels` round by round.
+pub(super) fn drifting_by(levels: &[f64]) -> (GroupRounds, FloorRounds) {
     let mut group = GroupRounds::new(Family::DsaDecode, &ARMS);
     let mut floor = FloorRounds::default();
-    for d in DRIFT {
+    for &d in levels {
         push_floor_round(&mut floor, d);
         for (i, us) in [40.0, 22.0, 10.0].into_iter().enumerate() {
             group.push(i, measurement(us * d).into());

@@ -524,3 +524,46 @@ fn rounds_of_a_process_each_are_the_rows_of_one_process() {
     // Five processes are too few for an interval over processes: the rounds stay the units.
     assert_eq!(rows(&[1, 1, 2, 3, 4, 5]), one);
 }
+
+#[test]
+fn a_process_of_several_rounds_is_one_unit_in_the_rows_and_the_stop_rule() {
+    // Eight rounds, the last three in process 6 at a level of their own.
+    let levels = [1.0, 1.1, 0.92, 1.05, 0.9, 1.08, 1.2, 1.2];
+    let processes = [1, 2, 3, 4, 5, 6, 6, 6];
+    let (group, floor) = drifting_by(&levels);
+    let stop = RoundsStop::MaxRounds;
+    let rows = |p: &[u32]| {
+        let mut rows = group.rows(&cells(), &floor, stop, &[None, None, None], p);
+        rows.extend(floor.rows(stop, |_| None, p));
+        rows
+    };
+    let (by_round, by_process) = (rows(ONE_PROCESS), rows(&processes));
+    // By round the median is between rounds 4 and 6 of eight (10.51, 10.81 µs); by process
+    // between the third and fourth of six units (10.01, 10.51), process 6 one unit at 12.
+    let step = |rows: &[Row]| find(rows, "graph", "step_us").clone();
+    assert!(
+        (step(&by_round).median - 10.66).abs() < 0.01,
+        "{:?}",
+        step(&by_round)
+    );
+    assert!(
+        (step(&by_process).median - 10.26).abs() < 0.01,
+        "{:?}",
+        step(&by_process)
+    );
+    assert_eq!(step(&by_process).rounds, 8, "rounds still count rounds");
+    // Paired rows (the read cost: 18 µs times each round's level) and the floor's follow
+    // the same units.
+    for (arm, metric) in [("eager-sync", "read_cost_us"), ("empty-kernel", "step_us")] {
+        let (a, b) = (find(&by_round, arm, metric), find(&by_process, arm, metric));
+        assert_ne!((a.median, a.ci_lo), (b.median, b.ci_lo), "{arm} {metric}");
+    }
+    // The GPU-paced stop rule judges the interval the rows report.
+    let graph = &group.by_arm[2];
+    let [judged, _] = graph.gpu_paced_metrics(&processes);
+    let judged = judged.unwrap();
+    assert_eq!((judged.ci_lo, judged.ci_hi), {
+        let s = step(&by_process);
+        (s.ci_lo, s.ci_hi)
+    });
+}
