@@ -266,13 +266,17 @@ mod tests {
     use crate::results::settings::Settings;
     use clap::Parser;
 
-    fn config_of(line: &str) -> SweepConfig {
+    fn config_result(line: &str) -> Result<SweepConfig, ExitCode> {
         let argv = std::iter::once("metaprep").chain(line.split_whitespace());
         let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
         let crate::cli::Command::Sweep(args) = cli.command else {
             panic!("not a sweep command line");
         };
-        sweep_config(&args).unwrap_or_else(|_| panic!("{line} refused"))
+        sweep_config(&args)
+    }
+
+    fn config_of(line: &str) -> SweepConfig {
+        config_result(line).unwrap_or_else(|_| panic!("{line} refused"))
     }
 
     #[test]
@@ -281,19 +285,10 @@ mod tests {
         // Fewer rounds than the default's workers: one worker a round, not a refusal.
         assert_eq!(config_of("sweep --max-rounds 8").processes, 8);
         assert_eq!(config_of("sweep --max-rounds 8 --processes 3").processes, 3);
-        let cli = crate::cli::Cli::try_parse_from([
-            "metaprep",
-            "sweep",
-            "--max-rounds",
-            "8",
-            "--processes",
-            "9",
-        ])
-        .unwrap();
-        let crate::cli::Command::Sweep(args) = cli.command else {
-            panic!("not a sweep command line");
-        };
-        assert!(sweep_config(&args).is_err(), "9 workers for 8 rounds");
+        assert!(
+            config_result("sweep --max-rounds 8 --processes 9").is_err(),
+            "9 workers for 8 rounds"
+        );
     }
 
     #[test]

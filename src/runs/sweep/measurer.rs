@@ -17,7 +17,7 @@ use crate::harness::sampling::sample_per_step;
 use crate::harness::schedule::round_order;
 use crate::prep::accept::AcceptModel;
 use crate::prep::bytes::prep_bytes;
-use crate::prep::inputs::{generate, HostInputs};
+use crate::prep::inputs::{generate, HostInputs, LengthRange};
 use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{ArmSteps, PrepPlan};
 use crate::prep::Shape;
@@ -64,11 +64,11 @@ pub struct Measurer<'g> {
 /// What a group's inputs depend on: the rank's batch and the block.
 type InputKey = (u32, u32);
 
-/// The inputs of `shape` in a sweep of `config`: seeded by the batch and block alone, so
-/// every process and every family of that batch and block draws the same.
-fn group_inputs(config: &SweepConfig, shape: &Shape) -> HostInputs {
-    let seed = config.seed ^ ((shape.batch_size as u64) << 32 | shape.block as u64);
-    generate(shape, seed, config.seq_lens, false)
+/// The inputs of `shape` in a sweep of `seed` and `lengths`: seeded by the batch and block
+/// alone, so every process and every family of that batch and block draws the same.
+fn group_inputs(seed: u64, lengths: LengthRange, shape: &Shape) -> HostInputs {
+    let seed = seed ^ ((shape.batch_size as u64) << 32 | shape.block as u64);
+    generate(shape, seed, lengths, false)
 }
 
 /// The rank's shape of `group`.
@@ -95,8 +95,8 @@ fn generate_inputs(
     let helpers = shapes
         .into_iter()
         .map(|(key, shape)| {
-            let config = config.clone();
-            let helper = spawn_helper("sweep inputs", move || group_inputs(&config, &shape));
+            let (seed, lengths) = (config.seed, config.seq_lens);
+            let helper = spawn_helper("sweep inputs", move || group_inputs(seed, lengths, &shape));
             Ok((
                 key,
                 helper.context("starting a thread to draw the sweep's inputs")?,
@@ -214,8 +214,10 @@ impl<'g> Measurer<'g> {
         let (gpu, config) = (self.gpu, self.config);
         let shape = group_shape(config, group)?;
         let (rank_bs, block) = (shape.batch_size, shape.block);
-        let inputs =
-            (self.inputs.entry((rank_bs, block))).or_insert_with(|| group_inputs(config, &shape));
+        // Drawn for every group the measurer was made for; a round visits those or fewer.
+        let inputs = self.inputs.get(&(rank_bs, block)).with_context(|| {
+            format!("no inputs drawn for bs {rank_bs} block {block}: not a group of this worker")
+        })?;
         // The sweep never runs accept, so every step preps these lengths.
         let valid_from: Vec<i32> = (inputs.req_pool_indices.iter())
             .map(|&pool| inputs.swa_valid_from[pool as usize])

@@ -6,7 +6,8 @@ use crate::harness::prep_cell::PrepMeasurement;
 use crate::harness::rows::CellId;
 use crate::harness::sampling::Sampled;
 use crate::results::csv::{CellKey, Row, KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
-use crate::stats::stopping::{RoundsRule, StopReason, StoppingRule};
+use crate::stats::rounds::ONE_PROCESS;
+use crate::stats::stopping::{RoundsRule, RoundsStop, StopReason, StoppingRule};
 
 /// A round's samples around `level`, tight inside the round.
 pub(super) fn samples(level: f64) -> Vec<f64> {
@@ -98,6 +99,25 @@ pub(super) fn drifting_by(levels: &[f64]) -> (GroupRounds, FloorRounds) {
         }
     }
     (group, floor)
+}
+
+/// `group`'s rows over [`cells`] and `floor`, without telemetry, every round in one
+/// process.
+pub(super) fn rows_of(group: &GroupRounds, floor: &FloorRounds, stop: RoundsStop) -> Vec<Row> {
+    group.rows(&cells(), floor, stop, &[None, None, None], ONE_PROCESS)
+}
+
+/// `group`'s rows over [`cells`] and then `floor`'s, without telemetry, `processes[r]`
+/// having measured round `r`.
+pub(super) fn group_and_floor_rows(
+    group: &GroupRounds,
+    floor: &FloorRounds,
+    stop: RoundsStop,
+    processes: &[u32],
+) -> Vec<Row> {
+    let mut rows = group.rows(&cells(), floor, stop, &[None, None, None], processes);
+    rows.extend(floor.rows(stop, |_| None, processes));
+    rows
 }
 
 pub(super) fn find<'a>(rows: &'a [Row], arm: &str, metric: &str) -> &'a Row {

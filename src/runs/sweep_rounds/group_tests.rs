@@ -12,13 +12,7 @@ use crate::stats::stopping::StoppingRule;
 fn a_cells_interval_spans_the_drift_between_rounds() {
     let (group, floor) = drifting();
     assert_eq!(group.rounds(), 6);
-    let rows = group.rows(
-        &cells(),
-        &floor,
-        RoundsStop::MaxRounds,
-        &[None, None, None],
-        ONE_PROCESS,
-    );
+    let rows = rows_of(&group, &floor, RoundsStop::MaxRounds);
     let step = find(&rows, "graph", "step_us");
     // Six round medians: the interval is their whole range, 0.9 to 1.1 times 10 µs
     // (each round's median is its level times 1.001).
@@ -66,13 +60,7 @@ fn a_cells_interval_spans_the_drift_between_rounds() {
 #[test]
 fn differences_are_paired_inside_each_round() {
     let (group, floor) = drifting();
-    let rows = group.rows(
-        &cells(),
-        &floor,
-        RoundsStop::Precision,
-        &[None, None, None],
-        ONE_PROCESS,
-    );
+    let rows = rows_of(&group, &floor, RoundsStop::Precision);
     // The read cost is 18 µs times the round's drift: paired, its interval spans only
     // that (0.9 to 1.1 times 18 µs), not the 40-µs and 22-µs cells' ranges combined.
     let cost = find(&rows, "eager-sync", "read_cost_us");
@@ -102,13 +90,7 @@ fn differences_are_paired_inside_each_round() {
 #[test]
 fn twins_per_unit_of_host_speed_cancel_a_drift_the_host_shares() {
     let (group, floor) = drifting();
-    let rows = group.rows(
-        &cells(),
-        &floor,
-        RoundsStop::Precision,
-        &[None, None, None],
-        ONE_PROCESS,
-    );
+    let rows = rows_of(&group, &floor, RoundsStop::Precision);
     // Host and cells drift alike, round by round: over the host's 1.25 µs a unit,
     // eager-sync's 40 µs is 32 units in every round, the read cost 18 / 1.25 = 14.4.
     for (metric, value) in [
@@ -138,13 +120,7 @@ fn twins_per_unit_of_host_speed_cancel_a_drift_the_host_shares() {
     for d in DRIFT {
         bare.push(FloorItem::EmptyKernel, samples(2.0 * d));
     }
-    let rows = group.rows(
-        &cells(),
-        &bare,
-        RoundsStop::Precision,
-        &[None, None, None],
-        ONE_PROCESS,
-    );
+    let rows = rows_of(&group, &bare, RoundsStop::Precision);
     assert!(!rows
         .iter()
         .any(|r| r.metric.ends_with("_per_host_ref") || r.metric.ends_with("_per_empty_graph")));
@@ -154,13 +130,7 @@ fn twins_per_unit_of_host_speed_cancel_a_drift_the_host_shares() {
 fn a_group_with_known_bytes_gets_bytes_and_bandwidth_rows() {
     let (mut group, floor) = drifting();
     group.bytes = Some(8_000);
-    let rows = group.rows(
-        &cells(),
-        &floor,
-        RoundsStop::Precision,
-        &[None, None, None],
-        ONE_PROCESS,
-    );
+    let rows = rows_of(&group, &floor, RoundsStop::Precision);
     for arm in ARMS {
         let bytes = find(&rows, arm.name(), "bytes");
         assert_eq!(
@@ -337,13 +307,7 @@ fn gpu_paced_arms_take_rounds_past_max_rounds_and_host_paced_arms_stop_there() {
     let (group, floor, extra) = past_max_rounds(&rule, 100);
     assert_eq!(extra, 3);
     assert_eq!(group.group_stop(), Some(RoundsStop::MaxRounds));
-    let rows = group.rows(
-        &cells(),
-        &floor,
-        RoundsStop::MaxRounds,
-        &[None, None, None],
-        ONE_PROCESS,
-    );
+    let rows = rows_of(&group, &floor, RoundsStop::MaxRounds);
     let of = |arm, metric| of_rows(&rows, arm, metric);
     for arm in ["eager-sync", "eager-device"] {
         assert_eq!(of(arm, "step_us"), (6, "max-rounds"), "{arm}");
@@ -383,13 +347,7 @@ fn gpu_paced_arms_take_rounds_past_max_rounds_and_host_paced_arms_stop_there() {
     };
     let (group, floor, extra) = past_max_rounds(&loose, 100);
     assert_eq!(extra, 3);
-    let rows = group.rows(
-        &cells(),
-        &floor,
-        RoundsStop::MaxRounds,
-        &[None, None, None],
-        ONE_PROCESS,
-    );
+    let rows = rows_of(&group, &floor, RoundsStop::MaxRounds);
     assert_eq!(of_rows(&rows, "graph", "step_us"), (9, "precision"));
     assert_eq!(of_rows(&rows, "eager-sync", "step_us"), (6, "max-rounds"));
     // No cap past the group's: every arm stops with its group, as before.
@@ -405,13 +363,7 @@ fn gpu_paced_arms_take_rounds_past_max_rounds_and_host_paced_arms_stop_there() {
 /// `drifting()`'s rows at its six rounds.
 fn drifting_rows() -> Vec<Row> {
     let (group, floor) = drifting();
-    group.rows(
-        &cells(),
-        &floor,
-        RoundsStop::MaxRounds,
-        &[None, None, None],
-        ONE_PROCESS,
-    )
+    rows_of(&group, &floor, RoundsStop::MaxRounds)
 }
 
 fn of_rows<'a>(rows: &'a [Row], arm: &str, metric: &str) -> (u32, &'a str) {
@@ -513,9 +465,7 @@ fn fused_s_floor_multiple_keeps_its_group_s_rounds() {
 fn rounds_of_a_process_each_are_the_rows_of_one_process() {
     let (group, floor) = drifting();
     let rows = |processes: &[u32]| {
-        let stop = RoundsStop::MaxRounds;
-        let mut rows = group.rows(&cells(), &floor, stop, &[None, None, None], processes);
-        rows.extend(floor.rows(stop, |_| None, processes));
+        let rows = group_and_floor_rows(&group, &floor, RoundsStop::MaxRounds, processes);
         format!("{rows:?}")
     };
     let one = rows(ONE_PROCESS);
@@ -531,12 +481,7 @@ fn a_process_of_several_rounds_is_one_unit_in_the_rows_and_the_stop_rule() {
     let levels = [1.0, 1.1, 0.92, 1.05, 0.9, 1.08, 1.2, 1.2];
     let processes = [1, 2, 3, 4, 5, 6, 6, 6];
     let (group, floor) = drifting_by(&levels);
-    let stop = RoundsStop::MaxRounds;
-    let rows = |p: &[u32]| {
-        let mut rows = group.rows(&cells(), &floor, stop, &[None, None, None], p);
-        rows.extend(floor.rows(stop, |_| None, p));
-        rows
-    };
+    let rows = |p: &[u32]| group_and_floor_rows(&group, &floor, RoundsStop::MaxRounds, p);
     let (by_round, by_process) = (rows(ONE_PROCESS), rows(&processes));
     // By round the median is between rounds 4 and 6 of eight (10.51, 10.81 µs); by process
     // between the third and fourth of six units (10.01, 10.51), process 6 one unit at 12.

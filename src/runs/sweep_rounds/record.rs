@@ -92,9 +92,7 @@ mod tests {
         }
         // Compared as printed: derived rows hold NaN quantiles, which equal nothing.
         let rows = |g: &GroupRounds, f: &FloorRounds| {
-            let stop = RoundsStop::MaxRounds;
-            let mut rows = g.rows(&cells(), f, stop, &[None, None, None], ONE_PROCESS);
-            rows.extend(f.rows(stop, |_| None, ONE_PROCESS));
+            let rows = group_and_floor_rows(g, f, RoundsStop::MaxRounds, ONE_PROCESS);
             format!("{rows:?}")
         };
         assert_eq!(rows(&here, &floor_here), rows(&there, &floor_there));
