@@ -1355,3 +1355,96 @@ fn the_gpu_paced_gate_fails_a_ten_percent_slower_graph_step_and_a_missing_arm() 
     let outcome = compare(&[path(&base), path(without.path()), "--gate", "gpu-paced"]).unwrap();
     assert_eq!((outcome.exit_code(), outcome.slower), (1, 0));
 }
+
+// ---------------------------------------------------------------------------------------------
+// A real A/A pair of default sweeps of session 10's build (the graph arms' GPU-paced times with
+// twins over the two-node empty graph), back to back on one H200, each its own process tree
+// (results/2026-12-02-h200-gpu-floor-twin/): the floors and the graph arms' rows.
+
+const S10_AA1: &str = "h200_aa_s10/aa1";
+const S10_AA2: &str = "h200_aa_s10/aa2";
+
+/// The fixture's GPU-paced rows: every one of the graph arms' but the host issue, the ratio
+/// over eager-sync, fused's floor multiple and the bytes (no time).
+fn gpu_paced_rows(json: &serde_json::Value) -> Vec<&serde_json::Value> {
+    let rows = json["rows"].as_array().unwrap();
+    (rows.iter())
+        .filter(|r| gpu_paced_row(r) && r["metric"] != "bytes")
+        .collect()
+}
+
+fn pct(change: &serde_json::Value, key: &str) -> f64 {
+    change[key].as_f64().unwrap()
+}
+
+#[test]
+fn a_real_aa_pair_leaves_few_gpu_paced_rows_uncertain_and_each_same_it_relabels_is_shown() {
+    let (json, _) = json_of(&[path(&fixture(S10_AA1)), path(&fixture(S10_AA2))]);
+    let gpu_paced = gpu_paced_rows(&json);
+    assert_eq!(
+        gpu_paced.len(),
+        672,
+        "14 GPU-paced rows of a group × 48 groups"
+    );
+    let count = |verdict: &str, of: &str| (gpu_paced.iter()).filter(|r| r[of] == verdict).count();
+    // Raw, 212 of 672 are uncertain (31.5%); with the twins 122 (18.2%), none called.
+    assert_eq!(count("uncertain", "called"), 212);
+    assert_eq!(count("uncertain", "verdict"), 122);
+    assert_eq!(count("slower", "verdict") + count("faster", "verdict"), 0);
+    let relabelled: Vec<_> = (gpu_paced.iter())
+        .filter(|r| r["called"] == "uncertain" && r["verdict"] == "same")
+        .collect();
+    assert_eq!(relabelled.len(), 90);
+    assert_eq!(json["same_over_empty_graph_2"], 90);
+    for r in relabelled {
+        // Shown: the raw median and the whole twin within ±2%, the twin over the two-node graph
+        // (a bandwidth follows its device time, whose twin it is not).
+        assert!(pct(&r["change"], "pct").abs() <= 2.0, "{r}");
+        if r["metric"] != "gb_s" {
+            assert_eq!(r["per_host_over"], "empty-graph-2", "{r}");
+            let twin = &r["per_host"];
+            assert!(
+                pct(twin, "lo_pct") >= -2.0 && pct(twin, "hi_pct") <= 2.0,
+                "{r}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_regression_of_the_graph_arms_steps_is_called_and_never_shown_same_by_the_twin() {
+    let graph_arm = |r: &Row| ["graph", "graph-upload", "fused"].contains(&r.arm.as_str());
+    // `twin`: the twin over the two-node graph moves with the step, as a slower prep moves it;
+    // without, a fixture edited in the step alone.
+    let planted = |factor: f64, twin: bool| {
+        edited(S10_AA2, |rows| {
+            for r in rows.iter_mut().filter(|r| r.kind == "prep" && graph_arm(r)) {
+                if r.metric == "step_us" || (twin && r.metric == "step_us_per_empty_graph_2") {
+                    scale(r, factor);
+                }
+            }
+        })
+    };
+    let base = fixture(S10_AA1);
+    for (factor, twin, fewest_slower) in [
+        (1.03, true, 60),
+        (1.03, false, 60),
+        (1.05, true, 137),
+        (1.20, true, 144),
+    ] {
+        let new = planted(factor, twin);
+        let (json, outcome) = json_of(&[path(&base), path(new.path()), "--gate", "gpu-paced"]);
+        assert_eq!(outcome.exit_code(), 1, "×{factor}");
+        let steps: Vec<_> = (json["rows"].as_array().unwrap().iter())
+            .filter(|r| r["metric"] == "step_us")
+            .collect();
+        assert_eq!(steps.len(), 144);
+        let slower = steps.iter().filter(|r| r["verdict"] == "slower").count();
+        let same = steps.iter().filter(|r| r["verdict"] == "same").count();
+        assert!(
+            slower >= fewest_slower,
+            "×{factor} twin {twin}: {slower} slower"
+        );
+        assert_eq!(same, 0, "×{factor} twin {twin}");
+    }
+}

@@ -49,11 +49,13 @@ pub enum FloorItem {
 impl FloorItem {
     /// One replay of a graph holding one empty kernel.
     pub const EMPTY_GRAPH: FloorItem = FloorItem::EmptyGraphNodes(1);
+    /// The two-node empty graph: the smallest graph whose replay the GPU paces.
+    pub const EMPTY_GRAPH_2: FloorItem = FloorItem::EmptyGraphNodes(2);
 
     pub const ALL: [FloorItem; 9] = [
         FloorItem::EmptyKernel,
         FloorItem::EMPTY_GRAPH,
-        FloorItem::EmptyGraphNodes(2),
+        FloorItem::EMPTY_GRAPH_2,
         FloorItem::EmptyGraphNodes(3),
         FloorItem::D2hInt,
         FloorItem::D2hIntBusy,

@@ -11,6 +11,11 @@
 //! speed the CPU work does not follow: its twin is over the same round's one-node empty graph
 //! ([`TwinReference::EmptyGraph`]). `compare` shows a row's raw change and its twin's side by
 //! side.
+//!
+//! The GPU-paced times of the graph arms (`step_us`, `gpu_prep_us`) carry a draw of their own
+//! per process: the GPU's pace at starting a graph's work, which the two-node empty graph
+//! measures in the same round ([`TwinReference::EmptyGraph2`]). Their twin over it is what
+//! `compare` reads where the raw change cannot tell the run from the process it ran in.
 
 use crate::axes::floor_item::HOST_REFERENCE;
 use crate::axes::{Arm, FloorItem};
@@ -27,16 +32,29 @@ pub enum TwinReference {
     /// work moved −3.8% [−10.2, +3.9]; over the one-node graph of their own round the change
     /// was +5 … +20% (results/2026-12-01-h200-sweep-gpu-paced-aa/main-s6/).
     EmptyGraph,
+    /// The two-node empty graph's replay: the smallest graph whose step the GPU paces (the
+    /// one-node graph's is the host's launch rate), a measure of how fast the GPU starts a
+    /// graph's work. Over the 60 worker processes of four small-grid sweeps on the H200 the
+    /// per-process level of fused's `step_us` correlated r = 0.78 with it (median cell; 0.31
+    /// with the one-node graph, 0.03 with the empty kernel), graph's 0.47 at bs 8; over it,
+    /// fused's step spread 1.73% from process to process at bs 8 where raw it spread 2.37%
+    /// (results/2026-12-02-h200-four-process-aa/before/rounds-fused-graph-floor.csv.gz).
+    EmptyGraph2,
 }
 
 impl TwinReference {
-    pub const ALL: [TwinReference; 2] = [TwinReference::HostWork, TwinReference::EmptyGraph];
+    pub const ALL: [TwinReference; 3] = [
+        TwinReference::HostWork,
+        TwinReference::EmptyGraph,
+        TwinReference::EmptyGraph2,
+    ];
 
     /// What the twin's metric adds to its row's: `step_us_per_host_ref`.
     pub fn suffix(self) -> &'static str {
         match self {
             TwinReference::HostWork => "_per_host_ref",
             TwinReference::EmptyGraph => "_per_empty_graph",
+            TwinReference::EmptyGraph2 => "_per_empty_graph_2",
         }
     }
 
@@ -46,7 +64,14 @@ impl TwinReference {
         match self {
             TwinReference::HostWork => HOST_REFERENCE,
             TwinReference::EmptyGraph => FloorItem::EMPTY_GRAPH.name(),
+            TwinReference::EmptyGraph2 => FloorItem::EMPTY_GRAPH_2.name(),
         }
+    }
+
+    /// Whether the rows it is the reference of are paced by the host (their twin tests a
+    /// raw call) rather than by the GPU (their twin can show a change the raw row cannot).
+    pub fn of_host_paced(self) -> bool {
+        self != TwinReference::EmptyGraph2
     }
 }
 
@@ -79,13 +104,20 @@ pub fn gpu_paced_arm(arm: Arm) -> bool {
     !host_paced(arm.name(), "step_us")
 }
 
-/// The reference the sweep writes a per-host-speed twin of this prep row over, if any: every
-/// host-paced time has one; a graph arm's host issue is read over the launch path.
+/// The reference the sweep writes a twin of this prep row over, if any: every host-paced time
+/// has one (per unit of host speed; a graph arm's host issue is read over the launch path),
+/// and so have a graph arm's GPU-paced step and device time (over the two-node empty graph;
+/// not its step with the forward, which the forward's 20 µs set).
 pub fn twin_reference(arm: &str, metric: &str) -> Option<TwinReference> {
-    if !metric.ends_with("_us") || !host_paced(arm, metric) {
+    let graph_arm = arm.parse::<Arm>().is_ok_and(Arm::uses_graph);
+    if !metric.ends_with("_us") {
         return None;
     }
-    let replay = metric == "host_issue_us" && arm.parse::<Arm>().is_ok_and(Arm::uses_graph);
+    if !host_paced(arm, metric) {
+        let gpu_time = matches!(metric, "step_us" | "gpu_prep_us");
+        return (graph_arm && gpu_time).then_some(TwinReference::EmptyGraph2);
+    }
+    let replay = metric == "host_issue_us" && graph_arm;
     Some(match replay {
         true => TwinReference::EmptyGraph,
         false => TwinReference::HostWork,
@@ -164,16 +196,35 @@ mod tests {
             "a bandwidth, not a time"
         );
         assert_eq!(twin_reference("graph", STEP_RATIO_VS_EAGER_SYNC), None);
-        assert_eq!(twin_reference("graph", "step_us"), None, "the GPU paces it");
+        for arm in ["graph", "graph-upload", "fused"] {
+            for metric in ["step_us", "gpu_prep_us"] {
+                assert_eq!(
+                    twin_reference(arm, metric),
+                    Some(EmptyGraph2),
+                    "{arm} {metric}"
+                );
+            }
+            assert_eq!(
+                twin_reference(arm, "step_fwd_us"),
+                None,
+                "the forward sets it"
+            );
+        }
+        assert_eq!(twin_reference("eager-device", "step_fwd_us"), None);
         for (reference, twin) in [
             (HostWork, "host_issue_us_per_host_ref"),
             (EmptyGraph, "host_issue_us_per_empty_graph"),
+            (EmptyGraph2, "host_issue_us_per_empty_graph_2"),
         ] {
             assert_eq!(twin_metric("host_issue_us", reference), twin);
             assert_eq!(twin_of(twin), Some(("host_issue_us", reference)));
         }
         assert_eq!(twin_of("host_issue_us"), None);
         assert_eq!(EmptyGraph.floor_arm(), "empty-graph");
+        assert_eq!(EmptyGraph2.floor_arm(), "empty-graph-2");
         assert!(!host_paced("graph", "host_issue_us_per_empty_graph"));
+        assert!(!host_paced("fused", "step_us_per_empty_graph_2"));
+        assert!(HostWork.of_host_paced() && EmptyGraph.of_host_paced());
+        assert!(!EmptyGraph2.of_host_paced());
     }
 }

@@ -25,6 +25,9 @@ struct Report<'a> {
     /// The rows called `slower` that fail it under `gate`.
     gated_slower: usize,
     counts: Vec<Count>,
+    /// Of the `same` rows, those the raw change left `uncertain` and their twin over the
+    /// two-node empty graph shows unchanged (each row's `called` says `uncertain`).
+    same_over_empty_graph_2: usize,
     warnings: &'a [String],
     /// Rows only in BASE: findings between two runs.
     missing: Vec<RowId<'a>>,
@@ -167,6 +170,7 @@ pub fn write(
                 rows: c.count(v),
             })
             .collect(),
+        same_over_empty_graph_2: c.shown_same(),
         warnings,
         missing: c
             .missing()

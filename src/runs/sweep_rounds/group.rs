@@ -218,6 +218,7 @@ impl GroupRounds {
             let over = match reference {
                 TwinReference::HostWork => floor.host_reference(),
                 TwinReference::EmptyGraph => floor.item(FloorItem::EMPTY_GRAPH),
+                TwinReference::EmptyGraph2 => floor.item(FloorItem::EMPTY_GRAPH_2),
             };
             let name = twin_metric(metric, reference);
             (!over.is_empty())

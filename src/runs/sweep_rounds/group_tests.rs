@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::axes::floor_item::HOST_REFERENCE;
+use crate::results::pacing;
 use crate::runs::sweep_rounds::fixtures::*;
 use crate::runs::sweep_rounds::HARNESS;
 use crate::stats::rounds::ONE_PROCESS;
@@ -114,6 +115,14 @@ fn twins_per_unit_of_host_speed_cancel_a_drift_the_host_shares() {
     assert!(!rows
         .iter()
         .any(|r| r.arm == "graph" && r.metric == "host_issue_us_per_host_ref"));
+    // Its GPU-paced step is over the two-node empty graph of its round: 10 µs over 5 µs, the
+    // drift gone; its device time (4 µs in every round) takes the floor's drift.
+    let step = find(&rows, "graph", "step_us_per_empty_graph_2");
+    assert!((step.median - 2.0).abs() < 1e-9, "{step:?}");
+    assert!(step.ci_hi - step.ci_lo < 1e-9, "{step:?}");
+    assert_eq!((step.unit.as_str(), step.rounds), ("x", 6));
+    let device = find(&rows, "graph", "gpu_prep_us_per_empty_graph_2");
+    assert!(device.ci_lo < 0.8 && 0.8 < device.ci_hi, "{device:?}");
     // A floor measured without the reference (none pushed) gives no twins over it, and one
     // without the empty graph none over that.
     let mut bare = FloorRounds::default();
@@ -121,9 +130,7 @@ fn twins_per_unit_of_host_speed_cancel_a_drift_the_host_shares() {
         bare.push(FloorItem::EmptyKernel, samples(2.0 * d));
     }
     let rows = rows_of(&group, &bare, RoundsStop::Precision);
-    assert!(!rows
-        .iter()
-        .any(|r| r.metric.ends_with("_per_host_ref") || r.metric.ends_with("_per_empty_graph")));
+    assert!(!rows.iter().any(|r| pacing::twin_of(&r.metric).is_some()));
 }
 
 #[test]

@@ -78,8 +78,12 @@ pub(super) fn follow_derived(base: &Side, new: &Side, refs: &References, matched
             .map(|(j, same)| (&matched[j], same))
             .collect();
         let paced_by_host = host_paced(&ne.arm, &ne.metric);
+        // A bandwidth is the same bytes over the device time: what shows that time unchanged
+        // shows the bandwidth so.
+        let bandwidth = &*ne.metric == "gb_s";
         let verdict = match floor_moved {
             true => Some(Verdict::FloorMoved),
+            false if bandwidth && shown_same(&matched[i], &sources) => Some(Verdict::Same),
             false => followed(&matched[i], paced_by_host, &sources),
         };
         // A host-paced derived row calls only what a source calls too: it can see no smaller
@@ -100,6 +104,13 @@ pub(super) fn follow_derived(base: &Side, new: &Side, refs: &References, matched
                 .reduce(f64::max);
         }
     }
+}
+
+/// Whether an `uncertain` row's one source was `uncertain` too and shown `same` by its twin
+/// ([`References::explain`]'s GPU-paced rule).
+fn shown_same(row: &Matched, sources: &[(&Matched, bool)]) -> bool {
+    let relabelled = |s: &Matched| s.called == Verdict::Uncertain && s.verdict == Verdict::Same;
+    row.called == Verdict::Uncertain && matches!(sources, [(s, _)] if relabelled(s))
 }
 
 /// Slower for faster and back: the call a source moving the other way makes on its row.

@@ -28,13 +28,15 @@ pub(super) fn launch_floors(side: &Side) -> BTreeMap<&str, &Entry> {
     floors
 }
 
+/// Each twin reference's own change (the host-speed reference's, the empty graphs'), where both
+/// sides timed it.
+pub(super) type TwinMoves = [(TwinReference, Option<Change>); TwinReference::ALL.len()];
+
 /// What the verdicts read beside the pair itself: each side's floors and host reference.
 pub(super) struct References<'s> {
     pub(super) base_floors: BTreeMap<&'s str, &'s Entry>,
     pub(super) new_floors: BTreeMap<&'s str, &'s Entry>,
-    /// Each twin reference's own change (the host-speed reference's, the one-node empty
-    /// graph's), where both sides timed it.
-    pub(super) twin_references: [(TwinReference, Option<Change>); 2],
+    pub(super) twin_references: TwinMoves,
     pub(super) threshold_pct: f64,
 }
 
@@ -67,9 +69,15 @@ impl<'s> References<'s> {
     /// beyond the threshold the way that makes this call, and the row's change over that
     /// reference is shown within the threshold. Nothing else is proof: a floor the row is not
     /// read against, or a change over the floor not shown to be small, explains nothing.
+    /// A GPU-paced row's `uncertain` is `same` where its twin shows it ([`Self::shown_same`]).
     pub(super) fn explain(&self, m: &Matched, base: &Entry, new: &Entry) -> Option<Verdict> {
-        let one_arm = base.arm == new.arm;
-        if !m.called.is_call() || !one_arm || !host_paced(&new.arm, &new.metric) {
+        if base.arm != new.arm {
+            return None;
+        }
+        if !host_paced(&new.arm, &new.metric) {
+            return self.shown_same(m).then_some(Verdict::Same);
+        }
+        if !m.called.is_call() {
             return None;
         }
         let better = better_direction(&new.metric, &new.unit);
@@ -98,6 +106,22 @@ impl<'s> References<'s> {
             return Some(Verdict::Uncertain);
         }
         None
+    }
+
+    /// Whether a GPU-paced row the raw change leaves `uncertain` is shown unchanged by its twin
+    /// over the two-node empty graph: the raw median within the threshold and the twin's whole
+    /// interval too. A process draws how fast the GPU starts a graph's work, and a graph arm's
+    /// step carries that draw (fused's per-process level r = 0.78 with the two-node graph's on
+    /// the H200), so its raw interval spans the processes' spread; over the same round's
+    /// two-node graph the spread narrows (fused bs 8: 2.37% to 1.73% between processes), and a
+    /// change of the code moves the twin as it moves the row, the floor being no code of the
+    /// run's. No call is made or excused this way: a raw `slower` stands.
+    fn shown_same(&self, m: &Matched) -> bool {
+        let t = self.threshold_pct;
+        m.called == Verdict::Uncertain
+            && m.twin_reference == Some(TwinReference::EmptyGraph2)
+            && m.change.is_some_and(|c| c.median_beyond(t).is_none())
+            && m.per_host.is_some_and(|c| c.within(t))
     }
 
     /// A floor multiple's call its floor explains: the floor's median moved beyond the
@@ -375,5 +399,69 @@ mod tests {
             verdicts(&base, &side(0.0, 50.0, 80.0, 20.0)),
             [Verdict::Slower]
         );
+    }
+
+    /// A graph arm's GPU-paced times with intervals as wide as fused's bs 8 rows in an H200
+    /// A/A (±2.5–3.5%), and their twins over the two-node empty graph at what that graph's
+    /// spread left of them.
+    #[test]
+    fn a_gpu_paced_row_is_same_only_where_its_twin_over_the_two_node_graph_shows_it() {
+        let up = |v: f64, pct: f64| v * (1.0 + pct / 100.0);
+        let side = |row_pct: f64, twin_pct: f64, twin_width: f64| {
+            vec![
+                floor("empty-graph-2", 2.27, 1.0),
+                cell("fused", "step_us", up(2.86, row_pct), 2.8),
+                cell(
+                    "fused",
+                    "step_us_per_empty_graph_2",
+                    up(1.26, twin_pct),
+                    twin_width,
+                ),
+                cell("fused", "gpu_prep_us", up(2.0, row_pct), 2.8),
+                cell(
+                    "fused",
+                    "gpu_prep_us_per_empty_graph_2",
+                    up(0.88, twin_pct),
+                    twin_width,
+                ),
+                cell("fused", "bytes", 8000.0, 0.0),
+                cell("fused", "gb_s", 4.0 / (1.0 + row_pct / 100.0), 2.8),
+            ]
+        };
+        let base = side(0.0, 0.0, 0.6);
+        let judged = |new: &[Row]| {
+            let c = compare_rows(&base, new, None, 2.0).unwrap();
+            let of = |metric| {
+                let m = row_of(&c, "fused", metric);
+                (m.called, m.verdict)
+            };
+            (of("step_us"), of("gpu_prep_us"), of("gb_s"), c.shown_same())
+        };
+        use Verdict::*;
+        // +1% raw with ±4% between the two sides: uncertain; over the two-node graph +0.5%
+        // within ±1%: same, and the bandwidth with its device time.
+        let (step, prep, gb_s, shown) = judged(&side(1.0, 0.5, 0.6));
+        assert_eq!(step, (Uncertain, Same));
+        assert_eq!(prep, (Uncertain, Same));
+        assert_eq!(gb_s, (Uncertain, Same));
+        assert_eq!(shown, 3);
+        // The twin as wide as the raw row shows nothing: uncertain stays.
+        let (step, _, gb_s, shown) = judged(&side(1.0, 0.5, 2.8));
+        assert_eq!(
+            (step, gb_s, shown),
+            ((Uncertain, Uncertain), (Uncertain, Uncertain), 0)
+        );
+        // A raw median beyond the threshold is no `same`, however narrow the twin.
+        let (step, ..) = judged(&side(2.5, 0.5, 0.6));
+        assert_eq!(step, (Uncertain, Uncertain));
+        // A twin that moved beyond the threshold keeps the row uncertain.
+        let (step, ..) = judged(&side(1.0, 1.8, 0.6));
+        assert_eq!(step, (Uncertain, Uncertain));
+        // A raw call is never excused by the twin: +20% stands with its twin held (a fixture
+        // edited in one row), and is called with a twin that moved with it.
+        let (step, ..) = judged(&side(20.0, 0.0, 0.6));
+        assert_eq!(step, (Slower, Slower));
+        let (step, ..) = judged(&side(20.0, 20.0, 0.6));
+        assert_eq!(step, (Slower, Slower));
     }
 }

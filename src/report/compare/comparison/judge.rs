@@ -5,11 +5,11 @@ use super::super::gate::Gate;
 use super::super::matching::{pair, Arms, Pair, Pairing};
 use super::super::side::Side;
 use super::derived::follow_derived;
-use super::explain::{launch_floors, References};
+use super::explain::{launch_floors, References, TwinMoves};
 use super::noise_floor::capped;
 use super::{Comparison, FloorMove, Matched};
 use crate::report::change::{
-    better_direction, judge, relative_change, smallest_callable_pct, Change, Interval, Verdict,
+    better_direction, judge, relative_change, smallest_callable_pct, Interval, Verdict,
 };
 use crate::results::csv::KIND_FLOOR;
 use crate::results::pacing::{twin_of, TwinReference};
@@ -102,7 +102,7 @@ fn judge_all(
     new: &Side,
     cells: &[Pair],
     twins: &[Option<Pair>],
-    twin_references: [(TwinReference, Option<Change>); 2],
+    twin_references: TwinMoves,
     threshold_pct: f64,
 ) -> Vec<Matched> {
     let refs = References {
@@ -136,10 +136,11 @@ fn judge_all(
                 per_host,
                 twin_reference,
                 // A host-paced call must hold per unit of host speed too (`explain`): the
-                // smaller of the two powers.
+                // smaller of the two powers. A GPU-paced row is called raw.
                 smallest_callable_pct: [
                     Some((be, ne)),
-                    twin.map(|(tb, tn)| (&base.entries[tb], &new.entries[tn])),
+                    twin.filter(|_| twin_reference.is_some_and(TwinReference::of_host_paced))
+                        .map(|(tb, tn)| (&base.entries[tb], &new.entries[tn])),
                 ]
                 .into_iter()
                 .flatten()

@@ -37,12 +37,13 @@ pub struct Matched {
     /// not read against a floor (not a prep time, a side without that floor, or two arms
     /// read against different floors).
     pub vs_floor: Option<Change>,
-    /// The change of the row per unit of host speed: of its twin over its reference
-    /// ([`Self::twin_reference`]), formed inside each round ([`crate::results::pacing`]); `None` where a side
-    /// has no twin.
+    /// The change of the row per unit of its twin's reference (host speed; for a graph arm's
+    /// GPU-paced time the two-node empty graph): of its twin over that reference
+    /// ([`Self::twin_reference`]), formed inside each round ([`crate::results::pacing`]);
+    /// `None` where a side has no twin.
     pub per_host: Option<Change>,
-    /// What the twin is over: the host-speed reference, or the one-node empty graph for a
-    /// graph arm's host issue.
+    /// What the twin is over: the host-speed reference, the one-node empty graph for a graph
+    /// arm's host issue, or the two-node one for its GPU-paced times.
     pub twin_reference: Option<TwinReference>,
     /// The smallest change in the worse direction these two intervals could have called
     /// (`slower`), in percent ([`smallest_callable_pct`](crate::report::change::smallest_callable_pct)).
@@ -83,6 +84,14 @@ pub struct Comparison {
 impl Comparison {
     pub fn count(&self, verdict: Verdict) -> usize {
         self.matched.iter().filter(|m| m.verdict == verdict).count()
+    }
+
+    /// Rows the raw change left `uncertain` that their twin over the two-node empty graph
+    /// shows `same` (a graph arm's GPU-paced times and their bandwidths).
+    pub fn shown_same(&self) -> usize {
+        let relabelled =
+            |m: &&Matched| m.called == Verdict::Uncertain && m.verdict == Verdict::Same;
+        self.matched.iter().filter(relabelled).count()
     }
 
     /// Whether `m` fails the comparison: called `slower`, of a kind of row [`Self::gate`]

@@ -6,13 +6,15 @@ use crate::axes::floor_item::HOST_REFERENCE;
 use crate::report::change::Verdict;
 use crate::report::format::{fmt_interval, fmt_num, fmt_pct, table_cell};
 use crate::results::env::{describe, Difference};
+use crate::results::pacing::TwinReference;
 use std::fmt::Write;
 
 /// The host-speed reference and the floors that moved, and how many calls each explained.
 pub(super) fn write_host_and_floors(out: &mut String, c: &Comparison) {
     let moved = c.moved_floors();
     let explained = c.count(Verdict::FloorMoved) + c.count(Verdict::HostMoved);
-    if moved.is_empty() && explained == 0 && c.host().is_none() {
+    let shown_same = c.shown_same();
+    if moved.is_empty() && explained == 0 && shown_same == 0 && c.host().is_none() {
         return;
     }
     writeln!(out, "### Host and floors\n").unwrap();
@@ -63,6 +65,17 @@ pub(super) fn write_host_and_floors(out: &mut String, c: &Comparison) {
             out,
             "- Floor times beyond ±{t}%: {}. A floor excuses only the rows read against it.",
             floors.join(", ")
+        )
+        .unwrap();
+    }
+    if shown_same > 0 {
+        writeln!(
+            out,
+            "- {shown_same} GPU-paced rows (graph arms' step and device time, and their \
+             bandwidth) that the raw change left `uncertain` are `same`: their change per unit of \
+             the same round's two-node empty graph (`{}`, how fast the GPU starts a graph's \
+             work, which each process draws anew) is within ±{t}%, and so is the raw median.",
+            TwinReference::EmptyGraph2.floor_arm()
         )
         .unwrap();
     }

@@ -92,7 +92,7 @@ fn summary_of(rows: &[&Matched]) -> String {
 pub(super) fn write_table_head(out: &mut String) {
     writeln!(
         out,
-        "| kind | family | layout | bs | block | arm | metric | BASE | NEW | change | 95% interval | per host speed | vs floor | could call | verdict |"
+        "| kind | family | layout | bs | block | arm | metric | BASE | NEW | change | 95% interval | per reference | vs floor | could call | verdict |"
     )
     .unwrap();
     writeln!(
