@@ -4,7 +4,7 @@
 use super::common::{default_out, usage};
 use super::steps::{steps_config, StepsArgs};
 use super::validate_fit::{fit_profile, read_fit, with_profile, FitCell};
-use super::validate_post_wait::{fit_post_wait, read_post_wait_fit};
+use super::validate_post_wait::{fit_in_turns, read_post_wait_fit};
 use super::validate_settings::{checked_settings, write_env};
 use crate::axes::{Arm, Family};
 use crate::calibrate::validate::{
@@ -322,14 +322,11 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
     // With --fit, the profile validated is the fitted one.
     let (validated, note): (ValidateArgs, Option<FitNote>) = match &fit {
         Some(fit) => {
-            let (path, mut note) =
-                fit_profile(args, &profile, &fit.factors, own_speed, bars, &out)?;
-            if let Some(long) = &fit.post_wait {
-                // Each of its runs names its own profile: the fitted one with a scaled table.
-                let (pw, unconverged) = fit_post_wait(args, &path, long, own_speed, bars, &out)?;
-                note.post_wait = Some(pw);
-                note.unconverged.extend(unconverged);
-            }
+            let base = profile.without_fits();
+            let (path, note) = match &fit.post_wait {
+                Some(long) => fit_in_turns(args, &base, &fit.factors, long, own_speed, bars, &out)?,
+                None => fit_profile(args, &base, 1, &fit.factors, own_speed, bars, &out)?,
+            };
             (with_profile(args, &path), Some(note))
         }
         None => (args.clone(), None),

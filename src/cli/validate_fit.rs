@@ -99,17 +99,27 @@ fn with_factors(base: &HostProfile, factors: &BTreeMap<Arm, Sourced<f64>>) -> Ho
     p
 }
 
-/// Fits every arm of `fit` on `profile` (its own fits undone), writes the fitted
+/// The folder under `out/fit/` of a fit's run `name` in pass `pass` of the turns (the first
+/// pass's, and a fit without turns, keep their plain names).
+pub(super) fn run_name(pass: usize, name: &str) -> String {
+    match pass {
+        1 => name.to_string(),
+        _ => format!("pass{pass}-{name}"),
+    }
+}
+
+/// Fits every arm of `fit` on `base` (a profile without arm factors: `without_fits`, or that
+/// with the post-wait scale of the pass before, `pass` counting from 1), writes the fitted
 /// profile into `out` and returns its path and what validation.md says of it.
 pub(super) fn fit_profile(
     args: &ValidateArgs,
-    profile: &HostProfile,
+    base: &HostProfile,
+    pass: usize,
     fit: &FitCell,
     own_speed: Option<f64>,
     bars: Bars,
     out: &Path,
 ) -> Result<(PathBuf, FitNote)> {
-    let base = profile.without_fits();
     let arms: Vec<Arm> = fit.rows.keys().copied().collect();
     let at = fit.cell.to_string();
     // Each run's factors and lines, to source the factors chosen.
@@ -120,12 +130,12 @@ pub(super) fn fit_profile(
             .iter()
             .map(|(&a, &k)| (a, sourced(k, format!("fit run {n} of {MAX_ITERATIONS}"))))
             .collect();
-        let profile = with_factors(&base, &sourced);
+        let profile = with_factors(base, &sourced);
         let lines = fit_run(
             args,
             &profile,
             fit,
-            &format!("run{n}"),
+            &run_name(pass, &format!("run{n}")),
             own_speed,
             bars,
             out,
@@ -162,7 +172,7 @@ pub(super) fn fit_profile(
         phrases.push(format!("{arm} {}", fit_phrase(f, "not host-bound there")));
     }
     let path = out.join(FITTED_PROFILE);
-    write_atomic(&path, with_factors(&base, &factors).to_json().as_bytes())?;
+    write_atomic(&path, with_factors(base, &factors).to_json().as_bytes())?;
     eprintln!("validate --fit: wrote {}", path.display());
     // A kept (not host-bound) arm is settled, so only fitted arms can be unconverged.
     let unconverged = (fits.iter())

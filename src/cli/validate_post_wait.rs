@@ -10,15 +10,19 @@
 //! long measures their scale; the arm factors are fitted where the reads wait little.
 
 use super::validate::ValidateArgs;
-use super::validate_fit::{fit_outcome, fit_phrase, fit_run, read_one_cell, sourced, FitCell};
+use super::validate_fit::{
+    fit_outcome, fit_phrase, fit_profile, fit_run, read_one_cell, run_name, sourced, FitCell,
+};
 use crate::axes::Arm;
-use crate::calibrate::validate::fit::{fit_factors, ArmFit, DIFF_TOLERANCE, MAX_ITERATIONS};
-use crate::calibrate::validate::{Bars, Line, PostWaitNote, Quantity};
+use crate::calibrate::validate::fit::{
+    fit_factors, in_turns, ArmFit, DIFF_TOLERANCE, MAX_ITERATIONS,
+};
+use crate::calibrate::validate::{Bars, FitNote, Line, PostWaitNote, Quantity};
 use crate::model::host_profile::HostProfile;
 use crate::results::atomic::write_atomic;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What to run for a --fit-post-wait file, for the refusals.
 const RECIPE: &str = "record one untraced cell with eager-sync and graph at a long forward, \
@@ -73,21 +77,55 @@ fn scaled(profile: &HostProfile, scale: f64, why: &str) -> Result<HostProfile> {
     Ok(p)
 }
 
-/// Fits the post-wait scale of the profile at `profile_path` (the arm factors already in it)
-/// at `long`'s cell, and writes the profile with the scaled table back to `profile_path`.
-/// Returns what validation.md says, and the unconverged phrase if no run came within
-/// `DIFF_TOLERANCE`.
-pub(super) fn fit_post_wait(
+/// `--fit` with `--fit-post-wait`: the arm factors at `factors`' cell and the post-wait scale
+/// at `long`'s fitted in turns ([`in_turns`]), each pass fitting the factors on `base` (no
+/// fits) with the scale of the pass before, then the scale with those factors. Returns the
+/// fitted profile's path and what validation.md says of the last pass.
+pub(super) fn fit_in_turns(
     args: &ValidateArgs,
-    profile_path: &Path,
+    base: &HostProfile,
+    factors: &FitCell,
     long: &FitCell,
     own_speed: Option<f64>,
     bars: Bars,
     out: &Path,
-) -> Result<(PostWaitNote, Option<String>)> {
-    // The arm fit wrote it with the table as calibrate did (HostProfile::without_fits); the
-    // table's presence was checked before any GPU work, and `scaled` names a missing one.
-    let profile = HostProfile::load(&profile_path.display().to_string())?;
+) -> Result<(PathBuf, FitNote)> {
+    let mut last = None;
+    in_turns(1.0, |pass, scale| {
+        let start = match pass {
+            1 => base.clone(),
+            _ => scaled(base, scale, &format!("the scale pass {} fitted", pass - 1))?,
+        };
+        let (path, mut note) = fit_profile(args, &start, pass, factors, own_speed, bars, out)?;
+        // Each of its runs names its own profile: the fitted one with a scaled table.
+        let (pw, unconverged, fitted) =
+            fit_post_wait(args, &path, pass, long, own_speed, bars, out)?;
+        note.post_wait = Some(pw);
+        note.unconverged.extend(unconverged);
+        last = Some((path, note));
+        Ok(fitted)
+    })?;
+    Ok(last.expect("in_turns runs a pass at least"))
+}
+
+/// Fits the post-wait scale of the profile at `profile_path` (the arm factors of pass `pass`
+/// already in it) at `long`'s cell, and writes the profile with the scaled table back to
+/// `profile_path`. Returns what validation.md says, the unconverged phrase if no run came
+/// within `DIFF_TOLERANCE`, and the scale.
+fn fit_post_wait(
+    args: &ValidateArgs,
+    profile_path: &Path,
+    pass: usize,
+    long: &FitCell,
+    own_speed: Option<f64>,
+    bars: Bars,
+    out: &Path,
+) -> Result<(PostWaitNote, Option<String>, f64)> {
+    // The arm fit wrote it with the table of the pass before; the scale is fitted on the
+    // table as calibrate wrote it. The table's presence was checked before any GPU work, and
+    // `scaled` names a missing one.
+    let profile =
+        HostProfile::load(&profile_path.display().to_string())?.with_post_wait_as_calibrated();
     let at = long.cell.to_string();
     let mut runs: Vec<Line> = Vec::new();
     let fits = fit_factors(&[PostWaitScale], DIFF_TOLERANCE, |scales| {
@@ -95,7 +133,7 @@ pub(super) fn fit_post_wait(
         let k = scales[&PostWaitScale];
         let run = format!("post-wait fit run {n} of {MAX_ITERATIONS}");
         let profile = scaled(&profile, k, &run)?;
-        let name = format!("post-wait-run{n}");
+        let name = run_name(pass, &format!("post-wait-run{n}"));
         let lines = fit_run(args, &profile, long, &name, own_speed, bars, out)?;
         let diff = lines
             .into_iter()
@@ -133,8 +171,9 @@ pub(super) fn fit_post_wait(
         file: long.file.display().to_string(),
         cell: long.cell,
         phrase: fit_phrase(&f, "eager-sync − graph does not follow the scale there"),
+        passes: pass,
     };
-    Ok((note, unconverged))
+    Ok((note, unconverged, f.factor))
 }
 
 /// Where the scale came from: the file and cell, the reference's and the model's

@@ -31,6 +31,8 @@ pub struct PostWaitNote {
     pub file: String,
     pub cell: Cell,
     pub phrase: String,
+    /// Passes of the factors and the scale fitted in turns, the note's the last.
+    pub passes: usize,
 }
 
 impl FitNote {
@@ -110,8 +112,12 @@ pub fn markdown(
         if let Some(p) = &fit.post_wait {
             let _ = writeln!(
                 r,
-                "Then the post-wait table (`post_wait`: what framework calls cost extra after a wait, from metaprep_host.py's probe) was **scaled** to fit eager-sync − graph at {} of `{}`, another untraced process: {}. Its rows here are marked \"fit cell\" too.\n",
-                p.cell, p.file, p.phrase
+                "Then the post-wait table (`post_wait`: what framework calls cost extra after a wait, from metaprep_host.py's probe) was **scaled** to fit eager-sync − graph at {} of `{}`, another untraced process: {}. The factors and the scale were fitted in turns, each with the other's last (the factors take in the extras at the short forward, the scale the factors at the long one): {} pass{}, the factors above the last's. Its rows here are marked \"fit cell\" too.\n",
+                p.cell,
+                p.file,
+                p.phrase,
+                p.passes,
+                if p.passes == 1 { "" } else { "es" }
             );
         }
     }

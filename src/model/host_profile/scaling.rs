@@ -117,8 +117,15 @@ impl HostProfile {
     /// `calibrate` wrote it (a fitted scale divided back out), so a fit never starts from an
     /// earlier fit's.
     pub fn without_fits(&self) -> HostProfile {
-        let mut p = self.clone();
+        let mut p = self.with_post_wait_as_calibrated();
         p.arm_host_factors = None;
+        p
+    }
+
+    /// The profile with its post-wait table as `calibrate` wrote it (a fitted scale divided
+    /// back out), its arm factors kept.
+    pub fn with_post_wait_as_calibrated(&self) -> HostProfile {
+        let mut p = self.clone();
         if let (Some(scale), Some(table)) = (p.post_wait_scale.take(), p.post_wait.as_mut()) {
             table.value.scale(1.0 / scale.value);
         }
