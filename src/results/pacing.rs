@@ -61,10 +61,16 @@ impl TwinReference {
     /// The floor row (its `arm`) whose `step_us` the twin is over: `compare` reads the
     /// reference's own move from it.
     pub fn floor_arm(self) -> &'static str {
+        self.floor_item().map_or(HOST_REFERENCE, FloorItem::name)
+    }
+
+    /// The floor item the twin is over; `None` for the host-speed reference, which is no
+    /// floor item (the floor times it beside them).
+    pub fn floor_item(self) -> Option<FloorItem> {
         match self {
-            TwinReference::HostWork => HOST_REFERENCE,
-            TwinReference::EmptyGraph => FloorItem::EMPTY_GRAPH.name(),
-            TwinReference::EmptyGraph2 => FloorItem::EMPTY_GRAPH_2.name(),
+            TwinReference::HostWork => None,
+            TwinReference::EmptyGraph => Some(FloorItem::EMPTY_GRAPH),
+            TwinReference::EmptyGraph2 => Some(FloorItem::EMPTY_GRAPH_2),
         }
     }
 

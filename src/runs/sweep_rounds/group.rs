@@ -6,9 +6,7 @@ use crate::harness::bandwidth::{bytes_row, gb_s_row};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::rows::{CellId, RoundLine};
 use crate::results::csv::{Row, STEP_RATIO_VS_EAGER_SYNC};
-use crate::results::pacing::{
-    gpu_paced_arm, host_paced, twin_metric, twin_reference, TwinReference,
-};
+use crate::results::pacing::{gpu_paced_arm, host_paced, twin_metric, twin_reference};
 use crate::stats::rounds::{over_rounds, paired, per_round, Paired};
 use crate::stats::stopping::{RoundsRule, RoundsStop};
 use crate::stats::summary::Summary;
@@ -215,10 +213,9 @@ impl GroupRounds {
         let mut rows = Vec::new();
         let twin = |cell: &CellId, metric: &str, rounds: &[Vec<f64>], t| {
             let reference = twin_reference(&cell.key.arm, metric)?;
-            let over = match reference {
-                TwinReference::HostWork => floor.host_reference(),
-                TwinReference::EmptyGraph => floor.item(FloorItem::EMPTY_GRAPH),
-                TwinReference::EmptyGraph2 => floor.item(FloorItem::EMPTY_GRAPH_2),
+            let over = match reference.floor_item() {
+                Some(item) => floor.item(item),
+                None => floor.host_reference(),
             };
             let name = twin_metric(metric, reference);
             (!over.is_empty())

@@ -50,26 +50,31 @@ pub(super) fn follow_derived(base: &Side, new: &Side, refs: &References, matched
         let sibling = |index: &HashMap<CellOf, usize>, cell: &CellOf| index.get(cell).copied();
         let step = sibling(&steps, &cell);
         // The rows a derived row is made of, each with whether it moves the same way (a ratio
-        // over eager-sync rises when eager-sync's step falls), and a floor multiple its floor
-        // explains.
-        let (sources, floor_moved): (Vec<(usize, bool)>, bool) = match &*ne.metric {
+        // over eager-sync rises when eager-sync's step falls), and how it follows them.
+        let (sources, follows): (Vec<(usize, bool)>, Follows) = match &*ne.metric {
             "floor_multiple" => {
                 let step_change = step.and_then(|s| matched[s].change);
-                let explained = refs.explain_multiple(&matched[i], be, ne, step_change);
-                (step.map(|s| (s, true)).into_iter().collect(), explained)
+                let follows = match refs.explain_multiple(&matched[i], be, ne, step_change) {
+                    true => Follows::FloorMoved,
+                    false => Follows::Calls,
+                };
+                (step.map(|s| (s, true)).into_iter().collect(), follows)
             }
             STEP_RATIO_VS_EAGER_SYNC => {
                 let (kind, family, layout, bs, block, _, _) = cell;
                 let sync = (kind, family, layout, bs, block, "eager-sync", "eager-sync");
                 let sync = sibling(&steps, &sync);
                 let sources = [step.map(|s| (s, true)), sync.map(|s| (s, false))];
-                (sources.into_iter().flatten().collect(), false)
+                (sources.into_iter().flatten().collect(), Follows::Calls)
             }
             "gb_s" if &*ne.kind == KIND_PREP => {
                 let same_bytes =
                     sibling(&bytes, &cell).is_some_and(|b| matched[b].verdict == Verdict::Same);
                 let prep = sibling(&preps, &cell).filter(|_| same_bytes);
-                (prep.map(|p| (p, true)).into_iter().collect(), false)
+                (
+                    prep.map(|p| (p, true)).into_iter().collect(),
+                    Follows::Mirrors,
+                )
             }
             _ => continue,
         };
@@ -78,13 +83,10 @@ pub(super) fn follow_derived(base: &Side, new: &Side, refs: &References, matched
             .map(|(j, same)| (&matched[j], same))
             .collect();
         let paced_by_host = host_paced(&ne.arm, &ne.metric);
-        // A bandwidth is the same bytes over the device time: what shows that time unchanged
-        // shows the bandwidth so.
-        let bandwidth = &*ne.metric == "gb_s";
-        let verdict = match floor_moved {
-            true => Some(Verdict::FloorMoved),
-            false if bandwidth && shown_same(&matched[i], &sources) => Some(Verdict::Same),
-            false => followed(&matched[i], paced_by_host, &sources),
+        let verdict = match follows {
+            Follows::FloorMoved => Some(Verdict::FloorMoved),
+            Follows::Mirrors if shown_same(&matched[i], &sources) => Some(Verdict::Same),
+            _ => followed(&matched[i], paced_by_host, &sources),
         };
         // A host-paced derived row calls only what a source calls too: it can see no smaller
         // change than the most powerful source moving its way (a source moving the other way
@@ -106,11 +108,21 @@ pub(super) fn follow_derived(base: &Side, new: &Side, refs: &References, matched
     }
 }
 
-/// Whether an `uncertain` row's one source was `uncertain` too and shown `same` by its twin
+/// How a derived row follows the rows it is made of.
+enum Follows {
+    /// It calls only what one of them calls ([`followed`]).
+    Calls,
+    /// A floor multiple its floor explains ([`References::explain_multiple`]).
+    FloorMoved,
+    /// A bandwidth: the same bytes over the device time, so what shows that time unchanged
+    /// shows it so ([`shown_same`]), and otherwise it calls as the others do.
+    Mirrors,
+}
+
+/// Whether an `uncertain` row's one source was shown `same` by its twin
 /// ([`References::explain`]'s GPU-paced rule).
 fn shown_same(row: &Matched, sources: &[(&Matched, bool)]) -> bool {
-    let relabelled = |s: &Matched| s.called == Verdict::Uncertain && s.verdict == Verdict::Same;
-    row.called == Verdict::Uncertain && matches!(sources, [(s, _)] if relabelled(s))
+    row.called == Verdict::Uncertain && matches!(sources, [(s, _)] if s.shown_same())
 }
 
 /// Slower for faster and back: the call a source moving the other way makes on its row.

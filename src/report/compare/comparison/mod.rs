@@ -54,6 +54,14 @@ pub struct Matched {
     pub verdict: Verdict,
 }
 
+impl Matched {
+    /// Whether the raw change left it `uncertain` and a twin showed it `same` (its own, or
+    /// for a bandwidth its device time's).
+    pub fn shown_same(&self) -> bool {
+        self.called == Verdict::Uncertain && self.verdict == Verdict::Same
+    }
+}
+
 /// One floor row on both sides: how the machine moved, with no verdict.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FloorMove {
@@ -89,9 +97,7 @@ impl Comparison {
     /// Rows the raw change left `uncertain` that their twin over the two-node empty graph
     /// shows `same` (a graph arm's GPU-paced times and their bandwidths).
     pub fn shown_same(&self) -> usize {
-        let relabelled =
-            |m: &&Matched| m.called == Verdict::Uncertain && m.verdict == Verdict::Same;
-        self.matched.iter().filter(relabelled).count()
+        self.matched.iter().filter(|m| m.shown_same()).count()
     }
 
     /// Whether `m` fails the comparison: called `slower`, of a kind of row [`Self::gate`]
