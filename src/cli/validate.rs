@@ -325,7 +325,11 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
             let base = profile.without_fits();
             let (path, note) = match &fit.post_wait {
                 Some(long) => fit_in_turns(args, &base, &fit.factors, long, own_speed, bars, &out)?,
-                None => fit_profile(args, &base, 1, &fit.factors, own_speed, bars, &out)?,
+                None => {
+                    let (path, _, note) =
+                        fit_profile(args, &base, 1, &fit.factors, own_speed, bars, &out)?;
+                    (path, note)
+                }
             };
             (with_profile(args, &path), Some(note))
         }

@@ -110,7 +110,7 @@ pub(super) fn run_name(pass: usize, name: &str) -> String {
 
 /// Fits every arm of `fit` on `base` (a profile without arm factors: `without_fits`, or that
 /// with the post-wait scale of the pass before, `pass` counting from 1), writes the fitted
-/// profile into `out` and returns its path and what validation.md says of it.
+/// profile into `out` and returns its path, the profile and what validation.md says of it.
 pub(super) fn fit_profile(
     args: &ValidateArgs,
     base: &HostProfile,
@@ -119,7 +119,7 @@ pub(super) fn fit_profile(
     own_speed: Option<f64>,
     bars: Bars,
     out: &Path,
-) -> Result<(PathBuf, FitNote)> {
+) -> Result<(PathBuf, HostProfile, FitNote)> {
     let arms: Vec<Arm> = fit.rows.keys().copied().collect();
     let at = fit.cell.to_string();
     // Each run's factors and lines, to source the factors chosen.
@@ -172,7 +172,8 @@ pub(super) fn fit_profile(
         phrases.push(format!("{arm} {}", fit_phrase(f, "not host-bound there")));
     }
     let path = out.join(FITTED_PROFILE);
-    write_atomic(&path, with_factors(base, &factors).to_json().as_bytes())?;
+    let fitted = with_factors(base, &factors);
+    write_atomic(&path, fitted.to_json().as_bytes())?;
     eprintln!("validate --fit: wrote {}", path.display());
     // A kept (not host-bound) arm is settled, so only fitted arms can be unconverged.
     let unconverged = (fits.iter())
@@ -186,7 +187,7 @@ pub(super) fn fit_profile(
         unconverged,
         post_wait: None,
     };
-    Ok((path, note))
+    Ok((path, fitted, note))
 }
 
 /// The per-arm step lines of a cell's comparison, by arm.

@@ -12,6 +12,7 @@
 use super::validate::ValidateArgs;
 use super::validate_fit::{
     fit_outcome, fit_phrase, fit_profile, fit_run, read_one_cell, run_name, sourced, FitCell,
+    FITTED_PROFILE,
 };
 use crate::axes::Arm;
 use crate::calibrate::validate::fit::{
@@ -96,36 +97,36 @@ pub(super) fn fit_in_turns(
             1 => base.clone(),
             _ => scaled(base, scale, &format!("the scale pass {} fitted", pass - 1))?,
         };
-        let (path, mut note) = fit_profile(args, &start, pass, factors, own_speed, bars, out)?;
+        let (path, fitted, mut note) =
+            fit_profile(args, &start, pass, factors, own_speed, bars, out)?;
         // Each of its runs names its own profile: the fitted one with a scaled table.
-        let (pw, unconverged, fitted) =
-            fit_post_wait(args, &path, pass, long, own_speed, bars, out)?;
+        let (pw, unconverged, scale) =
+            fit_post_wait(args, &fitted, pass, long, own_speed, bars, out)?;
         note.post_wait = Some(pw);
         note.unconverged.extend(unconverged);
         last = Some((path, note));
-        Ok(fitted)
+        Ok(scale)
     })?;
     Ok(last.expect("in_turns runs a pass at least"))
 }
 
-/// Fits the post-wait scale of the profile at `profile_path` (the arm factors of pass `pass`
-/// already in it) at `long`'s cell, and writes the profile with the scaled table back to
-/// `profile_path`. Returns what validation.md says, the unconverged phrase if no run came
-/// within `DIFF_TOLERANCE`, and the scale.
+/// Fits the post-wait scale of `fitted` (the profile [`fit_profile`] wrote in pass `pass`, its
+/// arm factors in it) at `long`'s cell, and writes the profile with the scaled table in its
+/// place. Returns what validation.md says, the unconverged phrase if no run came within
+/// `DIFF_TOLERANCE`, and the scale.
 fn fit_post_wait(
     args: &ValidateArgs,
-    profile_path: &Path,
+    fitted: &HostProfile,
     pass: usize,
     long: &FitCell,
     own_speed: Option<f64>,
     bars: Bars,
     out: &Path,
 ) -> Result<(PostWaitNote, Option<String>, f64)> {
-    // The arm fit wrote it with the table of the pass before; the scale is fitted on the
-    // table as calibrate wrote it. The table's presence was checked before any GPU work, and
-    // `scaled` names a missing one.
-    let profile =
-        HostProfile::load(&profile_path.display().to_string())?.with_post_wait_as_calibrated();
+    // The arm fit ran with the table of the pass before; the scale is fitted on the table as
+    // calibrate wrote it. The table's presence was checked before any GPU work, and `scaled`
+    // names a missing one.
+    let profile = fitted.with_post_wait_as_calibrated();
     let at = long.cell.to_string();
     let mut runs: Vec<Line> = Vec::new();
     let fits = fit_factors(&[PostWaitScale], DIFF_TOLERANCE, |scales| {
@@ -156,13 +157,14 @@ fn fit_post_wait(
     let f = fits[&PostWaitScale];
     let line = &runs[f.run as usize - 1];
     let why = source(long, &at, line, &f);
+    let path = out.join(FITTED_PROFILE);
     write_atomic(
-        profile_path,
+        &path,
         scaled(&profile, f.factor, &why)?.to_json().as_bytes(),
     )?;
     eprintln!(
         "validate --fit-post-wait: wrote {} (post-wait x{:.3})",
-        profile_path.display(),
+        path.display(),
         f.factor
     );
     let unconverged =
