@@ -91,8 +91,7 @@ pub(super) fn fit_in_turns(
     bars: Bars,
     out: &Path,
 ) -> Result<(PathBuf, FitNote)> {
-    let mut last = None;
-    in_turns(1.0, |pass, scale| {
+    let turns = in_turns(1.0, |pass, scale| {
         let start = match pass {
             1 => base.clone(),
             _ => scaled(base, scale, &format!("the scale pass {} fitted", pass - 1))?,
@@ -104,10 +103,9 @@ pub(super) fn fit_in_turns(
             fit_post_wait(args, &fitted, pass, long, own_speed, bars, out)?;
         note.post_wait = Some(pw);
         note.unconverged.extend(unconverged);
-        last = Some((path, note));
-        Ok(scale)
+        Ok((scale, (path, note)))
     })?;
-    Ok(last.expect("in_turns runs a pass at least"))
+    Ok(turns.last)
 }
 
 /// Fits the post-wait scale of `fitted` (the profile [`fit_profile`] wrote in pass `pass`, its

@@ -33,6 +33,7 @@ pub const BOUNDS: (f64, f64) = (0.1, 10.0);
 /// extras are a sixth of the short cell's step and over a third of the long difference, so
 /// five take a 30% error to within 1%.
 pub const PASSES: usize = 5;
+const _: () = assert!(PASSES >= 1, "in_turns runs one pass at least");
 /// The turns stop once a pass moves the scale by less than this (relative): both fits hold.
 pub const SETTLED: f64 = 0.01;
 /// The second evaluation moves a factor by at least this (relative), so that whether the
@@ -45,25 +46,37 @@ const MIN_SENSITIVITY: f64 = 0.2;
 /// Factor moves smaller than this (relative) are not used to judge sensitivity (noise).
 const MIN_JUDGED_MOVE: f64 = 0.05;
 
+/// What [`in_turns`] ends with: the last pass's scale and the rest of what it returned, and
+/// how many passes ran.
+#[derive(Debug)]
+pub struct Turns<T> {
+    pub scale: f64,
+    pub passes: usize,
+    pub last: T,
+}
+
 /// Runs `pass` up to [`PASSES`] times, each given its number (from 1) and the scale the pass
-/// before fitted (`start` for the first) and returning the scale it fitted: two fits that each
-/// hold the other's result fixed, in turns, towards the point where both hold; a pass that
-/// moves the scale by less than [`SETTLED`] ends them. Returns the last scale and the passes
-/// run.
-pub fn in_turns(
+/// before fitted (`start` for the first) and returning the scale it fitted with what else it
+/// made: two fits that each hold the other's result fixed, in turns, towards the point where
+/// both hold; a pass that moves the scale by less than [`SETTLED`] ends them.
+pub fn in_turns<T>(
     start: f64,
-    mut pass: impl FnMut(usize, f64) -> Result<f64>,
-) -> Result<(f64, usize)> {
-    let mut scale = start;
-    for n in 1..=PASSES {
-        let next = pass(n, scale)?;
+    mut pass: impl FnMut(usize, f64) -> Result<(f64, T)>,
+) -> Result<Turns<T>> {
+    let (mut scale, mut n) = (start, 1);
+    loop {
+        let (next, last) = pass(n, scale)?;
         let settled = (next / scale - 1.0).abs() < SETTLED;
         scale = next;
-        if settled {
-            return Ok((scale, n));
+        if settled || n == PASSES {
+            return Ok(Turns {
+                scale,
+                passes: n,
+                last,
+            });
         }
+        n += 1;
     }
-    Ok((scale, PASSES))
 }
 
 /// One fitted factor (an arm's host factor, or the post-wait scale).

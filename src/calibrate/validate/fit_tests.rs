@@ -350,12 +350,15 @@ fn the_factors_and_the_scale_fitted_in_turns_approach_both_truths_where_one_turn
     let factor_at = |s: f64| short / (base + s * extras);
     let scale_at = |k: f64| (long / k - diff) / long_extras;
     let mut factors = Vec::new();
-    let (scale, passes) = in_turns(1.0, |_, s| {
+    let turns = in_turns(1.0, |_, s| {
         let k = factor_at(s);
         factors.push(k);
-        Ok(scale_at(k))
+        Ok((scale_at(k), k))
     })
     .unwrap();
+    let (scale, passes) = (turns.scale, turns.passes);
+    // What the last pass returned beside its scale comes back with it.
+    assert_eq!(turns.last, factors[PASSES - 1]);
     // One turn (the fit before turns): the factor low, the scale high by a third.
     let one_turn = scale_at(factors[0]);
     assert!(one_turn / s_true - 1.0 > 0.3, "{one_turn}");
@@ -366,13 +369,13 @@ fn the_factors_and_the_scale_fitted_in_turns_approach_both_truths_where_one_turn
     let k = factor_at(scale);
     assert!((k / k_true - 1.0).abs() < 0.01, "{k}");
     // Started at the truth, the first pass settles them.
-    let (at_truth, passes) = in_turns(s_true, |_, s| Ok(scale_at(factor_at(s)))).unwrap();
-    assert_eq!(passes, 1);
-    assert!((at_truth - s_true).abs() < 1e-12);
+    let at_truth = in_turns(s_true, |n, s| Ok((scale_at(factor_at(s)), n))).unwrap();
+    assert_eq!((at_truth.passes, at_truth.last), (1, 1));
+    assert!((at_truth.scale - s_true).abs() < 1e-12);
     // A failing pass ends the turns with its error.
     let error = in_turns(1.0, |n, s| match n {
         2 => anyhow::bail!("run {n} failed"),
-        _ => Ok(s * 0.5),
+        _ => Ok((s * 0.5, ())),
     });
     assert_eq!(error.unwrap_err().to_string(), "run 2 failed");
 }
