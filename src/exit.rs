@@ -5,10 +5,57 @@
 //! an [`Exit`] or an error, and [`Exit::of_error`] says which status an error ends the
 //! process with: by the two error kinds defined here, which the layers that find such a
 //! problem raise. On the ground floor (ARCHITECTURE.md): it imports nothing of the crate,
-//! so `cli/` and `report/` may use it without importing upwards.
+//! so `cli/` and `report/` may use it without importing upwards. It also prints: an error on
+//! one line ([`print_error`]) and standard output that cannot panic ([`out!`](crate::out)).
 
 use std::fmt;
 use std::process::ExitCode;
+
+/// Writes `args` to standard output as `print!` does, but where it cannot be written (a full
+/// disk, `/dev/full`) says so and ends the process with [`Exit::Failure`], where `print!`
+/// panics. A closed pipe ends the process before this sees it (SIGPIPE's default, restored
+/// at start). Through [`out!`](crate::out) and [`outln!`](crate::outln).
+#[allow(clippy::print_stdout)]
+pub fn print_out(args: fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args).and_then(|()| stdout.flush()) {
+        eprintln!("metaprep: error: writing to standard output: {e}");
+        std::process::exit(Exit::Failure.code().into());
+    }
+}
+
+/// `message` on one line, as an error is printed: each control character (a newline or an
+/// escape from a quoted field of an input file, say) written as its Rust escape, so that a
+/// value quoted back can neither split the line nor drive the terminal.
+pub fn one_line(message: &str) -> String {
+    message
+        .chars()
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect()
+}
+
+/// Prints `error` (its whole chain) as every command ends with one: `metaprep: error: ...` on
+/// one line of stderr ([`one_line`]).
+pub fn print_error(error: &anyhow::Error) {
+    eprintln!("metaprep: error: {}", one_line(&format!("{error:#}")));
+}
+
+/// `print!` that does not panic where standard output cannot be written ([`print_out`]).
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::exit::print_out(format_args!($($arg)*)) };
+}
+
+/// `println!` that does not panic where standard output cannot be written ([`print_out`]).
+#[macro_export]
+macro_rules! outln {
+    () => { $crate::exit::print_out(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::exit::print_out(format_args!("{}\n", format_args!($($arg)*))) };
+}
 
 /// Input the user must fix, found once a command is under way (a `--resume` whose resolved
 /// settings differ from the run's, known only once the GPU is open; a deployment that does
@@ -96,6 +143,16 @@ impl From<Exit> for ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_is_printed_on_one_line_with_its_control_characters_escaped() {
+        let quoted = "r.csv: line 2: unknown arm 'gr\naph\u{1b}[31m' (µs)";
+        assert_eq!(
+            one_line(quoted),
+            "r.csv: line 2: unknown arm 'gr\\naph\\u{1b}[31m' (µs)"
+        );
+        assert_eq!(one_line("plain: kept as it is"), "plain: kept as it is");
+    }
 
     #[test]
     fn the_codes_are_the_readmes() {

@@ -8,6 +8,8 @@
 //! wrappers); `scripts/check_unsafe.sh` also keeps `cudarc` there.
 
 #![deny(unsafe_code)]
+// Standard output through `out!`/`outln!`, which do not panic on a full disk.
+#![deny(clippy::print_stdout)]
 
 pub mod axes;
 pub mod calibrate;

@@ -12,7 +12,7 @@ fn main() -> ExitCode {
     match cli::run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("metaprep: error: {e:#}");
+            metaprep::exit::print_error(&e);
             Exit::of_error(&e).into()
         }
     }

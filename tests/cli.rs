@@ -515,19 +515,157 @@ fn an_existing_run_and_a_mismatched_resume_are_refused_before_any_gpu_work() {
 }
 
 #[test]
-fn a_missing_cupti_exits_3_before_the_gpu_opens() {
+fn a_library_named_that_is_no_file_exits_2_before_the_gpu_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().to_str().unwrap();
+    for cupti in ["/nonexistent/libcupti.so.13", folder] {
+        let out = metaprep(&["steps", "--timer", "cupti", "--cupti-lib", cupti]);
+        assert_clean_failure(&out, 2, &format!("--cupti-lib {cupti} is not a file"));
+    }
+    // The environment's library is named on purpose too, where NCCL would be loaded.
+    let nccl = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_metaprep"))
+            .args(args)
+            .env("METAPREP_NCCL", "/nonexistent/libnccl.so.2")
+            .output()
+            .expect("running metaprep")
+    };
+    let needle = "METAPREP_NCCL /nonexistent/libnccl.so.2 is not a file";
+    assert_clean_failure(&nccl(&["collectives"]), 2, needle);
+    assert_clean_failure(
+        &nccl(&["steps", "--ranks", "real", "--tp", "tp2"]),
+        2,
+        needle,
+    );
+    // Emulated ranks load no NCCL: the variable is not read.
+    let emulated = nccl(&["steps", "--ranks", "emulated", "--batch-sizes", "1"]);
+    assert!(
+        !stderr(&emulated).contains("METAPREP_NCCL"),
+        "{}",
+        stderr(&emulated)
+    );
+}
+
+#[test]
+fn standard_output_that_cannot_be_written_is_an_error_not_a_panic() {
+    let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run_small");
+    let run = run.to_str().unwrap();
+    let full = std::fs::File::create("/dev/full").expect("/dev/full");
+    let out = Command::new(env!("CARGO_BIN_EXE_metaprep"))
+        .args(["compare", run, run])
+        .stdout(full)
+        .output()
+        .expect("running metaprep");
+    assert_clean_failure(&out, 1, "metaprep: error: writing to standard output");
+}
+
+#[test]
+fn outputs_at_a_fifo_or_a_device_are_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run_small");
+    let (run, fifo) = (run.to_str().unwrap(), fifo.to_str().unwrap());
+    for (flag, path) in [
+        ("--out", fifo),
+        ("--json", "/dev/null"),
+        ("--details", fifo),
+    ] {
+        // A reader of the FIFO would block: the command must refuse it before reading it.
+        let mut child = Command::new(env!("CARGO_BIN_EXE_metaprep"))
+            .args(["compare", run, run, flag, path])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("running metaprep");
+        let started = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > std::time::Duration::from_secs(30) {
+                child.kill().unwrap();
+                panic!("compare {flag} {path} hung");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_clean_failure(
+            &out,
+            2,
+            &format!("{flag} {path} is a device, FIFO or socket"),
+        );
+    }
+    assert!(Path::new(fifo).exists(), "the FIFO is left as it was");
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_trace_small.json");
     let out = metaprep(&[
-        "steps",
-        "--timer",
-        "cupti",
-        "--cupti-lib",
-        "/nonexistent/libcupti.so.13",
+        "calibrate",
+        trace.to_str().unwrap(),
+        "--out",
+        fifo,
+        "--force",
+        "--keep-profiler-costs",
     ]);
     assert_clean_failure(
         &out,
-        3,
-        "--cupti-lib /nonexistent/libcupti.so.13: no such file",
+        2,
+        &format!("--out {fifo} is a device, FIFO or socket"),
     );
+    assert!(
+        Path::new(fifo).exists(),
+        "calibrate --force left the FIFO in place"
+    );
+}
+
+#[test]
+fn calibrate_refuses_to_write_its_profile_over_its_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.json");
+    let builtin = Path::new(env!("CARGO_MANIFEST_DIR")).join("host-profiles/pytorch.json");
+    std::fs::copy(&builtin, &base).unwrap();
+    let before = std::fs::read(&base).unwrap();
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_trace_small.json");
+    let base = base.to_str().unwrap();
+    let out = metaprep(&[
+        "calibrate",
+        trace.to_str().unwrap(),
+        "--base",
+        base,
+        "--out",
+        base,
+        "--force",
+        "--keep-profiler-costs",
+    ]);
+    assert_clean_failure(&out, 2, &format!("--out {base} is the input {base}"));
+    assert_eq!(
+        std::fs::read(base).unwrap(),
+        before,
+        "the base is untouched"
+    );
+}
+
+#[test]
+fn a_validate_that_fails_before_writing_leaves_no_folder_so_it_can_be_rerun() {
+    // SAFETY: only probes whether libcuda can be loaded.
+    if unsafe { cudarc::driver::sys::is_culib_present() } {
+        return; // on a GPU host the run would go on: this is the no-GPU path
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let reference = dir.path().join("r.csv");
+    std::fs::write(
+        &reference,
+        "forward_us,batch_size,block,arm,step_us\n1000,1,5,graph,2000\n1000,1,5,eager-sync,2500\n",
+    )
+    .unwrap();
+    let out = dir.path().join("v");
+    let args = [
+        "validate",
+        reference.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    for _ in 0..2 {
+        assert_clean_failure(&metaprep(&args), 3, "no CUDA driver found");
+        assert!(!out.exists(), "a failed validate left {}", out.display());
+    }
 }
 
 #[test]

@@ -100,11 +100,13 @@ pub(crate) fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
                 args.out.display()
             );
         }
+        // --base is a profile's name or its file: as a file, it is an input too.
         let inputs = args
             .traces
             .iter()
             .cloned()
-            .chain(gpu_traces.iter().map(|(_, p)| p.clone()));
+            .chain(gpu_traces.iter().map(|(_, p)| p.clone()))
+            .chain(std::iter::once(PathBuf::from(&args.base)));
         for input in inputs {
             let probe = crate::calibrate::probe_path(&input);
             for file in [&input, &probe] {
@@ -132,9 +134,9 @@ pub(crate) fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
     };
     crate::results::atomic::write_atomic(&args.out, calibration.profile.to_json().as_bytes())
         .with_context(|| format!("--out {}", args.out.display()))?;
-    println!("{}", calibration.report);
-    println!("wrote {}", args.out.display());
-    println!(
+    crate::outln!("{}", calibration.report);
+    crate::outln!("wrote {}", args.out.display());
+    crate::outln!(
         "next: metaprep validate REFERENCE.csv --host-profile {} (or metaprep steps --host-profile {})",
         args.out.display(),
         args.out.display()

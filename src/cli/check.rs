@@ -123,7 +123,7 @@ pub(crate) fn check_config(args: &CheckArgs) -> Result<CheckConfig, ExitCode> {
 
 pub(crate) fn run_check(args: &CheckArgs, config: &CheckConfig) -> Result<ExitCode> {
     let gpu = args.device.open()?;
-    println!(
+    crate::outln!(
         "metaprep check on {} (sm_{}{}, CUDA {}, kernels: {}), seed {} (replay with --seed {})",
         gpu.info.name,
         gpu.info.compute_capability.0,
@@ -137,7 +137,7 @@ pub(crate) fn run_check(args: &CheckArgs, config: &CheckConfig) -> Result<ExitCo
         for arm in Arm::ALL.into_iter().filter(|a| a.reads_host()) {
             let message =
                 check::host_read_capture_is_refused(&gpu, family, arm).context("capture guard")?;
-            println!(
+            crate::outln!(
                 "capture guard, {family}: capturing {arm} refused ({})",
                 first_line(&message)
             );
@@ -146,13 +146,19 @@ pub(crate) fn run_check(args: &CheckArgs, config: &CheckConfig) -> Result<ExitCo
     let results = check::run(&gpu, config, |r| {
         if r.tally.mismatches > 0 {
             let (step, m) = r.tally.first.as_ref().expect("a mismatch has a first");
-            println!(
+            crate::outln!(
                 "MISMATCH {} {} bs {} block {}: {} cells differ; first at step {step}: {m}",
-                r.family, r.arm, r.batch_size, r.block, r.tally.mismatches
+                r.family,
+                r.arm,
+                r.batch_size,
+                r.block,
+                r.tally.mismatches
             );
         }
     })?;
-    println!("\n| family | arm | shapes | cells checked | mismatches |\n|---|---|---:|---:|---:|");
+    crate::outln!(
+        "\n| family | arm | shapes | cells checked | mismatches |\n|---|---|---:|---:|---:|"
+    );
     for &family in &config.families {
         for &arm in &config.arms {
             let cells: Vec<_> = results
@@ -161,18 +167,18 @@ pub(crate) fn run_check(args: &CheckArgs, config: &CheckConfig) -> Result<ExitCo
                 .collect();
             let checked: u64 = cells.iter().map(|r| r.tally.cells).sum();
             let bad: u64 = cells.iter().map(|r| r.tally.mismatches).sum();
-            println!("| {family} | {arm} | {} | {checked} | {bad} |", cells.len());
+            crate::outln!("| {family} | {arm} | {} | {checked} | {bad} |", cells.len());
         }
     }
     let bad: u64 = results.iter().map(|r| r.tally.mismatches).sum();
     if bad > 0 {
-        println!(
+        crate::outln!(
             "\nFAILED: {bad} cells differ from the CPU reference (seed {})",
             config.seed
         );
         return Ok(Exit::Failure.into());
     }
-    println!("\nOK: every output of every arm equals the CPU reference, bit for bit ({} shapes x arms, {} steps each)", results.len(), config.steps);
+    crate::outln!("\nOK: every output of every arm equals the CPU reference, bit for bit ({} shapes x arms, {} steps each)", results.len(), config.steps);
     Ok(Exit::Ok.into())
 }
 
@@ -196,14 +202,14 @@ pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Re
         ),
         None => "the CPU reference only (--cpu-only)".into(),
     };
-    println!(
+    crate::outln!(
         "metaprep check --dump {}: {count} cases, seed {} (replay with --seed {}), {source}",
         dir.display(),
         config.seed,
         config.seed
     );
     if let Some((seed, cases)) = target.replaces {
-        println!(
+        crate::outln!(
             "  it replaces the dump there ({cases} cases, seed {seed}) once every case is written"
         );
     }
@@ -227,7 +233,7 @@ pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Re
         &config.arms,
         |k| {
             if (k + 1) % 100 == 0 {
-                println!("  {} of {count} cases written", k + 1);
+                crate::outln!("  {} of {count} cases written", k + 1);
             }
         },
     )?;
@@ -235,17 +241,17 @@ pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Re
     // A dump that shows a mismatch is kept: its buffers are what to look at.
     target.commit()?;
     for (case, arm, cells, first) in &mismatches {
-        println!("MISMATCH case {case} {arm}: {cells} cells differ; first: {first}");
+        crate::outln!("MISMATCH case {case} {arm}: {cells} cells differ; first: {first}");
     }
     if !mismatches.is_empty() {
-        println!(
+        crate::outln!(
             "\nFAILED: {} buffers differ from the CPU reference (seed {})",
             mismatches.len(),
             config.seed
         );
         return Ok(Exit::Failure.into());
     }
-    println!(
+    crate::outln!(
         "wrote {count} cases to {} (index: cases.json)",
         dir.display()
     );
@@ -256,7 +262,7 @@ pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Re
 pub(crate) fn run_soak(args: &CheckArgs, config: &CheckConfig, steps: u64) -> Result<ExitCode> {
     let gpu = args.device.open()?;
     let (bs, block) = (config.batch_sizes[0], config.block_sizes[0]);
-    println!(
+    crate::outln!(
         "metaprep check --soak {steps} on {} (kernels: {}): bs {bs} block {block}, a spot check every {} steps, seed {} (replay with --seed {})",
         gpu.info.name,
         gpu.info.kernel_image,
@@ -275,7 +281,7 @@ pub(crate) fn run_soak(args: &CheckArgs, config: &CheckConfig, steps: u64) -> Re
         )
     };
     // Each row as its soak ends, so a run stopped early keeps what it finished.
-    println!(
+    crate::outln!(
         "\n| family | arm | steps | spot checks | cells checked | mismatches | steps/s | device MiB first / max / last (growth) | host RSS MiB first / max / last (growth) | host heap in use MiB first / max / last (growth) |\n|---|---|---:|---:|---:|---:|---:|---|---|---|"
     );
     let mut results = Vec::new();
@@ -302,9 +308,9 @@ pub(crate) fn run_soak(args: &CheckArgs, config: &CheckConfig, steps: u64) -> Re
             )
             .with_context(|| format!("soaking {family} {arm}"))?;
             if let Some((step, m)) = &r.tally.first {
-                println!("MISMATCH {family} {arm} at step {step}: {m}");
+                crate::outln!("MISMATCH {family} {arm} at step {step}: {m}");
             }
-            println!(
+            crate::outln!(
                 "| {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} |",
                 r.family,
                 r.arm,
@@ -329,7 +335,7 @@ pub(crate) fn run_soak(args: &CheckArgs, config: &CheckConfig, steps: u64) -> Re
         .map(|r| format!("{} {}", r.family, r.arm))
         .collect();
     if !failed.is_empty() {
-        println!(
+        crate::outln!(
             "\nFAILED: {} (a mismatch, or device memory or the host heap in use grown by more than {}%; seed {})",
             failed.join(", "),
             check::SOAK_MEMORY_GROWTH_PCT,
@@ -337,7 +343,7 @@ pub(crate) fn run_soak(args: &CheckArgs, config: &CheckConfig, steps: u64) -> Re
         );
         return Ok(Exit::Failure.into());
     }
-    println!(
+    crate::outln!(
         "\nOK: {} soaks of {steps} steps, every spot check equal to the CPU reference, device and host memory within {}% of their first sample",
         results.len(),
         check::SOAK_MEMORY_GROWTH_PCT

@@ -75,9 +75,9 @@ fn sizes_of(args: &CollectivesArgs) -> Result<Vec<u64>, ExitCode> {
     if let (Some(out), None) = (&args.out, args.worker_rank) {
         usage(writable_folder(out, "--out"))?;
     }
-    if let Some(path) = &args.nccl_lib {
-        usage(crate::gpu::nccl::comm::check_explicit(path))?;
-    }
+    usage(crate::gpu::nccl::comm::check_named(
+        args.nccl_lib.as_deref(),
+    ))?;
     Ok(kib.iter().map(|&k| u64::from(k) * 1024).collect())
 }
 
@@ -104,7 +104,7 @@ pub(crate) fn collectives(args: &CollectivesArgs) -> Result<ExitCode> {
             out: args.out.clone(),
         };
         if let Some(table) = run_worker(&config)? {
-            print!("{table}");
+            crate::out!("{table}");
         }
         return Ok(Exit::Ok.into());
     }

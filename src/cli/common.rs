@@ -161,8 +161,8 @@ pub(crate) fn writable_folder(dir: &Path, flag: &str) -> Result<()> {
     }
 }
 
-/// A file a command will write (`flag` names it): not a folder, and in a folder that
-/// [`writable_folder`] accepts.
+/// A file a command will write (`flag` names it): not a folder nor a device, FIFO or socket,
+/// and in a folder that [`writable_folder`] accepts.
 pub(crate) fn writable_file(file: &Path, flag: &str) -> Result<()> {
     let shown = file.display();
     if file.is_dir() {
@@ -170,6 +170,9 @@ pub(crate) fn writable_file(file: &Path, flag: &str) -> Result<()> {
             "{flag} {shown} is a folder: name a file in it, such as {}",
             file.join("out.json").display()
         );
+    }
+    if let Some(problem) = crate::results::atomic::not_a_regular_file(file) {
+        bail!("{flag} {problem}");
     }
     let folder = file
         .parent()
@@ -339,7 +342,7 @@ pub(crate) fn parse_args<A: clap::Args>(
 /// Bad flag values exit 2, like clap's own usage errors, before any GPU work.
 pub(crate) fn usage<T>(parsed: Result<T>) -> Result<T, ExitCode> {
     parsed.map_err(|e| {
-        eprintln!("metaprep: error: {e:#}");
+        crate::exit::print_error(&e);
         Exit::BadInput.into()
     })
 }

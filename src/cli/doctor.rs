@@ -43,7 +43,7 @@ pub struct Check {
 
 pub(crate) fn doctor(args: &DeviceArgs) -> Result<ExitCode> {
     let checks = run_checks(args);
-    print!("{}", render(&checks));
+    crate::out!("{}", render(&checks));
     Ok(exit(&checks).into())
 }
 

@@ -8,31 +8,32 @@ use std::process::ExitCode;
 pub(crate) fn info(args: &DeviceArgs) -> Result<ExitCode> {
     let gpu = args.open()?;
     let i = &gpu.info;
-    println!("GPU {}: {} (PCI {})", i.ordinal, i.name, i.pci_bus_id);
-    println!(
+    crate::outln!("GPU {}: {} (PCI {})", i.ordinal, i.name, i.pci_bus_id);
+    crate::outln!(
         "  compute capability  {}.{}",
-        i.compute_capability.0, i.compute_capability.1
+        i.compute_capability.0,
+        i.compute_capability.1
     );
-    println!("  SMs                 {}", i.sm_count);
-    println!("  L2                  {} MiB", i.l2_bytes >> 20);
-    println!(
+    crate::outln!("  SMs                 {}", i.sm_count);
+    crate::outln!("  L2                  {} MiB", i.l2_bytes >> 20);
+    crate::outln!(
         "  memory              {:.1} GiB",
         i.memory_bytes as f64 / (1u64 << 30) as f64
     );
-    println!("  CUDA (driver)       {}", i.cuda_driver_version);
-    println!("  NVRTC               {}", i.nvrtc_version);
-    println!("  kernels             {}", i.kernel_image);
-    println!("  synchronise         {}", i.sync);
-    println!("  devices visible     {}", i.device_count);
+    crate::outln!("  CUDA (driver)       {}", i.cuda_driver_version);
+    crate::outln!("  NVRTC               {}", i.nvrtc_version);
+    crate::outln!("  kernels             {}", i.kernel_image);
+    crate::outln!("  synchronise         {}", i.sync);
+    crate::outln!("  devices visible     {}", i.device_count);
     match crate::gpu::cupti::load_cupti(None) {
-        Ok(cupti) => println!(
+        Ok(cupti) => crate::outln!(
             "  CUPTI               {} (steps --timer cupti)",
             cupti.describe()
         ),
-        Err(e) => println!("  CUPTI               none: steps --timer cupti unavailable; {e}"),
+        Err(e) => crate::outln!("  CUPTI               none: steps --timer cupti unavailable; {e}"),
     }
-    println!("  GPM                 {}", gpm_line(&i.pci_bus_id));
-    println!(
+    crate::outln!("  GPM                 {}", gpm_line(&i.pci_bus_id));
+    crate::outln!(
         "host {} ({})",
         std::env::consts::ARCH,
         crate::harness::environment::cpu_model()

@@ -161,7 +161,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Compare(args) => match run_compare(&args) {
             Ok(outcome) => {
-                print!("{}", outcome.terminal);
+                crate::out!("{}", outcome.terminal);
                 if args.out.is_none() {
                     for written in &outcome.written {
                         eprintln!("metaprep: {written}");
@@ -170,7 +170,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 Ok(outcome.exit().into())
             }
             Err(e) => {
-                eprintln!("metaprep: error: {e:#}");
+                crate::exit::print_error(&e);
                 Ok(Exit::BadInput.into())
             }
         },

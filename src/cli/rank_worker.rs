@@ -76,7 +76,7 @@ pub fn rank_worker(args: &RankWorkerArgs) -> Result<ExitCode> {
         // Unwinding would destroy the NCCL communicator, and ncclCommDestroy may wait forever
         // for collectives the other ranks never join: end the process here, and the parent
         // names this rank with the last lines of its stderr.
-        eprintln!("metaprep: error: {e:#}");
+        crate::exit::print_error(&e);
         std::process::exit(Exit::Failure.code().into());
     }
     Ok(Exit::Ok.into())

@@ -45,7 +45,7 @@ pub(crate) fn report(args: &ReportArgs) -> Result<ExitCode> {
         Err(code) => return Ok(code),
     };
     let written = target.write(&run, &traces)?;
-    println!(
+    crate::outln!(
         "wrote {} and {} chart files under {}",
         written.summary.display(),
         written.charts.files.len(),
@@ -53,8 +53,8 @@ pub(crate) fn report(args: &ReportArgs) -> Result<ExitCode> {
     );
     for (chart, reason) in &written.charts.skipped {
         match earlier_chart(out, chart) {
-            Some(kept) => println!("kept {} from an earlier report: {reason}", kept.display()),
-            None => println!("skipped {chart}: {reason}"),
+            Some(kept) => crate::outln!("kept {} from an earlier report: {reason}", kept.display()),
+            None => crate::outln!("skipped {chart}: {reason}"),
         }
     }
     Ok(Exit::Ok.into())

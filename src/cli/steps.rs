@@ -321,8 +321,18 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
     }
     let out = args.out.clone().unwrap_or_else(|| default_out("steps"));
     let trace = usage(trace_request(args, &layouts, &batch_sizes, &block_sizes))?;
-    if let Some(path) = &args.nccl_lib {
-        usage(crate::gpu::nccl::comm::check_explicit(path))?;
+    let ranks = usage(args.ranks.parse::<RanksMode>().context("--ranks"))?;
+    if ranks != RanksMode::Emulated {
+        usage(crate::gpu::nccl::comm::check_named(
+            args.nccl_lib.as_deref(),
+        ))?;
+    }
+    if let Some(path) = args.cupti_lib.as_deref().filter(|p| !p.is_file()) {
+        return usage(Err(anyhow::anyhow!(
+            "--cupti-lib {} is not a file: give the path of libcupti.so (e.g. \
+             .../site-packages/nvidia/cu13/lib/libcupti.so.13)",
+            path.display()
+        )));
     }
     let read_skew = usage(checked_read_skew(args, &layouts))?;
     usage(distinct(&args.arms, "--arms"))?;
@@ -357,7 +367,7 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         out,
         resume: args.resume,
         trace,
-        ranks: usage(args.ranks.parse::<RanksMode>().context("--ranks"))?,
+        ranks,
         nccl_lib: args.nccl_lib.clone(),
         rank: None,
         read_skew,
@@ -382,13 +392,13 @@ pub(crate) fn check_outputs(config: &StepsConfig) -> Result<(), ExitCode> {
 
 pub(crate) fn run_steps(config: &StepsConfig) -> Result<ExitCode> {
     let outcome = crate::runs::ranks::run(config)?;
-    println!(
+    crate::outln!(
         "steps done in {:.0} s: {} rows in {}",
         outcome.seconds,
         outcome.rows.len(),
         config.out.display()
     );
-    println!("next: metaprep report {}", config.out.display());
+    crate::outln!("next: metaprep report {}", config.out.display());
     Ok(Exit::Ok.into())
 }
 

@@ -249,14 +249,14 @@ pub(crate) fn run_sweep(config: &SweepConfig) -> Result<ExitCode> {
         .iter()
         .map(|((reason, rounds), cells)| format!("{cells} {reason} at {rounds}"))
         .collect();
-    println!(
+    crate::outln!(
         "sweep done in {:.0} s: {} rows in {}; cells by what stopped their rounds and when: {}\n\n{table}",
         outcome.seconds,
         outcome.rows.len(),
         outcome.dir.display(),
         stops.join(", ")
     );
-    println!("next: metaprep report {}", outcome.dir.display());
+    crate::outln!("next: metaprep report {}", outcome.dir.display());
     Ok(Exit::Ok.into())
 }
 

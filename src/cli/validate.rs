@@ -314,44 +314,56 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
     };
     std::fs::create_dir_all(out.join("steps"))
         .with_context(|| format!("creating {}", out.display()))?;
-    let bars = Bars {
-        step_pct: args.step_pct,
-        diff_pct: args.diff_pct,
-    };
-    let own_speed = profile.host_speed_us.as_ref().map(|s| s.value);
-    // With --fit, the profile validated is the fitted one.
-    let (validated, note): (ValidateArgs, Option<FitNote>) = match &fit {
-        Some(fit) => {
-            let base = profile.without_fits();
-            let (path, note) = match &fit.post_wait {
-                Some(long) => fit_in_turns(args, &base, &fit.factors, long, own_speed, bars, &out)?,
-                None => {
-                    let (path, _, note) =
-                        fit_profile(args, &base, 1, &fit.factors, own_speed, bars, &out)?;
-                    (path, note)
-                }
-            };
-            (with_profile(args, &path), Some(note))
+    let result = (|| -> Result<ExitCode> {
+        let bars = Bars {
+            step_pct: args.step_pct,
+            diff_pct: args.diff_pct,
+        };
+        let own_speed = profile.host_speed_us.as_ref().map(|s| s.value);
+        // With --fit, the profile validated is the fitted one.
+        let (validated, note): (ValidateArgs, Option<FitNote>) = match &fit {
+            Some(fit) => {
+                let base = profile.without_fits();
+                let (path, note) = match &fit.post_wait {
+                    Some(long) => {
+                        fit_in_turns(args, &base, &fit.factors, long, own_speed, bars, &out)?
+                    }
+                    None => {
+                        let (path, _, note) =
+                            fit_profile(args, &base, 1, &fit.factors, own_speed, bars, &out)?;
+                        (path, note)
+                    }
+                };
+                (with_profile(args, &path), Some(note))
+            }
+            None => (args.clone(), None),
+        };
+        let mut lines: Vec<Line> = Vec::new();
+        for (cell, rows) in &reference.cells {
+            let model = model_cell(&validated, *cell, rows, own_speed, &out)?;
+            // Once the first cell ran: its machine is the validation's.
+            if let Some(settings) = settings.take() {
+                write_env(&out, &raw_run_dir(&out, *cell), settings)?;
+            }
+            lines.extend(compare_cell(*cell, rows, &model, own_speed, bars)?);
         }
-        None => (args.clone(), None),
-    };
-    let mut lines: Vec<Line> = Vec::new();
-    for (cell, rows) in &reference.cells {
-        let model = model_cell(&validated, *cell, rows, own_speed, &out)?;
-        // Once the first cell ran: its machine is the validation's.
-        if let Some(settings) = settings.take() {
-            write_env(&out, &raw_run_dir(&out, *cell), settings)?;
-        }
-        lines.extend(compare_cell(*cell, rows, &model, own_speed, bars)?);
+        let reference_name = args.reference.display().to_string();
+        write_atomic(&out.join("validation.csv"), csv_text(&lines)?.as_bytes())?;
+        let md = markdown(&reference_name, &profile.name, &lines, bars, note.as_ref());
+        write_atomic(&out.join("validation.md"), md.as_bytes())?;
+        crate::out!("{md}");
+        crate::outln!(
+            "wrote {} and validation.csv",
+            out.join("validation.md").display()
+        );
+        Ok(Exit::failed_if(!passed(&lines, note.as_ref())).into())
+    })();
+    if result.is_err() {
+        // A run that failed before writing a file (no GPU, a failed fit's first run) leaves no
+        // folder behind, so the same command can run again: `--out` must be new. A folder
+        // holding anything stays (`remove_dir` removes only an empty one).
+        let _ = std::fs::remove_dir(out.join("steps"));
+        let _ = std::fs::remove_dir(&out);
     }
-    let reference_name = args.reference.display().to_string();
-    write_atomic(&out.join("validation.csv"), csv_text(&lines)?.as_bytes())?;
-    let md = markdown(&reference_name, &profile.name, &lines, bars, note.as_ref());
-    write_atomic(&out.join("validation.md"), md.as_bytes())?;
-    print!("{md}");
-    println!(
-        "wrote {} and validation.csv",
-        out.join("validation.md").display()
-    );
-    Ok(Exit::failed_if(!passed(&lines, note.as_ref())).into())
+    result
 }

@@ -194,6 +194,7 @@ mod tests {
     /// compile works, builtins included.
     #[test]
     #[ignore = "needs NVRTC (a venv's nvidia/*/lib or the linker's path); .ci/run installs it"]
+    #[allow(clippy::print_stdout)]
     fn the_nvrtc_found_compiles() {
         let found = load_nvrtc().unwrap_or_else(|e| panic!("{e}"));
         println!("NVRTC: {}", found.describe());

@@ -5,6 +5,20 @@ use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// Why `path` cannot be written by renaming a file over it, if it exists and is no regular
+/// file (following links): a device (`/dev/stdout`, `/dev/null`), a FIFO or a socket, which the
+/// rename would replace and a reader of it would block on.
+pub fn not_a_regular_file(path: &Path) -> Option<String> {
+    let kind = std::fs::metadata(path).ok()?.file_type();
+    (!kind.is_file() && !kind.is_dir()).then(|| {
+        format!(
+            "{} is a device, FIFO or socket, not a regular file: metaprep writes a temporary \
+             file and renames it into place; name a regular file",
+            path.display()
+        )
+    })
+}
+
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic_with(path, |file| file.write_all(bytes).map_err(Into::into))
 }
@@ -19,6 +33,9 @@ pub fn write_atomic_with(
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    if let Some(problem) = not_a_regular_file(path) {
+        anyhow::bail!("writing {problem}");
+    }
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let name = path
         .file_name()

@@ -1,22 +1,23 @@
 //! Run files kept gzipped (`metaprep.csv.gz`, `telemetry.csv.gz`, `trace.json.gz`: the
 //! committed archive stores them so), read wherever the plain file is read.
 
-use flate2::read::GzDecoder;
+use flate2::read::MultiGzDecoder;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The suffix of a gzipped file.
 pub const GZ: &str = "gz";
 
-/// The bytes of `path`, decompressed when its name ends in `.gz`. A corrupt archive is an
-/// `InvalidData` error naming gzip.
+/// The bytes of `path`, decompressed when its name ends in `.gz`: every member of it, as
+/// `zcat` reads it (`pigz`, `bgzip` and `cat a.gz b.gz` write several). A corrupt archive, or
+/// bytes after its last member that are no gzip member, is an `InvalidData` error naming gzip.
 pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
     let bytes = std::fs::read(path)?;
     if path.extension().is_none_or(|e| e != GZ) {
         return Ok(bytes);
     }
     let mut out = Vec::new();
-    GzDecoder::new(bytes.as_slice())
+    MultiGzDecoder::new(bytes.as_slice())
         .read_to_end(&mut out)
         .map_err(|e| {
             std::io::Error::new(
@@ -64,6 +65,20 @@ mod tests {
             run_file(dir.path(), "none.csv"),
             dir.path().join("none.csv")
         );
+    }
+
+    #[test]
+    fn every_member_of_a_gzip_file_is_read_and_trailing_garbage_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv.gz");
+        let mut members = gzip(b"a,b\n1,2\n");
+        members.extend(gzip(b"3,4\n"));
+        std::fs::write(&path, &members).unwrap();
+        assert_eq!(read_file(&path).unwrap(), b"a,b\n1,2\n3,4\n");
+        members.extend(b"not gzip");
+        std::fs::write(&path, &members).unwrap();
+        let e = read_file(&path).unwrap_err();
+        assert!(e.to_string().contains("not a readable gzip file"), "{e}");
     }
 
     #[test]

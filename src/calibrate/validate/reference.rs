@@ -2,10 +2,55 @@
 //! host speed and chunk columns, read into cells.
 
 use crate::axes::Arm;
+use crate::model::host_profile::MAX_HOST_SPEED_US;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
+
+/// The columns a reference may hold: [`ReferenceRow`]'s fields, as
+/// `scripts/metaprep_host.py` writes them.
+pub(super) const COLUMNS: &[&str] = &[
+    "forward_us",
+    "batch_size",
+    "block",
+    "arm",
+    "step_us",
+    "step_us_p10",
+    "step_us_p90",
+    "samples",
+    "rounds",
+    "host_speed_us",
+    "host_speed_p10",
+    "host_speed_p90",
+    "chunk_host_speed_us",
+    "chunk_step_us",
+    "forward_dev_us",
+    "sm_clock_mhz",
+];
+
+/// Refuses a column that looks like a misspelt reference column (within two edits of one, or
+/// a start of one): read as written it would be dropped, and the run would go on without
+/// what it holds. Returns the other columns not the reader's (an engine's own), which the
+/// reader ignores and names once the file has read whole.
+fn foreign_columns(file: &str, headers: &csv::StringRecord) -> Result<Vec<String>> {
+    let mut foreign = Vec::new();
+    for column in headers.iter().filter(|c| !COLUMNS.contains(c)) {
+        let near = COLUMNS.iter().find(|known| {
+            strsim::damerau_levenshtein(column, known) <= 2
+                || (column.len() >= 4 && known.starts_with(column))
+        });
+        match near {
+            Some(known) => bail!(
+                "{file}: line 1: column `{column}` is no reference column: did you mean \
+                 `{known}`? (the columns: {})",
+                COLUMNS.join(", ")
+            ),
+            None => foreign.push(column.to_string()),
+        }
+    }
+    Ok(foreign)
+}
 
 /// One row of a reference CSV.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -76,6 +121,95 @@ fn parse_chunks(speeds: Option<&str>, steps: Option<&str>) -> Result<Vec<(f64, f
     Ok(speeds.into_iter().zip(steps).collect())
 }
 
+impl ReferenceRow {
+    /// Refuses values no measured step has (its arm is checked where it is parsed).
+    fn check(&self) -> Result<()> {
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        if !(positive(self.forward_us) && self.forward_us <= 1e6) {
+            bail!(
+                "`forward_us` {} is not a forward in µs (0 to 1e6)",
+                self.forward_us
+            );
+        }
+        if self.batch_size == 0 || self.block == 0 {
+            bail!("`batch_size` and `block` must be at least 1");
+        }
+        if !positive(self.step_us) {
+            bail!("`step_us` {} is not a positive time", self.step_us);
+        }
+        if let (Some(p10), Some(p90)) = (self.step_us_p10, self.step_us_p90) {
+            if !(p10 <= self.step_us && self.step_us <= p90) {
+                bail!(
+                    "`step_us_p10` {p10} <= `step_us` {} <= \
+                     `step_us_p90` {p90} does not hold: the percentiles hold their median",
+                    self.step_us
+                );
+            }
+        }
+        for (name, value) in [
+            ("host_speed_us", self.host_speed_us),
+            ("host_speed_p10", self.host_speed_p10),
+            ("host_speed_p90", self.host_speed_p90),
+        ] {
+            if let Some(h) = value.filter(|&h| !(positive(h) && h <= MAX_HOST_SPEED_US)) {
+                bail!(
+                    "`{name}` {} is not a measured µs per op (above 0, \
+                     at most {MAX_HOST_SPEED_US})",
+                    shown(h)
+                );
+            }
+        }
+        if let (Some(p10), Some(p90)) = (self.host_speed_p10, self.host_speed_p90) {
+            if p10 > p90 {
+                bail!(
+                    "`host_speed_p10` {p10} is above `host_speed_p90` \
+                     {p90}: the percentiles are swapped"
+                );
+            }
+        }
+        for (name, value) in [
+            ("forward_dev_us", self.forward_dev_us),
+            ("sm_clock_mhz", self.sm_clock_mhz),
+        ] {
+            if let Some(v) = value.filter(|&v| !positive(v)) {
+                bail!("`{name}` {} is not a positive number", shown(v));
+            }
+        }
+        for (name, value) in [("samples", self.samples), ("rounds", self.rounds)] {
+            if let Some(v) = value.filter(|&v| !(v.is_finite() && v >= 1.0 && v.fract() == 0.0)) {
+                bail!(
+                    "`{name}` {} is not a count (a whole number, 1 or more)",
+                    shown(v)
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The line `rec` starts on, blank lines above it counted (the reader's own line count skips
+/// them): its position is where reading it began, past the record before, at the blank lines
+/// or the `\n` of a `\r\n` between them.
+fn line_of(text: &str, rec: &csv::StringRecord) -> usize {
+    let bytes = text.as_bytes();
+    let mut start = rec
+        .position()
+        .map_or(0, |p| p.byte() as usize)
+        .min(bytes.len());
+    while start < bytes.len() && matches!(bytes[start], b'\r' | b'\n') {
+        start += 1;
+    }
+    1 + bytes[..start].iter().filter(|&&b| b == b'\n').count()
+}
+
+/// A number as an error shows it: in full, or in exponent form where it is huge.
+fn shown(v: f64) -> String {
+    match v.abs() >= 1e9 {
+        true => format!("{v:e}"),
+        false => format!("{v}"),
+    }
+}
+
 fn empty_as_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     let s: Option<String> = Option::deserialize(d)?;
     match s.as_deref().map(str::trim) {
@@ -125,10 +259,11 @@ impl Reference {
             .headers()
             .map_err(|e| anyhow::anyhow!("{file}: line 1: {e}"))?
             .clone();
+        let foreign = foreign_columns(file, &headers)?;
         let mut cells: Vec<(Cell, BTreeMap<Arm, ReferenceRow>)> = Vec::new();
-        for (i, rec) in reader.records().enumerate() {
-            let line = i + 2;
-            let rec = rec.map_err(|e| anyhow::anyhow!("{file}: line {line}: {e}"))?;
+        for rec in reader.records() {
+            let rec = rec.map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+            let line = line_of(text, &rec);
             let mut row: ReferenceRow = rec.deserialize(Some(&headers)).map_err(|e| {
                 crate::results::csv::describe_field_error(file, line as u64, &headers, &rec, &e)
             })?;
@@ -141,34 +276,8 @@ impl Reference {
                 .arm
                 .parse()
                 .map_err(|e| anyhow::anyhow!("{file}: line {line}: `arm`: {e}"))?;
-            let positive = |v: f64| v.is_finite() && v > 0.0;
-            if !(positive(row.forward_us) && row.forward_us <= 1e6) {
-                bail!(
-                    "{file}: line {line}: `forward_us` {} is not a forward in µs (0 to 1e6)",
-                    row.forward_us
-                );
-            }
-            if row.batch_size == 0 || row.block == 0 {
-                bail!("{file}: line {line}: `batch_size` and `block` must be at least 1");
-            }
-            if !positive(row.step_us) {
-                bail!(
-                    "{file}: line {line}: `step_us` {} is not a positive time",
-                    row.step_us
-                );
-            }
-            if let (Some(p10), Some(p90)) = (row.step_us_p10, row.step_us_p90) {
-                if !(p10 <= row.step_us && row.step_us <= p90) {
-                    bail!(
-                        "{file}: line {line}: `step_us_p10` {p10} <= `step_us` {} <= \
-                         `step_us_p90` {p90} does not hold: the percentiles hold their median",
-                        row.step_us
-                    );
-                }
-            }
-            if let Some(h) = row.host_speed_us.filter(|h| !positive(*h)) {
-                bail!("{file}: line {line}: `host_speed_us` {h} is not a positive µs per op");
-            }
+            row.check()
+                .map_err(|e| anyhow::anyhow!("{file}: line {line}: {e}"))?;
             let cell = Cell {
                 forward_us: row.forward_us,
                 batch_size: row.batch_size,
@@ -187,6 +296,15 @@ impl Reference {
         }
         if cells.is_empty() {
             bail!("{file}: no rows: a reference needs at least one (forward_us, batch_size, block, arm, step_us) row");
+        }
+        if !foreign.is_empty() {
+            eprintln!(
+                "metaprep: warning: {file}: {} no reference column: ignored",
+                match foreign.len() {
+                    1 => format!("column `{}` is", foreign[0]),
+                    _ => format!("columns `{}` are", foreign.join("`, `")),
+                }
+            );
         }
         Ok(Reference { cells })
     }

@@ -1,5 +1,6 @@
 //! validate's tests: the reference CSV, the estimators and the pass bars by hand.
 
+use super::reference::COLUMNS;
 use super::*;
 use crate::axes::Arm;
 use std::collections::BTreeMap;
@@ -40,6 +41,78 @@ fn the_reference_reads_with_optional_columns_and_refuses_what_it_cannot_use() {
         .contains("line 3: a second row"));
     assert!(bad(head).contains("no rows"));
     assert!(bad("forward_us,batch_size\n1,2\n").contains("line 2"));
+}
+
+#[test]
+fn every_reference_column_reads_and_a_misspelt_one_is_refused_naming_its_match() {
+    // Every column the reader knows, as scripts/metaprep_host.py writes them.
+    let all = format!(
+        "{}\n1000,1,5,graph,2080,2070,2090,150,6,7.6,7.4,7.9,7.5;7.7,2079;2081,1001,1980\n",
+        COLUMNS.join(",")
+    );
+    let r = Reference::parse("r.csv", &all).unwrap();
+    let row = &r.cells[0].1[&Arm::Graph];
+    assert_eq!(
+        (row.host_speed_p90, row.sm_clock_mhz),
+        (Some(7.9), Some(1980.0))
+    );
+    assert_eq!(row.chunks, vec![(7.5, 2079.0), (7.7, 2081.0)]);
+    let head = "forward_us,batch_size,block,arm,step_us";
+    let bad = |text: &str| format!("{:#}", Reference::parse("r.csv", text).unwrap_err());
+    for (column, known) in [
+        ("host_speed", "host_speed_us"),
+        ("step_us_p1O", "step_us_p10"),
+        ("Samples", "samples"),
+        ("sm_clock", "sm_clock_mhz"),
+    ] {
+        let e = bad(&format!("{head},{column}\n1000,1,5,graph,2080,8\n"));
+        assert!(
+            e.contains(&format!("line 1: column `{column}`")) && e.contains(&format!("`{known}`?")),
+            "{e}"
+        );
+    }
+    // A column of the engine's own, far from every reference column, is read past.
+    let engine = format!("{head},tokens_per_s\n1000,1,5,graph,2080,512\n");
+    assert_eq!(Reference::parse("r.csv", &engine).unwrap().cells.len(), 1);
+}
+
+#[test]
+fn a_reference_error_names_the_line_the_row_is_on_and_impossible_values() {
+    let head = "forward_us,batch_size,block,arm,step_us";
+    let bad = |text: &str| format!("{:#}", Reference::parse("r.csv", text).unwrap_err());
+    // Blank lines count, with either line end.
+    let rows = "1000,1,5,graph,2080\n\n\n1000,1,5,graphs,2080\n";
+    assert!(bad(&format!("{head}\n\n{rows}")).contains("line 6: `arm`"));
+    let crlf = format!("{head}\n\n{rows}").replace('\n', "\r\n");
+    assert!(bad(&crlf).contains("line 6: `arm`"), "{}", bad(&crlf));
+    for (columns, values, needle) in [
+        (
+            "host_speed_us",
+            "1e308",
+            "`host_speed_us` 1e308 is not a measured",
+        ),
+        ("host_speed_us", "0", "`host_speed_us` 0 is not a measured"),
+        (
+            "host_speed_p10,host_speed_p90",
+            "9,7",
+            "`host_speed_p10` 9 is above",
+        ),
+        (
+            "forward_dev_us",
+            "-5",
+            "`forward_dev_us` -5 is not a positive",
+        ),
+        (
+            "sm_clock_mhz",
+            "NaN",
+            "`sm_clock_mhz` NaN is not a positive",
+        ),
+        ("samples", "-3", "`samples` -3 is not a count"),
+        ("rounds", "2.5", "`rounds` 2.5 is not a count"),
+    ] {
+        let e = bad(&format!("{head},{columns}\n1000,1,5,graph,2080,{values}\n"));
+        assert!(e.contains(&format!("line 2: {needle}")), "{columns}: {e}");
+    }
 }
 
 #[test]

@@ -260,11 +260,19 @@ impl Drop for Comm {
     }
 }
 
-/// A check that `--nccl-lib` names a file before any GPU work.
-pub fn check_explicit(path: &Path) -> Result<()> {
+/// The library named on purpose, `--nccl-lib` (`flag`) or else `$METAPREP_NCCL`, is a file:
+/// a path that is none is bad input, refused before any GPU work (a search that finds
+/// nothing is no bad input; it is reported where NCCL is loaded).
+pub fn check_named(flag: Option<&Path>) -> Result<()> {
+    let env = std::env::var_os(NCCL_ENV).map(std::path::PathBuf::from);
+    let (name, path) = match (flag, &env) {
+        (Some(path), _) => ("--nccl-lib", path),
+        (None, Some(path)) => (NCCL_ENV, path.as_path()),
+        (None, None) => return Ok(()),
+    };
     if !path.is_file() {
         bail!(
-            "--nccl-lib {} is not a file: give the path of {NCCL_SONAME}",
+            "{name} {} is not a file: give the path of {NCCL_SONAME}",
             path.display()
         );
     }

@@ -83,6 +83,7 @@ pub use program::{
     expand_passes, family_of, first_launching_op, phases_of, prep_arm, Item,
     EAGLE_GPU_ITEMS_IN_ORDER, GPU_ITEMS_IN_ORDER, STEP_FAMILIES,
 };
+pub use scaling::MAX_HOST_SPEED_US;
 
 use crate::model::post_wait::PostWait;
 use serde::{Deserialize, Serialize};

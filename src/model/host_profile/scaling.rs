@@ -5,6 +5,11 @@ use super::{HostProfile, Item, Sourced};
 use crate::axes::Arm;
 use anyhow::{bail, ensure, Result};
 
+/// The slowest host speed taken as measured, µs per op (`scripts/metaprep_host.py
+/// host_speed()` gives about 1 µs on a server core): beyond it, a number is a typo or a unit
+/// slip.
+pub const MAX_HOST_SPEED_US: f64 = 1e4;
+
 impl HostProfile {
     /// Every host duration multiplied by `scale` (the what-if axis); reads, launches and
     /// op counts stay as measured.
@@ -95,7 +100,7 @@ impl HostProfile {
             );
         };
         ensure!(
-            speed_us.is_finite() && speed_us > 0.0 && speed_us <= 1e4,
+            speed_us.is_finite() && speed_us > 0.0 && speed_us <= MAX_HOST_SPEED_US,
             "host speed {speed_us} µs per op is not a measured host speed (give µs per \
              op, as scripts/metaprep_host.py host_speed() prints)"
         );
