@@ -1,6 +1,8 @@
-//! What no row metaprep wrote can be: a kind, family, arm or layout it does not know, a size
-//! of 0, a median that is no number, an infinite value, a negative measurement, or a median
-//! outside its own interval. Each error names the column.
+//! What no row metaprep wrote can be: a kind, family, arm or layout it does not know, a metric
+//! that is no name, a time in another unit than µs, a stop reason no writer gives, a size of
+//! 0, a median that is no number, an infinite value, a negative measurement, a median outside
+//! its own interval, a telemetry reading that is negative, not finite or over 100%, or a host
+//! scale that is no factor. Each error names the column.
 
 use super::family::HOST_SCALE_MARK;
 use super::row::{CellKey, Row};
@@ -21,6 +23,8 @@ pub(super) fn check_row(row: &Row) -> std::result::Result<(), String> {
             return Err(format!("column `{name}`: 0 is no size: sizes start at 1"));
         }
     }
+    check_labels(row)?;
+    check_telemetry(row)?;
     if row.median.is_nan() {
         return Err("column `median`: the median is not a number".into());
     }
@@ -57,6 +61,97 @@ pub(super) fn check_row(row: &Row) -> std::result::Result<(), String> {
              holds its median",
             row.ci_lo, row.median, row.ci_hi
         ));
+    }
+    Ok(())
+}
+
+/// What stopped a row's samples or rounds, as the writers name it: [`RoundsStop`] and
+/// [`StopReason`] (`crate::stats::stopping`), `fixed` (a set count), `timeline` (a steps
+/// timeline's pass), `derived` (a difference or ratio of other rows).
+///
+/// [`RoundsStop`]: crate::stats::stopping::RoundsStop
+/// [`StopReason`]: crate::stats::stopping::StopReason
+pub(crate) const STOP_REASONS: &[&str] = &[
+    "precision",
+    "max-rounds",
+    "time-cap",
+    "gpu-paced-max-rounds",
+    "ci",
+    "sample-cap",
+    "fixed",
+    "timeline",
+    "derived",
+];
+
+/// A metric's name is a word of `[a-z0-9_]`, a time (`_us`) is in µs, and its stop reason is
+/// one the writers give.
+fn check_labels(row: &Row) -> std::result::Result<(), String> {
+    let word = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    };
+    if !word(&row.metric) {
+        return Err(format!(
+            "column `metric`: `{}` is no metric name (lowercase letters, digits and `_`)",
+            row.metric
+        ));
+    }
+    if row.metric.ends_with("_us") && row.unit != "us" {
+        return Err(format!(
+            "column `unit`: `{}` for `{}`, a time metaprep writes in `us`",
+            row.unit, row.metric
+        ));
+    }
+    if row.unit.is_empty() {
+        return Err(format!("column `unit`: empty for `{}`", row.metric));
+    }
+    if !STOP_REASONS.contains(&row.stop_reason.as_str()) {
+        return Err(format!(
+            "column `stop_reason`: `{}` is no stop reason: one of {}",
+            row.stop_reason,
+            STOP_REASONS.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// The cell's NVML and GPM readings, where present, are finite and not negative, percentages
+/// at most 100, and a what-if host scale is a positive factor.
+fn check_telemetry(row: &Row) -> std::result::Result<(), String> {
+    if let Some(scale) = row.host_scale.filter(|s| !(s.is_finite() && *s > 0.0)) {
+        return Err(format!(
+            "column `host_scale`: {scale} is no host scale (a factor above 0)"
+        ));
+    }
+    let readings = [
+        ("sm_clock_mhz", row.sm_clock_mhz, f64::INFINITY),
+        ("mem_clock_mhz", row.mem_clock_mhz, f64::INFINITY),
+        ("power_w", row.power_w, f64::INFINITY),
+        ("temp_c", row.temp_c, f64::INFINITY),
+        ("gpu_util_pct", row.gpu_util_pct, 100.0),
+        ("gpm_sm_util_pct", row.gpm_sm_util_pct, 100.0),
+        ("gpm_dram_bw_util_pct", row.gpm_dram_bw_util_pct, 100.0),
+        (
+            "gpm_nvlink_rx_mib_s",
+            row.gpm_nvlink_rx_mib_s,
+            f64::INFINITY,
+        ),
+        (
+            "gpm_nvlink_tx_mib_s",
+            row.gpm_nvlink_tx_mib_s,
+            f64::INFINITY,
+        ),
+        ("gpm_cell_share_pct", row.gpm_cell_share_pct, 100.0),
+    ];
+    for (name, value, most) in readings {
+        if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0 && *v <= most)) {
+            let range = match most.is_finite() {
+                true => format!("0 to {most}"),
+                false => "finite, 0 or more".to_string(),
+            };
+            return Err(format!("column `{name}`: {v} is no reading ({range})"));
+        }
     }
     Ok(())
 }
@@ -210,7 +305,35 @@ mod tests {
         let path = dir.path().join("metaprep.csv");
         let good = row("prep", "dsa_decode", "graph", 8, "step_us", 20.0);
         type Spoil = fn(&mut Row);
-        let cases: [(Spoil, &str); 9] = [
+        let cases: [(Spoil, &str); 16] = [
+            (
+                |r| r.metric = String::new(),
+                "column `metric`: `` is no metric name",
+            ),
+            (
+                |r| r.metric = "Step us".into(),
+                "column `metric`: `Step us`",
+            ),
+            (
+                |r| r.unit = "ms".into(),
+                "column `unit`: `ms` for `step_us`",
+            ),
+            (
+                |r| r.stop_reason = "whatever".into(),
+                "column `stop_reason`: `whatever`",
+            ),
+            (
+                |r| r.sm_clock_mhz = Some(-5.0),
+                "column `sm_clock_mhz`: -5 is no reading",
+            ),
+            (
+                |r| r.power_w = Some(f64::NAN),
+                "column `power_w`: NaN is no reading",
+            ),
+            (
+                |r| r.gpu_util_pct = Some(999.0),
+                "column `gpu_util_pct`: 999 is no reading (0 to 100)",
+            ),
             (|r| r.p10 = 30.0, "columns `p10`, `p90`: 30 <= "),
             (|r| r.p90 = f64::NAN, "columns `p10`, `p90`"),
             (|r| r.block_size = 0, "column `block_size`: 0 is no size"),
@@ -240,6 +363,17 @@ mod tests {
                 "{why}: {error}"
             );
         }
+        // A what-if host scale is a factor above 0 (the cell's name shows it).
+        for scale in [-1.0, 0.0, f64::NAN, f64::INFINITY] {
+            let mut bad = good.clone();
+            bad.host_scale = Some(scale);
+            write_rows(&path, &[bad]).unwrap();
+            let error = error_of(&path);
+            assert!(
+                error.contains(&format!("column `host_scale`: {scale} is no host scale")),
+                "{error}"
+            );
+        }
         // A derived row (a difference) may be negative, its interval still holds it.
         let mut diff = good.clone();
         (diff.stop_reason, diff.median, diff.ci_lo, diff.ci_hi) =
@@ -251,5 +385,23 @@ mod tests {
         diff.ci_hi = -1.0;
         write_rows(&path, &[diff]).unwrap();
         assert!(error_of(&path).contains("does not hold"));
+    }
+
+    #[test]
+    fn every_stop_reason_a_writer_gives_is_one_the_check_knows() {
+        use crate::stats::stopping::{RoundsStop, StopReason};
+        let written = [
+            RoundsStop::Precision.as_str(),
+            RoundsStop::MaxRounds.as_str(),
+            RoundsStop::TimeCap.as_str(),
+            RoundsStop::GpuPacedMaxRounds.as_str(),
+            StopReason::Converged.as_str(),
+            StopReason::TimeCap.as_str(),
+            StopReason::SampleCap.as_str(),
+        ];
+        assert!(
+            written.iter().all(|w| STOP_REASONS.contains(w)),
+            "{written:?}"
+        );
     }
 }

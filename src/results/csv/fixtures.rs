@@ -5,12 +5,12 @@ use super::test_rows::row;
 use super::*;
 use std::path::Path;
 
-/// Two prep rows of one cell and a throttled floor row with quotes in its stop reason.
+/// Two prep rows of one cell and a throttled floor row with quotes in its clock-event reasons
+/// (the one free-text column the check does not hold to a vocabulary).
 pub(super) fn sample_rows() -> Vec<Row> {
     let mut floor = row("floor", "floor", "empty-kernel", 1, "step_us", 4.5);
     floor.throttled = true;
-    floor.clock_event_reasons = "0x0000000000000004".into();
-    floor.stop_reason = "ci, with \"quotes\"".into(); // must survive CSV quoting
+    floor.clock_event_reasons = "0x0000000000000004, with \"quotes\"".into(); // must survive CSV quoting
     vec![
         row("prep", "dspark_draft_block", "graph", 4, "step_us", 21.25),
         row(
