@@ -116,8 +116,13 @@ fn check_labels(row: &Row) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// The most a percentage reading may be: GPM's utilisations and the cell's share are ratios
+/// of counters and times that can land a little above 100 (counter skew, rounding), and a
+/// file holding them must still read; past this, no reading is one.
+const MOST_PCT: f64 = 105.0;
+
 /// The cell's NVML and GPM readings, where present, are finite and not negative, percentages
-/// at most 100, and a what-if host scale is a positive factor.
+/// at most [`MOST_PCT`], and a what-if host scale is a positive factor.
 fn check_telemetry(row: &Row) -> std::result::Result<(), String> {
     if let Some(scale) = row.host_scale.filter(|s| !(s.is_finite() && *s > 0.0)) {
         return Err(format!(
@@ -129,9 +134,9 @@ fn check_telemetry(row: &Row) -> std::result::Result<(), String> {
         ("mem_clock_mhz", row.mem_clock_mhz, f64::INFINITY),
         ("power_w", row.power_w, f64::INFINITY),
         ("temp_c", row.temp_c, f64::INFINITY),
-        ("gpu_util_pct", row.gpu_util_pct, 100.0),
-        ("gpm_sm_util_pct", row.gpm_sm_util_pct, 100.0),
-        ("gpm_dram_bw_util_pct", row.gpm_dram_bw_util_pct, 100.0),
+        ("gpu_util_pct", row.gpu_util_pct, MOST_PCT),
+        ("gpm_sm_util_pct", row.gpm_sm_util_pct, MOST_PCT),
+        ("gpm_dram_bw_util_pct", row.gpm_dram_bw_util_pct, MOST_PCT),
         (
             "gpm_nvlink_rx_mib_s",
             row.gpm_nvlink_rx_mib_s,
@@ -142,7 +147,7 @@ fn check_telemetry(row: &Row) -> std::result::Result<(), String> {
             row.gpm_nvlink_tx_mib_s,
             f64::INFINITY,
         ),
-        ("gpm_cell_share_pct", row.gpm_cell_share_pct, 100.0),
+        ("gpm_cell_share_pct", row.gpm_cell_share_pct, MOST_PCT),
     ];
     for (name, value, most) in readings {
         if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0 && *v <= most)) {
@@ -332,7 +337,7 @@ mod tests {
             ),
             (
                 |r| r.gpu_util_pct = Some(999.0),
-                "column `gpu_util_pct`: 999 is no reading (0 to 100)",
+                "column `gpu_util_pct`: 999 is no reading (0 to 105)",
             ),
             (|r| r.p10 = 30.0, "columns `p10`, `p90`: 30 <= "),
             (|r| r.p90 = f64::NAN, "columns `p10`, `p90`"),
