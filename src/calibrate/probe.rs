@@ -25,7 +25,9 @@ pub fn probe_path(trace: &Path) -> PathBuf {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let stem = name.strip_suffix(".json").unwrap_or(&name);
+    let stem = (name.strip_suffix(".json.gz"))
+        .or_else(|| name.strip_suffix(".json"))
+        .unwrap_or(&name);
     trace.with_file_name(format!("{stem}.probe.json"))
 }
 
@@ -479,6 +481,11 @@ mod tests {
         assert_eq!(
             probe_path(Path::new("t.trace")),
             Path::new("t.trace.probe.json")
+        );
+        // A gzipped trace's probe is the plain one beside it.
+        assert_eq!(
+            probe_path(Path::new("/r/t.json.gz")),
+            Path::new("/r/t.probe.json")
         );
     }
 }

@@ -112,11 +112,23 @@ fn json_kind(v: &Value) -> &'static str {
 }
 
 impl Trace {
-    /// Reads `path`, streaming its events; every failure is one line naming the file.
+    /// Reads `path`, streaming its events, through gunzip where its name ends in `.gz`
+    /// (torch.profiler's `export_chrome_trace("t.json.gz")` writes one); every failure is one
+    /// line naming the file.
     pub fn read(path: &Path) -> Result<Trace> {
         let file = path.display().to_string();
         let f = File::open(path).with_context(|| format!("{file}: cannot open the trace"))?;
-        Self::from_reader(&file, BufReader::with_capacity(1 << 20, f))
+        let reader = BufReader::with_capacity(1 << 20, f);
+        match path
+            .extension()
+            .is_some_and(|e| e == crate::results::compressed::GZ)
+        {
+            true => Self::from_reader(
+                &file,
+                BufReader::new(flate2::read::MultiGzDecoder::new(reader)),
+            ),
+            false => Self::from_reader(&file, reader),
+        }
     }
 
     pub fn from_reader(file: &str, reader: impl std::io::Read) -> Result<Trace> {
@@ -338,6 +350,27 @@ impl<'de> Visitor<'de> for Events<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gzipped_trace_reads_as_the_plain_one() {
+        use std::io::Write;
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_trace_small.json"),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (plain, gz) = (dir.path().join("t.json"), dir.path().join("t.json.gz"));
+        std::fs::write(&plain, &text).unwrap();
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(text.as_bytes()).unwrap();
+        std::fs::write(&gz, encoder.finish().unwrap()).unwrap();
+        let (a, b) = (Trace::read(&plain).unwrap(), Trace::read(&gz).unwrap());
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        // A `.gz` that is no gzip file is named, not read as JSON.
+        std::fs::write(&gz, &text).unwrap();
+        let e = format!("{:#}", Trace::read(&gz).unwrap_err());
+        assert!(e.contains("t.json.gz"), "{e}");
+    }
 
     fn read(text: &str) -> Result<Trace> {
         Trace::from_reader("t.json", text.as_bytes())

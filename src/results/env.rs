@@ -120,7 +120,9 @@ impl EnvRecord {
             ),
             Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         };
-        serde_json::from_str(&text).map_err(|e| {
+        // A byte-order mark (an editor's) is no part of the record, as the CSVs read past one.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        serde_json::from_str(text).map_err(|e| {
             anyhow::anyhow!(
                 "{}: not a metaprep environment record ({e}): the file is damaged or from \
                  another metaprep version; regenerate the run or fix the file",
@@ -344,6 +346,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = test_env().write(dir.path()).unwrap();
         assert_eq!(path, dir.path().join("env.json"));
+        assert_eq!(EnvRecord::read(dir.path()).unwrap(), test_env());
+    }
+
+    #[test]
+    fn a_record_behind_a_byte_order_mark_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        test_env().write(dir.path()).unwrap();
+        let path = dir.path().join(ENV_FILE);
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, format!("\u{feff}{text}")).unwrap();
         assert_eq!(EnvRecord::read(dir.path()).unwrap(), test_env());
     }
 

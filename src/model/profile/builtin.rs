@@ -137,6 +137,21 @@ mod tests {
     }
 
     #[test]
+    fn a_custom_profile_too_large_for_u64_saturates_rather_than_wraps() {
+        use crate::axes::Layout;
+        let huge = Profile::custom(u64::MAX, u32::MAX, u64::MAX, 4096).unwrap();
+        let held = huge.held_bytes(Layout::Tp(1), 1, 1 << 20, true);
+        assert_eq!(
+            (held.weights, held.kv, held.total),
+            (u64::MAX, u64::MAX, u64::MAX)
+        );
+        // Within u64 the arithmetic is exact.
+        let small = Profile::custom(1000, 3, 10, 4096).unwrap();
+        let held = small.held_bytes(Layout::Tp(1), 2, 5, true);
+        assert_eq!((held.weights, held.kv, held.total), (3000, 300, 3300));
+    }
+
+    #[test]
     fn profile_names() {
         assert_eq!(Profile::named("draft-small").unwrap().layers, 1);
         assert_eq!(Profile::named("moe-large").unwrap().layers, 61);

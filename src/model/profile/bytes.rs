@@ -29,8 +29,8 @@ impl Profile {
             touched * moe.expert_weight_bytes as f64 / tp as f64
         });
         let per_layer = (self.dense_weight_bytes_per_layer / tp) as f64 + routed_per_layer;
-        let weights =
-            (per_layer * f64::from(self.layers)).round() as u64 + self.head_weight_bytes / tp;
+        let weights = ((per_layer * f64::from(self.layers)).round() as u64)
+            .saturating_add(self.head_weight_bytes / tp);
         GpuBytes::new(weights, self.kv_bytes(layout, rank_batch, context_len))
     }
 
@@ -52,14 +52,18 @@ impl Profile {
         let routed = self.moe.map_or(0, |moe| {
             u64::from(moe.routed_experts.div_ceil(layout.dp_degree())) * moe.expert_weight_bytes
         });
-        let per_layer = (self.dense_weight_bytes_per_layer + routed) / tp;
+        // Saturating: a custom profile's sizes are the user's, and bytes past u64 (16 EiB)
+        // must read as too many for any GPU, not wrap to a small number.
+        let per_layer = self.dense_weight_bytes_per_layer.saturating_add(routed) / tp;
         let vocab_bytes = if vocab {
-            (self.head_weight_bytes + self.embedding_bytes) / tp
+            self.head_weight_bytes.saturating_add(self.embedding_bytes) / tp
         } else {
             0
         };
         GpuBytes::new(
-            per_layer * u64::from(self.layers) + vocab_bytes,
+            per_layer
+                .saturating_mul(u64::from(self.layers))
+                .saturating_add(vocab_bytes),
             self.kv_bytes(layout, rank_batch, context_len),
         )
     }
@@ -72,9 +76,9 @@ impl Profile {
             1
         };
         u64::from(rank_batch)
-            * u64::from(context_len)
-            * (self.kv_bytes_per_token_per_layer / kv_tp)
-            * u64::from(self.layers)
+            .saturating_mul(u64::from(context_len))
+            .saturating_mul(self.kv_bytes_per_token_per_layer / kv_tp)
+            .saturating_mul(u64::from(self.layers))
     }
 }
 

@@ -88,7 +88,7 @@ impl GpuBytes {
         GpuBytes {
             weights,
             kv,
-            total: weights + kv,
+            total: weights.saturating_add(kv),
         }
     }
 }
@@ -97,6 +97,9 @@ impl std::ops::Add for GpuBytes {
     type Output = GpuBytes;
 
     fn add(self, other: GpuBytes) -> GpuBytes {
-        GpuBytes::new(self.weights + other.weights, self.kv + other.kv)
+        GpuBytes::new(
+            self.weights.saturating_add(other.weights),
+            self.kv.saturating_add(other.kv),
+        )
     }
 }
