@@ -1132,3 +1132,37 @@ fn every_flag_of_every_command_has_a_description() {
         }
     }
 }
+
+#[test]
+fn report_refuses_to_write_into_another_runs_folder() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    for file in ["metaprep.csv", "env.json"] {
+        std::fs::copy(
+            fixtures.join("run_small_slower").join(file),
+            other.join(file),
+        )
+        .unwrap();
+    }
+    std::fs::write(other.join("summary.md"), "the other run's summary\n").unwrap();
+    let (run, other) = (fixtures.join("run_small"), other.to_str().unwrap());
+    let out = metaprep(&["report", run.to_str().unwrap(), "--out", other]);
+    assert_clean_failure(&out, 2, &format!("--out {other} is another run's folder"));
+    let summary = std::fs::read_to_string(Path::new(other).join("summary.md")).unwrap();
+    assert_eq!(
+        summary, "the other run's summary\n",
+        "the other run's summary is kept"
+    );
+    // A new folder takes the report.
+    let fresh = dir.path().join("fresh");
+    let out = metaprep(&[
+        "report",
+        run.to_str().unwrap(),
+        "--out",
+        fresh.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(fresh.join("summary.md").exists());
+}

@@ -37,6 +37,7 @@ pub(crate) fn report(args: &ReportArgs) -> Result<ExitCode> {
                 .collect::<Vec<_>>(),
         )?;
         super::common::writable_folder(out, "--out")?;
+        another_runs_folder(dir, out)?;
         std::fs::create_dir_all(out).with_context(|| format!("making --out {}", out.display()))?;
         Ok((run, traces, ReportTarget::new(out)?))
     })();
@@ -58,6 +59,26 @@ pub(crate) fn report(args: &ReportArgs) -> Result<ExitCode> {
         }
     }
     Ok(Exit::Ok.into())
+}
+
+/// Refuses an `--out` that is another run's folder (it holds a results CSV or an env.json):
+/// the report would replace that run's own summary and leave its charts beside this run's.
+fn another_runs_folder(dir: &Path, out: &Path) -> Result<()> {
+    use crate::results::{compressed::run_file, env::ENV_FILE, run_dir::RESULTS_CSV};
+    if crate::results::atomic::same_file(dir, out) {
+        return Ok(());
+    }
+    let holds = [run_file(out, RESULTS_CSV), out.join(ENV_FILE)];
+    if let Some(file) = holds.iter().find(|f| f.exists()) {
+        anyhow::bail!(
+            "--out {} is another run's folder (it holds {}): give a new folder, or leave \
+             --out out to write the report into {}",
+            out.display(),
+            file.display(),
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 /// The PNG an earlier report drew of `chart` in `out`, if it is there.
