@@ -14,6 +14,11 @@ pub const TELEMETRY_COLUMNS: &[&str] = &[
     "clock_event_reasons",
 ];
 
+/// The most a percentage reading may be: GPM's utilisations and a cell's share are ratios of
+/// counters and times that can land a little above 100 (counter skew, rounding), and a file
+/// holding them must still read; past this, no reading is one.
+pub const MOST_PCT: f64 = 105.0;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TelemetrySample {
     /// Seconds since the start of the run.
@@ -31,7 +36,8 @@ pub struct TelemetrySample {
 
 impl TelemetrySample {
     /// Why a sample cannot be one metaprep wrote: a time that is not a time since the start,
-    /// or a reading that is infinite or negative (a reading NVML did not give is NaN).
+    /// a reading that is infinite or negative (a reading NVML did not give is NaN), or a
+    /// utilisation over [`MOST_PCT`].
     pub fn check(&self) -> Result<(), String> {
         if !(self.t_s.is_finite() && self.t_s >= 0.0) {
             return Err(format!(
@@ -46,10 +52,16 @@ impl TelemetrySample {
             ("temp_c", self.temp_c),
             ("gpu_util_pct", self.gpu_util_pct),
         ];
-        match readings.iter().find(|(_, v)| v.is_infinite() || *v < 0.0) {
-            Some((name, v)) => Err(format!("column `{name}`: {v} is not a reading")),
-            None => Ok(()),
+        if let Some((name, v)) = readings.iter().find(|(_, v)| v.is_infinite() || *v < 0.0) {
+            return Err(format!("column `{name}`: {v} is not a reading"));
         }
+        if self.gpu_util_pct > MOST_PCT {
+            return Err(format!(
+                "column `gpu_util_pct`: {} is not a reading (a percentage, at most {MOST_PCT})",
+                self.gpu_util_pct
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -94,12 +106,28 @@ mod tests {
             .deserialize()
             .collect::<Result<_, _>>()
             .unwrap();
-        assert_eq!(back, vec![sample]);
+        assert_eq!(back, vec![sample.clone()]);
         write_samples(&path, &[]).unwrap();
         assert_eq!(
             std::fs::read_to_string(&path).unwrap().lines().count(),
             1,
             "header only"
         );
+        // What no NVML reading is; a reading NVML did not give is NaN.
+        let spoilt = |edit: fn(&mut TelemetrySample)| {
+            let mut s = sample.clone();
+            edit(&mut s);
+            s.check()
+        };
+        assert!(spoilt(|s| s.gpu_util_pct = f64::NAN).is_ok());
+        assert!(spoilt(|s| s.gpu_util_pct = 999.0)
+            .unwrap_err()
+            .contains("at most 105"));
+        assert!(spoilt(|s| s.power_w = -1.0)
+            .unwrap_err()
+            .contains("`power_w`"));
+        assert!(spoilt(|s| s.t_s = f64::INFINITY)
+            .unwrap_err()
+            .contains("`t_s`"));
     }
 }

@@ -9,6 +9,7 @@ use super::row::{CellKey, Row};
 use super::{KIND_FLOOR, KIND_PREP, KIND_STEP};
 use crate::axes::floor_item::{HARNESS, HOST_REFERENCE};
 use crate::axes::{Arm, Drafter, Family, FloorItem, Layout};
+use crate::results::telemetry::MOST_PCT;
 
 /// Why a row cannot be one metaprep wrote: a kind, family, arm or layout it does not know
 /// (each checked by its own parser, so a new arm is known as soon as it exists), a median
@@ -115,11 +116,6 @@ fn check_labels(row: &Row) -> std::result::Result<(), String> {
     }
     Ok(())
 }
-
-/// The most a percentage reading may be: GPM's utilisations and the cell's share are ratios
-/// of counters and times that can land a little above 100 (counter skew, rounding), and a
-/// file holding them must still read; past this, no reading is one.
-const MOST_PCT: f64 = 105.0;
 
 /// The cell's NVML and GPM readings, where present, are finite and not negative, percentages
 /// at most [`MOST_PCT`], and a what-if host scale is a positive factor.
