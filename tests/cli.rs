@@ -11,6 +11,23 @@ fn metaprep(args: &[&str]) -> Output {
         .expect("running metaprep")
 }
 
+/// A file or folder of `tests/fixtures`.
+fn fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// `metaprep calibrate` of the small torch trace, writing `--out out` over whatever is there
+/// (`--force`), with `extra` flags.
+fn calibrate_small_trace(out: &str, extra: &[&str]) -> Output {
+    let trace = fixture("torch_trace_small.json");
+    let mut args = vec!["calibrate", trace.to_str().unwrap(), "--out", out];
+    args.extend(["--force", "--keep-profiler-costs"]);
+    args.extend(extra);
+    metaprep(&args)
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -427,7 +444,7 @@ fn unusable_output_paths_are_refused_before_any_gpu_work() {
 /// `command_line`.
 fn run_folder(command_line: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run_small");
+    let fixture = fixture("run_small");
     std::fs::copy(
         fixture.join("metaprep.csv"),
         dir.path().join("metaprep.csv"),
@@ -548,7 +565,7 @@ fn a_library_named_that_is_no_file_exits_2_before_the_gpu_opens() {
 
 #[test]
 fn standard_output_that_cannot_be_written_is_an_error_not_a_panic() {
-    let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run_small");
+    let run = fixture("run_small");
     let run = run.to_str().unwrap();
     let full = std::fs::File::create("/dev/full").expect("/dev/full");
     let out = Command::new(env!("CARGO_BIN_EXE_metaprep"))
@@ -565,7 +582,7 @@ fn outputs_at_a_fifo_or_a_device_are_refused_not_waited_on() {
     let fifo = dir.path().join("fifo");
     let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
     assert!(made.success());
-    let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run_small");
+    let run = fixture("run_small");
     let (run, fifo) = (run.to_str().unwrap(), fifo.to_str().unwrap());
     for (flag, path) in [
         ("--out", fifo),
@@ -595,15 +612,7 @@ fn outputs_at_a_fifo_or_a_device_are_refused_not_waited_on() {
         );
     }
     assert!(Path::new(fifo).exists(), "the FIFO is left as it was");
-    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_trace_small.json");
-    let out = metaprep(&[
-        "calibrate",
-        trace.to_str().unwrap(),
-        "--out",
-        fifo,
-        "--force",
-        "--keep-profiler-costs",
-    ]);
+    let out = calibrate_small_trace(fifo, &[]);
     assert_clean_failure(
         &out,
         2,
@@ -622,18 +631,8 @@ fn calibrate_refuses_to_write_its_profile_over_its_base() {
     let builtin = Path::new(env!("CARGO_MANIFEST_DIR")).join("host-profiles/pytorch.json");
     std::fs::copy(&builtin, &base).unwrap();
     let before = std::fs::read(&base).unwrap();
-    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_trace_small.json");
     let base = base.to_str().unwrap();
-    let out = metaprep(&[
-        "calibrate",
-        trace.to_str().unwrap(),
-        "--base",
-        base,
-        "--out",
-        base,
-        "--force",
-        "--keep-profiler-costs",
-    ]);
+    let out = calibrate_small_trace(base, &["--base", base]);
     assert_clean_failure(&out, 2, &format!("--out {base} is the input {base}"));
     assert_eq!(
         std::fs::read(base).unwrap(),
@@ -724,7 +723,7 @@ fn layouts_a_gpu_cannot_hold_are_refused_before_any_gpu_work() {
 #[test]
 fn report_writes_charts_and_summary_and_refuses_bad_dirs() {
     let dir = tempfile::tempdir().unwrap();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run_small");
+    let fixture = fixture("run_small");
     for file in ["metaprep.csv", "env.json", "telemetry.csv", "trace.json"] {
         std::fs::copy(fixture.join(file), dir.path().join(file)).unwrap();
     }
@@ -757,7 +756,7 @@ fn report_writes_charts_and_summary_and_refuses_bad_dirs() {
 /// before anything is drawn; the run's earlier charts and summary stay as they were.
 #[test]
 fn report_refuses_bad_input_with_exit_2_and_leaves_the_old_report() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run_small");
+    let fixture = fixture("run_small");
     let good = |name: &str| std::fs::read_to_string(fixture.join(name)).unwrap();
     let csv = good("metaprep.csv");
     let cut = &csv[..csv.len() - 3];
@@ -1135,19 +1134,14 @@ fn every_flag_of_every_command_has_a_description() {
 
 #[test]
 fn report_refuses_to_write_into_another_runs_folder() {
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let dir = tempfile::tempdir().unwrap();
     let other = dir.path().join("other");
     std::fs::create_dir(&other).unwrap();
     for file in ["metaprep.csv", "env.json"] {
-        std::fs::copy(
-            fixtures.join("run_small_slower").join(file),
-            other.join(file),
-        )
-        .unwrap();
+        std::fs::copy(fixture("run_small_slower").join(file), other.join(file)).unwrap();
     }
     std::fs::write(other.join("summary.md"), "the other run's summary\n").unwrap();
-    let (run, other) = (fixtures.join("run_small"), other.to_str().unwrap());
+    let (run, other) = (fixture("run_small"), other.to_str().unwrap());
     let out = metaprep(&["report", run.to_str().unwrap(), "--out", other]);
     assert_clean_failure(&out, 2, &format!("--out {other} is another run's folder"));
     let summary = std::fs::read_to_string(Path::new(other).join("summary.md")).unwrap();

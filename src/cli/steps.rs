@@ -327,12 +327,10 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
             args.nccl_lib.as_deref(),
         ))?;
     }
-    if let Some(path) = args.cupti_lib.as_deref().filter(|p| !p.is_file()) {
-        return usage(Err(anyhow::anyhow!(
-            "--cupti-lib {} is not a file: give the path of libcupti.so (e.g. \
-             .../site-packages/nvidia/cu13/lib/libcupti.so.13)",
-            path.display()
-        )));
+    if let Some(problem) =
+        (args.cupti_lib.as_deref()).and_then(crate::gpu::cupti::library::named_problem)
+    {
+        return usage(Err(anyhow::anyhow!(problem)));
     }
     let read_skew = usage(checked_read_skew(args, &layouts))?;
     usage(distinct(&args.arms, "--arms"))?;

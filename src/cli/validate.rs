@@ -3,7 +3,7 @@
 
 use super::common::{default_out, usage};
 use super::steps::{steps_config, StepsArgs};
-use super::validate_fit::{fit_profile, read_fit, with_profile, FitCell};
+use super::validate_fit::{fit_profile, read_fit, with_profile, FitCell, FITTED_PROFILE};
 use super::validate_post_wait::{fit_in_turns, read_post_wait_fit};
 use super::validate_settings::{checked_settings, write_env};
 use crate::axes::{Arm, Family};
@@ -324,17 +324,13 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
         let (validated, note): (ValidateArgs, Option<FitNote>) = match &fit {
             Some(fit) => {
                 let base = profile.without_fits();
-                let (path, note) = match &fit.post_wait {
+                let note = match &fit.post_wait {
                     Some(long) => {
                         fit_in_turns(args, &base, &fit.factors, long, own_speed, bars, &out)?
                     }
-                    None => {
-                        let (path, _, note) =
-                            fit_profile(args, &base, 1, &fit.factors, own_speed, bars, &out)?;
-                        (path, note)
-                    }
+                    None => fit_profile(args, &base, 1, &fit.factors, own_speed, bars, &out)?.1,
                 };
-                (with_profile(args, &path), Some(note))
+                (with_profile(args, &out.join(FITTED_PROFILE)), Some(note))
             }
             None => (args.clone(), None),
         };

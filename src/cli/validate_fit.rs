@@ -110,7 +110,7 @@ pub(super) fn run_name(pass: usize, name: &str) -> String {
 
 /// Fits every arm of `fit` on `base` (a profile without arm factors: `without_fits`, or that
 /// with the post-wait scale of the pass before, `pass` counting from 1), writes the fitted
-/// profile into `out` and returns its path, the profile and what validation.md says of it.
+/// profile into `out` (as [`FITTED_PROFILE`]) and returns it and what validation.md says of it.
 pub(super) fn fit_profile(
     args: &ValidateArgs,
     base: &HostProfile,
@@ -119,7 +119,7 @@ pub(super) fn fit_profile(
     own_speed: Option<f64>,
     bars: Bars,
     out: &Path,
-) -> Result<(PathBuf, HostProfile, FitNote)> {
+) -> Result<(HostProfile, FitNote)> {
     let arms: Vec<Arm> = fit.rows.keys().copied().collect();
     let at = fit.cell.to_string();
     // Each run's factors and lines, to source the factors chosen.
@@ -187,7 +187,7 @@ pub(super) fn fit_profile(
         unconverged,
         post_wait: None,
     };
-    Ok((path, fitted, note))
+    Ok((fitted, note))
 }
 
 /// The per-arm step lines of a cell's comparison, by arm.

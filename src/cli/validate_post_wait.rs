@@ -23,7 +23,7 @@ use crate::model::host_profile::HostProfile;
 use crate::results::atomic::write_atomic;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What to run for a --fit-post-wait file, for the refusals.
 const RECIPE: &str = "record one untraced cell with eager-sync and graph at a long forward, \
@@ -81,7 +81,8 @@ fn scaled(profile: &HostProfile, scale: f64, why: &str) -> Result<HostProfile> {
 /// `--fit` with `--fit-post-wait`: the arm factors at `factors`' cell and the post-wait scale
 /// at `long`'s fitted in turns ([`in_turns`]), each pass fitting the factors on `base` (no
 /// fits) with the scale of the pass before, then the scale with those factors. Returns the
-/// fitted profile's path and what validation.md says of the last pass.
+/// what validation.md says of the last pass; the fitted profile is in `out` as
+/// [`FITTED_PROFILE`].
 pub(super) fn fit_in_turns(
     args: &ValidateArgs,
     base: &HostProfile,
@@ -90,20 +91,19 @@ pub(super) fn fit_in_turns(
     own_speed: Option<f64>,
     bars: Bars,
     out: &Path,
-) -> Result<(PathBuf, FitNote)> {
+) -> Result<FitNote> {
     let turns = in_turns(1.0, |pass, scale| {
         let start = match pass {
             1 => base.clone(),
             _ => scaled(base, scale, &format!("the scale pass {} fitted", pass - 1))?,
         };
-        let (path, fitted, mut note) =
-            fit_profile(args, &start, pass, factors, own_speed, bars, out)?;
+        let (fitted, mut note) = fit_profile(args, &start, pass, factors, own_speed, bars, out)?;
         // Each of its runs names its own profile: the fitted one with a scaled table.
         let (pw, unconverged, scale) =
             fit_post_wait(args, &fitted, pass, long, own_speed, bars, out)?;
         note.post_wait = Some(pw);
         note.unconverged.extend(unconverged);
-        Ok((scale, (path, note)))
+        Ok((scale, note))
     })?;
     Ok(turns.last)
 }

@@ -15,6 +15,18 @@ use std::ffi::c_void;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+/// Why a library file named on purpose (`source`: `--cupti-lib`, `--nccl-lib`,
+/// `METAPREP_NCCL`) cannot be the library: it is no file. Checked before any GPU work, where
+/// it is bad input, and again where the library loads.
+pub fn named_file_problem(source: &str, path: &Path, library: &str) -> Option<String> {
+    (!path.is_file()).then(|| {
+        format!(
+            "{source} {} is not a file: give the path of {library}",
+            path.display()
+        )
+    })
+}
+
 /// The process environment a search reads, passed in so tests can give their own.
 #[derive(Debug, Clone, Default)]
 pub struct SearchEnv {

@@ -103,12 +103,12 @@ impl RoundsFile {
 
 fn read_kept(path: &Path, keep: &HashSet<CellKey>) -> Result<Vec<RoundLine>> {
     // `process` is new (sweep worker processes): older files read as process 0.
-    let lines: Vec<Record> = read_table(path, &round_columns(), &["process"])?;
+    let lines: Vec<(u64, Record)> = read_table(path, &round_columns(), &["process"])?;
     let mut kept = Vec::new();
-    for (index, record) in lines.into_iter().enumerate() {
+    for (at, record) in lines {
         let line = RoundLine::from(record);
         check_cell_key(&line.cell)
-            .map_err(|why| anyhow::anyhow!("{} line {}: {why}", path.display(), index + 2))?;
+            .map_err(|why| anyhow::anyhow!("{} line {at}: {why}", path.display()))?;
         if keep.contains(&line.cell) {
             kept.push(line);
         }

@@ -61,17 +61,17 @@ pub fn open_results(dir: &Path) -> Result<(Vec<Row>, EnvRecord)> {
 
 /// A `telemetry.csv`, every sample checked ([`TelemetrySample::check`]); errors name the line.
 pub fn read_telemetry(path: &Path) -> Result<Vec<TelemetrySample>> {
-    let samples: Vec<TelemetrySample> = read_table(path, TELEMETRY_COLUMNS, &[])?;
-    for (i, sample) in samples.iter().enumerate() {
-        sample.check().map_err(|why| {
-            anyhow::anyhow!(
-                "{} line {}: {why}: fix or delete that line",
-                path.display(),
-                i + 2
-            )
-        })?;
-    }
-    Ok(samples)
+    let samples: Vec<(u64, TelemetrySample)> = read_table(path, TELEMETRY_COLUMNS, &[])?;
+    (samples.into_iter())
+        .map(|(line, sample)| {
+            sample.check().map(|()| sample).map_err(|why| {
+                anyhow::anyhow!(
+                    "{} line {line}: {why}: fix or delete that line",
+                    path.display()
+                )
+            })
+        })
+        .collect()
 }
 
 impl RunDir {

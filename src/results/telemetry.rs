@@ -19,6 +19,21 @@ pub const TELEMETRY_COLUMNS: &[&str] = &[
 /// holding them must still read; past this, no reading is one.
 pub const MOST_PCT: f64 = 105.0;
 
+/// Why `value` is no NVML or GPM reading of the column `name`: not finite, negative, or a
+/// percentage (`_pct`) over [`MOST_PCT`]. A results row and a telemetry sample ask alike.
+pub fn reading_problem(name: &str, value: f64) -> Option<String> {
+    let most = match name.ends_with("_pct") {
+        true => MOST_PCT,
+        false => f64::INFINITY,
+    };
+    let range = match most.is_finite() {
+        true => format!("(0 to {most}): NVML and GPM percentages are at most {most}"),
+        false => "(finite, 0 or more)".to_string(),
+    };
+    (!(value.is_finite() && value >= 0.0 && value <= most))
+        .then(|| format!("column `{name}`: {value} is no reading {range}"))
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TelemetrySample {
     /// Seconds since the start of the run.
@@ -36,8 +51,7 @@ pub struct TelemetrySample {
 
 impl TelemetrySample {
     /// Why a sample cannot be one metaprep wrote: a time that is not a time since the start,
-    /// a reading that is infinite or negative (a reading NVML did not give is NaN), or a
-    /// utilisation over [`MOST_PCT`].
+    /// or a reading that is none ([`reading_problem`]; a reading NVML did not give is NaN).
     pub fn check(&self) -> Result<(), String> {
         if !(self.t_s.is_finite() && self.t_s >= 0.0) {
             return Err(format!(
@@ -52,16 +66,13 @@ impl TelemetrySample {
             ("temp_c", self.temp_c),
             ("gpu_util_pct", self.gpu_util_pct),
         ];
-        if let Some((name, v)) = readings.iter().find(|(_, v)| v.is_infinite() || *v < 0.0) {
-            return Err(format!("column `{name}`: {v} is not a reading"));
+        // NaN is a reading NVML did not give.
+        match (readings.iter().filter(|(_, v)| !v.is_nan()))
+            .find_map(|&(name, v)| reading_problem(name, v))
+        {
+            Some(problem) => Err(problem),
+            None => Ok(()),
         }
-        if self.gpu_util_pct > MOST_PCT {
-            return Err(format!(
-                "column `gpu_util_pct`: {} is not a reading (a percentage, at most {MOST_PCT})",
-                self.gpu_util_pct
-            ));
-        }
-        Ok(())
     }
 }
 

@@ -187,21 +187,6 @@ impl ReferenceRow {
     }
 }
 
-/// The line `rec` starts on, blank lines above it counted (the reader's own line count skips
-/// them): its position is where reading it began, past the record before, at the blank lines
-/// or the `\n` of a `\r\n` between them.
-fn line_of(text: &str, rec: &csv::StringRecord) -> usize {
-    let bytes = text.as_bytes();
-    let mut start = rec
-        .position()
-        .map_or(0, |p| p.byte() as usize)
-        .min(bytes.len());
-    while start < bytes.len() && matches!(bytes[start], b'\r' | b'\n') {
-        start += 1;
-    }
-    1 + bytes[..start].iter().filter(|&&b| b == b'\n').count()
-}
-
 /// A number as an error shows it: in full, or in exponent form where it is huge.
 fn shown(v: f64) -> String {
     match v.abs() >= 1e9 {
@@ -261,11 +246,12 @@ impl Reference {
             .clone();
         let foreign = foreign_columns(file, &headers)?;
         let mut cells: Vec<(Cell, BTreeMap<Arm, ReferenceRow>)> = Vec::new();
+        let mut lines = crate::results::csv::RecordLines::default();
         for rec in reader.records() {
             let rec = rec.map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
-            let line = line_of(text, &rec);
+            let line = lines.of(text.as_bytes(), &rec);
             let mut row: ReferenceRow = rec.deserialize(Some(&headers)).map_err(|e| {
-                crate::results::csv::describe_field_error(file, line as u64, &headers, &rec, &e)
+                crate::results::csv::describe_field_error(file, line, &headers, &rec, &e)
             })?;
             row.chunks = parse_chunks(
                 row.chunk_host_speed_us.as_deref(),

@@ -50,6 +50,16 @@ impl CuptiLibrary {
 /// The library loaded for the process's lifetime (cudarc keeps calling into it).
 static LOADED: Mutex<Option<(CuptiLibrary, Library)>> = Mutex::new(None);
 
+/// Why `--cupti-lib PATH` cannot be CUPTI: it is no file. `steps` asks before any GPU work
+/// (bad input there); [`load_cupti`] refuses such a path too, for callers that did not ask.
+pub fn named_problem(path: &Path) -> Option<String> {
+    library_search::named_file_problem(
+        "--cupti-lib",
+        path,
+        "libcupti.so (e.g. .../site-packages/nvidia/cu13/lib/libcupti.so.13)",
+    )
+}
+
 /// Loads CUPTI from `explicit` (`--cupti-lib`) or the first file the search finds. Missing or
 /// unusable CUPTI is a [`GpuUnavailable`] naming what was tried and what to do.
 pub fn load_cupti(explicit: Option<&Path>) -> Result<CuptiLibrary, GpuUnavailable> {

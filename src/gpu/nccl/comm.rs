@@ -1,8 +1,11 @@
 //! One rank's NCCL communicator and the collectives the step model issues on its stream.
 //! Every call is enqueued on the rank's stream (and so can be captured into a graph).
 
-use super::locate::{not_found, place_from_python, places_here, Place, NCCL_ENV, NCCL_SONAME};
+use super::locate::{
+    named_place, not_found, place_from_python, places_here, Place, NCCL_ENV, NCCL_SONAME,
+};
 use super::raw::{RawComm, RawNccl, UniqueId, NCCL_BFLOAT16, NCCL_FLOAT64, NCCL_MAX, NCCL_SUM};
+use crate::gpu::library_search::named_file_problem;
 use crate::gpu::DeviceBuffer;
 use crate::gpu::{Gpu, GpuUnavailable};
 use anyhow::{bail, ensure, Context, Result};
@@ -260,23 +263,14 @@ impl Drop for Comm {
     }
 }
 
-/// The library named on purpose, `--nccl-lib` (`flag`) or else `$METAPREP_NCCL`, is a file:
-/// a path that is none is bad input, refused before any GPU work (a search that finds
+/// The library named on purpose ([`named_place`]: `--nccl-lib`, else `$METAPREP_NCCL`) is a
+/// file: a path that is none is bad input, refused before any GPU work (a search that finds
 /// nothing is no bad input; it is reported where NCCL is loaded).
 pub fn check_named(flag: Option<&Path>) -> Result<()> {
-    let env = std::env::var_os(NCCL_ENV).map(std::path::PathBuf::from);
-    let (name, path) = match (flag, &env) {
-        (Some(path), _) => ("--nccl-lib", path),
-        (None, Some(path)) => (NCCL_ENV, path.as_path()),
-        (None, None) => return Ok(()),
-    };
-    if !path.is_file() {
-        bail!(
-            "{name} {} is not a file: give the path of {NCCL_SONAME}",
-            path.display()
-        );
+    match named_place(flag).and_then(|p| named_file_problem(p.source, &p.path, NCCL_SONAME)) {
+        Some(problem) => bail!("{problem}"),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -81,6 +81,16 @@ fn system_dirs() -> &'static [&'static str] {
     }
 }
 
+/// The library named on purpose in this process's environment, if any: `explicit`
+/// (`--nccl-lib`), else `$METAPREP_NCCL`; the first of [`places_here`] when it is named.
+pub fn named_place(explicit: Option<&Path>) -> Option<Place> {
+    let env = std::env::var_os(NCCL_ENV).map(PathBuf::from);
+    let first = places(explicit, env.as_deref(), None, &[])
+        .into_iter()
+        .next();
+    first.filter(Place::is_named)
+}
+
 /// The places of this process's environment (`--nccl-lib` given as `explicit`).
 pub fn places_here(explicit: Option<&Path>) -> Vec<Place> {
     let env = std::env::var_os(NCCL_ENV).map(PathBuf::from);

@@ -9,7 +9,7 @@ use super::row::{CellKey, Row};
 use super::{KIND_FLOOR, KIND_PREP, KIND_STEP};
 use crate::axes::floor_item::{HARNESS, HOST_REFERENCE};
 use crate::axes::{Arm, Drafter, Family, FloorItem, Layout};
-use crate::results::telemetry::MOST_PCT;
+use crate::results::telemetry::reading_problem;
 
 /// Why a row cannot be one metaprep wrote: a kind, family, arm or layout it does not know
 /// (each checked by its own parser, so a new arm is known as soon as it exists), a median
@@ -117,8 +117,8 @@ fn check_labels(row: &Row) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// The cell's NVML and GPM readings, where present, are finite and not negative, percentages
-/// at most [`MOST_PCT`], and a what-if host scale is a positive factor.
+/// The cell's NVML and GPM readings, where present, are readings ([`reading_problem`]), and
+/// a what-if host scale is a positive factor.
 fn check_telemetry(row: &Row) -> std::result::Result<(), String> {
     if let Some(scale) = row.host_scale.filter(|s| !(s.is_finite() && *s > 0.0)) {
         return Err(format!(
@@ -126,33 +126,22 @@ fn check_telemetry(row: &Row) -> std::result::Result<(), String> {
         ));
     }
     let readings = [
-        ("sm_clock_mhz", row.sm_clock_mhz, f64::INFINITY),
-        ("mem_clock_mhz", row.mem_clock_mhz, f64::INFINITY),
-        ("power_w", row.power_w, f64::INFINITY),
-        ("temp_c", row.temp_c, f64::INFINITY),
-        ("gpu_util_pct", row.gpu_util_pct, MOST_PCT),
-        ("gpm_sm_util_pct", row.gpm_sm_util_pct, MOST_PCT),
-        ("gpm_dram_bw_util_pct", row.gpm_dram_bw_util_pct, MOST_PCT),
-        (
-            "gpm_nvlink_rx_mib_s",
-            row.gpm_nvlink_rx_mib_s,
-            f64::INFINITY,
-        ),
-        (
-            "gpm_nvlink_tx_mib_s",
-            row.gpm_nvlink_tx_mib_s,
-            f64::INFINITY,
-        ),
-        ("gpm_cell_share_pct", row.gpm_cell_share_pct, MOST_PCT),
+        ("sm_clock_mhz", row.sm_clock_mhz),
+        ("mem_clock_mhz", row.mem_clock_mhz),
+        ("power_w", row.power_w),
+        ("temp_c", row.temp_c),
+        ("gpu_util_pct", row.gpu_util_pct),
+        ("gpm_sm_util_pct", row.gpm_sm_util_pct),
+        ("gpm_dram_bw_util_pct", row.gpm_dram_bw_util_pct),
+        ("gpm_nvlink_rx_mib_s", row.gpm_nvlink_rx_mib_s),
+        ("gpm_nvlink_tx_mib_s", row.gpm_nvlink_tx_mib_s),
+        ("gpm_cell_share_pct", row.gpm_cell_share_pct),
     ];
-    for (name, value, most) in readings {
-        if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0 && *v <= most)) {
-            let range = match most.is_finite() {
-                true => format!("0 to {most}"),
-                false => "finite, 0 or more".to_string(),
-            };
-            return Err(format!("column `{name}`: {v} is no reading ({range})"));
-        }
+    // A missing reading is an empty field (`None`); NaN in one is none.
+    if let Some(problem) =
+        (readings.iter()).find_map(|&(name, v)| v.and_then(|v| reading_problem(name, v)))
+    {
+        return Err(problem);
     }
     Ok(())
 }

@@ -29,7 +29,9 @@ pub use family::{
 };
 pub(crate) use read::parse_row;
 pub use read::{read_rows, rows_for_resume};
-pub(crate) use records::{check_header, describe_field_error, read_records, read_table};
+pub(crate) use records::{
+    check_header, describe_field_error, read_records, read_table, RecordLines,
+};
 pub(crate) use row::OPTIONAL_COLUMNS;
 pub use row::{completed_cells, CellKey, Row, CELL_KEY_COLUMNS, COLUMNS};
 pub use write::{write_records, write_rows};

@@ -8,12 +8,13 @@ use serde::de::DeserializeOwned;
 use std::path::Path;
 
 /// Reads a CSV whose header must hold exactly `columns` (in any order), less any of
-/// `optional` (which `T` must default), into `T`s.
+/// `optional` (which `T` must default), into `T`s, each with the line it was on (for the
+/// caller's own checks to name).
 pub(crate) fn read_table<T: DeserializeOwned>(
     path: &Path,
     columns: &[&str],
     optional: &[&str],
-) -> Result<Vec<T>> {
+) -> Result<Vec<(u64, T)>> {
     let name = path.display().to_string();
     let table = read_records(path)?;
     check_header(&name, &table.headers, columns, optional)?;
@@ -21,9 +22,10 @@ pub(crate) fn read_table<T: DeserializeOwned>(
         .records
         .iter()
         .map(|(line, record)| {
-            record
+            let value = record
                 .deserialize(Some(&table.headers))
-                .map_err(|e| describe_field_error(&name, *line, &table.headers, record, &e))
+                .map_err(|e| describe_field_error(&name, *line, &table.headers, record, &e))?;
+            Ok((*line, value))
         })
         .collect()
 }
@@ -52,6 +54,38 @@ pub(crate) fn read_records(path: &Path) -> Result<Records> {
         },
     )?;
     Ok(Records { headers, records })
+}
+
+/// The lines records of one file start on, blank lines above each counted (the reader's own
+/// line count skips them). Records are asked for in order, so each count goes on from the
+/// last: one pass over the file, however many records.
+#[derive(Default)]
+pub(crate) struct RecordLines {
+    /// Bytes counted so far, and the newlines among them.
+    at: usize,
+    newlines: u64,
+}
+
+impl RecordLines {
+    /// The line `record` of `bytes` starts on. Its position is where reading it began: past
+    /// the record before, at the blank lines or the `\n` of a `\r\n` between them.
+    pub(crate) fn of(&mut self, bytes: &[u8], record: &csv::StringRecord) -> u64 {
+        let mut start = (record.position())
+            .map_or(0, |p| p.byte() as usize)
+            .min(bytes.len());
+        while start < bytes.len() && matches!(bytes[start], b'\r' | b'\n') {
+            start += 1;
+        }
+        if start < self.at {
+            *self = RecordLines::default(); // asked out of order: count from the top
+        }
+        self.newlines += bytes[self.at..start]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count() as u64;
+        self.at = start;
+        self.newlines + 1
+    }
 }
 
 /// [`read_records`]' checks, handing the header to `header` and then each record (with the
@@ -84,13 +118,12 @@ pub(crate) fn visit_records(
         .headers()
         .with_context(|| format!("{name} line 1: cannot read the header"))?
         .clone();
-    let read = |record: csv::Result<csv::StringRecord>| {
-        record
-            .map(|r| (r.position().map_or(0, |p| p.line()), r))
-            .map_err(|e| {
-                let line = e.position().map_or(0, |p| p.line());
-                anyhow::anyhow!("{name} line {line}: {e}: fix or delete that line")
-            })
+    let mut lines = RecordLines::default();
+    let mut read = |record: csv::Result<csv::StringRecord>| {
+        record.map(|r| (lines.of(&bytes, &r), r)).map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            anyhow::anyhow!("{name} line {line}: {e}: fix or delete that line")
+        })
     };
     if bytes.last() != Some(&b'\n') {
         // Cut while being written: the last line is named, whatever else is wrong before it.
@@ -309,6 +342,25 @@ mod tests {
             error.contains("line 2, column `median`: cannot read `21.2x5` as a number"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_line_is_named_past_blank_lines_with_either_line_end() {
+        // The bad row is the third record, right below two blank lines (where the reader's
+        // own count puts it: its reading starts there).
+        let mut lines: Vec<String> = good_text().lines().map(str::to_string).collect();
+        lines[3] = lines[3].replacen(",4.5,", ",4.x5,", 1);
+        lines.insert(3, String::new());
+        lines.insert(3, String::new());
+        let dir = tempfile::tempdir().unwrap();
+        for end in ["\n", "\r\n"] {
+            let text = lines.join(end) + end;
+            let error = error_of(&write_file(&dir, &text));
+            assert!(
+                error.contains("line 6, column `median`"),
+                "{end:?}: {error}"
+            );
+        }
     }
 
     #[test]
