@@ -11,6 +11,15 @@
 // Standard output through `out!`/`outln!`, which do not panic on a full disk.
 #![deny(clippy::print_stdout)]
 
+/// `metaprep --version`: the crate's version and the git revision it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("METAPREP_GIT_REV"),
+    ")"
+);
+
+pub mod ab;
 pub mod axes;
 pub mod calibrate;
 pub mod cli;

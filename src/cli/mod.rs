@@ -1,6 +1,7 @@
 //! The command line: clap's arguments per command (one file each), the flags they share,
 //! and each command's Args -> Config with every flag validated before any GPU work.
 
+pub mod ab;
 pub mod calibrate;
 pub mod check;
 pub mod collectives;
@@ -34,7 +35,7 @@ use sweep::SweepArgs;
 #[derive(Parser)]
 #[command(
     name = "metaprep",
-    version = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("METAPREP_GIT_REV"), ")"),
+    version = crate::VERSION,
     about = "What a host read of device sequence lengths costs a speculative-decoding step, \
              and what graph replay with device-only lengths wins back.",
     long_about = None,
@@ -82,6 +83,12 @@ pub enum Command {
     /// cell fails its bar.
     Validate(Box<validate::ValidateArgs>),
     Compare(CompareArgs),
+    /// BASE against NEW, interleaved in time and tested in pairs: each side a long-lived
+    /// worker (two builds, or this build with two sets of flags), every cell measured on both
+    /// back to back, half BASE-first, many short pairs; a row is called only where its whole
+    /// 95% interval (Hodges–Lehmann, Wilcoxon) lies beyond its margin. Exit 1 on a slower row
+    /// or a failed side. docs/compare.md says when to use it and when `compare`.
+    Ab(Box<ab::AbArgs>),
     /// NCCL latency and bandwidth on this host's GPUs: all-reduce (and, with two GPUs or
     /// more, expert parallelism's all-to-all) over a range of sizes, one process per GPU,
     /// timed with CUDA events; prints a table and the α (µs) + bytes/β (GB/s) fit that
@@ -90,6 +97,9 @@ pub enum Command {
     /// One rank of `steps` with real ranks (started by `steps`, not by hand).
     #[command(hide = true)]
     RankWorker(Box<rank_worker::RankWorkerArgs>),
+    /// One side of `ab` (started by `ab`, not by hand).
+    #[command(hide = true, args_override_self = true)]
+    AbWorker(Box<ab::AbWorkerArgs>),
     /// Rounds of a sweep measured in a worker process (started by `sweep --processes`, not by
     /// hand).
     #[command(hide = true)]
@@ -154,6 +164,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::RankWorker(args) => rank_worker::rank_worker(&args),
         Command::SweepWorker(args) => sweep::sweep_worker(&args),
         Command::Report(args) => report::report(&args),
+        Command::Ab(args) => ab::ab(&args),
+        Command::AbWorker(args) => ab::ab_worker(&args),
         Command::Calibrate(args) => calibrate::calibrate(&args),
         Command::Validate(args) => {
             args.steps.nvtx.apply();

@@ -34,13 +34,14 @@ pub struct PrepMeasurement {
 /// Steps in the event-timed pass for `gpu_prep_us` (in a sweep, each round's).
 pub const EVENT_STEPS: usize = 200;
 
-/// Measures `source`'s steps, each inside an NVTX range named `range`.
+/// Measures `source`'s steps, each inside an NVTX range named `range`, the device time over
+/// `event_steps` of them.
 pub fn measure(
     gpu: &Gpu,
     source: &mut dyn StepSource,
     range: &CStr,
     rule: &StoppingRule,
-    steps_per_sample: usize,
+    (steps_per_sample, event_steps): (usize, usize),
     forward: Option<&mut Launch>,
 ) -> Result<PrepMeasurement> {
     let (mut host_issue_us, mut host_blocked_us) = (Vec::new(), Vec::new());
@@ -74,7 +75,7 @@ pub fn measure(
             Ok(start.elapsed())
         })?),
     };
-    let gpu_prep_us = event_timed(gpu, source, range, EVENT_STEPS)?;
+    let gpu_prep_us = event_timed(gpu, source, range, event_steps)?;
     Ok(PrepMeasurement {
         step,
         step_fwd,

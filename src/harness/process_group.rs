@@ -5,14 +5,17 @@
 //! (PR_SET_PDEATHSIG), so no rank outlives a killed run.
 //!
 //! A single [`Worker`] is started the same way, with its stdout piped to the caller, who reads
-//! what it hands back line by line (a sweep's worker processes).
+//! what it hands back line by line (a sweep's worker processes), within a time limit where the
+//! caller sets one, and writes it requests on its stdin where the caller asks for that (`ab`'s
+//! sides).
 
 use crate::gpu::host::process::die_with_parent;
 use anyhow::{Context, Result};
 use std::collections::VecDeque;
 use std::fmt;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -170,14 +173,39 @@ fn forward_stderr(
 pub struct Worker {
     label: String,
     member: Member,
-    stdout: BufReader<ChildStdout>,
+    /// Its stdout's lines, read on a thread of their own so a read can have a time limit.
+    lines: Receiver<std::io::Result<String>>,
+    /// Its stdin, where it was started with [`Worker::spawn_piped`].
+    stdin: Option<ChildStdin>,
     finished: bool,
+}
+
+/// What a read of a worker's next line within a time limit found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NextLine {
+    Line(String),
+    /// It closed its stdout (it ended, or is ending).
+    Closed,
+    /// Nothing came within the limit.
+    TimedOut,
 }
 
 impl Worker {
     /// Starts `command` as the worker `label` (e.g. `sweep worker 2`).
-    pub fn spawn(label: &str, mut command: Command) -> Result<Worker> {
+    pub fn spawn(label: &str, command: Command) -> Result<Worker> {
+        Self::start(label, command, false)
+    }
+
+    /// The same, with its stdin piped for [`Worker::send_line`].
+    pub fn spawn_piped(label: &str, command: Command) -> Result<Worker> {
+        Self::start(label, command, true)
+    }
+
+    fn start(label: &str, mut command: Command, piped: bool) -> Result<Worker> {
         command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        if piped {
+            command.stdin(Stdio::piped());
+        }
         die_with_parent(&mut command);
         let mut child = command
             .spawn()
@@ -191,38 +219,79 @@ impl Worker {
             .stdout
             .take()
             .context("the worker's stdout was not piped")?;
+        let (send, lines) = std::sync::mpsc::channel();
+        // Ends when the pipe closes or nobody listens any more.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
         Ok(Worker {
             label: label.to_string(),
+            stdin: child.stdin.take(),
             member: Member {
                 child,
                 tail,
                 reader,
             },
-            stdout: BufReader::new(stdout),
+            lines,
             finished: false,
         })
+    }
+
+    /// The worker's label, as its errors name it.
+    pub fn label(&self) -> &str {
+        &self.label
     }
 
     /// The next line the worker wrote to stdout, without its newline; `None` once it closed
     /// stdout (ended).
     pub fn next_line(&mut self) -> Result<Option<String>> {
-        let mut line = String::new();
-        let read = self
-            .stdout
-            .read_line(&mut line)
-            .with_context(|| format!("reading what {} sent", self.label))?;
-        if read == 0 {
-            return Ok(None);
+        match self.lines.recv() {
+            Ok(line) => line
+                .map(Some)
+                .with_context(|| format!("reading what {} sent", self.label)),
+            Err(_) => Ok(None),
         }
-        if line.ends_with('\n') {
-            line.pop();
+    }
+
+    /// The next line within `limit`.
+    pub fn next_line_within(&mut self, limit: Duration) -> Result<NextLine> {
+        match self.lines.recv_timeout(limit) {
+            Ok(line) => line
+                .map(NextLine::Line)
+                .with_context(|| format!("reading what {} sent", self.label)),
+            Err(RecvTimeoutError::Timeout) => Ok(NextLine::TimedOut),
+            Err(RecvTimeoutError::Disconnected) => Ok(NextLine::Closed),
         }
-        Ok(Some(line))
+    }
+
+    /// Writes `line` and a newline to the worker's stdin, flushed.
+    pub fn send_line(&mut self, line: &str) -> Result<()> {
+        let label = &self.label;
+        let stdin = (self.stdin.as_mut())
+            .with_context(|| format!("{label} was started without a stdin to write to"))?;
+        (|| {
+            stdin.write_all(line.as_bytes())?;
+            stdin.write_all(b"\n")?;
+            stdin.flush()
+        })()
+        .with_context(|| format!("writing to {label}"))
+    }
+
+    /// Kills the worker (a hung one) and reaps it; its error is then the caller's to say.
+    pub fn kill(mut self) {
+        self.finished = true;
+        stop_all(std::slice::from_mut(&mut self.member));
     }
 
     /// Waits for the worker to end: `Ok` on exit status 0, else an error naming it, its exit
     /// status and its last stderr lines.
     pub fn finish(mut self) -> Result<()> {
+        // A worker reading requests ends at the end of its stdin.
+        drop(self.stdin.take());
         let status = self.member.child.wait();
         self.finished = true;
         join_reader(&mut self.member);
@@ -231,13 +300,38 @@ impl Worker {
             return Ok(());
         }
         let tail = failed(0, &self.member, describe(status));
-        let last = match tail.stderr_tail.is_empty() {
-            true => " (no stderr)".to_string(),
-            false => format!("; its last stderr: {}", tail.stderr_tail.join(" | ")),
-        };
-        anyhow::bail!("{} failed: {}{last}", self.label, tail.status)
+        Err(WorkerFailed {
+            label: self.label.clone(),
+            code: status.code(),
+            status: tail.status,
+            stderr_tail: tail.stderr_tail,
+        }
+        .into())
     }
 }
+
+/// A worker that ended with a failure: its label, exit status and last stderr lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerFailed {
+    pub label: String,
+    /// Its exit code, where it exited rather than being killed.
+    pub code: Option<i32>,
+    pub status: String,
+    pub stderr_tail: Vec<String>,
+}
+
+impl fmt::Display for WorkerFailed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} failed: {}", self.label, self.status)?;
+        if self.stderr_tail.is_empty() {
+            write!(f, " (no stderr)")
+        } else {
+            write!(f, "; its last stderr: {}", self.stderr_tail.join(" | "))
+        }
+    }
+}
+
+impl std::error::Error for WorkerFailed {}
 
 impl Drop for Worker {
     fn drop(&mut self) {

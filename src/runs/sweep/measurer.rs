@@ -12,7 +12,7 @@ use crate::gpu::{Gpu, Graph, Launch};
 use crate::harness::floor::Floor;
 use crate::harness::host_reference::HostReference;
 use crate::harness::pin::spawn_helper;
-use crate::harness::prep_cell::measure;
+use crate::harness::prep_cell::{measure, EVENT_STEPS};
 use crate::harness::sampling::sample_per_step;
 use crate::harness::schedule::round_order;
 use crate::prep::accept::AcceptModel;
@@ -72,7 +72,7 @@ fn group_inputs(seed: u64, lengths: LengthRange, shape: &Shape) -> HostInputs {
 }
 
 /// The rank's shape of `group`.
-fn group_shape(config: &SweepConfig, group: &GroupSpec) -> Result<Shape> {
+pub(crate) fn group_shape(config: &SweepConfig, group: &GroupSpec) -> Result<Shape> {
     let rank_bs = group.layout.rank_batch(group.batch_size);
     Shape::new(group.family, rank_bs, group.block, config.max_context)
 }
@@ -81,7 +81,7 @@ fn group_shape(config: &SweepConfig, group: &GroupSpec) -> Result<Shape> {
 /// each process of a `--processes` sweep draws them all again, and drawn one by one on the
 /// measuring thread they cost each worker 0.6 s for batches 8, 64 and 256 × blocks 3, 5 and
 /// 8 (timed on the build machine's CPU), between its cells.
-fn generate_inputs(
+pub(crate) fn generate_inputs(
     config: &SweepConfig,
     groups: &[GroupSpec],
 ) -> Result<HashMap<InputKey, HostInputs>> {
@@ -114,6 +114,28 @@ fn generate_inputs(
             ),
         })
         .collect()
+}
+
+/// Bytes one prep of `shape` over `inputs` reads and writes.
+fn group_bytes(shape: &Shape, inputs: &HostInputs) -> u64 {
+    // The sweep never runs accept, so every step preps these lengths.
+    let valid_from: Vec<i32> = (inputs.req_pool_indices.iter())
+        .map(|&pool| inputs.swa_valid_from[pool as usize])
+        .collect();
+    prep_bytes(shape, &inputs.seq_lens, &valid_from).total()
+}
+
+/// The device lengths a plan of `shape` over `inputs` reads (the sweep's accept model, which
+/// it never runs).
+pub(crate) fn group_lengths<'g>(
+    gpu: &'g Gpu,
+    config: &SweepConfig,
+    shape: &Shape,
+    inputs: &HostInputs,
+) -> Result<DeviceLengths<'g>> {
+    let accept =
+        AcceptModel::with_probability(0.7, shape.block, config.seed as u32, shape.max_seq_len());
+    DeviceLengths::new(gpu, &inputs.seq_lens, shape.batch_size as usize, accept)
 }
 
 impl<'g> Measurer<'g> {
@@ -191,7 +213,7 @@ impl<'g> Measurer<'g> {
             &mut GraphSteps(self.floor.empty_graph()?),
             HARNESS_RANGE,
             rule,
-            steps,
+            (steps, EVENT_STEPS),
             None,
         )?;
         round.harness = harness.step.per_step_us;
@@ -218,14 +240,8 @@ impl<'g> Measurer<'g> {
         let inputs = self.inputs.get(&(rank_bs, block)).with_context(|| {
             format!("no inputs drawn for bs {rank_bs} block {block}: not a group of this worker")
         })?;
-        // The sweep never runs accept, so every step preps these lengths.
-        let valid_from: Vec<i32> = (inputs.req_pool_indices.iter())
-            .map(|&pool| inputs.swa_valid_from[pool as usize])
-            .collect();
-        let bytes = prep_bytes(&shape, &inputs.seq_lens, &valid_from).total();
-        let accept =
-            AcceptModel::with_probability(0.7, block, config.seed as u32, shape.max_seq_len());
-        let lengths = DeviceLengths::new(gpu, &inputs.seq_lens, rank_bs as usize, accept)?;
+        let bytes = group_bytes(&shape, inputs);
+        let lengths = group_lengths(gpu, config, &shape, inputs)?;
         let mut plan = PrepPlan::new(gpu, shape, inputs, &lengths)
             .with_context(|| format!("setting up {} bs {rank_bs} block {block}", group.family))?;
         let mut visit = GroupRound {
@@ -252,7 +268,7 @@ impl<'g> Measurer<'g> {
                 &mut steps,
                 &range,
                 &self.rule,
-                config.steps_per_sample,
+                (config.steps_per_sample, EVENT_STEPS),
                 self.forward.as_mut().filter(|_| forward),
             )
             .with_context(|| format!("measuring {label}"))?;

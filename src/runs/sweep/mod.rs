@@ -43,6 +43,7 @@ mod measurer;
 mod state;
 
 pub use grid::grid;
+pub(crate) use measurer::{generate_inputs, group_lengths, group_shape};
 pub use measurer::{Mark, Measurer};
 pub(crate) use state::{RunState, Sink};
 
@@ -158,10 +159,10 @@ impl SweepConfig {
 pub struct GroupSpec {
     /// Its place in the whole grid (what a worker is told to measure).
     pub grid_index: usize,
-    family: Family,
-    layout: Layout,
-    batch_size: u32,
-    block: u32,
+    pub family: Family,
+    pub layout: Layout,
+    pub batch_size: u32,
+    pub block: u32,
     cells: Vec<CellId>,
 }
 

@@ -1,0 +1,301 @@
+use super::*;
+use crate::ab::protocol::Metric;
+use crate::stats::rng::SplitMix64;
+
+const MARGINS: Margins = Margins {
+    host: 0.05,
+    gpu: 0.02,
+};
+
+fn uniform(rng: &mut SplitMix64) -> f64 {
+    ((rng.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+}
+
+fn normal(rng: &mut SplitMix64) -> f64 {
+    let (u1, u2) = (uniform(rng), uniform(rng));
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+/// A host whose launch path flips between a fast and a slow state at random: each state
+/// lasts an exponential time of mean `dwell_s`, and the slow one makes host-paced work
+/// `slow` times as long (measured on the H200: each launch path +11 … +52%, stretches from
+/// under a second to minutes).
+struct TwoStateHost {
+    rng: SplitMix64,
+    slow: f64,
+    dwell_s: f64,
+    /// The times the state flips at, from 0.
+    flips: Vec<f64>,
+}
+
+impl TwoStateHost {
+    fn new(seed: u64, slow: f64, dwell_s: f64, span_s: f64) -> Self {
+        let mut rng = SplitMix64::new(seed);
+        let mut flips = Vec::new();
+        let mut t = -dwell_s * uniform(&mut rng).ln() * uniform(&mut rng);
+        while t < span_s {
+            flips.push(t);
+            t += -dwell_s * uniform(&mut rng).ln();
+        }
+        TwoStateHost {
+            rng,
+            slow,
+            dwell_s,
+            flips,
+        }
+    }
+
+    fn factor(&self, t: f64) -> f64 {
+        let flipped = self.flips.iter().filter(|&&f| f <= t).count();
+        if flipped % 2 == 1 {
+            self.slow
+        } else {
+            1.0
+        }
+    }
+
+    /// A burst at time `t` of a row whose true value is `us`, with 3% noise of its own.
+    fn burst(&mut self, t: f64, us: f64) -> f64 {
+        us * self.factor(t) * (0.03 * normal(&mut self.rng)).exp()
+    }
+}
+
+/// The pairs of one row over a run of `rounds` rounds in which a round takes `round_s`: one
+/// pair a round, its two bursts `burst_s` apart, half BASE-first; NEW is `change` times BASE.
+fn interleaved(host: &mut TwoStateHost, rounds: usize, change: f64) -> Vec<(f64, f64)> {
+    let (round_s, burst_s) = (0.4, 0.008);
+    (0..rounds)
+        .map(|r| {
+            let t = r as f64 * round_s + uniform(&mut host.rng) * (round_s - 2.0 * burst_s);
+            let (first, second) = (host.burst(t, 30.0), host.burst(t + burst_s, 30.0));
+            if r % 2 == 0 {
+                (first, second * change)
+            } else {
+                (second, first * change)
+            }
+        })
+        .collect()
+}
+
+/// The same row run as two separate runs, all of BASE and then all of NEW, their bursts
+/// paired by position.
+fn one_after_the_other(host: &mut TwoStateHost, rounds: usize, change: f64) -> Vec<(f64, f64)> {
+    let half = rounds as f64 * 0.4;
+    (0..rounds)
+        .map(|r| {
+            let t = r as f64 * 0.4;
+            (host.burst(t, 30.0), host.burst(half + t, 30.0) * change)
+        })
+        .collect()
+}
+
+fn call_of(pairs: &[(f64, f64)]) -> Call {
+    let d = log_ratios(pairs.iter().copied());
+    Call::of(hodges_lehmann(&d).as_ref(), MARGINS.host)
+}
+
+/// NEW's values moved to other pairs: what the statistic sees with the pairing removed.
+fn unpaired(pairs: &[(f64, f64)], rng: &mut SplitMix64) -> Vec<(f64, f64)> {
+    let mut news: Vec<f64> = pairs.iter().map(|p| p.1).collect();
+    for i in (1..news.len()).rev() {
+        news.swap(i, rng.range(0, i as u64) as usize);
+    }
+    pairs.iter().zip(news).map(|(p, n)| (p.0, n)).collect()
+}
+
+/// Runs of 16 pairs on a host slowing host-paced work by 40% in its slow state, each state
+/// lasting `dwell_s` on average.
+fn rate(
+    runs: u64,
+    dwell_s: f64,
+    change: f64,
+    design: fn(&mut TwoStateHost, usize, f64) -> Vec<(f64, f64)>,
+    pairing: bool,
+) -> (f64, f64) {
+    let (mut slower, mut called) = (0, 0);
+    let mut shuffler = SplitMix64::new(99);
+    for seed in 0..runs {
+        let mut host = TwoStateHost::new(1000 + seed, 1.4, dwell_s, 40.0);
+        assert!(host.dwell_s > 0.0);
+        let mut pairs = design(&mut host, 16, change);
+        if !pairing {
+            pairs = unpaired(&pairs, &mut shuffler);
+        }
+        let call = call_of(&pairs);
+        slower += usize::from(call == Call::Slower);
+        called += usize::from(call.called());
+    }
+    (slower as f64 / runs as f64, called as f64 / runs as f64)
+}
+
+#[test]
+fn on_a_flipping_host_interleaved_pairs_pass_an_a_a_and_catch_a_planted_change() {
+    // States of half a second (a flip inside some pairs) and of twenty seconds.
+    for dwell_s in [0.5, 20.0] {
+        let (_, aa_called) = rate(200, dwell_s, 1.0, interleaved, true);
+        assert!(
+            aa_called <= 0.05,
+            "A/A called in {aa_called} at {dwell_s} s"
+        );
+        let (caught, _) = rate(200, dwell_s, 1.20, interleaved, true);
+        assert!(caught >= 0.95, "+20% caught in {caught} at {dwell_s} s");
+    }
+}
+
+#[test]
+fn without_the_pairing_the_same_pairs_miss_the_planted_change() {
+    let (paired, _) = rate(200, 2.0, 1.10, interleaved, true);
+    assert!(paired >= 0.9, "+10% caught in {paired} with the pairing");
+    let (caught, _) = rate(200, 2.0, 1.10, interleaved, false);
+    assert!(
+        caught < 0.5,
+        "+10% caught in {caught} with the pairing removed"
+    );
+}
+
+#[test]
+fn two_runs_one_after_the_other_call_an_a_a_on_the_same_host() {
+    let (_, called) = rate(200, 20.0, 1.0, one_after_the_other, true);
+    assert!(
+        called >= 0.2,
+        "A/A called in only {called}: the host model flips too little"
+    );
+}
+
+fn measured(cell: usize, probe: f64, metrics: &[(&str, f64)]) -> Measured {
+    Measured {
+        cell,
+        probe_before_us: probe,
+        probe_after_us: probe,
+        metrics: (metrics.iter())
+            .map(|&(name, value)| Metric {
+                name: name.into(),
+                value,
+            })
+            .collect(),
+    }
+}
+
+fn cell(family: &str, arm: &str) -> CellName {
+    CellName {
+        family: family.into(),
+        arm: arm.into(),
+        batch_size: 8,
+        block: 5,
+        layout: "tp1".into(),
+    }
+}
+
+#[test]
+fn rows_take_each_class_margin_and_the_read_cost_pairs_within_a_side() {
+    let cells = [
+        cell("dsa_decode", "eager-sync"),
+        cell("dsa_decode", "eager-device"),
+        cell("dsa_decode", "graph"),
+    ];
+    let mut rng = SplitMix64::new(5);
+    let mut pairs = Vec::new();
+    for round in 0..12 {
+        // The host's state moves from round to round; both sides of a pair share it.
+        let state = if round % 3 == 0 { 1.4 } else { 1.0 };
+        let mut noise = || (0.005 * normal(&mut rng)).exp();
+        for (index, base_us, new_us) in [(0, 40.0, 48.0), (1, 20.0, 20.0), (2, 6.0, 6.3)] {
+            let host = if index == 2 { 1.0 } else { state };
+            pairs.push(PairRecord {
+                round,
+                cell: index,
+                base_first: round % 2 == 0,
+                base: measured(
+                    index,
+                    2.0 * state,
+                    &[
+                        ("step_us", base_us * host * noise()),
+                        ("gpu_prep_us", 3.0 * noise()),
+                    ],
+                ),
+                new: measured(
+                    index,
+                    2.0 * state,
+                    &[
+                        ("step_us", new_us * host * noise()),
+                        ("gpu_prep_us", 3.0 * noise()),
+                    ],
+                ),
+                redone: false,
+            });
+        }
+    }
+    let rows = rows(&cells, &pairs, MARGINS, state_threshold(&pairs, 0.15));
+    let find = |arm: &str, metric: &str| {
+        (rows.iter())
+            .find(|r| r.cell.arm == arm && r.metric == metric)
+            .unwrap_or_else(|| panic!("no {arm} {metric} row"))
+    };
+    let sync = find("eager-sync", "step_us");
+    assert_eq!(
+        (sync.pacing, sync.call, sync.fails),
+        (Pacing::Host, Call::Slower, true)
+    );
+    let change = sync.change.unwrap();
+    assert!((change.pct - 20.0).abs() < 1.0, "{change:?}");
+    assert_eq!(find("eager-device", "step_us").call, Call::Same);
+    // Graph's +5% is GPU-paced: beyond its 2% margin.
+    let graph = find("graph", "step_us");
+    assert_eq!((graph.pacing, graph.call), (Pacing::Gpu, Call::Slower));
+    assert!(graph.detectable_pct.unwrap() > 2.0 && graph.detectable_pct.unwrap() < 3.0);
+    // The read cost: 20 → 28 µs, +40%, formed within each side.
+    let read = find(READ_COST_ARMS, READ_COST);
+    assert_eq!(read.pairs, 12);
+    assert!((read.change.unwrap().pct - 40.0).abs() < 3.0, "{read:?}");
+    assert!(
+        rows.iter().all(|r| r.state_split.is_none()),
+        "both states agree"
+    );
+}
+
+#[test]
+fn a_row_whose_fast_and_slow_pairs_disagree_says_so() {
+    let cells = [cell("dsa_decode", "eager-sync")];
+    let pairs: Vec<PairRecord> = (0..24)
+        .map(|round| {
+            let slow = round % 2 == 0;
+            let (probe, change) = if slow { (3.0, 1.3) } else { (2.0, 1.0) };
+            let wobble = 1.0 + 0.0002 * round as f64;
+            PairRecord {
+                round,
+                cell: 0,
+                base_first: slow,
+                base: measured(0, probe, &[("step_us", 40.0 * wobble)]),
+                new: measured(0, probe, &[("step_us", 40.0 * change / wobble)]),
+                redone: false,
+            }
+        })
+        .collect();
+    let at = state_threshold(&pairs, 0.15).expect("two states");
+    assert!(at > 2.0 && at < 3.0);
+    let rows = rows(&cells, &pairs, MARGINS, Some(at));
+    let split = rows[0].state_split.expect("the states disagree");
+    assert!(
+        split.fast.pct.abs() < 1.0 && (split.slow.pct - 30.0).abs() < 1.0,
+        "{split:?}"
+    );
+    // One state only: no split is looked for.
+    let steady: Vec<PairRecord> = pairs.iter().filter(|p| p.round % 2 == 1).cloned().collect();
+    assert_eq!(state_threshold(&steady, 0.15), None);
+}
+
+#[test]
+fn a_call_needs_the_whole_interval_beyond_the_margin() {
+    let c = |lo: f64, hi: f64| LogChange {
+        estimate: (lo + hi) / 2.0,
+        lo: lo.ln_1p(),
+        hi: hi.ln_1p(),
+        pairs: 16,
+    };
+    assert_eq!(Call::of(Some(&c(0.051, 0.2)), 0.05), Call::Slower);
+    assert_eq!(Call::of(Some(&c(0.049, 0.2)), 0.05), Call::Uncertain);
+    assert_eq!(Call::of(Some(&c(-0.2, -0.06)), 0.05), Call::Faster);
+    assert_eq!(Call::of(Some(&c(-0.04, 0.04)), 0.05), Call::Same);
+    assert_eq!(Call::of(None, 0.05), Call::TooFewPairs);
+    assert!(Call::Slower.called() && Call::Faster.called() && !Call::Uncertain.called());
+}

@@ -1,0 +1,350 @@
+//! `metaprep ab-worker`: one side of an `ab`, measuring on request. It says hello with its
+//! cells before any GPU work; on `Start` it opens the GPU, draws every group's inputs, builds
+//! and warms up every cell (graphs captured once, kept for the run); then each `Measure` is a
+//! short burst of one cell: a warm-up, the host-speed probe, the cell's metrics as the sweep
+//! measures them ([`measure`]), the probe again.
+
+use super::protocol::{CellName, Hello, Measured, Message, Metric, Ready, Request, PROTOCOL};
+use crate::axes::{Arm, FloorItem};
+use crate::gpu::{nvtx, Event, Gpu, Launch, StepSource};
+use crate::harness::floor::Floor;
+use crate::harness::pin::pin_current_thread;
+use crate::harness::prep_cell::measure;
+use crate::prep::plan::{ArmSteps, PrepPlan, Prepared};
+use crate::runs::sweep::{generate_inputs, grid, group_lengths, group_shape, SweepConfig};
+use crate::stats::stopping::StoppingRule;
+use crate::stats::summary::quantile;
+use anyhow::{bail, Context, Result};
+use std::io::{BufRead, Write};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+/// One-node empty-graph launches a probe times: ~30 µs on an H100 or H200.
+const PROBE_LAUNCHES: usize = 16;
+
+/// A known slowdown planted in one arm's host issue, a test aid for the gate: a busy-wait of
+/// `us` at the start of each of its steps, before any of its launches.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Plant {
+    pub arm: Arm,
+    pub us: f64,
+}
+
+impl FromStr for Plant {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (arm, us) = s
+            .split_once('=')
+            .ok_or_else(|| format!("`{s}` is not ARM=US (such as eager-sync=5)"))?;
+        let arm: Arm = arm.trim().parse()?;
+        let us: f64 = (us.trim().parse()).map_err(|_| format!("`{us}` is not a number of µs"))?;
+        if !(0.01..=10_000.0).contains(&us) {
+            return Err(format!(
+                "{us} µs is outside 0.01-10000 µs, the range a planted host slowdown takes"
+            ));
+        }
+        Ok(Plant { arm, us })
+    }
+}
+
+impl std::fmt::Display for Plant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} µs of host busy-wait a step in {}", self.us, self.arm)
+    }
+}
+
+/// A step source with `us` of host busy-wait before each step.
+struct Planted<'s> {
+    inner: &'s mut dyn StepSource,
+    us: f64,
+}
+
+impl Planted<'_> {
+    fn wait(&self) {
+        let until = Instant::now() + Duration::from_secs_f64(self.us * 1e-6);
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+impl StepSource for Planted<'_> {
+    fn issue_step(&mut self) -> Result<()> {
+        self.wait();
+        self.inner.issue_step()
+    }
+
+    fn issue_step_marked(&mut self, gpu: &Gpu, start: &Event) -> Result<()> {
+        self.wait();
+        self.inner.issue_step_marked(gpu, start)
+    }
+
+    fn take_blocked(&mut self) -> Duration {
+        self.inner.take_blocked()
+    }
+}
+
+/// The cells of `config`'s grid, as both sides name them: group by group, each group's arms.
+pub fn cells(config: &SweepConfig) -> Vec<CellName> {
+    // The GPU count only marks cells emulated, which no cell's name holds.
+    (grid(config, 1).iter())
+        .flat_map(|group| {
+            config.arms.iter().map(|arm| CellName {
+                family: group.family.name().into(),
+                arm: arm.name().into(),
+                batch_size: group.batch_size,
+                block: group.block,
+                layout: group.layout.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Serves one side: hello, then requests from `input` until it ends.
+pub fn serve(
+    config: &SweepConfig,
+    plant: Option<Plant>,
+    input: impl BufRead,
+    out: &mut impl Write,
+) -> Result<()> {
+    let mut requests = input.lines();
+    send(
+        out,
+        &Message::Hello(Hello {
+            protocol: PROTOCOL,
+            version: crate::VERSION.to_string(),
+            cells: cells(config),
+            planted: plant.map(|p| p.to_string()),
+        }),
+    )?;
+    match next_request(&mut requests)? {
+        None => return Ok(()),
+        Some(Request::Start) => {}
+        Some(other) => bail!("the coordinator sent {other:?} before Start"),
+    }
+    let gpu = config.gpu.open()?;
+    let specs = grid(config, gpu.info.device_count);
+    // Held to the end: dropping it unpins the thread.
+    let pinned = pin_current_thread(config.cpu)?;
+    let mut floor = Floor::new(&gpu)?;
+    let mut forward = match config.forward_us > 0.0 {
+        true => Some(Launch::spin(&gpu, config.forward_us)?),
+        false => None,
+    };
+    let inputs = generate_inputs(config, &specs)?;
+    let shapes = (specs.iter())
+        .map(|group| group_shape(config, group))
+        .collect::<Result<Vec<_>>>()?;
+    let key = |shape: &crate::prep::Shape| (shape.batch_size, shape.block);
+    let lengths = (shapes.iter())
+        .map(|shape| group_lengths(&gpu, config, shape, &inputs[&key(shape)]))
+        .collect::<Result<Vec<_>>>()?;
+    let mut plans = Vec::with_capacity(specs.len());
+    for (shape, lengths) in shapes.iter().zip(&lengths) {
+        let what = format!(
+            "setting up {} bs {} block {}",
+            shape.family, shape.batch_size, shape.block
+        );
+        plans.push(PrepPlan::new(&gpu, *shape, &inputs[&key(shape)], lengths).context(what)?);
+    }
+    let mut prepared = prepare_all(&mut plans, &config.arms)?;
+    let names = cells(config);
+    send(
+        out,
+        &Message::Ready(Ready {
+            device: gpu.info.name.clone(),
+            pinned: pinned.note(),
+            emulated: (config.layouts.iter())
+                .filter(|l| l.emulated(gpu.info.device_count))
+                .map(ToString::to_string)
+                .collect(),
+        }),
+    )?;
+    let arms = config.arms.len();
+    let rule = burst_rule(config);
+    while let Some(request) = next_request(&mut requests)? {
+        let Request::Measure { cell } = request else {
+            bail!("the coordinator sent {request:?} after Start");
+        };
+        let name = names
+            .get(cell)
+            .with_context(|| format!("the coordinator asked for cell {cell} of {}", names.len()))?;
+        let plan = &mut plans[cell / arms];
+        let arm = config.arms[cell % arms];
+        let ready = prepared[cell]
+            .take()
+            .context("a cell measured twice at once")?;
+        let mut steps = ArmSteps {
+            plan,
+            prepared: ready,
+        };
+        let burst = Burst {
+            gpu: &gpu,
+            config,
+            rule: &rule,
+            plant: plant.filter(|p| p.arm == arm),
+        };
+        let measured = burst.run(&mut steps, &mut floor, forward.as_mut(), arm);
+        prepared[cell] = Some(steps.prepared);
+        let (probe_before_us, probe_after_us, metrics) =
+            measured.with_context(|| format!("measuring {name}"))?;
+        send(
+            out,
+            &Message::Measured(Measured {
+                cell,
+                probe_before_us,
+                probe_after_us,
+                metrics,
+            }),
+        )?;
+    }
+    Ok(())
+}
+
+/// Every cell warmed up and its graph captured once, before the first pair: group by group,
+/// each group's arms.
+fn prepare_all(plans: &mut [PrepPlan], arms: &[Arm]) -> Result<Vec<Option<Prepared>>> {
+    let mut prepared = Vec::with_capacity(plans.len() * arms.len());
+    for plan in plans.iter_mut() {
+        for &arm in arms {
+            let what = format!(
+                "preparing {}/{arm} bs {}",
+                plan.shape.family, plan.shape.batch_size
+            );
+            prepared.push(Some(plan.prepare(arm).context(what)?));
+        }
+    }
+    Ok(prepared)
+}
+
+/// A burst's rule: exactly `--min-samples` samples of `--steps-per-sample` steps.
+fn burst_rule(config: &SweepConfig) -> StoppingRule {
+    StoppingRule {
+        rel_ci: 0.0,
+        abs_ci_us: None,
+        min_samples: config.rule.min_samples,
+        max_samples: config.rule.min_samples,
+        time_cap: Duration::from_secs(60),
+    }
+}
+
+/// What one burst runs with.
+struct Burst<'b> {
+    gpu: &'b Gpu,
+    config: &'b SweepConfig,
+    rule: &'b StoppingRule,
+    plant: Option<Plant>,
+}
+
+impl Burst<'_> {
+    /// The probe, the cell's metrics (each the median of its samples), the probe again.
+    fn run(
+        &self,
+        steps: &mut ArmSteps,
+        floor: &mut Floor,
+        forward: Option<&mut Launch>,
+        arm: Arm,
+    ) -> Result<(f64, f64, Vec<Metric>)> {
+        let mut planted;
+        let source: &mut dyn StepSource = match self.plant {
+            Some(p) => {
+                planted = Planted {
+                    inner: steps,
+                    us: p.us,
+                };
+                &mut planted
+            }
+            None => steps,
+        };
+        let per_sample = self.config.steps_per_sample;
+        // The side's own warm-up: a sample's steps, their reads taken off.
+        for _ in 0..per_sample {
+            source.issue_step()?;
+        }
+        self.gpu.sync()?;
+        source.take_blocked();
+        let mut probe = || -> Result<f64> {
+            let took = floor.batch(FloorItem::EMPTY_GRAPH, PROBE_LAUNCHES)?;
+            Ok(took.as_secs_f64() * 1e6 / PROBE_LAUNCHES as f64)
+        };
+        let before = probe()?;
+        let range = nvtx::name(&format!("ab ({arm})"));
+        let event_steps = per_sample * self.rule.min_samples;
+        let m = measure(
+            self.gpu,
+            source,
+            &range,
+            self.rule,
+            (per_sample, event_steps),
+            forward,
+        )?;
+        let after = probe()?;
+        let median = |v: &[f64]| quantile(v, 0.5).unwrap_or(f64::NAN);
+        let mut metrics = vec![("step_us", median(&m.step.per_step_us))];
+        if let Some(fwd) = &m.step_fwd {
+            metrics.push(("step_fwd_us", median(&fwd.per_step_us)));
+        }
+        metrics.push(("host_issue_us", median(&m.host_issue_us)));
+        if arm.reads_host() {
+            metrics.push(("host_blocked_us", median(&m.host_blocked_us)));
+        }
+        metrics.push(("gpu_prep_us", median(&m.gpu_prep_us)));
+        let metrics = (metrics.into_iter())
+            .map(|(name, value)| Metric {
+                name: name.into(),
+                value,
+            })
+            .collect();
+        Ok((before, after, metrics))
+    }
+}
+
+fn next_request(
+    requests: &mut impl Iterator<Item = std::io::Result<String>>,
+) -> Result<Option<Request>> {
+    match requests.next() {
+        None => Ok(None),
+        Some(line) => {
+            let line = line.context("reading the coordinator's request")?;
+            serde_json::from_str(&line).map(Some).with_context(|| {
+                format!(
+                    "the coordinator sent what is no request: {}",
+                    crate::exit::one_line(&line)
+                )
+            })
+        }
+    }
+}
+
+/// One message, a line, flushed at once.
+fn send(out: &mut impl Write, message: &Message) -> Result<()> {
+    serde_json::to_writer(&mut *out, message).context("writing to the coordinator")?;
+    out.write_all(b"\n").context("writing to the coordinator")?;
+    out.flush().context("writing to the coordinator")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plant_names_an_arm_and_a_bounded_time() {
+        let p: Plant = "eager-sync=6.5".parse().unwrap();
+        assert_eq!((p.arm, p.us), (Arm::EagerSync, 6.5));
+        assert_eq!(
+            p.to_string(),
+            "6.5 µs of host busy-wait a step in eager-sync"
+        );
+        for bad in [
+            "eager-sync",
+            "eager-sync=",
+            "nope=5",
+            "graph=0",
+            "graph=1e-300",
+            "graph=1e9",
+            "graph=nan",
+        ] {
+            assert!(bad.parse::<Plant>().is_err(), "{bad}");
+        }
+    }
+}
