@@ -512,7 +512,7 @@ fn change_vs_floor_reads_each_arm_against_its_own_floor() {
     // Both arms 20% slower; the empty kernel doubled, the empty graph stood still.
     let base = synthetic_run(5.0, 2.0, 50.0, 10.0);
     let new = synthetic_run(10.0, 2.0, 60.0, 12.0);
-    let outcome = compare(&[path(base.path()), path(new.path())]).unwrap();
+    let outcome = compare(&[path(base.path()), path(new.path()), "--gate", "all"]).unwrap();
     let md = &outcome.markdown;
     // Eager against the empty kernel: (60 / 10) / (50 / 5) − 1 = −40%; four ±1% intervals
     // make ±0.02 on the log scale: 0.6·e^∓0.02 − 1. Its floor got slower, as the row did, but
@@ -946,9 +946,12 @@ fn one_cell_20_percent_slower_is_caught() {
             .unwrap();
         scale(r, 1.2);
     });
-    let (json, outcome) = json_of(&[path(&fixture(AA1)), path(new.path())]);
+    let (json, outcome) = json_of(&[path(&fixture(AA1)), path(new.path()), "--gate", "all"]);
     assert_eq!(outcome.exit_code(), 1);
     assert_eq!(outcome.slower, 1);
+    // Host-paced: separate runs do not gate it by default.
+    let (_, default) = json_of(&[path(&fixture(AA1)), path(new.path())]);
+    assert_eq!((default.exit_code(), default.slower), (0, 0));
     assert!(verdicts_of(&json, "eager-sync", "step_us").contains(&("slower".into(), 1)));
 }
 
@@ -1262,9 +1265,9 @@ fn gpu_paced_row(r: &serde_json::Value) -> bool {
 #[test]
 fn a_real_aa_pair_calls_no_gpu_paced_row_and_passes_the_gpu_paced_gate() {
     let (a, b) = (fixture(S8_AA1), fixture(S8_AA2));
-    let (json, all) = json_of(&[path(&a), path(&b)]);
-    // The host's state moved between the runs: host-paced rows are called, and the default
-    // gate fails on them.
+    let (json, all) = json_of(&[path(&a), path(&b), "--gate", "all"]);
+    // The host's state moved between the runs: host-paced rows are called, and `--gate all`
+    // fails on them.
     assert_eq!(all.exit_code(), 1);
     assert!(all.slower > 0);
     assert_eq!(json["gate"], "all");
@@ -1284,7 +1287,8 @@ fn a_real_aa_pair_calls_no_gpu_paced_row_and_passes_the_gpu_paced_gate() {
         };
         assert_eq!(r["per_host_over"], over, "{r}");
     }
-    let (json, gated) = json_of(&[path(&a), path(&b), "--gate", "gpu-paced"]);
+    // The default gate is the GPU-paced one.
+    let (json, gated) = json_of(&[path(&a), path(&b)]);
     assert_eq!(gated.exit_code(), 0, "{}", gated.markdown);
     assert_eq!(json["gate"], "gpu-paced");
     let line = gated

@@ -13,12 +13,12 @@ use crate::results::pacing::host_paced;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Gate {
     /// Every row called `slower` fails the comparison.
-    #[default]
     All,
     /// Only rows the GPU paces fail it (the graph arms' step, forward and prep times and
     /// bandwidths, graph's and graph-upload's floor multiples, eager-device's step with the
     /// forward); host-paced rows called `slower` are still reported, marked "not gated", with
     /// the smallest change they could see.
+    #[default]
     GpuPaced,
 }
 

@@ -151,12 +151,12 @@ pub struct CompareArgs {
     /// regression can hide in what NEW no longer measures).
     #[arg(long)]
     pub allow_missing: bool,
-    /// Which rows called `slower` fail the comparison: `all`, or `gpu-paced` (only rows the GPU
-    /// paces; host-paced ones are reported but do not fail it). Use `gpu-paced` where an A/A
-    /// pair of your host calls host-paced rows: between runs on a VM their host's state moves
-    /// them further than their intervals say (docs/compare.md, "Gating on a noisy host").
-    /// Missing and broken rows fail the comparison either way.
-    #[arg(long, value_enum, value_name = "ROWS", default_value_t = Gate::All)]
+    /// Which rows called `slower` fail the comparison: `gpu-paced` (only rows the GPU paces;
+    /// host-paced ones are reported, marked not gated), or `all`. Two runs made one after the
+    /// other carry the host's state of their own minutes, which moves host-paced rows further
+    /// than their intervals say: gate those with `metaprep ab`, which pairs the two sides in
+    /// time (docs/compare.md). Missing and broken rows fail the comparison either way.
+    #[arg(long, value_enum, value_name = "ROWS", default_value_t = Gate::GpuPaced)]
     pub gate: Gate,
 }
 

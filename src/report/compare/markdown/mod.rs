@@ -65,7 +65,8 @@ pub fn verdict_line(c: &Comparison, exit_code: u8) -> String {
     let gate = match ungated {
         0 => String::new(),
         n => format!(
-            " (`--gate {}`: {n} slower host-paced rows do not fail it)",
+            " (`--gate {}`: {n} slower host-paced rows do not fail it: two runs made apart \
+             cannot gate what the host paces; `metaprep ab` runs the two sides paired in time)",
             c.gate.as_str()
         ),
     };
