@@ -68,10 +68,10 @@ fn an_a_a_passes_and_a_planted_host_slowdown_is_caught_on_its_arm_alone() {
         }
     }
     assert!(rows.iter().any(|r| r["metric"] == "read_cost_us"));
-    // 20 µs of busy-wait: far above eager-sync's ~30 µs step's margin at bs 8.
+    // A fifth of eager-sync's step: four times the host-paced margin.
     let (code, json, stderr) = ab(
         &dir.path().join("planted"),
-        &["--new-flags", "--plant-host-us eager-sync=20"],
+        &["--new-flags", "--plant-host eager-sync=20%"],
     );
     let calls = called(&json);
     println!("RESULT planted: exit {code}, called {calls:?}");

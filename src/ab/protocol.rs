@@ -48,7 +48,7 @@ pub struct Hello {
     /// `metaprep --version` of the worker's build.
     pub version: String,
     pub cells: Vec<CellName>,
-    /// What its planted regression is, if any (a test aid: `--plant-host-us`).
+    /// What its planted regression is, if any (a test aid: `--plant-host`).
     pub planted: Option<String>,
 }
 

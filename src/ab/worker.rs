@@ -22,34 +22,71 @@ use std::time::{Duration, Instant};
 /// One-node empty-graph launches a probe times: ~30 µs on an H100 or H200.
 const PROBE_LAUNCHES: usize = 16;
 
-/// A known slowdown planted in one arm's host issue, a test aid for the gate: a busy-wait of
-/// `us` at the start of each of its steps, before any of its launches.
+/// A known slowdown planted in one arm's host issue, a test aid for the gate: a busy-wait at
+/// the start of each of its steps, before any of its launches.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Plant {
     pub arm: Arm,
-    pub us: f64,
+    pub amount: PlantAmount,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PlantAmount {
+    /// A fixed busy-wait, µs.
+    Us(f64),
+    /// A share of the arm's step as each burst's warm-up measures it, %: the step grows by
+    /// about that much whatever the cell.
+    Pct(f64),
 }
 
 impl FromStr for Plant {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let (arm, us) = s
-            .split_once('=')
-            .ok_or_else(|| format!("`{s}` is not ARM=US (such as eager-sync=5)"))?;
+        let form = || {
+            format!(
+                "`{s}` is not ARM=AMOUNT with AMOUNT in us or % (eager-sync=5us, eager-sync=20%)"
+            )
+        };
+        let (arm, amount) = s.split_once('=').ok_or_else(form)?;
         let arm: Arm = arm.trim().parse()?;
-        let us: f64 = (us.trim().parse()).map_err(|_| format!("`{us}` is not a number of µs"))?;
-        if !(0.01..=10_000.0).contains(&us) {
+        let amount = amount.trim();
+        let (number, unit) = match (amount.strip_suffix("us"), amount.strip_suffix('%')) {
+            (Some(n), _) => (n, "us"),
+            (None, Some(n)) => (n, "%"),
+            (None, None) => return Err(form()),
+        };
+        let value: f64 = number.trim().parse().map_err(|_| form())?;
+        let (range, amount) = match unit {
+            "us" => (0.01..=10_000.0, PlantAmount::Us(value)),
+            _ => (0.1..=1000.0, PlantAmount::Pct(value)),
+        };
+        if !range.contains(&value) {
             return Err(format!(
-                "{us} µs is outside 0.01-10000 µs, the range a planted host slowdown takes"
+                "{amount} is outside {}-{} {unit}, the range a planted host slowdown takes",
+                range.start(),
+                range.end()
             ));
         }
-        Ok(Plant { arm, us })
+        Ok(Plant { arm, amount })
+    }
+}
+
+impl std::fmt::Display for PlantAmount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlantAmount::Us(us) => write!(f, "{us} µs"),
+            PlantAmount::Pct(pct) => write!(f, "{pct}% of the step"),
+        }
     }
 }
 
 impl std::fmt::Display for Plant {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} µs of host busy-wait a step in {}", self.us, self.arm)
+        write!(
+            f,
+            "{} of host busy-wait a step in {}",
+            self.amount, self.arm
+        )
     }
 }
 
@@ -245,24 +282,27 @@ impl Burst<'_> {
         forward: Option<&mut Launch>,
         arm: Arm,
     ) -> Result<(f64, f64, Vec<Metric>)> {
+        let per_sample = self.config.steps_per_sample;
+        // The side's own warm-up, timed bare: a sample's steps, their reads taken off.
+        let warm = Instant::now();
+        for _ in 0..per_sample {
+            steps.issue_step()?;
+        }
+        self.gpu.sync()?;
+        steps.take_blocked();
+        let step_us = warm.elapsed().as_secs_f64() * 1e6 / per_sample as f64;
         let mut planted;
         let source: &mut dyn StepSource = match self.plant {
             Some(p) => {
-                planted = Planted {
-                    inner: steps,
-                    us: p.us,
+                let us = match p.amount {
+                    PlantAmount::Us(us) => us,
+                    PlantAmount::Pct(pct) => step_us * pct / 100.0,
                 };
+                planted = Planted { inner: steps, us };
                 &mut planted
             }
             None => steps,
         };
-        let per_sample = self.config.steps_per_sample;
-        // The side's own warm-up: a sample's steps, their reads taken off.
-        for _ in 0..per_sample {
-            source.issue_step()?;
-        }
-        self.gpu.sync()?;
-        source.take_blocked();
         let mut probe = || -> Result<f64> {
             let took = floor.batch(FloorItem::EMPTY_GRAPH, PROBE_LAUNCHES)?;
             Ok(took.as_secs_f64() * 1e6 / PROBE_LAUNCHES as f64)
@@ -328,21 +368,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_plant_names_an_arm_and_a_bounded_time() {
-        let p: Plant = "eager-sync=6.5".parse().unwrap();
-        assert_eq!((p.arm, p.us), (Arm::EagerSync, 6.5));
+    fn a_plant_names_an_arm_and_a_bounded_amount() {
+        let p: Plant = "eager-sync=6.5us".parse().unwrap();
+        assert_eq!((p.arm, p.amount), (Arm::EagerSync, PlantAmount::Us(6.5)));
         assert_eq!(
             p.to_string(),
             "6.5 µs of host busy-wait a step in eager-sync"
         );
+        let p: Plant = "graph = 20%".parse().unwrap();
+        assert_eq!((p.arm, p.amount), (Arm::Graph, PlantAmount::Pct(20.0)));
+        assert_eq!(
+            p.to_string(),
+            "20% of the step of host busy-wait a step in graph"
+        );
         for bad in [
             "eager-sync",
             "eager-sync=",
-            "nope=5",
-            "graph=0",
-            "graph=1e-300",
-            "graph=1e9",
-            "graph=nan",
+            "eager-sync=5",
+            "nope=5us",
+            "graph=0us",
+            "graph=1e-300us",
+            "graph=1e9us",
+            "graph=nanus",
+            "graph=0%",
+            "graph=5000%",
+            "graph=%",
         ] {
             assert!(bad.parse::<Plant>().is_err(), "{bad}");
         }

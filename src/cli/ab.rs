@@ -62,8 +62,9 @@ pub struct AbArgs {
     /// "--forward-us 20"); a later flag overrides the grid's.
     #[arg(long, allow_hyphen_values = true, value_name = "FLAGS")]
     pub(crate) base_flags: Option<String>,
-    /// Flags only NEW's worker gets. Test aid: --plant-host-us ARM=US adds a host busy-wait
-    /// to each step of one arm, a known slowdown for checking the gate.
+    /// Flags only NEW's worker gets. Test aid: --plant-host ARM=AMOUNT (eager-sync=20% or
+    /// eager-sync=5us) adds a host busy-wait to each step of one arm, a known slowdown for
+    /// checking the gate.
     #[arg(long, allow_hyphen_values = true, value_name = "FLAGS")]
     pub(crate) new_flags: Option<String>,
     /// Pairs of each cell (one a round, the cells shuffled each round): at least 6.
@@ -105,9 +106,10 @@ pub struct AbArgs {
 pub struct AbWorkerArgs {
     #[command(flatten)]
     pub(crate) sweep: SweepArgs,
-    /// Test aid: a host busy-wait of US µs at the start of each step of ARM (ARM=US).
-    #[arg(long, value_name = "ARM=US")]
-    pub(crate) plant_host_us: Option<Plant>,
+    /// Test aid: a host busy-wait at the start of each step of ARM, AMOUNT µs (5us) or a
+    /// share of the step (20%).
+    #[arg(long, value_name = "ARM=AMOUNT")]
+    pub(crate) plant_host: Option<Plant>,
 }
 
 /// Everything `ab` was asked, checked.
@@ -311,7 +313,7 @@ fn worker_config(args: &[String]) -> Result<(crate::runs::sweep::SweepConfig, Op
     };
     let config = sweep_config(&worker.sweep)
         .map_err(|_| anyhow::anyhow!("refused as the line above says"))?;
-    Ok((config, worker.plant_host_us))
+    Ok((config, worker.plant_host))
 }
 
 /// Runs `ab`: both sides, the verdict, the folder; exit 1 on a slower row or a failed side.
@@ -402,7 +404,7 @@ pub(crate) fn ab_worker(args: &AbWorkerArgs) -> Result<ExitCode> {
     let stdin = std::io::stdin();
     serve(
         &config,
-        args.plant_host_us,
+        args.plant_host,
         stdin.lock(),
         &mut std::io::stdout().lock(),
     )?;
@@ -440,7 +442,7 @@ mod tests {
             "--base-flags",
             "--forward-us 20",
             "--new-flags",
-            "--forward-us 21 --plant-host-us eager-sync=4",
+            "--forward-us 21 --plant-host eager-sync=4us",
             "--",
             "--batch-sizes",
             "1,8",
@@ -457,12 +459,15 @@ mod tests {
         assert_eq!(base.block_sizes, [5]);
         assert_eq!((base.rule.min_samples, base.steps_per_sample), (5, 20));
         assert_eq!(base_plant, None);
-        assert_eq!(new_plant.map(|p| p.us), Some(4.0));
+        assert_eq!(
+            new_plant.map(|p| p.amount),
+            Some(crate::ab::worker::PlantAmount::Us(4.0))
+        );
         assert_eq!(cells(&base), cells(&new));
         assert_eq!(cells(&base).len(), 3 * 4 * 2);
         assert_eq!(
             config.own_flags[1],
-            ["--forward-us", "21", "--plant-host-us", "eager-sync=4"]
+            ["--forward-us", "21", "--plant-host", "eager-sync=4us"]
         );
         assert!(!out.exists(), "nothing is written before the run");
     }
@@ -495,7 +500,7 @@ mod tests {
             &["--new-flags", "'unclosed"],
             "--new-flags: `'unclosed` is not a quoted list",
         );
-        refused(&["--new-flags", "--plant-host-us graph=0"], "NEW (");
+        refused(&["--new-flags", "--plant-host graph=0us"], "NEW (");
         refused(&["--base-flags", "--no-such-flag"], "BASE (");
         refused(
             &["/no/such/metaprep", "/bin/sh"],
