@@ -3,10 +3,10 @@
 //! once more.
 
 use super::protocol::{CellName, Hello, Measured, Ready};
-use super::schedule::pair_order;
+use super::schedule::{pair_order, PairSlot};
 use super::sides::{Side, SideSpec};
 use super::verdict::PairRecord;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::time::{Duration, Instant};
 
 /// What a run measures and how long it waits.
@@ -16,6 +16,10 @@ pub struct RunPlan {
     pub new: SideSpec,
     /// Pairs of each cell (one a round).
     pub pairs: usize,
+    /// Processes each side runs in, one after another, each measuring its share of the
+    /// rounds: a process draws a GPU pace of its own, which pairs inside one process pair
+    /// cannot see, so the interval is over processes.
+    pub processes: usize,
     pub seed: u64,
     /// A pair whose side's probe moved by more than this (|ln after/before|) is redone once.
     pub redo_bound: f64,
@@ -26,7 +30,8 @@ pub struct RunPlan {
 /// How long a side may take to say hello: it only reads its flags first.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A side as it said it was: its hello, and its start once it had opened the GPU.
+/// A side as it said it was (its first process): its hello, and its start once it had opened
+/// the GPU.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SideSaid {
     pub hello: Hello,
@@ -49,75 +54,139 @@ pub struct Measurement {
 /// Runs `plan`, calling `progress(done, total)` after each pair.
 pub fn measure(plan: &RunPlan, mut progress: impl FnMut(usize, usize)) -> Result<Measurement> {
     let started = Instant::now();
-    let mut base = Side::spawn(&plan.base)?;
-    let mut new = Side::spawn(&plan.new)?;
-    let (base_hello, new_hello) = (base.hello(HELLO_TIMEOUT)?, new.hello(HELLO_TIMEOUT)?);
-    // Refused here, the grids differ before either side has touched the GPU.
-    let new_index = match_cells(&plan.base, &base_hello, &plan.new, &new_hello)?;
-    // Both start at once: their GPU contexts, kernels and inputs are made side by side.
-    let (base_ready, new_ready) = std::thread::scope(|s| {
-        let b = s.spawn(|| base.start(plan.start_timeout));
-        let n = new.start(plan.start_timeout);
-        let b = b
-            .join()
-            .unwrap_or_else(|_| Err(anyhow::anyhow!("starting BASE panicked")));
-        (b, n)
-    });
-    let (base_ready, new_ready) = (base_ready?, new_ready?);
-    let cells = base_hello.cells.clone();
-    let order = pair_order(cells.len(), plan.pairs, plan.seed);
-    let mut pairs = Vec::with_capacity(order.len());
+    let mut first: Option<(SideSaid, SideSaid)> = None;
+    let mut cells = Vec::new();
+    let mut pairs = Vec::new();
     let mut redone = 0;
-    for (done, slot) in order.iter().enumerate() {
-        let what = format!("{} (round {})", cells[slot.cell], slot.round + 1);
-        let mut measure_pair = || -> Result<(Measured, Measured)> {
-            let one = |side: &mut Side, index: usize| side.measure(index, &what, plan.pair_timeout);
-            Ok(if slot.base_first {
-                let b = one(&mut base, slot.cell)?;
-                (b, one(&mut new, new_index[slot.cell])?)
-            } else {
-                let n = one(&mut new, new_index[slot.cell])?;
-                (one(&mut base, slot.cell)?, n)
-            })
-        };
-        let (mut b, mut n) = measure_pair()?;
-        let moved = |b: &Measured, n: &Measured| {
-            b.probe_move() > plan.redo_bound || n.probe_move() > plan.redo_bound
-        };
-        let again = moved(&b, &n);
-        if again {
-            (b, n) = measure_pair()?;
-            redone += 1;
+    let mut order = pair_order(0, 0, plan.seed);
+    for generation in 0..plan.processes {
+        let mut run = Generation::start(plan, generation % 2 == 1)?;
+        if let Some((base, _)) = &first {
+            if run.base.hello.cells != base.hello.cells {
+                anyhow::bail!(
+                    "{} changed its cells between its processes",
+                    plan.base.label()
+                );
+            }
+        } else {
+            cells = run.base.hello.cells.clone();
+            order = pair_order(cells.len(), plan.pairs, plan.seed);
+            first = Some((run.base.clone(), run.new.clone()));
         }
-        pairs.push(PairRecord {
-            round: slot.round,
-            cell: slot.cell,
-            base_first: slot.base_first,
-            base: b,
-            new: Measured {
+        let rounds = rounds_of(generation, plan.processes, plan.pairs);
+        for slot in order.iter().filter(|s| rounds.contains(&s.round)) {
+            let what = format!("{} (round {})", cells[slot.cell], slot.round + 1);
+            let (mut b, mut n) = run.pair(slot, &what)?;
+            let moved = |b: &Measured, n: &Measured| {
+                b.probe_move() > plan.redo_bound || n.probe_move() > plan.redo_bound
+            };
+            let again = moved(&b, &n);
+            if again {
+                (b, n) = run.pair(slot, &what)?;
+                redone += 1;
+            }
+            pairs.push(PairRecord {
+                round: slot.round,
+                process: generation,
                 cell: slot.cell,
-                ..n
-            },
-            redone: again,
-        });
-        progress(done + 1, order.len());
+                base_first: slot.base_first,
+                base: b,
+                new: Measured {
+                    cell: slot.cell,
+                    ..n
+                },
+                redone: again,
+            });
+            progress(pairs.len(), order.len());
+        }
+        run.finish()?;
     }
-    base.finish()?;
-    new.finish()?;
+    let (base, new) = first.context("ab ran no process")?;
     Ok(Measurement {
         cells,
         pairs,
-        base: SideSaid {
-            hello: base_hello,
-            ready: base_ready,
-        },
-        new: SideSaid {
-            hello: new_hello,
-            ready: new_ready,
-        },
+        base,
+        new,
         redone,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The rounds process `generation` of `processes` measures: `0..rounds` cut into runs of
+/// near-equal length, the longer first.
+pub fn rounds_of(generation: usize, processes: usize, rounds: usize) -> std::ops::Range<usize> {
+    let (base, longer) = (rounds / processes, rounds % processes);
+    let start = generation * base + generation.min(longer);
+    start..start + base + usize::from(generation < longer)
+}
+
+/// One process of each side, started together and ended together.
+struct Generation<'p> {
+    plan: &'p RunPlan,
+    base_side: Side,
+    new_side: Side,
+    base: SideSaid,
+    new: SideSaid,
+    /// NEW's index of each of BASE's cells.
+    new_index: Vec<usize>,
+}
+
+impl<'p> Generation<'p> {
+    /// Both sides' processes, NEW's spawned first where `new_first` (every other process: its
+    /// context and memory are made before the other's, and neither side always goes first).
+    fn start(plan: &'p RunPlan, new_first: bool) -> Result<Self> {
+        let (mut base, mut new) = if new_first {
+            let new = Side::spawn(&plan.new)?;
+            (Side::spawn(&plan.base)?, new)
+        } else {
+            let base = Side::spawn(&plan.base)?;
+            (base, Side::spawn(&plan.new)?)
+        };
+        let (base_hello, new_hello) = (base.hello(HELLO_TIMEOUT)?, new.hello(HELLO_TIMEOUT)?);
+        // Refused here, the grids differ before either side has touched the GPU.
+        let new_index = match_cells(&plan.base, &base_hello, &plan.new, &new_hello)?;
+        // Both start at once: their GPU contexts, kernels and inputs are made side by side.
+        let (base_ready, new_ready) = std::thread::scope(|s| {
+            let b = s.spawn(|| base.start(plan.start_timeout));
+            let n = new.start(plan.start_timeout);
+            let b = b
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("starting BASE panicked")));
+            (b, n)
+        });
+        Ok(Generation {
+            plan,
+            base_side: base,
+            new_side: new,
+            base: SideSaid {
+                hello: base_hello,
+                ready: base_ready?,
+            },
+            new: SideSaid {
+                hello: new_hello,
+                ready: new_ready?,
+            },
+            new_index,
+        })
+    }
+
+    /// One pair: `slot`'s cell on both sides, back to back, in the slot's order.
+    fn pair(&mut self, slot: &PairSlot, what: &str) -> Result<(Measured, Measured)> {
+        let limit = self.plan.pair_timeout;
+        let new_cell = self.new_index[slot.cell];
+        Ok(if slot.base_first {
+            let b = self.base_side.measure(slot.cell, what, limit)?;
+            (b, self.new_side.measure(new_cell, what, limit)?)
+        } else {
+            let n = self.new_side.measure(new_cell, what, limit)?;
+            (self.base_side.measure(slot.cell, what, limit)?, n)
+        })
+    }
+
+    fn finish(self) -> Result<()> {
+        self.base_side.finish()?;
+        self.new_side.finish()
+    }
 }
 
 /// NEW's index of each of BASE's cells; an error naming the side that lacks a cell of the

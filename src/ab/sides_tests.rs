@@ -24,6 +24,7 @@ fn fake(dir: &Path, name: &str, hello: &str, step: f64, on_measure: &str) -> Sid
             "#!/bin/sh\n\
              echo '{hello}'\n\
              read start || exit 0\n\
+             echo {name} >> {starts}\n\
              echo '{{\"Ready\":{{\"device\":\"fake GPU\",\"pinned\":\"none\",\"emulated\":[]}}}}'\n\
              n=0\n\
              while read line; do\n\
@@ -33,7 +34,8 @@ fn fake(dir: &Path, name: &str, hello: &str, step: f64, on_measure: &str) -> Sid
                echo \"{name} $cell\" >> {log}\n\
                echo \"{{\\\"Measured\\\":{{\\\"cell\\\":$cell,\\\"probe_before_us\\\":2.0,\\\"probe_after_us\\\":2.0,\\\"metrics\\\":[{{\\\"name\\\":\\\"step_us\\\",\\\"value\\\":{step}}}]}}}}\"\n\
              done\n",
-            log = log.display()
+            log = log.display(),
+            starts = dir.join("starts").display()
         ),
     )
     .unwrap();
@@ -51,6 +53,7 @@ fn plan(base: SideSpec, new: SideSpec) -> RunPlan {
         base,
         new,
         pairs: 8,
+        processes: 6,
         seed: 3,
         redo_bound: 0.15f64.ln_1p(),
         start_timeout: Duration::from_secs(10),
@@ -69,6 +72,13 @@ fn each_pair_runs_its_two_sides_back_to_back_half_base_first() {
     let mut seen = Vec::new();
     let m = measure(&p, |done, total| seen.push((done, total))).unwrap();
     assert_eq!(m.pairs.len(), 16);
+    // Six processes a side, the eight rounds shared out 2, 2, 1, 1, 1, 1.
+    let per_process: Vec<usize> = (0..6)
+        .map(|g| m.pairs.iter().filter(|p| p.process == g).count())
+        .collect();
+    assert_eq!(per_process, [4, 4, 2, 2, 2, 2]);
+    let starts = std::fs::read_to_string(dir.path().join("starts")).unwrap();
+    assert_eq!(starts.lines().count(), 12, "each side started six times");
     assert_eq!(seen.last(), Some(&(16, 16)));
     assert_eq!((m.base.ready.device.as_str(), m.redone), ("fake GPU", 0));
     let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
@@ -114,7 +124,7 @@ fn a_side_that_dies_mid_run_is_named_with_its_last_words() {
             "new",
             &h,
             10.0,
-            r#"[ $n -ge 5 ] && { echo 'CUDA_ERROR_ILLEGAL_ADDRESS' >&2; exit 1; }"#,
+            r#"[ $n -ge 3 ] && { echo 'CUDA_ERROR_ILLEGAL_ADDRESS' >&2; exit 1; }"#,
         ),
     );
     let e = error_of(&p);
@@ -202,14 +212,14 @@ fn a_pair_whose_host_moved_is_measured_again_once() {
     let dir = tempfile::tempdir().unwrap();
     let h = hello(PROTOCOL, "graph");
     let base = fake(dir.path(), "base", &h, 10.0, "");
-    // NEW's probe doubles inside its first burst only.
+    // NEW's probe doubles inside its first burst of the run only.
     let new = fake(
         dir.path(),
         "new",
         &h,
         10.0,
-        r#"if [ $n -eq 1 ]; then echo "new $cell" >> LOG; echo "{\"Measured\":{\"cell\":$cell,\"probe_before_us\":2.0,\"probe_after_us\":4.0,\"metrics\":[{\"name\":\"step_us\",\"value\":10.0}]}}"; continue; fi"#
-            .replace("LOG", &dir.path().join("log").display().to_string())
+        r#"if [ ! -e DIR/moved ]; then touch DIR/moved; echo "new $cell" >> DIR/log; echo "{\"Measured\":{\"cell\":$cell,\"probe_before_us\":2.0,\"probe_after_us\":4.0,\"metrics\":[{\"name\":\"step_us\",\"value\":10.0}]}}"; continue; fi"#
+            .replace("DIR", &dir.path().display().to_string())
             .as_str(),
     );
     let m = measure(&plan(base, new), |_, _| {}).unwrap();

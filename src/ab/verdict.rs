@@ -1,7 +1,7 @@
 //! From pairs to calls: per cell and metric the paired change (Hodges–Lehmann with a Wilcoxon
-//! interval, [`crate::stats::paired`]), called `slower` or `faster` only when the whole interval
-//! lies beyond the margin of the row's class, and the gate: a BASE → NEW that makes any row
-//! slower fails.
+//! interval over the sides' processes, [`crate::stats::paired`]), called `slower` or `faster`
+//! only when the whole interval lies beyond the margin of the row's class, and the gate: a
+//! BASE → NEW that makes any row slower fails.
 
 use super::protocol::{CellName, Measured};
 use crate::results::pacing::host_paced;
@@ -13,6 +13,8 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq)]
 pub struct PairRecord {
     pub round: usize,
+    /// Which of the sides' processes measured it (from 0).
+    pub process: usize,
     pub cell: usize,
     pub base_first: bool,
     pub base: Measured,
@@ -50,6 +52,15 @@ pub struct Margins {
 }
 
 impl Margins {
+    /// The default margins: host-paced 5%, a quarter of the planted +20% the gate must catch
+    /// and above the host-paced A/A changes of an H100 battery (their estimates' spread 0.6-4%
+    /// run to run); GPU-paced 2%, under the +3-4% of 1 µs more stand-in forward, which a
+    /// battery caught on every graph and fused row.
+    pub const DEFAULT: Margins = Margins {
+        host: 0.05,
+        gpu: 0.02,
+    };
+
     pub fn of(&self, pacing: Pacing) -> f64 {
         match pacing {
             Pacing::Host => self.host,
@@ -142,6 +153,8 @@ pub struct ChangeRow {
     pub base_us: f64,
     pub new_us: f64,
     pub pairs: usize,
+    /// Processes the pairs ran in: the interval's units.
+    pub processes: usize,
     pub change: Option<PctChange>,
     pub margin_pct: f64,
     /// The smallest change this row's interval could have called: the margin plus the
@@ -174,8 +187,15 @@ pub fn rows(
             continue;
         };
         for metric in first.base.metrics.iter().map(|m| m.name.as_str()) {
-            let values: Vec<(f64, f64, f64)> = (of_cell.iter())
-                .filter_map(|p| Some((p.base.metric(metric)?, p.new.metric(metric)?, p.probe_us())))
+            let values: Vec<PairValue> = (of_cell.iter())
+                .filter_map(|p| {
+                    Some(PairValue {
+                        base: p.base.metric(metric)?,
+                        new: p.new.metric(metric)?,
+                        probe_us: p.probe_us(),
+                        process: p.process,
+                    })
+                })
                 .collect();
             let pacing = pacing_of(&cell.arm, metric);
             rows.push(row(
@@ -192,7 +212,8 @@ pub fn rows(
     rows
 }
 
-fn pacing_of(arm: &str, metric: &str) -> Pacing {
+/// The class of `arm`'s `metric`: which margin it is held to.
+pub fn pacing_of(arm: &str, metric: &str) -> Pacing {
     if host_paced(arm, metric) {
         Pacing::Host
     } else {
@@ -229,7 +250,12 @@ fn read_cost_rows(
             let cost =
                 |a: &Measured, b: &Measured| Some(a.metric("step_us")? - b.metric("step_us")?);
             if let (Some(base), Some(new)) = (cost(&s.base, &d.base), cost(&s.new, &d.new)) {
-                values.push((base, new, (s.probe_us() + d.probe_us()) / 2.0));
+                values.push(PairValue {
+                    base,
+                    new,
+                    probe_us: (s.probe_us() + d.probe_us()) / 2.0,
+                    process: s.process,
+                });
             }
         }
         let name = CellName {
@@ -248,29 +274,64 @@ fn read_cost_rows(
     rows
 }
 
-/// A row from its pairs' (BASE, NEW, probe) values.
+/// One pair's value of a row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PairValue {
+    base: f64,
+    new: f64,
+    probe_us: f64,
+    process: usize,
+}
+
+/// The change over processes: each process's median ln(NEW/BASE) over its pairs is one value
+/// of the Hodges–Lehmann estimate and its interval. A process draws a pace of its own (on an
+/// H100 the graph arms' and fused's GPU-paced steps moved 1.5-2.7% between A/A runs whose
+/// pairs' intervals were ±0.2-0.3%), which no pair inside it can see.
+pub fn over_processes(d: &[(usize, f64)]) -> Option<LogChange> {
+    let mut processes: Vec<usize> = d.iter().map(|&(p, _)| p).collect();
+    processes.sort_unstable();
+    processes.dedup();
+    let per_process: Vec<f64> = (processes.iter())
+        .filter_map(|&p| {
+            let of: Vec<f64> = d.iter().filter(|v| v.0 == p).map(|v| v.1).collect();
+            quantile(&of, 0.5)
+        })
+        .collect();
+    hodges_lehmann(&per_process).map(|c| LogChange {
+        pairs: d.len(),
+        ..c
+    })
+}
+
+/// A row from its pairs' values.
 fn row(
     cell: CellName,
     metric: &str,
     pacing: Pacing,
-    values: &[(f64, f64, f64)],
+    values: &[PairValue],
     margins: Margins,
     split_at: Option<f64>,
 ) -> ChangeRow {
-    let d = log_ratios(values.iter().map(|&(b, n, _)| (b, n)));
-    let change = hodges_lehmann(&d);
+    let d: Vec<(usize, f64)> = (values.iter())
+        .filter_map(|v| Some((v.process, *log_ratios([(v.base, v.new)]).first()?)))
+        .collect();
+    let change = over_processes(&d);
     let margin = margins.of(pacing);
     let call = Call::of(change.as_ref(), margin);
-    let side = |pick: fn(&(f64, f64, f64)) -> f64| {
+    let side = |pick: fn(&PairValue) -> f64| {
         quantile(&values.iter().map(pick).collect::<Vec<_>>(), 0.5).unwrap_or(f64::NAN)
     };
+    let mut processes: Vec<usize> = d.iter().map(|v| v.0).collect();
+    processes.sort_unstable();
+    processes.dedup();
     ChangeRow {
         cell,
         metric: metric.to_string(),
         pacing,
-        base_us: side(|v| v.0),
-        new_us: side(|v| v.1),
+        base_us: side(|v| v.base),
+        new_us: side(|v| v.new),
         pairs: d.len(),
+        processes: processes.len(),
         change: change.as_ref().map(PctChange::from),
         margin_pct: margin * 100.0,
         detectable_pct: change.map(|c| LogChange::pct(margin.ln_1p() + (c.hi - c.lo) / 2.0)),
@@ -281,13 +342,13 @@ fn row(
 }
 
 /// The fast-state and slow-state pairs' changes where each side of `at` has an interval and
-/// the two intervals do not overlap.
-fn state_split(values: &[(f64, f64, f64)], at: f64) -> Option<StateSplit> {
+/// the two intervals do not overlap (over pairs: a diagnosis, not a gate).
+fn state_split(values: &[PairValue], at: f64) -> Option<StateSplit> {
     let part = |slow: bool| {
         let d = log_ratios(
             (values.iter())
-                .filter(|v| (v.2 > at) == slow)
-                .map(|&(b, n, _)| (b, n)),
+                .filter(|v| (v.probe_us > at) == slow)
+                .map(|v| (v.base, v.new)),
         );
         hodges_lehmann(&d)
     };

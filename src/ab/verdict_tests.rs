@@ -203,6 +203,7 @@ fn rows_take_each_class_margin_and_the_read_cost_pairs_within_a_side() {
             let host = if index == 2 { 1.0 } else { state };
             pairs.push(PairRecord {
                 round,
+                process: round % 6,
                 cell: index,
                 base_first: round % 2 == 0,
                 base: measured(
@@ -263,6 +264,7 @@ fn a_row_whose_fast_and_slow_pairs_disagree_says_so() {
             let wobble = 1.0 + 0.0002 * round as f64;
             PairRecord {
                 round,
+                process: round % 6,
                 cell: 0,
                 base_first: slow,
                 base: measured(0, probe, &[("step_us", 40.0 * wobble)]),
@@ -298,4 +300,41 @@ fn a_call_needs_the_whole_interval_beyond_the_margin() {
     assert_eq!(Call::of(Some(&c(-0.04, 0.04)), 0.05), Call::Same);
     assert_eq!(Call::of(None, 0.05), Call::TooFewPairs);
     assert!(Call::Slower.called() && Call::Faster.called() && !Call::Uncertain.called());
+}
+
+/// A/A rows whose two processes a side each draw a GPU pace of their own (sd 2% a process, as
+/// the graph arms' and fused's steps moved between A/A runs on an H100), measured over
+/// `processes` processes of `per_process` pairs each with 0.3% noise a pair.
+fn process_drawn_aa(seed: u64, processes: usize, per_process: usize) -> Vec<(usize, f64)> {
+    let mut rng = SplitMix64::new(seed);
+    let mut d = Vec::new();
+    for process in 0..processes {
+        let (base, new) = (
+            (0.02 * normal(&mut rng)).exp(),
+            (0.02 * normal(&mut rng)).exp(),
+        );
+        for _ in 0..per_process {
+            let b = 6.0 * base * (0.003 * normal(&mut rng)).exp();
+            let n = 6.0 * new * (0.003 * normal(&mut rng)).exp();
+            d.push((process, (n / b).ln()));
+        }
+    }
+    d
+}
+
+#[test]
+fn an_interval_over_processes_holds_an_a_a_that_pairs_in_one_process_call() {
+    let runs = 200;
+    let (mut over, mut within) = (0, 0);
+    for seed in 0..runs {
+        // One process a side, 16 pairs: the pairs' interval is the process pair's draw.
+        let one = process_drawn_aa(seed, 1, 16);
+        let d: Vec<f64> = one.iter().map(|v| v.1).collect();
+        within += usize::from(Call::of(hodges_lehmann(&d).as_ref(), MARGINS.gpu).called());
+        let eight = process_drawn_aa(seed + 10_000, 8, 2);
+        over += usize::from(Call::of(over_processes(&eight).as_ref(), MARGINS.gpu).called());
+    }
+    let (over, within) = (over as f64 / runs as f64, within as f64 / runs as f64);
+    assert!(within > 0.2, "one process a side called only {within}");
+    assert!(over <= 0.05, "over eight processes called {over}");
 }

@@ -22,8 +22,12 @@ use std::time::{Duration, Instant};
 /// One-node empty-graph launches a probe times: ~30 µs on an H100 or H200.
 const PROBE_LAUNCHES: usize = 16;
 
-/// A known slowdown planted in one arm's host issue, a test aid for the gate: a busy-wait at
-/// the start of each of its steps, before any of its launches.
+/// A known slowdown planted in one arm's host issue, a test aid for the gate: a busy-wait in
+/// each of its steps where the host's work is exposed. In an arm that reads the host it
+/// follows a drain of the GPU (what its read waits for), so the GPU idles through all of it,
+/// as through the host work after a real read; elsewhere it starts the step. (Before the read
+/// it would overlap the previous step's kernels: on an H100 a 20% busy-wait there moved
+/// eager-sync's step by −4 … +25%.)
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Plant {
     pub arm: Arm,
@@ -90,29 +94,36 @@ impl std::fmt::Display for Plant {
     }
 }
 
-/// A step source with `us` of host busy-wait before each step.
+/// A step source with `us` of host busy-wait at the start of each step, after a drain of the
+/// GPU where `drain` is set.
 struct Planted<'s> {
     inner: &'s mut dyn StepSource,
+    gpu: &'s Gpu,
     us: f64,
+    drain: bool,
 }
 
 impl Planted<'_> {
-    fn wait(&self) {
+    fn wait(&self) -> Result<()> {
+        if self.drain {
+            self.gpu.sync()?;
+        }
         let until = Instant::now() + Duration::from_secs_f64(self.us * 1e-6);
         while Instant::now() < until {
             std::hint::spin_loop();
         }
+        Ok(())
     }
 }
 
 impl StepSource for Planted<'_> {
     fn issue_step(&mut self) -> Result<()> {
-        self.wait();
+        self.wait()?;
         self.inner.issue_step()
     }
 
     fn issue_step_marked(&mut self, gpu: &Gpu, start: &Event) -> Result<()> {
-        self.wait();
+        self.wait()?;
         self.inner.issue_step_marked(gpu, start)
     }
 
@@ -298,7 +309,12 @@ impl Burst<'_> {
                     PlantAmount::Us(us) => us,
                     PlantAmount::Pct(pct) => step_us * pct / 100.0,
                 };
-                planted = Planted { inner: steps, us };
+                planted = Planted {
+                    inner: steps,
+                    gpu: self.gpu,
+                    us,
+                    drain: arm.reads_host(),
+                };
                 &mut planted
             }
             None => steps,

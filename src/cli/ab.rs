@@ -67,18 +67,23 @@ pub struct AbArgs {
     /// checking the gate.
     #[arg(long, allow_hyphen_values = true, value_name = "FLAGS")]
     pub(crate) new_flags: Option<String>,
-    /// Pairs of each cell (one a round, the cells shuffled each round): at least 6.
+    /// Pairs of each cell (one a round, the cells shuffled each round): at least --processes.
     #[arg(long, default_value_t = 16)]
     pub(crate) pairs: usize,
+    /// Processes each side runs in, one after another, the rounds shared out over them: a
+    /// process draws a GPU pace of its own, so the interval is over processes; at least 6.
+    #[arg(long, default_value_t = 8)]
+    pub(crate) processes: usize,
     /// Margin of host-paced rows, %: a row fails only when its whole interval is above it.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = Margins::DEFAULT.host * 100.0)]
     pub(crate) host_margin_pct: f64,
     /// Margin of GPU-paced rows (the graph arms' and fused's steps and device times), %.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = Margins::DEFAULT.gpu * 100.0)]
     pub(crate) gpu_margin_pct: f64,
     /// A pair whose probe of the host's launch speed moved more than this inside a side's
-    /// burst is measured once more, %.
-    #[arg(long, default_value_t = 15.0)]
+    /// burst is measured once more, %: the probe's own noise reached 36% in 1% of an H100's
+    /// A/A bursts.
+    #[arg(long, default_value_t = 35.0)]
     pub(crate) redo_bound_pct: f64,
     /// Seconds a side may take to open the GPU and warm its cells up.
     #[arg(long, default_value_t = 300)]
@@ -125,10 +130,19 @@ pub struct AbConfig {
 }
 
 pub(crate) fn ab_config(args: &AbArgs) -> Result<AbConfig> {
-    if args.pairs < MIN_PAIRS || args.pairs > 1000 {
+    if args.processes < MIN_PAIRS || args.processes > 100 {
         bail!(
-            "--pairs: {} is outside {MIN_PAIRS}-1000: a 95% interval needs {MIN_PAIRS} pairs",
-            args.pairs
+            "--processes: {} is outside {MIN_PAIRS}-100: the interval is over processes, and a \
+             95% one needs {MIN_PAIRS}",
+            args.processes
+        );
+    }
+    if args.pairs < args.processes || args.pairs > 1000 {
+        bail!(
+            "--pairs: {} is outside {}-1000: each of the --processes measures one pair of \
+             each cell at least",
+            args.pairs,
+            args.processes
         );
     }
     let pct = |v: f64, flag: &str, lo: f64, hi: f64| -> Result<f64> {
@@ -176,6 +190,7 @@ pub(crate) fn ab_config(args: &AbArgs) -> Result<AbConfig> {
             base,
             new,
             pairs: args.pairs,
+            processes: args.processes,
             seed: args.seed,
             redo_bound: redo_bound.ln_1p(),
             start_timeout: Duration::from_secs(args.start_timeout_s),
@@ -479,7 +494,8 @@ mod tests {
         std::fs::create_dir(&full).unwrap();
         std::fs::write(full.join("summary.md"), "a user's").unwrap();
         let full = full.to_str().unwrap();
-        refused(&["--pairs", "5"], "--pairs: 5 is outside 6-1000");
+        refused(&["--pairs", "7"], "--pairs: 7 is outside 8-1000");
+        refused(&["--processes", "5"], "--processes: 5 is outside 6-100");
         refused(
             &["--host-margin-pct", "0"],
             "--host-margin-pct: 0 is outside",

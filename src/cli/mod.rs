@@ -39,7 +39,7 @@ use sweep::SweepArgs;
     about = "What a host read of device sequence lengths costs a speculative-decoding step, \
              and what graph replay with device-only lengths wins back.",
     long_about = None,
-    after_help = "Exit codes: 0 ok; 1 `compare` found a regression, `validate` a failed cell \
+    after_help = "Exit codes: 0 ok; 1 `ab` or `compare` found a regression, `validate` a failed cell \
                   or an unconverged fit, `check` a wrong cell, or a command failed while \
                   running; 2 a bad flag or bad input (refused before any GPU work); 3 no GPU, \
                   CUDA driver or NVRTC."
