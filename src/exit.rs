@@ -38,10 +38,34 @@ pub fn one_line(message: &str) -> String {
         .collect()
 }
 
+/// The most characters an error prints: a value quoted back from a bad input (a 5 MB CSV
+/// field, 10,000 unknown columns) is cut, not echoed whole.
+pub const MAX_ERROR_CHARS: usize = 2000;
+
 /// Prints `error` (its whole chain) as every command ends with one: `metaprep: error: ...` on
-/// one line of stderr ([`one_line`]).
+/// one line of stderr ([`one_line`]), at most [`MAX_ERROR_CHARS`] characters in all.
 pub fn print_error(error: &anyhow::Error) {
-    eprintln!("metaprep: error: {}", one_line(&format!("{error:#}")));
+    eprintln!("{}", error_line(error));
+}
+
+/// The line [`print_error`] prints.
+pub fn error_line(error: &anyhow::Error) -> String {
+    capped(
+        &format!("metaprep: error: {}", one_line(&format!("{error:#}"))),
+        MAX_ERROR_CHARS,
+    )
+}
+
+/// `text` cut to at most `most` characters, its end saying how much was left out.
+pub fn capped(text: &str, most: usize) -> String {
+    let total = text.chars().count();
+    if total <= most {
+        return text.to_string();
+    }
+    let note = |cut: usize| format!("… ({cut} more characters)");
+    let keep = most.saturating_sub(note(total).chars().count());
+    let kept: String = text.chars().take(keep).collect();
+    format!("{kept}{}", note(total - keep))
 }
 
 /// `print!` that does not panic where standard output cannot be written ([`print_out`]).
@@ -143,6 +167,32 @@ impl From<Exit> for ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_is_cut_to_its_most_characters_saying_so() {
+        let huge = anyhow::anyhow!("{}", "x".repeat(5_000_000)).context("reading field 3");
+        let line = error_line(&huge);
+        assert!(line.chars().count() <= MAX_ERROR_CHARS, "{}", line.len());
+        assert!(
+            line.starts_with("metaprep: error: reading field 3: xxx"),
+            "{}",
+            &line[..40]
+        );
+        assert!(
+            line.ends_with("more characters)"),
+            "{}",
+            &line[line.len() - 40..]
+        );
+        let wide = anyhow::anyhow!("{}", "é\n".repeat(3000));
+        let line = error_line(&wide);
+        assert!(line.chars().count() <= MAX_ERROR_CHARS);
+        assert!(!line.contains('\n'));
+        assert_eq!(
+            error_line(&anyhow::anyhow!("short")),
+            "metaprep: error: short"
+        );
+        assert_eq!(capped("abc", 3), "abc");
+    }
 
     #[test]
     fn an_error_is_printed_on_one_line_with_its_control_characters_escaped() {
