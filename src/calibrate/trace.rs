@@ -111,18 +111,43 @@ fn json_kind(v: &Value) -> &'static str {
     }
 }
 
+/// The largest time of an event, µs from the profiler's origin: 3,000 years of the epoch
+/// clock torch.profiler's times count from.
+const MAX_TS_US: f64 = 1e17;
+/// The longest event, µs: a day, longer than any decode loop is profiled for.
+const MAX_DUR_US: f64 = 8.64e10;
+
+/// Refuses an event whose times no profiler gives.
+fn in_range(ts: f64, dur: f64) -> std::result::Result<(), String> {
+    if dur < 0.0 {
+        return Err(format!("negative `dur` {dur}"));
+    }
+    if ts.abs() > MAX_TS_US || dur > MAX_DUR_US {
+        return Err(format!(
+            "`ts` {ts} or `dur` {dur} µs is out of range (a profiler's times lie within \
+             ±{MAX_TS_US:e} µs, an event lasts at most {MAX_DUR_US:e} µs): the trace's times are \
+             damaged"
+        ));
+    }
+    Ok(())
+}
+
 impl Trace {
     /// Reads `path`, streaming its events, through gunzip where its name ends in `.gz`
-    /// (torch.profiler's `export_chrome_trace("t.json.gz")` writes one); every failure is one
-    /// line naming the file.
+    /// (torch.profiler's `export_chrome_trace("t.json.gz")` writes one) or its bytes are
+    /// gzip's (a renamed copy); every failure is one line naming the file.
     pub fn read(path: &Path) -> Result<Trace> {
+        use std::io::BufRead;
         let file = path.display().to_string();
         let f = File::open(path).with_context(|| format!("{file}: cannot open the trace"))?;
-        let reader = BufReader::with_capacity(1 << 20, f);
-        match path
+        let mut reader = BufReader::with_capacity(1 << 20, f);
+        let start = reader
+            .fill_buf()
+            .with_context(|| format!("{file}: cannot read the trace"))?;
+        let gz_name = path
             .extension()
-            .is_some_and(|e| e == crate::results::compressed::GZ)
-        {
+            .is_some_and(|e| e == crate::results::compressed::GZ);
+        match gz_name || start.starts_with(&crate::results::compressed::GZIP_MAGIC) {
             true => Self::from_reader(
                 &file,
                 BufReader::new(flate2::read::MultiGzDecoder::new(reader)),
@@ -183,12 +208,12 @@ impl Builder<'_> {
         let i = self.index;
         self.index += 1;
         let file = self.file;
-        let Some(obj) = event.as_object() else {
-            return Err(anyhow!(
+        let obj = (event.as_object()).ok_or_else(|| {
+            anyhow!(
                 "{file}: traceEvents[{i}] is {}, not an event object",
                 json_kind(&event)
-            ));
-        };
+            )
+        })?;
         if obj.get("ph").and_then(Value::as_str) != Some("X") {
             return Ok(());
         }
@@ -223,9 +248,7 @@ impl Builder<'_> {
         };
         let ts = number("ts")?;
         let dur = number("dur")?;
-        if dur < 0.0 {
-            return Err(anyhow!("{}: negative `dur` {dur}", at(&name)));
-        }
+        in_range(ts, dur).map_err(|e| anyhow!("{}: {e}", at(&name)))?;
         let span = Span { ts, end: ts + dur };
         let corr = match obj.get("args").and_then(|a| a.get("correlation")) {
             None | Some(Value::Null) => None,
@@ -442,5 +465,45 @@ mod tests {
         let bad_corr = r#"[{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "args": {"correlation": "x"}}]"#;
         assert!(err(bad_corr).contains("`args.correlation` is a string"));
         assert!(err("[] []").contains("not a JSON trace"), "trailing data");
+    }
+
+    #[test]
+    fn times_out_of_a_profilers_range_are_refused_as_damaged() {
+        for (ts, dur) in [
+            ("1e300", "1"),
+            ("-1e300", "1"),
+            ("1", "1e300"),
+            ("1.7e15", "1e12"),
+        ] {
+            let event = format!(
+                r#"[{{"ph": "X", "cat": "cpu_op", "name": "a", "ts": {ts}, "dur": {dur}, "pid": 1, "tid": 1}}]"#
+            );
+            assert!(
+                err(&event).contains("out of range"),
+                "{ts} {dur}: {}",
+                err(&event)
+            );
+        }
+        // An epoch-based time of today, a second long, reads.
+        let today = r#"[{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1.77e15, "dur": 1e6, "pid": 1, "tid": 1}]"#;
+        assert!(Trace::from_reader("t.json", today.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn a_gzipped_trace_reads_whatever_its_name_says() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let doc = r#"[{"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]"#;
+        for name in ["t.json", "t.json.gz", "trace"] {
+            let path = dir.path().join(name);
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(doc.as_bytes()).unwrap();
+            std::fs::write(&path, gz.finish().unwrap()).unwrap();
+            let trace = Trace::read(&path).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            assert_eq!(trace.threads.len(), 1, "{name}");
+        }
+        let empty = dir.path().join("empty.json");
+        std::fs::write(&empty, "").unwrap();
+        assert!(Trace::read(&empty).is_err());
     }
 }

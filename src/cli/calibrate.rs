@@ -31,7 +31,7 @@ pub struct CalibrateArgs {
     /// Replace --out if it exists.
     #[arg(long)]
     pub(crate) force: bool,
-    /// The batch size the traces ran at (their preps' GPU time is taken at it).
+    /// The batch size the traces ran at (their preps' GPU time is taken at it), 1-65536.
     #[arg(long, default_value_t = 1)]
     pub(crate) batch_size: u32,
     /// BATCH:FILE, repeatable: a trace of the same engine at another per-GPU batch size. Its
@@ -62,8 +62,11 @@ fn gpu_trace(text: &str) -> Result<(u32, PathBuf)> {
     let batch = batch
         .parse::<u32>()
         .ok()
-        .filter(|&b| b > 0)
-        .with_context(|| format!("--gpu-trace `{text}`: `{batch}` is not a batch size"))?;
+        .filter(|b| (1..=crate::prep::MAX_BATCH).contains(b))
+        .with_context(|| {
+            let max = crate::prep::MAX_BATCH;
+            format!("--gpu-trace `{text}`: `{batch}` is not a batch size (1-{max})")
+        })?;
     anyhow::ensure!(
         !file.is_empty(),
         "--gpu-trace `{text}` names no file: give BATCH:FILE, such as 64:trace-bs64.json"
@@ -74,7 +77,12 @@ fn gpu_trace(text: &str) -> Result<(u32, PathBuf)> {
 pub(crate) fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
     let derived = (|| {
         let base = HostProfile::load(&args.base).context("--base")?;
-        anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
+        let max = crate::prep::MAX_BATCH;
+        anyhow::ensure!(
+            (1..=max).contains(&args.batch_size),
+            "--batch-size {} is outside 1-{max}, the batch sizes a prep is built for",
+            args.batch_size
+        );
         let gpu_traces = args
             .gpu_trace
             .iter()
@@ -99,6 +107,20 @@ pub(crate) fn calibrate(args: &CalibrateArgs) -> Result<ExitCode> {
                 "--out {} exists: choose another path or pass --force to replace it",
                 args.out.display()
             );
+        }
+        // One file in two roles would give two batches one trace's times.
+        let all_traces: Vec<&PathBuf> = (args.traces.iter())
+            .chain(gpu_traces.iter().map(|(_, p)| p))
+            .collect();
+        for (i, a) in all_traces.iter().enumerate() {
+            if let Some(b) = all_traces[..i].iter().find(|b| same_file(a, b)) {
+                anyhow::bail!(
+                    "{} and {} are one file given twice: each traced arm and each \
+                     --gpu-trace batch needs a trace of its own",
+                    b.display(),
+                    a.display()
+                );
+            }
         }
         // --base is a profile's name or its file: as a file, it is an input too.
         let inputs = args

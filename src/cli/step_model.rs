@@ -62,7 +62,7 @@ pub struct StepModelArgs {
     pub(crate) host_profile: String,
     /// Run the profile's framework costs at this measured host speed instead of the one they
     /// were calibrated at: µs per op as scripts/metaprep_host.py `host_speed()`
-    /// measures it in the engine's process. Ops, reads, graph launches and uploads scale by
+    /// measures it in the engine's process (0.01-10000). Ops, reads, graph launches and uploads scale by
     /// this over the profile's `host_speed_us`; host segments and GPU times stay. `metaprep
     /// validate` passes each reference cell's own.
     #[arg(long)]
@@ -76,7 +76,7 @@ pub struct StepModelArgs {
     /// `report` charts graph's throughput gain against it.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub(crate) host_scale: Vec<f64>,
-    /// Link bandwidth the emulated collectives move their bytes at (GB/s).
+    /// Link bandwidth the emulated collectives move their bytes at (GB/s, 0.1-18000).
     #[arg(long, default_value_t = 450.0)]
     pub(crate) link_gb_s: f64,
     /// Latency of one collective (µs), added to bytes / bandwidth. Default: by GPU count,
@@ -84,6 +84,12 @@ pub struct StepModelArgs {
     #[arg(long)]
     pub(crate) collective_latency_us: Option<f64>,
 }
+
+/// The slowest link a collective is emulated over, GB/s: a PCIe 1.0 lane (0.25 GB/s) and
+/// then some.
+const MIN_LINK_GB_S: f64 = 0.1;
+/// The fastest: ten times an NVLink 5 GPU's 1.8 TB/s.
+const MAX_LINK_GB_S: f64 = 18_000.0;
 
 /// [`StepModelArgs`], checked.
 pub(crate) struct StepModel {
@@ -99,16 +105,37 @@ impl StepModelArgs {
     pub(crate) fn checked(&self, drafter: Drafter, block_sizes: &[u32]) -> Result<StepModel> {
         // The accept model's block is the tokens the drafter proposes (EAGLE: N − 1).
         let drafted: Vec<u32> = block_sizes.iter().map(|&b| drafter.drafted(b)).collect();
-        let acceptance = acceptance(self.accept_rate, self.accept_length, &drafted)?;
-        for (v, flag) in [
-            (self.host_work_us, "--host-work-us"),
-            (Some(self.link_gb_s), "--link-gb-s"),
-            (self.collective_latency_us, "--collective-latency-us"),
+        let acceptance =
+            acceptance(self.accept_rate, self.accept_length, &drafted).with_context(|| {
+                let blocks: Vec<String> = (block_sizes.iter().zip(&drafted))
+                    .map(|(b, d)| format!("block {b} drafts {d}"))
+                    .collect();
+                format!(
+                    "--block-sizes with --drafter {drafter}: {}",
+                    blocks.join(", ")
+                )
+            })?;
+        for (v, flag, lo, hi, why) in [
+            (self.host_work_us, "--host-work-us", 0.0, 1e6, "µs"),
+            (
+                Some(self.link_gb_s),
+                "--link-gb-s",
+                MIN_LINK_GB_S,
+                MAX_LINK_GB_S,
+                "GB/s",
+            ),
+            (
+                self.collective_latency_us,
+                "--collective-latency-us",
+                0.0,
+                1e6,
+                "µs",
+            ),
         ] {
             let Some(v) = v else { continue };
             anyhow::ensure!(
-                v.is_finite() && (0.0..=1e6).contains(&v) && !(flag == "--link-gb-s" && v == 0.0),
-                "{flag}: {v} is not a usable value (give a number between 0 and 1e6)"
+                (lo..=hi).contains(&v),
+                "{flag}: {v} is outside {lo}-{hi} {why}"
             );
         }
         let host = self.host_program(drafter)?;

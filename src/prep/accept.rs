@@ -98,7 +98,10 @@ pub fn expected_accept(p: f64, block: u32) -> f64 {
 fn rate_for_mean(mean: f64, block: u32) -> Result<f64> {
     let most = block as f64 + 1.0;
     if !(1.0..=most).contains(&mean) {
-        bail!("accept length {mean} is impossible with block {block}: a step accepts between 1 and block + 1 = {most} tokens");
+        bail!(
+            "accept length {mean} is impossible with {block} drafted tokens a step: a step \
+             accepts between 1 and drafts + 1 = {most} tokens"
+        );
     }
     let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
     for _ in 0..64 {

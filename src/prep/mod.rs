@@ -9,4 +9,4 @@ pub mod lengths;
 pub mod plan;
 pub mod reference;
 
-pub use family::{OutputSpec, Shape};
+pub use family::{OutputSpec, Shape, MAX_BATCH};

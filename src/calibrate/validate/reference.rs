@@ -228,10 +228,17 @@ pub struct Reference {
 }
 
 impl Reference {
+    /// Reads `path`, gzipped or plain, as every run file is read.
     pub fn read(path: &Path) -> Result<Reference> {
         let file = path.display();
-        let text = std::fs::read_to_string(path)
+        let bytes = crate::results::compressed::read_file(path)
             .with_context(|| format!("{file}: cannot read the reference"))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            anyhow::anyhow!(
+                "{file}: not UTF-8 text (byte {})",
+                e.utf8_error().valid_up_to()
+            )
+        })?;
         Self::parse(&file.to_string(), &text)
     }
 

@@ -9,6 +9,9 @@ use anyhow::{bail, ensure, Result};
 /// host_speed()` gives about 1 µs on a server core): beyond it, a number is a typo or a unit
 /// slip.
 pub const MAX_HOST_SPEED_US: f64 = 1e4;
+/// The least: a hundredth of a µs per op, ten times under the fastest framework dispatch
+/// (a C++ op call costs ~0.1 µs).
+pub const MIN_HOST_SPEED_US: f64 = 0.01;
 
 impl HostProfile {
     /// Every host duration multiplied by `scale` (the what-if axis); reads, launches and
@@ -100,9 +103,10 @@ impl HostProfile {
             );
         };
         ensure!(
-            speed_us.is_finite() && speed_us > 0.0 && speed_us <= MAX_HOST_SPEED_US,
-            "host speed {speed_us} µs per op is not a measured host speed (give µs per \
-             op, as scripts/metaprep_host.py host_speed() prints)"
+            (MIN_HOST_SPEED_US..=MAX_HOST_SPEED_US).contains(&speed_us),
+            "host speed {speed_us} µs per op is outside {MIN_HOST_SPEED_US}-{MAX_HOST_SPEED_US} \
+             µs per op, the range of a measured host speed (give µs per op, as \
+             scripts/metaprep_host.py host_speed() prints)"
         );
         let ratio = speed_us / own.value;
         let mut p = self.clone();

@@ -103,10 +103,11 @@ impl Profile {
             hidden_size > 0,
             "custom profile: --custom-hidden-size must be at least 1 (DeepSeek-V3 uses 7168)"
         );
+        // A layer without weights is no layer of a model: the forward would stream only KV.
         ensure!(
-            weight_bytes_per_layer > 0 || kv_bytes_per_token_per_layer > 0,
-            "custom profile: weight bytes per layer and KV bytes per token per layer are both 0, \
-             so the forward would read nothing: give at least one of them"
+            weight_bytes_per_layer > 0,
+            "custom profile: --custom-weight-bytes-per-layer 0: every layer of a model holds \
+             weights (DeepSeek-V3's hold about 11 GB each): give its bytes"
         );
         Ok(Profile {
             name: "custom".to_string(),
@@ -182,6 +183,10 @@ mod tests {
         assert!(Profile::custom(1, 0, 1, 7168).is_err());
         assert!(Profile::custom(1, 1, 1, 0).is_err());
         assert!(Profile::custom(0, 1, 0, 7168).is_err());
-        assert!(Profile::custom(0, 1, 1, 7168).is_ok());
+        assert!(
+            Profile::custom(0, 1, 1, 7168).is_err(),
+            "a layer without weights"
+        );
+        assert!(Profile::custom(1, 1, 0, 7168).is_ok());
     }
 }

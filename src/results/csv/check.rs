@@ -15,6 +15,9 @@ use crate::results::telemetry::reading_problem;
 /// (each checked by its own parser, so a new arm is known as soon as it exists), a median
 /// that is not a number, an infinite value, a negative time, rate or ratio (a derived row,
 /// a difference, may be negative), or a median outside its own interval.
+/// The longest time a row may hold, µs.
+const MAX_US: f64 = 1e9;
+
 pub(super) fn check_row(row: &Row) -> std::result::Result<(), String> {
     check_names(&row.kind, &row.family, &row.arm, &row.layout)?;
     // A floor item has no block: its rows' block_size is not read.
@@ -39,6 +42,14 @@ pub(super) fn check_row(row: &Row) -> std::result::Result<(), String> {
     if let Some((name, v)) = values.iter().find(|(_, v)| v.is_infinite()) {
         return Err(format!("column `{name}`: {v} is not a measurement"));
     }
+    if row.unit == "us" {
+        if let Some((name, v)) = values.iter().find(|(_, v)| v.abs() > MAX_US) {
+            return Err(format!(
+                "column `{name}`: {v:e} us is over {MAX_US:e} us (1000 s), longer than any step \
+                 or prep metaprep times"
+            ));
+        }
+    }
     if row.stop_reason != "derived" {
         if let Some((name, v)) = values.iter().find(|(_, v)| *v < 0.0) {
             return Err(format!("column `{name}`: {v} {} is negative", row.unit));
@@ -50,6 +61,13 @@ pub(super) fn check_row(row: &Row) -> std::result::Result<(), String> {
             "columns `p10`, `p90`: {} <= {} does not hold: the 10th percentile is at most the \
              90th, and both are numbers or neither",
             row.p10, row.p90
+        ));
+    }
+    // An interval is both bounds or neither.
+    if row.ci_lo.is_nan() != row.ci_hi.is_nan() {
+        return Err(format!(
+            "columns `ci_lo`, `ci_hi`: {} and {}: an interval has both bounds or neither",
+            row.ci_lo, row.ci_hi
         ));
     }
     // NaN bounds are no interval (too few samples); a median outside its own is no row.
@@ -294,7 +312,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("metaprep.csv");
         let good = row("prep", "dsa_decode", "graph", 8, "step_us", 20.0);
-        type Spoil = fn(&mut Row);
         let cases: [(Spoil, &str); 16] = [
             (
                 |r| r.metric = String::new(),
@@ -343,16 +360,7 @@ mod tests {
             ),
             (|r| r.p10 = -1.0, "column `p10`: -1 us is negative"),
         ];
-        for (spoil, why) in cases {
-            let mut bad = good.clone();
-            spoil(&mut bad);
-            write_rows(&path, &[good.clone(), bad]).unwrap();
-            let error = error_of(&path);
-            assert!(
-                error.contains("line 3: prep dsa_decode/graph bs=8") && error.contains(why),
-                "{why}: {error}"
-            );
-        }
+        refused_spoiled(&path, &good, &cases);
         // A what-if host scale is a factor above 0 (the cell's name shows it).
         for scale in [-1.0, 0.0, f64::NAN, f64::INFINITY] {
             let mut bad = good.clone();
@@ -375,6 +383,48 @@ mod tests {
         diff.ci_hi = -1.0;
         write_rows(&path, &[diff]).unwrap();
         assert!(error_of(&path).contains("does not hold"));
+    }
+
+    #[test]
+    fn half_an_interval_and_times_past_a_thousand_seconds_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        let good = row("prep", "dsa_decode", "graph", 8, "step_us", 20.0);
+        let cases: [(Spoil, &str); 4] = [
+            (
+                |r| r.ci_lo = f64::NAN,
+                "an interval has both bounds or neither",
+            ),
+            (
+                |r| r.ci_hi = f64::NAN,
+                "an interval has both bounds or neither",
+            ),
+            (
+                |r| {
+                    (r.median, r.p10, r.p90, r.ci_lo, r.ci_hi) = (1e308, 1e308, 1e308, 1e308, 1e308)
+                },
+                "column `median`: 1e308 us is over 1e9 us",
+            ),
+            (|r| r.ci_hi = 2e9, "column `ci_hi`: 2e9 us is over 1e9 us"),
+        ];
+        refused_spoiled(&path, &good, &cases);
+    }
+
+    /// A change that makes a good row bad.
+    type Spoil = fn(&mut Row);
+
+    /// Each spoiled copy of `good`, written after `good`, is refused naming its line and why.
+    fn refused_spoiled(path: &std::path::Path, good: &Row, cases: &[(Spoil, &str)]) {
+        for (spoil, why) in cases {
+            let mut bad = good.clone();
+            spoil(&mut bad);
+            write_rows(path, &[good.clone(), bad]).unwrap();
+            let error = error_of(path);
+            assert!(
+                error.contains("line 3: prep dsa_decode/graph bs=8") && error.contains(why),
+                "{why}: {error}"
+            );
+        }
     }
 
     #[test]
