@@ -9,7 +9,7 @@ use crate::ab::sides::SideSpec;
 use crate::ab::verdict::{rows, state_threshold, Margins};
 use crate::ab::worker::{cells, serve, Plant};
 use crate::exit::Exit;
-use crate::results::atomic::Staging;
+use crate::results::atomic::{NewFolder, Staging};
 use crate::stats::paired::MIN_PAIRS;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -392,7 +392,22 @@ fn write_out(out: &Path, summary: &str, json: &str, pairs: &[u8]) -> Result<()> 
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    let made = NewFolder::create(parent)?;
+    let written = stage_and_commit(parent, out, summary, json, pairs);
+    if written.is_err() {
+        made.discard();
+    }
+    written
+}
+
+/// The three files built in a staging folder beside `out`, then moved into place together.
+fn stage_and_commit(
+    parent: &Path,
+    out: &Path,
+    summary: &str,
+    json: &str,
+    pairs: &[u8],
+) -> Result<()> {
     let staging = Staging::new(parent, "ab", "--out")?;
     let built = staging.path().join("run");
     std::fs::create_dir(&built)?;

@@ -51,6 +51,10 @@ pub struct CheckArgs {
     /// With --dump: write only the CPU reference's outputs; needs no GPU.
     #[arg(long, requires = "dump")]
     pub(crate) cpu_only: bool,
+    /// With --dump: replace the earlier dump in DIR (without it, a folder holding a dump is
+    /// refused: the new dump would delete the cases it does not write).
+    #[arg(long, requires = "dump")]
+    pub(crate) force: bool,
     /// With --dump: how many cases (they cycle through the families, batch 1-8, blocks 1-8).
     #[arg(long, default_value_t = 640, requires = "dump", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub(crate) dump_cases: u32,
@@ -188,6 +192,14 @@ pub(crate) fn run_dump(args: &CheckArgs, config: &CheckConfig, dir: &Path) -> Re
         Ok(t) => t,
         Err(code) => return Ok(code),
     };
+    if let (Some((seed, cases)), false) = (target.replaces, args.force) {
+        let refused: Result<()> = Err(anyhow::anyhow!(
+            "--dump {} holds an earlier dump ({cases} cases, seed {seed}): pass --force to \
+             replace it, or name a new folder",
+            dir.display()
+        ));
+        return Ok(usage(refused).unwrap_err());
+    }
     let gpu = if args.cpu_only {
         None
     } else {

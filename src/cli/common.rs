@@ -155,7 +155,7 @@ pub(crate) fn resume_target(resume: bool, out: &Option<PathBuf>) -> Result<()> {
 /// ancestor, which must be. Checked before any GPU work, so that a run never measures for
 /// minutes and then fails to save.
 pub(crate) fn writable_folder(dir: &Path, flag: &str) -> Result<()> {
-    match folder_problem(dir) {
+    match name_problem(dir).or_else(|| folder_problem(dir)) {
         Some(problem) => bail!("{flag} {}: {problem}", dir.display()),
         None => Ok(()),
     }
@@ -165,6 +165,9 @@ pub(crate) fn writable_folder(dir: &Path, flag: &str) -> Result<()> {
 /// and in a folder that [`writable_folder`] accepts.
 pub(crate) fn writable_file(file: &Path, flag: &str) -> Result<()> {
     let shown = file.display();
+    if let Some(problem) = name_problem(file) {
+        bail!("{flag} {shown}: {problem}");
+    }
     if file.is_dir() {
         bail!(
             "{flag} {shown} is a folder: name a file in it, such as {}",
@@ -182,6 +185,35 @@ pub(crate) fn writable_file(file: &Path, flag: &str) -> Result<()> {
         Some(problem) => bail!("{flag} {shown}: {problem}"),
         None => Ok(()),
     }
+}
+
+/// The longest name of a file or folder on Linux's filesystems (NAME_MAX), bytes.
+const NAME_MAX: usize = 255;
+/// The longest path a system call takes (PATH_MAX), bytes.
+const PATH_MAX: usize = 4095;
+
+/// Why `path` is no name a file can have: a part of it or the whole longer than Linux takes
+/// (a write would fail only once the work is done).
+fn name_problem(path: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let whole = path.as_os_str().len();
+    if whole > PATH_MAX {
+        return Some(format!(
+            "the path is {whole} bytes, over the {PATH_MAX} a path may have"
+        ));
+    }
+    let long = path
+        .components()
+        .map(|c| c.as_os_str())
+        .find(|c| c.len() > NAME_MAX)?;
+    let shown: String = String::from_utf8_lossy(long.as_bytes())
+        .chars()
+        .take(40)
+        .collect();
+    Some(format!(
+        "the name `{shown}…` is {} bytes, over the {NAME_MAX} a file or folder name may have",
+        long.len()
+    ))
 }
 
 /// Why `dir` cannot be written in or made: it is a file, an ancestor is, or the nearest

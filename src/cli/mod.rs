@@ -124,8 +124,30 @@ pub fn command() -> clap::Command {
 
 /// Parses this process's command line ([`command`]); a usage error exits 2 as clap's do.
 pub fn parse() -> Cli {
+    parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
+}
+
+/// Parses `argv` as [`parse`] does; `validate` learns which flags were given at all (a flag
+/// given its default value is still given).
+pub fn parse_from<I, T>(argv: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
     use clap::FromArgMatches;
-    Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit())
+    let matches = command().try_get_matches_from(argv)?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    if let (Command::Validate(args), Some(("validate", sub))) =
+        (&mut cli.command, matches.subcommand())
+    {
+        args.given = (sub.ids())
+            .filter(|id| {
+                sub.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+            })
+            .map(|id| id.to_string())
+            .collect();
+    }
+    Ok(cli)
 }
 
 /// Runs a parsed command line: bad flags exit 2 here, before any GPU work.

@@ -38,6 +38,7 @@ pub(crate) fn report(args: &ReportArgs) -> Result<ExitCode> {
         )?;
         super::common::writable_folder(out, "--out")?;
         another_runs_folder(dir, out)?;
+        summary_of_its_own(out)?;
         std::fs::create_dir_all(out).with_context(|| format!("making --out {}", out.display()))?;
         Ok((run, traces, ReportTarget::new(out)?))
     })();
@@ -78,6 +79,27 @@ fn another_runs_folder(dir: &Path, out: &Path) -> Result<()> {
             dir.display()
         );
     }
+    Ok(())
+}
+
+/// Refuses an `--out` (or run folder) whose summary.md `report` did not write: replacing it
+/// would lose a user's file.
+fn summary_of_its_own(out: &Path) -> Result<()> {
+    use crate::report::summary::{ENVIRONMENT_LINE, SUMMARY_FILE};
+    let path = out.join(SUMMARY_FILE);
+    let Ok(text) = std::fs::read(&path) else {
+        return Ok(());
+    };
+    let ours = String::from_utf8_lossy(&text)
+        .lines()
+        .any(|l| l.starts_with(ENVIRONMENT_LINE));
+    anyhow::ensure!(
+        ours,
+        "{} is not a summary `metaprep report` wrote (it has no `{}` line): move it, or give \
+         --out another folder",
+        path.display(),
+        ENVIRONMENT_LINE.trim()
+    );
     Ok(())
 }
 

@@ -377,7 +377,10 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
 pub(crate) fn check_outputs(config: &StepsConfig) -> Result<(), ExitCode> {
     usage(check_run_out(&config.out, config.resume, config.settings()))?;
     if let Some(trace) = &config.trace {
-        usage(writable_file(&trace.path, "--trace"))?;
+        // Each arm's trace goes beside the named one, its name longer by the arm's.
+        for &arm in &config.arms {
+            usage(writable_file(&trace.path_for(arm), "--trace"))?;
+        }
         if trace.path.exists() && !config.resume {
             return usage(Err(anyhow::anyhow!(
                 "--trace {} exists: choose another path or remove it",

@@ -66,12 +66,30 @@ pub struct ValidateArgs {
     /// the layout is tp1, and --out is validate's own.
     #[command(flatten)]
     pub(crate) steps: StepsArgs,
+    /// The flags given on the command line, by their ids ([`super::parse_from`]).
+    #[arg(skip)]
+    pub(crate) given: Vec<String>,
 }
 
-/// The steps flags validate sets per cell, which must not be given.
-fn refuse_axes(a: &StepsArgs) -> Result<()> {
+/// The steps flags validate sets per cell, which must not be given: not even at their
+/// defaults, which would be ignored as silently as any other value.
+fn refuse_axes(a: &StepsArgs, given: &[String]) -> Result<()> {
     let default: StepsArgs = super::common::parse_args("steps", &[])
         .map_err(|_| anyhow::anyhow!("steps' defaults parse"))?;
+    let named = |id: &str| given.iter().any(|g| g == id);
+    for (id, flag) in [
+        ("block_sizes", "--block-sizes"),
+        ("arms", "--arms"),
+        ("model", "--model"),
+        ("draft_model", "--draft-model"),
+        ("batch_sizes", "--batch-sizes"),
+        ("host_scale", "--host-scale"),
+    ] {
+        anyhow::ensure!(
+            !named(id),
+            "{flag}: validate takes the forward, batch, block, arms and host speed of each cell from the reference and runs tp1; leave {flag} out"
+        );
+    }
     for (given, flag) in [
         (
             a.grid.block_sizes != default.grid.block_sizes,
@@ -169,7 +187,7 @@ pub(super) struct Fits {
 /// The reference, the profile, the new output folder and the fit cell, every flag and every
 /// cell's shapes checked before any GPU work.
 fn prepare(args: &ValidateArgs) -> Result<Prepared> {
-    refuse_axes(&args.steps)?;
+    refuse_axes(&args.steps, &args.given)?;
     for (v, flag) in [(args.step_pct, "--step-pct"), (args.diff_pct, "--diff-pct")] {
         anyhow::ensure!(
             v.is_finite() && v > 0.0 && v <= 100.0,
@@ -307,13 +325,12 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
         Ok(v) => v,
         Err(code) => return Ok(code),
     };
-    // The first cell's settings, and the fit cell's, checked whole before any GPU work.
+    // Every cell's settings, and the fit cells', checked whole before any GPU work.
     let mut settings = match checked_settings(args, &reference, fit.as_ref(), &out) {
         Ok(settings) => Some(settings),
         Err(code) => return Ok(code),
     };
-    std::fs::create_dir_all(out.join("steps"))
-        .with_context(|| format!("creating {}", out.display()))?;
+    let made = crate::results::atomic::NewFolder::create(&out.join("steps"))?;
     let result = (|| -> Result<ExitCode> {
         let bars = Bars {
             step_pct: args.step_pct,
@@ -354,12 +371,10 @@ pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
         );
         Ok(Exit::failed_if(!passed(&lines, note.as_ref())).into())
     })();
+    // A validation that fails (no GPU, a failed fit, a cell that could not run) leaves no
+    // folder behind, so the same command can run again: `--out` must be new.
     if result.is_err() {
-        // A run that failed before writing a file (no GPU, a failed fit's first run) leaves no
-        // folder behind, so the same command can run again: `--out` must be new. A folder
-        // holding anything stays (`remove_dir` removes only an empty one).
-        let _ = std::fs::remove_dir(out.join("steps"));
-        let _ = std::fs::remove_dir(&out);
+        made.discard();
     }
     result
 }

@@ -17,22 +17,23 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// The settings of the validation `args` asks for, the steps config of the reference's first
-/// cell and of the fit cell checked whole before any GPU work (steps says why); a refusal is
-/// its exit code (the error printed).
+/// The settings of the validation `args` asks for, the steps config of every cell of the
+/// reference and of the fit cells checked whole before any GPU work (steps says why), so a
+/// later cell's block that the accept length or the drafter cannot serve is refused before the
+/// first cell runs; a refusal is its exit code (the error printed).
 pub(super) fn checked_settings(
     args: &ValidateArgs,
     reference: &Reference,
     fit: Option<&Fits>,
     out: &Path,
 ) -> Result<Settings, ExitCode> {
-    let first = reference.cells.first().map(|(c, r)| (c, r));
+    let cells = reference.cells.iter().map(|(c, r)| (c, r));
     let fit_cells = fit
         .into_iter()
         .flat_map(|f| std::iter::once(&f.factors).chain(&f.post_wait))
         .map(|f| (&f.cell, &f.rows));
     let mut steps = None;
-    for (cell, rows) in first.into_iter().chain(fit_cells) {
+    for (cell, rows) in cells.chain(fit_cells) {
         let arms: Vec<Arm> = rows.keys().copied().collect();
         let dir = out.join("steps").join("check");
         let config = steps_config(&cell_args(&args.steps, *cell, &arms, None, &dir))?;

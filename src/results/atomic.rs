@@ -56,6 +56,34 @@ pub fn write_atomic_with(
     result.with_context(|| format!("writing {}", path.display()))
 }
 
+/// A folder a command makes, with every missing folder above it, so that a command that
+/// fails can leave the filesystem as it found it ([`NewFolder::discard`]).
+#[derive(Debug)]
+pub struct NewFolder {
+    /// The topmost folder this made (`None`: the folder was there already).
+    made: Option<PathBuf>,
+}
+
+impl NewFolder {
+    /// Makes `dir` and its missing parents.
+    pub fn create(dir: &Path) -> Result<NewFolder> {
+        let made = dir
+            .ancestors()
+            .take_while(|a| !a.as_os_str().is_empty() && a.symlink_metadata().is_err())
+            .last()
+            .map(Path::to_path_buf);
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(NewFolder { made })
+    }
+
+    /// Removes every folder this made, with whatever is in it now.
+    pub fn discard(self) {
+        if let Some(top) = self.made {
+            let _ = std::fs::remove_dir_all(top);
+        }
+    }
+}
+
 /// Outputs of several files or folders built in a staging folder and moved into place
 /// together by [`Staging::commit`], so that a failure anywhere leaves every target as it was:
 /// `report`'s charts and summary, a `check --dump` folder. The staging folder sits beside the
@@ -170,6 +198,26 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_discarded_new_folder_takes_the_parents_it_made_and_nothing_else() {
+        let root = tempfile::tempdir().unwrap();
+        let there = root.path().join("there");
+        std::fs::create_dir(&there).unwrap();
+        std::fs::write(there.join("keep.txt"), "a user's").unwrap();
+        let deep = there.join("a/b/c");
+        let made = NewFolder::create(&deep).unwrap();
+        std::fs::write(deep.join("half.json"), "{").unwrap();
+        made.discard();
+        assert!(!there.join("a").exists());
+        assert_eq!(
+            std::fs::read_to_string(there.join("keep.txt")).unwrap(),
+            "a user's"
+        );
+        // A folder that was there stays, with what it held.
+        NewFolder::create(&there).unwrap().discard();
+        assert!(there.join("keep.txt").exists());
+    }
 
     fn write(path: &Path, text: &str) {
         std::fs::write(path, text).unwrap();

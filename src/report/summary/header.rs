@@ -9,6 +9,10 @@ use std::collections::BTreeSet;
 use std::fmt::{self, Write};
 use std::path::Path;
 
+/// How the environment line every summary holds begins: what tells a summary `report` wrote
+/// from a user's file of the same name.
+pub const ENVIRONMENT_LINE: &str = "**Environment:** ";
+
 pub(super) fn write_environment(out: &mut String, env: &EnvRecord) -> fmt::Result {
     let or_na = |s: &str| {
         if s.is_empty() {
@@ -19,7 +23,7 @@ pub(super) fn write_environment(out: &mut String, env: &EnvRecord) -> fmt::Resul
     };
     writeln!(
         out,
-        "**Environment:** {}× {} (compute capability {}, {} SMs) · driver {} · CUDA {} · {} · \
+        "{ENVIRONMENT_LINE}{}× {} (compute capability {}, {} SMs) · driver {} · CUDA {} · {} · \
          git {} · metaprep {}  ",
         env.gpu_count,
         or_na(&env.gpu_name),

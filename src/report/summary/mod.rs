@@ -33,7 +33,7 @@ mod steps;
 mod fixtures;
 
 pub(crate) use figures::{change_text, read_cost};
-pub use header::portable_command;
+pub use header::{portable_command, ENVIRONMENT_LINE};
 pub(crate) use index::Index;
 
 use crate::results::atomic::write_atomic;
