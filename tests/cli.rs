@@ -193,7 +193,7 @@ fn bad_flags_are_refused_before_any_gpu_work() {
         ),
         (
             &["steps", "--accept-length", "5", "--block-sizes", "3"],
-            "--accept-length: accept length 5 is impossible with block 3",
+            "--accept-length: accept length 5 is impossible with 3 drafted tokens a step",
         ),
         (
             &["steps", "--trace", "t.json", "--trace-cell", "tp4:x:5"],
@@ -668,6 +668,85 @@ fn a_validate_that_fails_before_writing_leaves_no_folder_so_it_can_be_rerun() {
 }
 
 #[test]
+fn a_failed_validate_with_a_fit_or_under_new_folders_leaves_nothing_and_runs_again_alike() {
+    // SAFETY: only probes whether libcuda can be loaded.
+    if unsafe { cudarc::driver::sys::is_culib_present() } {
+        return; // on a GPU host the run would go on: this is the no-GPU path
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let head = "forward_us,batch_size,block,arm,step_us,host_speed_us\n";
+    let reference = dir.path().join("r.csv");
+    std::fs::write(
+        &reference,
+        format!("{head}1000,1,5,graph,2000,8\n1000,1,5,eager-sync,2500,8\n"),
+    )
+    .unwrap();
+    let fit = dir.path().join("fit.csv");
+    std::fs::write(
+        &fit,
+        format!("{head}100,1,5,graph,300,8\n100,1,5,eager-sync,500,8\n"),
+    )
+    .unwrap();
+    // The same reference gzipped and named .csv.gz, and gzipped under a plain name: read alike.
+    let gz = |name: &str| {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(&std::fs::read(&reference).unwrap()).unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, e.finish().unwrap()).unwrap();
+        path
+    };
+    let (gzipped, renamed) = (gz("r.csv.gz"), gz("gzipped-r.csv"));
+    let nested = dir.path().join("a/b/c");
+    for (reference, extra) in [
+        (&reference, vec!["--fit", fit.to_str().unwrap()]),
+        (&reference, vec![]),
+        (&gzipped, vec![]),
+        (&renamed, vec!["--fit", fit.to_str().unwrap()]),
+    ] {
+        let mut args = vec![
+            "validate",
+            reference.to_str().unwrap(),
+            "--out",
+            nested.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        for _ in 0..2 {
+            assert_clean_failure(&metaprep(&args), 3, "no CUDA driver found");
+            assert!(
+                !dir.path().join("a").exists(),
+                "a failed validate left {:?}",
+                args
+            );
+        }
+    }
+}
+
+#[test]
+fn a_gzipped_trace_calibrates_whatever_its_name() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(&std::fs::read(fixture("torch_trace_small.json")).unwrap())
+        .unwrap();
+    let bytes = e.finish().unwrap();
+    for name in ["t.json", "t.json.gz", "trace"] {
+        let trace = dir.path().join(name);
+        std::fs::write(&trace, &bytes).unwrap();
+        let out = dir.path().join(format!("{name}.profile.json"));
+        let run = metaprep(&[
+            "calibrate",
+            trace.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--keep-profiler-costs",
+        ]);
+        assert_eq!(run.status.code(), Some(0), "{name}: {}", stderr(&run));
+        assert!(out.is_file(), "{name}");
+    }
+}
+
+#[test]
 fn layouts_a_gpu_cannot_hold_are_refused_before_any_gpu_work() {
     // moe-large + draft-small at tp1 hold 668 GiB per GPU; an H200 of 141 GiB leaves 126.9.
     let out = metaprep(&["steps", "--tp", "tp1", "--gpu-memory-gib", "141"]);
@@ -816,15 +895,15 @@ fn report_refuses_bad_input_with_exit_2_and_leaves_the_old_report() {
     assert!(!dir.path().join("summary.md").exists(), "nothing written");
 }
 
-/// A dump replaces an earlier dump whole (a smaller one leaves no stale cases), and refuses
-/// a folder that holds other files.
+/// A dump replaces an earlier dump whole (a smaller one leaves no stale cases) when asked to
+/// (--force), and refuses a folder that holds other files.
 #[test]
-fn a_dump_replaces_an_earlier_dump_whole_and_refuses_other_folders() {
+fn a_dump_replaces_an_earlier_dump_whole_when_asked_and_refuses_other_folders() {
     let dir = tempfile::tempdir().unwrap();
     let dump = dir.path().join("dump");
     let d = dump.to_str().unwrap();
-    let write = |cases: &str| {
-        metaprep(&[
+    let write = |cases: &str, force: bool| {
+        let mut argv = vec![
             "check",
             "--dump",
             d,
@@ -833,10 +912,21 @@ fn a_dump_replaces_an_earlier_dump_whole_and_refuses_other_folders() {
             cases,
             "--seed",
             "3",
-        ])
+        ];
+        if force {
+            argv.push("--force");
+        }
+        metaprep(&argv)
     };
-    assert_eq!(write("12").status.code(), Some(0));
-    let out = write("3");
+    assert_eq!(write("12", false).status.code(), Some(0));
+    // Not asked to: the earlier dump stays whole.
+    assert_clean_failure(
+        &write("3", false),
+        2,
+        "holds an earlier dump (12 cases, seed 3)",
+    );
+    assert_eq!(std::fs::read_dir(&dump).unwrap().count(), 12 + 3);
+    let out = write("3", true);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout)
         .contains("it replaces the dump there (12 cases, seed 3)"));
