@@ -20,7 +20,7 @@ pub struct StepModelArgs {
     #[arg(long, default_value = "draft-small")]
     pub(crate) draft_model: String,
     /// Custom profile (--model or --draft-model custom): weight bytes per layer (before the
-    /// TP split). Default: 200000000.
+    /// TP split), at least 1: every layer holds weights. Default: 200000000.
     #[arg(long)]
     pub(crate) custom_weight_bytes_per_layer: Option<u64>,
     /// Custom profile (--model or --draft-model custom): layers. Default: 32.
