@@ -44,6 +44,8 @@ pub struct AbReport {
     pub grid_flags: String,
     pub cells: usize,
     pub pairs_per_cell: usize,
+    /// Processes each side ran in, one after another: the interval's units.
+    pub processes: usize,
     pub redone: usize,
     pub redo_bound_pct: f64,
     pub margins_pct: Margins,
@@ -108,6 +110,9 @@ fn change_text(c: Option<&PctChange>) -> String {
     }
 }
 
+/// The most called rows `summary.md` lists.
+const MOST_CALLED: usize = 150;
+
 /// `summary.md`.
 pub fn markdown(report: &AbReport) -> String {
     let mut md = String::new();
@@ -144,24 +149,31 @@ pub fn markdown(report: &AbReport) -> String {
     };
     let _ = writeln!(
         md,
-        "\nGrid `{}`: {} cells × {} pairs, half BASE-first, in {:.0} s; {} pairs redone after \
-         the host's launch speed moved over {:.0}% inside them.{states}{emulated} A row is called \
-         where its whole 95% interval (Hodges–Lehmann over the pairs' ln NEW/BASE, Wilcoxon \
-         signed-rank) lies beyond its margin; `smallest` is the least change it could have \
-         called.\n",
+        "\nGrid `{}`: {} cells × {} pairs, half BASE-first, over {} processes a side, in {:.0} \
+         s; {} pairs redone after the host's launch speed moved over {:.0}% inside them.\
+         {states}{emulated} A row is called where its whole 95% interval (Hodges–Lehmann over \
+         the processes' median ln NEW/BASE, Wilcoxon signed-rank) lies beyond its margin; \
+         `smallest` is the least change it could have called.\n",
         report.grid_flags,
         report.cells,
         report.pairs_per_cell,
+        report.processes,
         report.seconds,
         report.redone,
         report.redo_bound_pct
     );
-    let called: Vec<&ChangeRow> = report.rows.iter().filter(|r| r.call.called()).collect();
+    // Slower rows first; a pull request's page holds the first MOST_CALLED.
+    let mut called: Vec<&ChangeRow> = report.rows.iter().filter(|r| r.call.called()).collect();
+    called.sort_by_key(|r| !r.fails);
     if called.is_empty() {
         let _ = writeln!(md, "## Rows called\n\nNone.\n");
     } else {
         let _ = writeln!(md, "## Rows called\n");
-        table(&mut md, &called, true);
+        table(&mut md, &called[..called.len().min(MOST_CALLED)], true);
+        if called.len() > MOST_CALLED {
+            let more = called.len() - MOST_CALLED;
+            let _ = writeln!(md, "…and {more} more, every one in `ab.json`.\n");
+        }
     }
     let mut tables: Vec<(String, String)> = Vec::new();
     for r in &report.rows {
@@ -290,4 +302,157 @@ pub fn pairs_csv(m: &Measurement) -> anyhow::Result<Vec<u8>> {
         }
     }
     Ok(w.into_inner().map_err(|e| e.into_error())?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ab::protocol::CellName;
+    use crate::ab::verdict::Pacing;
+
+    fn row(family: &str, arm: &str, bs: u32, metric: &str, pct: f64, call: Call) -> ChangeRow {
+        ChangeRow {
+            cell: CellName {
+                family: family.into(),
+                arm: arm.into(),
+                batch_size: bs,
+                block: 5,
+                layout: "tp1".into(),
+            },
+            metric: metric.into(),
+            pacing: Pacing::Host,
+            base_us: 20.0,
+            new_us: 20.0 * (1.0 + pct / 100.0),
+            pairs: 16,
+            processes: 8,
+            change: Some(PctChange {
+                pct,
+                lo_pct: pct - 1.0,
+                hi_pct: pct + 1.0,
+            }),
+            margin_pct: 5.0,
+            detectable_pct: Some(6.0),
+            call,
+            fails: call == Call::Slower,
+            state_split: None,
+        }
+    }
+
+    fn side() -> SideReport {
+        SideReport {
+            exe: "/bin/metaprep".into(),
+            flags: String::new(),
+            version: "0.1.0 (git abc)".into(),
+            device: "NVIDIA H100 80GB HBM3".into(),
+            pinned: "CPU 15".into(),
+            planted: None,
+        }
+    }
+
+    fn report(rows: Vec<ChangeRow>) -> AbReport {
+        let (passed, verdict) = verdict_line(&rows, Margins::DEFAULT);
+        AbReport {
+            passed,
+            verdict,
+            base: side(),
+            new: side(),
+            grid_flags: "--batch-sizes 8".into(),
+            cells: 4,
+            pairs_per_cell: 16,
+            processes: 8,
+            redone: 2,
+            redo_bound_pct: 35.0,
+            margins_pct: Margins {
+                host: 5.0,
+                gpu: 2.0,
+            },
+            state_split_at_us: None,
+            emulated: Vec::new(),
+            seconds: 20.0,
+            rows,
+        }
+    }
+
+    #[test]
+    fn the_summary_leads_with_the_verdict_then_the_rows_called_then_a_table_per_arm() {
+        let rows = vec![
+            row("dsa_decode", "eager-sync", 8, "step_us", 21.0, Call::Slower),
+            row(
+                "dsa_decode",
+                "eager-sync",
+                8,
+                "host_issue_us",
+                60.0,
+                Call::Slower,
+            ),
+            row("dsa_decode", "graph", 8, "step_us", 0.1, Call::Same),
+            row("dsa_decode", "graph", 8, "gpu_prep_us", -8.0, Call::Faster),
+        ];
+        let r = report(rows);
+        assert!(!r.passed);
+        let md = markdown(&r);
+        let lines: Vec<&str> = md.lines().collect();
+        assert_eq!(lines[0], "# metaprep ab: BASE → NEW");
+        assert!(
+            lines[2].starts_with("**FAIL: 2 of 4 rows slower"),
+            "{}",
+            lines[2]
+        );
+        assert!(lines[2]
+            .contains("dsa_decode/eager-sync bs 8 block 5 tp1 step_us +21.0% [+20.0, +22.0]"));
+        let called = md.find("## Rows called").unwrap();
+        let table = md.find("## dsa_decode · eager-sync").unwrap();
+        assert!(called < table);
+        // The called section holds the faster device time; the arm tables only step_us.
+        assert!(md[called..table].contains("gpu_prep_us") && md[called..table].contains("faster"));
+        assert!(!md[table..].contains("host_issue_us |"));
+        assert!(md.contains("over 8 processes a side"));
+        let passed = report(vec![row(
+            "dsa_decode",
+            "graph",
+            8,
+            "step_us",
+            0.1,
+            Call::Same,
+        )]);
+        assert!(passed.passed && passed.verdict.starts_with("PASS: no row of 1 slower"));
+        assert!(markdown(&passed).contains("## Rows called\n\nNone."));
+    }
+
+    #[test]
+    fn a_default_sweep_grid_stays_under_sixty_thousand_characters() {
+        let mut rows = Vec::new();
+        for family in [
+            "dsa_decode",
+            "dsa_target_verify",
+            "dsa_draft_extend_v2",
+            "dspark_draft_block",
+        ] {
+            for arm in crate::axes::Arm::ALL {
+                for bs in [1, 8, 64, 256] {
+                    for block in [3, 5, 8] {
+                        for metric in ["step_us", "step_fwd_us", "host_issue_us", "gpu_prep_us"] {
+                            let mut r = row(family, arm.name(), bs, metric, 0.5, Call::Same);
+                            r.cell.block = block;
+                            rows.push(r);
+                        }
+                    }
+                }
+            }
+        }
+        let md = markdown(&report(rows.clone()));
+        assert!(md.chars().count() < 60_000, "{}", md.chars().count());
+        // Every row called: still under it, the slower ones listed.
+        for (i, r) in rows.iter_mut().enumerate() {
+            r.call = if i % 2 == 0 {
+                Call::Faster
+            } else {
+                Call::Slower
+            };
+            r.fails = r.call == Call::Slower;
+        }
+        let md = markdown(&report(rows));
+        assert!(md.chars().count() < 60_000, "{}", md.chars().count());
+        assert!(md.contains("more, every one in `ab.json`"));
+    }
 }

@@ -6,7 +6,7 @@ use super::protocol::{CellName, Hello, Measured, Ready};
 use super::schedule::{pair_order, PairSlot};
 use super::sides::{Side, SideSpec};
 use super::verdict::PairRecord;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use std::time::{Duration, Instant};
 
 /// What a run measures and how long it waits.
@@ -54,33 +54,28 @@ pub struct Measurement {
 /// Runs `plan`, calling `progress(done, total)` after each pair.
 pub fn measure(plan: &RunPlan, mut progress: impl FnMut(usize, usize)) -> Result<Measurement> {
     let started = Instant::now();
-    let mut first: Option<(SideSaid, SideSaid)> = None;
-    let mut cells = Vec::new();
-    let mut pairs = Vec::new();
-    let mut redone = 0;
-    let mut order = pair_order(0, 0, plan.seed);
+    let first = Generation::start(plan, false)?;
+    let (base, new) = (first.base.clone(), first.new.clone());
+    let cells = base.hello.cells.clone();
+    let order = pair_order(cells.len(), plan.pairs, plan.seed);
+    let (mut pairs, mut redone) = (Vec::with_capacity(order.len()), 0);
+    let mut next = Some(first);
     for generation in 0..plan.processes {
-        let mut run = Generation::start(plan, generation % 2 == 1)?;
-        if let Some((base, _)) = &first {
-            if run.base.hello.cells != base.hello.cells {
-                anyhow::bail!(
-                    "{} changed its cells between its processes",
-                    plan.base.label()
-                );
-            }
-        } else {
-            cells = run.base.hello.cells.clone();
-            order = pair_order(cells.len(), plan.pairs, plan.seed);
-            first = Some((run.base.clone(), run.new.clone()));
-        }
+        let mut run = match next.take() {
+            Some(run) => run,
+            None => Generation::start(plan, generation % 2 == 1)?,
+        };
+        anyhow::ensure!(
+            run.base.hello.cells == cells,
+            "{} changed its cells between its processes",
+            plan.base.label()
+        );
         let rounds = rounds_of(generation, plan.processes, plan.pairs);
         for slot in order.iter().filter(|s| rounds.contains(&s.round)) {
             let what = format!("{} (round {})", cells[slot.cell], slot.round + 1);
             let (mut b, mut n) = run.pair(slot, &what)?;
-            let moved = |b: &Measured, n: &Measured| {
-                b.probe_move() > plan.redo_bound || n.probe_move() > plan.redo_bound
-            };
-            let again = moved(&b, &n);
+            let moved = |m: &Measured| m.probe_move() > plan.redo_bound;
+            let again = moved(&b) || moved(&n);
             if again {
                 (b, n) = run.pair(slot, &what)?;
                 redone += 1;
@@ -101,7 +96,6 @@ pub fn measure(plan: &RunPlan, mut progress: impl FnMut(usize, usize)) -> Result
         }
         run.finish()?;
     }
-    let (base, new) = first.context("ab ran no process")?;
     Ok(Measurement {
         cells,
         pairs,

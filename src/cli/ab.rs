@@ -363,6 +363,7 @@ pub(crate) fn ab(args: &AbArgs) -> Result<ExitCode> {
         grid_flags: shlex::try_join(config.grid.iter().map(String::as_str)).unwrap_or_default(),
         cells: measurement.cells.len(),
         pairs_per_cell: plan.pairs,
+        processes: plan.processes,
         redone: measurement.redone,
         redo_bound_pct: plan.redo_bound.exp_m1() * 100.0,
         margins_pct: Margins {
