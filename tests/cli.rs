@@ -747,6 +747,23 @@ fn a_gzipped_trace_calibrates_whatever_its_name() {
 }
 
 #[test]
+fn steps_with_no_layout_or_model_flags_plans_for_any_gpu() {
+    // SAFETY: only probes whether libcuda can be loaded.
+    if unsafe { cudarc::driver::sys::is_culib_present() } {
+        return; // on a GPU host these would run: this checks they pass planning
+    }
+    for gib in ["16", "40", "80"] {
+        for drafter in ["dspark", "eagle"] {
+            let out = metaprep(&["steps", "--gpu-memory-gib", gib, "--drafter", drafter]);
+            assert_clean_failure(&out, 3, "no CUDA driver found");
+        }
+    }
+    // A named layout or model that fits nothing is still refused, before the GPU.
+    let named = metaprep(&["steps", "--tp", "tp8", "--gpu-memory-gib", "80"]);
+    assert_clean_failure(&named, 2, "--tp tp8 holds no batch of the run");
+}
+
+#[test]
 fn layouts_a_gpu_cannot_hold_are_refused_before_any_gpu_work() {
     // moe-large + draft-small at tp1 hold 668 GiB per GPU; an H200 of 141 GiB leaves 126.9.
     let out = metaprep(&["steps", "--tp", "tp1", "--gpu-memory-gib", "141"]);

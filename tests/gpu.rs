@@ -373,6 +373,7 @@ fn step_config(
         block_sizes: vec![5],
         layouts: vec![Layout::Tp(1)],
         layouts_named: true,
+        models_named: true,
         gpu_memory: None,
         target: ForwardModel::FixedUs(200.0),
         draft: ForwardModel::FixedUs(200.0),

@@ -191,6 +191,7 @@ fn child_runs_a_steps_cell_and_a_sweep() {
         block_sizes: vec![3],
         layouts: vec![Layout::Tp(1)],
         layouts_named: true,
+        models_named: true,
         gpu_memory: None,
         target: ForwardModel::FixedUs(100.0),
         draft: ForwardModel::FixedUs(100.0),

@@ -165,7 +165,7 @@ mod tests {
         use crate::runs::ranks::write_worker_settings;
         let dir = tempfile::tempdir().unwrap();
         let parent = config(&dir, &[]);
-        let path = write_worker_settings(&parent, 150_000_000_000).unwrap();
+        let path = write_worker_settings(&parent, GpuMemory::device(150_000_000_000)).unwrap();
         assert_eq!(path, parent.out.join("ranks/steps-config.json"));
         let workers = StepsConfig::read_json(&path).unwrap();
         assert_eq!(workers.gpu_memory, Some(GpuMemory::device(150_000_000_000)));
@@ -177,7 +177,7 @@ mod tests {
             }
         );
         let flagged = config(&dir, &["--gpu-memory-gib", "80"]);
-        let path = write_worker_settings(&flagged, 150_000_000_000).unwrap();
+        let path = write_worker_settings(&flagged, GpuMemory::device(150_000_000_000)).unwrap();
         assert_eq!(StepsConfig::read_json(&path).unwrap(), flagged);
     }
 

@@ -14,10 +14,10 @@ use clap::Args;
 pub struct StepModelArgs {
     /// Target model profile for the verify forward: moe-large (DeepSeek-V3/V4-class MoE,
     /// FP8 weights, MLA cache), draft-small, or custom (see --custom-*).
-    #[arg(long, default_value = "moe-large")]
+    #[arg(long, default_value = DEFAULT_MODEL)]
     pub(crate) model: String,
     /// Model profile for the draft forward.
-    #[arg(long, default_value = "draft-small")]
+    #[arg(long, default_value = DEFAULT_DRAFT_MODEL)]
     pub(crate) draft_model: String,
     /// Custom profile (--model or --draft-model custom): weight bytes per layer (before the
     /// TP split), at least 1: every layer holds weights. Default: 200000000.
@@ -83,6 +83,18 @@ pub struct StepModelArgs {
     /// 4.5/4.8/7.8 µs at 2/4/8 GPUs (a custom all-reduce on H100, sgl-project/sglang#2904).
     #[arg(long)]
     pub(crate) collective_latency_us: Option<f64>,
+}
+
+/// The target model a run plans for unless --model names another.
+pub(crate) const DEFAULT_MODEL: &str = "moe-large";
+/// The draft model a run plans for unless --draft-model names another.
+pub(crate) const DEFAULT_DRAFT_MODEL: &str = "draft-small";
+
+impl StepModelArgs {
+    /// Whether --model or --draft-model names a model other than the default.
+    pub(crate) fn models_named(&self) -> bool {
+        self.model != DEFAULT_MODEL || self.draft_model != DEFAULT_DRAFT_MODEL
+    }
 }
 
 /// The slowest link a collective is emulated over, GB/s: a PCIe 1.0 lane (0.25 GB/s) and

@@ -344,6 +344,7 @@ pub(crate) fn steps_config(args: &StepsArgs) -> Result<StepsConfig, ExitCode> {
         block_sizes,
         layouts,
         layouts_named: !args.tp.is_empty(),
+        models_named: args.step_model.models_named(),
         gpu_memory,
         target: model.target,
         draft: model.draft,

@@ -29,7 +29,15 @@ pub struct GpuMemory {
     pub bytes: u64,
     /// `--gpu-memory-gib` (planning for another GPU) rather than the device's own total.
     pub from_flag: bool,
+    /// The H200's memory the default model is planned on where it fits no layout of the GPU
+    /// at hand ([`Deployment::plan_default`]).
+    #[serde(default)]
+    pub stand_in: bool,
 }
+
+/// An H200's memory, GiB: the GPU whose eight hold the default model (moe-large with its
+/// draft needs 83.8 GiB a GPU at tp8).
+pub const STAND_IN_GIB: f64 = 141.0;
 
 /// The most `--gpu-memory-gib` takes: about 70 times an H200's, room for what-if plans of GPUs to
 /// come (`results/` plans with 1000); beyond it a value is a typo.
@@ -46,6 +54,7 @@ impl GpuMemory {
         Ok(GpuMemory {
             bytes: (gib * GIB) as u64,
             from_flag: true,
+            stand_in: false,
         })
     }
 
@@ -54,6 +63,16 @@ impl GpuMemory {
         GpuMemory {
             bytes,
             from_flag: false,
+            stand_in: false,
+        }
+    }
+
+    /// [`STAND_IN_GIB`] a GPU, where the default model holds no layout of the GPU planned for.
+    pub fn stand_in() -> GpuMemory {
+        GpuMemory {
+            bytes: (STAND_IN_GIB * GIB) as u64,
+            from_flag: false,
+            stand_in: true,
         }
     }
 
@@ -63,10 +82,10 @@ impl GpuMemory {
     }
 
     fn source(self) -> &'static str {
-        if self.from_flag {
-            "--gpu-memory-gib"
-        } else {
-            "device"
+        match (self.stand_in, self.from_flag) {
+            (true, _) => "an H200's, standing in",
+            (false, true) => "--gpu-memory-gib",
+            (false, false) => "device",
         }
     }
 }
@@ -167,6 +186,8 @@ pub struct Deployment {
     pub left_out: Vec<NotDeployable>,
     /// `None` when nothing was checked (`--forward-us` runs no model).
     pub memory: Option<GpuMemory>,
+    /// Why the cells were planned on a stand-in GPU's memory, where they were.
+    pub replanned: Option<String>,
 }
 
 impl Deployment {
@@ -176,6 +197,7 @@ impl Deployment {
             cells: layouts.iter().map(|&l| (l, batch_sizes.to_vec())).collect(),
             left_out: Vec::new(),
             memory: None,
+            replanned: None,
         }
     }
 
@@ -195,6 +217,7 @@ impl Deployment {
             cells: Vec::new(),
             left_out: Vec::new(),
             memory: Some(memory),
+            replanned: None,
         };
         let check = |layout, bs| check(target, draft, layout, bs, context_len, memory);
         let smallest = batch_sizes.iter().copied().min().unwrap_or(1);
@@ -246,6 +269,39 @@ impl Deployment {
         Ok(plan)
     }
 
+    /// [`Deployment::plan`] of the default models on no named layout: where they hold no
+    /// layout of `memory`, the grid is planned on [`GpuMemory::stand_in`] instead, saying so,
+    /// so that `steps` with no flags runs on any GPU (its forwards are stand-ins of a time
+    /// set by bytes and this GPU's bandwidth, so nothing needs the weights to fit here).
+    pub fn plan_default(
+        target: &Profile,
+        draft: &Profile,
+        layouts: &[Layout],
+        batch_sizes: &[u32],
+        context_len: u32,
+        memory: GpuMemory,
+    ) -> Result<Deployment, NotDeployable> {
+        let plan = |m| Deployment::plan(target, draft, layouts, false, batch_sizes, context_len, m);
+        let refused = match plan(memory) {
+            Ok(deployment) => return Ok(deployment),
+            Err(e) => e,
+        };
+        let mut deployment = plan(GpuMemory::stand_in())?;
+        deployment.replanned = Some(format!(
+            "planned on an H200's {STAND_IN_GIB} GiB a GPU: the default {} + {} holds no \
+             layout on a GPU of {:.1} GiB ({}; {} at bs {} needs {:.1} GiB); give --model and \
+             --tp, or --gpu-memory-gib, to plan otherwise",
+            target.name,
+            draft.name,
+            gib(memory.bytes),
+            memory.source(),
+            refused.layout,
+            refused.batch_size,
+            gib(refused.held.total)
+        ));
+        Ok(deployment)
+    }
+
     /// Whether the run measures `layout` at `batch_size`.
     pub fn holds(&self, layout: Layout, batch_size: u32) -> bool {
         self.cells
@@ -264,8 +320,9 @@ impl Deployment {
             return format!("{MEMORY_NOTE} not checked (--forward-us runs no model)");
         };
         let mut line = format!(
-            "{MEMORY_NOTE} {:.1} GiB ({}), {:.1} GiB of it for weights and KV cache ({:.0}% kept \
+            "{MEMORY_NOTE} {}{:.1} GiB ({}), {:.1} GiB of it for weights and KV cache ({:.0}% kept \
              for activations and workspace); ",
+            self.replanned.as_ref().map(|r| format!("{r}; ")).unwrap_or_default(),
             gib(memory.bytes),
             memory.source(),
             gib(memory.usable()),
@@ -504,6 +561,44 @@ mod tests {
             e.to_string().contains("use tp8, or pass --gpu-memory-gib"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_default_models_plan_on_an_h200_where_they_fit_no_layout_of_the_gpu() {
+        let default = |gib: f64| {
+            let memory = GpuMemory::from_gib(gib).unwrap();
+            let batches = [1, 4, 16, 64];
+            Deployment::plan_default(
+                &large(),
+                &draft(),
+                &Layout::all(),
+                &batches,
+                CONTEXT,
+                memory,
+            )
+            .unwrap()
+        };
+        for gib in [16.0, 40.0, 80.0] {
+            let d = default(gib);
+            assert_eq!(d.memory, Some(GpuMemory::stand_in()), "{gib}");
+            assert_eq!(d.layouts(), [Layout::Tp(8)], "{gib}");
+            let note = d.note();
+            assert!(note.starts_with(MEMORY_NOTE), "{note}");
+            assert!(
+                note.contains(&format!("planned on an H200's 141 GiB a GPU: the default moe-large + draft-small holds no layout on a GPU of {gib:.1} GiB (--gpu-memory-gib; tp8 at bs 1 needs 83.8 GiB)")),
+                "{note}"
+            );
+            assert!(note.contains("(an H200's, standing in)"), "{note}");
+        }
+        // Where it fits, the GPU's own plan, with no word of a stand-in.
+        let fits = default(141.0);
+        assert_eq!(
+            (fits.replanned, fits.memory.unwrap().stand_in),
+            (None, false)
+        );
+        // Named models and layouts are planned as named: an 80 GiB GPU holds none.
+        assert!(plan(&Layout::all(), false, &[1], 80.0).is_err());
+        assert!(plan(&[Layout::Tp(8)], true, &[1], 80.0).is_err());
     }
 
     #[test]

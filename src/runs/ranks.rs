@@ -206,7 +206,10 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
         // not inherit its one CPU.
         rows = steps::run(&here)?.rows;
     }
-    let settings = write_worker_settings(config, memory)?;
+    // Every rank plans on the memory this run planned on: the GPUs' smallest, or the stand-in
+    // the default models were planned on where they fit no layout of it.
+    let planned_on = deployment.memory.unwrap_or(GpuMemory::device(memory));
+    let settings = write_worker_settings(config, planned_on)?;
     let worlds = run_worlds(config, &settings, &s.real, nccl, traced_here)?;
     let (first_world_env, all_rank_rows) = (worlds.first_env, worlds.rank_rows);
     notes.extend(worlds.notes);
@@ -231,12 +234,13 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
 }
 
 /// Writes the config every rank worker runs into the run's [`RANKS_DIR`], returning its path:
-/// `config`, planned (where `--gpu-memory-gib` gave no memory) for `memory`, the smallest of
-/// the GPUs the run may use, so that every rank plans the same cells (a rank that planned
-/// from a larger GPU of its own would wait at a barrier for a cell the others skip).
-pub fn write_worker_settings(config: &StepsConfig, memory: u64) -> Result<PathBuf> {
+/// `config`, planned (where `--gpu-memory-gib` gave no memory) for `memory`, the memory the
+/// run planned on (the smallest of the GPUs it may use, or a stand-in), so that every rank
+/// plans the same cells (a rank that planned from a larger GPU of its own would wait at a
+/// barrier for a cell the others skip).
+pub fn write_worker_settings(config: &StepsConfig, memory: GpuMemory) -> Result<PathBuf> {
     let workers = StepsConfig {
-        gpu_memory: config.gpu_memory.or(Some(GpuMemory::device(memory))),
+        gpu_memory: config.gpu_memory.or(Some(memory)),
         ..config.clone()
     };
     let path = config.out.join(RANKS_DIR).join(WORKER_SETTINGS);

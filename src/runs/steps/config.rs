@@ -36,6 +36,10 @@ pub struct StepsConfig {
     pub layouts: Vec<Layout>,
     /// `--tp` named the layouts: one that fits no batch is refused rather than left out.
     pub layouts_named: bool,
+    /// `--model` or `--draft-model` named a model other than the default: a grid it fits
+    /// nowhere is refused rather than planned on a stand-in GPU.
+    #[serde(default)]
+    pub models_named: bool,
     /// `--gpu-memory-gib`: the memory per GPU to plan for instead of the device's own.
     pub gpu_memory: Option<GpuMemory>,
     pub target: ForwardModel,
@@ -125,6 +129,13 @@ pub fn plan(
     memory: GpuMemory,
 ) -> Result<(Deployment, Option<Cell>)> {
     let deployment = match (&config.target, &config.draft) {
+        (ForwardModel::Profile(target), ForwardModel::Profile(draft))
+            if !config.models_named && !config.layouts_named =>
+        {
+            let (layouts, batches) = (&config.layouts, &config.batch_sizes);
+            Deployment::plan_default(target, draft, layouts, batches, context, memory)
+                .map_err(BadInput::from)?
+        }
         (ForwardModel::Profile(target), ForwardModel::Profile(draft)) => Deployment::plan(
             target,
             draft,
