@@ -122,12 +122,26 @@ pub(super) fn write_callouts(out: &mut String, rows: &[Row], env: &EnvRecord) ->
         writeln!(out)?;
     }
     crate::report::gpm::write_gpm(out, rows)?;
+    Ok(())
+}
+
+/// The run's own notes (how it ran: pinning, workers, the step model, memory), at the end and
+/// folded, one line until opened: they say how the answer was measured, not what it is.
+pub(super) fn write_notes(out: &mut String, env: &EnvRecord) -> fmt::Result {
+    if env.notes.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "<details><summary>{} notes on how the run measured (env.json holds them too)</summary>\n",
+        env.notes.len()
+    )?;
     for note in &env.notes {
         // A note's wrapped source lines can leave runs of spaces inside it.
         let note = note.split_whitespace().collect::<Vec<_>>().join(" ");
         writeln!(out, "> note: {note}\n")?;
     }
-    Ok(())
+    writeln!(out, "</details>")
 }
 
 fn emulated_note(layout: &str, env: &EnvRecord) -> String {
@@ -231,6 +245,14 @@ mod tests {
             .unwrap_or_else(|| panic!("{text}"));
         let note = text.find("> note: a note").expect("note");
         assert!(throttled < gpm && gpm < note, "{text}");
+        // The notes come last, folded.
+        let folded = text
+            .find("<details><summary>1 notes on how the run measured")
+            .unwrap();
+        assert!(
+            folded < note && text.trim_end().ends_with("</details>"),
+            "{text}"
+        );
         // Without GPM figures the summary has no GPM line, and a GPM note shows as any note.
         env.notes = vec!["GPM metrics unavailable: MIG".into()];
         let text = render_summary(&[prep("graph", 20.0)], &env);

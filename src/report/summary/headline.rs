@@ -55,6 +55,9 @@ pub(super) fn write_headlines(out: &mut String, index: &Index) -> fmt::Result {
                 if let Some(paired) = paired {
                     line.push_str(&format!(" (step time {paired}, paired in rounds)"));
                 }
+                if let Some(split) = two_wins(index, &base, &after) {
+                    line.push_str(&format!("\n\n{split}"));
+                }
                 line
             } else {
                 let step = match paired {
@@ -83,6 +86,33 @@ pub(super) fn write_headlines(out: &mut String, index: &Index) -> fmt::Result {
     } else {
         writeln!(out, "{}\n", lines.join("\n\n"))
     }
+}
+
+/// The step's two wins told apart, where eager-device ran beside eager-sync and graph: the
+/// read's cost in µs a step, what removing it wins (eager-device against eager-sync), and
+/// what graph replay adds on top (graph against eager-device), in ITL and throughput.
+fn two_wins(index: &Index, base: &CellKey, after: &CellKey) -> Option<String> {
+    let device = base.with_arm(DEVICE_ARM);
+    let change = |from: &CellKey, to: &CellKey| -> Option<String> {
+        let part = |metric: &str, name: &str| {
+            let (a, b) = (index.get(from, metric)?, index.get(to, metric)?);
+            let c = change_text(relative_change(a, b), (b.median / a.median - 1.0) * 100.0);
+            Some(format!("{name} {c}"))
+        };
+        Some(format!(
+            "{}, {}",
+            part("itl_us", "ITL")?,
+            part("throughput_tok_s", "throughput")?
+        ))
+    };
+    let removing = change(base, &device)?;
+    let on_top = change(&device, after)?;
+    let read = read_cost(index, base).unwrap_or_else(|| "n/a".into());
+    Some(format!(
+        "the host read costs {read} µs a step ({BASELINE_ARM} − {DEVICE_ARM}); removing it \
+         ({DEVICE_ARM} against {BASELINE_ARM}): {removing}; {AFTER_ARM} replay on top \
+         ({AFTER_ARM} against {DEVICE_ARM}): {on_top}"
+    ))
 }
 
 /// The smallest batch size at which both eager-sync and graph ran, and the middle of the

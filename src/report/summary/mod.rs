@@ -64,8 +64,8 @@ fn write_summary_text(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::R
     header::write_environment(out, env)?;
     header::write_callouts(out, rows, env)?;
     if rows.is_empty() {
-        writeln!(out, "_This run has no results._")?;
-        return Ok(());
+        writeln!(out, "_This run has no results._\n")?;
+        return header::write_notes(out, env);
     }
     against::write_against_eager_sync(out, &index)?;
     against::write_upload_against_graph(out, &index)?;
@@ -73,7 +73,7 @@ fn write_summary_text(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::R
     preps::write_preps(out, &index)?;
     crate::report::read_paths::write_read_paths(out, &index)?;
     floors::write_floors(out, &index)?;
-    Ok(())
+    header::write_notes(out, env)
 }
 
 #[cfg(test)]
