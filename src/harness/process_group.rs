@@ -35,12 +35,23 @@ pub struct RankFailed {
 
 impl fmt::Display for RankFailed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "rank {} failed: {}", self.rank, self.status)?;
-        if self.stderr_tail.is_empty() {
-            write!(f, " (no stderr)")
-        } else {
-            write!(f, "; its last stderr: {}", self.stderr_tail.join(" | "))
-        }
+        let who = format!("rank {}", self.rank);
+        write_failure(f, &who, &self.status, &self.stderr_tail)
+    }
+}
+
+/// `<who> failed: <status>` and its last stderr lines, as every failed process is named.
+fn write_failure(
+    f: &mut fmt::Formatter<'_>,
+    who: &str,
+    status: &str,
+    tail: &[String],
+) -> fmt::Result {
+    write!(f, "{who} failed: {status}")?;
+    if tail.is_empty() {
+        write!(f, " (no stderr)")
+    } else {
+        write!(f, "; its last stderr: {}", tail.join(" | "))
     }
 }
 
@@ -322,12 +333,7 @@ pub struct WorkerFailed {
 
 impl fmt::Display for WorkerFailed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} failed: {}", self.label, self.status)?;
-        if self.stderr_tail.is_empty() {
-            write!(f, " (no stderr)")
-        } else {
-            write!(f, "; its last stderr: {}", self.stderr_tail.join(" | "))
-        }
+        write_failure(f, &self.label, &self.status, &self.stderr_tail)
     }
 }
 
