@@ -2,7 +2,7 @@
 # Run from inside a bundle (scripts/bundle.sh) on a GPU host with no Rust toolchain.
 #
 #   ./run-on-gpu.sh [STAGE...]     stages: info check tests sweep bench calibrate steps timers nvtx ranks
-#                                  soak eagle (default: all but timers, nvtx, ranks, soak, eagle)
+#                                  soak eagle ab (default: all but timers, nvtx, ranks, soak, eagle, ab)
 #
 # soak runs `check --soak 1000000` of graph and eager-sync for every family at bs 8 block 5
 # (about 3 minutes on an H200). eagle runs `steps --drafter eagle` on the default grid, then
@@ -134,6 +134,9 @@ for stage in "${stages[@]}"; do
                     $col["arm"] == "harness" && $col["metric"] == "overhead_us" {
                         print $col["median"], $col["ci_lo"], $col["ci_hi"] }' "$csv"
             done | tee "$out/nvtx/overhead.txt" ;;
+        # The ab gate held to this host: A/A, a planted +20% host slowdown and 1 us more
+        # forward, interleaved, AB_RUNS of each (20), new runs stopping after AB_BUDGET_S.
+        ab) run ab python3 "$here/ab_battery.py" "$here/metaprep" "$out/ab" --runs "${AB_RUNS:-20}" --budget-s "${AB_BUDGET_S:-1500}" ;;
         soak) run soak "$here/metaprep" check --soak 1000000 --arms graph,eager-sync --batch-sizes 8 --block-sizes 5 ;;
         eagle)
             run eagle "$here/metaprep" steps --drafter eagle --host-profile "$profile" --out "$out/eagle" --trace "$out/eagle/trace.json"
