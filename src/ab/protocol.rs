@@ -57,6 +57,9 @@ pub struct Hello {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Ready {
     pub device: String,
+    /// The device's PCI bus id, where the coordinator reads its clocks (NVML).
+    #[serde(default)]
+    pub pci_bus_id: String,
     /// Where its measuring thread is pinned.
     pub pinned: String,
     /// The layouts that need more GPUs than the host has (one rank runs).

@@ -5,6 +5,9 @@
 use super::run::{Measurement, SideSaid};
 use super::sides::SideSpec;
 use super::verdict::{Call, ChangeRow, Margins, PctChange, READ_COST};
+use crate::harness::nvml::is_throttled;
+use crate::results::telemetry::TelemetrySample;
+use crate::stats::summary::quantile;
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -33,6 +36,85 @@ impl SideReport {
     }
 }
 
+/// The device's clocks, power and clock events through the run (NVML), or why none were read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Clocks {
+    pub samples: usize,
+    /// SM clock, MHz: 10th percentile, median, 90th.
+    pub sm_clock_mhz: [f64; 3],
+    pub power_w_median: f64,
+    pub temp_c_max: f64,
+    /// Samples whose clock events hold a slowdown (not idle, not applications clocks).
+    pub throttled_samples: usize,
+    /// The distinct raw reason bits of those samples.
+    pub throttle_reasons: Vec<String>,
+    /// Why no reading was taken, where none was.
+    pub unavailable: Option<String>,
+}
+
+impl Clocks {
+    pub fn of(telemetry: &Result<Vec<TelemetrySample>, String>) -> Clocks {
+        let none = |why: String| Clocks {
+            samples: 0,
+            sm_clock_mhz: [f64::NAN; 3],
+            power_w_median: f64::NAN,
+            temp_c_max: f64::NAN,
+            throttled_samples: 0,
+            throttle_reasons: Vec::new(),
+            unavailable: Some(why),
+        };
+        let samples = match telemetry {
+            Ok(s) if !s.is_empty() => s,
+            Ok(_) => return none("NVML gave no sample".into()),
+            Err(why) => return none(why.clone()),
+        };
+        let of = |pick: fn(&TelemetrySample) -> f64| samples.iter().map(pick).collect::<Vec<f64>>();
+        let q = |v: &[f64], p| quantile(v, p).unwrap_or(f64::NAN);
+        let sm = of(|t| t.sm_clock_mhz);
+        let throttled: Vec<&TelemetrySample> = (samples.iter())
+            .filter(|t| {
+                let bits = t.clock_event_reasons.trim_start_matches("0x");
+                u64::from_str_radix(bits, 16).is_ok_and(is_throttled)
+            })
+            .collect();
+        let mut reasons: Vec<String> = throttled
+            .iter()
+            .map(|t| t.clock_event_reasons.clone())
+            .collect();
+        reasons.sort();
+        reasons.dedup();
+        Clocks {
+            samples: samples.len(),
+            sm_clock_mhz: [q(&sm, 0.1), q(&sm, 0.5), q(&sm, 0.9)],
+            power_w_median: q(&of(|t| t.power_w), 0.5),
+            temp_c_max: of(|t| t.temp_c).into_iter().fold(f64::NAN, f64::max),
+            throttled_samples: throttled.len(),
+            throttle_reasons: reasons,
+            unavailable: None,
+        }
+    }
+
+    /// The summary's line.
+    fn line(&self) -> String {
+        if let Some(why) = &self.unavailable {
+            return format!("Clocks: not read ({why}).");
+        }
+        let [p10, median, p90] = self.sm_clock_mhz;
+        let throttled = match self.throttled_samples {
+            0 => "no slowdown among the clock events".to_string(),
+            n => format!(
+                "⚠ {n} samples throttled (clock events {})",
+                self.throttle_reasons.join(", ")
+            ),
+        };
+        format!(
+            "Clocks (NVML, {} samples): SM {median:.0} MHz (p10 {p10:.0}, p90 {p90:.0}), power \
+             {:.0} W, up to {:.0} °C; {throttled}.",
+            self.samples, self.power_w_median, self.temp_c_max
+        )
+    }
+}
+
 /// The whole outcome, as `ab.json` holds it.
 #[derive(Debug, Clone, Serialize)]
 pub struct AbReport {
@@ -54,6 +136,7 @@ pub struct AbReport {
     pub state_split_at_us: Option<f64>,
     pub emulated: Vec<String>,
     pub seconds: f64,
+    pub clocks: Clocks,
     pub rows: Vec<ChangeRow>,
 }
 
@@ -162,6 +245,7 @@ pub fn markdown(report: &AbReport) -> String {
         report.redone,
         report.redo_bound_pct
     );
+    let _ = writeln!(md, "{}\n", report.clocks.line());
     // Slower rows first; a pull request's page holds the first MOST_CALLED.
     let mut called: Vec<&ChangeRow> = report.rows.iter().filter(|r| r.call.called()).collect();
     called.sort_by_key(|r| !r.fails);
@@ -369,8 +453,49 @@ mod tests {
             state_split_at_us: None,
             emulated: Vec::new(),
             seconds: 20.0,
+            clocks: Clocks::of(&Err("NVML unavailable here".into())),
             rows,
         }
+    }
+
+    #[test]
+    fn the_clocks_line_says_the_median_clock_and_any_slowdown() {
+        let sample = |mhz: f64, reasons: &str| TelemetrySample {
+            t_s: 0.0,
+            cell: String::new(),
+            sm_clock_mhz: mhz,
+            mem_clock_mhz: 2619.0,
+            power_w: 130.0,
+            temp_c: 40.0,
+            gpu_util_pct: 50.0,
+            clock_event_reasons: reasons.into(),
+        };
+        let steady = Clocks::of(&Ok(vec![sample(1980.0, "0x0000000000000000"); 10]));
+        assert_eq!((steady.samples, steady.throttled_samples), (10, 0));
+        assert!(
+            steady
+                .line()
+                .starts_with("Clocks (NVML, 10 samples): SM 1980 MHz"),
+            "{}",
+            steady.line()
+        );
+        assert!(steady
+            .line()
+            .ends_with("no slowdown among the clock events."));
+        // Idle is no slowdown; a power cap is.
+        let mut mixed = vec![sample(1980.0, "0x0000000000000001"); 8];
+        mixed.extend(vec![sample(1500.0, "0x0000000000000004"); 2]);
+        let clocks = Clocks::of(&Ok(mixed));
+        assert_eq!(
+            (clocks.throttled_samples, clocks.throttle_reasons.len()),
+            (2, 1)
+        );
+        assert!(clocks
+            .line()
+            .contains("⚠ 2 samples throttled (clock events 0x0000000000000004)"));
+        assert!(Clocks::of(&Err("no NVML".into()))
+            .line()
+            .contains("not read (no NVML)"));
     }
 
     #[test]

@@ -6,6 +6,8 @@ use super::protocol::{CellName, Hello, Measured, Ready};
 use super::schedule::{pair_order, PairSlot};
 use super::sides::{Side, SideSpec};
 use super::verdict::PairRecord;
+use crate::harness::nvml::{Sampler, DEFAULT_PERIOD};
+use crate::results::telemetry::TelemetrySample;
 use anyhow::Result;
 use std::time::{Duration, Instant};
 
@@ -49,6 +51,9 @@ pub struct Measurement {
     /// Pairs measured again after the host moved inside them.
     pub redone: usize,
     pub seconds: f64,
+    /// NVML's readings of the device through the run, each tagged with the pair it was
+    /// taken in; why none were taken where NVML could not be read.
+    pub telemetry: std::result::Result<Vec<TelemetrySample>, String>,
 }
 
 /// Runs `plan`, calling `progress(done, total)` after each pair.
@@ -59,6 +64,8 @@ pub fn measure(plan: &RunPlan, mut progress: impl FnMut(usize, usize)) -> Result
     let cells = base.hello.cells.clone();
     let order = pair_order(cells.len(), plan.pairs, plan.seed);
     let (mut pairs, mut redone) = (Vec::with_capacity(order.len()), 0);
+    // Read beside the pairs, as a sweep's parent reads beside its workers.
+    let sampler = Sampler::start(&base.ready.pci_bus_id, DEFAULT_PERIOD).map_err(|e| e.0);
     let mut next = Some(first);
     for generation in 0..plan.processes {
         let mut run = match next.take() {
@@ -73,6 +80,9 @@ pub fn measure(plan: &RunPlan, mut progress: impl FnMut(usize, usize)) -> Result
         let rounds = rounds_of(generation, plan.processes, plan.pairs);
         for slot in order.iter().filter(|s| rounds.contains(&s.round)) {
             let what = format!("{} (round {})", cells[slot.cell], slot.round + 1);
+            if let Ok(sampler) = &sampler {
+                sampler.set_cell(&cells[slot.cell].to_string());
+            }
             let (mut b, mut n) = run.pair(slot, &what)?;
             let moved = |m: &Measured| m.probe_move() > plan.redo_bound;
             let again = moved(&b) || moved(&n);
@@ -103,6 +113,7 @@ pub fn measure(plan: &RunPlan, mut progress: impl FnMut(usize, usize)) -> Result
         new,
         redone,
         seconds: started.elapsed().as_secs_f64(),
+        telemetry: sampler.map(Sampler::stop),
     })
 }
 

@@ -201,6 +201,7 @@ pub fn serve(
         out,
         &Message::Ready(Ready {
             device: gpu.info.name.clone(),
+            pci_bus_id: gpu.info.pci_bus_id.clone(),
             pinned: pinned.note(),
             emulated: (config.layouts.iter())
                 .filter(|l| l.emulated(gpu.info.device_count))

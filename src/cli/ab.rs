@@ -373,6 +373,7 @@ pub(crate) fn ab(args: &AbArgs) -> Result<ExitCode> {
         state_split_at_us: split,
         emulated,
         seconds: measurement.seconds,
+        clocks: crate::ab::report::Clocks::of(&measurement.telemetry),
         rows,
     };
     let summary = markdown(&report);
