@@ -765,3 +765,49 @@ def _write_atomic(path, text):
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+def speed_line(speeds, where):
+    """What `--speed` prints: the median of `speeds` (µs per op) with their range, where they
+    were taken, and the `steps` flag that runs the model at that speed."""
+    median = round(statistics.median(speeds), 3)
+    return (
+        f"host speed: {median} us per op (median of {len(speeds)} probes, "
+        f"{min(speeds):.3f}-{max(speeds):.3f}) in {where}\n"
+        f"run the step model at it: metaprep steps --host-speed-us {median}"
+    )
+
+
+def main(argv=None):
+    """`python3 metaprep_host.py --speed`: this host's framework speed in a minute, and the
+    flag that runs `metaprep steps` at it (the step between the built-in profile and a full
+    calibration). Exit 3 where there is no PyTorch with CUDA to measure with."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--speed", action="store_true", help="measure and print this host's speed")
+    ap.add_argument("--probes", type=int, default=5, help="host-speed probes (5)")
+    args = ap.parse_args(argv)
+    if not args.speed:
+        ap.print_help()
+        return 2
+    if args.probes < 1 or args.probes > 1000:
+        print(f"metaprep_host: error: --probes {args.probes} is outside 1-1000", file=sys.stderr)
+        return 2
+    try:
+        torch = _torch()
+        if not torch.cuda.is_available():
+            raise RuntimeError("PyTorch sees no CUDA device")
+    except Exception as e:  # ImportError, or a torch without CUDA
+        print(f"metaprep_host: error: no PyTorch with CUDA to measure with ({e}): run this "
+              "with the Python of your engine, on its GPU host", file=sys.stderr)
+        return 3
+    speeds = [host_speed() for _ in range(args.probes)]
+    where = f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()}"
+    print(speed_line(speeds, where))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -130,3 +130,30 @@ class PostWaitRecord(unittest.TestCase):
         self.assertEqual(rec["segment_ops"], [1, mh.MIXED_OPS])
         self.assertEqual(rec["reps"], 200)
         self.assertEqual(rec["around_speed_us"], 21.0)
+
+
+class SpeedCommandTests(unittest.TestCase):
+    def test_the_speed_line_gives_the_median_and_the_flag(self):
+        line = mh.speed_line([8.0, 8.2, 7.9, 9.5, 8.1], "PyTorch 2.11 on H100")
+        self.assertIn("host speed: 8.1 us per op (median of 5 probes, 7.900-9.500)", line)
+        self.assertTrue(line.endswith("metaprep steps --host-speed-us 8.1"))
+
+    def test_without_pytorch_it_exits_3_and_says_why(self):
+        import contextlib
+        import io as _io
+
+        real = mh._torch
+
+        def missing():
+            raise ImportError("No module named 'torch'")
+
+        mh._torch = missing
+        err = _io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                code = mh.main(["--speed"])
+        finally:
+            mh._torch = real
+        self.assertEqual(code, 3)
+        self.assertIn("no PyTorch with CUDA", err.getvalue())
+        self.assertEqual(mh.main(["--speed", "--probes", "0"]), 2)
