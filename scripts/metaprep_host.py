@@ -288,7 +288,7 @@ def host_speed(reps=20, repeats=REPEATS):
 POST_WAIT_GAPS_US = (0, 100, 300, 1000, 3000, 10000)
 POST_WAIT_PASSES = 4
 # Rounds of every gap. 60 rounds with extras as differences of medians gave rises from a 1 ms
-# to a 3 ms wait of -9 to +157 µs in nine probes of one process on the H200 (session 7,
+# to a 3 ms wait of -9 to +157 µs in nine probes of one process on the H200 (calibration v7,
 # results/2026-12-01-h200-calibration/v7/post-wait-study): the host's speed level switches
 # within a probe, and a median taken over rounds at two levels moves with the mix.
 POST_WAIT_REPS = 200
@@ -369,7 +369,7 @@ def post_wait_table(probe, speed=None):
     (µs per op of host_speed(): the profile's), moved there from the host_speed() taken
     around the probe (`around_speed_us`): the host's level can switch between a phase's other
     measurements and the probe. Without `speed`, or a record without `around_speed_us` (before
-    session 7), the extras as measured. `metaprep calibrate` moves a probe file's table the
+    calibration v7), the extras as measured. `metaprep calibrate` moves a probe file's table the
     same way."""
     own = probe.get("around_speed_us")
     scale = speed / own if speed and own else 1.0

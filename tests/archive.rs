@@ -90,3 +90,45 @@ fn the_archive_and_the_tree_stay_within_their_sizes() {
         "the tracked tree is {tree} bytes, over 15 MiB"
     );
 }
+
+/// The product's text (README, docs, source, scripts) names no development round: a
+/// "session" followed by a number, even across a line break. History belongs in git.
+#[test]
+fn the_product_names_no_development_session() {
+    if !in_checkout() {
+        return;
+    }
+    let out = git(&[
+        "ls-files",
+        "-z",
+        "--",
+        "README.md",
+        "docs",
+        "src",
+        "scripts",
+    ])
+    .expect("git ls-files");
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut found = Vec::new();
+    for file in listed.split('\0').filter(|f| !f.is_empty()) {
+        let Ok(text) = std::fs::read_to_string(Path::new(ROOT).join(file)) else {
+            continue;
+        };
+        // Words of the text with comment markers and line breaks folded away.
+        let words: Vec<String> = text
+            .split_whitespace()
+            .map(|w| {
+                w.trim_matches(|c: char| !c.is_alphanumeric())
+                    .to_lowercase()
+            })
+            .filter(|w| !w.is_empty())
+            .collect();
+        for pair in words.windows(2) {
+            let round = pair[0] == "session" || pair[0] == "sessions";
+            if round && pair[1].chars().all(|c| c.is_ascii_digit()) {
+                found.push(format!("{file}: session {}", pair[1]));
+            }
+        }
+    }
+    assert!(found.is_empty(), "development rounds named: {found:?}");
+}

@@ -69,7 +69,7 @@ pub struct PostWaitProbe {
     pub segment_ops: Vec<u32>,
     pub extra_us: Vec<Vec<f64>>,
     /// µs per op of host_speed() before and after the probe, the meter of the file's own
-    /// `host_speed_us`; absent before session 7, when the extras count as at the file's
+    /// `host_speed_us`; absent before calibration v7, when the extras count as at the file's
     /// speed.
     #[serde(default)]
     pub around_speed_us: Option<f64>,

@@ -3,7 +3,7 @@
 //!
 //! Why: the table's shape is metaprep_host.py's probe (a `.item()` behind a sleep kernel, then
 //! 97 synthetic ops), and its size does not transfer to an engine's own ops. On the H200
-//! (session 7) four probes in one process agreed on a rise of 100–114 µs from a 1 ms to a 3 ms
+//! (calibration v7) four probes in one process agreed on a rise of 100–114 µs from a 1 ms to a 3 ms
 //! wait, where reference_loop.py's eager-sync − graph grew 82 µs over its two reads' waits of
 //! that length (batch 8, one host speed): the engine's ops pay less of it than the probe's.
 //! The extras are the only host cost that grows with the forward, so a cell whose reads wait

@@ -106,7 +106,7 @@ impl PostWait {
 /// what one takes off the other adds back.
 ///
 /// Every wait starts a sequence of its own, and a call pays the largest extra of the live
-/// ones (each at its own wait and call count). Measured on the H200 (session 7,
+/// ones (each at its own wait and call count). Measured on the H200 (calibration v7,
 /// results/2026-12-01-h200-calibration/v7/post-wait-study): after a 3 ms wait, 27 ops and a
 /// 1 ms wait, the timed ops paid 0.6–1.8× (median 1.0×) what they pay after a lone 1 ms wait,
 /// where the 3 ms wait's own sequence, continued, pays about a fifth of that; after two 3 ms

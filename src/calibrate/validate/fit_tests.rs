@@ -65,7 +65,7 @@ fn noise(rng: &mut crate::stats::rng::SplitMix64, amplitude: f64) -> f64 {
 
 /// A model run's noise, relative: uniform in ±2%, so two runs differ by up to 4%. On the
 /// H200 one arm's step moved up to 1.3% between two processes (issue 24) and, in one
-/// process, 2.3% and 3.4% between runs seconds apart (session 7, tests/gpu.rs's fit test:
+/// process, 2.3% and 3.4% between runs seconds apart (calibration v7, tests/gpu.rs's fit test:
 /// eager-sync at a 20 µs forward, runs 1, 3 and 4 against the factors they ran at).
 const RUN_NOISE: f64 = 0.02;
 
@@ -305,7 +305,7 @@ fn a_post_wait_scale_is_fitted_on_a_difference_under_its_noise() {
 #[test]
 fn a_converged_fit_keeps_its_closest_run_and_runs_on_at_it() {
     // +2.2% at x1 (within 5%, but the probe must run), -4.9% at the probe: both within
-    // the tolerance, the first closer (session 7's post-wait fit on the H200).
+    // the tolerance, the first closer (calibration v7's post-wait fit on the H200).
     let errors = [0.022, -0.049];
     let mut ran = Vec::new();
     let fits = fit_factors(&[Arm::EagerSync, Arm::Graph], DIFF_TOLERANCE, |factors| {
