@@ -97,9 +97,38 @@ pub fn render(checks: &[Check]) -> String {
 
 const DRIVER_FIX: &str = "install the NVIDIA driver (it brings libcuda.so.1 and NVML); in a \
                           container, start it with the GPUs passed through (docker run --gpus all)";
-const NVRTC_FIX: &str = "pip install nvidia-cuda-nvrtc-cu12==12.9.* into the Python environment you \
-                         run from (a PyTorch venv often has it already), or the CUDA toolkit, or put \
-                         the folder holding libnvrtc.so.* on LD_LIBRARY_PATH";
+/// The pip package of a CUDA library that matches the driver's CUDA (`13.0`): CUDA 13's
+/// wheels put their libraries in `nvidia/cu13/lib` (where the search looks first) and are
+/// named without a suffix, CUDA 12's carry `-cu12`. With no driver, both.
+fn wheel(library: &str, cuda: Option<&str>) -> String {
+    let major_minor = cuda.and_then(|c| {
+        let (major, minor) = c.split_once('.')?;
+        Some((major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?))
+    });
+    let cu12 = match library {
+        "nccl" => "nvidia-nccl-cu12".to_string(),
+        _ => format!("nvidia-cuda-{library}-cu12==12.9.*"),
+    };
+    let cu13 = |minor: Option<u32>| match (library, minor) {
+        ("nccl", _) => "nvidia-nccl-cu13".to_string(),
+        (_, Some(minor)) => format!("nvidia-cuda-{library}==13.{minor}.*"),
+        (_, None) => format!("nvidia-cuda-{library} (13.x, the driver's minor version)"),
+    };
+    match major_minor {
+        Some((major, minor)) if major >= 13 => cu13(Some(minor)),
+        Some(_) => cu12,
+        None => format!("{} for a CUDA 13 driver, {cu12} for CUDA 12", cu13(None)),
+    }
+}
+
+fn nvrtc_fix(cuda: Option<&str>) -> String {
+    format!(
+        "pip install {} into the Python environment you run from (a PyTorch venv often has it \
+         already), or the CUDA toolkit, or put the folder holding libnvrtc.so.* on \
+         LD_LIBRARY_PATH",
+        wheel("nvrtc", cuda)
+    )
+}
 
 /// Every check, in order, each one run as far as what it rests on allows.
 fn run_checks(args: &DeviceArgs) -> Vec<Check> {
@@ -108,15 +137,20 @@ fn run_checks(args: &DeviceArgs) -> Vec<Check> {
     let driver = driver_check(ordinal);
     let has_device = matches!(driver.outcome, Outcome::Found(_));
     checks.push(driver);
-    let nvrtc = nvrtc_check();
+    // The fixes name the wheels of the driver's CUDA.
+    let cuda = probe::driver_library()
+        .ok()
+        .map(|(_, cuda)| cuda.to_string());
+    let cuda = cuda.as_deref();
+    let nvrtc = nvrtc_check(cuda);
     let has_nvrtc = matches!(nvrtc.outcome, Outcome::Found(_));
     checks.push(nvrtc);
     checks.push(kernels_check(args, has_device, has_nvrtc));
     let (nvml_check, nvml) = nvml_check(ordinal);
     checks.push(nvml_check);
     checks.push(gpm_check(nvml.as_ref()));
-    checks.push(cupti_check());
-    checks.push(nccl_check());
+    checks.push(cupti_check(cuda));
+    checks.push(nccl_check(cuda));
     checks.push(pinning_check());
     checks
 }
@@ -147,11 +181,11 @@ fn driver_check(ordinal: usize) -> Check {
     }
 }
 
-fn nvrtc_check() -> Check {
+fn nvrtc_check(cuda: Option<&str>) -> Check {
     let outcome = match nvrtc_library::load_nvrtc() {
         Err(e) => Outcome::Missing {
             why: e.0,
-            fix: NVRTC_FIX.into(),
+            fix: nvrtc_fix(cuda),
         },
         Ok(library) => match (nvrtc::version(), nvrtc::supported_archs()) {
             (Ok((major, minor)), Ok(archs)) => Outcome::Found(format!(
@@ -165,7 +199,7 @@ fn nvrtc_check() -> Check {
             )),
             (Err(e), _) | (_, Err(e)) => Outcome::Missing {
                 why: format!("{} does not answer: {e:#}", library.describe()),
-                fix: NVRTC_FIX.into(),
+                fix: nvrtc_fix(cuda),
             },
         },
     };
@@ -289,14 +323,15 @@ fn gpm_check(nvml: Option<&StaticInfo>) -> Check {
     }
 }
 
-fn cupti_check() -> Check {
+fn cupti_check(cuda: Option<&str>) -> Check {
     let outcome = match crate::gpu::cupti::load_cupti(None) {
         Ok(cupti) => Outcome::Found(cupti.describe()),
         Err(e) => Outcome::Missing {
             why: e.0,
-            fix: "pip install nvidia-cuda-cupti-cu12 (or the toolkit's extras/CUPTI), or pass \
-                  steps --cupti-lib FILE"
-                .into(),
+            fix: format!(
+                "pip install {} (or the toolkit's extras/CUPTI), or pass steps --cupti-lib FILE",
+                wheel("cupti", cuda)
+            ),
         },
     };
     Check {
@@ -306,14 +341,16 @@ fn cupti_check() -> Check {
     }
 }
 
-fn nccl_check() -> Check {
+fn nccl_check(cuda: Option<&str>) -> Check {
     let outcome = match Nccl::load(None) {
         Ok(nccl) => Outcome::Found(nccl.describe()),
         Err(e) => Outcome::Missing {
             why: format!("{e:#}"),
-            fix: "pip install nvidia-nccl-cu12 (or the libnccl2 package), or pass --nccl-lib FILE \
-                  / set METAPREP_NCCL"
-                .into(),
+            fix: format!(
+                "pip install {} (or the libnccl2 package), or pass --nccl-lib FILE / set \
+                 METAPREP_NCCL",
+                wheel("nccl", cuda)
+            ),
         },
     };
     Check {
@@ -350,6 +387,24 @@ fn pinning_check() -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fixes_name_the_wheels_of_the_drivers_cuda() {
+        assert_eq!(wheel("nvrtc", Some("13.0")), "nvidia-cuda-nvrtc==13.0.*");
+        assert_eq!(wheel("cupti", Some("13.1")), "nvidia-cuda-cupti==13.1.*");
+        assert_eq!(wheel("nccl", Some("13.0")), "nvidia-nccl-cu13");
+        assert_eq!(
+            wheel("nvrtc", Some("12.8")),
+            "nvidia-cuda-nvrtc-cu12==12.9.*"
+        );
+        assert_eq!(wheel("nccl", Some("12.4")), "nvidia-nccl-cu12");
+        let both = wheel("nvrtc", None);
+        assert!(
+            both.contains("nvidia-cuda-nvrtc (13.x") && both.contains("-cu12==12.9.*"),
+            "{both}"
+        );
+        assert!(nvrtc_fix(Some("13.0")).starts_with("pip install nvidia-cuda-nvrtc==13.0.* into"));
+    }
 
     fn check(name: &'static str, needed: Needed, outcome: Outcome) -> Check {
         Check {
