@@ -90,12 +90,18 @@ pub fn read_cost_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rend
             reason: "no kind=prep rows with metric read_cost_us".into(),
         });
     }
+    // A band is promised only where a row has one: a derived cost may hold no p10–p90.
+    let banded = costs
+        .iter()
+        .any(|r| r.p10.is_finite() && r.p90.is_finite() && r.p90 > r.p10);
     let chart = LineChart {
         x_axis: XAxis::BatchSize,
         title: "What each read path costs against device-only lengths".into(),
-        subtitle: "read_cost_us: the arm's step_us − eager-device's, paired per round; middle \
-                   block per family; dashed: the floor's reads; band: p10–p90"
-            .into(),
+        subtitle: format!(
+            "read_cost_us: the arm's step_us − eager-device's, paired per round; middle block \
+             per family; dashed: the floor's reads{}",
+            if banded { "; band: p10–p90" } else { "" }
+        ),
         y_desc: "host read cost per step (µs)".into(),
         y_log: false,
         panels: family_panels(costs, &floor_levels(rows, &READ_FLOOR_ITEMS))?,
@@ -229,6 +235,24 @@ mod tests {
                 ("d2h-int 11 µs".to_string(), 11.0)
             ]
         );
+    }
+
+    #[test]
+    fn the_read_cost_chart_promises_a_band_only_where_a_row_has_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let subtitle_says_band = |rows: &[crate::results::csv::Row]| {
+            read_cost_chart(dir.path(), rows, &EnvRecord::default()).unwrap();
+            let svg = std::fs::read_to_string(dir.path().join("charts/read_cost.svg")).unwrap();
+            svg.contains("band: p10")
+        };
+        let banded = row(KIND_PREP, "eager-sync", 8, "read_cost_us", 17.0);
+        assert!(subtitle_says_band(std::slice::from_ref(&banded)));
+        let mut bare = banded;
+        (bare.p10, bare.p90) = (f64::NAN, f64::NAN);
+        assert!(!subtitle_says_band(std::slice::from_ref(&bare)));
+        bare.p10 = bare.median;
+        bare.p90 = bare.median;
+        assert!(!subtitle_says_band(&[bare]), "a band of no width is none");
     }
 
     #[test]
