@@ -8,7 +8,7 @@ use crate::report::change::relative_change;
 use crate::report::charts;
 use crate::report::charts::{layout_order, Rendered};
 use crate::report::format::{AFTER_ARM, BASELINE_ARM};
-use crate::results::csv::{CellKey, Row, KIND_STEP};
+use crate::results::csv::{CellKey, Row, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
 use crate::results::env::EnvRecord;
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -73,7 +73,10 @@ fn with_ci_band(rows: &[Row], metric: &str) -> Vec<Row> {
 
 /// Each arm's change of a step metric against eager-sync (`throughput_tok_s` or `itl_us`),
 /// in percent, with the 95% interval of the change as the band: the difference users quote
-/// is what the eye sees, not two nearly identical lines.
+/// is what the eye sees, not two nearly identical lines. Where the run paired the step time
+/// in rounds (`step_ratio_vs_eager_sync`) the change is that ratio's, which ITL follows and
+/// throughput follows inversely at equal accepted tokens: two medians' intervals taken apart
+/// hold the accept-length spread of each, several times as wide.
 pub fn step_change_chart(
     dir: &Path,
     rows: &[Row],
@@ -81,13 +84,24 @@ pub fn step_change_chart(
     metric: &str,
 ) -> Result<Rendered> {
     let base = baselines(rows, metric);
+    let paired: HashMap<CellKey, &Row> = rows
+        .iter()
+        .filter(|r| r.kind == KIND_STEP && r.metric == STEP_RATIO_VS_EAGER_SYNC)
+        .map(|r| (r.cell_key(), r))
+        .collect();
+    let inverse = metric != "itl_us";
     let changes: Vec<Row> = rows
         .iter()
         .filter(|r| r.kind == KIND_STEP && r.metric == metric && r.arm != BASELINE_ARM)
         .filter_map(|r| {
             let mut row = r.clone();
             row.metric = format!("{metric}_change_pct");
-            (row.median, row.p10, row.p90) = change_pct(base_of(&base, r)?, r);
+            (row.median, row.p10, row.p90) = match paired.get(&r.cell_key()) {
+                Some(ratio) if ratio.ci_lo.is_finite() && ratio.ci_hi.is_finite() => {
+                    ratio_change_pct(ratio, inverse)
+                }
+                _ => change_pct(base_of(&base, r)?, r),
+            };
             Some(row)
         })
         .collect();
@@ -103,7 +117,7 @@ pub fn step_change_chart(
     change_chart(
         XAxis::BatchSize,
         format!("{what} change against {BASELINE_ARM}"),
-        format!("decode-step model, {metric}: arm / {BASELINE_ARM} − 1 per cell"),
+        format!("{metric}: arm / {BASELINE_ARM} − 1, from the paired step time"),
         what,
         panels,
         env,
@@ -225,6 +239,20 @@ fn base_of<'a>(baselines: &HashMap<CellKey, &'a Row>, row: &Row) -> Option<&'a R
 
 /// `new` against `base` in percent, with the change's 95% interval; where either side has
 /// no interval the band collapses onto the change.
+/// The change a paired step ratio (arm / eager-sync) gives, in percent with its interval:
+/// the ratio's own, or its inverse's for a rate (throughput).
+fn ratio_change_pct(ratio: &Row, inverse: bool) -> (f64, f64, f64) {
+    let pct = |x: f64| (x - 1.0) * 100.0;
+    match inverse {
+        false => (pct(ratio.median), pct(ratio.ci_lo), pct(ratio.ci_hi)),
+        true => (
+            pct(1.0 / ratio.median),
+            pct(1.0 / ratio.ci_hi),
+            pct(1.0 / ratio.ci_lo),
+        ),
+    }
+}
+
 fn change_pct(base: &Row, new: &Row) -> (f64, f64, f64) {
     match relative_change(base, new) {
         Some(c) => (c.pct, c.lo_pct, c.hi_pct),
@@ -248,6 +276,18 @@ mod tests {
     use super::*;
 
     use crate::report::charts::test_row as row;
+
+    #[test]
+    fn a_change_is_the_paired_step_ratios_where_the_run_has_one() {
+        let mut ratio = row(KIND_STEP, "graph", 1, STEP_RATIO_VS_EAGER_SYNC, 0.9);
+        (ratio.ci_lo, ratio.ci_hi) = (0.88, 0.92);
+        let (pct, lo, hi) = ratio_change_pct(&ratio, false);
+        assert!((pct + 10.0).abs() < 1e-9 && (lo + 12.0).abs() < 1e-9 && (hi + 8.0).abs() < 1e-9);
+        // Throughput moves inversely: 1/0.9 − 1 = +11.1%, the bounds swapped.
+        let (pct, lo, hi) = ratio_change_pct(&ratio, true);
+        assert!((pct - 100.0 / 9.0).abs() < 1e-9, "{pct}");
+        assert!(lo < pct && pct < hi && (lo - (1.0 / 0.92 - 1.0) * 100.0).abs() < 1e-9);
+    }
 
     #[test]
     fn the_step_charts_band_is_the_interval_of_the_median_not_the_spread() {
