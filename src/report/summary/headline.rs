@@ -5,7 +5,7 @@
 use super::figures::{change_text, read_cost};
 use super::index::{layout_label, Index, SortedCell};
 use crate::report::change::{change_of_ratio, relative_change};
-use crate::report::format::{AFTER_ARM, BASELINE_ARM, DEVICE_ARM};
+use crate::report::format::{fmt_num, AFTER_ARM, BASELINE_ARM, DEVICE_ARM};
 use crate::results::csv::{
     names_another_drafter, CellKey, KIND_PREP, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC,
 };
@@ -73,6 +73,9 @@ pub(super) fn write_headlines(out: &mut String, index: &Index) -> fmt::Result {
                         "; host read ({BASELINE_ARM} − {DEVICE_ARM}) {read} µs"
                     ));
                 }
+                if let Some(per_arm) = prep_per_arm(index, &base) {
+                    line.push_str(&format!("; a prep's step: {per_arm}"));
+                }
                 line
             };
             lines.push(line);
@@ -86,6 +89,22 @@ pub(super) fn write_headlines(out: &mut String, index: &Index) -> fmt::Result {
     } else {
         writeln!(out, "{}\n", lines.join("\n\n"))
     }
+}
+
+/// Each arm's median prep step at `base`'s cell, in the arms' shown order: `eager-sync 24.4
+/// µs, eager-device 6.77, graph 4.85`.
+fn prep_per_arm(index: &Index, base: &CellKey) -> Option<String> {
+    let steps: Vec<String> = (crate::axes::Arm::SHOWN.iter())
+        .filter_map(|arm| {
+            let row = index.get(&base.with_arm(arm.name()), "step_us")?;
+            Some(format!("{arm} {}", fmt_num(row.median)))
+        })
+        .collect();
+    let (first, rest) = steps.split_first()?;
+    Some(format!(
+        "{first} µs{}",
+        rest.iter().map(|s| format!(", {s}")).collect::<String>()
+    ))
 }
 
 /// The step's two wins told apart, where eager-device ran beside eager-sync and graph: the
@@ -234,6 +253,10 @@ mod tests {
         );
         assert!(
             first.contains("; host read (eager-sync − eager-device) 18.0 ["),
+            "{first}"
+        );
+        assert!(
+            first.ends_with("; a prep's step: eager-sync 40.0 µs, eager-device 22.0, graph 10.0"),
             "{first}"
         );
         // No graph cell, no headline: the run says so instead of guessing another pair.
