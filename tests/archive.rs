@@ -132,3 +132,12 @@ fn the_product_names_no_development_session() {
     }
     assert!(found.is_empty(), "development rounds named: {found:?}");
 }
+
+/// A new user reads the README whole: it stays within 12 KB.
+#[test]
+fn the_readme_fits_twelve_kilobytes() {
+    let bytes = std::fs::metadata(Path::new(ROOT).join("README.md"))
+        .unwrap()
+        .len();
+    assert!(bytes <= 12 * 1024, "README.md is {bytes} bytes, over 12 KB");
+}
