@@ -92,9 +92,10 @@ fn the_archive_and_the_tree_stay_within_their_sizes() {
 }
 
 /// The product's text (README, docs, source, scripts) names no development round: a
-/// "session" followed by a number, even across a line break. History belongs in git.
+/// "session" followed by a number, even across a line break; its source no issue number
+/// either. History belongs in git.
 #[test]
-fn the_product_names_no_development_session() {
+fn the_product_names_no_development_session_nor_issue() {
     if !in_checkout() {
         return;
     }
@@ -114,19 +115,21 @@ fn the_product_names_no_development_session() {
         let Ok(text) = std::fs::read_to_string(Path::new(ROOT).join(file)) else {
             continue;
         };
-        // Words of the text with comment markers and line breaks folded away.
-        let words: Vec<String> = text
-            .split_whitespace()
-            .map(|w| {
-                w.trim_matches(|c: char| !c.is_alphanumeric())
-                    .to_lowercase()
-            })
-            .filter(|w| !w.is_empty())
-            .collect();
+        // Words of the text with comment markers and line breaks folded away; a number is a
+        // word that begins with a digit (a `#` before it allowed): "−35" is no issue's.
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let word = |w: &str| {
+            w.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        };
         for pair in words.windows(2) {
-            let round = pair[0] == "session" || pair[0] == "sessions";
-            if round && pair[1].chars().all(|c| c.is_ascii_digit()) {
-                found.push(format!("{file}: session {}", pair[1]));
+            let raw = pair[1].trim_start_matches(['(', '#']);
+            let number = raw.starts_with(|c: char| c.is_ascii_digit());
+            let first = word(pair[0]);
+            let round = first == "session" || first == "sessions";
+            let issue = file.starts_with("src/") && (first == "issue" || first == "issues");
+            if (round || issue) && number {
+                found.push(format!("{file}: {} {}", pair[0], pair[1]));
             }
         }
     }

@@ -5,7 +5,7 @@
 //! 20% more than back to back, the first one about 25 µs more, growing with the wait. A trace
 //! taken at one forward length carries the penalty of that length only; an eager-sync step
 //! pays it after every read, longer the longer its forward, which a flat per-op cost cannot
-//! follow (issue 24's v3: eager-sync − graph rose 15–35% from forward 100 to 3000 µs in both
+//! follow (calibration v3: eager-sync − graph rose 15–35% from forward 100 to 3000 µs in both
 //! reference loops while the model's stayed flat).
 
 use anyhow::{ensure, Result};

@@ -339,7 +339,7 @@ mod tests {
             (179, 306, 500_007, -1)
         );
         assert_eq!(by_name(&out, "page_table").row(0), &[0]);
-        // valid_from 250 leaves 50 window tokens (250..300), as in issue 11 (L = 200,
+        // valid_from 250 leaves 50 window tokens (250..300), as in the page-edge case (L = 200,
         // valid_from = 150, block 5: 50 + 5 = 55).
         inputs.swa_valid_from[0] = 250;
         let out = expected(&shape, &inputs, PageRule::Graph);
@@ -405,7 +405,7 @@ mod tests {
 
     #[test]
     fn dsa_decode_padding_cumsums_and_both_page_rules() {
-        // Issue 11's example: lengths [0, 1, 2] padded to 4 give cu_seqlens_k [0, 0, 1, 3, 4].
+        // The page-edge example: lengths [0, 1, 2] padded to 4 give cu_seqlens_k [0, 0, 1, 3, 4].
         let shape = Shape::new(Family::DsaDecode, 3, 5, 4096).unwrap();
         let inputs = hand_inputs(&shape, &[0, 1, 2050], &[1, 2, 0]);
         let out = expected(&shape, &inputs, PageRule::Graph);
@@ -460,7 +460,7 @@ mod tests {
 
     #[test]
     fn eager_width_comes_from_the_live_lengths_only() {
-        // Issue 24's case: bs 3 pads to 4 with L = 1; every live length is 0. The eager path
+        // The padded-batch case: bs 3 pads to 4 with L = 1; every live length is 0. The eager path
         // runs the 3 live requests: decode writes 0 columns, verify (N = 1) 1, where a width
         // over the padded lengths would be 1 and 2.
         for (family, cols) in [(Family::DsaDecode, 0), (Family::DsaTargetVerify, 1)] {

@@ -3,7 +3,7 @@
 //!
 //! On the H200 host the rows below moved 8–17% between two back-to-back runs and up to 58%
 //! between processes while the GPU-paced rows held (results/2026-11-29-h200-rounds/,
-//! results/2026-11-29-h200-read-landing/, issue 25). The sweep times a fixed piece of CPU work
+//! results/2026-11-29-h200-read-landing/). The sweep times a fixed piece of CPU work
 //! on the measuring core in every round ([`crate::axes::floor_item::HOST_REFERENCE`]), and
 //! writes each host-paced time over that round's reference as a twin row (`<metric>` +
 //! [`TwinReference::suffix`], unit `x`), formed inside each round like the other paired rows, so

@@ -69,7 +69,7 @@ pub fn dump_case(seed: u64, k: usize, full_to_swa: &[i32]) -> Result<DumpCase> {
     let n = block as i32;
     let clamp_edges = [n - 1, n, n + 1, n + 2];
     // Batch 3 (padded to 4) with every live length 0, in one 32-case stretch of four: the
-    // eager page width's edge (issue 24: the live lengths give 0 columns, or N for verify,
+    // eager page width's edge (the live lengths give 0 columns, or N for verify,
     // where the padding row's fill length would give more).
     let all_empty = bs == 3 && (k / 32) % 4 == 1;
     let lens: Vec<i32> = (0..bs)

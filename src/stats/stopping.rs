@@ -33,7 +33,7 @@
 //! `gpu_paced_rel_ci` (or `abs_ci_us`), up to `gpu_paced_max_rounds` (`gpu-paced-max-rounds`)
 //! or the group's time cap. Its intervals are set by rounds, and they are cheap: on the H200 its
 //! 12 rounds gave ±1.1–2.0%, and two such runs' change intervals (√2 as wide) left 55% of the
-//! GPU-paced rows `uncertain` at compare's ±2% (issue 25). The host-paced arms stop with the
+//! GPU-paced rows `uncertain` at compare's ±2%. The host-paced arms stop with the
 //! group: their intervals are limited by the host's speed moving, not by rounds.
 //!
 //! A stopped group is measured no more; the others go on, visited in the next round's fresh

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 /// An arm is fitted when its step is within this relative error: above the model's own
 /// run-to-run noise (a steps cell moved up to 1.3% between two processes of one profile on
-/// the H200, issue 24), so a run at the right factor lands inside it; far inside
+/// the H200), so a run at the right factor lands inside it; far inside
 /// validation's ±10%.
 pub const TOLERANCE: f64 = 0.02;
 /// The post-wait scale is fitted when eager-sync − graph is within this relative error: the

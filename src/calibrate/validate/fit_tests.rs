@@ -64,7 +64,7 @@ fn noise(rng: &mut crate::stats::rng::SplitMix64, amplitude: f64) -> f64 {
 }
 
 /// A model run's noise, relative: uniform in ±2%, so two runs differ by up to 4%. On the
-/// H200 one arm's step moved up to 1.3% between two processes (issue 24) and, in one
+/// H200 one arm's step moved up to 1.3% between two processes and, in one
 /// process, 2.3% and 3.4% between runs seconds apart (calibration v7, tests/gpu.rs's fit test:
 /// eager-sync at a 20 µs forward, runs 1, 3 and 4 against the factors they ran at).
 const RUN_NOISE: f64 = 0.02;

@@ -34,7 +34,7 @@
 //! (`comparison/derived.rs`). No floor excuses a row it is not read against, and
 //! an interval stacked from four intervals that merely fails to prove a change over the floor
 //! is no proof: on build `0ff8bee` that rule turned a +20% eager-sync `step_us` in every cell
-//! of a real A/A pair into 48 of 48 `floor moved` (issue 25).
+//! of a real A/A pair into 48 of 48 `floor moved`.
 //!
 //! **Missing and broken.** Rows, cells or arms only in BASE, and rows of NEW without an
 //! interval where BASE has one (`broken`), fail the comparison unless `--allow-missing`, and

@@ -21,7 +21,7 @@
 //! **Processes.** A process's state (where its memory landed, the driver's structures, the
 //! CPU's) is one draw for all its rounds: on the H200 host every graph and fused
 //! `host_issue_us` of the fourth of four back-to-back sweeps was 50–58% above the first's,
-//! with intervals that excluded zero (issue 25). With `--processes N` the rounds are measured
+//! with intervals that excluded zero. With `--processes N` the rounds are measured
 //! by up to N worker processes per stage (`metaprep sweep-worker`, started one after another:
 //! the first --min-rounds, the rest up to --max-rounds, the GPU-paced arms' own rounds; each
 //! measuring its share of the stage's rounds of the groups still open and handing back each
