@@ -112,7 +112,13 @@ pub enum Command {
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
     Cli::command().mut_subcommands(|c| {
+        let validate = c.get_name() == "validate";
         c.mut_args(|a| {
+            // validate's help leaves out the steps flags it sets per cell (and refuses).
+            let a = match validate && validate::AXES.iter().any(|(id, _)| a.get_id() == *id) {
+                true => a.hide(true),
+                false => a,
+            };
             if a.get_action().takes_values() {
                 a.allow_negative_numbers(true)
             } else {

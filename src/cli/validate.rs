@@ -71,20 +71,30 @@ pub struct ValidateArgs {
     pub(crate) given: Vec<String>,
 }
 
+/// The steps flags validate sets per cell (by clap id and name): refused when given, and
+/// left out of `validate --help`.
+pub(crate) const AXES: [(&str, &str); 12] = [
+    ("block_sizes", "--block-sizes"),
+    ("arms", "--arms"),
+    ("model", "--model"),
+    ("draft_model", "--draft-model"),
+    ("forward_us", "--forward-us"),
+    ("batch_sizes", "--batch-sizes"),
+    ("tp", "--tp"),
+    ("host_speed_us", "--host-speed-us"),
+    ("full", "--full"),
+    ("resume", "--resume"),
+    ("trace", "--trace"),
+    ("host_scale", "--host-scale"),
+];
+
 /// The steps flags validate sets per cell, which must not be given: not even at their
 /// defaults, which would be ignored as silently as any other value.
 fn refuse_axes(a: &StepsArgs, given: &[String]) -> Result<()> {
     let default: StepsArgs = super::common::parse_args("steps", &[])
         .map_err(|_| anyhow::anyhow!("steps' defaults parse"))?;
     let named = |id: &str| given.iter().any(|g| g == id);
-    for (id, flag) in [
-        ("block_sizes", "--block-sizes"),
-        ("arms", "--arms"),
-        ("model", "--model"),
-        ("draft_model", "--draft-model"),
-        ("batch_sizes", "--batch-sizes"),
-        ("host_scale", "--host-scale"),
-    ] {
+    for (id, flag) in AXES {
         anyhow::ensure!(
             !named(id),
             "{flag}: validate takes the forward, batch, block, arms and host speed of each cell from the reference and runs tp1; leave {flag} out"
