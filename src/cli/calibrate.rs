@@ -34,8 +34,8 @@ pub struct CalibrateArgs {
     /// The batch size the traces ran at (their preps' GPU time is taken at it), 1-65536.
     #[arg(long, default_value_t = 1)]
     pub(crate) batch_size: u32,
-    /// BATCH:FILE, repeatable: a trace of the same engine at another per-GPU batch size. Its
-    /// preps' GPU time (CUDA activity, which the profiler does not slow) gives each prep's
+    /// BATCH:FILE, repeatable: a trace of the same engine at another per-GPU batch size
+    /// (1-65536). Its preps' GPU time (CUDA activity, which the profiler does not slow) gives each prep's
     /// `kernel_us_by_batch`. With its probe file, where its steps run the same program, its
     /// Python-only host segments (a scheduler walking every request), the profiler's cost
     /// taken off as from the traces, give their `us_by_batch` where they differ from the
