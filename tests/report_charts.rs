@@ -599,8 +599,8 @@ fn a_chart_without_data_this_time_is_kept_not_deleted() {
         .collect();
     assert_eq!(
         left.len(),
-        2,
-        "charts/ and summary.md, no staging left: {left:?}"
+        3,
+        "charts/, summary.md and tables.md, no staging left: {left:?}"
     );
 }
 

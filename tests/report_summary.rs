@@ -1,6 +1,6 @@
 //! The summary of the fixture run: its tables must show the fixture's numbers.
 
-use metaprep::report::summary::{render_summary, write_summary};
+use metaprep::report::summary::{render_compact, render_summary, write_summary};
 use metaprep::results::csv::Row;
 use metaprep::results::run_dir::RunDir;
 use std::path::Path;
@@ -174,15 +174,37 @@ fn every_table_row_has_as_many_cells_as_its_header() {
 }
 
 #[test]
-fn write_summary_writes_summary_md() {
+fn write_summary_writes_the_middle_block_and_every_block_beside_it() {
     let run = fixture();
     let dir = tempfile::tempdir().unwrap();
-    let path = write_summary(dir.path(), &run.rows, &run.env).unwrap();
-    assert_eq!(path, dir.path().join("summary.md"));
-    assert_eq!(
-        std::fs::read_to_string(path).unwrap(),
-        render_summary(&run.rows, &run.env)
+    let [summary, tables] = write_summary(dir.path(), &run.rows, &run.env).unwrap();
+    assert_eq!(summary, dir.path().join("summary.md"));
+    assert_eq!(tables, dir.path().join("tables.md"));
+    let (compact, whole) = (
+        std::fs::read_to_string(summary).unwrap(),
+        std::fs::read_to_string(tables).unwrap(),
     );
+    assert_eq!(compact, render_compact(&run.rows, &run.env));
+    assert_eq!(whole, render_summary(&run.rows, &run.env));
+    // The same headline leads both; the summary points to the tables of every block.
+    assert_eq!(compact.lines().next(), whole.lines().next());
+    assert!(
+        compact.len() < whole.len(),
+        "{} against {}",
+        compact.len(),
+        whole.len()
+    );
+    assert!(compact.contains("Every block size's tables: `tables.md`"));
+}
+
+#[test]
+fn a_default_steps_summary_fits_twelve_kilobytes() {
+    // The H200's default steps run as committed: 3 blocks x 4 batches x 6 arms.
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results/2026-12-01-h200-steps");
+    let run = metaprep::results::run_dir::RunDir::open(&dir).unwrap();
+    let compact = render_compact(&run.rows, &run.env);
+    assert!(compact.len() <= 12 * 1024, "{} bytes", compact.len());
 }
 
 #[test]

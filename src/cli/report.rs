@@ -48,8 +48,9 @@ pub(crate) fn report(args: &ReportArgs) -> Result<ExitCode> {
     };
     let written = target.write(&run, &traces)?;
     crate::outln!(
-        "wrote {} and {} chart files under {}",
+        "wrote {} (every block size in {}) and {} chart files under {}",
         written.summary.display(),
+        crate::report::summary::TABLES_FILE,
         written.charts.files.len(),
         out.join(crate::report::charts::CHARTS_DIR).display()
     );
@@ -82,24 +83,26 @@ fn another_runs_folder(dir: &Path, out: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Refuses an `--out` (or run folder) whose summary.md `report` did not write: replacing it
-/// would lose a user's file.
+/// Refuses an `--out` (or run folder) whose summary.md or tables.md `report` did not write:
+/// replacing it would lose a user's file.
 fn summary_of_its_own(out: &Path) -> Result<()> {
-    use crate::report::summary::{ENVIRONMENT_LINE, SUMMARY_FILE};
-    let path = out.join(SUMMARY_FILE);
-    let Ok(text) = std::fs::read(&path) else {
-        return Ok(());
-    };
-    let ours = String::from_utf8_lossy(&text)
-        .lines()
-        .any(|l| l.starts_with(ENVIRONMENT_LINE));
-    anyhow::ensure!(
-        ours,
-        "{} is not a summary `metaprep report` wrote (it has no `{}` line): move it, or give \
-         --out another folder",
-        path.display(),
-        ENVIRONMENT_LINE.trim()
-    );
+    use crate::report::summary::{ENVIRONMENT_LINE, SUMMARY_FILE, TABLES_FILE};
+    for name in [SUMMARY_FILE, TABLES_FILE] {
+        let path = out.join(name);
+        let Ok(text) = std::fs::read(&path) else {
+            continue;
+        };
+        let ours = String::from_utf8_lossy(&text)
+            .lines()
+            .any(|l| l.starts_with(ENVIRONMENT_LINE));
+        anyhow::ensure!(
+            ours,
+            "{} is not a summary `metaprep report` wrote (it has no `{}` line): move it, or \
+             give --out another folder",
+            path.display(),
+            ENVIRONMENT_LINE.trim()
+        );
+    }
     Ok(())
 }
 

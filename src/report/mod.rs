@@ -41,10 +41,11 @@ impl ReportTarget {
             );
         }
         let summary = dir.join(summary::SUMMARY_FILE);
+        let tables = dir.join(summary::TABLES_FILE);
         let outputs = CHARTS
             .iter()
             .flat_map(|name| chart_files(dir, name))
-            .chain([summary]);
+            .chain([summary, tables]);
         for path in outputs {
             if path.is_dir() {
                 bail!(
@@ -65,12 +66,13 @@ impl ReportTarget {
     pub fn write(self, run: &RunDir, traces: &[Trace]) -> Result<Written> {
         let staged = self.staging.path().to_path_buf();
         let mut set = charts::render_parsed(&staged, &run.rows, &run.env, &run.telemetry, traces)?;
-        let staged_summary = summary::write_summary(&staged, &run.rows, &run.env)?;
+        let [staged_summary, staged_tables] = summary::write_summary(&staged, &run.rows, &run.env)?;
         let in_run = |built: &Path| self.dir.join(built.strip_prefix(&staged).unwrap_or(built));
         let chart_moves = set.files.iter().map(|f| (f.clone(), in_run(f)));
         let summary = in_run(&staged_summary);
+        let tables = in_run(&staged_tables);
         let moves: Vec<(PathBuf, PathBuf)> = chart_moves
-            .chain([(staged_summary, summary.clone())])
+            .chain([(staged_summary, summary.clone()), (staged_tables, tables)])
             .collect();
         // A chart without data this time is left as an earlier report drew it: report
         // never deletes a chart it cannot redraw (it says it kept it).

@@ -44,12 +44,68 @@ use std::fmt::{self, Write};
 use std::path::{Path, PathBuf};
 
 pub const SUMMARY_FILE: &str = "summary.md";
+/// Every block size's tables, beside the summary that shows the middle one.
+pub const TABLES_FILE: &str = "tables.md";
 
-/// Writes `<dir>/summary.md` atomically and returns its path.
-pub fn write_summary(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<PathBuf> {
-    let path = dir.join(SUMMARY_FILE);
-    write_atomic(&path, render_summary(rows, env).as_bytes())?;
-    Ok(path)
+/// Writes `<dir>/summary.md` (the middle block size of each group, sized for a pull request)
+/// and `<dir>/tables.md` (every block size) atomically and returns their paths.
+pub fn write_summary(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<[PathBuf; 2]> {
+    let (summary, tables) = (dir.join(SUMMARY_FILE), dir.join(TABLES_FILE));
+    write_atomic(&summary, render_compact(rows, env).as_bytes())?;
+    write_atomic(&tables, render_summary(rows, env).as_bytes())?;
+    Ok([summary, tables])
+}
+
+/// The summary of each group's middle block size (the headline's; the lower of two middles),
+/// every floor row kept: a run's answer in a page, where the whole holds each block's tables
+/// ([`render_summary`], `tables.md`).
+pub fn render_compact(rows: &[Row], env: &EnvRecord) -> String {
+    let middle = middle_blocks(rows);
+    let kept: Vec<Row> = (rows.iter())
+        .filter(|r| r.kind == crate::results::csv::KIND_FLOOR || middle.contains(&group_block(r)))
+        .cloned()
+        .collect();
+    let mut out = render_summary(&kept, env);
+    if kept.len() < rows.len() {
+        out.push_str(&format!(
+            "\nEvery block size's tables: `{TABLES_FILE}` beside this file.\n"
+        ));
+    }
+    out
+}
+
+/// A row's group (kind, family, layout) and block size.
+fn group_block(r: &Row) -> (String, String, String, u32) {
+    (
+        r.kind.clone(),
+        r.family.clone(),
+        r.layout.clone(),
+        r.block_size,
+    )
+}
+
+/// Each group's middle block size, as [`group_block`]s.
+fn middle_blocks(rows: &[Row]) -> Vec<(String, String, String, u32)> {
+    let mut by_group: std::collections::BTreeMap<(String, String, String), Vec<u32>> =
+        Default::default();
+    for r in rows
+        .iter()
+        .filter(|r| r.kind != crate::results::csv::KIND_FLOOR)
+    {
+        let blocks = by_group
+            .entry((r.kind.clone(), r.family.clone(), r.layout.clone()))
+            .or_default();
+        if !blocks.contains(&r.block_size) {
+            blocks.push(r.block_size);
+        }
+    }
+    (by_group.into_iter())
+        .map(|((kind, family, layout), mut blocks)| {
+            blocks.sort_unstable();
+            let middle = blocks[(blocks.len() - 1) / 2];
+            (kind, family, layout, middle)
+        })
+        .collect()
 }
 
 pub fn render_summary(rows: &[Row], env: &EnvRecord) -> String {
