@@ -48,9 +48,7 @@ fn eights(runs: u32) -> Vec<Vec<u32>> {
     let mut rng = SplitMix64::new(20261206);
     for _ in 0..40 {
         let mut all: Vec<u32> = (1..=runs).collect();
-        for i in (1..all.len()).rev() {
-            all.swap(i, rng.range(0, i as u64) as usize);
-        }
+        rng.shuffle(&mut all);
         sets.push(all[..8].to_vec());
     }
     sets

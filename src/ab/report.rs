@@ -2,9 +2,9 @@
 //! the rows called, then one table per family and arm), `ab.json` with every row for scripts,
 //! and `pairs.csv` with every pair's bursts and probes.
 
-use super::run::{Measurement, SideSaid};
+use super::run::{Measurement, RunPlan, SideSaid};
 use super::sides::SideSpec;
-use super::verdict::{Call, ChangeRow, Margins, PctChange, READ_COST};
+use super::verdict::{rows, state_threshold, Call, ChangeRow, Margins, PctChange, READ_COST};
 use crate::harness::nvml::is_throttled;
 use crate::results::telemetry::TelemetrySample;
 use crate::stats::summary::quantile;
@@ -72,10 +72,7 @@ impl Clocks {
         let q = |v: &[f64], p| quantile(v, p).unwrap_or(f64::NAN);
         let sm = of(|t| t.sm_clock_mhz);
         let throttled: Vec<&TelemetrySample> = (samples.iter())
-            .filter(|t| {
-                let bits = t.clock_event_reasons.trim_start_matches("0x");
-                u64::from_str_radix(bits, 16).is_ok_and(is_throttled)
-            })
+            .filter(|t| t.reason_bits().ok().flatten().is_some_and(is_throttled))
             .collect();
         let mut reasons: Vec<String> = throttled
             .iter()
@@ -141,6 +138,44 @@ pub struct AbReport {
 }
 
 impl AbReport {
+    /// The report of `measurement`: its rows called at `margins`, the verdict, the sides (each
+    /// with its own flags) and the grid's flags as both ran them.
+    pub fn of(
+        plan: &RunPlan,
+        margins: Margins,
+        own_flags: &[Vec<String>; 2],
+        grid: &[String],
+        measurement: &Measurement,
+    ) -> AbReport {
+        let split = state_threshold(&measurement.pairs, plan.redo_bound);
+        let rows = rows(&measurement.cells, &measurement.pairs, margins, split);
+        let (passed, verdict) = verdict_line(&rows, margins);
+        let (base, new) = (&measurement.base, &measurement.new);
+        let mut emulated = base.ready.emulated.clone();
+        emulated.retain(|l| new.ready.emulated.contains(l));
+        AbReport {
+            passed,
+            verdict,
+            base: SideReport::new(&plan.base, &own_flags[0], base),
+            new: SideReport::new(&plan.new, &own_flags[1], new),
+            grid_flags: shlex::try_join(grid.iter().map(String::as_str)).unwrap_or_default(),
+            cells: measurement.cells.len(),
+            pairs_per_cell: plan.pairs,
+            processes: plan.processes,
+            redone: measurement.redone,
+            redo_bound_pct: plan.redo_bound * 100.0,
+            margins_pct: Margins {
+                host: margins.host * 100.0,
+                gpu: margins.gpu * 100.0,
+            },
+            state_split_at_us: split,
+            emulated,
+            seconds: measurement.seconds,
+            clocks: Clocks::of(&measurement.telemetry),
+            rows,
+        }
+    }
+
     pub fn slower(&self) -> impl Iterator<Item = &ChangeRow> {
         self.rows.iter().filter(|r| r.fails)
     }
@@ -389,195 +424,5 @@ pub fn pairs_csv(m: &Measurement) -> anyhow::Result<Vec<u8>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ab::protocol::CellName;
-    use crate::ab::verdict::Pacing;
-
-    fn row(family: &str, arm: &str, bs: u32, metric: &str, pct: f64, call: Call) -> ChangeRow {
-        ChangeRow {
-            cell: CellName {
-                family: family.into(),
-                arm: arm.into(),
-                batch_size: bs,
-                block: 5,
-                layout: "tp1".into(),
-            },
-            metric: metric.into(),
-            pacing: Pacing::Host,
-            base_us: 20.0,
-            new_us: 20.0 * (1.0 + pct / 100.0),
-            pairs: 16,
-            processes: 8,
-            change: Some(PctChange {
-                pct,
-                lo_pct: pct - 1.0,
-                hi_pct: pct + 1.0,
-            }),
-            margin_pct: 5.0,
-            detectable_pct: Some(6.0),
-            call,
-            fails: call == Call::Slower,
-            state_split: None,
-        }
-    }
-
-    fn side() -> SideReport {
-        SideReport {
-            exe: "/bin/metaprep".into(),
-            flags: String::new(),
-            version: "0.1.0 (git abc)".into(),
-            device: "NVIDIA H100 80GB HBM3".into(),
-            pinned: "CPU 15".into(),
-            planted: None,
-        }
-    }
-
-    fn report(rows: Vec<ChangeRow>) -> AbReport {
-        let (passed, verdict) = verdict_line(&rows, Margins::DEFAULT);
-        AbReport {
-            passed,
-            verdict,
-            base: side(),
-            new: side(),
-            grid_flags: "--batch-sizes 8".into(),
-            cells: 4,
-            pairs_per_cell: 16,
-            processes: 8,
-            redone: 2,
-            redo_bound_pct: 35.0,
-            margins_pct: Margins {
-                host: 5.0,
-                gpu: 2.0,
-            },
-            state_split_at_us: None,
-            emulated: Vec::new(),
-            seconds: 20.0,
-            clocks: Clocks::of(&Err("NVML unavailable here".into())),
-            rows,
-        }
-    }
-
-    #[test]
-    fn the_clocks_line_says_the_median_clock_and_any_slowdown() {
-        let sample = |mhz: f64, reasons: &str| TelemetrySample {
-            t_s: 0.0,
-            cell: String::new(),
-            sm_clock_mhz: mhz,
-            mem_clock_mhz: 2619.0,
-            power_w: 130.0,
-            temp_c: 40.0,
-            gpu_util_pct: 50.0,
-            clock_event_reasons: reasons.into(),
-        };
-        let steady = Clocks::of(&Ok(vec![sample(1980.0, "0x0000000000000000"); 10]));
-        assert_eq!((steady.samples, steady.throttled_samples), (10, 0));
-        assert!(
-            steady
-                .line()
-                .starts_with("Clocks (NVML, 10 samples): SM 1980 MHz"),
-            "{}",
-            steady.line()
-        );
-        assert!(steady
-            .line()
-            .ends_with("no slowdown among the clock events."));
-        // Idle is no slowdown; a power cap is.
-        let mut mixed = vec![sample(1980.0, "0x0000000000000001"); 8];
-        mixed.extend(vec![sample(1500.0, "0x0000000000000004"); 2]);
-        let clocks = Clocks::of(&Ok(mixed));
-        assert_eq!(
-            (clocks.throttled_samples, clocks.throttle_reasons.len()),
-            (2, 1)
-        );
-        assert!(clocks
-            .line()
-            .contains("⚠ 2 samples throttled (clock events 0x0000000000000004)"));
-        assert!(Clocks::of(&Err("no NVML".into()))
-            .line()
-            .contains("not read (no NVML)"));
-    }
-
-    #[test]
-    fn the_summary_leads_with_the_verdict_then_the_rows_called_then_a_table_per_arm() {
-        let rows = vec![
-            row("dsa_decode", "eager-sync", 8, "step_us", 21.0, Call::Slower),
-            row(
-                "dsa_decode",
-                "eager-sync",
-                8,
-                "host_issue_us",
-                60.0,
-                Call::Slower,
-            ),
-            row("dsa_decode", "graph", 8, "step_us", 0.1, Call::Same),
-            row("dsa_decode", "graph", 8, "gpu_prep_us", -8.0, Call::Faster),
-        ];
-        let r = report(rows);
-        assert!(!r.passed);
-        let md = markdown(&r);
-        let lines: Vec<&str> = md.lines().collect();
-        assert_eq!(lines[0], "# metaprep ab: BASE → NEW");
-        assert!(
-            lines[2].starts_with("**FAIL: 2 of 4 rows slower"),
-            "{}",
-            lines[2]
-        );
-        assert!(lines[2]
-            .contains("dsa_decode/eager-sync bs 8 block 5 tp1 step_us +21.0% [+20.0, +22.0]"));
-        let called = md.find("## Rows called").unwrap();
-        let table = md.find("## dsa_decode · eager-sync").unwrap();
-        assert!(called < table);
-        // The called section holds the faster device time; the arm tables only step_us.
-        assert!(md[called..table].contains("gpu_prep_us") && md[called..table].contains("faster"));
-        assert!(!md[table..].contains("host_issue_us |"));
-        assert!(md.contains("over 8 processes a side"));
-        let passed = report(vec![row(
-            "dsa_decode",
-            "graph",
-            8,
-            "step_us",
-            0.1,
-            Call::Same,
-        )]);
-        assert!(passed.passed && passed.verdict.starts_with("PASS: no row of 1 slower"));
-        assert!(markdown(&passed).contains("## Rows called\n\nNone."));
-    }
-
-    #[test]
-    fn a_default_sweep_grid_stays_under_sixty_thousand_characters() {
-        let mut rows = Vec::new();
-        for family in [
-            "dsa_decode",
-            "dsa_target_verify",
-            "dsa_draft_extend_v2",
-            "dspark_draft_block",
-        ] {
-            for arm in crate::axes::Arm::ALL {
-                for bs in [1, 8, 64, 256] {
-                    for block in [3, 5, 8] {
-                        for metric in ["step_us", "step_fwd_us", "host_issue_us", "gpu_prep_us"] {
-                            let mut r = row(family, arm.name(), bs, metric, 0.5, Call::Same);
-                            r.cell.block = block;
-                            rows.push(r);
-                        }
-                    }
-                }
-            }
-        }
-        let md = markdown(&report(rows.clone()));
-        assert!(md.chars().count() < 60_000, "{}", md.chars().count());
-        // Every row called: still under it, the slower ones listed.
-        for (i, r) in rows.iter_mut().enumerate() {
-            r.call = if i % 2 == 0 {
-                Call::Faster
-            } else {
-                Call::Slower
-            };
-            r.fails = r.call == Call::Slower;
-        }
-        let md = markdown(&report(rows));
-        assert!(md.chars().count() < 60_000, "{}", md.chars().count());
-        assert!(md.contains("more, every one in `ab.json`"));
-    }
-}
+#[path = "report_tests.rs"]
+mod tests;

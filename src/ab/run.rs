@@ -23,7 +23,8 @@ pub struct RunPlan {
     /// cannot see, so the interval is over processes.
     pub processes: usize,
     pub seed: u64,
-    /// A pair whose side's probe moved by more than this (|ln after/before|) is redone once.
+    /// A pair whose side's probe moved by more than this share (0.35: 35%) inside its burst is
+    /// redone once.
     pub redo_bound: f64,
     pub start_timeout: Duration,
     pub pair_timeout: Duration,
@@ -84,7 +85,7 @@ pub fn measure(plan: &RunPlan, mut progress: impl FnMut(usize, usize)) -> Result
                 sampler.set_cell(&cells[slot.cell].to_string());
             }
             let (mut b, mut n) = run.pair(slot, &what)?;
-            let moved = |m: &Measured| m.probe_move() > plan.redo_bound;
+            let moved = |m: &Measured| m.probe_move() > plan.redo_bound.ln_1p();
             let again = moved(&b) || moved(&n);
             if again {
                 (b, n) = run.pair(slot, &what)?;

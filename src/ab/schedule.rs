@@ -22,14 +22,14 @@ pub fn pair_order(cells: usize, rounds: usize, seed: u64) -> Vec<PairSlot> {
             if rounds % 2 == 1 {
                 sides[rounds - 1] = rng.next_u64() & 1 == 1;
             }
-            shuffle(&mut sides, &mut rng);
+            rng.shuffle(&mut sides);
             sides
         })
         .collect();
     let mut order = Vec::with_capacity(cells * rounds);
     for round in 0..rounds {
         let mut visit: Vec<usize> = (0..cells).collect();
-        shuffle(&mut visit, &mut rng);
+        rng.shuffle(&mut visit);
         order.extend(visit.into_iter().map(|cell| PairSlot {
             round,
             cell,
@@ -37,14 +37,6 @@ pub fn pair_order(cells: usize, rounds: usize, seed: u64) -> Vec<PairSlot> {
         }));
     }
     order
-}
-
-/// Fisher–Yates.
-fn shuffle<T>(items: &mut [T], rng: &mut SplitMix64) {
-    for i in (1..items.len()).rev() {
-        let j = rng.range(0, i as u64) as usize;
-        items.swap(i, j);
-    }
 }
 
 #[cfg(test)]

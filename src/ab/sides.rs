@@ -132,7 +132,7 @@ impl Side {
             anyhow::anyhow!(
                 "{label} sent what is no message of metaprep's ab protocol {PROTOCOL} awaiting \
                  {what}: {}",
-                crate::exit::one_line(&cap(&line))
+                crate::exit::one_line(&crate::exit::capped(&line, QUOTED_CHARS))
             )
         })
     }
@@ -180,13 +180,8 @@ impl Side {
     }
 }
 
-/// At most 300 characters of what a side sent, for an error.
-fn cap(text: &str) -> String {
-    match text.char_indices().nth(300) {
-        Some((at, _)) => format!("{}… ({} bytes in all)", &text[..at], text.len()),
-        None => text.to_string(),
-    }
-}
+/// The most characters of what a side sent that an error quotes.
+const QUOTED_CHARS: usize = 300;
 
 #[cfg(test)]
 #[path = "sides_tests.rs"]

@@ -55,7 +55,7 @@ fn plan(base: SideSpec, new: SideSpec) -> RunPlan {
         pairs: 8,
         processes: 6,
         seed: 3,
-        redo_bound: 0.15f64.ln_1p(),
+        redo_bound: 0.15,
         start_timeout: Duration::from_secs(10),
         pair_timeout: Duration::from_secs(2),
     }

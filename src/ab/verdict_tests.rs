@@ -97,9 +97,7 @@ fn call_of(pairs: &[(f64, f64)]) -> Call {
 /// NEW's values moved to other pairs: what the statistic sees with the pairing removed.
 fn unpaired(pairs: &[(f64, f64)], rng: &mut SplitMix64) -> Vec<(f64, f64)> {
     let mut news: Vec<f64> = pairs.iter().map(|p| p.1).collect();
-    for i in (1..news.len()).rev() {
-        news.swap(i, rng.range(0, i as u64) as usize);
-    }
+    rng.shuffle(&mut news);
     pairs.iter().zip(news).map(|(p, n)| (p.0, n)).collect()
 }
 

@@ -10,6 +10,7 @@ use crate::gpu::{nvtx, Event, Gpu, Launch, StepSource};
 use crate::harness::floor::Floor;
 use crate::harness::pin::pin_current_thread;
 use crate::harness::prep_cell::measure;
+use crate::harness::process_group::send_line;
 use crate::prep::plan::{ArmSteps, PrepPlan, Prepared};
 use crate::runs::sweep::{generate_inputs, grid, group_lengths, group_shape, SweepConfig};
 use crate::stats::stopping::StoppingRule;
@@ -156,7 +157,7 @@ pub fn serve(
     out: &mut impl Write,
 ) -> Result<()> {
     let mut requests = input.lines();
-    send(
+    send_line(
         out,
         &Message::Hello(Hello {
             protocol: PROTOCOL,
@@ -197,7 +198,7 @@ pub fn serve(
     }
     let mut prepared = prepare_all(&mut plans, &config.arms)?;
     let names = cells(config);
-    send(
+    send_line(
         out,
         &Message::Ready(Ready {
             device: gpu.info.name.clone(),
@@ -237,7 +238,7 @@ pub fn serve(
         prepared[cell] = Some(steps.prepared);
         let (probe_before_us, probe_after_us, metrics) =
             measured.with_context(|| format!("measuring {name}"))?;
-        send(
+        send_line(
             out,
             &Message::Measured(Measured {
                 cell,
@@ -371,13 +372,6 @@ fn next_request(
             })
         }
     }
-}
-
-/// One message, a line, flushed at once.
-fn send(out: &mut impl Write, message: &Message) -> Result<()> {
-    serde_json::to_writer(&mut *out, message).context("writing to the coordinator")?;
-    out.write_all(b"\n").context("writing to the coordinator")?;
-    out.flush().context("writing to the coordinator")
 }
 
 #[cfg(test)]

@@ -3,10 +3,10 @@
 
 use super::common::{usage, writable_folder};
 use super::sweep::{sweep_config, SweepArgs};
-use crate::ab::report::{markdown, pairs_csv, verdict_line, AbReport, SideReport};
+use crate::ab::report::{markdown, pairs_csv, AbReport};
 use crate::ab::run::{measure, RunPlan};
 use crate::ab::sides::SideSpec;
-use crate::ab::verdict::{rows, state_threshold, Margins};
+use crate::ab::verdict::Margins;
 use crate::ab::worker::{cells, serve, Plant};
 use crate::exit::Exit;
 use crate::results::atomic::{NewFolder, Staging};
@@ -192,7 +192,7 @@ pub(crate) fn ab_config(args: &AbArgs) -> Result<AbConfig> {
             pairs: args.pairs,
             processes: args.processes,
             seed: args.seed,
-            redo_bound: redo_bound.ln_1p(),
+            redo_bound,
             start_timeout: Duration::from_secs(args.start_timeout_s),
             pair_timeout: Duration::from_secs(args.pair_timeout_s),
         },
@@ -300,18 +300,8 @@ fn empty_out(out: &Path) -> Result<()> {
     if out.exists() {
         bail!("--out {}: not a folder", out.display());
     }
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut existing = parent;
-    while !existing.exists() {
-        existing = existing
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-    }
-    writable_folder(existing, "--out")
+    // A new folder: one the nearest folder above it lets this process make.
+    writable_folder(out, "--out")
 }
 
 /// The sweep config and plant a worker reads from `args` (its flags after `ab-worker`).
@@ -344,38 +334,13 @@ pub(crate) fn ab(args: &AbArgs) -> Result<ExitCode> {
         bar.set_position(done as u64);
     })?;
     bar.finish_and_clear();
-    let plan = &config.plan;
-    let split = state_threshold(&measurement.pairs, plan.redo_bound.exp_m1());
-    let rows = rows(
-        &measurement.cells,
-        &measurement.pairs,
+    let report = AbReport::of(
+        &config.plan,
         config.margins,
-        split,
+        &config.own_flags,
+        &config.grid,
+        &measurement,
     );
-    let (passed, verdict) = verdict_line(&rows, config.margins);
-    let mut emulated = measurement.base.ready.emulated.clone();
-    emulated.retain(|l| measurement.new.ready.emulated.contains(l));
-    let report = AbReport {
-        passed,
-        verdict,
-        base: SideReport::new(&plan.base, &config.own_flags[0], &measurement.base),
-        new: SideReport::new(&plan.new, &config.own_flags[1], &measurement.new),
-        grid_flags: shlex::try_join(config.grid.iter().map(String::as_str)).unwrap_or_default(),
-        cells: measurement.cells.len(),
-        pairs_per_cell: plan.pairs,
-        processes: plan.processes,
-        redone: measurement.redone,
-        redo_bound_pct: plan.redo_bound.exp_m1() * 100.0,
-        margins_pct: Margins {
-            host: config.margins.host * 100.0,
-            gpu: config.margins.gpu * 100.0,
-        },
-        state_split_at_us: split,
-        emulated,
-        seconds: measurement.seconds,
-        clocks: crate::ab::report::Clocks::of(&measurement.telemetry),
-        rows,
-    };
     let summary = markdown(&report);
     let json = serde_json::to_string_pretty(&report)?;
     write_out(&config.out, &summary, &json, &pairs_csv(&measurement)?)?;
@@ -385,7 +350,7 @@ pub(crate) fn ab(args: &AbArgs) -> Result<ExitCode> {
         crate::out!("{summary}");
     }
     eprintln!("metaprep: ab wrote {}", config.out.display());
-    Ok(Exit::failed_if(!passed).into())
+    Ok(Exit::failed_if(!report.passed).into())
 }
 
 /// The run's three files, moved into `out` together.

@@ -179,6 +179,15 @@ fn forward_stderr(
     })
 }
 
+/// What a worker writes back: one JSON document a line, flushed at once (its reader acts on
+/// each as it comes: a sweep's parent tags NVML samples as cells begin).
+pub fn send_line(out: &mut impl std::io::Write, message: &impl serde::Serialize) -> Result<()> {
+    serde_json::to_writer(&mut *out, message).context("writing to the parent process")?;
+    out.write_all(b"\n")
+        .context("writing to the parent process")?;
+    out.flush().context("writing to the parent process")
+}
+
 /// One worker process whose stdout the caller reads line by line, its stderr forwarded with
 /// its label in front; it dies with the parent, and is killed and reaped if dropped running.
 pub struct Worker {

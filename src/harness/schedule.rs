@@ -20,10 +20,7 @@ pub struct Visit {
 /// `arms` arms): the same for the same seed and round, a fresh order for another round.
 pub fn round_order(groups: &[usize], arms: usize, seed: u64, round: usize) -> Vec<Visit> {
     let mut order = groups.to_vec();
-    let mut rng = round_rng(seed, round);
-    for k in (1..order.len()).rev() {
-        order.swap(k, rng.range(0, k as u64) as usize);
-    }
+    round_rng(seed, round).shuffle(&mut order);
     let mut arm_order: Vec<usize> = (0..arms).collect();
     arm_order.rotate_left(round % arms.max(1));
     order

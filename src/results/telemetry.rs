@@ -50,6 +50,19 @@ pub struct TelemetrySample {
 }
 
 impl TelemetrySample {
+    /// The raw clock-event reason bits: `None` where NVML gave no reading (empty), an error
+    /// where the text is no hex number (`0x…` as the writers give it).
+    pub fn reason_bits(&self) -> Result<Option<u64>, String> {
+        let text = self.clock_event_reasons.trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        let digits = (text.strip_prefix("0x").or_else(|| text.strip_prefix("0X"))).unwrap_or(text);
+        u64::from_str_radix(digits, 16)
+            .map(Some)
+            .map_err(|_| format!("clock_event_reasons {text:?} is not a hex number"))
+    }
+
     /// Why a sample cannot be one metaprep wrote: a time that is not a time since the start,
     /// or a reading that is none ([`reading_problem`]; a reading NVML did not give is NaN).
     pub fn check(&self) -> Result<(), String> {

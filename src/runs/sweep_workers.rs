@@ -14,7 +14,7 @@
 //! after each worker.
 
 use crate::harness::pin::pin_current_thread;
-use crate::harness::process_group::Worker;
+use crate::harness::process_group::{send_line, Worker};
 use crate::results::config_file::ConfigFile;
 use crate::runs::sweep::{grid, Measurer, RunState, Sink, SweepConfig};
 use crate::runs::sweep_rounds::RoundResult;
@@ -233,7 +233,7 @@ pub fn serve(config: &SweepConfig, assignment: &Assignment, out: &mut impl Write
     }
     // Held to the end: dropping it unpins the thread.
     let pinned = pin_current_thread(config.cpu)?;
-    send(
+    send_line(
         out,
         &WorkerMessage::Started {
             pinned: pinned.note(),
@@ -242,7 +242,7 @@ pub fn serve(config: &SweepConfig, assignment: &Assignment, out: &mut impl Write
     let mut measurer = Measurer::new(&gpu, config, &groups)?;
     for round in assignment.first_round..assignment.first_round + assignment.rounds {
         let mut mark = |label: &str, counts: bool| {
-            send(
+            send_line(
                 &mut *out,
                 &WorkerMessage::Cell {
                     label: label.to_string(),
@@ -251,16 +251,9 @@ pub fn serve(config: &SweepConfig, assignment: &Assignment, out: &mut impl Write
             )
         };
         let result = measurer.round(round, &groups, &mut mark)?;
-        send(out, &WorkerMessage::Round(Box::new(result)))?;
+        send_line(out, &WorkerMessage::Round(Box::new(result)))?;
     }
     Ok(())
-}
-
-/// One message, a line, flushed at once (the parent tags NVML samples as cells begin).
-fn send(out: &mut impl Write, message: &WorkerMessage) -> Result<()> {
-    serde_json::to_writer(&mut *out, message).context("writing to the parent")?;
-    out.write_all(b"\n").context("writing to the parent")?;
-    out.flush().context("writing to the parent")
 }
 
 #[cfg(test)]
@@ -384,7 +377,7 @@ mod tests {
         ];
         let mut out = Vec::new();
         for m in &messages {
-            send(&mut out, m).unwrap();
+            send_line(&mut out, m).unwrap();
         }
         let text = String::from_utf8(out).unwrap();
         let back: Vec<WorkerMessage> = text

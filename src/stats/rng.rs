@@ -20,6 +20,13 @@ impl SplitMix64 {
         debug_assert!(lo <= hi);
         lo + self.next_u64() % (hi - lo + 1)
     }
+
+    /// Fisher–Yates: `items` in an order drawn from this stream.
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for k in (1..items.len()).rev() {
+            items.swap(k, self.range(0, k as u64) as usize);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -17,18 +17,10 @@ const REASON_GPU_IDLE: u64 = 0x1;
 /// Whether a sample's clock-event reasons include anything but idle. Empty means no NVML
 /// reading; anything else that is not hex is an error, since it means a corrupt file.
 fn throttled(sample: &TelemetrySample) -> Result<bool> {
-    let text = sample.clock_event_reasons.trim();
-    if text.is_empty() {
-        return Ok(false);
-    }
-    let digits = text
-        .strip_prefix("0x")
-        .or_else(|| text.strip_prefix("0X"))
-        .unwrap_or(text);
-    match u64::from_str_radix(digits, 16) {
-        Ok(bits) => Ok(bits & !REASON_GPU_IDLE != 0),
-        Err(_) => bail!(
-            "telemetry sample at {} s has clock_event_reasons {text:?}, not a hex number; the telemetry file is corrupt",
+    match sample.reason_bits() {
+        Ok(bits) => Ok(bits.is_some_and(|bits| bits & !REASON_GPU_IDLE != 0)),
+        Err(e) => bail!(
+            "telemetry sample at {} s has {e}; the telemetry file is corrupt",
             sample.t_s
         ),
     }

@@ -31,13 +31,7 @@ pub(super) fn write_headlines(out: &mut String, index: &Index) -> fmt::Result {
             let paired = index
                 .get(&after, STEP_RATIO_VS_EAGER_SYNC)
                 .map(|r| change_text(change_of_ratio(r), r.median * 100.0 - 100.0));
-            let unpaired = |metric: &str| -> Option<String> {
-                let (base, new) = (index.get(&base, metric)?, index.get(&after, metric)?);
-                Some(change_text(
-                    relative_change(base, new),
-                    (new.median / base.median - 1.0) * 100.0,
-                ))
-            };
+            let unpaired = |metric: &str| between(index, &base, &after, metric);
             let lead = format!("**{AFTER_ARM} replay against {BASELINE_ARM}**");
             let line = if kind == KIND_STEP {
                 let family = if step_families.len() > 1 || names_another_drafter(&group.family) {
@@ -107,21 +101,25 @@ fn prep_per_arm(index: &Index, base: &CellKey) -> Option<String> {
     ))
 }
 
+/// `metric`'s change from cell `from` to cell `to`, its two medians' intervals taken apart.
+fn between(index: &Index, from: &CellKey, to: &CellKey, metric: &str) -> Option<String> {
+    let (a, b) = (index.get(from, metric)?, index.get(to, metric)?);
+    Some(change_text(
+        relative_change(a, b),
+        (b.median / a.median - 1.0) * 100.0,
+    ))
+}
+
 /// The step's two wins told apart, where eager-device ran beside eager-sync and graph: the
 /// read's cost in µs a step, what removing it wins (eager-device against eager-sync), and
 /// what graph replay adds on top (graph against eager-device), in ITL and throughput.
 fn two_wins(index: &Index, base: &CellKey, after: &CellKey) -> Option<String> {
     let device = base.with_arm(DEVICE_ARM);
     let change = |from: &CellKey, to: &CellKey| -> Option<String> {
-        let part = |metric: &str, name: &str| {
-            let (a, b) = (index.get(from, metric)?, index.get(to, metric)?);
-            let c = change_text(relative_change(a, b), (b.median / a.median - 1.0) * 100.0);
-            Some(format!("{name} {c}"))
-        };
         Some(format!(
-            "{}, {}",
-            part("itl_us", "ITL")?,
-            part("throughput_tok_s", "throughput")?
+            "ITL {}, throughput {}",
+            between(index, from, to, "itl_us")?,
+            between(index, from, to, "throughput_tok_s")?
         ))
     };
     let removing = change(base, &device)?;
