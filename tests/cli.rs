@@ -93,7 +93,7 @@ fn bad_flags_are_refused_before_any_gpu_work() {
         (&["check", "--device", "-1"], "`-1` is not a device ordinal"),
         (
             &["steps", "--full", "--batch-sizes", "1"],
-            "the argument '--full' cannot be used with '--batch-sizes <BATCH_SIZES>'",
+            "the argument '--full' cannot be used with '--batch-sizes <SIZES>'",
         ),
         (
             &["steps", "--gpu-memory-gib", "1e30"],
@@ -167,11 +167,11 @@ fn bad_flags_are_refused_before_any_gpu_work() {
         (&["steps", "--read-skew-us", "-5"], "--read-skew-us: -5"),
         (
             &["check", "--batch-sizes", "0"],
-            "invalid value '0' for '--batch-sizes <BATCH_SIZES>': 0 is not a valid value",
+            "invalid value '0' for '--batch-sizes <SIZES>': 0 is not a valid value",
         ),
         (
             &["sweep", "--batch-sizes", "1,,8"],
-            "for '--batch-sizes <BATCH_SIZES>': an empty item",
+            "for '--batch-sizes <SIZES>': an empty item",
         ),
         (
             &["steps", "--batch-sizes", "8,1,8"],
@@ -1115,13 +1115,13 @@ fn old_flag_names_are_hidden_aliases_of_the_new_in_both_commands() {
             args.extend(flags);
             assert_clean_failure(&metaprep(&args), 2, needle);
         }
-        let help = metaprep(&[command, "--help"]);
+        let help = metaprep(&[command, "--help-all"]);
         let help = String::from_utf8_lossy(&help.stdout);
         for new in [
-            "--min-rounds <MIN_ROUNDS>",
-            "--max-rounds <MAX_ROUNDS>",
-            "--precision-pct <PRECISION_PCT>",
-            "--cell-time-cap-ms <CELL_TIME_CAP_MS>",
+            "--min-rounds <ROUNDS>",
+            "--max-rounds <ROUNDS>",
+            "--precision-pct <PCT>",
+            "--cell-time-cap-ms <MS>",
         ] {
             assert!(help.contains(new), "{command} --help lacks {new}");
         }
@@ -1133,19 +1133,19 @@ fn old_flag_names_are_hidden_aliases_of_the_new_in_both_commands() {
 
 #[test]
 fn sweep_help_explains_rounds() {
-    let out = metaprep(&["sweep", "--help"]);
+    let out = metaprep(&["sweep", "--help-all"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let help = String::from_utf8_lossy(&out.stdout);
     for text in [
-        "--min-rounds <MIN_ROUNDS>",
+        "--min-rounds <ROUNDS>",
         "6 is the fewest whose medians give a distribution-free 95% interval",
         "[default: 6]",
-        "--max-rounds <MAX_ROUNDS>",
+        "--max-rounds <ROUNDS>",
         "precision, max-rounds, time-cap",
         "[default: 12]",
-        "--precision-pct <PRECISION_PCT>",
+        "--precision-pct <PCT>",
         "[default: 1]",
-        "--cell-time-cap-ms <CELL_TIME_CAP_MS>",
+        "--cell-time-cap-ms <MS>",
         "[default: 500]",
         "each round's sampling stopping at this / --min-rounds",
         "Samples per metric of a cell in each round",
@@ -1153,7 +1153,7 @@ fn sweep_help_explains_rounds() {
         "the first --min-rounds over up to N workers",
         "has its interval over processes",
         "Default: 9, or --max-rounds where that is fewer",
-        "--batch-sizes <BATCH_SIZES>",
+        "--batch-sizes <SIZES>",
         "[default: 1,8,64,256]",
         "[default: 131072]",
     ] {
@@ -1168,10 +1168,10 @@ fn sweep_help_explains_rounds() {
 #[test]
 fn kernel_image_and_sync_are_flags_of_every_gpu_command_and_bad_values_exit_2() {
     for command in ["info", "check", "sweep", "steps"] {
-        let out = metaprep(&[command, "--help"]);
+        let out = metaprep(&[command, "--help-all"]);
         let help = String::from_utf8_lossy(&out.stdout);
         for text in [
-            "--kernel-image <KERNEL_IMAGE>",
+            "--kernel-image <IMAGE>",
             "JIT-compiled by the driver",
             "[default: auto]",
             "--sync <SYNC>",
@@ -1186,7 +1186,7 @@ fn kernel_image_and_sync_are_flags_of_every_gpu_command_and_bad_values_exit_2() 
         assert_clean_failure(
             &metaprep(&[command, "--kernel-image", "sass"]),
             2,
-            "invalid value 'sass' for '--kernel-image <KERNEL_IMAGE>'",
+            "invalid value 'sass' for '--kernel-image <IMAGE>'",
         );
         assert_clean_failure(
             &metaprep(&[command, "--sync", "poll"]),
@@ -1209,8 +1209,8 @@ fn every_flag_of_every_command_has_a_description() {
         "compare",
         "collectives",
     ] {
-        let out = metaprep(&[command, "--help"]);
-        assert!(out.status.success(), "{command} --help failed");
+        let out = metaprep(&[command, "--help-all"]);
+        assert!(out.status.success(), "{command} --help-all failed");
         let help = String::from_utf8_lossy(&out.stdout).to_string();
         let lines: Vec<&str> = help.lines().collect();
         for (i, line) in lines.iter().enumerate() {
@@ -1266,4 +1266,69 @@ fn report_refuses_to_write_into_another_runs_folder() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(fresh.join("summary.md").exists());
+}
+
+/// Every command's `-h` and `--help` fit a screen: at most 4 KB, one line a flag with its
+/// description on it; `--help-all` still holds every flag, and names the long docs.
+#[test]
+fn every_commands_help_fits_a_screen_and_help_all_holds_every_flag() {
+    for command in [
+        "info",
+        "doctor",
+        "check",
+        "sweep",
+        "steps",
+        "report",
+        "calibrate",
+        "validate",
+        "compare",
+        "ab",
+        "collectives",
+    ] {
+        for flag in ["-h", "--help"] {
+            let out = metaprep(&[command, flag]);
+            assert_eq!(out.status.code(), Some(0), "{command} {flag}");
+            let help = String::from_utf8_lossy(&out.stdout).to_string();
+            assert!(
+                help.len() <= 4096,
+                "`{command} {flag}` is {} bytes:\n{help}",
+                help.len()
+            );
+            assert!(help.contains("--help-all"), "{command} {flag}:\n{help}");
+            assert!(
+                help.contains("docs/commands.md"),
+                "{command} {flag}:\n{help}"
+            );
+            let options = help.split("Options:").nth(1).expect("an Options section");
+            let options: Vec<&str> = (options.lines().skip(1))
+                .take_while(|l| !l.is_empty())
+                .collect();
+            for line in options.iter().filter(|l| l.trim_start().starts_with('-')) {
+                let parts = line.trim().split("  ").filter(|p| !p.trim().is_empty());
+                assert!(
+                    parts.count() >= 2,
+                    "`{command} {flag}`: `{line}` has no description on its line"
+                );
+            }
+            // No flag's description runs onto a line of its own.
+            let lone = (options.iter())
+                .filter(|l| !l.trim_start().starts_with('-'))
+                .count();
+            assert_eq!(lone, 0, "`{command} {flag}` wraps:\n{help}");
+        }
+        let all = metaprep(&[command, "--help-all"]);
+        let all = String::from_utf8_lossy(&all.stdout).to_string();
+        let short = String::from_utf8_lossy(&metaprep(&[command, "-h"]).stdout).to_string();
+        let flags = |h: &str| {
+            h.lines()
+                .filter_map(|l| l.trim_start().strip_prefix("--"))
+                .map(|l| l.split([' ', ',']).next().unwrap().to_string())
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        let (all_flags, short_flags) = (flags(&all), flags(&short));
+        assert!(
+            short_flags.is_subset(&all_flags) && all_flags.len() >= short_flags.len(),
+            "{command}: -h shows flags --help-all lacks"
+        );
+    }
 }

@@ -62,9 +62,10 @@ pub struct AbArgs {
     /// "--forward-us 20"); a later flag overrides the grid's.
     #[arg(long, allow_hyphen_values = true, value_name = "FLAGS")]
     pub(crate) base_flags: Option<String>,
-    /// Flags only NEW's worker gets. Test aid: --plant-host ARM=AMOUNT (eager-sync=20% or
-    /// eager-sync=5us) adds a host busy-wait to each step of one arm, a known slowdown for
-    /// checking the gate.
+    /// Flags only NEW's worker gets; test aid --plant-host ARM=AMOUNT slows one arm.
+    ///
+    /// --plant-host ARM=AMOUNT (eager-sync=20% or eager-sync=5us) adds a host busy-wait to
+    /// each step of one arm, a known slowdown for checking the gate.
     #[arg(long, allow_hyphen_values = true, value_name = "FLAGS")]
     pub(crate) new_flags: Option<String>,
     /// Pairs of each cell (one a round, the cells shuffled each round): at least --processes.

@@ -8,6 +8,7 @@ pub mod collectives;
 pub mod common;
 pub mod doctor;
 pub mod grid_args;
+pub mod help;
 pub mod info;
 pub mod lists;
 pub mod rank_worker;
@@ -112,6 +113,7 @@ pub enum Command {
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
     Cli::command().mut_subcommands(|c| {
+        let c = help::fit_to_screen(c);
         let validate = c.get_name() == "validate";
         c.mut_args(|a| {
             // validate's help leaves out the steps flags it sets per cell (and refuses).

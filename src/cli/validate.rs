@@ -51,6 +51,8 @@ pub struct ValidateArgs {
     /// profile already holds are dropped before the fit.
     #[arg(long, value_name = "FIT.csv")]
     pub(crate) fit: Option<PathBuf>,
+    /// With --fit: also fit the post-wait table, at this CSV's one long-forward cell.
+    ///
     /// With --fit: then scale the profile's post-wait table (what framework calls cost
     /// extra after a wait, from metaprep_host.py's probe) at the one cell of this CSV, the
     /// engine run untraced at a long forward in its own process with eager-sync and graph
