@@ -194,17 +194,24 @@ fn write_summary_writes_the_middle_block_and_every_block_beside_it() {
         compact.len(),
         whole.len()
     );
-    assert!(compact.contains("Every block size's tables: `tables.md`"));
+    // A sweep's fixture: its per-prep tables and read paths are in tables.md alone.
+    assert!(compact.contains("Every block size's tables, each prep's cost over its floor"));
+    assert!(!compact.contains("### Metadata prep") && whole.contains("### Metadata prep"));
 }
 
 #[test]
-fn a_default_steps_summary_fits_twelve_kilobytes() {
-    // The H200's default steps run as committed: 3 blocks x 4 batches x 6 arms.
-    let dir =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results/2026-12-01-h200-steps");
-    let run = metaprep::results::run_dir::RunDir::open(&dir).unwrap();
-    let compact = render_compact(&run.rows, &run.env);
-    assert!(compact.len() <= 12 * 1024, "{} bytes", compact.len());
+fn the_default_steps_and_sweep_summaries_fit_twelve_kilobytes() {
+    // The H200's steps run as committed (3 blocks x 4 batches x 6 arms, more than the
+    // default's 4) and its default sweep.
+    for run in [
+        "results/2026-12-01-h200-steps",
+        "results/2026-12-01-h200-sweep",
+    ] {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(run);
+        let run = metaprep::results::run_dir::RunDir::open(&dir).unwrap();
+        let compact = render_compact(&run.rows, &run.env);
+        assert!(compact.len() <= 12 * 1024, "{} bytes", compact.len());
+    }
 }
 
 #[test]

@@ -65,13 +65,32 @@ pub fn render_compact(rows: &[Row], env: &EnvRecord) -> String {
         .filter(|r| r.kind == crate::results::csv::KIND_FLOOR || middle.contains(&group_block(r)))
         .cloned()
         .collect();
-    let mut out = render_summary(&kept, env);
-    if kept.len() < rows.len() {
-        out.push_str(&format!(
-            "\nEvery block size's tables: `{TABLES_FILE}` beside this file.\n"
-        ));
-    }
+    let mut out = String::new();
+    write_summary_text(&mut out, &kept, env, Detail::Compact)
+        .expect("writing to a String cannot fail");
+    let what = match has_preps(rows) {
+        true => {
+            "Every block size's tables, each prep's cost over its floor with its bandwidth, \
+                 and the read paths"
+        }
+        false if kept.len() < rows.len() => "Every block size's tables",
+        false => return out,
+    };
+    out.push_str(&format!("\n{what}: `{TABLES_FILE}` beside this file.\n"));
     out
+}
+
+/// How much a summary holds: the page a pull request quotes, or every table.
+#[derive(Clone, Copy, PartialEq)]
+enum Detail {
+    Compact,
+    Full,
+}
+
+/// A sweep's rows: their per-prep tables and read paths go to `tables.md` alone.
+fn has_preps(rows: &[Row]) -> bool {
+    rows.iter()
+        .any(|r| r.kind == crate::results::csv::KIND_PREP)
 }
 
 /// A row's group (kind, family, layout) and block size.
@@ -110,11 +129,16 @@ fn middle_blocks(rows: &[Row]) -> Vec<(String, String, String, u32)> {
 
 pub fn render_summary(rows: &[Row], env: &EnvRecord) -> String {
     let mut out = String::new();
-    write_summary_text(&mut out, rows, env).expect("writing to a String cannot fail");
+    write_summary_text(&mut out, rows, env, Detail::Full).expect("writing to a String cannot fail");
     out
 }
 
-fn write_summary_text(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::Result {
+fn write_summary_text(
+    out: &mut String,
+    rows: &[Row],
+    env: &EnvRecord,
+    detail: Detail,
+) -> fmt::Result {
     let index = Index::new(rows);
     headline::write_headlines(out, &index)?;
     header::write_environment(out, env)?;
@@ -126,8 +150,10 @@ fn write_summary_text(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::R
     against::write_against_eager_sync(out, &index)?;
     against::write_upload_against_graph(out, &index)?;
     steps::write_steps(out, &index)?;
-    preps::write_preps(out, &index)?;
-    crate::report::read_paths::write_read_paths(out, &index)?;
+    if detail == Detail::Full || !has_preps(rows) {
+        preps::write_preps(out, &index)?;
+        crate::report::read_paths::write_read_paths(out, &index)?;
+    }
     floors::write_floors(out, &index)?;
     header::write_notes(out, env)
 }
