@@ -86,6 +86,8 @@ pub struct Opening {
     csv_path: PathBuf,
     /// env.json's notes so far, in the order it writes them.
     pub notes: Vec<String>,
+    /// env.json's callouts: what summary.md leads with.
+    pub callouts: Vec<String>,
     pinned: Option<Pinned>,
 }
 
@@ -99,6 +101,7 @@ impl Opening {
             resume,
             csv_path,
             notes: Vec::new(),
+            callouts: Vec::new(),
             pinned: None,
         };
         Ok((opening, rows))
@@ -122,12 +125,14 @@ impl Opening {
             resume,
             csv_path,
             notes,
+            callouts,
             pinned,
         } = self;
-        for note in &notes {
+        for note in callouts.iter().chain(&notes) {
             eprintln!("metaprep: {note}");
         }
-        let env = env_for_run(gpu, &out, resume, notes, settings)?;
+        let mut env = env_for_run(gpu, &out, resume, notes, settings)?;
+        env.callouts = callouts;
         env.write(&out)?;
         // The GPM note comes from NVML, not from the caller: say it once here too.
         for note in env.notes.iter().filter(|n| n.starts_with(UNAVAILABLE_NOTE)) {

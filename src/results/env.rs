@@ -63,6 +63,10 @@ pub struct EnvRecord {
     /// Free-form notes for a reader: emulated layouts, warnings (e.g. "NVML unavailable"),
     /// the settings in words.
     pub notes: Vec<String>,
+    /// What a reader must see before the first table (a grid planned for another GPU than
+    /// this one); `summary.md` leads with them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub callouts: Vec<String>,
     /// What the run was asked to measure, as data (`sweep`, `steps`, `validate`, `check
     /// --dump`); `None` in a record of a metaprep before it and of the commands that record
     /// none.
@@ -333,6 +337,7 @@ pub(crate) fn test_env() -> EnvRecord {
         mem_clock_max_mhz: Some(3201),
         power_limit_w: Some(700.0),
         notes: vec!["tp8 emulated on 1 GPU".into()],
+        callouts: Vec::new(),
         settings: None,
     }
 }

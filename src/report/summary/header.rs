@@ -93,6 +93,9 @@ fn out_value<'a>(words: &[&'a str]) -> Option<&'a str> {
 }
 
 pub(super) fn write_callouts(out: &mut String, rows: &[Row], env: &EnvRecord) -> fmt::Result {
+    for callout in &env.callouts {
+        writeln!(out, "> ⚠ {callout}\n")?;
+    }
     let emulated: BTreeSet<(u8, &str)> = rows
         .iter()
         .filter(|r| r.emulated)
@@ -127,9 +130,17 @@ pub(super) fn write_callouts(out: &mut String, rows: &[Row], env: &EnvRecord) ->
 
 /// The run's own notes (how it ran: pinning, workers, the step model, memory), at the end and
 /// folded, one line until opened: they say how the answer was measured, not what it is.
-pub(super) fn write_notes(out: &mut String, env: &EnvRecord) -> fmt::Result {
+pub(super) fn write_notes(out: &mut String, env: &EnvRecord, whole: bool) -> fmt::Result {
     if env.notes.is_empty() {
         return Ok(());
+    }
+    if !whole {
+        return writeln!(
+            out,
+            "_{} notes on how the run measured (threads, processes, models, memory): \
+             `tables.md` and env.json._",
+            env.notes.len()
+        );
     }
     writeln!(
         out,
@@ -200,6 +211,28 @@ mod tests {
             vec!["emulated: tp8 needs 8 GPUs, ran as 1 rank(s) on a host with 2; ...".into()];
         let text = render_summary(&[wide_row()], &env);
         assert_eq!(text.matches("emulated: tp8").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn callouts_lead_and_the_compact_summary_folds_its_notes_into_one_line() {
+        let mut env = test_env();
+        env.callouts = vec!["planned on an H200's 141 GiB a GPU: the default ...".into()];
+        env.notes = vec!["worker 1: pinned".into(), "worker 2: pinned".into()];
+        let rows = [step("graph", "itl_us", 160.0)];
+        let whole = render_summary(&rows, &env);
+        let compact = crate::report::summary::render_compact(&rows, &env);
+        for text in [&whole, &compact] {
+            let callout = text
+                .find("> ⚠ planned on an H200's 141 GiB")
+                .expect("the callout");
+            assert!(callout < text.find("###").unwrap(), "{text}");
+        }
+        assert!(whole.contains("> note: worker 2: pinned"), "{whole}");
+        assert!(!compact.contains("worker 2"), "{compact}");
+        assert!(
+            compact.contains("_2 notes on how the run measured"),
+            "{compact}"
+        );
     }
 
     fn wide_row() -> Row {

@@ -145,7 +145,7 @@ fn write_summary_text(
     header::write_callouts(out, rows, env)?;
     if rows.is_empty() {
         writeln!(out, "_This run has no results._\n")?;
-        return header::write_notes(out, env);
+        return header::write_notes(out, env, true);
     }
     against::write_against_eager_sync(out, &index)?;
     against::write_upload_against_graph(out, &index)?;
@@ -155,7 +155,7 @@ fn write_summary_text(
         crate::report::read_paths::write_read_paths(out, &index)?;
     }
     floors::write_floors(out, &index)?;
-    header::write_notes(out, env)
+    header::write_notes(out, env, detail == Detail::Full)
 }
 
 #[cfg(test)]

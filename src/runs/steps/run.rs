@@ -41,6 +41,7 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
     opening
         .notes
         .extend(rank_notes(config, &deployment, &world, &gpu));
+    opening.callouts.extend(deployment.replanned.clone());
     opening.pin(config.cpu)?;
     // Each cell gets its own timer: an EAGLE step's items depend on the block size.
     let (timers, timer_line) = TimerSource::open(config.timer, config.cupti_lib.as_deref())?;
