@@ -3,7 +3,7 @@
 planted GPU-side one, interleaved in time so each kind sees the host's states alike.
 
     python3 scripts/ab_battery.py METAPREP OUT [--runs N] [--budget-s S] [--kinds aa,host,gpu]
-                                 [--other-build PATH]
+                                 [--other-build PATH] [--first N]
 
 Kinds (each `metaprep ab` on its default small grid):
   aa     the same build as BASE and NEW: passes when it exits 0 and calls no row;
@@ -75,6 +75,7 @@ def main():
     ap.add_argument("metaprep")
     ap.add_argument("out")
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--first", type=int, default=1, help="the first run's number (its seed)")
     ap.add_argument("--budget-s", type=float, default=1e9)
     ap.add_argument("--kinds", default="aa,host,gpu")
     ap.add_argument("--other-build")
@@ -86,7 +87,7 @@ def main():
     with open(os.path.join(args.out, "battery.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["kind", "run", "exit", "seconds", "ok", "why", "called", "redone", "state_split_at_us"])
-        for n in range(1, args.runs + 1):
+        for n in range(args.first, args.first + args.runs):
             for kind in kinds:
                 if time.time() - started > args.budget_s:
                     break

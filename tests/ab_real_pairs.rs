@@ -1,19 +1,25 @@
-//! `ab`'s statistic held to real pairs: a battery of `ab` runs on an H100 (80 GB HBM3, driver
-//! 580.159; results/2026-12-06-h100-ab-battery/), 14 A/A runs and 14 with 1 µs more stand-in
-//! forward on NEW, each run one process a side measuring 24 cells × 16 pairs. Within one
-//! process pair the GPU-paced rows' intervals were ±0.2-0.3% while their changes moved 1.5-2.7%
-//! from run to run: each run's two processes are one draw. Taking eight runs as the eight
-//! processes of one `ab` (two pairs of each), the interval over processes is what the gate reads.
+//! `ab`'s statistic held to real pairs: `metaprep ab` on an H100 (80 GB HBM3, driver 580.159;
+//! results/2026-12-06-h100-ab-final/), 20 A/A runs and 20 with 1 µs more stand-in forward on
+//! NEW, each run 24 cells × 16 pairs over 8 processes a side. The fixture keeps every pair's
+//! `step_us` and `step_fwd_us`. A change multiplied onto NEW's values of the A/A pairs is a
+//! planted change on the host's real noise.
 
 use flate2::read::GzDecoder;
+use metaprep::ab::run::rounds_of;
 use metaprep::ab::verdict::{over_processes, pacing_of, Call, Margins};
-use metaprep::stats::paired::hodges_lehmann;
-use metaprep::stats::rng::SplitMix64;
 use std::collections::BTreeMap;
 use std::io::Read;
 
-/// (family, arm, batch size, metric) → run → that run's pairs' ln(NEW/BASE), in round order.
-type Runs = BTreeMap<(String, String, String, String), BTreeMap<u32, Vec<f64>>>;
+const RUNS: u32 = 20;
+const PROCESSES: usize = 8;
+const PAIRS: usize = 16;
+
+/// (family, arm, batch size, metric) of a row.
+type RowKey = (String, String, String, String);
+/// Row → its pairs as (round or process, BASE, NEW).
+type Rows = BTreeMap<RowKey, Vec<(usize, f64, f64)>>;
+/// Run → its rows, each pair's round.
+type Runs = BTreeMap<u32, Rows>;
 
 fn pairs(kind: &str) -> Runs {
     let path = concat!(
@@ -30,36 +36,57 @@ fn pairs(kind: &str) -> Runs {
         if f[0] != kind {
             continue;
         }
-        let (base, new): (f64, f64) = (f[7].parse().unwrap(), f[8].parse().unwrap());
         let key = (f[3].into(), f[4].into(), f[5].into(), f[6].into());
-        let run = f[1].parse().unwrap();
-        runs.entry(key)
+        let round = f[2].parse::<usize>().unwrap() - 1;
+        let (base, new) = (f[7].parse().unwrap(), f[8].parse().unwrap());
+        (runs.entry(f[1].parse().unwrap()).or_default())
+            .entry(key)
             .or_default()
-            .entry(run)
-            .or_default()
-            .push((new / base).ln());
+            .push((round, base, new));
     }
+    assert_eq!(runs.len(), RUNS as usize, "{kind}");
     runs
 }
 
-/// Seven windows of eight consecutive runs and 40 drawn sets of eight.
-fn eights(runs: u32) -> Vec<Vec<u32>> {
-    let mut sets: Vec<Vec<u32>> = (1..=runs - 7).map(|s| (s..s + 8).collect()).collect();
-    let mut rng = SplitMix64::new(20261206);
-    for _ in 0..40 {
-        let mut all: Vec<u32> = (1..=runs).collect();
-        rng.shuffle(&mut all);
-        sets.push(all[..8].to_vec());
-    }
-    sets
+/// The process that measured `round` in a run of eight processes a side.
+fn process_of(round: usize) -> usize {
+    (0..PROCESSES)
+        .find(|&g| rounds_of(g, PROCESSES, PAIRS).contains(&round))
+        .unwrap()
 }
 
-/// Each row's call over the eight runs of `set` as processes, two pairs of each.
-fn calls(runs: &Runs, set: &[u32]) -> Vec<(String, Call)> {
-    (runs.iter())
-        .map(|((family, arm, bs, metric), by_run)| {
-            let d: Vec<(usize, f64)> = (set.iter().enumerate())
-                .flat_map(|(process, run)| by_run[run].iter().take(2).map(move |&d| (process, d)))
+/// A run as `ab` would make it of the runs in `set`, each run's processes its own: all their
+/// pairs, or (`one_each`) the first pair of each process, as 16 processes of 16 pairs would.
+fn processes_of(
+    runs: &Runs,
+    set: &[u32],
+    one_each: bool,
+) -> BTreeMap<RowKey, Vec<(usize, f64, f64)>> {
+    let mut merged = Rows::new();
+    for (i, run) in set.iter().enumerate() {
+        for (key, pairs) in &runs[run] {
+            let kept = (pairs.iter()).filter(|(round, _, _)| !one_each || round % 2 == 0);
+            (merged.entry(key.clone()).or_default())
+                .extend(kept.map(|&(round, b, n)| (i * PROCESSES + process_of(round), b, n)));
+        }
+    }
+    merged
+}
+
+/// Twenty runs of 16 processes, one pair each: runs n and n + 1 (mod 20) together.
+fn sixteen_processes(runs: &Runs) -> Vec<Rows> {
+    (1..=RUNS)
+        .map(|n| processes_of(runs, &[n, n % RUNS + 1], true))
+        .collect()
+}
+
+/// Each row's call, NEW's values of the rows `planted` picks multiplied by its factor.
+fn calls(run: &Rows, planted: impl Fn(&RowKey) -> f64) -> Vec<(String, Call)> {
+    (run.iter())
+        .map(|(key @ (family, arm, bs, metric), pairs)| {
+            let factor = planted(key);
+            let d: Vec<(usize, f64)> = (pairs.iter())
+                .map(|&(process, base, new)| (process, (new * factor / base).ln()))
                 .collect();
             let margin = Margins::DEFAULT.of(pacing_of(arm, metric));
             let name = format!("{family}/{arm} bs {bs} {metric}");
@@ -68,63 +95,103 @@ fn calls(runs: &Runs, set: &[u32]) -> Vec<(String, Call)> {
         .collect()
 }
 
-#[test]
-fn one_process_pair_calls_a_gpu_paced_a_a_row_that_its_interval_says_is_certain() {
-    let runs = pairs("aa");
-    assert_eq!(runs.values().next().unwrap().len(), 14);
-    let mut called_runs = 0;
-    for run in 1..=14 {
-        let called = runs.iter().any(|((_, arm, _, metric), by_run)| {
-            let c = hodges_lehmann(&by_run[&run]);
-            Call::of(c.as_ref(), Margins::DEFAULT.of(pacing_of(arm, metric))).called()
-        });
-        called_runs += usize::from(called);
+fn called(calls: &[(String, Call)]) -> Vec<String> {
+    (calls.iter())
+        .filter(|(_, c)| c.called())
+        .map(|(name, c)| format!("{name} {}", c.name()))
+        .collect()
+}
+
+/// A run's planted rows that were not called slower, and its other rows that were called.
+fn missed_and_stray(
+    calls: &[(String, Call)],
+    planted: impl Fn(&str) -> bool,
+) -> (usize, Vec<String>) {
+    let missed = (calls.iter())
+        .filter(|(name, call)| planted(name) && *call != Call::Slower)
+        .count();
+    let stray = (calls.iter())
+        .filter(|(name, call)| call.called() && !planted(name))
+        .map(|(name, _)| name.clone())
+        .collect();
+    (missed, stray)
+}
+
+fn eager_sync_step(name: &str) -> bool {
+    name.contains("/eager-sync ") && name.ends_with(" step_us")
+}
+
+fn gpu_paced_forward(name: &str) -> bool {
+    (name.contains("/graph ") || name.contains("/fused ")) && name.ends_with(" step_fwd_us")
+}
+
+fn plant(rows: fn(&str) -> bool, factor: f64) -> impl Fn(&RowKey) -> f64 {
+    move |(family, arm, bs, metric): &RowKey| match rows(&format!(
+        "{family}/{arm} bs {bs} {metric}"
+    )) {
+        true => factor,
+        false => 1.0,
     }
-    assert!(
-        called_runs >= 10,
-        "only {called_runs} of 14 A/A runs called a row over pairs"
-    );
 }
 
 #[test]
-fn over_eight_processes_the_real_a_a_calls_a_row_in_at_most_one_set_of_twenty() {
+fn the_real_a_a_runs_call_no_row_over_eight_processes_or_sixteen() {
     let runs = pairs("aa");
-    let sets = eights(14);
-    let mut calling = Vec::new();
-    for set in &sets {
-        let called: Vec<String> = (calls(&runs, set).into_iter())
-            .filter(|(_, call)| call.called())
-            .map(|(name, call)| format!("{name} {}", call.name()))
-            .collect();
-        if !called.is_empty() {
-            calling.push(format!("{set:?}: {called:?}"));
-        }
+    let eight = (runs.keys()).map(|&n| processes_of(&runs, &[n], false));
+    for (processes, run) in eight.chain(sixteen_processes(&runs)).enumerate() {
+        let called = called(&calls(&run, |_| 1.0));
+        assert!(called.is_empty(), "set {processes}: {called:?}");
     }
-    // The bar of an A/A battery: 19 of 20 runs call nothing.
-    assert!(
-        calling.len() * 20 <= sets.len(),
-        "{} of {} sets called rows: {calling:?}",
-        calling.len(),
-        sets.len()
-    );
+}
+
+/// Over eight processes a side a planted +20% on eager-sync's step was missed on a row in 4
+/// of 20 runs: the host's states move a process's median by more than a pair's; over 16
+/// processes (the default) it is caught on every row of every run, and nothing else called.
+#[test]
+fn a_fifth_more_eager_sync_step_is_caught_over_sixteen_processes_not_eight() {
+    let runs = pairs("aa");
+    let planted = plant(eager_sync_step, 1.2);
+    let missing = |sets: Vec<Rows>| {
+        (sets.iter())
+            .filter(|run| {
+                let (missed, stray) = missed_and_stray(&calls(run, &planted), eager_sync_step);
+                assert!(stray.is_empty(), "{stray:?}");
+                missed > 0
+            })
+            .count()
+    };
+    let eight = (runs.keys())
+        .map(|&n| processes_of(&runs, &[n], false))
+        .collect();
+    assert!(missing(eight) > 1, "eight processes reach the bar");
+    assert!(missing(sixteen_processes(&runs)) <= 1);
 }
 
 #[test]
-fn over_eight_processes_one_more_microsecond_of_forward_is_caught_on_every_gpu_paced_row() {
+fn five_percent_more_gpu_paced_step_is_caught_over_sixteen_processes() {
+    let runs = pairs("aa");
+    let planted = plant(gpu_paced_forward, 1.05);
+    for run in sixteen_processes(&runs) {
+        let (missed, stray) = missed_and_stray(&calls(&run, &planted), gpu_paced_forward);
+        assert_eq!((missed, stray), (0, vec![]));
+    }
+}
+
+/// What the GPU measured with 1 µs more stand-in forward on NEW (+3-4% of a GPU-paced
+/// step_fwd_us) over eight processes: every run called step_fwd_us rows alone, and the graph
+/// and fused ones in all but two runs, each of which missed one of 12.
+#[test]
+fn one_more_microsecond_of_forward_is_caught_on_the_gpu_paced_rows_of_most_runs() {
     let runs = pairs("gpu");
-    for set in eights(14) {
-        for (name, call) in calls(&runs, &set) {
-            let graph = name.contains("/graph ") || name.contains("/fused ");
-            if graph && name.ends_with("step_fwd_us") {
-                assert_eq!(call, Call::Slower, "{name} over runs {set:?}");
-            } else if call.called() {
-                // The forward is in every arm's step_fwd_us; nothing else moved.
-                assert!(
-                    name.ends_with("step_fwd_us"),
-                    "{name} {} over runs {set:?}",
-                    call.name()
-                );
-            }
-        }
+    let mut missed = 0;
+    for &n in runs.keys() {
+        let calls = calls(&processes_of(&runs, &[n], false), |_| 1.0);
+        let (m, stray) = missed_and_stray(&calls, gpu_paced_forward);
+        assert!(
+            stray.iter().all(|s| s.ends_with("step_fwd_us")),
+            "run {n}: {stray:?}"
+        );
+        missed += m;
     }
+    assert!(missed <= 2, "{missed} rows missed");
 }

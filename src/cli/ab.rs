@@ -72,8 +72,9 @@ pub struct AbArgs {
     #[arg(long, default_value_t = 16)]
     pub(crate) pairs: usize,
     /// Processes each side runs in, one after another, the rounds shared out over them: a
-    /// process draws a GPU pace of its own, so the interval is over processes; at least 6.
-    #[arg(long, default_value_t = 8)]
+    /// process draws a host and GPU pace of its own, so the interval is over processes; at
+    /// least 6. docs/ab.md says why 16.
+    #[arg(long, default_value_t = 16)]
     pub(crate) processes: usize,
     /// Margin of host-paced rows, %: a row fails only when its whole interval is above it.
     #[arg(long, default_value_t = Margins::DEFAULT.host * 100.0)]
@@ -477,7 +478,11 @@ mod tests {
         std::fs::create_dir(&full).unwrap();
         std::fs::write(full.join("summary.md"), "a user's").unwrap();
         let full = full.to_str().unwrap();
-        refused(&["--pairs", "7"], "--pairs: 7 is outside 8-1000");
+        refused(&["--pairs", "7"], "--pairs: 7 is outside 16-1000");
+        refused(
+            &["--pairs", "8", "--processes", "9"],
+            "--pairs: 8 is outside 9-1000",
+        );
         refused(&["--processes", "5"], "--processes: 5 is outside 6-100");
         refused(
             &["--host-margin-pct", "0"],
