@@ -26,11 +26,8 @@ use crate::results::csv::STEP_RATIO_VS_EAGER_SYNC;
 pub enum TwinReference {
     /// The host-speed reference: fixed CPU work on the measuring core.
     HostWork,
-    /// The one-node empty graph's replay: the host's launch path. Between two back-to-back
-    /// default sweeps on the H200 the graph arms' `host_issue_us` moved +38 … +59% and the
-    /// one-node empty graph with it (its rounds 1.57–2.31 µs, then 1.39–1.56), while the CPU
-    /// work moved −3.8% [−10.2, +3.9]; over the one-node graph of their own round the change
-    /// was +5 … +20% (results/2026-12-01-h200-sweep-gpu-paced-aa/main-s6/).
+    /// The one-node empty graph's replay: the host's launch path, which moves between runs
+    /// while the CPU work does not (docs/h200-findings.md: the launch path in an A/A).
     EmptyGraph,
     /// The two-node empty graph's replay: the smallest graph whose step the GPU paces (the
     /// one-node graph's is the host's launch rate), a measure of how fast the GPU starts a
@@ -93,9 +90,7 @@ pub fn host_paced(arm: &str, metric: &str) -> bool {
     let eager = arm.is_some_and(|arm| !arm.uses_graph());
     let gpu_paced_eager = arm == Some(Arm::EagerDevice) && metric == "step_fwd_us";
     // A floor multiple is paced by its floor too. Fused's floor is the one-node empty graph
-    // (`FloorItem::of_cell`), a replay of no work whose step is the host's launch rate: its
-    // multiple's 95% half-widths were ±10–12% on the H200, where graph's over its 2- and
-    // 3-node graphs were ±1.1% (results/2026-12-01-h200-sweep-gpu-paced-aa/main-s6/).
+    // (`FloorItem::of_cell`), a replay of no work whose step is the host's launch rate.
     let over_a_launch_floor = arm == Some(Arm::Fused) && metric == "floor_multiple";
     matches!(
         metric,

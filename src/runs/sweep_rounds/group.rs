@@ -52,9 +52,8 @@ impl ArmRounds {
 /// group's: the forward (they run none) and every host-paced time. Those rounds visit the
 /// GPU-paced arms back to back, with no forward and no eager arm between them, to narrow the
 /// GPU's intervals; a host time from them is taken in another setting than the group's and
-/// would be held to intervals no host-paced row has (an H200 A/A called 13 graph and fused
-/// `host_issue_us` rows slower so, the host's launch cost flipping between 1.3 and 2.0 µs
-/// from one process to the next: results/2026-12-01-h200-sweep-gpu-paced-aa/).
+/// would be held to intervals no host-paced row has (docs/h200-findings.md: host times from
+/// the GPU-paced rounds).
 fn group_rounds_only(arm: Arm, metric: &str) -> bool {
     metric == "step_fwd_us" || host_paced(arm.name(), metric)
 }

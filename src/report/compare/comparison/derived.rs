@@ -139,11 +139,8 @@ fn mirrored(verdict: Verdict, same_way: bool) -> Verdict {
 /// a source whose own call it was but that a reference explains lends it that label
 /// (`floor moved`, `host moved`, `uncertain`); with no source making the call, a host-paced
 /// derived row is `uncertain`. Within a round the ratio cancels what its two times share, so
-/// its interval is narrow, but between processes it moves as its times do: in an A/A pair of
-/// default sweeps on the H200 the eager arms' floor multiples moved −8 … −22% with intervals
-/// excluding zero in 35 cells whose `step_us` was not called, and the ratios over eager-sync
-/// were `slower` in 7 (results/2026-12-01-h200-sweep-gpu-paced-aa/main-s6/aa1-aa2.md). `None`:
-/// the verdict stands.
+/// its interval is narrow, but between processes it moves as its times do (docs/h200-findings.md:
+/// derived rows in an A/A). `None`: the verdict stands.
 fn followed(row: &Matched, host_paced: bool, sources: &[(&Matched, bool)]) -> Option<Verdict> {
     if !row.called.is_call() || row.verdict != row.called || sources.is_empty() {
         return None;
