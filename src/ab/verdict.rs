@@ -52,10 +52,8 @@ pub struct Margins {
 }
 
 impl Margins {
-    /// The default margins: host-paced 5%, a quarter of the planted +20% the gate must catch
-    /// and above the host-paced A/A changes of an H100 battery (their estimates' spread 0.6-4%
-    /// run to run); GPU-paced 2%, under the +3-4% of 1 µs more stand-in forward, which a
-    /// battery caught on every graph and fused row.
+    /// The default margins: host-paced 5%, a quarter of the +20% the gate must catch; GPU-paced
+    /// 2%, under the +3-4% of 1 µs more stand-in forward (docs/ab.md gives the A/A behind both).
     pub const DEFAULT: Margins = Margins {
         host: 0.05,
         gpu: 0.02,
@@ -284,9 +282,8 @@ struct PairValue {
 }
 
 /// The change over processes: each process's median ln(NEW/BASE) over its pairs is one value
-/// of the Hodges–Lehmann estimate and its interval. A process draws a pace of its own (on an
-/// H100 the graph arms' and fused's GPU-paced steps moved 1.5-2.7% between A/A runs whose
-/// pairs' intervals were ±0.2-0.3%), which no pair inside it can see.
+/// of the Hodges–Lehmann estimate and its interval. A process draws a pace of its own, which
+/// no pair inside it can see (docs/ab.md).
 pub fn over_processes(d: &[(usize, f64)]) -> Option<LogChange> {
     let mut processes: Vec<usize> = d.iter().map(|&(p, _)| p).collect();
     processes.sort_unstable();

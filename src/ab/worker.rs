@@ -26,9 +26,8 @@ const PROBE_LAUNCHES: usize = 16;
 /// A known slowdown planted in one arm's host issue, a test aid for the gate: a busy-wait in
 /// each of its steps where the host's work is exposed. In an arm that reads the host it
 /// follows a drain of the GPU (what its read waits for), so the GPU idles through all of it,
-/// as through the host work after a real read; elsewhere it starts the step. (Before the read
-/// it would overlap the previous step's kernels: on an H100 a 20% busy-wait there moved
-/// eager-sync's step by −4 … +25%.)
+/// as through the host work after a real read; elsewhere it starts the step (before the read
+/// it would overlap the previous step's kernels unevenly: docs/ab.md).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Plant {
     pub arm: Arm,

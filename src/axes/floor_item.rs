@@ -34,9 +34,8 @@ pub enum FloorItem {
     /// One int device-to-host into pageable memory and a stream sync: the bare `.item()`.
     D2hInt,
     /// The same read queued behind [`BUSY_BEFORE_READ_US`] of running GPU work, as an
-    /// engine's read lands behind the forward. On the H200 such a read completed on a grid of
-    /// about 8 µs after the work ended, pinned or pageable, whatever the sync mode, where one
-    /// on an idle GPU took 9–10 µs (results/2026-11-29-h200-read-landing/).
+    /// engine's read lands behind the forward, which a read on an idle GPU does not show
+    /// (docs/read-paths.md).
     D2hIntBusy,
     /// A small host-to-device copy from pinned memory.
     H2dPinned,

@@ -83,8 +83,7 @@ pub struct AbArgs {
     #[arg(long, default_value_t = Margins::DEFAULT.gpu * 100.0)]
     pub(crate) gpu_margin_pct: f64,
     /// A pair whose probe of the host's launch speed moved more than this inside a side's
-    /// burst is measured once more, %: the probe's own noise reached 36% in 1% of an H100's
-    /// A/A bursts.
+    /// burst is measured once more, % (docs/ab.md says why 35).
     #[arg(long, default_value_t = 35.0)]
     pub(crate) redo_bound_pct: f64,
     /// Seconds a side may take to open the GPU and warm its cells up.

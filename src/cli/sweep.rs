@@ -98,9 +98,8 @@ pub struct SweepArgs {
 /// Worker processes a sweep's rounds are shared out over by default: a group's first six
 /// rounds in six processes and the rest up to --max-rounds in six more, one round each, and
 /// the GPU-paced arms' own 18 in nine, two each, so a cell's interval over processes
-/// ([`crate::stats::rounds::units`]) has up to 21 units. A worker started in 0.3–0.5 s (to its
-/// first cell) on the H200, and a process's second round cost what its first did
-/// (results/2026-12-02-h200-four-process-aa/).
+/// ([`crate::stats::rounds::units`]) has up to 21 units; a worker starts in under a second
+/// (docs/h200-findings.md: a process's draw).
 pub const DEFAULT_PROCESSES: usize = 9;
 
 /// `metaprep sweep-worker` (hidden): rounds of a sweep measured for the sweep that started

@@ -2,10 +2,8 @@
 //! LONG.csv, a long forward, on eager-sync − graph, after `--fit`'s arm factors.
 //!
 //! Why: the table's shape is metaprep_host.py's probe (a `.item()` behind a sleep kernel, then
-//! 97 synthetic ops), and its size does not transfer to an engine's own ops. On the H200
-//! (calibration v7) four probes in one process agreed on a rise of 100–114 µs from a 1 ms to a 3 ms
-//! wait, where reference_loop.py's eager-sync − graph grew 82 µs over its two reads' waits of
-//! that length (batch 8, one host speed): the engine's ops pay less of it than the probe's.
+//! 97 synthetic ops), and its size does not transfer to an engine's own ops
+//! (docs/h200-findings.md: post-wait cost).
 //! The extras are the only host cost that grows with the forward, so a cell whose reads wait
 //! long measures their scale; the arm factors are fitted where the reads wait little.
 

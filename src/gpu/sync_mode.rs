@@ -3,11 +3,8 @@
 //! A host read of device lengths (`seq_lens.tolist()`) ends in a synchronise, so this flag is
 //! part of what the read costs. With `auto` (what PyTorch and most engines leave it at) the
 //! driver picks; `spin` busy-waits, `yield` yields the CPU between polls, `blocking` sleeps
-//! until the GPU interrupts. On the H200 host a 1 KB D2H read plus synchronise took 9.8 µs
-//! with `auto`, 8.2 µs with `spin` and 13–16 µs with `blocking`
-//! (results/2026-11-29-h200-rounds/drift/probe-*.txt). It does not remove the ~8 µs steps a
-//! read queued behind running GPU work completes on: those are the copy engine's, and
-//! `--sync spin` kept them (results/2026-11-29-h200-read-landing/).
+//! until the GPU interrupts. It does not remove the ~8 µs steps a read queued behind running
+//! GPU work completes on: those are the copy engine's (docs/sync-modes.md).
 
 use anyhow::{ensure, Context, Result};
 use clap::ValueEnum;

@@ -5,8 +5,7 @@ use anyhow::{Context, Result};
 
 /// This process's resident set in bytes, from `/proc/self/statm`, after the allocator has
 /// handed its free pages back: each spot check's CPU reference allocates buffers sized by the
-/// lengths of the moment, and what glibc keeps of them after they are freed is no leak. On the
-/// H200 this took target verify's graph soak from +20.2% to +7.5% (results/2026-12-01-h200-check/).
+/// lengths of the moment, and what glibc keeps of them after they are freed is no leak.
 pub fn host_resident_bytes() -> Result<u64> {
     trim_heap();
     let statm = std::fs::read_to_string("/proc/self/statm").context("reading /proc/self/statm")?;

@@ -1,10 +1,9 @@
 //! Pinning the measuring thread to one CPU.
 //!
 //! Host costs of a few µs move by tens of percent when the OS migrates the measuring thread:
-//! a wait that yields can wake on another core with cold caches. On the H200 host (a KVM
-//! guest), the median host time of PyTorch's draft prep right after a 1 ms `.tolist()` wait
-//! was 1.96× its idle value unpinned and 1.05× pinned (results/2026-11-29-h200-pinning/). The thread is
-//! pinned after the CUDA context exists, so the driver's own threads keep the whole mask.
+//! a wait that yields can wake on another core with cold caches (docs/h200-findings.md:
+//! pinning). The thread is pinned after the CUDA context exists, so the driver's own threads
+//! keep the whole mask.
 //! A thread started later inherits the pinned mask: metaprep's own (the NVML sampler) start
 //! through [`spawn_helper`], which keeps them off the measuring CPU.
 

@@ -1,12 +1,9 @@
 //! What framework work costs right after the host waited, measured in the engine's process
 //! (scripts/metaprep_host.py `post_wait_probe`), and where a step's host program pays it.
 //!
-//! On the H200 VM the ops after a 3 ms wait for the GPU (or a 3 ms Python spin) cost about
-//! 20% more than back to back, the first one about 25 µs more, growing with the wait. A trace
-//! taken at one forward length carries the penalty of that length only; an eager-sync step
-//! pays it after every read, longer the longer its forward, which a flat per-op cost cannot
-//! follow (calibration v3: eager-sync − graph rose 15–35% from forward 100 to 3000 µs in both
-//! reference loops while the model's stayed flat).
+//! Ops right after a wait cost more, growing with the wait: a trace taken at one forward
+//! length carries that length's penalty only, and an eager-sync step pays it after every
+//! read, which a flat per-op cost cannot follow (docs/h200-findings.md: post-wait cost).
 
 use anyhow::{ensure, Result};
 use serde::{Deserialize, Serialize};
@@ -106,11 +103,8 @@ impl PostWait {
 /// what one takes off the other adds back.
 ///
 /// Every wait starts a sequence of its own, and a call pays the largest extra of the live
-/// ones (each at its own wait and call count). Measured on the H200 (calibration v7,
-/// results/2026-12-01-h200-calibration/v7/post-wait-study): after a 3 ms wait, 27 ops and a
-/// 1 ms wait, the timed ops paid 0.6–1.8× (median 1.0×) what they pay after a lone 1 ms wait,
-/// where the 3 ms wait's own sequence, continued, pays about a fifth of that; after two 3 ms
-/// waits, 0.56–1.01× (median 0.72×) of a lone one. The rule before (a shorter wait left the
+/// ones (each at its own wait and call count), as measured (docs/h200-findings.md: post-wait
+/// cost). The rule before (a shorter wait left the
 /// live sequence running) came from no measurement. The largest, not the sum: a syncing copy
 /// that waits 20 µs right after a 3 ms read does not add its own extra to the read's.
 #[derive(Debug, Clone, Default, PartialEq)]

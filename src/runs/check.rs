@@ -349,8 +349,8 @@ pub fn soak(
         if step % SOAK_CHECK_EVERY == 0 || step + 1 == steps {
             {
                 // Scoped so the reference's outputs, sized by the lengths of the moment, are
-                // freed before the heap is sampled: held, they made a flat heap look like it
-                // grew as the lengths wandered up (+12% and +46% on the H200).
+                // freed before the heap is sampled: held, they make a flat heap look like it
+                // grows as the lengths wander up.
                 let want = expected(&shape, &state, rule);
                 let checked = (&want[..], &state.seq_lens[..live]);
                 check_poisoned_step(&mut plan, &prepared, arm, step, checked, &mut result.tally)

@@ -1,6 +1,5 @@
 //! Measurement rounds: a cell is measured in several rounds spread over the run, so drift of
-//! the host or GPU (on the H200 host, µs-scale host costs moved 10–30% between back-to-back
-//! runs) lands between rounds, where the interval sees it.
+//! the host or GPU lands between rounds, where the interval sees it.
 //!
 //! * A cell's estimate is the median of its rounds' medians, and its 95% interval the
 //!   distribution-free interval of that median over the round medians (order statistics, as
@@ -44,11 +43,7 @@ pub const ONE_PROCESS: &[u32] = &[];
 /// A process draws its state once for all its rounds (where its memory and the driver's
 /// structures landed, its CPU's state), so its rounds are not independent draws. Counted one
 /// by one they weigh that draw as often as the process had rounds and narrow the interval as
-/// if each were a fresh process: on the H200, fused's `step_us` moved 2.0% (one standard
-/// deviation, median cell; 0.8–3.0%) from one process to the next and 0.8% between one
-/// process's rounds, the last five workers of a sweep measured 18 of its 30 rounds, and an
-/// A/A of four sweeps called 13 fused `step_us` rows `faster`
-/// (results/2026-12-02-h200-four-process-aa/).
+/// if each were a fresh process (docs/h200-findings.md: a process's draw).
 pub fn units<'r>(rounds: &'r [Vec<f64>], processes: &[u32]) -> Cow<'r, [Vec<f64>]> {
     let Some(processes) = processes.get(..rounds.len()) else {
         return Cow::Borrowed(rounds);

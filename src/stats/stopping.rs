@@ -31,10 +31,9 @@
 //! an arm whose step the GPU paces ([`crate::results::pacing::gpu_paced_arm`]) gets further
 //! rounds of its own while its `step_us` or `gpu_prep_us` interval is wider than
 //! `gpu_paced_rel_ci` (or `abs_ci_us`), up to `gpu_paced_max_rounds` (`gpu-paced-max-rounds`)
-//! or the group's time cap. Its intervals are set by rounds, and they are cheap: on the H200 its
-//! 12 rounds gave ±1.1–2.0%, and two such runs' change intervals (√2 as wide) left 55% of the
-//! GPU-paced rows `uncertain` at compare's ±2%. The host-paced arms stop with the
-//! group: their intervals are limited by the host's speed moving, not by rounds.
+//! or the group's time cap. Its intervals are set by rounds, and they are cheap (docs/rounds.md).
+//! The host-paced arms stop with the group: their intervals are limited by the host's speed
+//! moving, not by rounds.
 //!
 //! A stopped group is measured no more; the others go on, visited in the next round's fresh
 //! order. Only the group's own rows stop: the floor is measured at the start of every round
@@ -122,8 +121,7 @@ impl StoppingRule {
     /// The rule for one of `rounds` rounds: exactly `min_samples` samples (or the time cap
     /// shared out between the rounds, whichever comes first). A round's own interval is not
     /// what is reported (the spread between rounds is), so a round that has its samples has
-    /// no reason to go on: on the H200 host, rounds that chased ±1% inside themselves took
-    /// 60% of a sweep's time and narrowed nothing that was reported.
+    /// no reason to go on (docs/rounds.md).
     pub fn per_round(&self, rounds: usize) -> StoppingRule {
         StoppingRule {
             max_samples: self.min_samples,

@@ -13,15 +13,14 @@
 //! fused: [`crate::results::pacing::gpu_paced_arm`]) go on alone while their `step_us` or
 //! `gpu_prep_us` interval is wider than `--gpu-paced-precision-pct`, up to
 //! `--gpu-paced-max-rounds` or the group's time cap; rounds past `--max-rounds` visit only those
-//! arms and run no forward (their `step_fwd_us` was within ±0.5% at 12 rounds on the H200).
+//! arms and run no forward (their `step_fwd_us` is narrow by then: docs/rounds.md).
 //! Once every arm has stopped its group's rows are formed ([`crate::runs::sweep_rounds`]) and
 //! written. Every round's medians go to `rounds.csv`
 //! ([`crate::harness::rounds_file`]).
 //!
 //! **Processes.** A process's state (where its memory landed, the driver's structures, the
-//! CPU's) is one draw for all its rounds: on the H200 host every graph and fused
-//! `host_issue_us` of the fourth of four back-to-back sweeps was 50–58% above the first's,
-//! with intervals that excluded zero. With `--processes N` the rounds are measured
+//! CPU's) is one draw for all its rounds (docs/h200-findings.md: a process's draw). With
+//! `--processes N` the rounds are measured
 //! by up to N worker processes per stage (`metaprep sweep-worker`, started one after another:
 //! the first --min-rounds, the rest up to --max-rounds, the GPU-paced arms' own rounds; each
 //! measuring its share of the stage's rounds of the groups still open and handing back each
