@@ -24,6 +24,7 @@ pub mod axes;
 pub mod calibrate;
 pub mod cli;
 pub mod exit;
+pub mod gaps;
 #[allow(unsafe_code)]
 pub mod gpu;
 pub mod harness;

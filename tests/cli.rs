@@ -1283,6 +1283,7 @@ fn every_commands_help_fits_a_screen_and_help_all_holds_every_flag() {
         "validate",
         "compare",
         "ab",
+        "gaps",
         "collectives",
     ] {
         for flag in ["-h", "--help"] {

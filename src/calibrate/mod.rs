@@ -60,7 +60,7 @@ mod analysis;
 mod derive;
 mod probe;
 mod report;
-mod trace;
+pub mod trace;
 pub mod validate;
 
 #[cfg(test)]

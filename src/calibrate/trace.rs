@@ -40,6 +40,7 @@ impl Span {
 enum Cat {
     CpuOp,
     Annotation,
+    Python,
     Runtime,
     Kernel,
     Memcpy,
@@ -51,6 +52,7 @@ impl Cat {
         Some(match cat {
             "cpu_op" | "Operator" => Cat::CpuOp,
             "user_annotation" => Cat::Annotation,
+            "python_function" => Cat::Python,
             "cuda_runtime" | "cuda_driver" | "Runtime" => Cat::Runtime,
             "kernel" | "Kernel" => Cat::Kernel,
             "gpu_memcpy" | "Memcpy" => Cat::Memcpy,
@@ -76,6 +78,8 @@ pub struct ThreadEvents {
     pub ops: Vec<HostEvent>,
     pub annotations: Vec<HostEvent>,
     pub runtime: Vec<HostEvent>,
+    /// Python frames (`with_stack=True`): `file.py(line): function`.
+    pub python: Vec<HostEvent>,
 }
 
 /// GPU work: a kernel, copy or memset.
@@ -190,6 +194,7 @@ impl Trace {
             thread.ops.sort_by(by_start);
             thread.annotations.sort_by(by_start);
             thread.runtime.sort_by(by_start);
+            thread.python.sort_by(by_start);
         }
         self.gpu.sort_by(|a, b| a.span.ts.total_cmp(&b.span.ts));
     }
@@ -293,6 +298,7 @@ impl Builder<'_> {
                     Cat::CpuOp if is_profiler_step(&event.name) => thread.annotations.push(event),
                     Cat::CpuOp => thread.ops.push(event),
                     Cat::Annotation => thread.annotations.push(event),
+                    Cat::Python => thread.python.push(event),
                     _ => {
                         trace.any_runtime = true;
                         thread.runtime.push(event)

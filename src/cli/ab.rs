@@ -1,7 +1,8 @@
 //! `metaprep ab`: its flags, their checks before any GPU work, and the run; the hidden
 //! `ab-worker` each side runs.
 
-use super::common::{usage, writable_folder};
+use super::common::usage;
+use super::out_folder::{empty_out, write_run_folder};
 use super::sweep::{sweep_config, SweepArgs};
 use crate::ab::report::{markdown, pairs_csv, AbReport};
 use crate::ab::run::{measure, RunPlan};
@@ -9,7 +10,6 @@ use crate::ab::sides::SideSpec;
 use crate::ab::verdict::Margins;
 use crate::ab::worker::{cells, serve, Plant};
 use crate::exit::Exit;
-use crate::results::atomic::{NewFolder, Staging};
 use crate::stats::paired::MIN_PAIRS;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -287,24 +287,6 @@ fn executable(path: &Path, side: &str) -> Result<PathBuf> {
     Ok(path.to_path_buf())
 }
 
-/// `--out`: a folder that does not exist yet or is empty, and can be written.
-fn empty_out(out: &Path) -> Result<()> {
-    if let Ok(mut entries) = std::fs::read_dir(out) {
-        if entries.next().is_some() {
-            bail!(
-                "--out {}: not empty; ab writes a folder of its own (choose a new one)",
-                out.display()
-            );
-        }
-        return Ok(());
-    }
-    if out.exists() {
-        bail!("--out {}: not a folder", out.display());
-    }
-    // A new folder: one the nearest folder above it lets this process make.
-    writable_folder(out, "--out")
-}
-
 /// The sweep config and plant a worker reads from `args` (its flags after `ab-worker`).
 fn worker_config(args: &[String]) -> Result<(crate::runs::sweep::SweepConfig, Option<Plant>)> {
     use clap::Parser;
@@ -344,7 +326,13 @@ pub(crate) fn ab(args: &AbArgs) -> Result<ExitCode> {
     );
     let summary = markdown(&report);
     let json = serde_json::to_string_pretty(&report)?;
-    write_out(&config.out, &summary, &json, &pairs_csv(&measurement)?)?;
+    let pairs = pairs_csv(&measurement)?;
+    let files = [
+        ("summary.md", summary.as_bytes()),
+        ("ab.json", json.as_bytes()),
+        ("pairs.csv", &pairs[..]),
+    ];
+    write_run_folder(&config.out, "ab", &files)?;
     if config.json {
         crate::outln!("{json}");
     } else {
@@ -352,45 +340,6 @@ pub(crate) fn ab(args: &AbArgs) -> Result<ExitCode> {
     }
     eprintln!("metaprep: ab wrote {}", config.out.display());
     Ok(Exit::failed_if(!report.passed).into())
-}
-
-/// The run's three files, moved into `out` together.
-fn write_out(out: &Path, summary: &str, json: &str, pairs: &[u8]) -> Result<()> {
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let made = NewFolder::create(parent)?;
-    let written = stage_and_commit(parent, out, summary, json, pairs);
-    if written.is_err() {
-        made.discard();
-    }
-    written
-}
-
-/// The three files built in a staging folder beside `out`, then moved into place together.
-fn stage_and_commit(
-    parent: &Path,
-    out: &Path,
-    summary: &str,
-    json: &str,
-    pairs: &[u8],
-) -> Result<()> {
-    let staging = Staging::new(parent, "ab", "--out")?;
-    let built = staging.path().join("run");
-    std::fs::create_dir(&built)?;
-    for (name, bytes) in [
-        ("summary.md", summary.as_bytes()),
-        ("ab.json", json.as_bytes()),
-        ("pairs.csv", pairs),
-    ] {
-        std::fs::write(built.join(name), bytes).with_context(|| format!("writing {name}"))?;
-    }
-    if out.exists() {
-        std::fs::remove_dir(out)
-            .with_context(|| format!("--out {}: not empty any more", out.display()))?;
-    }
-    staging.commit(&[(built, out.to_path_buf())])
 }
 
 /// Runs one side's worker on this process's stdin and stdout.

@@ -7,10 +7,12 @@ pub mod check;
 pub mod collectives;
 pub mod common;
 pub mod doctor;
+pub mod gaps;
 pub mod grid_args;
 pub mod help;
 pub mod info;
 pub mod lists;
+mod out_folder;
 pub mod rank_worker;
 pub mod report;
 pub mod step_model;
@@ -90,6 +92,9 @@ pub enum Command {
     /// 95% interval (Hodges–Lehmann, Wilcoxon) lies beyond its margin. Exit 1 on a slower row
     /// or a failed side. docs/compare.md says when to use it and when `compare`.
     Ab(Box<ab::AbArgs>),
+    /// Which host syncs stall an engine's decode loop, and what removing them wins, from its
+    /// own torch.profiler trace (no annotations needed). Needs no GPU. docs/gaps.md says how.
+    Gaps(gaps::GapsArgs),
     /// NCCL latency and bandwidth on this host's GPUs: all-reduce (and, with two GPUs or
     /// more, expert parallelism's all-to-all) over a range of sizes, one process per GPU,
     /// timed with CUDA events; prints a table and the α (µs) + bytes/β (GB/s) fit that
@@ -195,6 +200,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::SweepWorker(args) => sweep::sweep_worker(&args),
         Command::Report(args) => report::report(&args),
         Command::Ab(args) => ab::ab(&args),
+        Command::Gaps(args) => gaps::gaps(&args),
         Command::AbWorker(args) => ab::ab_worker(&args),
         Command::Calibrate(args) => calibrate::calibrate(&args),
         Command::Validate(args) => {

@@ -1,0 +1,279 @@
+//! `metaprep gaps`: from a profiler trace of an engine's decode loop, which host syncs made the
+//! GPU idle, for how long a step, and what the step would be without them.
+//!
+//! The model: without a sync the host runs ahead of the GPU, so a step takes the longer of its
+//! host work and its GPU work instead of their serial sum around the sync. A step is the time
+//! from one step's start to the next's (what the loop delivers per step); its GPU idle
+//! stretches are charged to the sync the host was blocked in when each began.
+
+pub mod report;
+pub mod steps;
+pub mod syncs;
+
+use crate::calibrate::trace::{Span, Trace};
+use crate::stats::summary::quantile;
+use anyhow::{anyhow, bail, Result};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use syncs::{SyncCall, SyncKind};
+
+/// Where a sync was made: the op or Python call around it and the region it ran in.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Site {
+    pub kind: SyncKind,
+    /// The outermost framework op or Python built-in around the sync (`aten::item`).
+    pub op: String,
+    /// The innermost `record_function` region around it, if any (`draft prep`).
+    pub region: Option<String>,
+    /// The innermost Python frame around it with a file and line, if the trace has them.
+    pub function: Option<String>,
+    /// The runtime call that blocked (`cudaStreamSynchronize`).
+    pub call: String,
+}
+
+/// A spread over steps: median with p10 and p90.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    pub p10: f64,
+    pub p90: f64,
+}
+
+impl Spread {
+    pub fn of(values: &[f64]) -> Spread {
+        let q = |p| quantile(values, p).unwrap_or(f64::NAN);
+        Spread {
+            median: q(0.5),
+            p10: q(0.1),
+            p90: q(0.9),
+        }
+    }
+}
+
+/// One step of the loop.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    /// From this step's start to the next's, µs.
+    pub period_us: f64,
+    pub gpu_busy_us: f64,
+    /// Each site's (by index into [`Gaps::sites`]) use in the step.
+    pub by_site: BTreeMap<usize, SiteInStep>,
+}
+
+/// A site in one step: its calls, the host's time blocked in them and the GPU idle charged
+/// to them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct SiteInStep {
+    pub calls: usize,
+    pub blocked_us: f64,
+    pub idle_us: f64,
+}
+
+impl Step {
+    /// What removing the syncs of the sites `removed` picks saves, µs: the step becomes the
+    /// longer of its host work (less the time blocked in them) and its GPU work.
+    pub fn win_us(&self, removed: impl Fn(usize) -> bool) -> f64 {
+        let blocked: f64 = (self.by_site.iter())
+            .filter(|(i, _)| removed(**i))
+            .map(|(_, s)| s.blocked_us)
+            .sum();
+        let without = (self.period_us - blocked).max(self.gpu_busy_us);
+        (self.period_us - without).max(0.0)
+    }
+}
+
+/// A site's cost over the steps.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SiteCost {
+    pub site: Site,
+    /// Calls a step, median.
+    pub calls_per_step: f64,
+    /// GPU idle a step charged to it, µs.
+    pub idle_us: Spread,
+    /// Host time blocked in it, µs a step.
+    pub blocked_us: Spread,
+    /// What removing it alone would save a step, µs.
+    pub win_us: Spread,
+}
+
+/// What `gaps` found in one trace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Gaps {
+    pub file: String,
+    /// How the steps were found.
+    pub steps_from: String,
+    pub steps: Vec<Step>,
+    /// Every site, the costliest first.
+    pub sites: Vec<SiteCost>,
+    pub period_us: Spread,
+    pub gpu_idle_us: Spread,
+    /// Removing every read: µs a step, and the change of the step (ITL) and of throughput, %.
+    pub win_us: Spread,
+    pub itl_change_pct: Spread,
+    pub throughput_change_pct: Spread,
+}
+
+/// Analyses `trace` (read from `file`), its steps found as `step_marker` says.
+pub fn analyse(file: &str, trace: &Trace, step_marker: Option<&str>) -> Result<Gaps> {
+    if trace.gpu.is_empty() && trace.threads.is_empty() {
+        bail!(
+            "{file}: no torch.profiler events (cpu_op, cuda_runtime, kernel) in it: gaps reads \
+             a torch.profiler Chrome trace (`prof.export_chrome_trace(\"trace.json\")`, or an \
+             engine's profile endpoint), not an Nsight Systems export"
+        );
+    }
+    if trace.gpu.is_empty() {
+        bail!(
+            "{file}: the trace holds no GPU activity (kernels, copies): record it with \
+             `torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])`"
+        );
+    }
+    if !trace.any_runtime {
+        bail!(
+            "{file}: the trace holds no CUDA runtime calls, so no sync can be seen: record it \
+             with ProfilerActivity.CUDA in the engine's own process"
+        );
+    }
+    let (thread, source) = steps::find(trace, step_marker).map_err(|e| anyhow!("{file}: {e}"))?;
+    let events = &trace.threads[&thread];
+    let busy = merged(trace.gpu.iter().map(|g| g.span));
+    let calls = syncs::calls(events, &trace.memcpy_by_corr);
+    let mut sites: Vec<Site> = Vec::new();
+    let mut site_of = |call: &SyncCall| {
+        let site = call.site(events, step_marker);
+        match sites.iter().position(|s| *s == site) {
+            Some(i) => i,
+            None => {
+                sites.push(site);
+                sites.len() - 1
+            }
+        }
+    };
+    let call_sites: Vec<usize> = calls.iter().map(&mut site_of).collect();
+    let steps: Vec<Step> = (source.starts().windows(2))
+        .map(|pair| {
+            let period = Span {
+                ts: pair[0],
+                end: pair[1],
+            };
+            step(period, &busy, &calls, &call_sites)
+        })
+        .collect();
+    if steps.is_empty() {
+        bail!("{file}: {} gave fewer than two steps", source.describe());
+    }
+    Ok(summarise(file, source.describe(), steps, sites))
+}
+
+/// One step's accounting over `period`: each GPU idle stretch's parts charged to the sync
+/// the host was in when each began (a sync still blocking when the GPU went idle, or one
+/// begun while it was), up to the next such sync; the parts before any are no sync's.
+fn step(period: Span, busy: &[Span], calls: &[SyncCall], sites: &[usize]) -> Step {
+    let gpu_busy_us: f64 = (busy.iter()).map(|b| overlap(*b, period)).sum();
+    let mut by_site: BTreeMap<usize, SiteInStep> = BTreeMap::new();
+    for (call, &site) in calls.iter().zip(sites) {
+        if call.span.ts >= period.ts && call.span.ts < period.end {
+            let at = by_site.entry(site).or_default();
+            at.calls += 1;
+            at.blocked_us += overlap(call.span, period);
+        }
+    }
+    for idle in idle_stretches(busy, period) {
+        let blocking: Vec<(usize, &SyncCall)> = (calls.iter().enumerate())
+            .filter(|(_, c)| c.span.ts < idle.end && c.span.end > idle.ts)
+            .collect();
+        for (k, &(i, call)) in blocking.iter().enumerate() {
+            let from = call.span.ts.max(idle.ts);
+            let to = blocking
+                .get(k + 1)
+                .map_or(idle.end, |(_, next)| next.span.ts.max(from));
+            by_site.entry(sites[i]).or_default().idle_us += to - from;
+        }
+    }
+    Step {
+        period_us: period.dur(),
+        gpu_busy_us,
+        by_site,
+    }
+}
+
+fn summarise(file: &str, steps_from: String, steps: Vec<Step>, sites: Vec<Site>) -> Gaps {
+    let spread = |f: &dyn Fn(&Step) -> f64| Spread::of(&steps.iter().map(f).collect::<Vec<_>>());
+    let is_read: Vec<bool> = sites.iter().map(|s| s.kind == SyncKind::Read).collect();
+    let reads_win = |s: &Step| s.win_us(|i| is_read[i]);
+    let mut costs: Vec<SiteCost> = (sites.into_iter().enumerate())
+        .map(|(i, site)| {
+            let of = |s: &Step| s.by_site.get(&i).copied().unwrap_or_default();
+            SiteCost {
+                calls_per_step: spread(&|s| of(s).calls as f64).median,
+                idle_us: spread(&|s| of(s).idle_us),
+                blocked_us: spread(&|s| of(s).blocked_us),
+                win_us: spread(&|s| s.win_us(|j| j == i)),
+                site,
+            }
+        })
+        // A sync outside every step (before the first, after the last) is no step's.
+        .filter(|c| c.calls_per_step > 0.0 || c.idle_us.median > 0.0)
+        .collect();
+    costs.sort_by(|a, b| {
+        (a.site.kind, -a.win_us.median)
+            .partial_cmp(&(b.site.kind, -b.win_us.median))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    Gaps {
+        file: file.to_string(),
+        steps_from,
+        period_us: spread(&|s| s.period_us),
+        gpu_idle_us: spread(&|s| s.period_us - s.gpu_busy_us),
+        win_us: spread(&reads_win),
+        itl_change_pct: spread(&|s| -100.0 * reads_win(s) / s.period_us),
+        throughput_change_pct: spread(&|s| {
+            100.0 * (s.period_us / (s.period_us - reads_win(s)) - 1.0)
+        }),
+        sites: costs,
+        steps,
+    }
+}
+
+/// The union of `spans`, sorted and disjoint.
+pub fn merged(spans: impl Iterator<Item = Span>) -> Vec<Span> {
+    let mut all: Vec<Span> = spans.collect();
+    all.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+    let mut out: Vec<Span> = Vec::with_capacity(all.len());
+    for s in all {
+        match out.last_mut() {
+            Some(last) if s.ts <= last.end => last.end = last.end.max(s.end),
+            _ => out.push(s),
+        }
+    }
+    out
+}
+
+/// The stretches of `period` in which no GPU work ran.
+fn idle_stretches(busy: &[Span], period: Span) -> Vec<Span> {
+    let mut out = Vec::new();
+    let mut at = period.ts;
+    for b in busy
+        .iter()
+        .filter(|b| b.end > period.ts && b.ts < period.end)
+    {
+        if b.ts > at {
+            out.push(Span { ts: at, end: b.ts });
+        }
+        at = at.max(b.end);
+    }
+    if at < period.end {
+        out.push(Span {
+            ts: at,
+            end: period.end,
+        });
+    }
+    out
+}
+
+fn overlap(a: Span, b: Span) -> f64 {
+    (a.end.min(b.end) - a.ts.max(b.ts)).max(0.0)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,135 @@
+//! What `gaps` writes: `summary.md`, led by the answer, and `gaps.json`.
+
+use super::syncs::SyncKind;
+use super::{Gaps, Site, SiteCost, Spread};
+use crate::report::format::{fmt_num, table_cell};
+use crate::results::env::code;
+use std::fmt::Write;
+
+/// Sites a summary lists; the rest are in gaps.json.
+const SITES_SHOWN: usize = 20;
+
+/// `median [p10, p90]` of a spread of µs.
+fn us(s: &Spread) -> String {
+    format!(
+        "{} [{}, {}]",
+        fmt_num(s.median),
+        fmt_num(s.p10),
+        fmt_num(s.p90)
+    )
+}
+
+/// `-9.8% [-10.3, -9.1]` of a spread of percentages.
+fn pct(s: &Spread) -> String {
+    format!("{:+.1}% [{:+.1}, {:+.1}]", s.median, s.p10, s.p90)
+}
+
+/// Where a sync was made, in words: `Tensor.tolist()` in `draft prep` (model_runner.py(88): f).
+pub fn site_name(site: &Site) -> String {
+    let mut name = code(&site.op);
+    if let Some(region) = &site.region {
+        let _ = write!(name, " in {}", code(region));
+    }
+    if let Some(function) = &site.function {
+        let _ = write!(name, " ({})", code(function));
+    }
+    name
+}
+
+fn kind_name(kind: SyncKind) -> &'static str {
+    match kind {
+        SyncKind::Read => "read",
+        SyncKind::Upload => "upload",
+        SyncKind::Other => "sync",
+    }
+}
+
+/// The summary's first lines: what the step waits on, and what removing the reads wins.
+pub fn headline(g: &Gaps) -> String {
+    let steps = g.steps.len();
+    let top = (g.sites.iter())
+        .filter(|s| s.site.kind == SyncKind::Read)
+        .max_by(|a, b| a.idle_us.median.total_cmp(&b.idle_us.median));
+    let Some(top) = top else {
+        return format!(
+            "**No host read of device data** in the {steps} steps of {} (found from {}): the \
+             step is {} µs [p10, p90], its GPU idle {} µs of it.\n",
+            code(&g.file),
+            g.steps_from,
+            us(&g.period_us),
+            us(&g.gpu_idle_us)
+        );
+    };
+    format!(
+        "**The step waits {} µs a step on {}** ({} a step, the GPU idle {} µs a step after it); \
+         removing the step's reads: ITL {}, throughput {} ({} of {} µs a step; median over \
+         {steps} steps [p10, p90]).\n",
+        fmt_num(top.blocked_us.median),
+        site_name(&top.site),
+        fmt_num(top.calls_per_step),
+        fmt_num(top.idle_us.median),
+        pct(&g.itl_change_pct),
+        pct(&g.throughput_change_pct),
+        fmt_num(g.win_us.median),
+        fmt_num(g.period_us.median),
+    )
+}
+
+fn site_row(out: &mut String, rank: usize, s: &SiteCost) {
+    let _ = writeln!(
+        out,
+        "| {rank} | {} | {} | `{}` | {} | {} | {} | {} |",
+        kind_name(s.site.kind),
+        table_cell(&site_name(&s.site)),
+        s.site.call,
+        fmt_num(s.calls_per_step),
+        us(&s.blocked_us),
+        us(&s.idle_us),
+        us(&s.win_us),
+    );
+}
+
+/// The whole summary.md.
+pub fn markdown(g: &Gaps) -> String {
+    let mut out = headline(g);
+    let _ = writeln!(
+        out,
+        "\nTrace {}; {} steps, found from {}. A step is the time from its start to the next \
+         step's: {} µs [p10, p90]; its GPU was idle {} µs of it.\n",
+        code(&g.file),
+        g.steps.len(),
+        g.steps_from,
+        us(&g.period_us),
+        us(&g.gpu_idle_us)
+    );
+    let _ = writeln!(
+        out,
+        "**The model.** Without a sync the host runs ahead of the GPU, so a step takes the \
+         longer of its host work (the step less the time blocked in the syncs removed) and its \
+         GPU work, instead of their serial sum. Each GPU idle stretch is charged to the sync the \
+         host was blocked in when it began (or that began during it), up to the next sync: the \
+         wait, and the host work between the sync's return and the next launch. A read copies \
+         device data to the host (`.item()`, `.tolist()`); an upload waits for a copy from \
+         pageable memory. Host times under `torch.profiler` are 1.5-2.5× their bare cost, so \
+         this is an upper bound.\n"
+    );
+    if g.sites.is_empty() {
+        out.push_str("No host sync call in the steps.\n");
+        return out;
+    }
+    out.push_str(
+        "| # | kind | where | call | calls a step | host blocked, µs a step | GPU idle after it, µs a step | removing it alone saves, µs a step |\n\
+         |---:|---|---|---|---:|---:|---:|---:|\n",
+    );
+    for (i, s) in g.sites.iter().take(SITES_SHOWN).enumerate() {
+        site_row(&mut out, i + 1, s);
+    }
+    if g.sites.len() > SITES_SHOWN {
+        let _ = writeln!(
+            out,
+            "\n{} more sites in gaps.json.",
+            g.sites.len() - SITES_SHOWN
+        );
+    }
+    out
+}

@@ -1,0 +1,149 @@
+use super::*;
+use crate::calibrate::trace::{GpuEvent, HostEvent, ThreadEvents};
+
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/torch_trace_small.json"
+);
+
+fn fixture() -> Trace {
+    Trace::read(std::path::Path::new(FIXTURE)).unwrap()
+}
+
+fn site(g: &Gaps, kind: SyncKind) -> &SiteCost {
+    g.sites.iter().find(|s| s.site.kind == kind).unwrap()
+}
+
+#[test]
+fn the_small_traces_read_and_upload_are_found_with_their_costs() {
+    let g = analyse("t", &fixture(), None).unwrap();
+    assert_eq!(g.steps_from, "torch.profiler's `ProfilerStep#N`");
+    assert_eq!(g.steps.len(), 2);
+    assert_eq!(g.period_us.median, 1000.0);
+    let read = site(&g, SyncKind::Read);
+    assert_eq!(read.site.op, "Tensor.tolist()");
+    assert_eq!(read.site.region.as_deref(), Some("draft prep"));
+    assert_eq!(read.site.call, "cudaStreamSynchronize");
+    assert_eq!(read.calls_per_step, 1.0);
+    // Its syncs blocked 24 and 18 µs; the GPU idled from the read's copy to the upload's.
+    assert!(
+        (read.blocked_us.median - 21.0).abs() < 1e-6,
+        "{:?}",
+        read.blocked_us
+    );
+    let upload = site(&g, SyncKind::Upload);
+    assert_eq!(upload.site.op, "aten::to");
+    assert!((upload.blocked_us.median - 7.0).abs() < 1e-6);
+    // Host-bound (the host is busy or blocked all 1000 µs, the GPU ~250): removing the reads
+    // saves the time blocked in them, nothing of the upload's.
+    assert!((g.win_us.median - 21.0).abs() < 1e-6, "{:?}", g.win_us);
+    assert!((g.itl_change_pct.median + 2.1).abs() < 1e-6);
+    // The sync after the last step belongs to no step.
+    assert!(g
+        .sites
+        .iter()
+        .all(|s| s.site.call != "cudaDeviceSynchronize"));
+}
+
+#[test]
+fn a_named_marker_gives_the_same_steps_and_a_missing_one_says_how_to_name_one() {
+    let g = analyse("t", &fixture(), Some("step")).unwrap();
+    assert_eq!(g.steps_from, "the `step` marker");
+    assert_eq!(g.steps.len(), 2);
+    // The marker is the step, not a place in it: the read is still in `draft prep`.
+    assert_eq!(
+        site(&g, SyncKind::Read).site.region.as_deref(),
+        Some("draft prep")
+    );
+    let e = analyse("t", &fixture(), Some("decode_step"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no two `decode_step` events"), "{e}");
+}
+
+/// One thread's events: a step region every `period` µs with a read of `wait` µs at 10 µs
+/// into it, and GPU work from 0 to `gpu` µs of each step (the read waits for it).
+fn synthetic(steps: usize, period: f64, gpu: f64, wait: f64) -> Trace {
+    let mut thread = ThreadEvents::default();
+    let mut trace = Trace::default();
+    let ev = |name: &str, ts: f64, dur: f64, corr| HostEvent {
+        name: name.into(),
+        span: Span { ts, end: ts + dur },
+        corr,
+    };
+    for k in 0..steps {
+        let t = k as f64 * period;
+        thread.annotations.push(ev("decode", t, period - 1.0, None));
+        thread
+            .ops
+            .push(ev("aten::item", t + 10.0, wait + 2.0, None));
+        thread
+            .runtime
+            .push(ev("cudaMemcpyAsync", t + 10.5, 1.0, Some(k as u64)));
+        thread
+            .runtime
+            .push(ev("cudaStreamSynchronize", t + 11.5, wait, None));
+        trace
+            .memcpy_by_corr
+            .insert(k as u64, "Memcpy DtoH (Device -> Pageable)".into());
+        trace.gpu.push(GpuEvent {
+            span: Span {
+                ts: t,
+                end: t + gpu,
+            },
+            corr: None,
+        });
+    }
+    trace.any_runtime = true;
+    trace.threads.insert(("1".into(), "1".into()), thread);
+    trace
+}
+
+#[test]
+fn removing_a_read_saves_its_wait_when_the_host_paces_and_the_gpu_idle_when_the_gpu_does() {
+    // Host-paced: 1000 µs steps, 100 µs of GPU work, a 60 µs read: the step sheds the wait.
+    let g = analyse("t", &synthetic(5, 1000.0, 100.0, 60.0), None).unwrap();
+    assert_eq!(g.steps_from, "the repeating `decode` region");
+    assert!((g.win_us.median - 60.0).abs() < 1e-6, "{:?}", g.win_us);
+    // GPU-paced: 1000 µs steps, 950 µs of GPU work the read waits for (until 1 µs after it
+    // ends): the step can only shrink to the GPU's 950 µs.
+    let g = analyse("t", &synthetic(5, 1000.0, 950.0, 939.5), None).unwrap();
+    assert!((g.win_us.median - 50.0).abs() < 1e-6, "{:?}", g.win_us);
+    let read = site(&g, SyncKind::Read);
+    assert_eq!(read.site.op, "aten::item");
+    // The GPU idles 50 µs a step, from the end of its work, which the read was waiting on.
+    assert!(
+        (read.idle_us.median - 50.0).abs() < 1e-6,
+        "{:?}",
+        read.idle_us
+    );
+}
+
+#[test]
+fn a_trace_without_gpu_activity_or_steps_is_refused_with_the_fix() {
+    let mut no_gpu = fixture();
+    no_gpu.gpu.clear();
+    let e = analyse("t", &no_gpu, None).unwrap_err().to_string();
+    assert!(e.contains("ProfilerActivity.CUDA"), "{e}");
+    let e = analyse("t", &Trace::default(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not an Nsight Systems export"), "{e}");
+    let mut no_steps = fixture();
+    for thread in no_steps.threads.values_mut() {
+        thread.annotations.clear();
+    }
+    let e = analyse("t", &no_steps, None).unwrap_err().to_string();
+    assert!(e.contains("--step-marker NAME"), "{e}");
+}
+
+#[test]
+fn merged_spans_are_disjoint_and_cover_their_union() {
+    let s = |ts, end| Span { ts, end };
+    let m = merged([s(5.0, 7.0), s(0.0, 2.0), s(1.0, 3.0), s(7.0, 8.0)].into_iter());
+    assert_eq!(m, vec![s(0.0, 3.0), s(5.0, 8.0)]);
+    assert_eq!(
+        idle_stretches(&m, s(-1.0, 10.0)),
+        vec![s(-1.0, 0.0), s(3.0, 5.0), s(8.0, 10.0)]
+    );
+}

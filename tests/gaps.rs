@@ -1,0 +1,143 @@
+//! `metaprep gaps` as a user meets it: a trace in, summary.md and gaps.json out; every bad
+//! trace refused (exit 2) with what is missing and how to record it, nothing written.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn metaprep(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_metaprep"))
+        .args(args)
+        .output()
+        .expect("running metaprep")
+}
+
+fn small_trace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_trace_small.json")
+}
+
+fn refused(args: &[&str], out: &Path, needle: &str) {
+    let o = metaprep(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: wanted `{needle}` in {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!out.exists(), "{args:?} wrote {}", out.display());
+}
+
+#[test]
+fn a_trace_gives_the_answer_first_and_both_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g");
+    let trace = small_trace();
+    let o = metaprep(&[
+        "gaps",
+        trace.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout
+            .starts_with("**The step waits 21.0 µs a step on `Tensor.tolist()` in `draft prep`**"),
+        "{stdout}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("summary.md")).unwrap(),
+        stdout
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("gaps.json")).unwrap()).unwrap();
+    assert_eq!(json[0]["sites"][0]["site"]["kind"], "read");
+    // Two traces: a before and an after, side by side first.
+    let out2 = dir.path().join("g2");
+    let t = trace.to_str().unwrap();
+    let o = metaprep(&["gaps", t, t, "--out", out2.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.starts_with("**Before → after**"), "{stdout}");
+    assert!(stdout.contains("## Before") && stdout.contains("## After"));
+}
+
+#[test]
+fn bad_traces_are_refused_naming_what_is_missing_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("never");
+    let o = out.to_str().unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let small: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(small_trace()).unwrap()).unwrap();
+    // Recorded without ProfilerActivity.CUDA: host events only.
+    let mut cpu_only = small.clone();
+    let events = cpu_only["traceEvents"].as_array_mut().unwrap();
+    events.retain(|e| {
+        !["kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "ac2g"]
+            .contains(&e["cat"].as_str().unwrap_or(""))
+    });
+    let cpu_only = write(
+        "cpu.json",
+        serde_json::to_string(&cpu_only).unwrap().as_bytes(),
+    );
+    refused(
+        &["gaps", &cpu_only, "--out", o],
+        &out,
+        "ProfilerActivity.CUDA",
+    );
+    // No region repeats: no steps.
+    let mut flat = small.clone();
+    let events = flat["traceEvents"].as_array_mut().unwrap();
+    events.retain(|e| e["cat"] != "user_annotation");
+    let flat = write(
+        "flat.json",
+        serde_json::to_string(&flat).unwrap().as_bytes(),
+    );
+    refused(&["gaps", &flat, "--out", o], &out, "--step-marker NAME");
+    // Gzip's magic, then garbage; a file cut short; another tool's JSON.
+    let garbage = write("bad.json.gz", &[0x1f, 0x8b, 8, 0, 1, 2, 3, 4, 5]);
+    refused(&["gaps", &garbage, "--out", o], &out, "bad.json.gz");
+    let text = std::fs::read_to_string(small_trace()).unwrap();
+    let cut = write("cut.json", &text.as_bytes()[..text.len() / 2]);
+    refused(&["gaps", &cut, "--out", o], &out, "cut.json");
+    let nsys = write("nsys.json", br#"{"data": [{"Type": 48, "CudaEvent": {}}]}"#);
+    refused(&["gaps", &nsys, "--out", o], &out, "not a Chrome trace");
+    let other = write(
+        "other.json",
+        br#"{"traceEvents": [{"ph": "X", "cat": "CUDA API", "name": "cudaLaunchKernel", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}"#,
+    );
+    refused(
+        &["gaps", &other, "--out", o],
+        &out,
+        "no torch.profiler events",
+    );
+    // Flags.
+    let t = small_trace();
+    let t = t.to_str().unwrap();
+    refused(&["gaps", t, t, t, "--out", o], &out, "one trace, or two");
+    refused(
+        &["gaps", "no-such.json", "--out", o],
+        &out,
+        "no such trace file",
+    );
+    refused(
+        &["gaps", t, "--step-marker", " ", "--out", o],
+        &out,
+        "--step-marker",
+    );
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("mine"), "a user's").unwrap();
+    let o2 = metaprep(&["gaps", t, "--out", o]);
+    assert_eq!(o2.status.code(), Some(2));
+    assert_eq!(
+        std::fs::read_to_string(out.join("mine")).unwrap(),
+        "a user's"
+    );
+}
