@@ -746,11 +746,8 @@ fn the_sweep_measures_in_rounds_and_resumes_whole_groups() {
     };
     let prep = prep_of(&first.rows);
     // Per group: 3 arms x 7 metrics (bytes and gb_s among them), eager-sync's
-    // host_blocked_us and read_cost_us, and two arms' step_ratio_vs_eager_sync; and the twins
-    // per unit of host speed of the host-paced times: eager-sync's 5 and its read cost's,
-    // eager-device's step, host issue and GPU prep, graph's host issue; and graph's step and
-    // GPU prep over the two-node empty graph.
-    assert_eq!(prep.len(), 2 * (3 * 7 + 4 + 12));
+    // host_blocked_us and read_cost_us, and two arms' step_ratio_vs_eager_sync.
+    assert_eq!(prep.len(), 2 * (3 * 7 + 4));
     for r in first
         .rows
         .iter()
@@ -788,13 +785,6 @@ fn the_sweep_measures_in_rounds_and_resumes_whole_groups() {
     }
     find("harness", 1, "overhead_us");
     assert!(find("host-ref", 1, "step_us").median > 0.0);
-    assert!(find("graph", 1, "host_issue_us_per_empty_graph").median > 0.0);
-    // The step over the same round's two-node empty graph: a replay of the family's stages,
-    // each a kernel with work, costs no less than half one of two empty kernels (a ratio, not
-    // the µs of either).
-    assert!(find("graph", 1, "step_us_per_empty_graph_2").median > 0.5);
-    assert!(find("graph", 1, "gpu_prep_us_per_empty_graph_2").median > 0.0);
-    assert!(find("eager-device", 1, "host_issue_us_per_host_ref").median > 0.0);
     assert!(find("d2d-copy", 1, "gb_s").median > 100.0);
     println!("{} rows in {:.1} s", first.rows.len(), first.seconds);
 

@@ -47,32 +47,11 @@ pub enum Moved {
     Down,
 }
 
-impl Moved {
-    /// The call on a time (lower is better) that moved this way: up is slower.
-    pub fn for_time(self) -> Verdict {
-        match self {
-            Moved::Up => Verdict::Slower,
-            Moved::Down => Verdict::Faster,
-        }
-    }
-}
-
 impl Change {
     /// Whether the whole interval lies within ±`threshold_pct`: the change is shown to be
     /// no larger than that.
     pub fn within(&self, threshold_pct: f64) -> bool {
         self.lo_pct >= -threshold_pct && self.hi_pct <= threshold_pct
-    }
-
-    /// Which way the median alone lies beyond ±`threshold_pct`; `None` within it (or NaN).
-    pub fn median_beyond(&self, threshold_pct: f64) -> Option<Moved> {
-        if self.pct > threshold_pct {
-            Some(Moved::Up)
-        } else if self.pct < -threshold_pct {
-            Some(Moved::Down)
-        } else {
-            None
-        }
     }
 
     /// Which way the whole interval lies beyond ±`threshold_pct`; `None` while any of it is
@@ -187,26 +166,17 @@ pub enum Verdict {
     Broken,
     Faster,
     Changed,
-    /// A call the floor the row is read against explains: that floor moved beyond the
-    /// threshold the same way and the row's change over it is shown within the threshold.
-    /// The machine, not the code.
-    FloorMoved,
-    /// A call the host-speed reference explains: it moved beyond the threshold the same way
-    /// and the row's change per unit of host speed is shown within the threshold.
-    HostMoved,
     Uncertain,
     Same,
 }
 
 impl Verdict {
     /// Every verdict, in the order reports count them.
-    pub const ALL: [Verdict; 8] = [
+    pub const ALL: [Verdict; 6] = [
         Verdict::Slower,
         Verdict::Broken,
         Verdict::Faster,
         Verdict::Changed,
-        Verdict::FloorMoved,
-        Verdict::HostMoved,
         Verdict::Uncertain,
         Verdict::Same,
     ];
@@ -229,12 +199,10 @@ impl Verdict {
             Verdict::Broken => "broken",
             Verdict::Uncertain => "uncertain",
             Verdict::Changed => "changed",
-            Verdict::FloorMoved => "floor moved",
-            Verdict::HostMoved => "host moved",
         }
     }
 
-    /// A call of faster or slower: what a floor or the host may explain.
+    /// A call of faster or slower.
     pub fn is_call(self) -> bool {
         matches!(self, Verdict::Slower | Verdict::Faster)
     }
@@ -261,12 +229,6 @@ pub fn judge<T: Interval>(
         Some(change),
         verdict_on_change(&change, better, threshold_pct),
     )
-}
-
-/// The call a move of a time makes on a metric improving `better` that moved with it (a
-/// slower host lowers a bandwidth: the call is `slower` either way).
-pub fn call_of_time_move(moved: Moved, better: Better) -> Option<Verdict> {
-    (better != Better::Unknown).then(|| moved.for_time())
 }
 
 /// The smallest change, in percent, that NEW could show over BASE and still be called worse
@@ -316,24 +278,6 @@ pub fn verdict_on_change(change: &Change, better: Better, threshold_pct: f64) ->
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_median_alone_can_lie_beyond_the_threshold_where_the_interval_does_not() {
-        let c = Change {
-            pct: -12.6,
-            lo_pct: -20.7,
-            hi_pct: 2.9,
-        };
-        assert_eq!(
-            (c.median_beyond(2.0), c.beyond(2.0)),
-            (Some(Moved::Down), None)
-        );
-        let small = Change {
-            pct: 1.5,
-            lo_pct: 1.0,
-            hi_pct: 2.0,
-        };
-        assert_eq!(small.median_beyond(2.0), None);
-    }
     use crate::results::csv::test_rows::row;
 
     /// A row with an explicit interval (measured in rounds, as a sweep's are).
@@ -483,18 +427,9 @@ mod tests {
         let names: Vec<&str> = Verdict::ALL.iter().map(|v| v.as_str()).collect();
         assert_eq!(
             names,
-            [
-                "slower",
-                "broken",
-                "faster",
-                "changed",
-                "floor moved",
-                "host moved",
-                "uncertain",
-                "same"
-            ]
+            ["slower", "broken", "faster", "changed", "uncertain", "same"]
         );
         assert_eq!(Verdict::Broken.marked(), "**broken**");
-        assert!(Verdict::Slower.is_call() && !Verdict::FloorMoved.is_call());
+        assert!(Verdict::Slower.is_call() && !Verdict::Uncertain.is_call());
     }
 }

@@ -116,9 +116,8 @@ pub fn paired(
 }
 
 /// Each round's `stat` of the two cells' round medians, as a one-value round: empty where
-/// either cell has no finite sample that round, so round `r` stays at index `r` and the
-/// result pairs with a third cell's rounds.
-pub fn per_round(a: &[Vec<f64>], b: &[Vec<f64>], stat: impl Fn(f64, f64) -> f64) -> Vec<Vec<f64>> {
+/// either cell has no finite sample that round, so round `r` stays at index `r`.
+fn per_round(a: &[Vec<f64>], b: &[Vec<f64>], stat: impl Fn(f64, f64) -> f64) -> Vec<Vec<f64>> {
     a.iter()
         .zip(b)
         .map(|(ra, rb)| match (summarize(ra), summarize(rb)) {

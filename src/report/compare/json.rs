@@ -25,15 +25,10 @@ struct Report<'a> {
     /// The rows called `slower` that fail it under `gate`.
     gated_slower: usize,
     counts: Vec<Count>,
-    /// Of the `same` rows, those the raw change left `uncertain` and their twin over the
-    /// two-node empty graph shows unchanged (each row's `called` says `uncertain`).
-    same_over_empty_graph_2: usize,
     warnings: &'a [String],
     /// Rows only in BASE: findings between two runs.
     missing: Vec<RowId<'a>>,
     only_in_new: Vec<RowId<'a>>,
-    /// The host-speed reference's change, NEW over BASE, in percent.
-    host_reference: Option<Change>,
     floors: Vec<Floor<'a>>,
     power: Vec<PowerClass>,
     rows: Vec<Compared<'a>>,
@@ -132,10 +127,6 @@ struct Compared<'a> {
     base: Value,
     new: Value,
     change: Option<Change>,
-    per_host: Option<Change>,
-    /// The floor row `per_host` is over: `host-ref`, or `empty-graph` for a graph arm's host
-    /// issue.
-    per_host_over: Option<&'static str>,
     vs_floor: Option<Change>,
     smallest_callable_pct: Option<f64>,
     /// What the change alone says.
@@ -170,7 +161,6 @@ pub fn write(
                 rows: c.count(v),
             })
             .collect(),
-        same_over_empty_graph_2: c.shown_same(),
         warnings,
         missing: c
             .missing()
@@ -182,7 +172,6 @@ pub fn write(
             .iter()
             .map(|&i| RowId::of(&c.new.entries[i]))
             .collect(),
-        host_reference: c.host().and_then(|h| h.change),
         floors: c
             .floors
             .iter()
@@ -211,8 +200,6 @@ pub fn write(
                     base: Value::of(b),
                     new: Value::of(n),
                     change: m.change,
-                    per_host: m.per_host,
-                    per_host_over: m.twin_reference.map(|r| r.floor_arm()),
                     vs_floor: m.vs_floor,
                     smallest_callable_pct: m.smallest_callable_pct,
                     called: m.called.as_str(),

@@ -5,7 +5,6 @@
 use super::side::{Entry, Side};
 use crate::report::format::{arm_rank, floor_rank, kind_rank, layout_rank};
 use crate::results::csv::{KIND_FLOOR, STEP_RATIO_VS_EAGER_SYNC};
-use crate::results::pacing::twin_of;
 use anyhow::{bail, Result};
 use std::collections::HashMap;
 
@@ -47,14 +46,6 @@ impl<'a> Key<'a> {
             metric: &entry.metric,
         }
     }
-
-    /// The same key with another metric: a twin's row's.
-    fn with_metric(&self, metric: &'a str) -> Self {
-        Key {
-            metric,
-            ..self.clone()
-        }
-    }
 }
 
 /// BASE's index and NEW's of a matched row.
@@ -63,10 +54,8 @@ pub type Pair = (usize, usize);
 /// What pairing found, every list in table order.
 #[derive(Debug, Default)]
 pub struct Pairing {
-    /// Rows of cells (not floors, not twins) both sides hold.
+    /// Rows of cells (not floors) both sides hold.
     pub cells: Vec<Pair>,
-    /// For `cells[i]`, its twin per unit of host speed where both sides hold one.
-    pub twins: Vec<Option<Pair>>,
     /// Floor rows both sides hold.
     pub floors: Vec<Pair>,
     /// BASE's rows NEW lacks, and NEW's rows BASE lacks (indices into each side's entries).
@@ -102,23 +91,15 @@ pub fn pair(base: &Side, new: &Side, arms: Arms) -> Result<Pairing> {
     matched.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     only_in_base.sort_unstable_by(|a, b| a.0.cmp(b.0));
     only_in_new.sort_unstable_by(|a, b| a.0.cmp(b.0));
-
-    let twin_pairs: HashMap<Key, Pair> = matched
-        .iter()
-        .filter(|(key, _)| key.kind != KIND_FLOOR)
-        .filter_map(|(key, p)| Some((key.with_metric(twin_of(key.metric)?.0), *p)))
-        .collect();
     let mut pairing = Pairing {
         only_in_base: only_in_base.into_iter().map(|(_, i)| i).collect(),
         only_in_new: only_in_new.into_iter().map(|(_, i)| i).collect(),
         ..Pairing::default()
     };
     for (key, p) in matched {
-        if key.kind == KIND_FLOOR {
-            pairing.floors.push(p);
-        } else if twin_of(key.metric).is_none() {
-            pairing.twins.push(twin_pairs.get(&key).copied());
-            pairing.cells.push(p);
+        match key.kind == KIND_FLOOR {
+            true => pairing.floors.push(p),
+            false => pairing.cells.push(p),
         }
     }
     Ok(pairing)
@@ -163,19 +144,11 @@ mod tests {
     use crate::results::csv::test_rows::row;
 
     #[test]
-    fn rows_pair_in_table_order_and_twins_ride_with_their_rows() {
+    fn rows_pair_in_table_order() {
         let mut names = Names::default();
         let base_rows = vec![
             row("prep", "dsa_decode", "graph", 8, "step_us", 20.0),
             row("prep", "dsa_decode", "eager-sync", 8, "step_us", 40.0),
-            row(
-                "prep",
-                "dsa_decode",
-                "eager-sync",
-                8,
-                "step_us_per_host_ref",
-                20.0,
-            ),
             row("floor", "floor", "empty-graph", 1, "step_us", 2.0),
             row("floor", "floor", "empty-kernel", 1, "step_us", 2.0),
             row("prep", "dsa_decode", "eager-sync", 1, "step_us", 30.0),
@@ -196,7 +169,6 @@ mod tests {
             [("eager-sync".into(), 1), ("eager-sync".into(), 8)],
             "by batch size, then arm"
         );
-        assert_eq!(p.twins, [None, Some((2, 1))]);
         let floors: Vec<_> = p.floors.iter().map(|&(b, _)| arm_bs(&base, b).0).collect();
         assert_eq!(floors, ["empty-kernel", "empty-graph"], "the floor's order");
         assert_eq!(p.only_in_base, [0]);

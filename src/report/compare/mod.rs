@@ -20,26 +20,16 @@
 //! for throughput, bandwidth and occupancy. A metric of unknown direction that moved beyond
 //! the threshold is `changed` and does not fail the comparison (so are a prep's `bytes`).
 //!
-//! **What a floor or the host may excuse.** Relabelled is only what is proven. A host-paced row
-//! ([`crate::results::pacing::host_paced`]) called `slower` or `faster` becomes `floor moved`
-//! when its *own* floor (the one it is read against: the empty kernel for eager arms, the
-//! empty graph of as many nodes for graph arms) moved beyond the threshold the same way and
-//! its change over that floor is shown *within* the threshold; `host moved` when its twin's
-//! reference (the host-speed reference, fixed CPU work on the measuring core; for a graph
-//! arm's `host_issue_us` the one-node empty graph) did so and its change per unit of that
-//! reference (its twin row, formed inside each round) is shown within the threshold. A floor
-//! multiple is `floor moved` when its floor moved the other way beyond the threshold and the
-//! cell's `step_us` is shown within it. A row derived from a cell's times (floor multiple,
-//! ratio over eager-sync, bandwidth) calls only what one of those times calls
-//! (`comparison/derived.rs`). No floor excuses a row it is not read against, and
-//! an interval stacked from four intervals that merely fails to prove a change over the floor
-//! is no proof: on build `0ff8bee` that rule turned a +20% eager-sync `step_us` in every cell
-//! of a real A/A pair into 48 of 48 `floor moved`.
+//! **Derived rows.** A row derived from a cell's times (floor multiple, ratio over
+//! eager-sync, bandwidth) that the host paces calls only what one of those times calls
+//! (`comparison/derived.rs`): within a round the ratio cancels what its times share, but
+//! between runs it moves as they do. Each prep time also shows its change over its own floor
+//! (the one it is read against: the empty kernel for eager arms, the empty graph of as many
+//! nodes for graph arms), which is no verdict.
 //!
 //! **Missing and broken.** Rows, cells or arms only in BASE, and rows of NEW without an
 //! interval where BASE has one (`broken`), fail the comparison unless `--allow-missing`, and
-//! the report names them first. Between two arms, rows one arm lacks are not findings, and
-//! neither is a twin only BASE holds.
+//! the report names them first. Between two arms, rows one arm lacks are not findings.
 //!
 //! **The gate.** `--gate all` fails on every `slower` row; `--gate gpu-paced` only on rows the
 //! GPU paces ([`Gate`]), for hosts whose A/A calls host-paced rows.
@@ -85,14 +75,10 @@ use std::path::{Path, PathBuf};
 /// Each matched cell and metric gets the change of its median in percent with a 95%
 /// interval and a verdict: `same` (interval inside ±threshold), `faster` / `slower` (the
 /// whole interval beyond the threshold in the better / worse direction; lower is better for
-/// times, higher for throughput and occupancy) or `uncertain`; `floor moved` / `host moved`
-/// where the row's own floor or the host-speed reference moved beyond the threshold the same
-/// way and the row's change over it is shown within the threshold (the host moving: the
-/// CPU-work reference, or the one-node empty graph for a graph replay's host issue); a ratio
-/// or bandwidth only where a time it is made of makes the call; `broken` where NEW lost the
+/// times, higher for throughput and occupancy) or `uncertain`; a host-paced ratio or
+/// bandwidth only where a time it is made of makes the call; `broken` where NEW lost the
 /// interval BASE has. An arm's times also show their change vs floor (over the floor the arm is
-/// read against) and host-paced rows their change per unit of host speed; every row shows the
-/// smallest slower change it could have called.
+/// read against); every row shows the smallest slower change it could have called.
 ///
 /// The report leads with one line of verdict counts, names missing and broken rows, says what
 /// size of change each class of rows could see, gives one step_us table of family × arm, then
@@ -107,7 +93,7 @@ use std::path::{Path, PathBuf};
 /// Exit status: 0, or 1 when any cell got slower (with --gate gpu-paced: any row the GPU
 /// paces), or any row, cell or arm of BASE is missing
 /// from NEW or lost its interval (unless --allow-missing), or 2 on bad input or differing
-/// settings. `floor moved` and `host moved` rows, which the machine explains, do not fail it.
+/// settings.
 #[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct CompareArgs {
     /// The "before" run: a run directory (`results/<run>/`) or a results CSV file.

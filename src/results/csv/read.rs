@@ -1,6 +1,7 @@
 //! Reading a results CSV into checked [`Row`]s: each line parsed by column name, old rows
-//! brought to today's form, impossible values and a cell's metric written twice refused with
-//! the line named, and the rows a `--resume` starts from.
+//! brought to today's form (or skipped, where no metaprep reads them any more), impossible
+//! values and a cell's metric written twice refused with the line named, and the rows a
+//! `--resume` starts from.
 
 use super::check::check_row;
 use super::family::old_scaled_family;
@@ -11,8 +12,18 @@ use anyhow::{bail, Result};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Reads a results CSV written by [`write_rows`](super::write_rows). Every failure names the file, the line
-/// and what to do about it.
+/// How the metric ends of a row older sweeps wrote of a time over a reference timed in the
+/// same round (`step_us_per_host_ref`), which nothing reads now.
+const RETIRED_SUFFIXES: [&str; 3] = ["_per_host_ref", "_per_empty_graph", "_per_empty_graph_2"];
+
+/// Whether `metric` is a row older sweeps wrote that is skipped on reading.
+fn retired(metric: &str) -> bool {
+    RETIRED_SUFFIXES.iter().any(|s| metric.ends_with(s))
+}
+
+/// Reads a results CSV written by [`write_rows`](super::write_rows), skipping the rows older
+/// sweeps wrote that nothing reads now. Every failure names the file, the line and what to do
+/// about it.
 pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
     let name = path.display().to_string();
     let (mut rows, mut lines) = (Vec::new(), Vec::new());
@@ -20,8 +31,11 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
         path,
         |headers| check_header(&name, headers, COLUMNS, OPTIONAL_COLUMNS),
         |headers, line, record| {
-            rows.push(parse_row(&name, line, headers, &record)?);
-            lines.push(line);
+            let row = parse_row(&name, line, headers, &record)?;
+            if !retired(&row.metric) {
+                rows.push(row);
+                lines.push(line);
+            }
             Ok(())
         },
     )?;
@@ -280,6 +294,24 @@ mod tests {
         rows.push(scaled);
         write_rows(&path, &rows).unwrap();
         assert_eq!(read_rows(&path).unwrap().len(), rows.len());
+    }
+
+    #[test]
+    fn rows_of_a_time_over_a_reference_older_sweeps_wrote_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metaprep.csv");
+        let mut rows = sample_rows();
+        for metric in [
+            "host_issue_us_per_host_ref",
+            "host_issue_us_per_empty_graph",
+            "step_us_per_empty_graph_2",
+        ] {
+            let mut old = row("prep", "dsa_decode", "graph", 8, metric, 0.7);
+            old.unit = "x".into();
+            rows.push(old);
+        }
+        write_rows(&path, &rows).unwrap();
+        assert_eq!(read_rows(&path).unwrap(), sample_rows());
     }
 
     #[test]

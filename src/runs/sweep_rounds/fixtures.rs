@@ -32,14 +32,11 @@ pub(super) fn measurement(step: f64) -> PrepMeasurement {
 
 pub(super) const ARMS: [Arm; 3] = [Arm::EagerSync, Arm::EagerDevice, Arm::Graph];
 /// The graph arm's rows of a group whose bytes are known, in order.
-pub(super) const GRAPH_METRICS: [&str; 11] = [
+pub(super) const GRAPH_METRICS: [&str; 8] = [
     "step_us",
-    "step_us_per_empty_graph_2",
     "step_fwd_us",
     "host_issue_us",
-    "host_issue_us_per_empty_graph",
     "gpu_prep_us",
-    "gpu_prep_us_per_empty_graph_2",
     "bytes",
     "gb_s",
     "floor_multiple",

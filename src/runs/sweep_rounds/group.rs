@@ -6,8 +6,8 @@ use crate::harness::bandwidth::{bytes_row, gb_s_row};
 use crate::harness::nvml::CellTelemetry;
 use crate::harness::rows::{CellId, RoundLine};
 use crate::results::csv::{Row, STEP_RATIO_VS_EAGER_SYNC};
-use crate::results::pacing::{gpu_paced_arm, host_paced, twin_metric, twin_reference};
-use crate::stats::rounds::{over_rounds, paired, per_round, Paired};
+use crate::results::pacing::{gpu_paced_arm, host_paced};
+use crate::stats::rounds::{over_rounds, paired, Paired};
 use crate::stats::stopping::{RoundsRule, RoundsStop};
 use crate::stats::summary::Summary;
 use std::time::Duration;
@@ -210,17 +210,6 @@ impl GroupRounds {
     ) -> Vec<Row> {
         let sync = self.step(Arm::EagerSync);
         let mut rows = Vec::new();
-        let twin = |cell: &CellId, metric: &str, rounds: &[Vec<f64>], t| {
-            let reference = twin_reference(&cell.key.arm, metric)?;
-            let over = match reference.floor_item() {
-                Some(item) => floor.item(item),
-                None => floor.host_reference(),
-            };
-            let name = twin_metric(metric, reference);
-            (!over.is_empty())
-                .then(|| cell.paired_row(&name, "x", (rounds, over), ratio, t, processes))
-                .flatten()
-        };
         let arms = self.arms.iter().zip(&self.by_arm).zip(&self.arm_stops);
         for ((((&arm, a), arm_stop), cell), t) in arms.zip(cells).zip(telemetry) {
             let t = t.as_ref();
@@ -231,7 +220,6 @@ impl GroupRounds {
                     false => own,
                 };
                 rows.extend(cell.rounds_row(metric, "us", rounds, reason, t, processes));
-                rows.extend(twin(cell, metric, rounds, t));
             }
             if let Some(bytes) = self.bytes {
                 rows.push(bytes_row(cell, bytes, a.step.len()));
@@ -254,9 +242,6 @@ impl GroupRounds {
                     None,
                     processes,
                 ));
-                // Each round's read cost, as one value a round, over the host's.
-                let cost = per_round(own, device, difference);
-                rows.extend(twin(cell, "read_cost_us", &cost, None));
             }
             if let Some(sync) = sync.filter(|_| arm != Arm::EagerSync) {
                 rows.extend(cell.paired_row(

@@ -1,9 +1,8 @@
-//! Tests of a group's rounds: intervals, pairing, twins, bytes, read costs, round lines and
+//! Tests of a group's rounds: intervals, pairing, bytes, read costs, round lines and
 //! the stopping rule, the GPU-paced arms' rounds past --max-rounds among them.
 
 use super::*;
 use crate::axes::floor_item::HOST_REFERENCE;
-use crate::results::pacing;
 use crate::runs::sweep_rounds::fixtures::*;
 use crate::runs::sweep_rounds::HARNESS;
 use crate::stats::rounds::ONE_PROCESS;
@@ -23,23 +22,16 @@ fn a_cells_interval_spans_the_drift_between_rounds() {
     assert_eq!((step.rounds, step.samples), (6, 60));
     assert_eq!(step.stop_reason, "max-rounds");
     // Every metric of every arm is a rounds row; host_blocked_us only for the reader.
-    // Each host-paced time has its twin per unit of host speed right after it.
     assert_eq!(
         metrics_of(&rows, "eager-sync"),
         [
             "step_us",
-            "step_us_per_host_ref",
             "step_fwd_us",
-            "step_fwd_us_per_host_ref",
             "host_issue_us",
-            "host_issue_us_per_host_ref",
             "host_blocked_us",
-            "host_blocked_us_per_host_ref",
             "gpu_prep_us",
-            "gpu_prep_us_per_host_ref",
             "floor_multiple",
-            "read_cost_us",
-            "read_cost_us_per_host_ref"
+            "read_cost_us"
         ]
     );
     let mut graph = GRAPH_METRICS.to_vec();
@@ -86,51 +78,6 @@ fn differences_are_paired_inside_each_round() {
     assert!(!rows
         .iter()
         .any(|r| r.arm == "eager-sync" && r.metric == STEP_RATIO_VS_EAGER_SYNC));
-}
-
-#[test]
-fn twins_per_unit_of_host_speed_cancel_a_drift_the_host_shares() {
-    let (group, floor) = drifting();
-    let rows = rows_of(&group, &floor, RoundsStop::Precision);
-    // Host and cells drift alike, round by round: over the host's 1.25 µs a unit,
-    // eager-sync's 40 µs is 32 units in every round, the read cost 18 / 1.25 = 14.4.
-    for (metric, value) in [
-        ("step_us_per_host_ref", 32.0),
-        ("read_cost_us_per_host_ref", 14.4),
-        ("host_issue_us_per_host_ref", 16.0),
-    ] {
-        let twin = find(&rows, "eager-sync", metric);
-        assert!((twin.median - value).abs() < 1e-9, "{metric}: {twin:?}");
-        assert!(twin.ci_hi - twin.ci_lo < 1e-9, "{metric}: {twin:?}");
-        assert_eq!((twin.unit.as_str(), twin.rounds), ("x", 6));
-    }
-    // The raw row keeps the drift.
-    let raw = find(&rows, "eager-sync", "step_us");
-    assert!(raw.ci_hi / raw.ci_lo > 1.2, "{raw:?}");
-    // A graph arm's host issue is over the one-node empty graph of its round: 5 µs over
-    // 2.5 µs, and no twin over the CPU work.
-    let replay = find(&rows, "graph", "host_issue_us_per_empty_graph");
-    assert!((replay.median - 2.0).abs() < 1e-9, "{replay:?}");
-    assert!(replay.ci_hi - replay.ci_lo < 1e-9, "{replay:?}");
-    assert!(!rows
-        .iter()
-        .any(|r| r.arm == "graph" && r.metric == "host_issue_us_per_host_ref"));
-    // Its GPU-paced step is over the two-node empty graph of its round: 10 µs over 5 µs, the
-    // drift gone; its device time (4 µs in every round) takes the floor's drift.
-    let step = find(&rows, "graph", "step_us_per_empty_graph_2");
-    assert!((step.median - 2.0).abs() < 1e-9, "{step:?}");
-    assert!(step.ci_hi - step.ci_lo < 1e-9, "{step:?}");
-    assert_eq!((step.unit.as_str(), step.rounds), ("x", 6));
-    let device = find(&rows, "graph", "gpu_prep_us_per_empty_graph_2");
-    assert!(device.ci_lo < 0.8 && 0.8 < device.ci_hi, "{device:?}");
-    // A floor measured without the reference (none pushed) gives no twins over it, and one
-    // without the empty graph none over that.
-    let mut bare = FloorRounds::default();
-    for d in DRIFT {
-        bare.push(FloorItem::EmptyKernel, samples(2.0 * d));
-    }
-    let rows = rows_of(&group, &bare, RoundsStop::Precision);
-    assert!(!rows.iter().any(|r| pacing::twin_of(&r.metric).is_some()));
 }
 
 #[test]
@@ -323,16 +270,11 @@ fn gpu_paced_arms_take_rounds_past_max_rounds_and_host_paced_arms_stop_there() {
     for metric in ["step_us", "gpu_prep_us"] {
         assert_eq!(of("graph", metric), (9, "gpu-paced-max-rounds"), "{metric}");
     }
-    // The forward's rounds are the group's, and so are the host's times (with their twin);
-    // the floor multiple pairs all nine with the floor's, the ratio over eager-sync the six
-    // eager-sync has.
+    // The forward's rounds are the group's, and so are the host's times; the floor multiple
+    // pairs all nine with the floor's, the ratio over eager-sync the six eager-sync has.
     for metric in ["step_fwd_us", "host_issue_us"] {
         assert_eq!(of("graph", metric), (6, "max-rounds"), "{metric}");
     }
-    assert_eq!(
-        find(&rows, "graph", "host_issue_us_per_empty_graph").rounds,
-        6
-    );
     // The host issue keeps the drifting rounds' interval, not the steady rounds' after it.
     let issue = find(&rows, "graph", "host_issue_us");
     let drifting_issue = find(&drifting_rows(), "graph", "host_issue_us").clone();

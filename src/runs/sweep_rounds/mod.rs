@@ -18,9 +18,8 @@
 //! the ceiling they are read against ([`crate::harness::bandwidth`]).
 //!
 //! The floor also times the host-speed reference ([`HOST_REFERENCE`](crate::axes::floor_item::HOST_REFERENCE), a fixed piece of CPU
-//! work on the measuring core) every round, and each host-paced time of a cell gets a twin
-//! over it, formed inside each round ([`crate::results::pacing`]): the row per unit of host
-//! speed, where a move of the whole host cancels.
+//! work on the measuring core) every round: its own floor row, and env.json's note of each
+//! worker process's host speed.
 //!
 //! A round's measurements travel as [`RoundResult`] (serde), so a round measured in a worker
 //! process (`sweep --processes`) is kept exactly as one measured here.

@@ -1,31 +1,17 @@
-//! Pairing two sides and judging every pair: each row's call, then the relabels the
-//! references prove.
+//! Pairing two sides and judging every pair: each row's call, then the derived rows'.
 
 use super::super::gate::Gate;
 use super::super::matching::{pair, Arms, Pair, Pairing};
 use super::super::side::Side;
 use super::derived::follow_derived;
-use super::explain::{launch_floors, References, TwinMoves};
+use super::floors::Floors;
 use super::noise_floor::capped;
 use super::{Comparison, FloorMove, Matched};
 use crate::report::change::{
     better_direction, judge, relative_change, smallest_callable_pct, Interval, Verdict,
 };
 use crate::results::csv::KIND_FLOOR;
-use crate::results::pacing::{twin_of, TwinReference};
 use anyhow::{bail, Result};
-
-/// Of `floors`, the step time of the floor row `arm` (`base`'s entries name them).
-pub(super) fn floor_move<'f>(
-    floors: &'f [FloorMove],
-    base: &Side,
-    arm: &str,
-) -> Option<&'f FloorMove> {
-    floors.iter().find(|f| {
-        let e = &base.entries[f.base];
-        &*e.arm == arm && &*e.metric == "step_us"
-    })
-}
 
 /// Compares `base` with `new` (two runs, or with `arms` two arms) at `threshold_pct`. Fails
 /// when a side holds a row twice, has no rows of an arm asked for, or when no cell but floors
@@ -53,7 +39,6 @@ pub fn compare(base: Side, new: Side, arms: Arms, threshold_pct: f64) -> Result<
     }
     let Pairing {
         cells,
-        twins,
         floors,
         only_in_base,
         only_in_new,
@@ -75,13 +60,7 @@ pub fn compare(base: Side, new: Side, arms: Arms, threshold_pct: f64) -> Result<
             change: relative_change(&base.entries[b], &new.entries[n]),
         })
         .collect();
-    let moves = TwinReference::ALL.map(|r| {
-        (
-            r,
-            floor_move(&floors, &base, r.floor_arm()).and_then(|f| f.change),
-        )
-    });
-    let matched = judge_all(&base, &new, &cells, &twins, moves, threshold_pct);
+    let matched = judge_all(&base, &new, &cells, threshold_pct);
     Ok(Comparison {
         arms: arms.map(|(b, n)| (b.to_string(), n.to_string())),
         threshold_pct,
@@ -95,26 +74,12 @@ pub fn compare(base: Side, new: Side, arms: Arms, threshold_pct: f64) -> Result<
     })
 }
 
-/// Judges every pair, then relabels what a reference explains: host-paced rows first, then
-/// the rows derived from a cell's times ([`follow_derived`]).
-fn judge_all(
-    base: &Side,
-    new: &Side,
-    cells: &[Pair],
-    twins: &[Option<Pair>],
-    twin_references: TwinMoves,
-    threshold_pct: f64,
-) -> Vec<Matched> {
-    let refs = References {
-        base_floors: launch_floors(base),
-        new_floors: launch_floors(new),
-        twin_references,
-        threshold_pct,
-    };
+/// Judges every pair, then the rows derived from a cell's times ([`follow_derived`]).
+fn judge_all(base: &Side, new: &Side, cells: &[Pair], threshold_pct: f64) -> Vec<Matched> {
+    let floors = Floors::of(base, new);
     let mut matched: Vec<Matched> = cells
         .iter()
-        .zip(twins)
-        .map(|(&(b, n), twin)| {
+        .map(|&(b, n)| {
             let (be, ne) = (&base.entries[b], &new.entries[n]);
             let better = better_direction(&ne.metric, &ne.unit);
             let (change, mut called) = judge(be, ne, better, threshold_pct);
@@ -124,37 +89,18 @@ fn judge_all(
             if be.has_interval() && !ne.has_interval() {
                 called = Verdict::Broken;
             }
-            let per_host =
-                twin.and_then(|(tb, tn)| relative_change(&base.entries[tb], &new.entries[tn]));
-            let twin_reference =
-                twin.and_then(|(tb, _)| Some(twin_of(&base.entries[tb].metric)?.1));
-            let mut m = Matched {
+            Matched {
                 base: b,
                 new: n,
                 change,
-                vs_floor: refs.vs_floor(be, ne),
-                per_host,
-                twin_reference,
-                // A host-paced call must hold per unit of host speed too (`explain`): the
-                // smaller of the two powers. A GPU-paced row is called raw.
-                smallest_callable_pct: [
-                    Some((be, ne)),
-                    twin.filter(|_| twin_reference.is_some_and(TwinReference::of_host_paced))
-                        .map(|(tb, tn)| (&base.entries[tb], &new.entries[tn])),
-                ]
-                .into_iter()
-                .flatten()
-                .filter_map(|(b, n)| smallest_callable_pct(b, n, better, threshold_pct))
-                .reduce(f64::max),
+                vs_floor: floors.vs_floor(be, ne),
+                smallest_callable_pct: smallest_callable_pct(be, ne, better, threshold_pct),
                 called,
                 verdict: called,
-            };
-            m.verdict = refs.explain(&m, be, ne).unwrap_or(called);
-            m
+            }
         })
         .collect();
-
-    follow_derived(base, new, &refs, &mut matched);
+    follow_derived(base, new, &mut matched);
     matched
 }
 
@@ -263,31 +209,5 @@ mod tests {
         assert!(error
             .to_string()
             .contains("no cell of BASE matches a cell of NEW"));
-    }
-
-    #[test]
-    fn a_twin_only_base_holds_is_no_finding_and_its_row_is_judged_raw() {
-        // A run of a build that read a graph arm's host issue over the CPU work, against one
-        // that reads it over the empty graph.
-        let twin = |metric: &str| row("prep", "dsa_decode", "graph", 4, metric, 0.7);
-        let base = vec![
-            row("prep", "dsa_decode", "graph", 4, "host_issue_us", 1.3),
-            twin("host_issue_us_per_host_ref"),
-        ];
-        let new = vec![
-            row("prep", "dsa_decode", "graph", 4, "host_issue_us", 1.3),
-            twin("host_issue_us_per_empty_graph"),
-        ];
-        let c = compare_rows(&base, &new, None, 2.0).unwrap();
-        assert!(c.missing().is_empty());
-        assert_eq!(c.findings(), 0);
-        assert_eq!(c.base_extras().len(), 1);
-        assert_eq!(c.matched.len(), 1);
-        assert_eq!(c.matched[0].per_host, None, "no twin both sides hold");
-        // A result row only BASE holds still is one.
-        let mut more = base.clone();
-        more.push(row("prep", "dsa_decode", "graph", 4, "step_us", 10.0));
-        let c = compare_rows(&more, &new, None, 2.0).unwrap();
-        assert_eq!((c.missing().len(), c.findings()), (1, 1));
     }
 }

@@ -1,13 +1,12 @@
-//! The verdicts: each matched row's change, its change over its own floor and per unit of host
-//! speed, the smallest change it could have called, and the rules that relabel a call the
-//! machine explains (see the module docs of [`super`]).
+//! The verdicts: each matched row's change, its change over its own floor, the smallest
+//! change it could have called, and its verdict (see the module docs of [`super`]).
 //!
 //! The types live here; the noise floor of rows without rounds in `noise_floor`, the power of
-//! each class of rows in `power`, the references that explain a call in `explain`, and the
-//! pairing and judging of every row in `judge`.
+//! each class of rows in `power`, the launch floors a row is read against in `floors`, the
+//! derived rows' verdicts in `derived`, and the pairing and judging of every row in `judge`.
 
 mod derived;
-mod explain;
+mod floors;
 mod judge;
 mod noise_floor;
 mod power;
@@ -17,10 +16,8 @@ mod fixtures;
 
 use super::gate::Gate;
 use super::side::{Entry, Side};
-use crate::axes::floor_item::HOST_REFERENCE;
 use crate::report::change::{Change, Verdict};
 use crate::results::csv::KIND_FLOOR;
-use crate::results::pacing::{twin_of, TwinReference};
 
 pub use judge::compare;
 pub use noise_floor::{noise_floor_pct, NOISE_FLOOR_HOST_PCT, NOISE_FLOOR_STEP_PCT};
@@ -37,29 +34,14 @@ pub struct Matched {
     /// not read against a floor (not a prep time, a side without that floor, or two arms
     /// read against different floors).
     pub vs_floor: Option<Change>,
-    /// The change of the row per unit of its twin's reference (host speed; for a graph arm's
-    /// GPU-paced time the two-node empty graph): of its twin over that reference
-    /// ([`Self::twin_reference`]), formed inside each round ([`crate::results::pacing`]);
-    /// `None` where a side has no twin.
-    pub per_host: Option<Change>,
-    /// What the twin is over: the host-speed reference, the one-node empty graph for a graph
-    /// arm's host issue, or the two-node one for its GPU-paced times.
-    pub twin_reference: Option<TwinReference>,
     /// The smallest change in the worse direction these two intervals could have called
     /// (`slower`), in percent ([`smallest_callable_pct`](crate::report::change::smallest_callable_pct)).
     pub smallest_callable_pct: Option<f64>,
     /// What the change alone says (after the cap on rows without rounds, and `broken`).
     pub called: Verdict,
-    /// The verdict: `called`, or `floor moved` / `host moved` where a reference explains it.
+    /// The verdict: `called`, or `uncertain` for a host-paced derived row whose call no row
+    /// it is made of makes (`derived`).
     pub verdict: Verdict,
-}
-
-impl Matched {
-    /// Whether the raw change left it `uncertain` and a twin showed it `same` (its own, or
-    /// for a bandwidth its device time's).
-    pub fn shown_same(&self) -> bool {
-        self.called == Verdict::Uncertain && self.verdict == Verdict::Same
-    }
 }
 
 /// One floor row on both sides: how the machine moved, with no verdict.
@@ -94,12 +76,6 @@ impl Comparison {
         self.matched.iter().filter(|m| m.verdict == verdict).count()
     }
 
-    /// Rows the raw change left `uncertain` that their twin over the two-node empty graph
-    /// shows `same` (a graph arm's GPU-paced times and their bandwidths).
-    pub fn shown_same(&self) -> usize {
-        self.matched.iter().filter(|m| m.shown_same()).count()
-    }
-
     /// Whether `m` fails the comparison: called `slower`, of a kind of row [`Self::gate`]
     /// fails on.
     pub fn fails(&self, m: &Matched) -> bool {
@@ -128,9 +104,7 @@ impl Comparison {
     /// Rows only BASE holds that fail the comparison (unless `--allow-missing`): its cells'
     /// rows between two runs; none between two arms, which hold different metrics by design.
     /// A floor NEW lacks (an item an older build did not time) is a yardstick, not a result:
-    /// floors never fail the comparison, and neither does a twin NEW lacks (a graph arm's
-    /// host issue is read over the empty graph since build `6278e0b`, over the CPU work
-    /// before).
+    /// floors never fail the comparison.
     pub fn missing(&self) -> Vec<usize> {
         self.only_in_base(false)
     }
@@ -144,7 +118,7 @@ impl Comparison {
     fn only_in_base(&self, extras: bool) -> Vec<usize> {
         let finding = |i: &&usize| {
             let e = &self.base.entries[**i];
-            self.arms.is_none() && &*e.kind != KIND_FLOOR && twin_of(&e.metric).is_none()
+            self.arms.is_none() && &*e.kind != KIND_FLOOR
         };
         (self.only_in_base.iter())
             .filter(|i| finding(i) != extras)
@@ -155,22 +129,5 @@ impl Comparison {
     /// Missing and broken rows: findings that fail the comparison unless `--allow-missing`.
     pub fn findings(&self) -> usize {
         self.missing().len() + self.count(Verdict::Broken)
-    }
-
-    /// The host-speed reference's move, where both sides timed it.
-    pub fn host(&self) -> Option<&FloorMove> {
-        judge::floor_move(&self.floors, &self.base, HOST_REFERENCE)
-    }
-
-    /// The floor times whose whole interval moved beyond the threshold.
-    pub fn moved_floors(&self) -> Vec<&FloorMove> {
-        self.floors
-            .iter()
-            .filter(|f| &*self.floor_entries(f).0.metric == "step_us")
-            .filter(|f| {
-                f.change
-                    .is_some_and(|c| c.beyond(self.threshold_pct).is_some())
-            })
-            .collect()
     }
 }

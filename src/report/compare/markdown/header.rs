@@ -28,11 +28,8 @@ pub(super) fn write_header(out: &mut String, c: &Comparison, context: &Context) 
     writeln!(
         out,
         "Change = NEW / BASE − 1 with a 95% interval; `same` inside ±{t}%, `faster` / `slower` \
-         wholly beyond it, `uncertain` otherwise. A call is `floor moved` or `host moved` only \
-         where the row's own floor (or its twin's reference: the CPU work, or the empty graph for a \
-         graph replay's host issue) moved beyond ±{t}% the same way and the row's change over \
-         it is shown within ±{t}%. \"could call\" is the smallest \
-         slower change the row's intervals could have called. How to read it: docs/compare.md.\n",
+         wholly beyond it, `uncertain` otherwise. \"could call\" is the smallest slower change \
+         the row's intervals could have called. How to read it: docs/compare.md.\n",
         t = c.threshold_pct
     )
     .unwrap();

@@ -3,7 +3,7 @@
 //! capped to fit a pull request's body), and the details (every row).
 //!
 //! The report's parts: the header in `header`, missing and broken rows in `findings`, the
-//! host, floors and environment in `machine`, the power in `power`, the tables in `table`.
+//! floors and environment in `machine`, the power in `power`, the tables in `table`.
 
 mod findings;
 mod header;
@@ -16,7 +16,7 @@ use crate::report::change::Verdict;
 use crate::results::env::Difference;
 use findings::{write_findings, write_only_in_new};
 use header::write_header;
-use machine::{write_environment, write_host_and_floors};
+use machine::write_environment;
 use power::write_power;
 use std::fmt::Write;
 use table::{write_headline, write_row, write_table_head};
@@ -83,7 +83,6 @@ pub fn pull_request(c: &Comparison, context: &Context) -> String {
     let mut head = String::new();
     write_header(&mut head, c, context);
     write_findings(&mut head, c, context, Some(LISTED_FINDINGS));
-    write_host_and_floors(&mut head, c);
     write_power(&mut head, c);
     write_headline(&mut head, c);
     let mut tail = String::new();
@@ -100,11 +99,7 @@ pub fn pull_request(c: &Comparison, context: &Context) -> String {
     let mut table = String::new();
     writeln!(table, "### Rows called\n").unwrap();
     if called.is_empty() {
-        writeln!(
-            table,
-            "_No row was called slower, faster, changed or explained by a floor or the host._\n"
-        )
-        .unwrap();
+        writeln!(table, "_No row was called slower, faster or changed._\n").unwrap();
     } else {
         writeln!(
             table,
@@ -160,7 +155,6 @@ pub fn details(c: &Comparison, context: &Context) -> String {
     let mut out = String::new();
     write_header(&mut out, c, context);
     write_findings(&mut out, c, context, None);
-    write_host_and_floors(&mut out, c);
     write_power(&mut out, c);
     write_headline(&mut out, c);
     writeln!(out, "### Every row\n").unwrap();
@@ -175,13 +169,7 @@ pub fn details(c: &Comparison, context: &Context) -> String {
 }
 
 /// The verdicts the pull-request report lists row by row, in that order.
-const CALLED: [Verdict; 5] = [
-    Verdict::Slower,
-    Verdict::Faster,
-    Verdict::Changed,
-    Verdict::FloorMoved,
-    Verdict::HostMoved,
-];
+const CALLED: [Verdict; 3] = [Verdict::Slower, Verdict::Faster, Verdict::Changed];
 
 fn chars(text: &str) -> usize {
     text.chars().count()

@@ -92,12 +92,12 @@ fn summary_of(rows: &[&Matched]) -> String {
 pub(super) fn write_table_head(out: &mut String) {
     writeln!(
         out,
-        "| kind | family | layout | bs | block | arm | metric | BASE | NEW | change | 95% interval | per reference | vs floor | could call | verdict |"
+        "| kind | family | layout | bs | block | arm | metric | BASE | NEW | change | 95% interval | vs floor | could call | verdict |"
     )
     .unwrap();
     writeln!(
         out,
-        "|---|---|---|---:|---:|---|---|---:|---:|---:|---|---|---|---:|---|"
+        "|---|---|---|---:|---:|---|---|---:|---:|---:|---|---|---:|---|"
     )
     .unwrap();
 }
@@ -114,11 +114,9 @@ pub(super) fn write_row(out: &mut String, c: &Comparison, m: &Matched) {
         b.layout.to_string()
     };
     let (change, interval) = change_cells(m.change);
-    let with_interval = |c: Option<Change>| {
-        c.map_or("—".to_string(), |c| {
-            format!("{} {}", fmt_pct(c.pct), fmt_interval(c.lo_pct, c.hi_pct))
-        })
-    };
+    let vs_floor = m.vs_floor.map_or("—".to_string(), |c| {
+        format!("{} {}", fmt_pct(c.pct), fmt_interval(c.lo_pct, c.hi_pct))
+    });
     let could_call =
         m.smallest_callable_pct.map_or("—".to_string(), |p| {
             match better_direction(&n.metric, &n.unit) {
@@ -128,7 +126,7 @@ pub(super) fn write_row(out: &mut String, c: &Comparison, m: &Matched) {
         });
     writeln!(
         out,
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {change} | {interval} | {} | {} | {could_call} | {}{} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {change} | {interval} | {vs_floor} | {could_call} | {}{} |",
         table_cell(&b.kind),
         table_cell(&b.family),
         table_cell(&layout),
@@ -138,8 +136,6 @@ pub(super) fn write_row(out: &mut String, c: &Comparison, m: &Matched) {
         table_cell(&format!("{} ({})", b.metric, b.unit)),
         fmt_num(b.median),
         fmt_num(n.median),
-        with_interval(m.per_host),
-        with_interval(m.vs_floor),
         verdict_cell(c, m),
         throttled_mark(b, n)
     )
