@@ -1,5 +1,6 @@
 //! Finding the decode steps in a trace: a region the user names, torch.profiler's own
-//! `ProfilerStep#N`, or a region that repeats and covers most of the host thread's time.
+//! `ProfilerStep#N`, a region that repeats and covers most of the host thread's time, or,
+//! in a trace with none of these, the replays of the graph with the most GPU work.
 
 use crate::calibrate::trace::{is_profiler_step, HostEvent, Trace};
 
@@ -54,6 +55,11 @@ pub fn find(trace: &Trace, marker: Option<&str>) -> Result<((String, String), St
             }
         }
     }
+    if let (None, None) = (&best, marker) {
+        if let Some(found) = largest_replays(trace) {
+            return Ok(found);
+        }
+    }
     best.map(|(thread, source, _)| (thread, source))
         .ok_or_else(|| match marker {
             Some(name) => format!(
@@ -61,8 +67,8 @@ pub fn find(trace: &Trace, marker: Option<&str>) -> Result<((String, String), St
              an op or a Python frame that runs once a decode step"
         ),
             None => "no decode steps found: no region repeats on a thread (torch.profiler's \
-                 `ProfilerStep#N` from `prof.step()`, or a `record_function` around each step); \
-                 name one with --step-marker NAME"
+                 `ProfilerStep#N` from `prof.step()`, or a `record_function` around each step) \
+                 and no graph is replayed at least 3 times; name one with --step-marker NAME"
                 .to_string(),
         })
 }
@@ -84,4 +90,39 @@ fn repeating(annotations: &[HostEvent]) -> Vec<(String, Vec<&HostEvent>)> {
         .filter(|(_, v)| v.len() >= MIN_REPEATS)
         .map(|(name, v)| (format!("the repeating `{name}` region"), v))
         .collect()
+}
+
+/// Replays whose GPU work is within this share of the largest replay's count as its replays.
+const SAME_GRAPH: f64 = 0.8;
+
+/// The launches of the graph with the most GPU work (a decode step's forward, replayed once a
+/// step): each `cudaGraphLaunch` whose kernels, by correlation, ran at least [`SAME_GRAPH`] of
+/// the largest one's GPU time, on the thread with the most of them.
+fn largest_replays(trace: &Trace) -> Option<((String, String), StepSource)> {
+    let mut gpu_by_corr: std::collections::BTreeMap<u64, f64> = Default::default();
+    for g in &trace.gpu {
+        if let Some(c) = g.corr {
+            *gpu_by_corr.entry(c).or_default() += g.span.dur();
+        }
+    }
+    let mut best: Option<((String, String), Vec<f64>)> = None;
+    for (thread, events) in &trace.threads {
+        let replays: Vec<(f64, f64)> = (events.runtime.iter())
+            .filter(|e| e.name == "cudaGraphLaunch" || e.name.starts_with("cuGraphLaunch"))
+            .filter_map(|e| Some((e.span.ts, *gpu_by_corr.get(&e.corr?)?)))
+            .collect();
+        let largest = replays.iter().map(|r| r.1).fold(0.0, f64::max);
+        let starts: Vec<f64> = (replays.iter())
+            .filter(|r| largest > 0.0 && r.1 >= SAME_GRAPH * largest)
+            .map(|r| r.0)
+            .collect();
+        if starts.len() >= MIN_REPEATS && best.as_ref().is_none_or(|(_, b)| starts.len() > b.len())
+        {
+            best = Some((thread.clone(), starts));
+        }
+    }
+    best.map(|(thread, starts)| {
+        let how = "the replays of the graph with the most GPU work".to_string();
+        (thread, StepSource { how, starts })
+    })
 }

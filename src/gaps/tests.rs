@@ -129,11 +129,21 @@ fn a_trace_without_gpu_activity_or_steps_is_refused_with_the_fix() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("not an Nsight Systems export"), "{e}");
-    let mut no_steps = fixture();
-    for thread in no_steps.threads.values_mut() {
+    // With its regions gone, the small trace's steps are its forward graph's replays...
+    let mut no_regions = fixture();
+    for thread in no_regions.threads.values_mut() {
         thread.annotations.clear();
     }
-    let e = analyse("t", &no_steps, None).unwrap_err().to_string();
+    let g = analyse("t", &no_regions, None).unwrap();
+    assert_eq!(
+        g.steps_from,
+        "the replays of the graph with the most GPU work"
+    );
+    // ...and with its replays gone too, there are none.
+    for thread in no_regions.threads.values_mut() {
+        thread.runtime.retain(|e| e.name != "cudaGraphLaunch");
+    }
+    let e = analyse("t", &no_regions, None).unwrap_err().to_string();
     assert!(e.contains("--step-marker NAME"), "{e}");
 }
 
@@ -146,4 +156,42 @@ fn merged_spans_are_disjoint_and_cover_their_union() {
         idle_stretches(&m, s(-1.0, 10.0)),
         vec![s(-1.0, 0.0), s(3.0, 5.0), s(8.0, 10.0)]
     );
+}
+
+#[test]
+fn with_no_region_the_steps_are_the_replays_of_the_largest_graph() {
+    // The constructed loop without its `decode` region, each step replaying a 700 µs forward
+    // graph and a 40 µs draft graph.
+    let mut trace = synthetic(5, 1000.0, 100.0, 60.0);
+    let thread = trace.threads.values_mut().next().unwrap();
+    thread.annotations.clear();
+    for k in 0..5u64 {
+        let t = k as f64 * 1000.0;
+        for (corr, at, gpu) in [(100 + k, 200.0, 40.0), (200 + k, 300.0, 700.0)] {
+            thread.runtime.push(HostEvent {
+                name: "cudaGraphLaunch".into(),
+                span: Span {
+                    ts: t + at,
+                    end: t + at + 5.0,
+                },
+                corr: Some(corr),
+            });
+            trace.gpu.push(GpuEvent {
+                span: Span {
+                    ts: t + at + 6.0,
+                    end: t + at + 6.0 + gpu,
+                },
+                corr: Some(corr),
+            });
+        }
+    }
+    trace.gpu.sort_by(|a, b| a.span.ts.total_cmp(&b.span.ts));
+    let g = analyse("t", &trace, None).unwrap();
+    assert_eq!(
+        g.steps_from,
+        "the replays of the graph with the most GPU work"
+    );
+    assert_eq!(g.steps.len(), 4);
+    assert_eq!(g.period_us.median, 1000.0);
+    assert_eq!(site(&g, SyncKind::Read).calls_per_step, 1.0);
 }
