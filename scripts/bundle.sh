@@ -43,7 +43,7 @@ cc -shared -fPIC -O2 -o "$out/libnvtx_recorder.so" tests/fixtures/nvtx_recorder.
 cp scripts/run-on-gpu.sh scripts/calibrate_torch.py scripts/metaprep_host.py scripts/reference_loop.py scripts/compare_timers.py \
     scripts/crosscheck_sglang.py scripts/count_sglang_ops.py scripts/sglang_standins.py "$out/"
 # scripts/torch_read_paths.py adds PyTorch's pinned read cost to a profile: it needs one to start from.
-cp scripts/torch_read_paths.py scripts/ab_battery.py "$out/"
+cp scripts/torch_read_paths.py scripts/ab_battery.py scripts/gaps_check.py "$out/"
 mkdir -p "$out/host-profiles" && cp host-profiles/*.json "$out/host-profiles/"
 echo "bundle in $out/:"
 ls -l "$out" "$out/tests" "$out/benches"

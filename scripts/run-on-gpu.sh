@@ -2,7 +2,7 @@
 # Run from inside a bundle (scripts/bundle.sh) on a GPU host with no Rust toolchain.
 #
 #   ./run-on-gpu.sh [STAGE...]     stages: info check tests sweep bench calibrate steps timers nvtx ranks
-#                                  soak eagle ab (default: all but timers, nvtx, ranks, soak, eagle, ab)
+#                                  soak eagle ab gaps (default: all but timers, nvtx, ranks, soak, eagle, ab, gaps)
 #
 # soak runs `check --soak 1000000` of graph and eager-sync for every family at bs 8 block 5
 # (about 3 minutes on an H200). eagle runs `steps --drafter eagle` on the default grid, then
@@ -137,6 +137,9 @@ for stage in "${stages[@]}"; do
         # The ab gate held to this host: A/A, a planted +20% host slowdown and 1 us more
         # forward, interleaved, AB_RUNS of each (20), new runs stopping after AB_BUDGET_S.
         ab) run ab python3 "$here/ab_battery.py" "$here/metaprep" "$out/ab" --runs "${AB_RUNS:-20}" --budget-s "${AB_BUDGET_S:-1500}" ;;
+        # gaps held to reference_loop.py: its eager-sync arm traced plainly, against its
+        # untraced eager-sync and eager-device steps (needs python3 with torch on CUDA).
+        gaps) run gaps python3 "$here/gaps_check.py" "$here/metaprep" "$out/gaps" ;;
         soak) run soak "$here/metaprep" check --soak 1000000 --arms graph,eager-sync --batch-sizes 8 --block-sizes 5 ;;
         eagle)
             run eagle "$here/metaprep" steps --drafter eagle --host-profile "$profile" --out "$out/eagle" --trace "$out/eagle/trace.json"
@@ -146,7 +149,7 @@ for stage in "${stages[@]}"; do
                     --gpu-memory-gib 1000 --tp tp1,tp8 --batch-sizes 1,8 --block-sizes 3,5 --out "$out/drafters-$drafter"
                 run "drafters-$drafter-report" "$here/metaprep" report "$out/drafters-$drafter"
             done ;;
-        *) echo "unknown stage $stage: use info check tests sweep bench calibrate steps timers nvtx ranks soak eagle"; exit 2 ;;
+        *) echo "unknown stage $stage: use info check tests sweep bench calibrate steps timers nvtx ranks soak eagle ab gaps"; exit 2 ;;
     esac
 done
 exit $status

@@ -111,6 +111,8 @@ pub struct Gaps {
     pub win_us: Spread,
     pub itl_change_pct: Spread,
     pub throughput_change_pct: Spread,
+    /// Removing every sync (reads, uploads and other waits), µs a step.
+    pub every_sync_win_us: Spread,
 }
 
 /// Analyses `trace` (read from `file`), its steps found as `step_marker` says.
@@ -230,6 +232,7 @@ fn summarise(file: &str, steps_from: String, steps: Vec<Step>, sites: Vec<Site>)
         throughput_change_pct: spread(&|s| {
             100.0 * (s.period_us / (s.period_us - reads_win(s)) - 1.0)
         }),
+        every_sync_win_us: spread(&|s| s.win_us(|_| true)),
         sites: costs,
         steps,
     }
