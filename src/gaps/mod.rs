@@ -141,24 +141,23 @@ pub fn analyse(file: &str, trace: &Trace, step_marker: Option<&str>) -> Result<G
     let busy = merged(trace.gpu.iter().map(|g| g.span));
     let calls = syncs::calls(events, &trace.memcpy_by_corr);
     let mut sites: Vec<Site> = Vec::new();
-    let mut site_of = |call: &SyncCall| {
-        let site = call.site(events, step_marker);
-        match sites.iter().position(|s| *s == site) {
+    let call_sites: Vec<usize> = (syncs::sites(events, &calls, source.name.as_deref()).into_iter())
+        .map(|site| match sites.iter().position(|s| *s == site) {
             Some(i) => i,
             None => {
                 sites.push(site);
                 sites.len() - 1
             }
-        }
-    };
-    let call_sites: Vec<usize> = calls.iter().map(&mut site_of).collect();
+        })
+        .collect();
+    let longest = calls.iter().map(|c| c.span.dur()).fold(0.0, f64::max);
     let steps: Vec<Step> = (source.starts().windows(2))
         .map(|pair| {
             let period = Span {
                 ts: pair[0],
                 end: pair[1],
             };
-            step(period, &busy, &calls, &call_sites)
+            step(period, &busy, &calls, &call_sites, longest)
         })
         .collect();
     if steps.is_empty() {
@@ -170,7 +169,14 @@ pub fn analyse(file: &str, trace: &Trace, step_marker: Option<&str>) -> Result<G
 /// One step's accounting over `period`: each GPU idle stretch's parts charged to the sync
 /// the host was in when each began (a sync still blocking when the GPU went idle, or one
 /// begun while it was), up to the next such sync; the parts before any are no sync's.
-fn step(period: Span, busy: &[Span], calls: &[SyncCall], sites: &[usize]) -> Step {
+fn step(period: Span, busy: &[Span], calls: &[SyncCall], sites: &[usize], longest: f64) -> Step {
+    // Only the GPU work and the calls that can reach into the period (none lasts longer than
+    // `longest`): a trace holds many steps, and each is read alone.
+    let busy = &busy[busy.partition_point(|b| b.end <= period.ts)..];
+    let busy = &busy[..busy.partition_point(|b| b.ts < period.end)];
+    let first = calls.partition_point(|c| c.span.ts < period.ts - longest);
+    let last = calls.partition_point(|c| c.span.ts < period.end);
+    let (calls, sites) = (&calls[first..last], &sites[first..last]);
     let gpu_busy_us: f64 = (busy.iter()).map(|b| overlap(*b, period)).sum();
     let mut by_site: BTreeMap<usize, SiteInStep> = BTreeMap::new();
     for (call, &site) in calls.iter().zip(sites) {

@@ -12,6 +12,8 @@ const MIN_REPEATS: usize = 3;
 pub struct StepSource {
     pub how: String,
     pub starts: Vec<f64>,
+    /// The region or event the steps are, where they are one: no place inside a step.
+    pub name: Option<String>,
 }
 
 impl StepSource {
@@ -30,18 +32,18 @@ impl StepSource {
 pub fn find(trace: &Trace, marker: Option<&str>) -> Result<((String, String), StepSource), String> {
     let mut best: Option<((String, String), StepSource, f64)> = None;
     for (thread, events) in &trace.threads {
-        let candidates: Vec<(String, Vec<&HostEvent>)> = match marker {
+        let candidates: Vec<Candidate> = match marker {
             Some(name) => {
                 let all = (events.annotations.iter())
                     .chain(&events.ops)
                     .chain(&events.python)
                     .filter(|e| e.name == name || e.name.starts_with(name))
                     .collect();
-                vec![(format!("the `{name}` marker"), all)]
+                vec![(format!("the `{name}` marker"), Some(name.to_string()), all)]
             }
             None => repeating(&events.annotations),
         };
-        for (how, mut found) in candidates {
+        for (how, name, mut found) in candidates {
             found.sort_by(|a, b| a.span.ts.total_cmp(&b.span.ts));
             found.dedup_by(|b, a| b.span.ts < a.span.end);
             if found.len() < 2 || (marker.is_none() && found.len() < MIN_REPEATS) {
@@ -51,7 +53,8 @@ pub fn find(trace: &Trace, marker: Option<&str>) -> Result<((String, String), St
             let better = best.as_ref().is_none_or(|(_, _, c)| cover > *c);
             if better {
                 let starts = found.iter().map(|e| e.span.ts).collect();
-                best = Some((thread.clone(), StepSource { how, starts }, cover));
+                let source = StepSource { how, starts, name };
+                best = Some((thread.clone(), source, cover));
             }
         }
     }
@@ -74,13 +77,20 @@ pub fn find(trace: &Trace, marker: Option<&str>) -> Result<((String, String), St
 }
 
 /// The regions that may be steps: `ProfilerStep#N` together, else each name that repeats.
-fn repeating(annotations: &[HostEvent]) -> Vec<(String, Vec<&HostEvent>)> {
+/// Each: how the steps were found, the region's name, its events.
+type Candidate<'e> = (String, Option<String>, Vec<&'e HostEvent>);
+
+fn repeating(annotations: &[HostEvent]) -> Vec<Candidate<'_>> {
     let profiler: Vec<&HostEvent> = annotations
         .iter()
         .filter(|e| is_profiler_step(&e.name))
         .collect();
     if profiler.len() >= 2 {
-        return vec![("torch.profiler's `ProfilerStep#N`".to_string(), profiler)];
+        return vec![(
+            "torch.profiler's `ProfilerStep#N`".to_string(),
+            None,
+            profiler,
+        )];
     }
     let mut by_name: std::collections::BTreeMap<&str, Vec<&HostEvent>> = Default::default();
     for e in annotations {
@@ -88,7 +98,13 @@ fn repeating(annotations: &[HostEvent]) -> Vec<(String, Vec<&HostEvent>)> {
     }
     (by_name.into_iter())
         .filter(|(_, v)| v.len() >= MIN_REPEATS)
-        .map(|(name, v)| (format!("the repeating `{name}` region"), v))
+        .map(|(name, v)| {
+            (
+                format!("the repeating `{name}` region"),
+                Some(name.to_string()),
+                v,
+            )
+        })
         .collect()
 }
 
@@ -123,6 +139,7 @@ fn largest_replays(trace: &Trace) -> Option<((String, String), StepSource)> {
     }
     best.map(|(thread, starts)| {
         let how = "the replays of the graph with the most GPU work".to_string();
-        (thread, StepSource { how, starts })
+        let name = None;
+        (thread, StepSource { how, starts, name })
     })
 }

@@ -2,7 +2,7 @@
 //! and where in the engine each was made.
 
 use super::Site;
-use crate::calibrate::trace::{tol, HostEvent, Span, ThreadEvents};
+use crate::calibrate::trace::{is_profiler_step, tol, HostEvent, Span, ThreadEvents};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -47,68 +47,88 @@ pub struct SyncCall {
 /// The thread's sync calls, in order, each with what it waited for: the copy the runtime
 /// launched just before it on the thread, or the op around it.
 pub fn calls(events: &ThreadEvents, copies: &BTreeMap<u64, String>) -> Vec<SyncCall> {
-    let mut out = Vec::new();
-    for (i, e) in events.runtime.iter().enumerate() {
-        if !SYNC_CALLS.contains(&e.name.as_str()) {
-            continue;
-        }
-        let copy = (events.runtime[..i].iter().rev().take(2))
-            .filter(|r| r.name.starts_with("cudaMemcpy") || r.name.starts_with("cuMemcpy"))
-            .find_map(|r| r.corr.and_then(|c| copies.get(&c)));
-        let in_read_op = (events.ops.iter())
-            .any(|o| o.span.contains(e.span) && READ_OPS.contains(&o.name.as_str()));
-        let kind = match copy {
-            _ if in_read_op || e.name.contains("DtoH") => SyncKind::Read,
-            Some(c) if c.contains("DtoH") => SyncKind::Read,
-            Some(c) if c.contains("HtoD") => SyncKind::Upload,
-            _ => SyncKind::Other,
-        };
-        out.push(SyncCall {
-            span: e.span,
-            call: e.name.clone(),
-            kind,
+    let syncs: Vec<(usize, &HostEvent)> = (events.runtime.iter().enumerate())
+        .filter(|(_, e)| SYNC_CALLS.contains(&e.name.as_str()))
+        .collect();
+    let spans: Vec<Span> = syncs.iter().map(|(_, e)| e.span).collect();
+    let ops = enclosing(&events.ops, &spans);
+    (syncs.iter().zip(ops))
+        .map(|(&(i, e), ops)| {
+            let copy = (events.runtime[..i].iter().rev().take(2))
+                .filter(|r| r.name.starts_with("cudaMemcpy") || r.name.starts_with("cuMemcpy"))
+                .find_map(|r| r.corr.and_then(|c| copies.get(&c)));
+            let in_read_op = ops.iter().any(|o| READ_OPS.contains(&o.name.as_str()));
+            let kind = match copy {
+                _ if in_read_op || e.name.contains("DtoH") => SyncKind::Read,
+                Some(c) if c.contains("DtoH") => SyncKind::Read,
+                Some(c) if c.contains("HtoD") => SyncKind::Upload,
+                _ => SyncKind::Other,
+            };
+            SyncCall {
+                span: e.span,
+                call: e.name.clone(),
+                kind,
+            }
+        })
+        .collect()
+}
+
+/// Where each of `calls` (in order) was made: the outermost op or Python built-in around
+/// it, the innermost region but the step's own (`step`: the region the steps are), and the
+/// innermost Python frame with a file and line.
+pub fn sites(events: &ThreadEvents, calls: &[SyncCall], step: Option<&str>) -> Vec<Site> {
+    let spans: Vec<Span> = calls.iter().map(|c| c.span).collect();
+    let ops = enclosing(&events.ops, &spans);
+    let python = enclosing(&events.python, &spans);
+    let regions = enclosing(&events.annotations, &spans);
+    let mut out = Vec::with_capacity(calls.len());
+    for (k, call) in calls.iter().enumerate() {
+        // Python built-ins (`<built-in method tolist of Tensor object>`) name what the
+        // engine called; of framework ops the outermost does.
+        let builtin = (python[k].iter()).find(|e| e.name.starts_with("<built-in method"));
+        let op = builtin
+            .map(|e| builtin_name(&e.name))
+            .or_else(|| ops[k].first().map(|e| e.name.clone()))
+            .unwrap_or_else(|| call.call.clone());
+        let region = (regions[k].iter().rev())
+            .find(|e| !is_profiler_step(&e.name) && Some(e.name.as_str()) != step)
+            .map(|e| e.name.clone());
+        let function = (python[k].iter().rev())
+            .find(|e| e.name.contains(".py("))
+            .map(|e| e.name.clone());
+        out.push(Site {
+            kind: call.kind,
+            op,
+            region,
+            function,
+            call: call.call.clone(),
         });
     }
     out
 }
 
-impl SyncCall {
-    /// Where it was made: the outermost op or Python built-in around it, the innermost
-    /// region and the innermost Python frame with a file and line.
-    pub fn site(&self, events: &ThreadEvents, step_marker: Option<&str>) -> Site {
-        let around = |list: &[HostEvent]| -> Vec<HostEvent> {
-            (list.iter())
-                .filter(|e| {
-                    e.span.contains(self.span) && e.span.ts <= self.span.ts + tol(e.span.ts)
-                })
-                .cloned()
-                .collect()
-        };
-        let ops = around(&events.ops);
-        let python = around(&events.python);
-        // Python built-ins (`<built-in method tolist of Tensor object>`) name what the
-        // engine called; of framework ops the outermost does.
-        let builtin = (python.iter()).find(|e| e.name.starts_with("<built-in method"));
-        let op = builtin
-            .map(|e| builtin_name(&e.name))
-            .or_else(|| ops.first().map(|e| e.name.clone()))
-            .unwrap_or_else(|| self.call.clone());
-        let region = (around(&events.annotations).into_iter())
-            .rev()
-            .find(|e| !is_step_region(&e.name) && Some(e.name.as_str()) != step_marker)
-            .map(|e| e.name);
-        let function = (python.into_iter())
-            .rev()
-            .find(|e| e.name.contains(".py("))
-            .map(|e| e.name);
-        Site {
-            kind: self.kind,
-            op,
-            region,
-            function,
-            call: self.call.clone(),
+/// For each of `spans` (in order of start), the events of `list` (one thread's, in order of
+/// start) that contain it, outermost first: one sweep, keeping only the events still open.
+fn enclosing<'e>(list: &'e [HostEvent], spans: &[Span]) -> Vec<Vec<&'e HostEvent>> {
+    let mut out = Vec::with_capacity(spans.len());
+    let mut open: Vec<&HostEvent> = Vec::new();
+    let mut next = 0;
+    for s in spans {
+        while next < list.len() && list[next].span.ts <= s.ts + tol(s.ts) {
+            let starts = list[next].span.ts;
+            open.retain(|e| e.span.end + tol(e.span.end) >= starts);
+            open.push(&list[next]);
+            next += 1;
         }
+        open.retain(|e| e.span.end + tol(e.span.end) >= s.ts);
+        out.push(
+            open.iter()
+                .filter(|e| e.span.contains(*s))
+                .copied()
+                .collect(),
+        );
     }
+    out
 }
 
 /// `<built-in method tolist of Tensor object>` → `Tensor.tolist()`.
@@ -123,11 +143,6 @@ fn builtin_name(name: &str) -> String {
         }
         None => inner.to_string(),
     }
-}
-
-/// A region that is the step itself, not a place in it.
-fn is_step_region(name: &str) -> bool {
-    crate::calibrate::trace::is_profiler_step(name)
 }
 
 #[cfg(test)]

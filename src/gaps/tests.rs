@@ -111,6 +111,8 @@ fn removing_a_read_saves_its_wait_when_the_host_paces_and_the_gpu_idle_when_the_
     assert!((g.win_us.median - 50.0).abs() < 1e-6, "{:?}", g.win_us);
     let read = site(&g, SyncKind::Read);
     assert_eq!(read.site.op, "aten::item");
+    // The `decode` region is the step, no place in it.
+    assert_eq!(read.site.region, None);
     // The GPU idles 50 µs a step, from the end of its work, which the read was waiting on.
     assert!(
         (read.idle_us.median - 50.0).abs() < 1e-6,
