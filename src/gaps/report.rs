@@ -19,6 +19,14 @@ fn us(s: &Spread) -> String {
     )
 }
 
+/// A count a step: whole where it is (`1`), else as other numbers are.
+fn count(x: f64) -> String {
+    match x.fract() == 0.0 {
+        true => format!("{x:.0}"),
+        false => fmt_num(x),
+    }
+}
+
 /// `-9.8% [-10.3, -9.1]` of a spread of percentages.
 fn pct(s: &Spread) -> String {
     format!("{:+.1}% [{:+.1}, {:+.1}]", s.median, s.p10, s.p90)
@@ -66,7 +74,7 @@ pub fn headline(g: &Gaps) -> String {
          {steps} steps [p10, p90]).\n",
         fmt_num(top.blocked_us.median),
         site_name(&top.site),
-        fmt_num(top.calls_per_step),
+        count(top.calls_per_step),
         fmt_num(top.idle_us.median),
         pct(&g.itl_change_pct),
         pct(&g.throughput_change_pct),
@@ -82,7 +90,7 @@ fn site_row(out: &mut String, rank: usize, s: &SiteCost) {
         kind_name(s.site.kind),
         table_cell(&site_name(&s.site)),
         s.site.call,
-        fmt_num(s.calls_per_step),
+        count(s.calls_per_step),
         us(&s.blocked_us),
         us(&s.idle_us),
         us(&s.win_us),

@@ -1,8 +1,7 @@
 //! Which rows the host's speed sets more than the GPU's.
 //!
-//! On the H200 host the rows below moved 8–17% between two back-to-back runs and up to 58%
-//! between processes while the GPU-paced rows held (results/2026-11-29-h200-rounds/,
-//! results/2026-11-29-h200-read-landing/). `compare` gates only GPU-paced rows by default
+//! On a host whose speed moves, the rows below move between runs and between processes while
+//! the GPU-paced rows hold (docs/h200-findings.md: host-paced rows). `compare` gates only GPU-paced rows by default
 //! ([`crate::report::compare::Gate`]); `ab` pairs the two sides in time, so it can judge both.
 
 use crate::axes::Arm;

@@ -1,12 +1,9 @@
 //! Which rows called `slower` fail the comparison (`compare --gate`).
 //!
 //! Between two runs a host-paced row carries the host's state of those minutes, which neither
-//! its rounds nor worker processes sample. In an A/A of two default sweeps back to back on one
-//! H200 (build `6278e0b`, results/2026-12-02-h200-compare-aa/) no GPU-paced row was called,
-//! while the read cost of eager-sync and eager-pinned moved +12 … +49% in 28 of 96 cells, all
-//! the same way, with intervals excluding zero, and every graph arm's host issue −35 … −40% in
-//! 9 cells (−10 … −21% over the one-node empty graph of its round). On such a host a CI gates
-//! on what the GPU paces and reads the host-paced calls as the report gives them.
+//! its rounds nor worker processes sample (docs/h200-findings.md: gating two separate runs),
+//! so a CI gates on what the GPU paces and reads the host-paced calls as the report gives
+//! them, or runs `ab`.
 
 use crate::results::pacing::host_paced;
 

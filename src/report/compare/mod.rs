@@ -111,8 +111,8 @@ pub struct CompareArgs {
     /// Change in percent that counts as noise: a cell is `same` when its whole interval lies
     /// within ±PCT, and `faster`/`slower` only when its whole interval lies beyond it. A
     /// sweep by a metaprep before measurement rounds is read with a warning: its prep cells
-    /// are `uncertain` unless they moved beyond the run-to-run noise measured on an H200
-    /// (35% for step_us and step_fwd_us, 75% for the other metrics).
+    /// are `uncertain` unless they moved beyond the run-to-run noise such sweeps showed (35%
+    /// for step_us and step_fwd_us, 75% for the other metrics).
     #[arg(long, value_name = "PCT", default_value_t = DEFAULT_THRESHOLD_PCT)]
     pub threshold: f64,
     /// Write the report to FILE (replaced atomically) instead of printing it; the terminal

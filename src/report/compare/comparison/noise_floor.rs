@@ -3,15 +3,11 @@
 use crate::report::change::{Change, Verdict};
 
 /// How far a `step_us` or `step_fwd_us` of a sweep without rounds must move for a verdict:
-/// the widest A/A change seen, by the end of its interval nearer zero, between two
-/// back-to-back default sweeps of one binary on an H200 was 21.9% pinned (eager-device
-/// `step_us` at bs 256) and 30.3% unpinned (`step_fwd_us` reached 11.6% and 14.1%;
-/// `results/2026-11-29-h200-pinning/compare-{pinned,unpinned}.md.gz`), rounded up.
+/// the widest A/A change two such sweeps showed, rounded up (docs/h200-findings.md: sweeps
+/// without rounds).
 pub const NOISE_FLOOR_STEP_PCT: f64 = 35.0;
 
-/// The same for every other metric of such a sweep: there `host_issue_us` reached 55.4%
-/// pinned and 72.0% unpinned, `gpu_prep_us` 36.6% and 25.7%, `floor_multiple` 25.9% and
-/// 27.8%, `read_cost_us` 22.2% and 30.8%, `host_blocked_us` 9.1% and 49.4%; rounded up.
+/// The same for every other metric of such a sweep.
 pub const NOISE_FLOOR_HOST_PCT: f64 = 75.0;
 
 /// The noise floor of a metric of a sweep without rounds.
