@@ -99,6 +99,38 @@ pub struct Trace {
     pub any_runtime: bool,
 }
 
+/// What a runtime or driver call does, by its name: launch work, replay a graph, block the
+/// host until the GPU catches up (a sync, or a copy the runtime makes synchronous), copy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RtKind {
+    pub launch: bool,
+    pub graph: bool,
+    pub sync: bool,
+    pub memcpy: bool,
+}
+
+pub fn rt_kind(name: &str) -> RtKind {
+    RtKind {
+        launch: name.starts_with("cudaLaunchKernel")
+            || name.starts_with("cuLaunchKernel")
+            || name.starts_with("cudaLaunchCooperativeKernel"),
+        graph: name == "cudaGraphLaunch" || name == "cuGraphLaunch",
+        sync: matches!(
+            name,
+            "cudaStreamSynchronize"
+                | "cudaDeviceSynchronize"
+                | "cudaEventSynchronize"
+                | "cudaMemcpy"
+                | "cudaMemcpy2D"
+                | "cuStreamSynchronize"
+                | "cuCtxSynchronize"
+                | "cuEventSynchronize"
+                | "cuMemcpyDtoH_v2"
+        ),
+        memcpy: name == "cudaMemcpyAsync" || name == "cudaMemcpy",
+    }
+}
+
 pub fn is_profiler_step(name: &str) -> bool {
     name.strip_prefix("ProfilerStep#")
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))

@@ -46,22 +46,36 @@ const SHORT_HELP_CHARS: usize = 90;
 /// short help cut to its first sentence.
 pub fn fit_to_screen(cmd: Command) -> Command {
     let name = cmd.get_name().to_string();
-    let advanced = cmd
-        .get_arguments()
-        .filter(|a| ADVANCED.contains(&a.get_id().as_str()) && !a.is_hide_set())
-        .count();
     let about = cmd.get_about().map(|a| first_sentence(&a.to_string()));
     let long_about = cmd.get_long_about().or(cmd.get_about()).cloned();
-    let more = match advanced {
-        0 => String::new(),
-        n => format!(" ({n} more flags)"),
-    };
     let cmd = match (about, long_about) {
         (Some(about), Some(long)) => cmd.about(about).long_about(long),
         _ => cmd,
     };
-    let cmd = cmd
-        .term_width(160)
+    let cmd = cmd.mut_args(|a| {
+        let Some(full) = a.get_long_help().or(a.get_help()).map(|h| h.to_string()) else {
+            return a;
+        };
+        let short = first_sentence(&full);
+        let hide = a.is_hide_short_help_set() || ADVANCED.contains(&a.get_id().as_str());
+        let a = a.help(short).long_help(full).hide_short_help(hide);
+        match a.get_value_names() {
+            Some(names) if a.get_action().takes_values() => {
+                let short: Vec<String> = names.iter().map(|n| short_value_name(n)).collect();
+                a.value_names(short)
+            }
+            _ => a,
+        }
+    });
+    // What `-h` leaves out, as the flags now say.
+    let more = match (cmd.get_arguments())
+        .filter(|a| a.is_hide_short_help_set() && !a.is_hide_set())
+        .count()
+    {
+        0 => String::new(),
+        n => format!(" ({n} more flags)"),
+    };
+    cmd.term_width(160)
         .disable_help_flag(true)
         .arg(
             Arg::new("help")
@@ -79,22 +93,7 @@ pub fn fit_to_screen(cmd: Command) -> Command {
         )
         .after_help(format!(
             "--help-all prints every flag{more} in full; {COMMANDS_DOC} explains `{name}`."
-        ));
-    cmd.mut_args(|a| {
-        let Some(full) = a.get_long_help().or(a.get_help()).map(|h| h.to_string()) else {
-            return a;
-        };
-        let short = first_sentence(&full);
-        let hide = a.is_hide_short_help_set() || ADVANCED.contains(&a.get_id().as_str());
-        let a = a.help(short).long_help(full).hide_short_help(hide);
-        match a.get_value_names() {
-            Some(names) if a.get_action().takes_values() => {
-                let short: Vec<String> = names.iter().map(|n| short_value_name(n)).collect();
-                a.value_names(short)
-            }
-            _ => a,
-        }
-    })
+        ))
 }
 
 /// The text up to the end of its first sentence: a period, then a space or the end, outside

@@ -118,9 +118,9 @@ pub enum Command {
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
     Cli::command().mut_subcommands(|c| {
-        let c = help::fit_to_screen(c);
         let validate = c.get_name() == "validate";
-        c.mut_args(|a| {
+        // Hidden first, so that the short help counts only the flags it leaves out.
+        let c = c.mut_args(|a| {
             // validate's help leaves out the steps flags it sets per cell (and refuses).
             let a = match validate && validate::AXES.iter().any(|(id, _)| a.get_id() == *id) {
                 true => a.hide(true),
@@ -131,7 +131,8 @@ pub fn command() -> clap::Command {
             } else {
                 a
             }
-        })
+        });
+        help::fit_to_screen(c)
     })
 }
 

@@ -14,7 +14,7 @@ use crate::calibrate::trace::{Span, Trace};
 use crate::stats::summary::quantile;
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use syncs::{SyncCall, SyncKind};
 
 /// Where a sync was made: the op or Python call around it and the region it ran in.
@@ -86,7 +86,7 @@ impl Step {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SiteCost {
     pub site: Site,
-    /// Calls a step, median.
+    /// Calls a step, the mean over steps (a read every fourth step: 0.25).
     pub calls_per_step: f64,
     /// GPU idle a step charged to it, µs.
     pub idle_us: Spread,
@@ -140,18 +140,14 @@ pub fn analyse(file: &str, trace: &Trace, step_marker: Option<&str>) -> Result<G
     let events = &trace.threads[&thread];
     let busy = merged(trace.gpu.iter().map(|g| g.span));
     let calls = syncs::calls(events, &trace.memcpy_by_corr);
-    let mut sites: Vec<Site> = Vec::new();
-    let call_sites: Vec<usize> = (syncs::sites(events, &calls, source.name.as_deref()).into_iter())
-        .map(|site| match sites.iter().position(|s| *s == site) {
-            Some(i) => i,
-            None => {
-                sites.push(site);
-                sites.len() - 1
-            }
-        })
+    let found = syncs::sites(events, &calls, source.name.as_deref());
+    // Each distinct site once, in order; each call by its site's place.
+    let sites: Vec<Site> = (found.iter().cloned().collect::<BTreeSet<_>>().into_iter()).collect();
+    let call_sites: Vec<usize> = (found.iter())
+        .map(|site| sites.partition_point(|s| s < site))
         .collect();
     let longest = calls.iter().map(|c| c.span.dur()).fold(0.0, f64::max);
-    let steps: Vec<Step> = (source.starts().windows(2))
+    let steps: Vec<Step> = (source.starts.windows(2))
         .map(|pair| {
             let period = Span {
                 ts: pair[0],
@@ -161,9 +157,9 @@ pub fn analyse(file: &str, trace: &Trace, step_marker: Option<&str>) -> Result<G
         })
         .collect();
     if steps.is_empty() {
-        bail!("{file}: {} gave fewer than two steps", source.describe());
+        bail!("{file}: {} gave fewer than two steps", source.how);
     }
-    Ok(summarise(file, source.describe(), steps, sites))
+    Ok(summarise(file, source.how, steps, sites))
 }
 
 /// One step's accounting over `period`: each GPU idle stretch's parts charged to the sync
@@ -210,23 +206,23 @@ fn summarise(file: &str, steps_from: String, steps: Vec<Step>, sites: Vec<Site>)
     let is_read: Vec<bool> = sites.iter().map(|s| s.kind == SyncKind::Read).collect();
     let reads_win = |s: &Step| s.win_us(|i| is_read[i]);
     let mut costs: Vec<SiteCost> = (sites.into_iter().enumerate())
+        // A sync outside every step (before the first, after the last) is no step's.
+        .filter(|(i, _)| steps.iter().any(|s| s.by_site.contains_key(i)))
         .map(|(i, site)| {
             let of = |s: &Step| s.by_site.get(&i).copied().unwrap_or_default();
+            let calls: usize = steps.iter().map(|s| of(s).calls).sum();
             SiteCost {
-                calls_per_step: spread(&|s| of(s).calls as f64).median,
+                calls_per_step: calls as f64 / steps.len() as f64,
                 idle_us: spread(&|s| of(s).idle_us),
                 blocked_us: spread(&|s| of(s).blocked_us),
                 win_us: spread(&|s| s.win_us(|j| j == i)),
                 site,
             }
         })
-        // A sync outside every step (before the first, after the last) is no step's.
-        .filter(|c| c.calls_per_step > 0.0 || c.idle_us.median > 0.0)
         .collect();
+    // Reads first, then uploads, then other waits; the costliest first within each.
     costs.sort_by(|a, b| {
-        (a.site.kind, -a.win_us.median)
-            .partial_cmp(&(b.site.kind, -b.win_us.median))
-            .unwrap_or(std::cmp::Ordering::Equal)
+        (a.site.kind.cmp(&b.site.kind)).then(b.win_us.median.total_cmp(&a.win_us.median))
     });
     Gaps {
         file: file.to_string(),

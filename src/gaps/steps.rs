@@ -2,7 +2,7 @@
 //! `ProfilerStep#N`, a region that repeats and covers most of the host thread's time, or,
 //! in a trace with none of these, the replays of the graph with the most GPU work.
 
-use crate::calibrate::trace::{is_profiler_step, HostEvent, Trace};
+use crate::calibrate::trace::{is_profiler_step, rt_kind, HostEvent, Trace};
 
 /// Fewest steps a repeating region needs to be taken for the step.
 const MIN_REPEATS: usize = 3;
@@ -14,16 +14,6 @@ pub struct StepSource {
     pub starts: Vec<f64>,
     /// The region or event the steps are, where they are one: no place inside a step.
     pub name: Option<String>,
-}
-
-impl StepSource {
-    pub fn starts(&self) -> &[f64] {
-        &self.starts
-    }
-
-    pub fn describe(&self) -> String {
-        self.how.clone()
-    }
 }
 
 /// The thread the steps run on and where each began: `marker`'s events where given (a
@@ -124,7 +114,7 @@ fn largest_replays(trace: &Trace) -> Option<((String, String), StepSource)> {
     let mut best: Option<((String, String), Vec<f64>)> = None;
     for (thread, events) in &trace.threads {
         let replays: Vec<(f64, f64)> = (events.runtime.iter())
-            .filter(|e| e.name == "cudaGraphLaunch" || e.name.starts_with("cuGraphLaunch"))
+            .filter(|e| rt_kind(&e.name).graph)
             .filter_map(|e| Some((e.span.ts, *gpu_by_corr.get(&e.corr?)?)))
             .collect();
         let largest = replays.iter().map(|r| r.1).fold(0.0, f64::max);

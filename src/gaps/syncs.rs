@@ -2,24 +2,9 @@
 //! and where in the engine each was made.
 
 use super::Site;
-use crate::calibrate::trace::{is_profiler_step, tol, HostEvent, Span, ThreadEvents};
+use crate::calibrate::trace::{is_profiler_step, rt_kind, tol, HostEvent, Span, ThreadEvents};
 use serde::Serialize;
 use std::collections::BTreeMap;
-
-/// Runtime and driver calls that block the host until earlier GPU work is done: a stream,
-/// device or event sync, or a copy the runtime makes synchronous (`cudaMemcpy`, and a copy to
-/// pageable host memory, which `.item()` and `.tolist()` issue and then sync).
-pub const SYNC_CALLS: &[&str] = &[
-    "cudaStreamSynchronize",
-    "cudaDeviceSynchronize",
-    "cudaEventSynchronize",
-    "cudaMemcpy",
-    "cudaMemcpy2D",
-    "cuStreamSynchronize",
-    "cuCtxSynchronize",
-    "cuEventSynchronize",
-    "cuMemcpyDtoH_v2",
-];
 
 /// What a sync waited for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -48,14 +33,14 @@ pub struct SyncCall {
 /// launched just before it on the thread, or the op around it.
 pub fn calls(events: &ThreadEvents, copies: &BTreeMap<u64, String>) -> Vec<SyncCall> {
     let syncs: Vec<(usize, &HostEvent)> = (events.runtime.iter().enumerate())
-        .filter(|(_, e)| SYNC_CALLS.contains(&e.name.as_str()))
+        .filter(|(_, e)| rt_kind(&e.name).sync)
         .collect();
     let spans: Vec<Span> = syncs.iter().map(|(_, e)| e.span).collect();
     let ops = enclosing(&events.ops, &spans);
     (syncs.iter().zip(ops))
         .map(|(&(i, e), ops)| {
             let copy = (events.runtime[..i].iter().rev().take(2))
-                .filter(|r| r.name.starts_with("cudaMemcpy") || r.name.starts_with("cuMemcpy"))
+                .filter(|r| rt_kind(&r.name).memcpy)
                 .find_map(|r| r.corr.and_then(|c| copies.get(&c)));
             let in_read_op = ops.iter().any(|o| READ_OPS.contains(&o.name.as_str()));
             let kind = match copy {

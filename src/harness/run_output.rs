@@ -128,7 +128,9 @@ impl Opening {
             callouts,
             pinned,
         } = self;
-        for note in callouts.iter().chain(&notes) {
+        // A callout repeats what a note says (the stand-in plan is the memory note's lead):
+        // the terminal gets the notes, summary.md the callouts on top.
+        for note in &notes {
             eprintln!("metaprep: {note}");
         }
         let mut env = env_for_run(gpu, &out, resume, notes, settings)?;

@@ -64,7 +64,7 @@ pub struct EnvRecord {
     /// the settings in words.
     pub notes: Vec<String>,
     /// What a reader must see before the first table (a grid planned for another GPU than
-    /// this one); `summary.md` leads with them.
+    /// this one), each also said by a note; `summary.md` leads with them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub callouts: Vec<String>,
     /// What the run was asked to measure, as data (`sweep`, `steps`, `validate`, `check

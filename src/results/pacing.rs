@@ -1,8 +1,9 @@
 //! Which rows the host's speed sets more than the GPU's.
 //!
 //! On a host whose speed moves, the rows below move between runs and between processes while
-//! the GPU-paced rows hold (docs/h200-findings.md: host-paced rows). `compare` gates only GPU-paced rows by default
-//! ([`crate::report::compare::Gate`]); `ab` pairs the two sides in time, so it can judge both.
+//! the GPU-paced rows hold (docs/h200-findings.md: host-paced rows). `compare` gates only
+//! GPU-paced rows by default ([`crate::report::compare::Gate`]); `ab` pairs the two sides in
+//! time, so it can judge both.
 
 use crate::axes::Arm;
 use crate::results::csv::STEP_RATIO_VS_EAGER_SYNC;

@@ -9,39 +9,12 @@ mod costs;
 mod queries;
 
 use super::probe::EventCosts;
+pub use super::trace::{rt_kind, RtKind};
 use super::trace::{tol, HostEvent, Span, Trace};
 use std::collections::BTreeMap;
 
 /// The annotation of the probe's `range` workload's own empty ranges (metaprep_host.py).
 pub const EMPTY_RANGE: &str = "metaprep empty range";
-
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RtKind {
-    pub launch: bool,
-    pub graph: bool,
-    pub sync: bool,
-    pub memcpy: bool,
-}
-
-pub fn rt_kind(name: &str) -> RtKind {
-    RtKind {
-        launch: name.starts_with("cudaLaunchKernel")
-            || name.starts_with("cuLaunchKernel")
-            || name.starts_with("cudaLaunchCooperativeKernel"),
-        graph: name == "cudaGraphLaunch" || name == "cuGraphLaunch",
-        sync: matches!(
-            name,
-            "cudaStreamSynchronize"
-                | "cudaDeviceSynchronize"
-                | "cudaEventSynchronize"
-                | "cudaMemcpy"
-                | "cuStreamSynchronize"
-                | "cuCtxSynchronize"
-                | "cuEventSynchronize"
-        ),
-        memcpy: name == "cudaMemcpyAsync" || name == "cudaMemcpy",
-    }
-}
 
 /// A runtime call on the main thread.
 #[derive(Debug, Clone)]

@@ -137,8 +137,7 @@ pub(super) fn write_notes(out: &mut String, env: &EnvRecord, whole: bool) -> fmt
     if !whole {
         return writeln!(
             out,
-            "_{} notes on how the run measured (threads, processes, models, memory): \
-             `tables.md` and env.json._",
+            "_{} notes on how the run measured: `tables.md` and env.json._",
             env.notes.len()
         );
     }
