@@ -102,24 +102,33 @@ fn repeating(annotations: &[HostEvent]) -> Vec<Candidate<'_>> {
 const SAME_GRAPH: f64 = 0.8;
 
 /// The launches of the graph with the most GPU work (a decode step's forward, replayed once a
-/// step): each `cudaGraphLaunch` whose kernels, by correlation, ran at least [`SAME_GRAPH`] of
-/// the largest one's GPU time, on the thread with the most of them.
+/// step): each `cudaGraphLaunch` that ran as many kernels as the largest one and, by
+/// correlation, at least [`SAME_GRAPH`] of its GPU time, on the thread with the most of them.
+/// The kernel count tells apart two graphs of like GPU time (a draft of three forwards and a
+/// verify of one), either of which marks a step once.
 fn largest_replays(trace: &Trace) -> Option<((String, String), StepSource)> {
-    let mut gpu_by_corr: std::collections::BTreeMap<u64, f64> = Default::default();
+    // Each launch's GPU time and kernel count.
+    let mut by_corr: std::collections::BTreeMap<u64, (f64, usize)> = Default::default();
     for g in &trace.gpu {
         if let Some(c) = g.corr {
-            *gpu_by_corr.entry(c).or_default() += g.span.dur();
+            let at = by_corr.entry(c).or_default();
+            at.0 += g.span.dur();
+            at.1 += 1;
         }
     }
     let mut best: Option<((String, String), Vec<f64>)> = None;
     for (thread, events) in &trace.threads {
-        let replays: Vec<(f64, f64)> = (events.runtime.iter())
+        let replays: Vec<(f64, (f64, usize))> = (events.runtime.iter())
             .filter(|e| rt_kind(&e.name).graph)
-            .filter_map(|e| Some((e.span.ts, *gpu_by_corr.get(&e.corr?)?)))
+            .filter_map(|e| Some((e.span.ts, *by_corr.get(&e.corr?)?)))
             .collect();
-        let largest = replays.iter().map(|r| r.1).fold(0.0, f64::max);
+        let Some(&(_, (largest, kernels))) =
+            (replays.iter()).max_by(|a, b| a.1 .0.total_cmp(&b.1 .0).then(a.1 .1.cmp(&b.1 .1)))
+        else {
+            continue;
+        };
         let starts: Vec<f64> = (replays.iter())
-            .filter(|r| largest > 0.0 && r.1 >= SAME_GRAPH * largest)
+            .filter(|r| largest > 0.0 && r.1 .1 == kernels && r.1 .0 >= SAME_GRAPH * largest)
             .map(|r| r.0)
             .collect();
         if starts.len() >= MIN_REPEATS && best.as_ref().is_none_or(|(_, b)| starts.len() > b.len())

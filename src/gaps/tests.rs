@@ -160,16 +160,16 @@ fn merged_spans_are_disjoint_and_cover_their_union() {
     );
 }
 
-#[test]
-fn with_no_region_the_steps_are_the_replays_of_the_largest_graph() {
-    // The constructed loop without its `decode` region, each step replaying a 700 µs forward
-    // graph and a 40 µs draft graph.
+/// The constructed loop of 5 steps of 1000 µs without its `decode` region, each step
+/// replaying each of `graphs`: (starting at µs into the step, kernels, GPU µs in all).
+fn replaying(graphs: &[(f64, u64, f64)]) -> Trace {
     let mut trace = synthetic(5, 1000.0, 100.0, 60.0);
     let thread = trace.threads.values_mut().next().unwrap();
     thread.annotations.clear();
     for k in 0..5u64 {
         let t = k as f64 * 1000.0;
-        for (corr, at, gpu) in [(100 + k, 200.0, 40.0), (200 + k, 300.0, 700.0)] {
+        for (g, &(at, kernels, gpu)) in graphs.iter().enumerate() {
+            let corr = 100 * (g as u64 + 1) + k;
             thread.runtime.push(HostEvent {
                 name: "cudaGraphLaunch".into(),
                 span: Span {
@@ -178,16 +178,24 @@ fn with_no_region_the_steps_are_the_replays_of_the_largest_graph() {
                 },
                 corr: Some(corr),
             });
-            trace.gpu.push(GpuEvent {
-                span: Span {
-                    ts: t + at + 6.0,
-                    end: t + at + 6.0 + gpu,
-                },
-                corr: Some(corr),
-            });
+            let each = gpu / kernels as f64;
+            for j in 0..kernels {
+                let ts = t + at + 6.0 + j as f64 * each;
+                trace.gpu.push(GpuEvent {
+                    span: Span { ts, end: ts + each },
+                    corr: Some(corr),
+                });
+            }
         }
     }
     trace.gpu.sort_by(|a, b| a.span.ts.total_cmp(&b.span.ts));
+    trace
+}
+
+#[test]
+fn with_no_region_the_steps_are_the_replays_of_the_largest_graph() {
+    // Each step replays a 40 µs draft graph and a 700 µs forward graph.
+    let trace = replaying(&[(200.0, 1, 40.0), (300.0, 1, 700.0)]);
     let g = analyse("t", &trace, None).unwrap();
     assert_eq!(
         g.steps_from,
@@ -196,4 +204,14 @@ fn with_no_region_the_steps_are_the_replays_of_the_largest_graph() {
     assert_eq!(g.steps.len(), 4);
     assert_eq!(g.period_us.median, 1000.0);
     assert_eq!(site(&g, SyncKind::Read).calls_per_step, 1.0);
+}
+
+#[test]
+fn two_graphs_of_equal_gpu_work_are_told_apart_by_their_kernels() {
+    // As in reference_loop.py: a draft graph of three 100 µs kernels and a verify graph of
+    // one 300 µs kernel, each replayed once a step. Only one of them marks the steps.
+    let trace = replaying(&[(200.0, 3, 300.0), (600.0, 1, 300.0)]);
+    let g = analyse("t", &trace, None).unwrap();
+    assert_eq!(g.steps.len(), 4, "{:?}", g.period_us);
+    assert_eq!(g.period_us.median, 1000.0);
 }
