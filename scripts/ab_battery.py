@@ -3,7 +3,7 @@
 planted GPU-side one, interleaved in time so each kind sees the host's states alike.
 
     python3 scripts/ab_battery.py METAPREP OUT [--runs N] [--budget-s S] [--kinds aa,host,gpu]
-                                 [--other-build PATH] [--first N]
+                                 [--other-build PATH] [--first N] [--ab-flags "..."]
 
 Kinds (each `metaprep ab` on its default small grid):
   aa     the same build as BASE and NEW: passes when it exits 0 and calls no row;
@@ -14,7 +14,9 @@ Kinds (each `metaprep ab` on its default small grid):
   twobin BASE --other-build, NEW METAPREP, no plant: an A/A across two builds.
 
 Writes OUT/battery.csv (a line per run, as it goes) and OUT/runs/<kind>-<n>/ (each run's
-folder), and prints a table per kind. Stops starting runs once --budget-s has passed.
+folder), and prints a table per kind. Stops starting runs once --budget-s has passed. Where
+OUT/battery.csv exists, the runs it holds are kept and not run again (a battery spread over
+several sittings).
 """
 import argparse
 import csv
@@ -79,21 +81,32 @@ def main():
     ap.add_argument("--budget-s", type=float, default=1e9)
     ap.add_argument("--kinds", default="aa,host,gpu")
     ap.add_argument("--other-build")
+    ap.add_argument("--ab-flags", default="", help="more flags for every `metaprep ab`")
     args = ap.parse_args()
     kinds = args.kinds.split(",")
     os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
     started = time.time()
+    path = os.path.join(args.out, "battery.csv")
+    header = ["kind", "run", "exit", "seconds", "ok", "why", "called", "redone", "state_split_at_us"]
     lines = []
-    with open(os.path.join(args.out, "battery.csv"), "w", newline="") as f:
+    if os.path.exists(path):
+        with open(path, newline="") as f:
+            lines = [[r[0], int(r[1]), *r[2:4], r[4] == "True", *r[5:]] for r in list(csv.reader(f))[1:]]
+    done = {(r[0], r[1]) for r in lines}
+    with open(path, "a" if lines else "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["kind", "run", "exit", "seconds", "ok", "why", "called", "redone", "state_split_at_us"])
+        if not lines:
+            w.writerow(header)
         for n in range(args.first, args.first + args.runs):
             for kind in kinds:
+                if (kind, n) in done:
+                    continue
                 if time.time() - started > args.budget_s:
                     break
                 folder = os.path.join(args.out, "runs", f"{kind}-{n}")
                 sides = [args.other_build, args.metaprep] if kind == "twobin" else []
-                cmd = [args.metaprep, "ab", *sides, "--seed", str(n), "--out", folder, *KINDS[kind]]
+                cmd = [args.metaprep, "ab", *sides, "--seed", str(n), "--out", folder, *KINDS[kind],
+                       *args.ab_flags.split()]
                 t = time.time()
                 try:
                     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

@@ -1,5 +1,8 @@
+import csv
 import os
+import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -33,6 +36,38 @@ class JudgeTests(unittest.TestCase):
         self.assertFalse(ab_battery.judge("gpu", 1, missed)[0])
         stray = {"rows": caught["rows"] + [row("graph", "step_us", "slower")]}
         self.assertFalse(ab_battery.judge("gpu", 1, stray)[0])
+
+
+class ResumeTests(unittest.TestCase):
+    def test_a_battery_spread_over_sittings_runs_each_run_once(self):
+        with tempfile.TemporaryDirectory() as d:
+            fake = os.path.join(d, "metaprep")
+            calls = os.path.join(d, "calls")
+            # An `ab` that passes: writes an ab.json with no row called into --out.
+            with open(fake, "w") as f:
+                f.write(
+                    "#!/bin/sh\n"
+                    f"echo \"$*\" >> {calls}\n"
+                    "while [ \"$1\" != --out ]; do shift; done\n"
+                    "mkdir -p \"$2\" && echo '{\"rows\": [], \"redone\": 3}' > \"$2/ab.json\"\n"
+                )
+            os.chmod(fake, 0o755)
+            out = os.path.join(d, "out")
+            script = os.path.join(os.path.dirname(__file__), "..", "ab_battery.py")
+
+            def sitting(runs):
+                cmd = [sys.executable, script, fake, out, "--kinds", "aa", "--first", "1", "--runs", str(runs)]
+                subprocess.run(cmd, check=True, capture_output=True)
+
+            sitting(2)
+            sitting(3)
+            with open(os.path.join(out, "battery.csv"), newline="") as f:
+                rows = list(csv.reader(f))
+            self.assertEqual(rows[0][:2], ["kind", "run"])
+            self.assertEqual([r[1] for r in rows[1:]], ["1", "2", "3"])
+            self.assertTrue(all(r[4] == "True" for r in rows[1:]), rows)
+            with open(calls) as f:
+                self.assertEqual(len(f.readlines()), 3, "run 1 and 2 ran once each")
 
 
 if __name__ == "__main__":

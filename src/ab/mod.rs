@@ -12,5 +12,6 @@ pub mod report;
 pub mod run;
 pub mod schedule;
 pub mod sides;
+pub mod steps_worker;
 pub mod verdict;
 pub mod worker;

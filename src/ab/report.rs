@@ -228,6 +228,10 @@ fn change_text(c: Option<&PctChange>) -> String {
     }
 }
 
+/// The metrics of the per-family tables: the step, the read's cost, and the step model's ITL
+/// and throughput.
+const TABLED: &[&str] = &["step_us", READ_COST, "itl_us", "throughput_tok_s"];
+
 /// The most called rows `summary.md` lists.
 const MOST_CALLED: usize = 150;
 
@@ -304,7 +308,7 @@ pub fn markdown(report: &AbReport) -> String {
     for (family, arm) in tables {
         let rows: Vec<&ChangeRow> = (report.rows.iter())
             .filter(|r| r.cell.family == family && r.cell.arm == arm)
-            .filter(|r| r.metric == "step_us" || r.metric == READ_COST)
+            .filter(|r| TABLED.contains(&r.metric.as_str()))
             .collect();
         let _ = writeln!(md, "## {family} · {arm}\n");
         table(&mut md, &rows, false);
@@ -312,7 +316,7 @@ pub fn markdown(report: &AbReport) -> String {
     let _ = writeln!(
         md,
         "Every metric of every cell (host issue, host blocked, device time, the step with the \
-         forward) is in `ab.json`; every pair's bursts and probes in `pairs.csv`."
+         forward) is in `ab.json`, a throughput's call is on its drop; every pair's bursts and probes in `pairs.csv`."
     );
     md
 }
@@ -328,7 +332,7 @@ fn or_dash(s: &str) -> &str {
 fn table(md: &mut String, rows: &[&ChangeRow], with_cell: bool) {
     let _ = writeln!(
         md,
-        "| {}metric | pacing | BASE µs | NEW µs | change [95%] | pairs | call | smallest |",
+        "| {}metric | pacing | BASE | NEW | change [95%] | pairs | call | smallest |",
         if with_cell {
             "cell | "
         } else {
@@ -366,8 +370,8 @@ fn table(md: &mut String, rows: &[&ChangeRow], with_cell: bool) {
             md,
             "| {place}{} | {pacing} | {:.2} | {:.2} | {} | {} | {call} | {smallest} |",
             r.metric,
-            r.base_us,
-            r.new_us,
+            r.base,
+            r.new,
             change_text(r.change.as_ref()),
             r.pairs
         );

@@ -13,8 +13,8 @@ fn row(family: &str, arm: &str, bs: u32, metric: &str, pct: f64, call: Call) -> 
         },
         metric: metric.into(),
         pacing: Pacing::Host,
-        base_us: 20.0,
-        new_us: 20.0 * (1.0 + pct / 100.0),
+        base: 20.0,
+        new: 20.0 * (1.0 + pct / 100.0),
         pairs: 16,
         processes: 8,
         change: Some(PctChange {

@@ -16,7 +16,8 @@ pub struct SideSpec {
     /// `BASE` or `NEW`.
     pub name: &'static str,
     pub exe: PathBuf,
-    /// Everything after `ab-worker`: the grid's flags, then the side's own.
+    /// Everything after the executable: its worker's subcommand (`ab-worker`, or
+    /// `ab-steps-worker` for the steps grid), the grid's flags, then the side's own.
     pub args: Vec<String>,
 }
 
@@ -28,7 +29,7 @@ impl SideSpec {
 
     fn command(&self) -> Command {
         let mut c = Command::new(&self.exe);
-        c.arg("ab-worker").args(&self.args);
+        c.args(&self.args);
         c
     }
 }
@@ -170,7 +171,7 @@ impl Side {
         };
         match e.downcast_ref::<WorkerFailed>() {
             Some(f) if f.code == Some(2) => BadInput(format!(
-                "{label} refused its flags, or is no metaprep with `ab-worker`: {}",
+                "{label} refused its flags, or is no metaprep with `ab-worker`/`ab-steps-worker`: {}",
                 said(f)
             ))
             .into(),

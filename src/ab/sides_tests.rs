@@ -195,7 +195,7 @@ fn a_side_that_refuses_its_flags_or_is_no_worker_is_bad_input() {
     let old = SideSpec {
         name: "BASE",
         exe: script,
-        args: Vec::new(),
+        args: vec!["ab-worker".into()],
     };
     let ours = fake(dir.path(), "new", &hello(PROTOCOL, "graph"), 10.0, "");
     let e = measure(&plan(old, ours), |_, _| {}).err().unwrap();

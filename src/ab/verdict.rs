@@ -147,9 +147,9 @@ pub struct ChangeRow {
     pub cell: CellName,
     pub metric: String,
     pub pacing: Pacing,
-    /// Medians of each side's bursts, µs.
-    pub base_us: f64,
-    pub new_us: f64,
+    /// Medians of each side's bursts, in the metric's unit (its name's suffix: µs, tok/s).
+    pub base: f64,
+    pub new: f64,
     pub pairs: usize,
     /// Processes the pairs ran in: the interval's units.
     pub processes: usize,
@@ -208,6 +208,11 @@ pub fn rows(
     }
     rows.extend(read_cost_rows(cells, pairs, margins, split_at));
     rows
+}
+
+/// Whether more of `metric` is better (a throughput), so that a drop is a regression.
+pub fn higher_is_better(metric: &str) -> bool {
+    metric.ends_with("_tok_s")
 }
 
 /// The class of `arm`'s `metric`: which margin it is held to.
@@ -314,7 +319,12 @@ fn row(
         .collect();
     let change = over_processes(&d);
     let margin = margins.of(pacing);
-    let call = Call::of(change.as_ref(), margin);
+    // Where more is better, a drop is what the gate calls slower.
+    let worse = match higher_is_better(metric) {
+        true => change.as_ref().map(LogChange::flipped),
+        false => change,
+    };
+    let call = Call::of(worse.as_ref(), margin);
     let side = |pick: fn(&PairValue) -> f64| {
         quantile(&values.iter().map(pick).collect::<Vec<_>>(), 0.5).unwrap_or(f64::NAN)
     };
@@ -325,8 +335,8 @@ fn row(
         cell,
         metric: metric.to_string(),
         pacing,
-        base_us: side(|v| v.base),
-        new_us: side(|v| v.new),
+        base: side(|v| v.base),
+        new: side(|v| v.new),
         pairs: d.len(),
         processes: processes.len(),
         change: change.as_ref().map(PctChange::from),

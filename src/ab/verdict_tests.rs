@@ -336,3 +336,53 @@ fn an_interval_over_processes_holds_an_a_a_that_pairs_in_one_process_call() {
     assert!(within > 0.2, "one process a side called only {within}");
     assert!(over <= 0.05, "over eight processes called {over}");
 }
+
+#[test]
+fn a_throughput_that_drops_is_called_slower_and_one_that_rises_faster() {
+    let cells = [cell("dspark+dsa_target_verify", "graph")];
+    let mut rng = SplitMix64::new(9);
+    let mut pairs = Vec::new();
+    for round in 0..12 {
+        let mut noise = || (0.005 * normal(&mut rng)).exp();
+        let side = |step: f64, tok_s: f64, noise: &mut dyn FnMut() -> f64| {
+            measured(
+                0,
+                2.0,
+                &[
+                    ("step_us", step * noise()),
+                    ("throughput_tok_s", tok_s * noise()),
+                ],
+            )
+        };
+        let base = side(5000.0, 1000.0, &mut noise);
+        // NEW: each step 10% longer, so 10% fewer tokens a second.
+        let new = side(5500.0, 1000.0 / 1.1, &mut noise);
+        pairs.push(PairRecord {
+            round,
+            process: round % 6,
+            cell: 0,
+            base_first: round % 2 == 0,
+            base,
+            new,
+            redone: false,
+        });
+    }
+    let of = |pairs: &[PairRecord], metric: &str| {
+        let rows = rows(&cells, pairs, MARGINS, None);
+        rows.into_iter().find(|r| r.metric == metric).unwrap()
+    };
+    let tok = of(&pairs, "throughput_tok_s");
+    assert!((tok.change.unwrap().pct + 9.1).abs() < 0.5, "{tok:?}");
+    assert_eq!((tok.call, tok.fails), (Call::Slower, true));
+    assert_eq!(of(&pairs, "step_us").call, Call::Slower);
+    // The same pairs the other way round: NEW is the faster build.
+    let swapped: Vec<PairRecord> = (pairs.into_iter())
+        .map(|p| PairRecord {
+            base: p.new.clone(),
+            new: p.base.clone(),
+            ..p
+        })
+        .collect();
+    let tok = of(&swapped, "throughput_tok_s");
+    assert_eq!((tok.call, tok.fails), (Call::Faster, false));
+}

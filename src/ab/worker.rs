@@ -155,21 +155,11 @@ pub fn serve(
     input: impl BufRead,
     out: &mut impl Write,
 ) -> Result<()> {
-    let mut requests = input.lines();
-    send_line(
-        out,
-        &Message::Hello(Hello {
-            protocol: PROTOCOL,
-            version: crate::VERSION.to_string(),
-            cells: cells(config),
-            planted: plant.map(|p| p.to_string()),
-        }),
-    )?;
-    match next_request(&mut requests)? {
-        None => return Ok(()),
-        Some(Request::Start) => {}
-        Some(other) => bail!("the coordinator sent {other:?} before Start"),
-    }
+    let names = cells(config);
+    let planted = plant.map(|p| p.to_string());
+    let Some(mut requests) = greet(input, out, &names, planted)? else {
+        return Ok(());
+    };
     let gpu = config.gpu.open()?;
     let specs = grid(config, gpu.info.device_count);
     // Held to the end: dropping it unpins the thread.
@@ -196,28 +186,14 @@ pub fn serve(
         plans.push(PrepPlan::new(&gpu, *shape, &inputs[&key(shape)], lengths).context(what)?);
     }
     let mut prepared = prepare_all(&mut plans, &config.arms)?;
-    let names = cells(config);
-    send_line(
-        out,
-        &Message::Ready(Ready {
-            device: gpu.info.name.clone(),
-            pci_bus_id: gpu.info.pci_bus_id.clone(),
-            pinned: pinned.note(),
-            emulated: (config.layouts.iter())
-                .filter(|l| l.emulated(gpu.info.device_count))
-                .map(ToString::to_string)
-                .collect(),
-        }),
-    )?;
+    let emulated = (config.layouts.iter())
+        .filter(|l| l.emulated(gpu.info.device_count))
+        .map(ToString::to_string)
+        .collect();
+    let ready = ready_message(&gpu, &pinned, emulated);
     let arms = config.arms.len();
     let rule = burst_rule(config);
-    while let Some(request) = next_request(&mut requests)? {
-        let Request::Measure { cell } = request else {
-            bail!("the coordinator sent {request:?} after Start");
-        };
-        let name = names
-            .get(cell)
-            .with_context(|| format!("the coordinator asked for cell {cell} of {}", names.len()))?;
+    answer(&mut requests, out, ready, &names, |cell| {
         let plan = &mut plans[cell / arms];
         let arm = config.arms[cell % arms];
         let ready = prepared[cell]
@@ -235,8 +211,71 @@ pub fn serve(
         };
         let measured = burst.run(&mut steps, &mut floor, forward.as_mut(), arm);
         prepared[cell] = Some(steps.prepared);
+        measured
+    })
+}
+
+/// The lines a coordinator sends.
+pub(super) type Requests<R> = std::io::Lines<R>;
+
+/// Sends the hello with `cells` (before any GPU work) and waits for `Start`: the requests
+/// that follow it, or `None` where the coordinator ended first.
+pub(super) fn greet<R: BufRead>(
+    input: R,
+    out: &mut impl Write,
+    cells: &[CellName],
+    planted: Option<String>,
+) -> Result<Option<Requests<R>>> {
+    let mut requests = input.lines();
+    send_line(
+        out,
+        &Message::Hello(Hello {
+            protocol: PROTOCOL,
+            version: crate::VERSION.to_string(),
+            cells: cells.to_vec(),
+            planted,
+        }),
+    )?;
+    match next_request(&mut requests)? {
+        None => Ok(None),
+        Some(Request::Start) => Ok(Some(requests)),
+        Some(other) => bail!("the coordinator sent {other:?} before Start"),
+    }
+}
+
+/// What a side says once its cells are ready.
+pub(super) fn ready_message(
+    gpu: &Gpu,
+    pinned: &crate::harness::pin::Pinned,
+    emulated: Vec<String>,
+) -> Message {
+    Message::Ready(Ready {
+        device: gpu.info.name.clone(),
+        pci_bus_id: gpu.info.pci_bus_id.clone(),
+        pinned: pinned.note(),
+        emulated,
+    })
+}
+
+/// Sends `ready`, then answers each `Measure` with `burst(cell)`'s probes and metrics until
+/// the requests end.
+pub(super) fn answer(
+    requests: &mut Requests<impl BufRead>,
+    out: &mut impl Write,
+    ready: Message,
+    names: &[CellName],
+    mut burst: impl FnMut(usize) -> Result<(f64, f64, Vec<Metric>)>,
+) -> Result<()> {
+    send_line(out, &ready)?;
+    while let Some(request) = next_request(requests)? {
+        let Request::Measure { cell } = request else {
+            bail!("the coordinator sent {request:?} after Start");
+        };
+        let name = names
+            .get(cell)
+            .with_context(|| format!("the coordinator asked for cell {cell} of {}", names.len()))?;
         let (probe_before_us, probe_after_us, metrics) =
-            measured.with_context(|| format!("measuring {name}"))?;
+            burst(cell).with_context(|| format!("measuring {name}"))?;
         send_line(
             out,
             &Message::Measured(Measured {
@@ -248,6 +287,22 @@ pub fn serve(
         )?;
     }
     Ok(())
+}
+
+/// The host's launch speed: µs per launch of the one-node empty graph.
+pub(super) fn probe(floor: &mut Floor) -> Result<f64> {
+    let took = floor.batch(FloorItem::EMPTY_GRAPH, PROBE_LAUNCHES)?;
+    Ok(took.as_secs_f64() * 1e6 / PROBE_LAUNCHES as f64)
+}
+
+/// Named metrics, in order.
+pub(super) fn metrics(named: Vec<(&str, f64)>) -> Vec<Metric> {
+    (named.into_iter())
+        .map(|(name, value)| Metric {
+            name: name.into(),
+            value,
+        })
+        .collect()
 }
 
 /// Every cell warmed up and its graph captured once, before the first pair: group by group,
@@ -320,11 +375,7 @@ impl Burst<'_> {
             }
             None => steps,
         };
-        let mut probe = || -> Result<f64> {
-            let took = floor.batch(FloorItem::EMPTY_GRAPH, PROBE_LAUNCHES)?;
-            Ok(took.as_secs_f64() * 1e6 / PROBE_LAUNCHES as f64)
-        };
-        let before = probe()?;
+        let before = probe(floor)?;
         let range = nvtx::name(&format!("ab ({arm})"));
         let event_steps = per_sample * self.rule.min_samples;
         let m = measure(
@@ -335,7 +386,7 @@ impl Burst<'_> {
             (per_sample, event_steps),
             forward,
         )?;
-        let after = probe()?;
+        let after = probe(floor)?;
         let median = |v: &[f64]| quantile(v, 0.5).unwrap_or(f64::NAN);
         let mut metrics = vec![("step_us", median(&m.step.per_step_us))];
         if let Some(fwd) = &m.step_fwd {
@@ -346,13 +397,7 @@ impl Burst<'_> {
             metrics.push(("host_blocked_us", median(&m.host_blocked_us)));
         }
         metrics.push(("gpu_prep_us", median(&m.gpu_prep_us)));
-        let metrics = (metrics.into_iter())
-            .map(|(name, value)| Metric {
-                name: name.into(),
-                value,
-            })
-            .collect();
-        Ok((before, after, metrics))
+        Ok((before, after, self::metrics(metrics)))
     }
 }
 

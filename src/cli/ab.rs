@@ -3,13 +3,16 @@
 
 use super::common::usage;
 use super::out_folder::{empty_out, write_run_folder};
+use super::steps::{steps_config, StepsArgs};
 use super::sweep::{sweep_config, SweepArgs};
 use crate::ab::report::{markdown, pairs_csv, AbReport};
 use crate::ab::run::{measure, RunPlan};
 use crate::ab::sides::SideSpec;
+use crate::ab::steps_worker::{serve_steps, step_cells};
 use crate::ab::verdict::Margins;
 use crate::ab::worker::{cells, serve, Plant};
 use crate::exit::Exit;
+use crate::runs::steps::{one_host_scale, StepsConfig};
 use crate::stats::paired::MIN_PAIRS;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -35,8 +38,30 @@ pub const DEFAULT_GRID: &[&str] = &[
     "20",
 ];
 
-/// Sweep flags with no meaning in `ab`, whose pairs replace rounds and which writes its own
-/// folder.
+/// The steps grid both sides run under `--steps` unless the flags after `--` say otherwise:
+/// the default model at tp8 (emulated on one GPU; planned for an H200's memory so that it
+/// fits whatever the GPU, the forwards being stand-ins that hold no weights), bs 1 and 8,
+/// DeepSeek-V4's block, the three arms the question turns on, and bursts of 5 warm-up and 20
+/// measured steps.
+pub const DEFAULT_STEPS_GRID: &[&str] = &[
+    "--tp",
+    "tp8",
+    "--gpu-memory-gib",
+    "141",
+    "--batch-sizes",
+    "1,8",
+    "--block-sizes",
+    "5",
+    "--arms",
+    "eager-sync,eager-device,graph",
+    "--warmup-steps",
+    "5",
+    "--round-steps",
+    "20",
+];
+
+/// Flags of both grids with no meaning in `ab`, whose pairs replace rounds and which writes
+/// its own folder.
 const NOT_AB_FLAGS: &[&str] = &[
     "--out",
     "--resume",
@@ -51,6 +76,46 @@ const NOT_AB_FLAGS: &[&str] = &[
     "--gpu-paced-max-rounds",
     "--gpu-paced-precision-pct",
 ];
+
+/// Steps flags with no meaning in `ab`: it runs no timeline pass and one process a side.
+const NOT_AB_STEPS_FLAGS: &[&str] = &[
+    "--trace",
+    "--trace-cell",
+    "--timeline-steps",
+    "--timeline-cap-ms",
+    "--timer",
+    "--cupti-lib",
+    "--ranks",
+    "--nccl-lib",
+];
+
+/// Which command's grid the sides run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grid {
+    Sweep,
+    Steps,
+}
+
+impl Grid {
+    fn defaults(self) -> &'static [&'static str] {
+        match self {
+            Grid::Sweep => DEFAULT_GRID,
+            Grid::Steps => DEFAULT_STEPS_GRID,
+        }
+    }
+
+    /// The hidden subcommand a side's worker runs.
+    pub fn worker(self) -> &'static str {
+        match self {
+            Grid::Sweep => "ab-worker",
+            Grid::Steps => "ab-steps-worker",
+        }
+    }
+
+    fn refused(self, flag: &str) -> bool {
+        NOT_AB_FLAGS.contains(&flag) || (self == Grid::Steps && NOT_AB_STEPS_FLAGS.contains(&flag))
+    }
+}
 
 #[derive(Args)]
 pub struct AbArgs {
@@ -101,8 +166,15 @@ pub struct AbArgs {
     /// Print ab.json instead of the summary.
     #[arg(long)]
     pub(crate) json: bool,
-    /// The grid, as `metaprep sweep` takes it, after `--` (families, arms, batch and block
-    /// sizes, layouts, --forward-us, --min-samples and --steps-per-sample of a burst).
+    /// Pair the decode-step model's grid (ITL, step time, throughput) instead of the sweep's.
+    ///
+    /// The flags after `--` are then `metaprep steps`' (one host scale a side). Test aid for a
+    /// slower host: --new-flags "--host-scale 1.2", every host cost of NEW 20% longer.
+    #[arg(long)]
+    pub(crate) steps: bool,
+    /// The grid, as `metaprep sweep` (or with --steps, `metaprep steps`) takes it, after `--`
+    /// (families, arms, batch and block sizes, layouts, --forward-us, --min-samples and
+    /// --steps-per-sample of a burst; for steps --warmup-steps and --round-steps).
     #[arg(last = true, value_name = "SWEEP FLAGS")]
     pub(crate) grid: Vec<String>,
 }
@@ -116,6 +188,13 @@ pub struct AbWorkerArgs {
     /// share of the step (20%).
     #[arg(long, value_name = "ARM=AMOUNT")]
     pub(crate) plant_host: Option<Plant>,
+}
+
+/// `metaprep ab-steps-worker` (hidden): one side of an `ab --steps`, started by it.
+#[derive(Args)]
+pub struct AbStepsWorkerArgs {
+    #[command(flatten)]
+    pub(crate) steps: StepsArgs,
 }
 
 /// Everything `ab` was asked, checked.
@@ -165,21 +244,24 @@ pub(crate) fn ab_config(args: &AbArgs) -> Result<AbConfig> {
             bail!("{flag}: {s} is outside 1-3600 s");
         }
     }
-    if let Some(flag) =
-        (args.grid.iter()).find(|a| NOT_AB_FLAGS.contains(&a.split('=').next().unwrap_or(a)))
-    {
+    let kind = if args.steps { Grid::Steps } else { Grid::Sweep };
+    let flag_name = |a: &String| a.split('=').next().unwrap_or(a).to_string();
+    if let Some(flag) = (args.grid.iter()).find(|a| kind.refused(&flag_name(a))) {
         bail!(
-            "{flag} is a sweep flag ab does not take: ab measures pairs, not rounds (--pairs), \
-             and writes its own folder (ab's --out, before --)"
+            "{flag} is a {} flag ab does not take: ab measures pairs, not rounds (--pairs), \
+             one process a side with no timeline, and writes its own folder (ab's --out, \
+             before --)",
+            if args.steps { "steps" } else { "sweep" }
         );
     }
     let this = std::env::current_exe().context("finding this program")?;
     let grid = overridden(
-        DEFAULT_GRID.iter().map(|s| s.to_string()).collect(),
+        kind.defaults().iter().map(|s| s.to_string()).collect(),
         &args.grid,
     );
-    let (base, base_own) = side_spec("BASE", &args.base, &args.base_flags, &grid, &this)?;
-    let (new, new_own) = side_spec("NEW", &args.new, &args.new_flags, &grid, &this)?;
+    let side = |name, exe, own| side_spec(kind, name, exe, own, &grid, &this);
+    let (base, base_own) = side("BASE", &args.base, &args.base_flags)?;
+    let (new, new_own) = side("NEW", &args.new, &args.new_flags)?;
     same_grid(&base, &new, &this)?;
     let out = args
         .out
@@ -208,6 +290,7 @@ pub(crate) fn ab_config(args: &AbArgs) -> Result<AbConfig> {
 /// A side: its executable (this one where none is given) and its worker's flags, the grid's
 /// then its own; and its own alone.
 fn side_spec(
+    kind: Grid,
     name: &'static str,
     exe: &Option<PathBuf>,
     own: &Option<String>,
@@ -225,7 +308,8 @@ fn side_spec(
         Some(path) => executable(path, name)?,
         None => this.to_path_buf(),
     };
-    let args = overridden(grid.to_vec(), &own);
+    let mut args = vec![kind.worker().to_string()];
+    args.extend(overridden(grid.to_vec(), &own));
     Ok((SideSpec { name, exe, args }, own))
 }
 
@@ -235,9 +319,9 @@ fn same_grid(base: &SideSpec, new: &SideSpec, this: &Path) -> Result<()> {
     let mut grids = Vec::new();
     for spec in [base, new] {
         if crate::results::atomic::same_file(&spec.exe, this) {
-            let config =
-                worker_config(&spec.args).with_context(|| format!("{}'s flags", spec.label()))?;
-            grids.push((spec.label(), cells(&config.0)));
+            let named =
+                worker_cells(&spec.args).with_context(|| format!("{}'s flags", spec.label()))?;
+            grids.push((spec.label(), named));
         }
     }
     if let [(b, base_cells), (n, new_cells)] = grids.as_slice() {
@@ -287,21 +371,47 @@ fn executable(path: &Path, side: &str) -> Result<PathBuf> {
     Ok(path.to_path_buf())
 }
 
-/// The sweep config and plant a worker reads from `args` (its flags after `ab-worker`).
-fn worker_config(args: &[String]) -> Result<(crate::runs::sweep::SweepConfig, Option<Plant>)> {
+/// A worker's command line (`args`: its subcommand and flags) as it will read it.
+fn worker_command(args: &[String]) -> Result<crate::cli::Command> {
     use clap::Parser;
-    let argv = ["metaprep", "ab-worker"]
-        .into_iter()
-        .map(String::from)
-        .chain(args.iter().cloned());
+    let argv = std::iter::once("metaprep".to_string()).chain(args.iter().cloned());
     let cli = crate::cli::Cli::try_parse_from(argv)
         .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim()))?;
-    let crate::cli::Command::AbWorker(worker) = cli.command else {
+    Ok(cli.command)
+}
+
+/// The sweep config and plant a sweep worker reads from `args`.
+fn worker_config(args: &[String]) -> Result<(crate::runs::sweep::SweepConfig, Option<Plant>)> {
+    let crate::cli::Command::AbWorker(worker) = worker_command(args)? else {
         bail!("not an ab-worker command line");
     };
-    let config = sweep_config(&worker.sweep)
-        .map_err(|_| anyhow::anyhow!("refused as the line above says"))?;
+    let config = sweep_config(&worker.sweep).map_err(|_| refused())?;
     Ok((config, worker.plant_host))
+}
+
+/// The steps config a steps worker reads from `args`.
+fn steps_worker_config(args: &[String]) -> Result<StepsConfig> {
+    let crate::cli::Command::AbStepsWorker(worker) = worker_command(args)? else {
+        bail!("not an ab-steps-worker command line");
+    };
+    steps_config(&worker.steps).map_err(|_| refused())
+}
+
+fn refused() -> anyhow::Error {
+    anyhow::anyhow!("refused as the line above says")
+}
+
+/// The cells a worker of this build would name, where it knows them before opening a GPU (a
+/// steps side planned for its own device's memory does not: its hello is matched instead).
+fn worker_cells(args: &[String]) -> Result<Vec<crate::ab::protocol::CellName>> {
+    if args.first().map(String::as_str) == Some(Grid::Steps.worker()) {
+        let config = steps_worker_config(args)?;
+        return match config.gpu_memory {
+            Some(memory) => step_cells(&config, memory),
+            None => one_host_scale(&config).map(|_| Vec::new()),
+        };
+    }
+    Ok(cells(&worker_config(args)?.0))
 }
 
 /// Runs `ab`: both sides, the verdict, the folder; exit 1 on a slower row or a failed side.
@@ -342,6 +452,17 @@ pub(crate) fn ab(args: &AbArgs) -> Result<ExitCode> {
     Ok(Exit::failed_if(!report.passed).into())
 }
 
+/// Runs one steps side's worker on this process's stdin and stdout.
+pub(crate) fn ab_steps_worker(args: &AbStepsWorkerArgs) -> Result<ExitCode> {
+    let config = match steps_config(&args.steps) {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+    let stdin = std::io::stdin();
+    serve_steps(&config, stdin.lock(), &mut std::io::stdout().lock())?;
+    Ok(Exit::Ok.into())
+}
+
 /// Runs one side's worker on this process's stdin and stdout.
 pub(crate) fn ab_worker(args: &AbWorkerArgs) -> Result<ExitCode> {
     let config = match sweep_config(&args.sweep) {
@@ -359,129 +480,5 @@ pub(crate) fn ab_worker(args: &AbWorkerArgs) -> Result<ExitCode> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    fn config_of(line: &[&str]) -> Result<AbConfig> {
-        let argv = ["metaprep", "ab"].iter().chain(line);
-        let cli = crate::cli::Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let crate::cli::Command::Ab(args) = cli.command else {
-            panic!("not an ab command line");
-        };
-        ab_config(&args)
-    }
-
-    fn refused(line: &[&str], needle: &str) {
-        match config_of(line) {
-            Ok(_) => panic!("{line:?} was taken"),
-            Err(e) => assert!(format!("{e:#}").contains(needle), "{line:?}: {e:#}"),
-        }
-    }
-
-    #[test]
-    fn each_side_runs_the_grid_then_its_own_flags_which_replace_the_grids() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("run");
-        let config = config_of(&[
-            "--out",
-            out.to_str().unwrap(),
-            "--base-flags",
-            "--forward-us 20",
-            "--new-flags",
-            "--forward-us 21 --plant-host eager-sync=4us",
-            "--",
-            "--batch-sizes",
-            "1,8",
-        ])
-        .unwrap();
-        let (base, base_plant) = worker_config(&config.plan.base.args).unwrap();
-        let (new, new_plant) = worker_config(&config.plan.new.args).unwrap();
-        assert_eq!((base.forward_us, new.forward_us), (20.0, 21.0));
-        assert_eq!(
-            base.batch_sizes,
-            [1, 8],
-            "the grid after -- replaces the default's"
-        );
-        assert_eq!(base.block_sizes, [5]);
-        assert_eq!((base.rule.min_samples, base.steps_per_sample), (5, 20));
-        assert_eq!(base_plant, None);
-        assert_eq!(
-            new_plant.map(|p| p.amount),
-            Some(crate::ab::worker::PlantAmount::Us(4.0))
-        );
-        assert_eq!(cells(&base), cells(&new));
-        assert_eq!(cells(&base).len(), 3 * 4 * 2);
-        assert_eq!(
-            config.own_flags[1],
-            ["--forward-us", "21", "--plant-host", "eager-sync=4us"]
-        );
-        assert!(!out.exists(), "nothing is written before the run");
-    }
-
-    #[test]
-    fn bad_flags_are_refused_before_any_gpu_work() {
-        let dir = tempfile::tempdir().unwrap();
-        let full = dir.path().join("full");
-        std::fs::create_dir(&full).unwrap();
-        std::fs::write(full.join("summary.md"), "a user's").unwrap();
-        let full = full.to_str().unwrap();
-        refused(&["--pairs", "7"], "--pairs: 7 is outside 16-1000");
-        refused(
-            &["--pairs", "8", "--processes", "9"],
-            "--pairs: 8 is outside 9-1000",
-        );
-        refused(&["--processes", "5"], "--processes: 5 is outside 6-100");
-        refused(
-            &["--host-margin-pct", "0"],
-            "--host-margin-pct: 0 is outside",
-        );
-        refused(&["--gpu-margin-pct", "nan"], "--gpu-margin-pct");
-        refused(&["--pair-timeout-s", "0"], "--pair-timeout-s: 0 is outside");
-        refused(
-            &["--", "--processes", "2"],
-            "--processes is a sweep flag ab does not take",
-        );
-        refused(&["--", "--max-rounds=3"], "--max-rounds=3 is a sweep flag");
-        refused(&["--new-flags", "--batch-sizes 8"], "name different grids");
-        refused(
-            &["--new-flags", "--arms eager-sync"],
-            "name different grids",
-        );
-        refused(
-            &["--new-flags", "'unclosed"],
-            "--new-flags: `'unclosed` is not a quoted list",
-        );
-        refused(&["--new-flags", "--plant-host graph=0us"], "NEW (");
-        refused(&["--base-flags", "--no-such-flag"], "BASE (");
-        refused(
-            &["/no/such/metaprep", "/bin/sh"],
-            "BASE /no/such/metaprep: no such executable",
-        );
-        let plain = dir.path().join("plain");
-        std::fs::write(&plain, "not a program").unwrap();
-        let plain = plain.to_str().unwrap();
-        refused(&["/bin/sh", plain], "not an executable file");
-        refused(&["--out", full], "not empty");
-        assert_eq!(
-            std::fs::read_to_string(dir.path().join("full/summary.md")).unwrap(),
-            "a user's"
-        );
-    }
-
-    #[test]
-    fn a_later_flag_replaces_an_earlier_one_and_its_value() {
-        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            overridden(
-                s(&["--arms", "a,b", "--seed", "1", "--nvtx", "on"]),
-                &s(&["--arms=c", "--seed", "2"])
-            ),
-            s(&["--nvtx", "on", "--arms=c", "--seed", "2"])
-        );
-        assert_eq!(
-            overridden(s(&["--forward-us", "-1"]), &s(&["--forward-us", "3"])),
-            s(&["--forward-us", "3"])
-        );
-    }
-}
+#[path = "ab_tests.rs"]
+mod tests;

@@ -106,6 +106,9 @@ pub enum Command {
     /// One side of `ab` (started by `ab`, not by hand).
     #[command(hide = true, args_override_self = true)]
     AbWorker(Box<ab::AbWorkerArgs>),
+    /// One side of `ab --steps` (started by `ab`, not by hand).
+    #[command(hide = true, args_override_self = true)]
+    AbStepsWorker(Box<ab::AbStepsWorkerArgs>),
     /// Rounds of a sweep measured in a worker process (started by `sweep --processes`, not by
     /// hand).
     #[command(hide = true)]
@@ -203,6 +206,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Ab(args) => ab::ab(&args),
         Command::Gaps(args) => gaps::gaps(&args),
         Command::AbWorker(args) => ab::ab_worker(&args),
+        Command::AbStepsWorker(args) => ab::ab_steps_worker(&args),
         Command::Calibrate(args) => calibrate::calibrate(&args),
         Command::Validate(args) => {
             args.steps.nvtx.apply();

@@ -27,6 +27,16 @@ impl LogChange {
     pub fn pct(x: f64) -> f64 {
         x.exp_m1() * 100.0
     }
+
+    /// The change of the reciprocal: ln(BASE / NEW), its interval turned over.
+    pub fn flipped(&self) -> LogChange {
+        LogChange {
+            estimate: -self.estimate,
+            lo: -self.hi,
+            hi: -self.lo,
+            pairs: self.pairs,
+        }
+    }
 }
 
 /// `ln(new / base)` of each pair with both sides finite and above zero.

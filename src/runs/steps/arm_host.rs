@@ -4,11 +4,16 @@
 //! its own costs (and its own post-wait state and read jitter) and none leaks into another's.
 
 use super::cell::{ArmProgram, StepCell};
+use super::config::StepsConfig;
 use super::host::HostCosts;
 use super::prep_run::StepPrep;
-use crate::axes::Arm;
+use crate::axes::{Arm, ReadPath};
 use crate::model::host_profile::{HostProfile, Item};
-use anyhow::Result;
+use anyhow::{Context, Result};
+use std::time::Duration;
+
+/// The harness's own idle read (per read path) and upload costs a cell measured.
+pub(super) type IdleCosts = ([Duration; ReadPath::ALL.len()], Duration);
 
 /// One arm's host: the costs its step runs at and the items with its host segments' µs.
 pub(super) struct OwnHost {
@@ -46,6 +51,51 @@ pub(super) fn own_hosts(
             }))
         })
         .collect()
+}
+
+/// What a cell's host runs at: the run's profile scaled, on this rank, at this block and
+/// rank batch, over the harness's own idle costs.
+pub(super) struct CellHost<'c> {
+    pub(super) config: &'c StepsConfig,
+    pub(super) rank: usize,
+    pub(super) block: u32,
+    pub(super) rank_bs: u32,
+    pub(super) scale: f64,
+    pub(super) idle: IdleCosts,
+}
+
+impl CellHost<'_> {
+    /// Sets the cell's costs and items to this host's, and makes every arm of the run ready
+    /// on it once (`labels` name them in errors), each at its own host where it has one.
+    pub(super) fn ready_arms(
+        &self,
+        cell: &mut StepCell,
+        labels: &[String],
+    ) -> Result<Vec<ReadyArm>> {
+        let config = self.config;
+        let costs_of = |profile| {
+            let skew = config.read_skew.on(self.rank, config.seed);
+            HostCosts::new(profile, self.idle.0, self.idle.1, skew)
+        };
+        let items_of = |p: &HostProfile| p.step_items(config.drafter, self.block, self.rank_bs);
+        let scaled = config.host.scaled(self.scale)?;
+        let owns = own_hosts(&scaled, &config.arms, costs_of, items_of)?;
+        cell.items = items_of(&scaled)?;
+        cell.costs = costs_of(scaled);
+        let mut ready = Vec::with_capacity(config.arms.len());
+        for ((&arm, label), mut own) in config.arms.iter().zip(labels).zip(owns) {
+            let (program, prepared) = cell.with_host(own.as_mut(), |cell| {
+                let prepared = cell.prepare_all(arm).with_context(|| label.clone())?;
+                Ok((cell.program(arm), prepared))
+            })?;
+            ready.push(ReadyArm {
+                program,
+                prepared,
+                own,
+            });
+        }
+        Ok(ready)
+    }
 }
 
 impl StepCell<'_> {

@@ -3,10 +3,9 @@
 //! every host scale's arms: rounds of clean passes until the stopping rule (agreed across
 //! ranks), then one timeline pass per arm, into rows saved after every cell.
 
-use super::arm_host::{own_hosts, ReadyArm};
+use super::arm_host::{CellHost, IdleCosts, ReadyArm};
 use super::cell::StepCell;
 use super::config::{plan, Cell, StepsConfig};
-use super::host::HostCosts;
 use super::make::CellMaker;
 use super::notes::{model_notes, rank_notes};
 use super::rows::{last_round_step_us, step_rows, ArmRounds};
@@ -17,13 +16,13 @@ use crate::harness::rows::CellId;
 use crate::harness::run_output::{arm_cells, needs_measuring, progress, Opening, Recorder};
 use crate::harness::timer::{ProgramItems, TimelineTimer, TimerSource};
 use crate::model::forward::StreamSource;
-use crate::model::host_profile::{HostProfile, Item};
+use crate::model::host_profile::Item;
 use crate::model::memory::{Deployment, GpuMemory};
 use crate::model::trace::TraceBuilder;
 use crate::results::csv::{completed_cells, host_scale_column, Row, KIND_STEP};
 use crate::runs::rank_world::RankWorld;
-use anyhow::{Context, Result};
-use std::time::{Duration, Instant};
+use anyhow::Result;
+use std::time::Instant;
 
 pub struct StepsOutcome {
     pub rows: Vec<Row>,
@@ -157,9 +156,6 @@ fn scale_groups(
         .collect()
 }
 
-/// The harness's own idle read (per read path) and upload costs a cell measured.
-type IdleCosts = ([Duration; ReadPath::ALL.len()], Duration);
-
 /// One host scale's cells of a (layout, batch, block): what they are called, and whether
 /// their timelines may be traced (the first scale's alone).
 struct ScaleCells<'c> {
@@ -197,37 +193,23 @@ impl Measuring<'_> {
         cell: &mut StepCell,
         timer: &mut dyn TimelineTimer,
         group: &ScaleCells,
-        (idle_reads, idle_upload): IdleCosts,
+        idle: IdleCosts,
         rows: &mut Vec<Row>,
     ) -> Result<()> {
         let config = self.config;
         let ((layout, bs, block), scale) = (group.at, group.scale);
         let rank_bs = layout.rank_batch(bs);
-        let costs_of = |profile| {
-            let skew = config.read_skew.on(self.world.rank(), config.seed);
-            HostCosts::new(profile, idle_reads, idle_upload, skew)
-        };
-        // The scaled profile's items: its host segments at this scale.
-        let items_of = |p: &HostProfile| p.step_items(config.drafter, block, rank_bs);
-        let scaled = config.host.scaled(scale)?;
-        let owns = own_hosts(&scaled, &config.arms, costs_of, items_of)?;
-        cell.items = items_of(&scaled)?;
-        cell.costs = costs_of(scaled);
         self.progress
             .set_message(format!("{layout} bs {bs} block {block} x{scale}"));
-        // Every arm made ready once, at its own host; the rounds then run them back to back.
-        let mut ready = Vec::with_capacity(config.arms.len());
-        for ((&arm, label), mut own) in config.arms.iter().zip(&group.labels).zip(owns) {
-            let (program, prepared) = cell.with_host(own.as_mut(), |cell| {
-                let prepared = cell.prepare_all(arm).with_context(|| label.clone())?;
-                Ok((cell.program(arm), prepared))
-            })?;
-            ready.push(ReadyArm {
-                program,
-                prepared,
-                own,
-            });
-        }
+        let host = CellHost {
+            config,
+            rank: self.world.rank(),
+            block,
+            rank_bs,
+            scale,
+            idle,
+        };
+        let mut ready = host.ready_arms(cell, &group.labels)?;
         let batch_scale = bs as f64 / rank_bs as f64;
         let rounds = self.rounds(cell, &mut ready, &group.labels, batch_scale)?;
         self.timelines(cell, timer, &mut ready, group, &rounds, rows)?;
