@@ -7,7 +7,7 @@
 # soak runs `check --soak 1000000` of graph and eager-sync for every family at bs 8 block 5
 # (about 3 minutes on an H200). eagle runs `steps --drafter eagle` on the default grid, then
 # both drafters on tp1 and tp8 at bs 1, 8 and block 3, 5 planned for 1000 GiB a GPU (the
-# issue-31 table), each reported.
+# drafters side by side), each reported.
 #
 # nvtx measures what the NVTX ranges cost: a one-cell sweep three ways, twice in turn, with
 # `--nvtx off`, with the ranges on and no tool attached, and with the test double

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 26's size bar: no file in src/ over 600 lines and no function over 100 (a function runs
+# The size bar: no file in src/ over 600 lines and no function over 100 (a function runs
 # from its `fn` line to its closing brace; test functions count too). Lists every file and
 # function past the bar and exits 1 if there is any.
 #

@@ -1,8 +1,8 @@
 //! `metaprep ab-steps-worker`: one side of an `ab --steps`, measuring the decode-step model's
 //! cells on request. Its hello names the cells the memory plan holds (before any GPU work);
-//! on `Start` it builds every cell and makes each arm ready once; each `Measure` is the
-//! host-speed probe, one arm's clean pass (`--warmup-steps`, then `--round-steps` measured),
-//! the probe again.
+//! on `Start` it builds every cell and makes each arm ready once; each `Measure` is a warm-up
+//! pass, the host-speed probe, one arm's clean pass (`--warmup-steps`, then `--round-steps`
+//! measured), the probe again.
 
 use super::protocol::CellName;
 use super::worker::{answer, greet, metrics, probe, ready_message};
@@ -56,6 +56,9 @@ pub fn serve_steps(config: &StepsConfig, input: impl BufRead, out: &mut impl Wri
     with_bursts(config, &gpu, |bursts| {
         let ready = ready_message(&gpu, &pinned, emulated);
         answer(&mut requests, out, ready, &names, |cell| {
+            // Probed cold (after waiting for the other side) the launch path read 3x slow on
+            // an H200, so every pair looked moved: warm it first, as the sweep's bursts do.
+            bursts.warm_up(cell)?;
             let before = probe(&mut floor)?;
             let b = bursts.burst(cell)?;
             let after = probe(&mut floor)?;

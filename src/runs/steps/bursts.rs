@@ -7,6 +7,7 @@ use super::arm_host::{CellHost, ReadyArm};
 use super::cell::StepCell;
 use super::config::{plan, Cell, StepsConfig};
 use super::make::CellMaker;
+use super::passes::Pass;
 use super::rows::ArmRounds;
 use crate::axes::{Arm, ReadPath};
 use crate::gpu::Gpu;
@@ -68,9 +69,30 @@ struct HeldCell<'g> {
 }
 
 impl StepBursts<'_, '_> {
+    /// `--warmup-steps` steps of burst `index`'s arm, unmeasured: the host's launch path warm
+    /// again after the wait for the other side, before the probe reads its speed.
+    pub fn warm_up(&mut self, index: usize) -> Result<()> {
+        self.pass(index, self.config.warmup_steps).map(|_| ())
+    }
+
     /// Burst `index` of [`burst_cells`]' order: `--warmup-steps` then `--round-steps` clean
     /// steps of one arm of one cell.
     pub fn burst(&mut self, index: usize) -> Result<StepBurst> {
+        let (warmup, steps) = (self.config.warmup_steps, self.config.rounds.steps);
+        let (pass, batch_scale) = self.pass(index, warmup + steps)?;
+        let mut rounds = ArmRounds::default();
+        rounds.push(&pass, warmup, batch_scale)?;
+        let median = |v: &[Vec<f64>]| quantile(&v.concat(), 0.5).unwrap_or(f64::NAN);
+        Ok(StepBurst {
+            itl_us: median(&rounds.itl_us),
+            step_us: median(&rounds.step_us),
+            throughput_tok_s: median(&rounds.throughput_tok_s),
+            host_blocked_us: median(&rounds.blocked_us),
+        })
+    }
+
+    /// A clean pass of `steps` steps of burst `index`'s arm, and its cell's batch scale.
+    fn pass(&mut self, index: usize, steps: usize) -> Result<(Pass, f64)> {
         let arms = self.config.arms.len();
         let held =
             (self.cells.get_mut(index / arms)).with_context(|| format!("no step cell {index}"))?;
@@ -79,19 +101,10 @@ impl StepBursts<'_, '_> {
             prepared,
             own,
         } = &mut held.ready[index % arms];
-        let (warmup, steps) = (self.config.warmup_steps, self.config.rounds.steps);
         let pass = held.cell.with_host(own.as_mut(), |cell| {
-            cell.clean_pass(program, prepared, warmup + steps)
+            cell.clean_pass(program, prepared, steps)
         })?;
-        let mut rounds = ArmRounds::default();
-        rounds.push(&pass, warmup, held.batch_scale)?;
-        let median = |v: &[Vec<f64>]| quantile(&v.concat(), 0.5).unwrap_or(f64::NAN);
-        Ok(StepBurst {
-            itl_us: median(&rounds.itl_us),
-            step_us: median(&rounds.step_us),
-            throughput_tok_s: median(&rounds.throughput_tok_s),
-            host_blocked_us: median(&rounds.blocked_us),
-        })
+        Ok((pass, held.batch_scale))
     }
 }
 
