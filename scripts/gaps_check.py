@@ -6,10 +6,13 @@ eager-device step times.
 
     python3 scripts/gaps_check.py METAPREP OUT [--forward-us 100,1000,3000] [--batch-sizes 1,8]
 
-Per cell it writes OUT/trace-f<F>-bs<B>.json.gz and runs `METAPREP gaps` on it, then prints
-and writes OUT/gaps-check.csv: the measured change of the step (eager-device over eager-sync,
+Per cell it writes OUT/trace-f<F>-bs<B>.json.gz with its probe file beside it
+(scripts/metaprep_host.py's profiler-cost probes, taken bare before the profiler and inside
+it), runs `METAPREP gaps` on it with the probe file and on a copy without it, then prints and
+writes OUT/gaps-check.csv: the measured change of the step (eager-device over eager-sync,
 medians of untraced steps), what gaps predicts from removing the reads and from removing every
-sync, and the ratio of each prediction to the measured change (the bar: within ±20%).
+sync, each with and without the probe, and the ratio of each prediction to the measured change
+(the bar: within ±20% with the probe).
 """
 
 import argparse
@@ -23,16 +26,23 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import metaprep_host as mh  # noqa: E402
 import reference_loop as rl  # noqa: E402
 
 
 def plain_trace(engine, forwards, steps, path):
-    """`steps` eager-sync steps under a bare torch.profiler, exported gzipped to `path`."""
+    """`steps` eager-sync steps under a bare torch.profiler, exported gzipped to `path`, the
+    profiler-cost probes before the steps and the probe file beside it."""
     torch = rl.torch
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    bare = mh.bare_probes()
     with torch.profiler.profile(activities=acts) as prof:
+        inside = mh.profiled_probes()
         rl.run(engine, forwards, "eager-sync", 1, steps)
+    bare_after = mh.bare_probes()
+    bare = {k: v + bare_after[k] for k, v in bare.items()}
     plain = path[:-len(".gz")]
+    mh.write_probe_file(plain, bare, inside)
     prof.export_chrome_trace(plain)
     with open(plain, "rb") as src, gzip.open(path, "wb") as dst:
         shutil.copyfileobj(src, dst)
@@ -63,32 +73,38 @@ def main(argv=None):
             measured = 100.0 * (step["eager-device"] / step["eager-sync"] - 1.0)
             trace = os.path.join(args.out, f"trace-f{f:g}-bs{bs}.json.gz")
             plain_trace(engine, forwards, args.trace_steps, trace)
-            out = os.path.join(args.out, f"gaps-f{f:g}-bs{bs}")
-            shutil.rmtree(out, ignore_errors=True)
-            p = subprocess.run([args.metaprep, "gaps", trace, "--out", out, "--json"],
-                               capture_output=True, text=True)
-            if p.returncode != 0:
-                print(f"f {f:g} bs {bs}: gaps exit {p.returncode}: {p.stderr.strip()}")
-                rows.append([f, bs, step["eager-sync"], step["eager-device"], measured,
-                             "", "", "", "", p.stderr.strip().splitlines()[-1:]])
-                continue
-            g = json.loads(p.stdout)[0]
-            period = g["period_us"]["median"]
-            reads = -100.0 * g["win_us"]["median"] / period
-            every = -100.0 * g["every_sync_win_us"]["median"] / period
+            # The same trace without its probe file: what gaps says of a bare recording.
+            unprobed = os.path.join(args.out, f"unprobed-f{f:g}-bs{bs}.json.gz")
+            shutil.copyfile(trace, unprobed)
             ratio = lambda x: x / measured if measured else float("nan")  # noqa: E731
-            sites = "; ".join(f"{s['site']['kind']} {s['site']['op']}"
-                              for s in g["sites"] if s["calls_per_step"] > 0)
-            rows.append([f, bs, step["eager-sync"], step["eager-device"], measured, reads,
-                         ratio(reads), every, ratio(every), sites])
-            print(f"f {f:g} bs {bs}: measured {measured:+.1f}%, gaps reads {reads:+.1f}% "
-                  f"({ratio(reads):.2f}x), every sync {every:+.1f}% ({ratio(every):.2f}x); "
-                  f"sites: {sites}", flush=True)
+            row = [f, bs, step["eager-sync"], step["eager-device"], measured]
+            for name, path in (("gaps", trace), ("unprobed", unprobed)):
+                out = os.path.join(args.out, f"{name}-f{f:g}-bs{bs}")
+                shutil.rmtree(out, ignore_errors=True)
+                p = subprocess.run([args.metaprep, "gaps", path, "--out", out, "--json"],
+                                   capture_output=True, text=True)
+                if p.returncode != 0:
+                    print(f"f {f:g} bs {bs} {name}: gaps exit {p.returncode}: {p.stderr.strip()}")
+                    row += ["", "", "", "", p.stderr.strip().splitlines()[-1:]]
+                    continue
+                g = json.loads(p.stdout)[0]
+                reads = g["itl_change_pct"]["median"]
+                every = -100.0 * g["every_sync_win_us"]["median"] / g["period_us"]["median"]
+                sites = "; ".join(f"{s['site']['kind']} {s['site']['op']}"
+                                  for s in g["sites"] if s["calls_per_step"] > 0)
+                row += [reads, ratio(reads), every, ratio(every), sites]
+                print(f"f {f:g} bs {bs} {name}: measured {measured:+.1f}%, gaps reads "
+                      f"{reads:+.1f}% ({ratio(reads):.2f}x), every sync {every:+.1f}% "
+                      f"({ratio(every):.2f}x); sites: {sites}", flush=True)
+            rows.append(row)
     with open(os.path.join(args.out, "gaps-check.csv"), "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["forward_us", "batch_size", "eager_sync_step_us", "eager_device_step_us",
                     "measured_change_pct", "gaps_reads_change_pct", "reads_ratio",
-                    "gaps_every_sync_change_pct", "every_sync_ratio", "sites"])
+                    "gaps_every_sync_change_pct", "every_sync_ratio", "sites",
+                    "unprobed_reads_change_pct", "unprobed_reads_ratio",
+                    "unprobed_every_sync_change_pct", "unprobed_every_sync_ratio",
+                    "unprobed_sites"])
         w.writerows(rows)
     return 0
 

@@ -59,6 +59,7 @@
 mod analysis;
 mod derive;
 mod probe;
+pub mod profiler_cost;
 mod report;
 pub mod trace;
 pub mod validate;
@@ -66,7 +67,7 @@ pub mod validate;
 #[cfg(test)]
 mod by_batch_tests;
 #[cfg(test)]
-mod synthetic;
+pub(crate) mod synthetic;
 
 use crate::model::host_profile::HostProfile;
 use analysis::Analysis;
@@ -77,6 +78,8 @@ use std::path::{Path, PathBuf};
 use trace::Trace;
 
 pub use probe::probe_path;
+#[cfg(test)]
+pub(crate) use probe::EventCosts;
 
 /// What `metaprep calibrate` was asked for.
 #[derive(Debug, Clone)]

@@ -3,6 +3,7 @@
 
 use super::common::usage;
 use super::out_folder::{empty_out, write_run_folder};
+use crate::calibrate::profiler_cost;
 use crate::calibrate::trace::Trace;
 use crate::exit::Exit;
 use crate::gaps::report::markdown;
@@ -16,6 +17,9 @@ use std::process::ExitCode;
 pub struct GapsArgs {
     /// torch.profiler Chrome traces (plain or gzipped) of a decode loop; two give a before and
     /// an after side by side.
+    ///
+    /// A probe file beside a trace (`x.probe.json`, scripts/metaprep_host.py) takes the
+    /// profiler's own cost off its steps.
     #[arg(required = true, value_name = "TRACE")]
     pub(crate) traces: Vec<PathBuf>,
     /// The region, op or Python frame that runs once a decode step (default: torch.profiler's
@@ -41,10 +45,13 @@ pub(crate) fn gaps(args: &GapsArgs) -> Result<ExitCode> {
     let analysed: Result<Vec<Gaps>> = (args.traces.iter())
         .map(|path| {
             let trace = Trace::read(path)?;
+            let file = path.display().to_string();
+            let profiler = profiler_cost::beside(&file, path, &trace)?;
             analyse(
-                &path.display().to_string(),
+                &file,
                 &trace,
                 args.step_marker.as_deref(),
+                profiler.as_ref(),
             )
         })
         .collect();

@@ -10,6 +10,7 @@ pub mod report;
 pub mod steps;
 pub mod syncs;
 
+use crate::calibrate::profiler_cost::ProfilerCost;
 use crate::calibrate::trace::{Span, Trace};
 use crate::stats::summary::quantile;
 use anyhow::{anyhow, bail, Result};
@@ -53,8 +54,14 @@ impl Spread {
 /// One step of the loop.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Step {
-    /// From this step's start to the next's, µs.
+    /// From this step's start to the next's, µs, as traced.
     pub period_us: f64,
+    /// What the profiler's events cost the host on the step's critical path, from the probe
+    /// file; 0 without one.
+    pub profiler_us: f64,
+    /// The rest of their cost, hidden behind GPU work: bare, the host would have waited that
+    /// much longer in the step's syncs.
+    pub profiler_hidden_us: f64,
     pub gpu_busy_us: f64,
     /// Each site's (by index into [`Gaps::sites`]) use in the step.
     pub by_site: BTreeMap<usize, SiteInStep>,
@@ -70,15 +77,27 @@ pub struct SiteInStep {
 }
 
 impl Step {
-    /// What removing the syncs of the sites `removed` picks saves, µs: the step becomes the
-    /// longer of its host work (less the time blocked in them) and its GPU work.
+    /// The step without the profiler: the traced step less the profiler's cost on its
+    /// critical path.
+    pub fn bare_us(&self) -> f64 {
+        self.period_us - self.profiler_us
+    }
+
+    /// What removing the syncs of the sites `removed` picks saves, µs: the (bare) step
+    /// becomes the longer of its host work (less the time blocked in them) and its GPU work.
     pub fn win_us(&self, removed: impl Fn(usize) -> bool) -> f64 {
         let blocked: f64 = (self.by_site.iter())
             .filter(|(i, _)| removed(**i))
             .map(|(_, s)| s.blocked_us)
             .sum();
-        let without = (self.period_us - blocked).max(self.gpu_busy_us);
-        (self.period_us - without).max(0.0)
+        let all: f64 = self.by_site.values().map(|s| s.blocked_us).sum();
+        // The hidden profiler time goes to the syncs in proportion to their waits.
+        let hidden = match all > 0.0 {
+            true => self.profiler_hidden_us * blocked / all,
+            false => 0.0,
+        };
+        let without = (self.bare_us() - blocked - hidden).max(self.gpu_busy_us);
+        (self.bare_us() - without).max(0.0)
     }
 }
 
@@ -102,9 +121,15 @@ pub struct Gaps {
     pub file: String,
     /// How the steps were found.
     pub steps_from: String,
+    /// The probe file whose profiler cost was taken off each step; `None`: none was beside
+    /// the trace, and every figure is as traced.
+    pub probe_file: Option<String>,
+    /// The profiler's cost taken off each step, µs.
+    pub profiler_us: Spread,
     pub steps: Vec<Step>,
     /// Every site, the costliest first.
     pub sites: Vec<SiteCost>,
+    /// The step, µs (with the profiler's cost taken off where a probe file gave it).
     pub period_us: Spread,
     pub gpu_idle_us: Spread,
     /// Removing every read: µs a step, and the change of the step (ITL) and of throughput, %.
@@ -115,8 +140,14 @@ pub struct Gaps {
     pub every_sync_win_us: Spread,
 }
 
-/// Analyses `trace` (read from `file`), its steps found as `step_marker` says.
-pub fn analyse(file: &str, trace: &Trace, step_marker: Option<&str>) -> Result<Gaps> {
+/// Analyses `trace` (read from `file`), its steps found as `step_marker` says, with the
+/// profiler's cost taken off where `profiler` has it.
+pub fn analyse(
+    file: &str,
+    trace: &Trace,
+    step_marker: Option<&str>,
+    profiler: Option<&ProfilerCost>,
+) -> Result<Gaps> {
     if trace.gpu.is_empty() && trace.threads.is_empty() {
         bail!(
             "{file}: no torch.profiler events (cpu_op, cuda_runtime, kernel) in it: gaps reads \
@@ -153,19 +184,28 @@ pub fn analyse(file: &str, trace: &Trace, step_marker: Option<&str>) -> Result<G
                 ts: pair[0],
                 end: pair[1],
             };
-            step(period, &busy, &calls, &call_sites, longest)
+            step(period, &busy, &calls, &call_sites, longest, profiler)
         })
         .collect();
     if steps.is_empty() {
         bail!("{file}: {} gave fewer than two steps", source.how);
     }
-    Ok(summarise(file, source.how, steps, sites))
+    let probe_file = profiler.map(|p| p.probe_file.display().to_string());
+    Ok(summarise(file, source.how, probe_file, steps, sites))
 }
 
 /// One step's accounting over `period`: each GPU idle stretch's parts charged to the sync
 /// the host was in when each began (a sync still blocking when the GPU went idle, or one
-/// begun while it was), up to the next such sync; the parts before any are no sync's.
-fn step(period: Span, busy: &[Span], calls: &[SyncCall], sites: &[usize], longest: f64) -> Step {
+/// begun while it was), up to the next such sync; the parts before any are no sync's. The
+/// profiler's cost counts where the host set the step's pace ([`critical_profiler_us`]).
+fn step(
+    period: Span,
+    busy: &[Span],
+    calls: &[SyncCall],
+    sites: &[usize],
+    longest: f64,
+    profiler: Option<&ProfilerCost>,
+) -> Step {
     // Only the GPU work and the calls that can reach into the period (none lasts longer than
     // `longest`): a trace holds many steps, and each is read alone.
     let busy = &busy[busy.partition_point(|b| b.end <= period.ts)..];
@@ -182,7 +222,10 @@ fn step(period: Span, busy: &[Span], calls: &[SyncCall], sites: &[usize], longes
             at.blocked_us += overlap(call.span, period);
         }
     }
-    for idle in idle_stretches(busy, period) {
+    let idle = idle_stretches(busy, period);
+    let (profiler_us, profiler_hidden_us) =
+        profiler.map_or((0.0, 0.0), |p| profiler_split_us(p, period, &idle, calls));
+    for idle in idle {
         let blocking: Vec<(usize, &SyncCall)> = (calls.iter().enumerate())
             .filter(|(_, c)| c.span.ts < idle.end && c.span.end > idle.ts)
             .collect();
@@ -196,12 +239,40 @@ fn step(period: Span, busy: &[Span], calls: &[SyncCall], sites: &[usize], longes
     }
     Step {
         period_us: period.dur(),
+        profiler_us,
+        profiler_hidden_us,
         gpu_busy_us,
         by_site,
     }
 }
 
-fn summarise(file: &str, steps_from: String, steps: Vec<Step>, sites: Vec<Site>) -> Gaps {
+/// The profiler's cost in a step, split: on the critical path (its events' cost spread evenly
+/// over the host's active time, not blocked in a sync, times the active time in which the
+/// GPU idled, where the host set the pace) and hidden behind GPU work (the rest).
+fn profiler_split_us(
+    p: &ProfilerCost,
+    period: Span,
+    idle: &[Span],
+    calls: &[SyncCall],
+) -> (f64, f64) {
+    let blocked = |within: Span| -> f64 { calls.iter().map(|c| overlap(c.span, within)).sum() };
+    let active = period.dur() - blocked(period);
+    let critical: f64 = idle.iter().map(|&s| s.dur() - blocked(s)).sum();
+    let all = p.in_span(period);
+    if active <= 0.0 {
+        return (0.0, all);
+    }
+    let on_path = (all * critical / active).min(critical);
+    (on_path, all - on_path)
+}
+
+fn summarise(
+    file: &str,
+    steps_from: String,
+    probe_file: Option<String>,
+    steps: Vec<Step>,
+    sites: Vec<Site>,
+) -> Gaps {
     let spread = |f: &dyn Fn(&Step) -> f64| Spread::of(&steps.iter().map(f).collect::<Vec<_>>());
     let is_read: Vec<bool> = sites.iter().map(|s| s.kind == SyncKind::Read).collect();
     let reads_win = |s: &Step| s.win_us(|i| is_read[i]);
@@ -227,12 +298,14 @@ fn summarise(file: &str, steps_from: String, steps: Vec<Step>, sites: Vec<Site>)
     Gaps {
         file: file.to_string(),
         steps_from,
-        period_us: spread(&|s| s.period_us),
-        gpu_idle_us: spread(&|s| s.period_us - s.gpu_busy_us),
+        probe_file,
+        profiler_us: spread(&|s| s.profiler_us),
+        period_us: spread(&Step::bare_us),
+        gpu_idle_us: spread(&|s| s.bare_us() - s.gpu_busy_us),
         win_us: spread(&reads_win),
-        itl_change_pct: spread(&|s| -100.0 * reads_win(s) / s.period_us),
+        itl_change_pct: spread(&|s| -100.0 * reads_win(s) / s.bare_us()),
         throughput_change_pct: spread(&|s| {
-            100.0 * (s.period_us / (s.period_us - reads_win(s)) - 1.0)
+            100.0 * (s.bare_us() / (s.bare_us() - reads_win(s)) - 1.0)
         }),
         every_sync_win_us: spread(&|s| s.win_us(|_| true)),
         sites: costs,

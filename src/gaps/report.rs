@@ -97,6 +97,26 @@ fn site_row(out: &mut String, rank: usize, s: &SiteCost) {
     );
 }
 
+/// What the figures make of the profiler's own cost.
+fn profiler_line(g: &Gaps) -> String {
+    match &g.probe_file {
+        Some(probe) => format!(
+            "The profiler's own cost, fitted from {}, is taken off: {} µs a step on the \
+             step's critical path (its events' cost over the host's active time, times the \
+             active time the GPU idled), and what it hid behind GPU work is added to the \
+             syncs' waits.",
+            code(probe),
+            us(&g.profiler_us)
+        ),
+        None => "No probe file is beside the trace, so every figure is as traced: host times \
+                 under `torch.profiler` are 1.5-2.5× their bare cost, which stretches the step \
+                 and shortens the waits the reads would free, and the change can be far off \
+                 either way. Record with `scripts/metaprep_host.py`'s probes beside the trace \
+                 (docs/gaps.md)."
+            .into(),
+    }
+}
+
 /// The whole summary.md.
 pub fn markdown(g: &Gaps) -> String {
     let mut out = headline(g);
@@ -118,8 +138,8 @@ pub fn markdown(g: &Gaps) -> String {
          host was blocked in when it began (or that began during it), up to the next sync: the \
          wait, and the host work between the sync's return and the next launch. A read copies \
          device data to the host (`.item()`, `.tolist()`); an upload waits for a copy from \
-         pageable memory. Host times under `torch.profiler` are 1.5-2.5× their bare cost, so \
-         this is an upper bound.\n"
+         pageable memory. {}\n",
+        profiler_line(g)
     );
     if g.sites.is_empty() {
         out.push_str("No host sync call in the steps.\n");

@@ -16,7 +16,7 @@ fn site(g: &Gaps, kind: SyncKind) -> &SiteCost {
 
 #[test]
 fn the_small_traces_read_and_upload_are_found_with_their_costs() {
-    let g = analyse("t", &fixture(), None).unwrap();
+    let g = analyse("t", &fixture(), None, None).unwrap();
     assert_eq!(g.steps_from, "torch.profiler's `ProfilerStep#N`");
     assert_eq!(g.steps.len(), 2);
     assert_eq!(g.period_us.median, 1000.0);
@@ -47,7 +47,7 @@ fn the_small_traces_read_and_upload_are_found_with_their_costs() {
 
 #[test]
 fn a_named_marker_gives_the_same_steps_and_a_missing_one_says_how_to_name_one() {
-    let g = analyse("t", &fixture(), Some("step")).unwrap();
+    let g = analyse("t", &fixture(), Some("step"), None).unwrap();
     assert_eq!(g.steps_from, "the `step` marker");
     assert_eq!(g.steps.len(), 2);
     // The marker is the step, not a place in it: the read is still in `draft prep`.
@@ -55,7 +55,7 @@ fn a_named_marker_gives_the_same_steps_and_a_missing_one_says_how_to_name_one() 
         site(&g, SyncKind::Read).site.region.as_deref(),
         Some("draft prep")
     );
-    let e = analyse("t", &fixture(), Some("decode_step"))
+    let e = analyse("t", &fixture(), Some("decode_step"), None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("no two `decode_step` events"), "{e}");
@@ -102,12 +102,12 @@ fn synthetic(steps: usize, period: f64, gpu: f64, wait: f64) -> Trace {
 #[test]
 fn removing_a_read_saves_its_wait_when_the_host_paces_and_the_gpu_idle_when_the_gpu_does() {
     // Host-paced: 1000 µs steps, 100 µs of GPU work, a 60 µs read: the step sheds the wait.
-    let g = analyse("t", &synthetic(5, 1000.0, 100.0, 60.0), None).unwrap();
+    let g = analyse("t", &synthetic(5, 1000.0, 100.0, 60.0), None, None).unwrap();
     assert_eq!(g.steps_from, "the repeating `decode` region");
     assert!((g.win_us.median - 60.0).abs() < 1e-6, "{:?}", g.win_us);
     // GPU-paced: 1000 µs steps, 950 µs of GPU work the read waits for (until 1 µs after it
     // ends): the step can only shrink to the GPU's 950 µs.
-    let g = analyse("t", &synthetic(5, 1000.0, 950.0, 939.5), None).unwrap();
+    let g = analyse("t", &synthetic(5, 1000.0, 950.0, 939.5), None, None).unwrap();
     assert!((g.win_us.median - 50.0).abs() < 1e-6, "{:?}", g.win_us);
     let read = site(&g, SyncKind::Read);
     assert_eq!(read.site.op, "aten::item");
@@ -125,9 +125,9 @@ fn removing_a_read_saves_its_wait_when_the_host_paces_and_the_gpu_idle_when_the_
 fn a_trace_without_gpu_activity_or_steps_is_refused_with_the_fix() {
     let mut no_gpu = fixture();
     no_gpu.gpu.clear();
-    let e = analyse("t", &no_gpu, None).unwrap_err().to_string();
+    let e = analyse("t", &no_gpu, None, None).unwrap_err().to_string();
     assert!(e.contains("ProfilerActivity.CUDA"), "{e}");
-    let e = analyse("t", &Trace::default(), None)
+    let e = analyse("t", &Trace::default(), None, None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("not an Nsight Systems export"), "{e}");
@@ -136,7 +136,7 @@ fn a_trace_without_gpu_activity_or_steps_is_refused_with_the_fix() {
     for thread in no_regions.threads.values_mut() {
         thread.annotations.clear();
     }
-    let g = analyse("t", &no_regions, None).unwrap();
+    let g = analyse("t", &no_regions, None, None).unwrap();
     assert_eq!(
         g.steps_from,
         "the replays of the graph with the most GPU work"
@@ -145,7 +145,9 @@ fn a_trace_without_gpu_activity_or_steps_is_refused_with_the_fix() {
     for thread in no_regions.threads.values_mut() {
         thread.runtime.retain(|e| e.name != "cudaGraphLaunch");
     }
-    let e = analyse("t", &no_regions, None).unwrap_err().to_string();
+    let e = analyse("t", &no_regions, None, None)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("--step-marker NAME"), "{e}");
 }
 
@@ -196,7 +198,7 @@ fn replaying(graphs: &[(f64, u64, f64)]) -> Trace {
 fn with_no_region_the_steps_are_the_replays_of_the_largest_graph() {
     // Each step replays a 40 µs draft graph and a 700 µs forward graph.
     let trace = replaying(&[(200.0, 1, 40.0), (300.0, 1, 700.0)]);
-    let g = analyse("t", &trace, None).unwrap();
+    let g = analyse("t", &trace, None, None).unwrap();
     assert_eq!(
         g.steps_from,
         "the replays of the graph with the most GPU work"
@@ -211,7 +213,89 @@ fn two_graphs_of_equal_gpu_work_are_told_apart_by_their_kernels() {
     // As in reference_loop.py: a draft graph of three 100 µs kernels and a verify graph of
     // one 300 µs kernel, each replayed once a step. Only one of them marks the steps.
     let trace = replaying(&[(200.0, 3, 300.0), (600.0, 1, 300.0)]);
-    let g = analyse("t", &trace, None).unwrap();
+    let g = analyse("t", &trace, None, None).unwrap();
     assert_eq!(g.steps.len(), 4, "{:?}", g.period_us);
     assert_eq!(g.period_us.median, 1000.0);
+}
+
+/// A host-bound decode loop recorded as torch.profiler lays it out: per `ProfilerStep#k`,
+/// scheduler work, ten ops of a 20 µs kernel each, a read, five more ops and a 150 µs
+/// forward; with `costs`, every recorded event costs the host what they say, and the
+/// profiler-cost probes run first (their probe file returned beside the trace).
+fn recorded_loop(costs: Option<crate::calibrate::EventCosts>) -> (String, Option<String>) {
+    use crate::calibrate::synthetic::{probe_file, Op, Synth};
+    let mut s = Synth::new(costs);
+    let probe = costs.map(|_| {
+        let (probes, _) = s.probes(50);
+        probe_file(&probes, 10.0)
+    });
+    let op = |s: &mut Synth, kernel: &[f64]| {
+        s.op(Op {
+            name: "aten::add",
+            bare_us: 8.0,
+            nested: 1,
+            kernels: kernel,
+        })
+    };
+    for k in 0..12 {
+        s.range(&format!("ProfilerStep#{k}"), |s| {
+            s.host(300.0);
+            for _ in 0..10 {
+                op(s, &[20.0]);
+            }
+            s.read(30.0);
+            for _ in 0..5 {
+                op(s, &[20.0]);
+            }
+            op(s, &[150.0]);
+            s.host(100.0);
+        });
+    }
+    (s.into_json(), probe)
+}
+
+#[test]
+fn a_probe_file_beside_the_trace_takes_the_profilers_cost_off_each_step() {
+    use crate::calibrate::profiler_cost;
+    use crate::calibrate::synthetic::COSTS;
+    let dir = tempfile::tempdir().unwrap();
+    let read = |name: &str, (json, probe): (String, Option<String>)| {
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, json).unwrap();
+        if let Some(probe) = probe {
+            std::fs::write(dir.path().join(format!("{name}.probe.json")), probe).unwrap();
+        }
+        (path.clone(), Trace::read(&path).unwrap())
+    };
+    let (_, bare) = read("bare", recorded_loop(None));
+    let (path, traced) = read("traced", recorded_loop(Some(COSTS)));
+    let bare = analyse("bare", &bare, None, None).unwrap();
+    let cost = profiler_cost::beside("traced", &path, &traced)
+        .unwrap()
+        .unwrap();
+    let deflated = analyse("traced", &traced, None, Some(&cost)).unwrap();
+    let raw = analyse("traced", &traced, None, None).unwrap();
+    let (b, d, r) = (
+        bare.period_us.median,
+        deflated.period_us.median,
+        raw.period_us.median,
+    );
+    // The profiler stretches this host-bound step by a tenth; the probe takes it back off.
+    assert!(r > 1.1 * b, "traced {r} against bare {b}");
+    assert!((d / b - 1.0).abs() < 0.02, "deflated {d} against bare {b}");
+    assert!(deflated.profiler_us.median > 0.0 && raw.profiler_us.median == 0.0);
+    assert!(deflated
+        .probe_file
+        .as_deref()
+        .unwrap()
+        .ends_with("traced.probe.json"));
+    // So is what removing the read wins, as a share of the step.
+    let (b, d) = (bare.itl_change_pct.median, deflated.itl_change_pct.median);
+    assert!(b < 0.0 && (d / b - 1.0).abs() < 0.2, "{d}% against {b}%");
+    // A probe file that is no probe file is an error naming it, not a silent fall back to none.
+    std::fs::write(dir.path().join("traced.probe.json"), "{}").unwrap();
+    let e = profiler_cost::beside("traced", &path, &traced)
+        .err()
+        .unwrap();
+    assert!(format!("{e:#}").contains("traced.probe.json"), "{e:#}");
 }

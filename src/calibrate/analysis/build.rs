@@ -11,6 +11,16 @@ type GpuByCorr = BTreeMap<u64, (usize, f64, f64)>;
 
 impl<'t> Analysis<'t> {
     pub fn new(file: &'t str, trace: &'t Trace) -> Result<Analysis<'t>> {
+        Self::build(file, trace, true)
+    }
+
+    /// An analysis of a trace that may hold no steps (what `gaps` reads): its events and
+    /// probes only, with no step to read.
+    pub fn of_events(file: &'t str, trace: &'t Trace) -> Result<Analysis<'t>> {
+        Self::build(file, trace, false)
+    }
+
+    fn build(file: &'t str, trace: &'t Trace, need_steps: bool) -> Result<Analysis<'t>> {
         let threads_with_ops = trace.threads.values().filter(|t| !t.ops.is_empty()).count();
         let (main_key, thread) = main_thread(file, trace)?;
         let mut rts: Vec<Rt> = thread
@@ -34,7 +44,10 @@ impl<'t> Analysis<'t> {
         let (launched, launched_max_end) = mark_busy(&mut rts, &gpu_by_corr);
         let tops = top_ops(trace, thread, &rts, &launches);
         let sync_points = sync_points(thread, &rts, &tops);
-        let (steps, step_kind) = steps(file, thread)?;
+        let (steps, step_kind) = match steps(file, thread) {
+            Err(_) if !need_steps => (Vec::new(), "no steps"),
+            found => found?,
+        };
         let max_gpu_dur = trace.gpu.iter().map(|g| g.span.dur()).fold(0.0, f64::max);
         Ok(Analysis {
             file,
