@@ -65,6 +65,67 @@ fn a_trace_gives_the_answer_first_and_both_files() {
 }
 
 #[test]
+fn a_folder_is_one_run_of_ranks_read_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let ranks = dir.path().join("profile");
+    std::fs::create_dir(&ranks).unwrap();
+    for rank in ["TP-0.trace.json", "TP-1.trace.json"] {
+        std::fs::copy(small_trace(), ranks.join(rank)).unwrap();
+    }
+    // A probe file and other files beside the ranks are no ranks.
+    std::fs::write(ranks.join("notes.txt"), "not a trace").unwrap();
+    let out = dir.path().join("g");
+    let o = metaprep(&[
+        "gaps",
+        ranks.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.starts_with("**Across 2 ranks**"), "{stdout}");
+    assert!(
+        stdout.contains("### The slowest rank most often: `"),
+        "{stdout}"
+    );
+    let across: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("ranks.json")).unwrap()).unwrap();
+    assert_eq!(across[0]["files"].as_array().unwrap().len(), 2);
+    let traces: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("gaps.json")).unwrap()).unwrap();
+    assert_eq!(traces.as_array().unwrap().len(), 2);
+    // A single trace writes no ranks.json.
+    let one = dir.path().join("one");
+    let o = metaprep(&[
+        "gaps",
+        small_trace().to_str().unwrap(),
+        "--out",
+        one.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!one.join("ranks.json").exists());
+    // A folder with no trace is refused, nothing written.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let never = dir.path().join("never");
+    refused(
+        &[
+            "gaps",
+            empty.to_str().unwrap(),
+            "--out",
+            never.to_str().unwrap(),
+        ],
+        &never,
+        "no trace in the folder",
+    );
+}
+
+#[test]
 fn bad_traces_are_refused_naming_what_is_missing_and_nothing_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("never");
@@ -121,7 +182,7 @@ fn bad_traces_are_refused_naming_what_is_missing_and_nothing_is_written() {
     // Flags.
     let t = small_trace();
     let t = t.to_str().unwrap();
-    refused(&["gaps", t, t, t, "--out", o], &out, "one trace, or two");
+    refused(&["gaps", t, t, t, "--out", o], &out, "one run, or two");
     refused(
         &["gaps", "no-such.json", "--out", o],
         &out,

@@ -6,6 +6,7 @@ use super::out_folder::{empty_out, write_run_folder};
 use crate::calibrate::profiler_cost;
 use crate::calibrate::trace::Trace;
 use crate::exit::Exit;
+use crate::gaps::ranks::{across, AcrossRanks};
 use crate::gaps::report::markdown;
 use crate::gaps::{analyse, Gaps};
 use anyhow::{bail, Context, Result};
@@ -15,11 +16,12 @@ use std::process::ExitCode;
 
 #[derive(Args)]
 pub struct GapsArgs {
-    /// torch.profiler Chrome traces (plain or gzipped) of a decode loop; two give a before and
-    /// an after side by side.
+    /// torch.profiler Chrome traces (plain or gzipped) of a decode loop, or folders of one
+    /// trace a rank; two give a before and an after side by side.
     ///
-    /// A probe file beside a trace (`x.probe.json`, scripts/metaprep_host.py) takes the
-    /// profiler's own cost off its steps.
+    /// A folder's traces (every `*.json` and `*.json.gz` in it) are one run's ranks, read
+    /// together: each step as its slowest rank sets it. A probe file beside a trace
+    /// (`x.probe.json`, scripts/metaprep_host.py) takes the profiler's own cost off its steps.
     #[arg(required = true, value_name = "TRACE")]
     pub(crate) traces: Vec<PathBuf>,
     /// The region, op or Python frame that runs once a decode step (default: torch.profiler's
@@ -34,37 +36,31 @@ pub struct GapsArgs {
     pub(crate) json: bool,
 }
 
-/// Most traces one run reads: a before and an after.
-const MAX_TRACES: usize = 2;
+/// Most runs one call reads: a before and an after.
+const MAX_RUNS: usize = 2;
 
 pub(crate) fn gaps(args: &GapsArgs) -> Result<ExitCode> {
-    let out = match usage(check(args)) {
-        Ok(out) => out,
+    let (out, runs) = match usage(check(args)) {
+        Ok(checked) => checked,
         Err(code) => return Ok(code),
     };
-    let analysed: Result<Vec<Gaps>> = (args.traces.iter())
-        .map(|path| {
-            let trace = Trace::read(path)?;
-            let file = path.display().to_string();
-            let profiler = profiler_cost::beside(&file, path, &trace)?;
-            analyse(
-                &file,
-                &trace,
-                args.step_marker.as_deref(),
-                profiler.as_ref(),
-            )
-        })
-        .collect();
-    let analysed = match usage(analysed) {
+    let analysed = match usage(analyse_runs(&runs, args.step_marker.as_deref())) {
         Ok(a) => a,
         Err(code) => return Ok(code),
     };
     let summary = summary(&analysed);
-    let json = serde_json::to_string_pretty(&analysed).context("serialising gaps.json")?;
-    let files = [
+    // gaps.json: every trace's accounting; ranks.json: each run's across its ranks.
+    let traces: Vec<&Gaps> = analysed.iter().flat_map(|r| &r.traces).collect();
+    let json = serde_json::to_string_pretty(&traces).context("serialising gaps.json")?;
+    let across: Vec<&Option<AcrossRanks>> = analysed.iter().map(|r| &r.across).collect();
+    let ranks = serde_json::to_string_pretty(&across).context("serialising ranks.json")?;
+    let mut files = vec![
         ("summary.md", summary.as_bytes()),
         ("gaps.json", json.as_bytes()),
     ];
+    if across.iter().any(|a| a.is_some()) {
+        files.push(("ranks.json", ranks.as_bytes()));
+    }
     write_run_folder(&out, "gaps", &files)?;
     if args.json {
         crate::outln!("{json}");
@@ -75,19 +71,71 @@ pub(crate) fn gaps(args: &GapsArgs) -> Result<ExitCode> {
     Ok(Exit::Ok.into())
 }
 
-/// The flags, checked before any trace is read: where the run goes.
-fn check(args: &GapsArgs) -> Result<PathBuf> {
-    if args.traces.len() > MAX_TRACES {
+/// One run as analysed: its traces (one, or one a rank) and, for ranks, the step across them.
+struct AnalysedRun {
+    traces: Vec<Gaps>,
+    across: Option<AcrossRanks>,
+}
+
+fn analyse_runs(runs: &[Vec<PathBuf>], step_marker: Option<&str>) -> Result<Vec<AnalysedRun>> {
+    runs.iter()
+        .map(|run| {
+            let traces = (run.iter())
+                .map(|path| {
+                    let trace = Trace::read(path)?;
+                    let file = path.display().to_string();
+                    let profiler = profiler_cost::beside(&file, path, &trace)?;
+                    analyse(&file, &trace, step_marker, profiler.as_ref())
+                })
+                .collect::<Result<Vec<Gaps>>>()?;
+            let across = (traces.len() > 1).then(|| across(&traces)).transpose()?;
+            Ok(AnalysedRun { traces, across })
+        })
+        .collect()
+}
+
+/// A run's traces: the file named, or a folder's traces (its ranks), in name order.
+fn run_traces(path: &std::path::Path) -> Result<Vec<PathBuf>> {
+    if path.is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    if !path.is_dir() {
+        bail!("{}: no such trace file or folder", path.display());
+    }
+    let listed = std::fs::read_dir(path)
+        .with_context(|| format!("reading the folder {}", path.display()))?;
+    let mut traces: Vec<PathBuf> = (listed.filter_map(|e| e.ok().map(|e| e.path())))
+        .filter(|p| {
+            let name = p
+                .file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into());
+            p.is_file()
+                && (name.ends_with(".json") || name.ends_with(".json.gz"))
+                && !name.ends_with(".probe.json")
+        })
+        .collect();
+    traces.sort();
+    if traces.is_empty() {
         bail!(
-            "{} traces given: gaps reads one trace, or two (a before and an after)",
+            "{}: no trace in the folder (*.json or *.json.gz, one a rank)",
+            path.display()
+        );
+    }
+    Ok(traces)
+}
+
+/// The flags, checked before any trace is read: where the run goes, and each run's traces.
+fn check(args: &GapsArgs) -> Result<(PathBuf, Vec<Vec<PathBuf>>)> {
+    if args.traces.len() > MAX_RUNS {
+        bail!(
+            "{} traces given: gaps reads one run, or two (a before and an after), each a trace \
+             or a folder of one trace a rank",
             args.traces.len()
         );
     }
-    for path in &args.traces {
-        if !path.is_file() {
-            bail!("{}: no such trace file", path.display());
-        }
-    }
+    let runs = (args.traces.iter())
+        .map(|p| run_traces(p))
+        .collect::<Result<Vec<_>>>()?;
     if args
         .step_marker
         .as_deref()
@@ -97,25 +145,41 @@ fn check(args: &GapsArgs) -> Result<PathBuf> {
     }
     let out = (args.out.clone()).unwrap_or_else(|| super::common::default_out("gaps"));
     empty_out(&out)?;
-    Ok(out)
+    Ok((out, runs))
 }
 
-/// One trace's summary, or a before/after table then each trace's.
-fn summary(analysed: &[Gaps]) -> String {
+/// One run's summary, or a before/after table then each run's; a run of ranks leads with the
+/// step across them, then its slowest rank's whole summary.
+fn summary(analysed: &[AnalysedRun]) -> String {
     let mut out = String::new();
     if let [before, after] = analysed {
         out.push_str(&side_by_side(before, after));
     }
-    for (i, g) in analysed.iter().enumerate() {
+    for (i, run) in analysed.iter().enumerate() {
         if analysed.len() > 1 {
             out.push_str(&format!("\n## {}\n\n", ["Before", "After"][i]));
         }
-        out.push_str(&markdown(g));
+        match &run.across {
+            None => out.push_str(&markdown(&run.traces[0])),
+            Some(across) => {
+                out.push_str(&across.markdown(&run.traces));
+                let slowest = &run.traces[across.slowest_rank()];
+                let file = &slowest.file;
+                out.push_str(&format!("\n### The slowest rank most often: `{file}`\n\n"));
+                out.push_str(&markdown(slowest));
+            }
+        }
     }
     out
 }
 
-fn side_by_side(before: &Gaps, after: &Gaps) -> String {
+/// Before → after: a run of one trace by its figures, a run of ranks by the step across them.
+fn side_by_side(before: &AnalysedRun, after: &AnalysedRun) -> String {
+    let figures = |run: &AnalysedRun| match &run.across {
+        Some(a) => (a.period_us.median, a.win_us.median),
+        None => (run.traces[0].period_us.median, run.traces[0].win_us.median),
+    };
+    let (before, after) = (figures(before), figures(after));
     use crate::report::format::fmt_num;
     let row = |name: &str, b: f64, a: f64| {
         format!(
@@ -129,20 +193,11 @@ fn side_by_side(before: &Gaps, after: &Gaps) -> String {
         "**Before → after** (medians over each trace's steps)\n\n\
          | | before | after | change |\n|---|---:|---:|---:|\n",
     );
+    out.push_str(&row("step, µs", before.0, after.0));
     out.push_str(&row(
-        "step, µs",
-        before.period_us.median,
-        after.period_us.median,
-    ));
-    out.push_str(&row(
-        "GPU idle, µs a step",
-        before.gpu_idle_us.median,
-        after.gpu_idle_us.median,
-    ));
-    out.push_str(&row(
-        "removing every sync would save, µs a step",
-        before.win_us.median,
-        after.win_us.median,
+        "removing the reads would save, µs a step",
+        before.1,
+        after.1,
     ));
     out
 }

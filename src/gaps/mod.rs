@@ -6,6 +6,7 @@
 //! from one step's start to the next's (what the loop delivers per step); its GPU idle
 //! stretches are charged to the sync the host was blocked in when each began.
 
+pub mod ranks;
 pub mod report;
 pub mod steps;
 pub mod syncs;
@@ -63,8 +64,11 @@ pub struct Step {
     /// much longer in the step's syncs.
     pub profiler_hidden_us: f64,
     pub gpu_busy_us: f64,
-    /// Each site's (by index into [`Gaps::sites`]) use in the step.
+    /// Each site's use in the step, by the site's index in the order the trace first met
+    /// them.
     pub by_site: BTreeMap<usize, SiteInStep>,
+    /// What removing the step's reads saves it, µs.
+    pub reads_win_us: f64,
 }
 
 /// A site in one step: its calls, the host's time blocked in them and the GPU idle charged
@@ -243,6 +247,7 @@ fn step(
         profiler_hidden_us,
         gpu_busy_us,
         by_site,
+        reads_win_us: 0.0,
     }
 }
 
@@ -270,12 +275,15 @@ fn summarise(
     file: &str,
     steps_from: String,
     probe_file: Option<String>,
-    steps: Vec<Step>,
+    mut steps: Vec<Step>,
     sites: Vec<Site>,
 ) -> Gaps {
-    let spread = |f: &dyn Fn(&Step) -> f64| Spread::of(&steps.iter().map(f).collect::<Vec<_>>());
     let is_read: Vec<bool> = sites.iter().map(|s| s.kind == SyncKind::Read).collect();
-    let reads_win = |s: &Step| s.win_us(|i| is_read[i]);
+    for step in steps.iter_mut() {
+        step.reads_win_us = step.win_us(|i| is_read[i]);
+    }
+    let spread = |f: &dyn Fn(&Step) -> f64| Spread::of(&steps.iter().map(f).collect::<Vec<_>>());
+    let reads_win = |s: &Step| s.reads_win_us;
     let mut costs: Vec<SiteCost> = (sites.into_iter().enumerate())
         // A sync outside every step (before the first, after the last) is no step's.
         .filter(|(i, _)| steps.iter().any(|s| s.by_site.contains_key(i)))

@@ -10,7 +10,7 @@ use std::fmt::Write;
 const SITES_SHOWN: usize = 20;
 
 /// `median [p10, p90]` of a spread of µs.
-fn us(s: &Spread) -> String {
+pub(super) fn us(s: &Spread) -> String {
     format!(
         "{} [{}, {}]",
         fmt_num(s.median),
@@ -28,7 +28,7 @@ fn count(x: f64) -> String {
 }
 
 /// `-9.8% [-10.3, -9.1]` of a spread of percentages.
-fn pct(s: &Spread) -> String {
+pub(super) fn pct(s: &Spread) -> String {
     format!("{:+.1}% [{:+.1}, {:+.1}]", s.median, s.p10, s.p90)
 }
 

@@ -299,3 +299,30 @@ fn a_probe_file_beside_the_trace_takes_the_profilers_cost_off_each_step() {
         .unwrap();
     assert!(format!("{e:#}").contains("traced.probe.json"), "{e:#}");
 }
+
+#[test]
+fn across_ranks_the_slowest_rank_sets_each_step_and_what_removing_reads_wins() {
+    // Rank 0 waits 300 µs a step in its read, rank 1 only 10 µs but runs 950 µs a step.
+    let r0 = analyse("r0", &synthetic(6, 1000.0, 100.0, 300.0), None, None).unwrap();
+    let r1 = analyse("r1", &synthetic(6, 950.0, 100.0, 10.0), None, None).unwrap();
+    assert!((r0.win_us.median - 300.0).abs() < 1.0, "{:?}", r0.win_us);
+    let a = ranks::across(&[r0.clone(), r1.clone()]).unwrap();
+    assert_eq!(
+        (a.steps, a.files.clone()),
+        (5, vec!["r0".into(), "r1".into()])
+    );
+    assert_eq!(a.slowest_share, [1.0, 0.0]);
+    assert_eq!(a.slowest_rank(), 0);
+    assert!((a.period_us.median - 1000.0).abs() < 1e-6);
+    // Without its reads rank 0 takes 700 µs, so rank 1's 940 sets the step: 60 µs saved,
+    // not the 300 rank 0 alone would say.
+    assert!((a.win_us.median - 60.0).abs() < 1.0, "{:?}", a.win_us);
+    assert!((a.itl_change_pct.median + 6.0).abs() < 0.1);
+    let md = a.markdown(&[r0.clone(), r1]);
+    assert!(md.starts_with("**Across 2 ranks**"), "{md}");
+    assert!(
+        md.contains("| 0 | `r0` |") && md.contains("| 100% of steps |"),
+        "{md}"
+    );
+    assert!(ranks::across(&[r0]).is_err(), "one rank is no set of ranks");
+}
