@@ -54,6 +54,14 @@ fn a_trace_gives_the_answer_first_and_both_files() {
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("gaps.json")).unwrap()).unwrap();
     assert_eq!(json[0]["sites"][0]["site"]["kind"], "read");
+    assert!(
+        stdout.contains("![Three typical steps](timeline.png)"),
+        "{stdout}"
+    );
+    assert!(std::fs::read(out.join("timeline.png"))
+        .unwrap()
+        .starts_with(b"\x89PNG"));
+    assert!(out.join("timeline.svg").is_file());
     // Two traces: a before and an after, side by side first.
     let out2 = dir.path().join("g2");
     let t = trace.to_str().unwrap();
@@ -62,6 +70,9 @@ fn a_trace_gives_the_answer_first_and_both_files() {
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.starts_with("**Before → after**"), "{stdout}");
     assert!(stdout.contains("## Before") && stdout.contains("## After"));
+    for name in ["timeline-before.png", "timeline-after.svg"] {
+        assert!(out2.join(name).is_file(), "{name}");
+    }
 }
 
 #[test]

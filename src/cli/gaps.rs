@@ -6,6 +6,7 @@ use super::out_folder::{empty_out, write_run_folder};
 use crate::calibrate::profiler_cost;
 use crate::calibrate::trace::Trace;
 use crate::exit::Exit;
+use crate::gaps::chart::timeline_chart;
 use crate::gaps::ranks::{across, AcrossRanks};
 use crate::gaps::report::markdown;
 use crate::gaps::{analyse, Gaps};
@@ -61,6 +62,12 @@ pub(crate) fn gaps(args: &GapsArgs) -> Result<ExitCode> {
     if across.iter().any(|a| a.is_some()) {
         files.push(("ranks.json", ranks.as_bytes()));
     }
+    let charts = charts(&analysed)?;
+    files.extend(
+        charts
+            .iter()
+            .map(|(name, bytes)| (name.as_str(), &bytes[..])),
+    );
     write_run_folder(&out, "gaps", &files)?;
     if args.json {
         crate::outln!("{json}");
@@ -148,6 +155,30 @@ fn check(args: &GapsArgs) -> Result<(PathBuf, Vec<Vec<PathBuf>>)> {
     Ok((out, runs))
 }
 
+/// A run's timeline chart is its trace's, or its slowest rank's: `timeline.png` and `.svg`,
+/// `-before`/`-after` in the name where there are two runs.
+fn chart_name(analysed: &[AnalysedRun], run: usize) -> String {
+    match analysed.len() {
+        1 => "timeline".into(),
+        _ => format!("timeline-{}", ["before", "after"][run]),
+    }
+}
+
+fn charted(run: &AnalysedRun) -> &Gaps {
+    &run.traces[run.across.as_ref().map_or(0, AcrossRanks::slowest_rank)]
+}
+
+fn charts(analysed: &[AnalysedRun]) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut files = Vec::new();
+    for (i, run) in analysed.iter().enumerate() {
+        let (png, svg) = timeline_chart(charted(run))?;
+        let name = chart_name(analysed, i);
+        files.push((format!("{name}.png"), png));
+        files.push((format!("{name}.svg"), svg.into_bytes()));
+    }
+    Ok(files)
+}
+
 /// One run's summary, or a before/after table then each run's; a run of ranks leads with the
 /// step across them, then its slowest rank's whole summary.
 fn summary(analysed: &[AnalysedRun]) -> String {
@@ -159,16 +190,14 @@ fn summary(analysed: &[AnalysedRun]) -> String {
         if analysed.len() > 1 {
             out.push_str(&format!("\n## {}\n\n", ["Before", "After"][i]));
         }
-        match &run.across {
-            None => out.push_str(&markdown(&run.traces[0])),
-            Some(across) => {
-                out.push_str(&across.markdown(&run.traces));
-                let slowest = &run.traces[across.slowest_rank()];
-                let file = &slowest.file;
-                out.push_str(&format!("\n### The slowest rank most often: `{file}`\n\n"));
-                out.push_str(&markdown(slowest));
-            }
+        if let Some(across) = &run.across {
+            out.push_str(&across.markdown(&run.traces));
+            let file = &charted(run).file;
+            out.push_str(&format!("\n### The slowest rank most often: `{file}`\n\n"));
         }
+        out.push_str(&markdown(charted(run)));
+        let name = chart_name(analysed, i);
+        out.push_str(&format!("\n![Three typical steps]({name}.png)\n"));
     }
     out
 }

@@ -6,10 +6,12 @@
 //! from one step's start to the next's (what the loop delivers per step); its GPU idle
 //! stretches are charged to the sync the host was blocked in when each began.
 
+pub mod chart;
 pub mod ranks;
 pub mod report;
 pub mod steps;
 pub mod syncs;
+pub mod timeline;
 
 use crate::calibrate::profiler_cost::ProfilerCost;
 use crate::calibrate::trace::{Span, Trace};
@@ -18,6 +20,7 @@ use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use syncs::{SyncCall, SyncKind};
+use timeline::Timeline;
 
 /// Where a sync was made: the op or Python call around it and the region it ran in.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -142,6 +145,8 @@ pub struct Gaps {
     pub throughput_change_pct: Spread,
     /// Removing every sync (reads, uploads and other waits), µs a step.
     pub every_sync_win_us: Spread,
+    /// Three typical steps laid out, for the chart.
+    pub timeline: Timeline,
 }
 
 /// Analyses `trace` (read from `file`), its steps found as `step_marker` says, with the
@@ -195,13 +200,18 @@ pub fn analyse(
         bail!("{file}: {} gave fewer than two steps", source.how);
     }
     let probe_file = profiler.map(|p| p.probe_file.display().to_string());
-    Ok(summarise(file, source.how, probe_file, steps, sites))
+    let timeline = Timeline::typical(&steps, &source.starts, &busy, &calls, &call_sites);
+    let mut gaps = summarise(file, source.how, probe_file, steps, sites.clone());
+    // The timeline's sites as the summary orders them.
+    let index_of = |i: usize| gaps.sites.iter().position(|c| c.site == sites[i]);
+    gaps.timeline = timeline.renumbered(index_of);
+    Ok(gaps)
 }
 
 /// One step's accounting over `period`: each GPU idle stretch's parts charged to the sync
 /// the host was in when each began (a sync still blocking when the GPU went idle, or one
 /// begun while it was), up to the next such sync; the parts before any are no sync's. The
-/// profiler's cost counts where the host set the step's pace ([`critical_profiler_us`]).
+/// profiler's cost counts where the host set the step's pace ([`profiler_split_us`]).
 fn step(
     period: Span,
     busy: &[Span],
@@ -229,16 +239,9 @@ fn step(
     let idle = idle_stretches(busy, period);
     let (profiler_us, profiler_hidden_us) =
         profiler.map_or((0.0, 0.0), |p| profiler_split_us(p, period, &idle, calls));
-    for idle in idle {
-        let blocking: Vec<(usize, &SyncCall)> = (calls.iter().enumerate())
-            .filter(|(_, c)| c.span.ts < idle.end && c.span.end > idle.ts)
-            .collect();
-        for (k, &(i, call)) in blocking.iter().enumerate() {
-            let from = call.span.ts.max(idle.ts);
-            let to = blocking
-                .get(k + 1)
-                .map_or(idle.end, |(_, next)| next.span.ts.max(from));
-            by_site.entry(sites[i]).or_default().idle_us += to - from;
+    for (part, site) in charged(&idle, calls, sites) {
+        if let Some(site) = site {
+            by_site.entry(site).or_default().idle_us += part.dur();
         }
     }
     Step {
@@ -316,9 +319,46 @@ fn summarise(
             100.0 * (s.bare_us() / (s.bare_us() - reads_win(s)) - 1.0)
         }),
         every_sync_win_us: spread(&|s| s.win_us(|_| true)),
+        timeline: Timeline::default(),
         sites: costs,
         steps,
     }
+}
+
+/// Each of the `idle` stretches cut at the syncs blocking in it, with the site of `sites`
+/// (one a call) each part is charged to: the sync the host was in when it began, or that
+/// began during it, up to the next; the part before any is no sync's.
+pub(crate) fn charged(
+    idle: &[Span],
+    calls: &[SyncCall],
+    sites: &[usize],
+) -> Vec<(Span, Option<usize>)> {
+    let mut out = Vec::new();
+    for idle in idle {
+        let blocking: Vec<(usize, &SyncCall)> = (calls.iter().enumerate())
+            .filter(|(_, c)| c.span.ts < idle.end && c.span.end > idle.ts)
+            .collect();
+        let first = blocking
+            .first()
+            .map_or(idle.end, |(_, c)| c.span.ts.max(idle.ts));
+        if first > idle.ts {
+            out.push((
+                Span {
+                    ts: idle.ts,
+                    end: first,
+                },
+                None,
+            ));
+        }
+        for (k, &(i, call)) in blocking.iter().enumerate() {
+            let from = call.span.ts.max(idle.ts);
+            let to = blocking
+                .get(k + 1)
+                .map_or(idle.end, |(_, next)| next.span.ts.max(from));
+            out.push((Span { ts: from, end: to }, Some(sites[i])));
+        }
+    }
+    out
 }
 
 /// The union of `spans`, sorted and disjoint.
@@ -336,7 +376,7 @@ pub fn merged(spans: impl Iterator<Item = Span>) -> Vec<Span> {
 }
 
 /// The stretches of `period` in which no GPU work ran.
-fn idle_stretches(busy: &[Span], period: Span) -> Vec<Span> {
+pub(crate) fn idle_stretches(busy: &[Span], period: Span) -> Vec<Span> {
     let mut out = Vec::new();
     let mut at = period.ts;
     for b in busy
@@ -357,7 +397,7 @@ fn idle_stretches(busy: &[Span], period: Span) -> Vec<Span> {
     out
 }
 
-fn overlap(a: Span, b: Span) -> f64 {
+pub(crate) fn overlap(a: Span, b: Span) -> f64 {
     (a.end.min(b.end) - a.ts.max(b.ts)).max(0.0)
 }
 

@@ -326,3 +326,38 @@ fn across_ranks_the_slowest_rank_sets_each_step_and_what_removing_reads_wins() {
     );
     assert!(ranks::across(&[r0]).is_err(), "one rank is no set of ranks");
 }
+
+#[test]
+fn the_timeline_lays_out_typical_steps_with_idle_charged_to_the_summarys_sites() {
+    let g = analyse("t", &fixture(), None, None).unwrap();
+    let t = &g.timeline;
+    assert_eq!(
+        (t.steps, t.step_starts_us.as_slice()),
+        (2, &[0.0, 1000.0][..])
+    );
+    assert!((t.span_us - 2000.0).abs() < 1e-6);
+    // The read is the summary's first site; the idle charged to it is what its row says.
+    assert_eq!(g.sites[0].site.kind, SyncKind::Read);
+    let charged: f64 = (t.idle.iter())
+        .filter(|s| s.site == Some(0))
+        .map(|s| s.to_us - s.from_us)
+        .sum();
+    assert!(
+        (charged / 2.0 - g.sites[0].idle_us.median).abs() < 1e-6,
+        "{t:?}"
+    );
+    assert!(
+        t.syncs.iter().any(|s| s.site == Some(1)),
+        "the upload's sync"
+    );
+    assert!(
+        t.idle.iter().any(|s| s.site.is_none()),
+        "idle no sync caused"
+    );
+    let (png, svg) = chart::timeline_chart(&g).unwrap();
+    assert!(png.starts_with(b"\x89PNG"));
+    assert!(
+        svg.contains("Tensor.tolist() in draft prep"),
+        "the legend names the read"
+    );
+}

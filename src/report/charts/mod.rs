@@ -12,6 +12,7 @@
 mod clocks;
 mod heatmap;
 mod lines;
+mod render;
 mod stragglers;
 mod timeline;
 
@@ -21,6 +22,7 @@ pub use lines::{
     bandwidth_chart, host_scale_chart, itl_chart, prep_floor_chart, read_cost_chart,
     read_recovery_chart, step_change_chart, throughput_chart,
 };
+pub(crate) use render::render;
 pub use stragglers::{waits, RankWaits};
 pub use timeline::{parse_trace, timeline_chart, Lane, Span, Trace};
 
@@ -35,7 +37,6 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 /// Size of the multi-panel charts (curves, heatmaps).
 pub const PANEL_CHART_SIZE: (u32, u32) = (1200, 800);
@@ -177,32 +178,15 @@ pub fn chart_files(dir: &Path, name: &str) -> [PathBuf; 2] {
 }
 
 /// A chart's data, drawable on any plotters backend.
-trait Chart {
+pub(crate) trait Chart {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>;
 }
 
 /// Draws `chart` as `<dir>/charts/<name>.png` and `.svg`.
 fn write_chart(dir: &Path, name: &str, size: (u32, u32), chart: &impl Chart) -> Result<Rendered> {
-    register_font()?;
-    let (width, height) = size;
-    let mut rgb = vec![0u8; width as usize * height as usize * 3];
-    {
-        let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
-        chart
-            .draw(&root)
-            .with_context(|| format!("drawing chart {name} (PNG)"))?;
-        root.present().drawn()?;
-    }
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-        chart
-            .draw(&root)
-            .with_context(|| format!("drawing chart {name} (SVG)"))?;
-        root.present().drawn()?;
-    }
+    let (png, svg) = render(name, size, chart)?;
     let [png_path, svg_path] = chart_files(dir, name);
-    write_atomic(&png_path, &encode_png(&rgb, size)?)?;
+    write_atomic(&png_path, &png)?;
     write_atomic(&svg_path, svg.as_bytes())?;
     Ok(Rendered::Files {
         png: png_path,
@@ -210,35 +194,9 @@ fn write_chart(dir: &Path, name: &str, size: (u32, u32), chart: &impl Chart) -> 
     })
 }
 
-fn encode_png(rgb: &[u8], (width, height): (u32, u32)) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut encoder = png::Encoder::new(&mut out, width, height);
-    encoder.set_color(png::ColorType::Rgb);
-    encoder.set_depth(png::BitDepth::Eight);
-    let mut writer = encoder.write_header().context("encoding PNG header")?;
-    writer.write_image_data(rgb).context("encoding PNG data")?;
-    writer.finish().context("finishing PNG")?;
-    Ok(out)
-}
-
-static FONT: &[u8] = include_bytes!("../../../assets/DejaVuSans.ttf");
-
-/// Registers the embedded font as plotters' `sans-serif`, once per process; every text
-/// style in the charts uses that family.
-fn register_font() -> Result<()> {
-    static REGISTERED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
-    REGISTERED
-        .get_or_init(|| {
-            plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
-                .map_err(|_| "the embedded DejaVuSans.ttf is not a valid font".to_string())
-        })
-        .clone()
-        .map_err(|e| anyhow!(e))
-}
-
 /// Plotters' errors are generic over the backend and not `'static`, so `?` cannot carry
 /// them into `anyhow`; this keeps their message.
-trait Drawn<T> {
+pub(crate) trait Drawn<T> {
     fn drawn(self) -> Result<T>;
 }
 
@@ -309,12 +267,12 @@ fn footer(env: &EnvRecord) -> String {
     )
 }
 
-const GREY: RGBColor = RGBColor(90, 90, 90);
-const LIGHT_GREY: RGBColor = RGBColor(225, 225, 225);
+pub(crate) const GREY: RGBColor = RGBColor(90, 90, 90);
+pub(crate) const LIGHT_GREY: RGBColor = RGBColor(225, 225, 225);
 
 /// Even sizes only: plotters' ab_glyph renderer truncates half the size when it places a
 /// glyph, which lifts dots and dashes a pixel above the baseline at odd sizes.
-fn font(size: u32) -> TextStyle<'static> {
+pub(crate) fn font(size: u32) -> TextStyle<'static> {
     debug_assert!(size.is_multiple_of(2), "odd font size {size}");
     ("sans-serif", size).into_font().into()
 }
@@ -421,7 +379,7 @@ fn arm_colour(arm: &str) -> RGBColor {
 }
 
 /// Tableau-10 minus the five arm colours, for anything else that needs a category colour.
-fn categorical(index: usize) -> RGBColor {
+pub(crate) fn categorical(index: usize) -> RGBColor {
     const COLOURS: [RGBColor; 7] = [
         RGBColor(140, 86, 75),
         RGBColor(227, 119, 194),
