@@ -2,7 +2,8 @@
 # Run from inside a bundle (scripts/bundle.sh) on a GPU host with no Rust toolchain.
 #
 #   ./run-on-gpu.sh [STAGE...]     stages: info check tests sweep bench calibrate steps timers nvtx ranks
-#                                  soak eagle ab gaps (default: all but timers, nvtx, ranks, soak, eagle, ab, gaps)
+#                                  soak eagle ab ab-steps gaps (default: all but timers, nvtx, ranks, soak, eagle,
+#                                  ab, ab-steps, gaps)
 #
 # soak runs `check --soak 1000000` of graph and eager-sync for every family at bs 8 block 5
 # (about 3 minutes on an H200). eagle runs `steps --drafter eagle` on the default grid, then
@@ -136,7 +137,10 @@ for stage in "${stages[@]}"; do
             done | tee "$out/nvtx/overhead.txt" ;;
         # The ab gate held to this host: A/A, a planted +20% host slowdown and 1 us more
         # forward, interleaved, AB_RUNS of each (20), new runs stopping after AB_BUDGET_S.
+        # The battery keeps the runs an OUT/ab/battery.csv already holds (another sitting's).
         ab) run ab python3 "$here/ab_battery.py" "$here/metaprep" "$out/ab" --runs "${AB_RUNS:-20}" --budget-s "${AB_BUDGET_S:-1500}" ;;
+        # An A/A over the steps grid: exit 0, no row called, few pairs redone.
+        ab-steps) run ab-steps "$here/metaprep" ab --steps --out "$out/ab-steps" ;;
         # gaps held to reference_loop.py: its eager-sync arm traced plainly, against its
         # untraced eager-sync and eager-device steps (needs python3 with torch on CUDA).
         gaps) run gaps python3 "$here/gaps_check.py" "$here/metaprep" "$out/gaps" ;;
@@ -149,7 +153,7 @@ for stage in "${stages[@]}"; do
                     --gpu-memory-gib 1000 --tp tp1,tp8 --batch-sizes 1,8 --block-sizes 3,5 --out "$out/drafters-$drafter"
                 run "drafters-$drafter-report" "$here/metaprep" report "$out/drafters-$drafter"
             done ;;
-        *) echo "unknown stage $stage: use info check tests sweep bench calibrate steps timers nvtx ranks soak eagle ab gaps"; exit 2 ;;
+        *) echo "unknown stage $stage: use info check tests sweep bench calibrate steps timers nvtx ranks soak eagle ab ab-steps gaps"; exit 2 ;;
     esac
 done
 exit $status
