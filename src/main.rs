@@ -7,7 +7,7 @@ use metaprep::exit::Exit;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    metaprep::gpu::host::process::die_on_closed_pipe();
+    metaprep::gpu::os::process::die_on_closed_pipe();
     let cli = cli::parse();
     match cli::run(cli) {
         Ok(code) => code,

@@ -1,6 +1,6 @@
 //! This process's host memory, as a soak samples it: the resident set and the heap in use.
 
-use crate::gpu::host::memory::{page_size, trim_heap};
+use crate::gpu::os::memory::{page_size, trim_heap};
 use anyhow::{Context, Result};
 
 /// This process's resident set in bytes, from `/proc/self/statm`, after the allocator has
@@ -29,7 +29,7 @@ fn resident_from_statm(statm: &str) -> Result<u64> {
 /// Bytes this process's heap holds allocated (glibc's `mallinfo2`; `None` where it is
 /// missing).
 pub fn host_heap_in_use() -> Option<u64> {
-    crate::gpu::host::memory::heap_in_use()
+    crate::gpu::os::memory::heap_in_use()
 }
 
 #[cfg(test)]

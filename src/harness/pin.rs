@@ -7,8 +7,8 @@
 //! A thread started later inherits the pinned mask: metaprep's own (the NVML sampler) start
 //! through [`spawn_helper`], which keeps them off the measuring CPU.
 
-pub use crate::gpu::host::affinity::allowed_cpus;
-use crate::gpu::host::affinity::set_affinity;
+pub use crate::gpu::os::affinity::allowed_cpus;
+use crate::gpu::os::affinity::set_affinity;
 use anyhow::{bail, ensure, Context, Result};
 use std::cell::RefCell;
 use std::fmt;

@@ -9,7 +9,7 @@
 //! caller sets one, and writes it requests on its stdin where the caller asks for that (`ab`'s
 //! sides).
 
-use crate::gpu::host::process::die_with_parent;
+use crate::gpu::os::process::die_with_parent;
 use anyhow::{Context, Result};
 use std::collections::VecDeque;
 use std::fmt;
@@ -368,7 +368,7 @@ mod tests {
     }
 
     fn alive(pid: u32) -> bool {
-        crate::gpu::host::process::exists(pid)
+        crate::gpu::os::process::exists(pid)
     }
 
     #[test]

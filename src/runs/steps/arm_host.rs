@@ -5,7 +5,7 @@
 
 use super::cell::{ArmProgram, StepCell};
 use super::config::StepsConfig;
-use super::host::HostCosts;
+use super::host_costs::HostCosts;
 use super::prep_run::StepPrep;
 use crate::axes::{Arm, ReadPath};
 use crate::model::host_profile::{HostProfile, Item};

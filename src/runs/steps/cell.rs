@@ -5,7 +5,7 @@
 
 use super::check::StepCheck;
 use super::forward::Forward;
-use super::host::{framework_call, framework_op, spin_until, us, HostCosts};
+use super::host_costs::{framework_call, framework_op, spin_until, us, HostCosts};
 use super::passes::{HostSpan, Marks, SpanOf};
 use super::prep_run::{launch_of, PrepProgram, PrepRun, StepPrep};
 use crate::axes::Arm;

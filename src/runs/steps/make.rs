@@ -5,7 +5,7 @@
 use super::cell::{CellPrep, StepCell};
 use super::config::StepsConfig;
 use super::forward::{forward_label, forward_size, Forward, ModelOf};
-use super::host::{framework_kernel, HostCosts};
+use super::host_costs::{framework_kernel, HostCosts};
 use crate::axes::Layout;
 use crate::axes::ReadPath;
 use crate::gpu::Gpu;

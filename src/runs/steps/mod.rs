@@ -31,7 +31,7 @@
 //! cells it plans), `run` (the loop over cells, host scales, rounds and timelines) and
 //! `notes` (what it writes into env.json about itself); `make` (a cell built: inputs,
 //! forwards, preps), `cell` (a cell's arms made ready and one step run), `arm_host` (an
-//! arm's own host costs where the profile gives it a factor), `host` (host costs as
+//! arm's own host costs where the profile gives it a factor), `host_costs` (host costs as
 //! durations, busy-waits, framework ops), `prep_run` (one prep's host actions inside a
 //! step), `forward` (the forward stand-ins), `passes` (the clean, checked and timeline
 //! passes over a cell), `rows` (a cell's rounds into CSV rows) and `check` (every prep of
@@ -44,7 +44,7 @@ mod cell;
 mod check;
 mod config;
 mod forward;
-mod host;
+mod host_costs;
 mod make;
 mod notes;
 mod passes;

@@ -3,7 +3,7 @@
 //! prep inside a step, reads and uploads topped up to the profile's costs. Apart from the
 //! cell, which only chooses which prep runs when.
 
-use super::host::{framework_call, spin_until, HostCosts};
+use super::host_costs::{framework_call, spin_until, HostCosts};
 use super::passes::{HostSpan, Marks, SpanOf};
 use crate::axes::Arm;
 use crate::gpu::{Gpu, Graph, Launch, StreamHandle};

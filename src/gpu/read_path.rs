@@ -17,7 +17,7 @@
 //! done (then the flag is read once more, and a flag still stale is an error), and gives up
 //! after its timeout with an error that says what the flag held.
 
-use super::host_memory::HostMemory;
+use super::pinned_memory::HostMemory;
 use super::{ensure_not_capturing, Gpu, KernelModule, Launch, StreamHandle};
 use crate::axes::ReadPath;
 use anyhow::{bail, Context, Result};
