@@ -14,11 +14,11 @@
 //! * `metrics` — ITL, throughput, forward occupancy and host-bound gap from a timeline;
 //! * `trace` — a Chrome trace-event (Perfetto) writer for host and GPU timelines.
 
-pub mod collectives;
 pub mod forward;
 pub mod host_profile;
 pub mod memory;
 pub mod metrics;
+pub mod nccl_collectives;
 pub mod post_wait;
 pub mod profile;
 pub mod program;

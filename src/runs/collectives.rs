@@ -5,7 +5,7 @@
 //! over a range of sizes; rank 0 prints the table and the α, β fit.
 
 use crate::gpu::GpuChoice;
-use crate::model::collectives::CollectiveBuffers;
+use crate::model::nccl_collectives::CollectiveBuffers;
 use crate::model::profile::{CollectiveKind, CollectivePlan};
 use crate::results::atomic::write_atomic;
 use crate::runs::rank_world::{RankRole, RankWorld};

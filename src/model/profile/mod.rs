@@ -15,18 +15,18 @@
 //! ([`Link`]), with α from a cited public figure.
 //!
 //! The built-in and custom profiles live in `builtin`, the bytes a GPU streams and holds in
-//! `bytes`, the collectives and their cost in `collectives`, the stand-in forward in
+//! `bytes`, the collectives and their cost in `collective_cost`, the stand-in forward in
 //! `forward`.
 
 mod builtin;
 mod bytes;
-mod collectives;
+mod collective_cost;
 mod forward;
 
 #[cfg(test)]
 mod fixtures;
 
-pub use collectives::{
+pub use collective_cost::{
     collective_latency_us, collective_us, CollectiveKind, CollectivePlan, Link,
     COLLECTIVE_LATENCY_SOURCE,
 };

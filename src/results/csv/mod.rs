@@ -7,15 +7,15 @@
 //!
 //! One concern a file: `row` (the [`Row`], its columns and its [`CellKey`]), `family` (a
 //! cell's family with its what-if host scale, and the old rows that named the scale in the
-//! family), `write` (atomic writes), `read` (a results file into checked rows), `check` (what
+//! family), `write` (atomic writes), `read` (a results file into checked rows), `validity` (what
 //! no row metaprep wrote can be) and `records` (the CSV reading every table here shares: a
 //! cut or short line, a wrong header or a bad field named by line and column).
 
-mod check;
 mod family;
 mod read;
 mod records;
 mod row;
+mod validity;
 mod write;
 
 #[cfg(test)]
@@ -23,7 +23,6 @@ mod fixtures;
 #[cfg(test)]
 pub(crate) mod test_rows;
 
-pub(crate) use check::check_cell_key;
 pub use family::{
     cell_family, drafter_of, host_scale_column, names_another_drafter, step_family, STEP_FAMILY,
 };
@@ -34,6 +33,7 @@ pub(crate) use records::{
 };
 pub(crate) use row::OPTIONAL_COLUMNS;
 pub use row::{completed_cells, CellKey, Row, CELL_KEY_COLUMNS, COLUMNS};
+pub(crate) use validity::check_cell_key;
 pub use write::{write_records, write_rows};
 
 /// Which harness produced a row.

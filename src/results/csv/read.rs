@@ -3,10 +3,10 @@
 //! values and a cell's metric written twice refused with the line named, and the rows a
 //! `--resume` starts from.
 
-use super::check::check_row;
 use super::family::old_scaled_family;
 use super::records::{check_header, describe_field_error, visit_records};
 use super::row::{Row, COLUMNS, OPTIONAL_COLUMNS};
+use super::validity::check_row;
 use crate::stats::summary::MIN_CI_SAMPLES;
 use anyhow::{bail, Result};
 use std::collections::HashMap;

@@ -3,7 +3,7 @@
 //! one step of an arm's program run item by item. The passes over a cell (`passes`) and the
 //! rows they give (`rows`) build on it.
 
-use super::check::StepCheck;
+use super::checked_run::StepCheck;
 use super::forward::Forward;
 use super::host_costs::{framework_call, framework_op, spin_until, us, HostCosts};
 use super::passes::{HostSpan, Marks, SpanOf};
@@ -13,8 +13,8 @@ use crate::axes::Drafter;
 use crate::axes::ReadPath;
 use crate::gpu::nvtx::{self, Range};
 use crate::gpu::{capture_graph, Gpu, Launch};
-use crate::model::collectives::CollectiveBuffers;
 use crate::model::host_profile::{family_of, first_launching_op, prep_arm, ForwardOf, Item, Phase};
+use crate::model::nccl_collectives::CollectiveBuffers;
 use crate::model::program::{prep_sequence, span_start};
 use crate::model::trace::HostLane;
 use crate::prep::lengths::DeviceLengths;

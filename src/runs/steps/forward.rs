@@ -6,9 +6,9 @@
 use crate::axes::Drafter;
 use crate::gpu::nccl::Comm;
 use crate::gpu::{capture_graph, Gpu, Graph, Launch};
-use crate::model::collectives::CollectiveBuffers;
 use crate::model::forward::StreamSource;
 use crate::model::host_profile::ForwardOf;
+use crate::model::nccl_collectives::CollectiveBuffers;
 use crate::model::profile::{CollectivePlan, ForwardSpec};
 use anyhow::{Context, Result};
 

@@ -34,14 +34,14 @@
 //! arm's own host costs where the profile gives it a factor), `host_costs` (host costs as
 //! durations, busy-waits, framework ops), `prep_run` (one prep's host actions inside a
 //! step), `forward` (the forward stand-ins), `passes` (the clean, checked and timeline
-//! passes over a cell), `rows` (a cell's rounds into CSV rows) and `check` (every prep of
+//! passes over a cell), `rows` (a cell's rounds into CSV rows) and `checked_run` (every prep of
 //! every step against the CPU reference, for the GPU tests); `bursts` (the grid held ready
 //! for `ab`'s short bursts).
 
 mod arm_host;
 mod bursts;
 mod cell;
-mod check;
+mod checked_run;
 mod config;
 mod forward;
 mod host_costs;
@@ -53,7 +53,7 @@ mod rows;
 mod run;
 
 pub use bursts::{burst_cells, one_host_scale, with_bursts, StepBurst, StepBursts};
-pub use check::{check_steps, StepCheck};
+pub use checked_run::{check_steps, StepCheck};
 pub use config::{plan, Cell, StepsConfig, TraceRequest};
 pub(crate) use notes::model_name;
 pub use rows::window_throughput;

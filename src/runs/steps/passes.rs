@@ -4,7 +4,7 @@
 //! [`StepCell::run_step`] with the one-step-ahead rule.
 
 use super::cell::{ArmProgram, StepCell};
-use super::check::StepCheck;
+use super::checked_run::StepCheck;
 use super::prep_run::StepPrep;
 use crate::axes::ReadPath;
 use crate::harness::timer::TimelineTimer;
