@@ -17,16 +17,21 @@ use std::io::{BufRead, Write};
 
 /// The cells of `config`'s grid as both sides name them, planned for `memory`.
 pub fn step_cells(config: &StepsConfig, memory: GpuMemory) -> Result<Vec<CellName>> {
+    Ok(names(config, &burst_cells(config, memory)?))
+}
+
+/// How both sides name `cells`.
+fn names(config: &StepsConfig, cells: &[(Cell, Arm)]) -> Vec<CellName> {
     let family = config.drafter.step_family();
-    Ok((burst_cells(config, memory)?.into_iter())
-        .map(|((layout, batch_size, block), arm): (Cell, Arm)| CellName {
+    (cells.iter())
+        .map(|&((layout, batch_size, block), arm)| CellName {
             family: family.into(),
             arm: arm.name().into(),
             batch_size,
             block,
             layout: layout.to_string(),
         })
-        .collect())
+        .collect()
 }
 
 /// The memory a side plans for: `--gpu-memory-gib`, else its device's, read without a context.
@@ -39,7 +44,8 @@ pub fn planned_memory(config: &StepsConfig) -> Result<GpuMemory> {
 
 /// Serves one steps side: hello, then requests from `input` until it ends.
 pub fn serve_steps(config: &StepsConfig, input: impl BufRead, out: &mut impl Write) -> Result<()> {
-    let names = step_cells(config, planned_memory(config)?)?;
+    let cells = burst_cells(config, planned_memory(config)?)?;
+    let names = names(config, &cells);
     let Some(mut requests) = greet(input, out, &names, None)? else {
         return Ok(());
     };
@@ -47,13 +53,13 @@ pub fn serve_steps(config: &StepsConfig, input: impl BufRead, out: &mut impl Wri
     // Held to the end: dropping it unpins the thread.
     let pinned = pin_current_thread(config.cpu)?;
     let mut floor = Floor::new(&gpu)?;
-    // One process alone: every layout wider than one GPU is emulated.
-    let emulated = (config.layouts.iter())
-        .filter(|l| l.gpus() > 1)
-        .map(ToString::to_string)
+    // One process alone: every layout of the plan wider than one GPU is emulated.
+    let mut emulated: Vec<String> = (cells.iter())
+        .filter(|((layout, _, _), _)| layout.emulated(1))
+        .map(|((layout, _, _), _)| layout.to_string())
         .collect();
-    let reads: Vec<bool> = (config.arms.iter()).map(|a| a.reads_host()).collect();
-    with_bursts(config, &gpu, |bursts| {
+    emulated.dedup();
+    with_bursts(config, &gpu, &cells, |bursts| {
         let ready = ready_message(&gpu, &pinned, emulated);
         answer(&mut requests, out, ready, &names, |cell| {
             // Probed cold (after waiting for the other side) the launch path read 3x slow on
@@ -67,8 +73,8 @@ pub fn serve_steps(config: &StepsConfig, input: impl BufRead, out: &mut impl Wri
                 ("step_us", b.step_us),
                 ("throughput_tok_s", b.throughput_tok_s),
             ];
-            if reads[cell % reads.len()] {
-                named.push(("host_blocked_us", b.host_blocked_us));
+            if let Some(blocked) = b.host_blocked_us {
+                named.push(("host_blocked_us", blocked));
             }
             Ok((before, after, metrics(named)))
         })

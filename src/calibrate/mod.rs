@@ -182,8 +182,8 @@ fn analyse<'t>(
     if !req.post_wait {
         probe.post_wait = None;
     }
-    let counts = analysis.probe_counts(&probe.mark, probe.bare_us.keys().cloned(), probe.reps);
-    let fit = probe::fit(&probe, &counts).map_err(|e| anyhow!("{name}: {e:#}"))?;
+    let fit =
+        probe::fit(&probe, &analysis.probe_counts(&probe)).map_err(|e| anyhow!("{name}: {e:#}"))?;
     analysis.deflate_with(fit.costs);
     if let Some(pw) = &probe.post_wait {
         let table = pw.table_at(probe.host_speed_us);

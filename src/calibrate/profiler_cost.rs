@@ -35,8 +35,7 @@ pub fn beside<'t>(
     }
     let probe = ProbeFile::read(&probe_file)?;
     let analysis = Analysis::of_events(file, trace)?;
-    let counts = analysis.probe_counts(&probe.mark, probe.bare_us.keys().cloned(), probe.reps);
-    let fitted = fit(&probe, &counts).map_err(|e| {
+    let fitted = fit(&probe, &analysis.probe_counts(&probe)).map_err(|e| {
         anyhow!(
             "{}: the probes in {file} do not fit: {e:#}",
             probe_file.display()

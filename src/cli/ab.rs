@@ -12,7 +12,7 @@ use crate::ab::steps_worker::{serve_steps, step_cells};
 use crate::ab::verdict::Margins;
 use crate::ab::worker::{cells, serve, Plant};
 use crate::exit::Exit;
-use crate::runs::steps::{one_host_scale, StepsConfig};
+use crate::runs::steps::one_host_scale;
 use crate::stats::paired::MIN_PAIRS;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -101,6 +101,14 @@ impl Grid {
         match self {
             Grid::Sweep => DEFAULT_GRID,
             Grid::Steps => DEFAULT_STEPS_GRID,
+        }
+    }
+
+    /// The command whose flags the grid is.
+    fn command(self) -> &'static str {
+        match self {
+            Grid::Sweep => "sweep",
+            Grid::Steps => "steps",
         }
     }
 
@@ -245,13 +253,12 @@ pub(crate) fn ab_config(args: &AbArgs) -> Result<AbConfig> {
         }
     }
     let kind = if args.steps { Grid::Steps } else { Grid::Sweep };
-    let flag_name = |a: &String| a.split('=').next().unwrap_or(a).to_string();
-    if let Some(flag) = (args.grid.iter()).find(|a| kind.refused(&flag_name(a))) {
+    if let Some(flag) = (args.grid.iter()).find(|a| kind.refused(flag_name(a))) {
         bail!(
             "{flag} is a {} flag ab does not take: ab measures pairs, not rounds (--pairs), \
              one process a side with no timeline, and writes its own folder (ab's --out, \
              before --)",
-            if args.steps { "steps" } else { "sweep" }
+            kind.command()
         );
     }
     let this = std::env::current_exe().context("finding this program")?;
@@ -340,15 +347,14 @@ fn same_grid(base: &SideSpec, new: &SideSpec, this: &Path) -> Result<()> {
 /// `first` with every flag `later` gives again taken out (with its value), then `later`: a
 /// list flag given twice would be appended to, not replaced.
 fn overridden(first: Vec<String>, later: &[String]) -> Vec<String> {
-    let name = |token: &str| token.split('=').next().unwrap_or(token).to_string();
-    let given: Vec<String> = (later.iter())
+    let given: Vec<&str> = (later.iter())
         .filter(|t| t.starts_with("--"))
-        .map(|t| name(t))
+        .map(|t| flag_name(t))
         .collect();
     let mut kept = Vec::with_capacity(first.len() + later.len());
     let mut tokens = first.into_iter().peekable();
     while let Some(token) = tokens.next() {
-        if token.starts_with("--") && given.contains(&name(&token)) {
+        if token.starts_with("--") && given.contains(&flag_name(&token)) {
             if !token.contains('=') && tokens.peek().is_some_and(|v| !v.starts_with("--")) {
                 tokens.next();
             }
@@ -358,6 +364,11 @@ fn overridden(first: Vec<String>, later: &[String]) -> Vec<String> {
     }
     kept.extend(later.iter().cloned());
     kept
+}
+
+/// A command-line token's flag: `--arms` of `--arms=a,b`.
+fn flag_name(token: &str) -> &str {
+    token.split('=').next().unwrap_or(token)
 }
 
 /// A side's executable: a file that can be run.
@@ -381,6 +392,7 @@ fn worker_command(args: &[String]) -> Result<crate::cli::Command> {
 }
 
 /// The sweep config and plant a sweep worker reads from `args`.
+#[cfg(test)]
 fn worker_config(args: &[String]) -> Result<(crate::runs::sweep::SweepConfig, Option<Plant>)> {
     let crate::cli::Command::AbWorker(worker) = worker_command(args)? else {
         bail!("not an ab-worker command line");
@@ -390,7 +402,8 @@ fn worker_config(args: &[String]) -> Result<(crate::runs::sweep::SweepConfig, Op
 }
 
 /// The steps config a steps worker reads from `args`.
-fn steps_worker_config(args: &[String]) -> Result<StepsConfig> {
+#[cfg(test)]
+fn steps_worker_config(args: &[String]) -> Result<crate::runs::steps::StepsConfig> {
     let crate::cli::Command::AbStepsWorker(worker) = worker_command(args)? else {
         bail!("not an ab-steps-worker command line");
     };
@@ -404,14 +417,20 @@ fn refused() -> anyhow::Error {
 /// The cells a worker of this build would name, where it knows them before opening a GPU (a
 /// steps side planned for its own device's memory does not: its hello is matched instead).
 fn worker_cells(args: &[String]) -> Result<Vec<crate::ab::protocol::CellName>> {
-    if args.first().map(String::as_str) == Some(Grid::Steps.worker()) {
-        let config = steps_worker_config(args)?;
-        return match config.gpu_memory {
-            Some(memory) => step_cells(&config, memory),
-            None => one_host_scale(&config).map(|_| Vec::new()),
-        };
+    use crate::cli::Command;
+    match worker_command(args)? {
+        Command::AbWorker(worker) => {
+            Ok(cells(&sweep_config(&worker.sweep).map_err(|_| refused())?))
+        }
+        Command::AbStepsWorker(worker) => {
+            let config = steps_config(&worker.steps).map_err(|_| refused())?;
+            match config.gpu_memory {
+                Some(memory) => step_cells(&config, memory),
+                None => one_host_scale(&config).map(|_| Vec::new()),
+            }
+        }
+        _ => bail!("not an ab worker command line"),
     }
-    Ok(cells(&worker_config(args)?.0))
 }
 
 /// Runs `ab`: both sides, the verdict, the folder; exit 1 on a slower row or a failed side.

@@ -3,14 +3,16 @@
 
 use super::report::site_name;
 use super::Gaps;
-use crate::report::charts::{categorical, font, render, Chart, Drawn, GREY, LIGHT_GREY};
+use crate::report::charts::{
+    categorical, font, render, Chart, Drawn, CATEGORIES, GREY, LIGHT_GREY,
+};
 use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 const SIZE: (u32, u32) = (1400, 520);
-/// Sites the legend names; the rest share their colours' cycle.
-const NAMED: usize = 8;
+/// Sites the legend names: as many as there are colours (the rest repeat them).
+const NAMED: usize = CATEGORIES;
 const GPU: RGBColor = RGBColor(44, 160, 44);
 
 /// The timeline of `g`'s typical steps as PNG bytes and SVG text.

@@ -67,8 +67,7 @@ pub struct Step {
     /// much longer in the step's syncs.
     pub profiler_hidden_us: f64,
     pub gpu_busy_us: f64,
-    /// Each site's use in the step, by the site's index in the order the trace first met
-    /// them.
+    /// Each site's use in the step, by its index into [`Gaps::sites`].
     pub by_site: BTreeMap<usize, SiteInStep>,
     /// What removing the step's reads saves it, µs.
     pub reads_win_us: f64,
@@ -201,11 +200,13 @@ pub fn analyse(
     }
     let probe_file = profiler.map(|p| p.probe_file.display().to_string());
     let timeline = Timeline::typical(&steps, &source.starts, &busy, &calls, &call_sites);
-    let mut gaps = summarise(file, source.how, probe_file, steps, sites.clone());
-    // The timeline's sites as the summary orders them.
-    let index_of = |i: usize| gaps.sites.iter().position(|c| c.site == sites[i]);
-    gaps.timeline = timeline.renumbered(index_of);
-    Ok(gaps)
+    Ok(summarise(
+        file,
+        source.how,
+        probe_file,
+        (steps, timeline),
+        sites,
+    ))
 }
 
 /// One step's accounting over `period`: each GPU idle stretch's parts charged to the sync
@@ -274,11 +275,13 @@ fn profiler_split_us(
     (on_path, all - on_path)
 }
 
+/// The trace's figures from its steps, with every site index (the steps' `by_site`, the
+/// timeline's) renumbered from the order the trace met them into the summary's.
 fn summarise(
     file: &str,
     steps_from: String,
     probe_file: Option<String>,
-    mut steps: Vec<Step>,
+    (mut steps, timeline): (Vec<Step>, Timeline),
     sites: Vec<Site>,
 ) -> Gaps {
     let is_read: Vec<bool> = sites.iter().map(|s| s.kind == SyncKind::Read).collect();
@@ -287,26 +290,30 @@ fn summarise(
     }
     let spread = |f: &dyn Fn(&Step) -> f64| Spread::of(&steps.iter().map(f).collect::<Vec<_>>());
     let reads_win = |s: &Step| s.reads_win_us;
-    let mut costs: Vec<SiteCost> = (sites.into_iter().enumerate())
+    let mut costs: Vec<(usize, SiteCost)> = (sites.into_iter().enumerate())
         // A sync outside every step (before the first, after the last) is no step's.
         .filter(|(i, _)| steps.iter().any(|s| s.by_site.contains_key(i)))
         .map(|(i, site)| {
             let of = |s: &Step| s.by_site.get(&i).copied().unwrap_or_default();
             let calls: usize = steps.iter().map(|s| of(s).calls).sum();
-            SiteCost {
+            let cost = SiteCost {
                 calls_per_step: calls as f64 / steps.len() as f64,
                 idle_us: spread(&|s| of(s).idle_us),
                 blocked_us: spread(&|s| of(s).blocked_us),
                 win_us: spread(&|s| s.win_us(|j| j == i)),
                 site,
-            }
+            };
+            (i, cost)
         })
         .collect();
     // Reads first, then uploads, then other waits; the costliest first within each.
-    costs.sort_by(|a, b| {
+    costs.sort_by(|(_, a), (_, b)| {
         (a.site.kind.cmp(&b.site.kind)).then(b.win_us.median.total_cmp(&a.win_us.median))
     });
-    Gaps {
+    let place: BTreeMap<usize, usize> = (costs.iter().enumerate())
+        .map(|(to, &(from, _))| (from, to))
+        .collect();
+    let figures = Gaps {
         file: file.to_string(),
         steps_from,
         probe_file,
@@ -319,9 +326,20 @@ fn summarise(
             100.0 * (s.bare_us() / (s.bare_us() - reads_win(s)) - 1.0)
         }),
         every_sync_win_us: spread(&|s| s.win_us(|_| true)),
-        timeline: Timeline::default(),
-        sites: costs,
+        timeline: timeline.renumbered(|i| place.get(&i).copied()),
+        sites: Vec::new(),
+        steps: Vec::new(),
+    };
+    for step in steps.iter_mut() {
+        let by_site = std::mem::take(&mut step.by_site);
+        step.by_site = (by_site.into_iter())
+            .filter_map(|(i, s)| Some((*place.get(&i)?, s)))
+            .collect();
+    }
+    Gaps {
+        sites: costs.into_iter().map(|(_, cost)| cost).collect(),
         steps,
+        ..figures
     }
 }
 

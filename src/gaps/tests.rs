@@ -361,3 +361,45 @@ fn the_timeline_lays_out_typical_steps_with_idle_charged_to_the_summarys_sites()
         "the legend names the read"
     );
 }
+
+#[test]
+fn every_step_and_the_timeline_number_the_sites_as_the_summary_orders_them() {
+    use crate::calibrate::synthetic::{Op, Synth};
+    // Two reads a step: `a short wait` (met first, in name order too) after a 20 µs kernel,
+    // `b long wait` after a 500 µs one. The summary puts the costlier first.
+    let mut s = Synth::new(None);
+    let kernel = |s: &mut Synth, us: f64| {
+        s.op(Op {
+            name: "aten::add",
+            bare_us: 8.0,
+            nested: 0,
+            kernels: &[us],
+        })
+    };
+    for k in 0..6 {
+        s.range(&format!("ProfilerStep#{k}"), |s| {
+            s.host(100.0);
+            kernel(s, 20.0);
+            s.range("a short wait", |s| s.read(10.0));
+            kernel(s, 500.0);
+            s.range("b long wait", |s| s.read(10.0));
+        });
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.json");
+    std::fs::write(&path, s.into_json()).unwrap();
+    let g = analyse("t", &Trace::read(&path).unwrap(), None, None).unwrap();
+    assert_eq!(g.sites[0].site.region.as_deref(), Some("b long wait"));
+    assert_eq!(g.sites[1].site.region.as_deref(), Some("a short wait"));
+    for (i, site) in g.sites.iter().enumerate() {
+        let blocked: Vec<f64> = (g.steps.iter()).map(|s| s.by_site[&i].blocked_us).collect();
+        assert_eq!(Spread::of(&blocked), site.blocked_us, "site {i}");
+    }
+    let long = (g.timeline.syncs.iter())
+        .filter(|s| s.site == Some(0))
+        .count();
+    assert_eq!(
+        long, g.timeline.steps,
+        "one long wait a step in the timeline"
+    );
+}

@@ -2,7 +2,7 @@
 //! the probe's event counts.
 
 use super::{inside, Analysis, PrepStep, Rt, TopOp, EMPTY_RANGE};
-use crate::calibrate::probe::{EventCosts, EventCounts};
+use crate::calibrate::probe::{EventCosts, EventCounts, ProbeFile};
 use crate::calibrate::trace::Span;
 use crate::model::post_wait::{PostWait, Sequence};
 
@@ -192,16 +192,12 @@ impl Analysis<'_> {
         }
     }
 
-    /// Events per repetition inside each probe workload's annotation (`{mark} {name}`),
-    /// the annotation itself not counted; the median over its timings.
-    pub fn probe_counts(
-        &self,
-        mark: &str,
-        workloads: impl IntoIterator<Item = String>,
-        reps: u32,
-    ) -> BTreeMap<String, EventCounts> {
+    /// Events per repetition inside each of `probe`'s workloads' annotations (`{mark}
+    /// {name}`), the annotation itself not counted; the median over its timings.
+    pub fn probe_counts(&self, probe: &ProbeFile) -> BTreeMap<String, EventCounts> {
+        let (mark, reps) = (&probe.mark, probe.reps);
         let mut out = BTreeMap::new();
-        for name in workloads {
+        for name in probe.bare_us.keys().cloned() {
             let spans = self.named(&format!("{mark} {name}"));
             if spans.is_empty() {
                 continue;

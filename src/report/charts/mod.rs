@@ -378,9 +378,12 @@ fn arm_colour(arm: &str) -> RGBColor {
     }
 }
 
+/// The category colours [`categorical`] has before it repeats one.
+pub(crate) const CATEGORIES: usize = 7;
+
 /// Tableau-10 minus the five arm colours, for anything else that needs a category colour.
 pub(crate) fn categorical(index: usize) -> RGBColor {
-    const COLOURS: [RGBColor; 7] = [
+    const COLOURS: [RGBColor; CATEGORIES] = [
         RGBColor(140, 86, 75),
         RGBColor(227, 119, 194),
         RGBColor(127, 127, 127),

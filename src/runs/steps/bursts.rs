@@ -23,8 +23,8 @@ pub struct StepBurst {
     pub itl_us: f64,
     pub step_us: f64,
     pub throughput_tok_s: f64,
-    /// Time the host spent blocked in reads a step.
-    pub host_blocked_us: f64,
+    /// Time the host spent blocked in reads a step, for an arm that reads.
+    pub host_blocked_us: Option<f64>,
 }
 
 /// The cells `config` measures on GPUs of `memory`, each (layout, batch, block) with every
@@ -79,7 +79,7 @@ impl StepBursts<'_, '_> {
     /// steps of one arm of one cell.
     pub fn burst(&mut self, index: usize) -> Result<StepBurst> {
         let (warmup, steps) = (self.config.warmup_steps, self.config.rounds.steps);
-        let (pass, batch_scale) = self.pass(index, warmup + steps)?;
+        let (pass, batch_scale, arm) = self.pass(index, warmup + steps)?;
         let mut rounds = ArmRounds::default();
         rounds.push(&pass, warmup, batch_scale)?;
         let median = |v: &[Vec<f64>]| quantile(&v.concat(), 0.5).unwrap_or(f64::NAN);
@@ -87,12 +87,13 @@ impl StepBursts<'_, '_> {
             itl_us: median(&rounds.itl_us),
             step_us: median(&rounds.step_us),
             throughput_tok_s: median(&rounds.throughput_tok_s),
-            host_blocked_us: median(&rounds.blocked_us),
+            host_blocked_us: arm.reads_host().then(|| median(&rounds.blocked_us)),
         })
     }
 
-    /// A clean pass of `steps` steps of burst `index`'s arm, and its cell's batch scale.
-    fn pass(&mut self, index: usize, steps: usize) -> Result<(Pass, f64)> {
+    /// A clean pass of `steps` steps of burst `index`'s arm, its cell's batch scale and the
+    /// arm.
+    fn pass(&mut self, index: usize, steps: usize) -> Result<(Pass, f64, Arm)> {
         let arms = self.config.arms.len();
         let held =
             (self.cells.get_mut(index / arms)).with_context(|| format!("no step cell {index}"))?;
@@ -104,20 +105,18 @@ impl StepBursts<'_, '_> {
         let pass = held.cell.with_host(own.as_mut(), |cell| {
             cell.clean_pass(program, prepared, steps)
         })?;
-        Ok((pass, held.batch_scale))
+        Ok((pass, held.batch_scale, program.arm))
     }
 }
 
-/// Builds every cell of `config` on `gpu` and hands them to `serve`: the cells borrow their
-/// inputs, which live as long as this call.
+/// Builds `cells` (as [`burst_cells`] planned them) on `gpu` and hands them to `serve`: the
+/// cells borrow their inputs, which live as long as this call.
 pub fn with_bursts<R>(
     config: &StepsConfig,
     gpu: &Gpu,
+    cells: &[(Cell, Arm)],
     serve: impl FnOnce(&mut StepBursts) -> Result<R>,
 ) -> Result<R> {
-    config.host.require_read_costs(&config.arms)?;
-    let memory = (config.gpu_memory).unwrap_or_else(|| GpuMemory::device(gpu.info.memory_bytes));
-    let cells = burst_cells(config, memory)?;
     let world = RankWorld::alone();
     let stream_source = StreamSource::new(gpu, 1 << 30)?;
     let maker = CellMaker {
