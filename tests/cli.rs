@@ -440,28 +440,28 @@ fn unusable_output_paths_are_refused_before_any_gpu_work() {
     }
 }
 
-/// A run folder that holds `metaprep.csv` (a fixture's) and an env.json recording
-/// `command_line`.
-fn run_folder(command_line: &str) -> tempfile::TempDir {
+/// A run folder that holds `metaprep.csv` (a fixture's) and the env.json of a default sweep
+/// measured on an H200, with its settings.
+fn run_folder() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let fixture = fixture("run_small");
     std::fs::copy(
-        fixture.join("metaprep.csv"),
+        fixture("run_small").join("metaprep.csv"),
         dir.path().join("metaprep.csv"),
     )
     .unwrap();
-    let env = std::fs::read_to_string(fixture.join("env.json")).unwrap();
-    let mut env: serde_json::Value = serde_json::from_str(&env).unwrap();
-    env["command_line"] = command_line.into();
-    std::fs::write(dir.path().join("env.json"), env.to_string()).unwrap();
+    std::fs::copy(
+        fixture("h200_aa_s10/aa1").join("env.json"),
+        dir.path().join("env.json"),
+    )
+    .unwrap();
     dir
 }
 
-/// An existing run without --resume, and a --resume whose command line differs from the
-/// run's (another command, seed, axes or rounds), exit 2 before any GPU work.
+/// An existing run without --resume, and a --resume whose settings differ from the run's
+/// (another command, seed, axes or rounds), exit 2 before any GPU work.
 #[test]
 fn an_existing_run_and_a_mismatched_resume_are_refused_before_any_gpu_work() {
-    let run = run_folder("metaprep sweep --seed 1 --batch-sizes 1,8,64 --rounds 6 --out r");
+    let run = run_folder();
     let out = run.path().to_str().unwrap();
     for command in ["sweep", "steps"] {
         assert_clean_failure(
@@ -470,65 +470,31 @@ fn an_existing_run_and_a_mismatched_resume_are_refused_before_any_gpu_work() {
             "metaprep.csv already exists: pass --resume to continue that run",
         );
     }
-    let resume = |extra: &[&str]| {
-        let mut args = vec!["sweep", "--out", out, "--resume"];
+    let resume = |command: &str, extra: &[&str]| {
+        let mut args = vec![command, "--out", out, "--resume"];
         args.extend(extra);
         metaprep(&args)
     };
     for (extra, named) in [
+        (&["--seed", "2"][..], "seed: `1` vs `2`"),
         (
-            &["--seed", "2", "--batch-sizes", "1,8,64", "--rounds", "6"][..],
-            "--seed: `1` vs `2`",
+            &["--batch-sizes", "1,8"],
+            "batch_sizes: `1,8,64,256` vs `1,8`",
         ),
+        (&["--rounds", "8"], "rounds: `6` vs `8`"),
+        (&["--min-rounds", "8"], "rounds: `6` vs `8`"),
         (
-            &["--seed", "1", "--batch-sizes", "1,8", "--rounds", "6"],
-            "--batch-sizes: `1,8,64` vs `1,8`",
-        ),
-        (
-            &["--seed", "1", "--batch-sizes", "1,8,64", "--rounds", "8"],
-            "--min-rounds: `6` vs `8`",
-        ),
-        (
-            &[
-                "--seed",
-                "1",
-                "--batch-sizes",
-                "1,8,64",
-                "--min-rounds",
-                "8",
-            ],
-            "--min-rounds: `6` vs `8`",
-        ),
-        (
-            &[
-                "--seed",
-                "1",
-                "--batch-sizes",
-                "1,8,64",
-                "--rounds",
-                "6",
-                "--families",
-                "dsa_decode",
-            ],
-            "--families: not given (its default) vs `dsa_decode`",
+            &["--families", "dsa_decode"],
+            "families: `dspark_draft_block,dsa_decode,dsa_target_verify,dsa_draft_extend_v2` \
+             vs `dsa_decode`",
         ),
     ] {
-        assert_clean_failure(&resume(extra), 2, named);
+        assert_clean_failure(&resume("sweep", extra), 2, named);
     }
-    let steps_run = run_folder("metaprep steps --seed 1 --out r");
-    let out = steps_run.path().to_str().unwrap();
-    assert_clean_failure(
-        &metaprep(&["sweep", "--out", out, "--resume", "--seed", "1"]),
-        2,
-        "command: `steps` vs `sweep`",
-    );
+    assert_clean_failure(&resume("steps", &[]), 2, "command: `sweep` vs `steps`");
     // A damaged CSV is refused by line before the GPU opens.
-    std::fs::write(steps_run.path().join("metaprep.csv"), "kind,family\nprep").unwrap();
-    assert_clean_failure(
-        &metaprep(&["steps", "--out", out, "--resume", "--seed", "1"]),
-        2,
-        "metaprep.csv line 2",
-    );
+    std::fs::write(run.path().join("metaprep.csv"), "kind,family\nprep").unwrap();
+    assert_clean_failure(&resume("sweep", &[]), 2, "metaprep.csv line 2");
 }
 
 #[test]

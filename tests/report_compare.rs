@@ -7,6 +7,7 @@ use metaprep::report::compare::{run_compare, CompareArgs, CompareOutcome};
 use metaprep::results::compressed::run_file;
 use metaprep::results::csv::{read_rows, write_rows, Row};
 use metaprep::results::env::EnvRecord;
+use metaprep::results::settings::Settings;
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
@@ -302,41 +303,43 @@ fn edit_env(dir: &Path, edit: impl FnOnce(&mut EnvRecord)) {
     env.write(dir).unwrap();
 }
 
-/// A copy of run_small_slower's step rows recorded as a steps run with other axes, seed and
-/// host profile; its --tp lists run_small's layouts in another order, and it names another
-/// --trace.
-fn other_settings() -> tempfile::TempDir {
-    let other = copy_of("run_small_slower");
-    let csv = other.path().join("metaprep.csv");
-    let steps: Vec<Row> = read_rows(&csv)
-        .unwrap()
-        .into_iter()
-        .filter(|r| r.kind == "step")
-        .collect();
-    write_rows(&csv, &steps).unwrap();
-    edit_env(other.path(), |env| {
-        env.command_line = "metaprep steps --tp tp8,tp1 --batch-sizes 1,8 --seed 7 \
-                            --out results/elsewhere --trace t.json"
-            .into();
-        env.notes.push("host profile `pytorch` (op 7.9 us)".into());
-    });
-    other
+/// A default sweep's settings as an H200 run recorded them, edited by `edit`.
+fn recorded_settings(edit: impl FnOnce(&mut serde_json::Value)) -> Settings {
+    let env = EnvRecord::read(&fixture("h200_aa_s10/aa1")).unwrap();
+    let mut settings = serde_json::to_value(env.settings.unwrap()).unwrap();
+    edit(&mut settings);
+    serde_json::from_value(settings).unwrap()
 }
 
-/// The differences `other_settings` makes against run_small, BASE first.
-const SETTING_DIFFERENCES: [&str; 4] = [
-    "command: `sweep` vs `steps`",
-    "--batch-sizes: `1,8,64` vs `1,8`",
-    "--seed: not given (its default) vs `7`",
-    "host profile: not recorded vs `` `pytorch` (op 7.9 us) ``",
-];
+/// run_small and run_small_slower recorded with settings that differ in seed and batch sizes;
+/// NEW lists the layouts in another order and names another --out and --trace.
+fn runs_of_other_settings() -> (tempfile::TempDir, tempfile::TempDir) {
+    let base = copy_of("run_small");
+    edit_env(base.path(), |env| {
+        env.settings = Some(recorded_settings(|_| {}));
+    });
+    let other = copy_of("run_small_slower");
+    edit_env(other.path(), |env| {
+        env.command_line = "metaprep sweep --batch-sizes 1,8 --seed 7 --out results/elsewhere \
+                            --trace t.json"
+            .into();
+        env.settings = Some(recorded_settings(|s| {
+            s["seed"] = 7.into();
+            s["batch_sizes"] = serde_json::json!([8, 1]);
+            s["families"].as_array_mut().unwrap().reverse();
+        }));
+    });
+    (base, other)
+}
+
+/// The differences `runs_of_other_settings` makes, BASE first.
+const SETTING_DIFFERENCES: [&str; 2] = ["batch_sizes: `1,8,64,256` vs `8,1`", "seed: `1` vs `7`"];
 
 #[test]
 fn differing_settings_are_refused_with_exit_2_naming_each() {
-    let other = other_settings();
-    let base = fixture("run_small");
+    let (base, other) = runs_of_other_settings();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_metaprep"))
-        .args(["compare", path(&base), path(other.path())])
+        .args(["compare", path(base.path()), path(other.path())])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -350,9 +353,9 @@ fn differing_settings_are_refused_with_exit_2_naming_each() {
         "{stderr}"
     );
     assert!(stderr.contains("--allow-mismatch"), "{stderr}");
-    // Layouts in another order, another --out and --trace, another driver and revision:
-    // none of them is a setting that differs.
-    for not_named in ["--tp", "--out", "--trace", "driver", "git"] {
+    // Families in another order, another --out and --trace: none of them is a setting that
+    // differs.
+    for not_named in ["families", "--out", "--trace", "trace"] {
         assert!(
             !stderr.contains(not_named),
             "{not_named} named in: {stderr}"
@@ -362,9 +365,8 @@ fn differing_settings_are_refused_with_exit_2_naming_each() {
 
 #[test]
 fn allow_mismatch_compares_and_lists_the_differences_at_the_top() {
-    let other = other_settings();
-    let base = fixture("run_small");
-    let outcome = compare(&[path(&base), path(other.path()), "--allow-mismatch"]).unwrap();
+    let (base, other) = runs_of_other_settings();
+    let outcome = compare(&[path(base.path()), path(other.path()), "--allow-mismatch"]).unwrap();
     let md = &outcome.markdown;
     let warning = md
         .find("> ⚠ settings differ (BASE vs NEW); compared because of --allow-mismatch:")

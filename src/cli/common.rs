@@ -7,7 +7,7 @@ use crate::gpu::{Gpu, GpuChoice, ImageChoice, SyncMode};
 use crate::harness::pin::CpuPin;
 use crate::prep::inputs::LengthRange;
 use crate::prep::Shape;
-use crate::results::env::{Difference, EnvRecord, ENV_FILE};
+use crate::results::env::{EnvRecord, ENV_FILE};
 use crate::results::run_dir::{RESULTS_CSV, TELEMETRY_CSV};
 use crate::results::settings::Settings;
 use anyhow::{bail, Context, Result};
@@ -257,25 +257,8 @@ fn folder_problem(dir: &Path) -> Option<String> {
 
 /// `--out` of a measuring run (`sweep`, `steps`), checked before any GPU work: a folder it can
 /// write in; without `--resume` one that holds no run yet; with it, a run whose CSV reads and
-/// whose settings match `settings` (a run recorded without settings: whose command line matches
-/// this one, the settings resolved later, such as the host profile, compared again once the
-/// GPU is open).
+/// whose recorded settings are `settings`.
 pub(crate) fn check_run_out(out: &Path, resume: bool, settings: Settings) -> Result<()> {
-    check_run_out_for(
-        out,
-        resume,
-        &std::env::args().collect::<Vec<_>>().join(" "),
-        Some(settings),
-    )
-}
-
-/// [`check_run_out`] for the invocation `command_line` (as env.json records it).
-fn check_run_out_for(
-    out: &Path,
-    resume: bool,
-    command_line: &str,
-    settings: Option<Settings>,
-) -> Result<()> {
     writable_folder(out, "--out")?;
     let csv = out.join(RESULTS_CSV);
     if !resume {
@@ -311,11 +294,10 @@ fn check_run_out_for(
     }
     if out.join(ENV_FILE).exists() {
         let now = EnvRecord {
-            command_line: command_line.to_string(),
-            settings,
+            settings: Some(settings),
             ..EnvRecord::default()
         };
-        EnvRecord::read(out)?.check_resume(out, &now, Difference::of_command_line)?;
+        EnvRecord::read(out)?.check_resume(out, &now)?;
     }
     Ok(())
 }
@@ -442,8 +424,8 @@ mod tests {
     use crate::results::csv::test_rows::row;
     use crate::results::csv::write_rows;
 
-    /// A run folder whose env.json records `command_line`, with one row.
-    fn run_of(command_line: &str) -> tempfile::TempDir {
+    /// A run folder whose env.json records `settings`, with one row.
+    fn run_of(settings: Option<Settings>) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         write_rows(
             &dir.path().join(RESULTS_CSV),
@@ -451,7 +433,7 @@ mod tests {
         )
         .unwrap();
         EnvRecord {
-            command_line: command_line.into(),
+            settings,
             ..crate::results::env::test_env()
         }
         .write(dir.path())
@@ -460,57 +442,58 @@ mod tests {
     }
 
     #[test]
-    fn a_resume_must_repeat_the_command_line_before_any_gpu_work() {
-        let run = run_of("metaprep sweep --seed 1 --batch-sizes 1,8 --rounds 6 --out r");
+    fn a_resume_must_repeat_the_settings_before_any_gpu_work() {
+        use crate::results::settings::test_sweep;
+        let run = run_of(Some(Settings::Sweep(test_sweep())));
         let out = run.path();
-        let check =
-            |line: &str| check_run_out_for(out, true, line, None).map_err(|e| format!("{e:#}"));
-        // The same settings, the axes in another order, another --out spelling: resumable.
-        check("bundle/metaprep sweep --out x --resume --batch-sizes 8,1 --seed 1 --rounds 6")
-            .unwrap();
-        // A renamed flag under its new name is the same setting.
-        check("metaprep sweep --seed 1 --batch-sizes 1,8 --min-rounds 6 --out r --resume").unwrap();
-        for (line, named) in [
-            (
-                "metaprep sweep --seed 2 --batch-sizes 1,8 --rounds 6 --resume",
-                "--seed: `1` vs `2`",
-            ),
-            (
-                "metaprep sweep --seed 1 --batch-sizes 1 --rounds 6 --resume",
-                "--batch-sizes: `1,8` vs `1`",
-            ),
-            (
-                "metaprep sweep --seed 1 --batch-sizes 1,8 --min-rounds 8 --resume",
-                "--min-rounds: `6` vs `8`",
-            ),
-            (
-                "metaprep sweep --seed 1 --batch-sizes 1,8 --resume",
-                "--min-rounds: `6` vs not given",
-            ),
-            (
-                "metaprep steps --seed 1 --batch-sizes 1,8 --rounds 6 --resume",
-                "command: `sweep` vs `steps`",
-            ),
-        ] {
-            let why = check(line).unwrap_err();
-            assert!(
-                why.contains("cannot resume") && why.contains(named),
-                "{line}: {why}"
-            );
-        }
-        // Found once the GPU is open (a setting resolved from the flags), it still exits 2.
-        let late = check_run_out_for(out, true, "metaprep sweep --seed 3", None).unwrap_err();
+        let check = |resume: bool, settings: Settings| {
+            check_run_out(out, resume, settings).map_err(|e| format!("{e:#}"))
+        };
+        // The same settings, the axes in another order: resumable.
+        let mut reordered = test_sweep();
+        reordered.batch_sizes.reverse();
+        check(true, Settings::Sweep(reordered)).unwrap();
+        let mut other = test_sweep();
+        other.rounds = 8;
+        let why = check(true, Settings::Sweep(other)).unwrap_err();
         assert!(
-            late.downcast_ref::<crate::exit::BadInput>().is_some(),
-            "{late:#}"
+            why.contains("cannot resume") && why.contains("rounds: `6` vs `8`"),
+            "{why}"
+        );
+        // Refused before the GPU opens: exit 2.
+        let err = check_run_out(out, true, Settings::Sweep(test_sweep_seed(3))).unwrap_err();
+        assert!(
+            err.downcast_ref::<crate::exit::BadInput>().is_some(),
+            "{err:#}"
         );
         // Without --resume, an existing run is refused whatever the settings.
-        let why = check_run_out_for(out, false, "metaprep sweep --seed 1", None).unwrap_err();
-        assert!(format!("{why:#}").contains("metaprep.csv already exists: pass --resume"));
+        let why = check(false, Settings::Sweep(test_sweep())).unwrap_err();
+        assert!(why.contains("metaprep.csv already exists: pass --resume"));
         // A damaged CSV is refused before the GPU opens, naming its line.
         std::fs::write(out.join(RESULTS_CSV), "kind,family\nprep").unwrap();
-        let why = check("metaprep sweep --seed 1 --batch-sizes 1,8 --rounds 6").unwrap_err();
+        let why = check(true, Settings::Sweep(test_sweep())).unwrap_err();
         assert!(why.contains("metaprep.csv line 2"), "{why}");
+    }
+
+    fn test_sweep_seed(seed: u64) -> crate::results::settings::SweepSettings {
+        crate::results::settings::SweepSettings {
+            seed,
+            ..crate::results::settings::test_sweep()
+        }
+    }
+
+    #[test]
+    fn a_run_recorded_without_settings_is_not_resumed() {
+        use crate::results::settings::test_sweep;
+        let run = run_of(None);
+        let why = format!(
+            "{:#}",
+            check_run_out(run.path(), true, Settings::Sweep(test_sweep())).unwrap_err()
+        );
+        assert!(
+            why.contains("settings: `sweep run without settings` vs `sweep run`"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -536,36 +519,6 @@ mod tests {
             std::fs::read_dir(dir.path()).unwrap().count(),
             1,
             "no probe left"
-        );
-    }
-
-    #[test]
-    fn a_resume_of_a_run_with_settings_compares_the_settings_not_the_command_line() {
-        use crate::results::settings::{test_sweep, Settings};
-        let run = run_of("metaprep sweep --seed 1 --out r");
-        let out = run.path();
-        let mut env = EnvRecord::read(out).unwrap();
-        env.settings = Some(Settings::Sweep(test_sweep()));
-        env.write(out).unwrap();
-        let check = |line: &str, settings: Settings| {
-            check_run_out_for(out, true, line, Some(settings)).map_err(|e| format!("{e:#}"))
-        };
-        // Another command line of the same settings (a default spelt out) resumes.
-        check(
-            "metaprep sweep --seed 1 --rounds 6 --out r --resume",
-            Settings::Sweep(test_sweep()),
-        )
-        .unwrap();
-        let mut other = test_sweep();
-        other.rounds = 8;
-        let why = check(
-            "metaprep sweep --seed 1 --out r --resume",
-            Settings::Sweep(other),
-        )
-        .unwrap_err();
-        assert!(
-            why.contains("cannot resume") && why.contains("rounds: `6` vs `8`"),
-            "{why}"
         );
     }
 }

@@ -109,9 +109,8 @@ fn resumed_record(dir: &std::path::Path, fresh: EnvRecord) -> anyhow::Result<Env
             dir.display()
         );
     }
-    // The same settings `compare` checks: command, flags and axes, host profile and model. A
-    // run recorded without settings (the old-run path) goes on without them.
-    original.check_resume(dir, &fresh, |_| true)?;
+    // The same settings `compare` checks: command, flags and axes, host profile and model.
+    original.check_resume(dir, &fresh)?;
     original.notes.push(format!(
         "resumed {} with: {}",
         fresh.date, fresh.command_line
@@ -156,49 +155,32 @@ mod resume_tests {
 
     #[test]
     fn a_resume_must_repeat_the_settings() {
+        use crate::results::settings::{test_sweep, Settings, SweepSettings};
         let dir = tempfile::tempdir().unwrap();
         let original = EnvRecord {
-            command_line: "/a/metaprep steps --out r --seed 1".into(),
-            notes: vec!["host profile `pytorch` (x)".into()],
+            command_line: "/a/metaprep sweep --out r --seed 1".into(),
+            settings: Some(Settings::Sweep(test_sweep())),
             ..EnvRecord::default()
         };
         original.write(dir.path()).unwrap();
-        let resumed = |command: &str, notes: &[&str]| {
+        let resumed = |seed: u64, notes: &[&str]| {
             let fresh = EnvRecord {
-                command_line: command.into(),
+                command_line: format!("metaprep sweep --out r --seed {seed} --resume"),
                 notes: notes.iter().map(|n| n.to_string()).collect(),
                 date: "later".into(),
+                settings: Some(Settings::Sweep(SweepSettings {
+                    seed,
+                    ..test_sweep()
+                })),
                 ..EnvRecord::default()
             };
             resumed_record(dir.path(), fresh).map_err(|e| e.to_string())
         };
-        let record = resumed(
-            "bundle/metaprep steps --out r --seed 1 --resume",
-            &["host profile `pytorch` (x)", "tp8 emulated"],
-        )
-        .unwrap();
+        let record = resumed(1, &["tp8 emulated"]).unwrap();
         // Notes that are not settings (emulation, resumption) may be added.
         assert_eq!(record.command_line, original.command_line);
         assert!(record.notes.contains(&"tp8 emulated".to_string()));
-        let why = resumed(
-            "metaprep steps --out r --seed 2 --resume",
-            &["host profile `pytorch` (y)"],
-        )
-        .unwrap_err();
-        assert!(why.contains("--seed: `1` vs `2`"), "{why}");
-        assert!(
-            why.contains("host profile: `` `pytorch` (x) `` vs `` `pytorch` (y) ``"),
-            "{why}"
-        );
-        // Another GPU's memory may leave other cells out.
-        let why = resumed(
-            "metaprep steps --out r --seed 1 --resume",
-            &[
-                "host profile `pytorch` (x)",
-                "memory per GPU: 80.0 GiB (device)",
-            ],
-        )
-        .unwrap_err();
-        assert!(why.contains("memory per GPU"), "{why}");
+        let why = resumed(2, &[]).unwrap_err();
+        assert!(why.contains("seed: `1` vs `2`"), "{why}");
     }
 }

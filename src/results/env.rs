@@ -4,19 +4,14 @@ use crate::results::atomic::write_atomic;
 use crate::results::settings::Settings;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
-
-/// The old-run path: records without `settings`, read back from their command lines and notes.
-mod old_run;
 
 /// The environment record's file name inside a run directory.
 pub const ENV_FILE: &str = "env.json";
 /// How the notes of a steps run begin the lines that say its settings for a reader: the host
 /// profile (`host profile `NAME` (...)`), the step model, and the memory per GPU with the
-/// cells left out as not deployable. Only the old-run path reads them back, for a run
-/// recorded without `settings`.
+/// cells left out as not deployable.
 pub const HOST_PROFILE_NOTE: &str = "host profile `";
 pub const STEP_MODEL_NOTE: &str = "step model:";
 pub const MEMORY_NOTE: &str = "memory per GPU:";
@@ -68,8 +63,7 @@ pub struct EnvRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub callouts: Vec<String>,
     /// What the run was asked to measure, as data (`sweep`, `steps`, `validate`, `check
-    /// --dump`); `None` in a record of a metaprep before it and of the commands that record
-    /// none.
+    /// --dump`); `None` for the commands that record none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<Settings>,
 }
@@ -77,21 +71,15 @@ pub struct EnvRecord {
 impl EnvRecord {
     /// The name of the host profile a steps run used.
     pub fn host_profile(&self) -> Option<&str> {
-        match &self.settings {
-            Some(settings) => settings.host_profile(),
-            None => old_run::host_profile(self),
-        }
+        self.settings.as_ref().and_then(Settings::host_profile)
     }
 
     /// Whether the run's own notes say how `layout` was emulated (so `summary.md` adds no
-    /// caveat of its own). A run recording `settings` notes every layout it emulated
-    /// (`harness::run_output::emulation_notes`, from the same rule that marks its rows
-    /// emulated); an old run's notes are looked through (the old-run path).
+    /// caveat of its own): a measuring run notes each layout it emulated
+    /// (`harness::run_output`).
     pub fn notes_emulation_of(&self, layout: &str) -> bool {
-        match &self.settings {
-            Some(_) => true,
-            None => old_run::notes_emulation_of(self, layout),
-        }
+        let prefix = format!("{EMULATED_NOTE}{layout} ");
+        self.notes.iter().any(|n| n.starts_with(&prefix))
     }
 
     /// The subcommand the run was started as (`sweep`, `steps`, `rank-worker`), `None` for a
@@ -186,36 +174,37 @@ impl EnvRecord {
             .collect()
     }
 
-    /// Every setting two runs recorded differently, `self`'s value first: from their
-    /// `settings` ([`Settings::differences`]) where both have them, else by the old-run path
-    /// (the command line and the setting notes, which every record has). `--resume` refuses
+    /// Every setting two runs recorded differently, `self`'s value first
+    /// ([`Settings::differences`]). A record without settings (a command that records none)
+    /// cannot be held to one that records them: that is one difference, `settings`. `--resume` refuses
     /// any difference; `compare` unless `--allow-mismatch`.
     pub fn setting_differences(&self, other: &EnvRecord) -> Vec<Difference> {
         match (&self.settings, &other.settings) {
             (Some(mine), Some(theirs)) => mine.differences(theirs),
-            _ => old_run::setting_differences(self, other),
+            (None, None) => Vec::new(),
+            _ => vec![Difference {
+                name: "settings".to_string(),
+                this: self.settings_shown(),
+                other: other.settings_shown(),
+            }],
         }
     }
 }
 
 impl EnvRecord {
+    /// What a record says of its settings, in a word: `sweep run`, `check run without settings`.
+    fn settings_shown(&self) -> Option<String> {
+        match (&self.settings, self.subcommand()) {
+            (Some(settings), _) => Some(format!("{} run", settings.command())),
+            (None, Some(command)) => Some(format!("{command} run without settings")),
+            (None, None) => None,
+        }
+    }
+
     /// Refuses to continue the run in `dir`, recorded as `self`, with the invocation `fresh`
-    /// records when a setting differs; the error names each. Where both record `settings`,
-    /// every one counts (they are all known before the GPU opens); on the old-run path those
-    /// that `old_counts` (all of them once the GPU is open; before, those of the command
-    /// line, [`Difference::of_command_line`]).
-    pub fn check_resume(
-        &self,
-        dir: &Path,
-        fresh: &EnvRecord,
-        old_counts: impl Fn(&Difference) -> bool,
-    ) -> Result<()> {
-        let as_data = self.settings.is_some() && fresh.settings.is_some();
-        let differences: Vec<Difference> = self
-            .setting_differences(fresh)
-            .into_iter()
-            .filter(|d| as_data || old_counts(d))
-            .collect();
+    /// records when a setting differs; the error names each.
+    pub fn check_resume(&self, dir: &Path, fresh: &EnvRecord) -> Result<()> {
+        let differences = self.setting_differences(fresh);
         if !differences.is_empty() {
             return Err(crate::exit::BadInput(format!(
                 "cannot resume {}: its settings differ from this command's (the run vs now: {}); \
@@ -229,46 +218,16 @@ impl EnvRecord {
     }
 }
 
-/// Flags that say where a run writes, which GPU of the host it takes, where its CUPTI lives,
-/// or that it continues one: not what it measures.
-/// `--kernel-image` is among them: what it loaded is a machine field, shown, never refused.
-const NOT_SETTINGS: [&str; 7] = [
-    "--out",
-    "--resume",
-    "--trace",
-    "--trace-cell",
-    "--device",
-    "--cupti-lib",
-    "--kernel-image",
-];
-
-/// Flags renamed since a run could record them, old name first: an old command line's
-/// spelling is read as today's, so a run recorded with `sweep --rounds 6` is the one
-/// `--min-rounds 6` asks for. (The old names stay hidden aliases of the new.)
-pub const RENAMED_FLAGS: [(&str, &str); 3] = [
-    ("--rounds", "--min-rounds"),
-    ("--rel-ci-pct", "--precision-pct"),
-    ("--time-cap-ms", "--cell-time-cap-ms"),
-];
-
 /// The machine fields `--resume` refuses to change: the numbers of another GPU would mix in.
 const HARDWARE: [&str; 3] = ["GPU", "GPU count", "compute capability"];
 
 /// A setting or machine field two runs recorded differently; `None` where a run did not
-/// record it (a flag not given takes its default).
+/// record it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Difference {
     pub name: String,
     pub this: Option<String>,
     pub other: Option<String>,
-}
-
-impl Difference {
-    /// A difference of the subcommand or of a flag: known from the command line, before any
-    /// GPU work (the setting notes, such as the host profile, are resolved later).
-    pub fn of_command_line(&self) -> bool {
-        self.name == "command" || self.name.starts_with("--")
-    }
 }
 
 /// Differences as one line: `a: `1` vs `2`; b: ...` (values may hold commas).
@@ -285,7 +244,6 @@ impl fmt::Display for Difference {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let value = |v: &Option<String>| match v {
             Some(v) => code(v),
-            None if self.name.starts_with("--") => "not given (its default)".to_string(),
             None => "not recorded".to_string(),
         };
         write!(
@@ -465,52 +423,11 @@ mod tests {
         );
     }
 
-    fn run(command: &str, notes: &[&str]) -> EnvRecord {
-        EnvRecord {
-            command_line: command.into(),
-            notes: notes.iter().map(|n| n.to_string()).collect(),
-            ..test_env()
-        }
-    }
-
     fn differences(a: &EnvRecord, b: &EnvRecord) -> Vec<String> {
         a.setting_differences(b)
             .iter()
             .map(Difference::to_string)
             .collect()
-    }
-
-    #[test]
-    fn settings_come_from_the_command_line_and_the_setting_notes() {
-        let base = run(
-            "/a/metaprep sweep --tp tp1,tp8 --seed 1 --out r/a --device 0",
-            &["emulated: tp8 needs 8 GPUs"],
-        );
-        // Another program path, output, device, flag order, list order, `--flag=value`
-        // spelling, `--resume` and a note that is no setting: the same settings.
-        let same = run(
-            "bundle/metaprep sweep --seed=1 --out=r/b --tp tp8,tp1 --device 1 --resume",
-            &[],
-        );
-        assert_eq!(differences(&base, &same), Vec::<String>::new());
-        let other = run(
-            "metaprep steps --tp tp1 --host-scale 1 --host-scale 2 --trace t.json",
-            &[
-                "step model: target moe-large, draft draft-small",
-                "host profile `pytorch` (op 7.9 us)",
-            ],
-        );
-        assert_eq!(
-            differences(&base, &other),
-            [
-                "command: `sweep` vs `steps`",
-                "--host-scale: not given (its default) vs `1,2`",
-                "--seed: `1` vs not given (its default)",
-                "--tp: `tp1,tp8` vs `tp1`",
-                "host profile: not recorded vs `` `pytorch` (op 7.9 us) ``",
-                "step model: not recorded vs `target moe-large, draft draft-small`",
-            ]
-        );
     }
 
     #[test]
@@ -540,19 +457,27 @@ mod tests {
         assert_eq!(differences(&base, &other), ["seed: `1` vs `2`"]);
         let same = with(Settings::Sweep(test_sweep()), "metaprep sweep --seed 9");
         assert_eq!(differences(&base, &same), Vec::<String>::new());
-        // One side without settings (an old run): the old-run path, the command lines.
-        let old = run("metaprep sweep --seed 9", &[]);
-        assert_eq!(differences(&base, &old), ["--seed: `1` vs `9`"]);
-        // The host profile's name comes from the settings, whatever the notes say; an old
-        // run's from its note.
+        // One side without settings cannot be held to the other's.
+        let none = EnvRecord {
+            command_line: "metaprep sweep --seed 1".into(),
+            ..test_env()
+        };
+        assert_eq!(
+            differences(&base, &none),
+            ["settings: `sweep run` vs `sweep run without settings`"]
+        );
+        // The host profile's name comes from the settings, whatever the notes say.
         let mut steps = serde_json::to_value(Settings::Sweep(test_sweep())).unwrap();
         steps["command"] = "steps".into();
         assert!(
             serde_json::from_value::<Settings>(steps).is_err(),
             "steps has its own fields"
         );
-        let old_steps = run("metaprep steps", &["host profile `native` (op 1.0 us)"]);
-        assert_eq!(old_steps.host_profile(), Some("native"));
+        let noted = EnvRecord {
+            notes: vec!["host profile `native` (op 1.0 us)".into()],
+            ..test_env()
+        };
+        assert_eq!(noted.host_profile(), None);
         assert_eq!(base.host_profile(), None);
     }
 }

@@ -1,8 +1,7 @@
 //! What a run was asked to measure, as data: the validated settings of `sweep`, `steps`,
 //! `validate` and `check --dump`, written whole into `env.json` (`settings`) and read back by
 //! `compare` (its settings check), `--resume` (the same check) and `report` (the host
-//! profile's name). Runs of a metaprep before it have no `settings`; `env.rs`'s old-run path
-//! reads theirs from the command line and the setting notes.
+//! profile's name).
 
 use crate::results::env::Difference;
 use serde::{Deserialize, Serialize};
