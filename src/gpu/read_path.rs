@@ -10,9 +10,8 @@
 //!   until it is this read's, with no CUDA call in the wait.
 //!
 //! Why the mapped read polls instead of synchronising the stream: a stream sync returns when
-//! the driver has seen the kernel complete, which the read-landing probe found adds about
-//! 2–3 µs to the poll's return (results/2026-11-29-h200-read-landing/, 11.2 against 8.9 µs
-//! behind 2 µs of work); the poll returns as soon as the flag's store reaches the host. A
+//! the driver has seen the kernel complete, some µs after the flag's store reaches the host,
+//! where the poll returns (docs/read-paths.md has the measurement). A
 //! poll must not hang: every [`STREAM_CHECK_EVERY`] it asks the stream whether its work is
 //! done (then the flag is read once more, and a flag still stale is an error), and gives up
 //! after its timeout with an error that says what the flag held.

@@ -80,7 +80,7 @@ fn write_read_behind_work(out: &mut String, index: &Index) -> fmt::Result {
          included) took {} µs against {} µs on an idle GPU (`{}`): {beyond}. On the H200 a \
          copy queued behind running work returned in steps of about 8 µs after the work, and \
          eager-sync's read cost moved in such steps with where its read landed \
-         (results/2026-11-29-h200-read-landing/).\n",
+         (docs/read-paths.md).\n",
         fmt_num(BUSY_BEFORE_READ_US),
         FloorItem::D2hIntBusy.name(),
         fmt_num(busy),
