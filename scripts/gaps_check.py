@@ -6,7 +6,8 @@ eager-device step times.
 
     python3 scripts/gaps_check.py METAPREP OUT [--forward-us 100,1000,3000] [--batch-sizes 1,8]
 
-Per cell it writes OUT/trace-f<F>-bs<B>.json.gz with its probe file beside it
+Each cell runs in a process of its own (a profiler leaves hooks behind in its process). Per
+cell it writes OUT/trace-f<F>-bs<B>.json.gz with its probe file beside it
 (scripts/metaprep_host.py's profiler-cost probes, taken bare before the profiler and inside
 it), runs `METAPREP gaps` on it with the probe file and on a copy without it, then prints and
 writes OUT/gaps-check.csv: the measured change of the step (eager-device over eager-sync,
@@ -49,6 +50,47 @@ def plain_trace(engine, forwards, steps, path):
     os.remove(plain)
 
 
+def one_cell(args, f, bs):
+    """One cell: the untraced steps of both arms, the trace and its probe file, and what
+    `gaps` makes of it with and without the probe file; its CSV row."""
+    # The loop's own defaults (block, accept rate, context, seed, pinning).
+    loop = rl.parse_args(["--out", args.out])
+    rate = rl.setup(loop)
+    engine = rl.Engine(bs, loop)
+    forwards = rl.forward_graphs(f, rate)
+    step = {}
+    for arm in ("eager-sync", "eager-device"):
+        step[arm] = statistics.median(rl.run(engine, forwards, arm, loop.warmup, args.steps)[0])
+    measured = 100.0 * (step["eager-device"] / step["eager-sync"] - 1.0)
+    trace = os.path.join(args.out, f"trace-f{f:g}-bs{bs}.json.gz")
+    plain_trace(engine, forwards, args.trace_steps, trace)
+    # The same trace without its probe file: what gaps says of a bare recording.
+    unprobed = os.path.join(args.out, f"unprobed-f{f:g}-bs{bs}.json.gz")
+    shutil.copyfile(trace, unprobed)
+    ratio = lambda x: x / measured if measured else float("nan")  # noqa: E731
+    row = [f, bs, step["eager-sync"], step["eager-device"], measured]
+    for name, path in (("gaps", trace), ("unprobed", unprobed)):
+        out = os.path.join(args.out, f"{name}-f{f:g}-bs{bs}")
+        shutil.rmtree(out, ignore_errors=True)
+        p = subprocess.run([args.metaprep, "gaps", path, "--out", out, "--json"],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"f {f:g} bs {bs} {name}: gaps exit {p.returncode}: {p.stderr.strip()}",
+                  file=sys.stderr)
+            row += ["", "", "", "", p.stderr.strip().splitlines()[-1:]]
+            continue
+        g = json.loads(p.stdout)[0]
+        reads = g["itl_change_pct"]["median"]
+        every = -100.0 * g["every_sync_win_us"]["median"] / g["period_us"]["median"]
+        sites = "; ".join(f"{s['site']['kind']} {s['site']['op']}"
+                          for s in g["sites"] if s["calls_per_step"] > 0)
+        row += [reads, ratio(reads), every, ratio(every), sites]
+        print(f"f {f:g} bs {bs} {name}: measured {measured:+.1f}%, gaps reads "
+              f"{reads:+.1f}% ({ratio(reads):.2f}x), every sync {every:+.1f}% "
+              f"({ratio(every):.2f}x); sites: {sites}", file=sys.stderr, flush=True)
+    return row
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("metaprep")
@@ -57,46 +99,25 @@ def main(argv=None):
     ap.add_argument("--batch-sizes", type=rl.numbers(int), default="1,8")
     ap.add_argument("--steps", type=int, default=60, help="untraced steps per arm")
     ap.add_argument("--trace-steps", type=int, default=12)
+    ap.add_argument("--one-cell", help=argparse.SUPPRESS)  # F,BS: one cell, its row as JSON
     args = ap.parse_args(argv)
-    # The loop's own defaults (block, accept rate, context, seed, pinning).
-    loop = rl.parse_args(["--out", args.out])
-    rate = rl.setup(loop)
+    if args.one_cell:
+        f, bs = args.one_cell.split(",")
+        print(json.dumps(one_cell(args, float(f), int(bs))))
+        return 0
+    # Each cell in a process of its own: a profiler leaves its hooks behind in the process
+    # it ran in, and the next trace's probes would not be bare.
     rows = []
     for bs in args.batch_sizes:
-        engine = rl.Engine(bs, loop)
         for f in args.forward_us:
-            forwards = rl.forward_graphs(f, rate)
-            step = {}
-            for arm in ("eager-sync", "eager-device"):
-                step[arm] = statistics.median(rl.run(engine, forwards, arm, loop.warmup,
-                                                     args.steps)[0])
-            measured = 100.0 * (step["eager-device"] / step["eager-sync"] - 1.0)
-            trace = os.path.join(args.out, f"trace-f{f:g}-bs{bs}.json.gz")
-            plain_trace(engine, forwards, args.trace_steps, trace)
-            # The same trace without its probe file: what gaps says of a bare recording.
-            unprobed = os.path.join(args.out, f"unprobed-f{f:g}-bs{bs}.json.gz")
-            shutil.copyfile(trace, unprobed)
-            ratio = lambda x: x / measured if measured else float("nan")  # noqa: E731
-            row = [f, bs, step["eager-sync"], step["eager-device"], measured]
-            for name, path in (("gaps", trace), ("unprobed", unprobed)):
-                out = os.path.join(args.out, f"{name}-f{f:g}-bs{bs}")
-                shutil.rmtree(out, ignore_errors=True)
-                p = subprocess.run([args.metaprep, "gaps", path, "--out", out, "--json"],
-                                   capture_output=True, text=True)
-                if p.returncode != 0:
-                    print(f"f {f:g} bs {bs} {name}: gaps exit {p.returncode}: {p.stderr.strip()}")
-                    row += ["", "", "", "", p.stderr.strip().splitlines()[-1:]]
-                    continue
-                g = json.loads(p.stdout)[0]
-                reads = g["itl_change_pct"]["median"]
-                every = -100.0 * g["every_sync_win_us"]["median"] / g["period_us"]["median"]
-                sites = "; ".join(f"{s['site']['kind']} {s['site']['op']}"
-                                  for s in g["sites"] if s["calls_per_step"] > 0)
-                row += [reads, ratio(reads), every, ratio(every), sites]
-                print(f"f {f:g} bs {bs} {name}: measured {measured:+.1f}%, gaps reads "
-                      f"{reads:+.1f}% ({ratio(reads):.2f}x), every sync {every:+.1f}% "
-                      f"({ratio(every):.2f}x); sites: {sites}", flush=True)
-            rows.append(row)
+            cmd = [sys.executable, os.path.abspath(__file__), args.metaprep, args.out,
+                   "--steps", str(args.steps), "--trace-steps", str(args.trace_steps),
+                   "--one-cell", f"{f:g},{bs}"]
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+            if p.returncode != 0:
+                print(f"f {f:g} bs {bs}: the cell's process exited {p.returncode}")
+                return 1
+            rows.append(json.loads(p.stdout.strip().splitlines()[-1]))
     with open(os.path.join(args.out, "gaps-check.csv"), "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["forward_us", "batch_size", "eager_sync_step_us", "eager_device_step_us",

@@ -58,7 +58,7 @@
 
 mod analysis;
 mod derive;
-mod probe;
+pub(crate) mod probe;
 pub mod profiler_cost;
 mod report;
 pub mod trace;

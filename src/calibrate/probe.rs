@@ -31,6 +31,16 @@ pub fn probe_path(trace: &Path) -> PathBuf {
     trace.with_file_name(format!("{stem}.probe.json"))
 }
 
+/// How scripts/metaprep_host.py names the region around each profiled probe
+/// (`metaprep probe NAME`).
+pub const PROBE_MARK: &str = "metaprep probe";
+
+/// Whether an annotation is one of a probe's own: around a profiled probe, or the `range`
+/// probe's empty ranges inside it.
+pub fn is_probe_region(name: &str) -> bool {
+    name.starts_with(PROBE_MARK) || name == super::analysis::EMPTY_RANGE
+}
+
 /// `x.probe.json` as scripts/metaprep_host.py writes it.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ProbeFile {
@@ -382,7 +392,7 @@ mod tests {
             torch: String::new(),
             date: String::new(),
             reps: 200,
-            mark: "metaprep probe".into(),
+            mark: PROBE_MARK.into(),
             host_speed_us: 7.5,
             bare_us: bare,
             profiled_us: profiled,

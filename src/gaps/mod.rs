@@ -186,13 +186,21 @@ pub fn analyse(
         .map(|site| sites.partition_point(|s| s < site))
         .collect();
     let longest = calls.iter().map(|c| c.span.dur()).fold(0.0, f64::max);
+    let waits = wait_ends(&calls, &busy);
     let steps: Vec<Step> = (source.starts.windows(2))
         .map(|pair| {
             let period = Span {
                 ts: pair[0],
                 end: pair[1],
             };
-            step(period, &busy, &calls, &call_sites, longest, profiler)
+            step(
+                period,
+                &busy,
+                &calls,
+                &call_sites,
+                longest,
+                (profiler, &waits),
+            )
         })
         .collect();
     if steps.is_empty() {
@@ -219,7 +227,7 @@ fn step(
     calls: &[SyncCall],
     sites: &[usize],
     longest: f64,
-    profiler: Option<&ProfilerCost>,
+    (profiler, waits): (Option<&ProfilerCost>, &[f64]),
 ) -> Step {
     // Only the GPU work and the calls that can reach into the period (none lasts longer than
     // `longest`): a trace holds many steps, and each is read alone.
@@ -239,7 +247,7 @@ fn step(
     }
     let idle = idle_stretches(busy, period);
     let (profiler_us, profiler_hidden_us) =
-        profiler.map_or((0.0, 0.0), |p| profiler_split_us(p, period, &idle, calls));
+        profiler.map_or((0.0, 0.0), |p| profiler_split_us(p, period, &idle, waits));
     for (part, site) in charged(&idle, calls, sites) {
         if let Some(site) = site {
             by_site.entry(site).or_default().idle_us += part.dur();
@@ -255,24 +263,41 @@ fn step(
     }
 }
 
-/// The profiler's cost in a step, split: on the critical path (its events' cost spread evenly
-/// over the host's active time, not blocked in a sync, times the active time in which the
-/// GPU idled, where the host set the pace) and hidden behind GPU work (the rest).
-fn profiler_split_us(
-    p: &ProfilerCost,
-    period: Span,
-    idle: &[Span],
-    calls: &[SyncCall],
-) -> (f64, f64) {
-    let blocked = |within: Span| -> f64 { calls.iter().map(|c| overlap(c.span, within)).sum() };
-    let active = period.dur() - blocked(period);
-    let critical: f64 = idle.iter().map(|&s| s.dur() - blocked(s)).sum();
-    let all = p.in_span(period);
-    if active <= 0.0 {
-        return (0.0, all);
+/// The profiler's cost in a step, split: on the critical path and hidden behind GPU work.
+/// The host lags by the cost of the events it ran since it last waited for the GPU in a sync
+/// (`waits`: when each such wait ended; a wait absorbs the lag before it); each GPU idle
+/// stretch takes back as much of that lag as it lasted, which is the part on the critical
+/// path. The rest was hidden: bare, the host would have waited that much longer in a sync.
+fn profiler_split_us(p: &ProfilerCost, period: Span, idle: &[Span], waits: &[f64]) -> (f64, f64) {
+    let (mut from, mut taken, mut on_path) = (f64::NEG_INFINITY, 0.0, 0.0);
+    for s in idle {
+        let last = waits.partition_point(|&end| end <= s.end);
+        let wait = last.checked_sub(1).map_or(period.ts, |i| waits[i]);
+        if wait > from {
+            (from, taken) = (wait, 0.0);
+        }
+        let lag = p.in_span(Span {
+            ts: from,
+            end: s.end,
+        }) - taken;
+        let back = lag.clamp(0.0, s.dur());
+        (taken, on_path) = (taken + back, on_path + back);
     }
-    let on_path = (all * critical / active).min(critical);
-    (on_path, all - on_path)
+    let all = p.in_span(period);
+    (on_path, (all - on_path).max(0.0))
+}
+
+/// When each sync the host waited in ended (it overlapped GPU work), in order.
+fn wait_ends(calls: &[SyncCall], busy: &[Span]) -> Vec<f64> {
+    let mut ends: Vec<f64> = (calls.iter())
+        .filter(|c| {
+            let i = busy.partition_point(|b| b.end <= c.span.ts);
+            busy.get(i).is_some_and(|b| b.ts < c.span.end)
+        })
+        .map(|c| c.span.end)
+        .collect();
+    ends.sort_by(f64::total_cmp);
+    ends
 }
 
 /// The trace's figures from its steps, with every site index (the steps' `by_site`, the

@@ -102,8 +102,8 @@ fn profiler_line(g: &Gaps) -> String {
     match &g.probe_file {
         Some(probe) => format!(
             "The profiler's own cost, fitted from {}, is taken off: {} µs a step on the \
-             step's critical path (its events' cost over the host's active time, times the \
-             active time the GPU idled), and what it hid behind GPU work is added to the \
+             step's critical path (what the host lagged by its events' cost since it last \
+             waited, taken back where the GPU idled), and what it hid behind GPU work is added to the \
              syncs' waits.",
             code(probe),
             us(&g.profiler_us)

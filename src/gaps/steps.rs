@@ -2,6 +2,7 @@
 //! `ProfilerStep#N`, a region that repeats and covers most of the host thread's time, or,
 //! in a trace with none of these, the replays of the graph with the most GPU work.
 
+use crate::calibrate::probe::is_probe_region;
 use crate::calibrate::trace::{is_profiler_step, rt_kind, HostEvent, Trace};
 
 /// Fewest steps a repeating region needs to be taken for the step.
@@ -83,7 +84,8 @@ fn repeating(annotations: &[HostEvent]) -> Vec<Candidate<'_>> {
         )];
     }
     let mut by_name: std::collections::BTreeMap<&str, Vec<&HostEvent>> = Default::default();
-    for e in annotations {
+    // The profiler-cost probes of a probe file repeat too, before the steps: never steps.
+    for e in annotations.iter().filter(|e| !is_probe_region(&e.name)) {
         by_name.entry(&e.name).or_default().push(e);
     }
     (by_name.into_iter())
