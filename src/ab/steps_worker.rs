@@ -62,8 +62,8 @@ pub fn serve_steps(config: &StepsConfig, input: impl BufRead, out: &mut impl Wri
     with_bursts(config, &gpu, &cells, |bursts| {
         let ready = ready_message(&gpu, &pinned, emulated);
         answer(&mut requests, out, ready, &names, |cell| {
-            // Probed cold (after waiting for the other side) the launch path read 3x slow on
-            // an H200, so every pair looked moved: warm it first, as the sweep's bursts do.
+            // Probed cold (after waiting for the other side) the launch path reads slow and every
+            // pair looks moved: warm it first, as the sweep's bursts do (docs/ab.md).
             bursts.warm_up(cell)?;
             let before = probe(&mut floor)?;
             let b = bursts.burst(cell)?;

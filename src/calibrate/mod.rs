@@ -25,9 +25,9 @@
 //!
 //! # The profiler's cost
 //!
-//! Under `torch.profiler` a framework op costs 1.5–2.5× its bare time on the H200, so
-//! durations read straight off a trace predict about twice the host time an engine really
-//! spends. The probe file says what each recorded event cost in *this* trace's session
+//! Under `torch.profiler` a framework op costs well over its bare time (docs/calibration.md),
+//! so durations read straight off a trace overstate the host time an engine really spends.
+//! The probe file says what each recorded event cost in *this* trace's session
 //! (`probe`: a fit over workloads of known event mixes), and every duration calibration
 //! reads has the cost of the events recorded inside it taken off (`Analysis::op_us`,
 //! `Analysis::range_us`). Each trace's costs are then moved to one host speed (the median of

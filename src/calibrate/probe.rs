@@ -135,7 +135,7 @@ pub struct EventCounts {
     /// cuda_runtime / cuda_driver calls other than graph launches, made with the GPU idle.
     pub runtime: f64,
     /// The same, made while earlier GPU work was still running: under CUPTI a launch into a
-    /// busy stream costs the host far more (about twice, on an H200).
+    /// busy stream costs the host far more (docs/h200-findings.md#profiler-and-calibration).
     pub runtime_busy: f64,
     /// user_annotation ranges (the probe's own range around the timing not counted).
     pub annotations: f64,

@@ -15,9 +15,8 @@ pub const EMPTY_IN_RANGE: f64 = 0.8;
 /// profiler): paid only where an annotation exists.
 const RANGE_BARE: f64 = 6.0;
 
-/// What one recorded event costs in the synthetic sessions: the sizes seen on the H200
-/// (call 1 of 2026-12-01: cpu ops 0.8-2 µs, runtime calls 1.3-8 µs; a CUPTI'd graph replay
-/// ~20 µs more than bare).
+/// What one recorded event costs in the synthetic traces: of the sizes a profiler probe saw
+/// on an H200 (docs/h200-findings.md#profiler-and-calibration).
 pub const COSTS: EventCosts = EventCosts {
     cpu_op: 1.9,
     runtime: 4.0,

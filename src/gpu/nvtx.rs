@@ -11,7 +11,7 @@ static ENABLED: AtomicBool = AtomicBool::new(true);
 
 // The `nvtx` crate (1.3.x, pinned in Cargo.toml) compiles NVTX3 into a static library whose
 // C entry point its `range_push!` calls; the macro first copies the name into a `String` and a
-// `CString`, which cost about 110 ns a range on an x86 host against 7 ns for the call itself.
+// `CString`, which costs many times the call itself (docs/nvtx.md has the figures).
 // So names are made C strings once by the caller and handed to the entry point directly; a
 // newer `nvtx` without it fails to link, and tests/nvtx.rs checks the ranges reach a tool.
 extern "C" {

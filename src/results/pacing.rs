@@ -12,9 +12,9 @@ use crate::results::csv::STEP_RATIO_VS_EAGER_SYNC;
 /// own times and the read cost, every metric of an eager arm (its launches pace its prep, and
 /// eager-sync waits on a read) but eager-device's `step_fwd_us` and the bytes, and the ratios
 /// over eager-sync, and fused's floor multiple (over a floor the host's launch rate paces).
-/// Eager-device's step with the forward is the GPU's, prep and forward back
-/// to back: in A/A pairs it was called only at batch 256, by about 1 µs, as the graph arms'
-/// `step_fwd_us` there; it was `slower` in 48 of 48 cells for 2 µs more forward.
+/// Eager-device's step with the forward is the GPU's, prep and forward back to back: A/A
+/// pairs and a longer forward move it as they move the graph arms' `step_fwd_us`
+/// (docs/h200-findings.md#which-rows-the-host-paces).
 pub fn host_paced(arm: &str, metric: &str) -> bool {
     let arm = arm.parse::<Arm>().ok();
     let eager = arm.is_some_and(|arm| !arm.uses_graph());

@@ -300,9 +300,8 @@ pub struct SoakResult {
 impl SoakResult {
     /// No mismatch, device memory flat, and the host's memory flat: the heap in use where it
     /// was sampled, else the resident set. The resident set also keeps what the allocator
-    /// holds for reuse after a free: on this project's own CPU reference alone, 10^6 soak steps
-    /// of target verify at bs 8 grow it 77% (with `malloc_trim`) while the heap in use moves
-    /// 0.06%, as the spot checks' buffers follow the lengths up to 128k.
+    /// holds for reuse after a free, and grows with no leak as the spot checks' buffers follow
+    /// the lengths up (docs/h200-findings.md#soak-memory-on-the-cpu-reference).
     pub fn passed(&self) -> bool {
         let host = match self.heap.samples.is_empty() {
             true => &self.host,

@@ -11,10 +11,9 @@
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 
-/// An arm is fitted when its step is within this relative error: above the model's own
-/// run-to-run noise (a steps cell moved up to 1.3% between two processes of one profile on
-/// the H200), so a run at the right factor lands inside it; far inside
-/// validation's ±10%.
+/// An arm is fitted when its step is within this relative error: chosen above the ~1.3% a
+/// steps cell moved between two processes of one profile on an H200 (docs/calibration.md), so
+/// a run at the right factor lands inside it; far inside validation's ±10%.
 pub const TOLERANCE: f64 = 0.02;
 /// The post-wait scale is fitted when eager-sync − graph is within this relative error: the
 /// difference is a few hundred µs of two steps of several ms, so its run-to-run noise is a few
@@ -26,19 +25,16 @@ pub const MAX_ITERATIONS: u32 = 6;
 pub const BOUNDS: (f64, f64) = (0.1, 10.0);
 /// Most passes of the arm factors and the post-wait scale fitted in turns ([`in_turns`]):
 /// each pass fits the factors with the scale of the pass before, then the scale with those
-/// factors. The factors take in the extras at the short forward (fitted with the table as
-/// calibrated they were x0.92 in an H200 test whose truth was ~1, the fit cell −5 … −7% off
-/// once the scale was fitted) and the scale the factors at the long one (x0.586 and x0.631
-/// there for a truth of x0.5): a pass leaves about a third of the scale's error where the
-/// extras are a sixth of the short cell's step and over a third of the long difference, so
-/// five take a 30% error to within 1%.
+/// factors. The factors take in the extras at the short forward and the scale the factors at
+/// the long one, so one fit of each lands off (docs/h200-findings.md#profiler-and-calibration);
+/// a pass leaves about a third of the scale's error, so five take a 30% error to within 1%.
 pub const PASSES: usize = 5;
 const _: () = assert!(PASSES >= 1, "in_turns runs one pass at least");
 /// The turns stop once a pass moves the scale by less than this (relative): both fits hold.
 pub const SETTLED: f64 = 0.01;
 /// The second evaluation moves a factor by at least this (relative), so that whether the
-/// step follows it is measured above the model's noise: a step half on the host moves 10%,
-/// against two runs' noise of about 2% (1.3% each).
+/// step follows it shows above two runs' noise ([`TOLERANCE`]): a step half on the host moves
+/// 10%.
 const PROBE: f64 = 0.2;
 /// A step that moves by less than this share of its factor's relative change, or the other
 /// way, is not host-bound there: the factor cannot be fitted at that cell.

@@ -183,8 +183,8 @@ pub fn family_of(phase: Phase) -> Family {
 
 /// The arm `phase`'s prep runs as when `drafter`'s step runs `arm`: `arm` itself, except
 /// graph-upload where the engine's graph path does not upload. DSpark's graph-upload copies
-/// `[block] * bs` up before both replays; SGLang's merged spec-v2 DSA path (sgl-project/sglang
-/// #32219) uploads `[N] * bs` before each draft-extend replay only, its decode and
+/// `[block] * bs` up before both replays; SGLang's merged spec-v2 DSA path (docs/arms.md names
+/// the change) uploads `[N] * bs` before each draft-extend replay only, its decode and
 /// target-verify replays being device-only, so there EAGLE's decode and verify preps run as
 /// graph and graph-upload's step differs from graph's by the draft-extend upload alone.
 pub fn prep_arm(drafter: Drafter, phase: Phase, arm: Arm) -> Arm {

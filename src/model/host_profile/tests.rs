@@ -278,7 +278,8 @@ fn the_eagle_step_drafts_then_verifies_then_extends_then_accepts() {
     );
     // DSpark's step is the profile's `program`, at every block.
     assert_eq!(p.step_items(Drafter::Dspark, 8, 1).unwrap(), p.program);
-    // The three preps' counts are SGLang's own (results/2026-12-01-sglang-op-counts).
+    // The three preps' counts are SGLang's own (scripts/count_sglang_ops.py;
+    // host-profiles/README.md).
     let sync = |phase| p.arm_ops(phase, Arm::EagerSync);
     assert_eq!(
         (sync(Phase::Decode).ops, sync(Phase::Decode).reads),

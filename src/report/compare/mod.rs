@@ -40,10 +40,8 @@
 //!
 //! **Scale.** Each side is read, cut to [`side::Entry`] (names shared), and its full rows
 //! dropped before the other side is read; rows are paired through a hash index and sorted
-//! once (`matching.rs`). The compare of build `0ff8bee` was already linear in time (0.41 s at
-//! 25k rows a side, 2.6 s at 200k) but held every row four times over (the rows, a filtered
-//! clone of each side, and both rows again in every match) and printed every row: 971 MB and
-//! 28 MB of markdown for 200k × 200k rows.
+//! once (`matching.rs`), so neither side's full rows outlive its read, and the report prints
+//! the rows called, not every row (docs/h200-findings.md#host-side-costs-of-the-tools).
 
 mod comparison;
 mod gate;

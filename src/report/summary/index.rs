@@ -9,8 +9,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Rows by cell and metric, for lookups; iteration goes through sorted groups instead. Every
 /// per-cell and per-group question is answered from sets built in one pass over the rows:
-/// asking the rows themselves once per cell made `report` quadratic (200k rows took 21–38 s,
-/// nearly all of it in scanning every row for each cell's throttle flag).
+/// asking the rows themselves once per cell made `report` quadratic, its time nearly all spent
+/// scanning every row for each cell's throttle flag
+/// (docs/h200-findings.md#host-side-costs-of-the-tools).
 pub(crate) struct Index<'a> {
     pub(crate) rows: &'a [Row],
     /// Each cell's rows by metric: a lookup borrows its key, never copies it.

@@ -79,8 +79,8 @@ pub(crate) fn group_shape(config: &SweepConfig, group: &GroupSpec) -> Result<Sha
 
 /// Every input `groups` use, generated at once on helper threads (off the measuring CPU):
 /// each process of a `--processes` sweep draws them all again, and drawn one by one on the
-/// measuring thread they cost each worker 0.6 s for batches 8, 64 and 256 × blocks 3, 5 and
-/// 8 (timed on the build machine's CPU), between its cells.
+/// measuring thread they would cost each worker time between its cells
+/// (docs/h200-findings.md#host-side-costs-of-the-tools).
 pub(crate) fn generate_inputs(
     config: &SweepConfig,
     groups: &[GroupSpec],
