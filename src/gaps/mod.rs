@@ -14,7 +14,7 @@ pub mod syncs;
 pub mod timeline;
 
 use crate::calibrate::profiler_cost::ProfilerCost;
-use crate::calibrate::trace::{Span, Trace};
+use crate::calibrate::trace::{Span, ThreadEvents, Trace};
 use crate::stats::summary::quantile;
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
@@ -186,7 +186,7 @@ pub fn analyse(
         .map(|site| sites.partition_point(|s| s < site))
         .collect();
     let longest = calls.iter().map(|c| c.span.dur()).fold(0.0, f64::max);
-    let waits = wait_ends(&calls, &busy);
+    let pace = HostPace::of(trace, events, &calls, &busy);
     let steps: Vec<Step> = (source.starts.windows(2))
         .map(|pair| {
             let period = Span {
@@ -199,7 +199,7 @@ pub fn analyse(
                 &calls,
                 &call_sites,
                 longest,
-                (profiler, &waits),
+                (profiler, &pace),
             )
         })
         .collect();
@@ -227,7 +227,7 @@ fn step(
     calls: &[SyncCall],
     sites: &[usize],
     longest: f64,
-    (profiler, waits): (Option<&ProfilerCost>, &[f64]),
+    (profiler, pace): (Option<&ProfilerCost>, &HostPace),
 ) -> Step {
     // Only the GPU work and the calls that can reach into the period (none lasts longer than
     // `longest`): a trace holds many steps, and each is read alone.
@@ -247,7 +247,7 @@ fn step(
     }
     let idle = idle_stretches(busy, period);
     let (profiler_us, profiler_hidden_us) =
-        profiler.map_or((0.0, 0.0), |p| profiler_split_us(p, period, &idle, waits));
+        profiler.map_or((0.0, 0.0), |p| profiler_split_us(p, period, &idle, pace));
     for (part, site) in charged(&idle, calls, sites) {
         if let Some(site) = site {
             by_site.entry(site).or_default().idle_us += part.dur();
@@ -267,10 +267,20 @@ fn step(
 /// The host lags by the cost of the events it ran since it last waited for the GPU in a sync
 /// (`waits`: when each such wait ended; a wait absorbs the lag before it); each GPU idle
 /// stretch takes back as much of that lag as it lasted, which is the part on the critical
-/// path. The rest was hidden: bare, the host would have waited that much longer in a sync.
-fn profiler_split_us(p: &ProfilerCost, period: Span, idle: &[Span], waits: &[f64]) -> (f64, f64) {
+/// path. A stretch whose ending work was launched before the GPU went idle is the GPU's own
+/// bubble between queued work, which no host speed shortens. The rest was hidden: bare, the
+/// host would have waited that much longer in a sync.
+fn profiler_split_us(p: &ProfilerCost, period: Span, idle: &[Span], host: &HostPace) -> (f64, f64) {
+    let (waits, launches) = (&host.wait_ends, &host.launches);
     let (mut from, mut taken, mut on_path) = (f64::NEG_INFINITY, 0.0, 0.0);
     for s in idle {
+        let next = launches.partition_point(|&(start, _)| start < s.end);
+        if launches
+            .get(next)
+            .is_some_and(|&(_, launched)| launched < s.ts)
+        {
+            continue;
+        }
         let last = waits.partition_point(|&end| end <= s.end);
         let wait = last.checked_sub(1).map_or(period.ts, |i| waits[i]);
         if wait > from {
@@ -285,6 +295,29 @@ fn profiler_split_us(p: &ProfilerCost, period: Span, idle: &[Span], waits: &[f64
     }
     let all = p.in_span(period);
     (on_path, (all - on_path).max(0.0))
+}
+
+/// What says where the host set the GPU's pace: when each sync it waited in ended (it
+/// overlapped GPU work), and each GPU item's start with its launch's, both in order.
+struct HostPace {
+    wait_ends: Vec<f64>,
+    launches: Vec<(f64, f64)>,
+}
+
+impl HostPace {
+    fn of(trace: &Trace, events: &ThreadEvents, calls: &[SyncCall], busy: &[Span]) -> Self {
+        let launched: BTreeMap<u64, f64> = (events.runtime.iter())
+            .filter_map(|r| Some((r.corr?, r.span.ts)))
+            .collect();
+        let mut launches: Vec<(f64, f64)> = (trace.gpu.iter())
+            .filter_map(|g| Some((g.span.ts, *launched.get(&g.corr?)?)))
+            .collect();
+        launches.sort_by(|a, b| a.0.total_cmp(&b.0));
+        HostPace {
+            wait_ends: wait_ends(calls, busy),
+            launches,
+        }
+    }
 }
 
 /// When each sync the host waited in ended (it overlapped GPU work), in order.

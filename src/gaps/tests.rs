@@ -310,9 +310,7 @@ fn a_probe_file_beside_the_trace_takes_the_profilers_cost_off_each_step() {
     );
     // The profiler stretches this host-bound step by a tenth; the probe takes it back off.
     assert!(r > 1.1 * b, "traced {r} against bare {b}");
-    // The lag model takes back a little more than the loop's true cost here (675 µs against
-    // 696 bare): its host-bound tail and GPU-bound head overlap across the step boundary.
-    assert!((d / b - 1.0).abs() < 0.04, "deflated {d} against bare {b}");
+    assert!((d / b - 1.0).abs() < 0.02, "deflated {d} against bare {b}");
     assert!(deflated.profiler_us.median > 0.0 && raw.profiler_us.median == 0.0);
     assert!(deflated
         .probe_file
@@ -321,7 +319,7 @@ fn a_probe_file_beside_the_trace_takes_the_profilers_cost_off_each_step() {
         .ends_with("traced.probe.json"));
     // So is what removing the read wins, as a share of the step.
     let (b, d) = (bare.itl_change_pct.median, deflated.itl_change_pct.median);
-    assert!(b < 0.0 && (d / b - 1.0).abs() < 0.05, "{d}% against {b}%");
+    assert!(b < 0.0 && (d / b - 1.0).abs() < 0.2, "{d}% against {b}%");
     // A probe file that is no probe file is an error naming it, not a silent fall back to none.
     std::fs::write(dir.path().join("traced.probe.json"), "{}").unwrap();
     let e = profiler_cost::beside("traced", &path, &traced)
