@@ -188,7 +188,7 @@ fn analyse<'t>(
     if let Some(pw) = &probe.post_wait {
         let table = pw.table_at(probe.host_speed_us);
         table
-            .validate()
+            .check_well_formed()
             .map_err(|e| anyhow!("{}: its post_wait: {e:#}", probe_file.display()))?;
         analysis.without_post_wait(&table);
     }

@@ -27,7 +27,7 @@ pub struct StepRecord {
     pub tokens_per_request: Vec<u32>,
 }
 
-/// Medians and tails of a validated timeline.
+/// Medians and tails of a checked timeline.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepSummary {
     pub steps: usize,
@@ -40,7 +40,7 @@ pub struct StepSummary {
     pub gap_median_us: f64,
 }
 
-/// A validated run of steps with the GPU's busy intervals merged.
+/// A checked run of steps with the GPU's busy intervals merged.
 #[derive(Debug, Clone)]
 pub struct Timeline {
     steps: Vec<StepRecord>,

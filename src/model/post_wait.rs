@@ -27,7 +27,7 @@ pub struct PostWait {
 }
 
 impl PostWait {
-    pub fn validate(&self) -> Result<()> {
+    pub fn check_well_formed(&self) -> Result<()> {
         let n = self.gaps_us.len();
         ensure!(
             n >= 2 && self.gaps_us[0] == 0.0,
@@ -216,7 +216,7 @@ mod tests {
     #[test]
     fn the_extra_follows_the_segment_and_the_wait() {
         let t = table();
-        t.validate().unwrap();
+        t.check_well_formed().unwrap();
         assert_eq!(t.extra_us(0.0, 0), 0.0);
         assert_eq!(t.extra_us(3000.0, 0), 26.0);
         assert!((t.extra_us(3000.0, 1) - 4.5).abs() < 1e-12);
@@ -234,16 +234,16 @@ mod tests {
     fn a_bad_table_is_refused() {
         let mut t = table();
         t.gaps_us[0] = 5.0;
-        assert!(t.validate().is_err());
+        assert!(t.check_well_formed().is_err());
         let mut t = table();
         t.gaps_us.swap(1, 2);
-        assert!(t.validate().is_err());
+        assert!(t.check_well_formed().is_err());
         let mut t = table();
         t.extra_us[2].pop();
-        assert!(t.validate().is_err());
+        assert!(t.check_well_formed().is_err());
         let mut t = table();
         t.segment_ops[1] = 0;
-        assert!(t.validate().is_err());
+        assert!(t.check_well_formed().is_err());
     }
 
     #[test]

@@ -240,7 +240,7 @@ fn post_wait(traced: &[Traced], cx: &Context) -> Result<Option<Sourced<PostWait>
             *v = round3(median(&values).expect("one probe at least"));
         }
     }
-    table.validate()?;
+    table.check_well_formed()?;
     let each = probes
         .iter()
         .map(|(t, p, _)| format!("{} {:.3}", t.analysis.file, p.host_speed_us))

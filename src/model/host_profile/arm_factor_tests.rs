@@ -61,7 +61,7 @@ fn factored() -> HostProfile {
         ]
         .into(),
     );
-    p.validate().unwrap();
+    p.check_well_formed().unwrap();
     p
 }
 

@@ -133,6 +133,6 @@ pub(super) fn interpolate(points: &BTreeMap<u32, f64>, batch: u32) -> f64 {
             v0 + (v1 - v0) * f64::from(batch - b0) / f64::from(b1 - b0)
         }
         (Some((_, &v)), _) | (None, Some((_, &v))) => v,
-        (None, None) => unreachable!("validated: every *_by_batch map is not empty"),
+        (None, None) => unreachable!("well formed: every *_by_batch map is not empty"),
     }
 }

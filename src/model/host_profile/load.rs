@@ -62,7 +62,7 @@ impl HostProfile {
             };
             anyhow::Error::new(e).context(why)
         })?;
-        profile.validate()?;
+        profile.check_well_formed()?;
         Ok(profile)
     }
 

@@ -64,7 +64,7 @@
 //!   one cannot run that arm.
 //!
 //! One concern per file: the types here; `load` (built-in profiles, files,
-//! JSON); `validate` (what a profile must hold); `program` (the program's items, its
+//! JSON); `well_formed` (what a profile must hold); `program` (the program's items, its
 //! phases and their families, a step's items); `costs` (what an item, prep or read costs);
 //! `scaling` (the what-if host scale, another measured host speed, an arm's host factor).
 
@@ -76,7 +76,7 @@ mod program;
 mod scaling;
 #[cfg(test)]
 mod tests;
-mod validate;
+mod well_formed;
 
 pub use load::BUILT_IN;
 pub use program::{

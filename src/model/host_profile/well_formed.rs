@@ -53,7 +53,7 @@ fn check_us(field: &str, v: f64) -> Result<()> {
 
 impl HostProfile {
     /// Everything [`HostProfile::parse`] refuses beyond serde's own checks.
-    pub(super) fn validate(&self) -> Result<()> {
+    pub(super) fn check_well_formed(&self) -> Result<()> {
         self.validate_costs()?;
         self.validate_preps()?;
         self.validate_programs()?;
@@ -74,7 +74,7 @@ impl HostProfile {
             check_us(field, v)?;
         }
         if let Some(post_wait) = &self.post_wait {
-            post_wait.value.validate()?;
+            post_wait.value.check_well_formed()?;
         }
         if let Some(speed) = &self.host_speed_us {
             check_us("host_speed_us", speed.value)?;
