@@ -187,6 +187,7 @@ pub fn analyse(
         .collect();
     let longest = calls.iter().map(|c| c.span.dur()).fold(0.0, f64::max);
     let pace = HostPace::of(trace, events, &calls, &busy);
+    let taken_back = profiler.map_or(Vec::new(), |p| lag_taken_back(p, &busy, &pace));
     let steps: Vec<Step> = (source.starts.windows(2))
         .map(|pair| {
             let period = Span {
@@ -199,7 +200,7 @@ pub fn analyse(
                 &calls,
                 &call_sites,
                 longest,
-                (profiler, &pace),
+                (profiler, &taken_back),
             )
         })
         .collect();
@@ -227,7 +228,7 @@ fn step(
     calls: &[SyncCall],
     sites: &[usize],
     longest: f64,
-    (profiler, pace): (Option<&ProfilerCost>, &HostPace),
+    (profiler, taken_back): (Option<&ProfilerCost>, &[(Span, f64)]),
 ) -> Step {
     // Only the GPU work and the calls that can reach into the period (none lasts longer than
     // `longest`): a trace holds many steps, and each is read alone.
@@ -247,7 +248,7 @@ fn step(
     }
     let idle = idle_stretches(busy, period);
     let (profiler_us, profiler_hidden_us) =
-        profiler.map_or((0.0, 0.0), |p| profiler_split_us(p, period, &idle, pace));
+        profiler.map_or((0.0, 0.0), |p| profiler_split_us(p, period, taken_back));
     for (part, site) in charged(&idle, calls, sites) {
         if let Some(site) = site {
             by_site.entry(site).or_default().idle_us += part.dur();
@@ -263,17 +264,37 @@ fn step(
     }
 }
 
-/// The profiler's cost in a step, split: on the critical path and hidden behind GPU work.
-/// The host lags by the cost of the events it ran since it last waited for the GPU in a sync
-/// (`waits`: when each such wait ended; a wait absorbs the lag before it); each GPU idle
-/// stretch takes back as much of that lag as it lasted, which is the part on the critical
-/// path. A stretch whose ending work was launched before the GPU went idle is the GPU's own
-/// bubble between queued work, which no host speed shortens. The rest was hidden: bare, the
-/// host would have waited that much longer in a sync.
-fn profiler_split_us(p: &ProfilerCost, period: Span, idle: &[Span], host: &HostPace) -> (f64, f64) {
-    let (waits, launches) = (&host.wait_ends, &host.launches);
-    let (mut from, mut taken, mut on_path) = (f64::NEG_INFINITY, 0.0, 0.0);
-    for s in idle {
+/// The profiler's cost in a step, split: on the critical path (what the GPU idle stretches
+/// took back of the host's lag, [`lag_taken_back`], each stretch's share inside the period)
+/// and hidden behind GPU work (the rest: bare, the host would have waited that much longer
+/// in a sync).
+fn profiler_split_us(p: &ProfilerCost, period: Span, taken_back: &[(Span, f64)]) -> (f64, f64) {
+    let from = taken_back.partition_point(|(s, _)| s.end <= period.ts);
+    let on_path: f64 = (taken_back[from..].iter())
+        .take_while(|(s, _)| s.ts < period.end)
+        .map(|&(s, back)| back * overlap(s, period) / s.dur())
+        .sum();
+    let all = p.in_span(period);
+    (on_path, (all - on_path).max(0.0))
+}
+
+/// Each GPU idle stretch between `busy` spans with what it took back of the host's lag: the
+/// cost of the events the host ran since it last waited for the GPU in a sync (a wait
+/// absorbs the lag before it), less what earlier stretches took back, up to the stretch's
+/// length. A stretch whose ending work was launched before the GPU went idle is the GPU's own
+/// bubble between queued work, which no host speed shortens: it takes back nothing.
+fn lag_taken_back(p: &ProfilerCost, busy: &[Span], pace: &HostPace) -> Vec<(Span, f64)> {
+    let (waits, launches) = (&pace.wait_ends, &pace.launches);
+    let (mut from, mut taken) = (f64::NEG_INFINITY, 0.0);
+    let mut backs = Vec::new();
+    for pair in busy.windows(2) {
+        let s = Span {
+            ts: pair[0].end,
+            end: pair[1].ts,
+        };
+        if s.dur() <= 0.0 {
+            continue;
+        }
         let next = launches.partition_point(|&(start, _)| start < s.end);
         if launches
             .get(next)
@@ -282,19 +303,23 @@ fn profiler_split_us(p: &ProfilerCost, period: Span, idle: &[Span], host: &HostP
             continue;
         }
         let last = waits.partition_point(|&end| end <= s.end);
-        let wait = last.checked_sub(1).map_or(period.ts, |i| waits[i]);
-        if wait > from {
-            (from, taken) = (wait, 0.0);
+        if let Some(&wait) = last.checked_sub(1).map(|i| &waits[i]) {
+            if wait > from {
+                (from, taken) = (wait, 0.0);
+            }
+        }
+        if from == f64::NEG_INFINITY {
+            continue;
         }
         let lag = p.in_span(Span {
             ts: from,
             end: s.end,
         }) - taken;
         let back = lag.clamp(0.0, s.dur());
-        (taken, on_path) = (taken + back, on_path + back);
+        taken += back;
+        backs.push((s, back));
     }
-    let all = p.in_span(period);
-    (on_path, (all - on_path).max(0.0))
+    backs
 }
 
 /// What says where the host set the GPU's pace: when each sync it waited in ended (it

@@ -310,7 +310,9 @@ fn a_probe_file_beside_the_trace_takes_the_profilers_cost_off_each_step() {
     );
     // The profiler stretches this host-bound step by a tenth; the probe takes it back off.
     assert!(r > 1.1 * b, "traced {r} against bare {b}");
-    assert!((d / b - 1.0).abs() < 0.02, "deflated {d} against bare {b}");
+    // Within 1%: taking host lag back in the GPU's bubbles between queued kernels (1 µs each
+    // here) would leave it 1.4% short.
+    assert!((d / b - 1.0).abs() < 0.01, "deflated {d} against bare {b}");
     assert!(deflated.profiler_us.median > 0.0 && raw.profiler_us.median == 0.0);
     assert!(deflated
         .probe_file
