@@ -186,8 +186,14 @@ pub fn analyse(
         .map(|site| sites.partition_point(|s| s < site))
         .collect();
     let longest = calls.iter().map(|c| c.span.dur()).fold(0.0, f64::max);
-    let pace = HostPace::of(trace, events, &calls, &busy);
-    let taken_back = profiler.map_or(Vec::new(), |p| lag_taken_back(p, &busy, &pace));
+    let taken_back = profiler.map_or(Vec::new(), |p| {
+        lag_taken_back(
+            p,
+            &busy,
+            &wait_ends(&calls, &busy),
+            &launches(trace, events),
+        )
+    });
     let steps: Vec<Step> = (source.starts.windows(2))
         .map(|pair| {
             let period = Span {
@@ -279,22 +285,27 @@ fn profiler_split_us(p: &ProfilerCost, period: Span, taken_back: &[(Span, f64)])
 }
 
 /// Each GPU idle stretch between `busy` spans with what it took back of the host's lag: the
-/// cost of the events the host ran since it last waited for the GPU in a sync (a wait
-/// absorbs the lag before it), less what earlier stretches took back, up to the stretch's
-/// length. A stretch whose ending work was launched before the GPU went idle is the GPU's own
-/// bubble between queued work, which no host speed shortens: it takes back nothing.
-fn lag_taken_back(p: &ProfilerCost, busy: &[Span], pace: &HostPace) -> Vec<(Span, f64)> {
-    let (waits, launches) = (&pace.wait_ends, &pace.launches);
+/// cost of the events the host ran since it last waited for the GPU in a sync (`waits`, when
+/// each ended: a wait absorbs the lag before it), less what earlier stretches took back, up
+/// to the stretch's length. A stretch whose ending work was launched (`launches`) before the
+/// GPU went idle is the GPU's own bubble between queued work, which no host speed shortens:
+/// it takes back nothing.
+fn lag_taken_back(
+    p: &ProfilerCost,
+    busy: &[Span],
+    waits: &[f64],
+    launches: &[(f64, f64)],
+) -> Vec<(Span, f64)> {
+    let (Some(first), Some(last)) = (busy.first(), busy.last()) else {
+        return Vec::new();
+    };
     let (mut from, mut taken) = (f64::NEG_INFINITY, 0.0);
     let mut backs = Vec::new();
-    for pair in busy.windows(2) {
-        let s = Span {
-            ts: pair[0].end,
-            end: pair[1].ts,
-        };
-        if s.dur() <= 0.0 {
-            continue;
-        }
+    let between = Span {
+        ts: first.end,
+        end: last.ts,
+    };
+    for s in idle_stretches(busy, between) {
         let next = launches.partition_point(|&(start, _)| start < s.end);
         if launches
             .get(next)
@@ -302,8 +313,8 @@ fn lag_taken_back(p: &ProfilerCost, busy: &[Span], pace: &HostPace) -> Vec<(Span
         {
             continue;
         }
-        let last = waits.partition_point(|&end| end <= s.end);
-        if let Some(&wait) = last.checked_sub(1).map(|i| &waits[i]) {
+        let last_wait = waits.partition_point(|&end| end <= s.end);
+        if let Some(&wait) = last_wait.checked_sub(1).map(|i| &waits[i]) {
             if wait > from {
                 (from, taken) = (wait, 0.0);
             }
@@ -322,27 +333,16 @@ fn lag_taken_back(p: &ProfilerCost, busy: &[Span], pace: &HostPace) -> Vec<(Span
     backs
 }
 
-/// What says where the host set the GPU's pace: when each sync it waited in ended (it
-/// overlapped GPU work), and each GPU item's start with its launch's, both in order.
-struct HostPace {
-    wait_ends: Vec<f64>,
-    launches: Vec<(f64, f64)>,
-}
-
-impl HostPace {
-    fn of(trace: &Trace, events: &ThreadEvents, calls: &[SyncCall], busy: &[Span]) -> Self {
-        let launched: BTreeMap<u64, f64> = (events.runtime.iter())
-            .filter_map(|r| Some((r.corr?, r.span.ts)))
-            .collect();
-        let mut launches: Vec<(f64, f64)> = (trace.gpu.iter())
-            .filter_map(|g| Some((g.span.ts, *launched.get(&g.corr?)?)))
-            .collect();
-        launches.sort_by(|a, b| a.0.total_cmp(&b.0));
-        HostPace {
-            wait_ends: wait_ends(calls, busy),
-            launches,
-        }
-    }
+/// Each GPU item's start with its launch's on the thread, in order of start.
+fn launches(trace: &Trace, events: &ThreadEvents) -> Vec<(f64, f64)> {
+    let launched: BTreeMap<u64, f64> = (events.runtime.iter())
+        .filter_map(|r| Some((r.corr?, r.span.ts)))
+        .collect();
+    let mut launches: Vec<(f64, f64)> = (trace.gpu.iter())
+        .filter_map(|g| Some((g.span.ts, *launched.get(&g.corr?)?)))
+        .collect();
+    launches.sort_by(|a, b| a.0.total_cmp(&b.0));
+    launches
 }
 
 /// When each sync the host waited in ended (it overlapped GPU work), in order.
@@ -371,7 +371,9 @@ fn summarise(
     for step in steps.iter_mut() {
         step.reads_win_us = step.win_us(|i| is_read[i]);
     }
-    let spread = |f: &dyn Fn(&Step) -> f64| Spread::of(&steps.iter().map(f).collect::<Vec<_>>());
+    let spread = |steps: &[Step], f: &dyn Fn(&Step) -> f64| {
+        Spread::of(&steps.iter().map(f).collect::<Vec<_>>())
+    };
     let reads_win = |s: &Step| s.reads_win_us;
     let mut costs: Vec<(usize, SiteCost)> = (sites.into_iter().enumerate())
         // A sync outside every step (before the first, after the last) is no step's.
@@ -381,9 +383,9 @@ fn summarise(
             let calls: usize = steps.iter().map(|s| of(s).calls).sum();
             let cost = SiteCost {
                 calls_per_step: calls as f64 / steps.len() as f64,
-                idle_us: spread(&|s| of(s).idle_us),
-                blocked_us: spread(&|s| of(s).blocked_us),
-                win_us: spread(&|s| s.win_us(|j| j == i)),
+                idle_us: spread(&steps, &|s| of(s).idle_us),
+                blocked_us: spread(&steps, &|s| of(s).blocked_us),
+                win_us: spread(&steps, &|s| s.win_us(|j| j == i)),
                 site,
             };
             (i, cost)
@@ -396,23 +398,6 @@ fn summarise(
     let place: BTreeMap<usize, usize> = (costs.iter().enumerate())
         .map(|(to, &(from, _))| (from, to))
         .collect();
-    let figures = Gaps {
-        file: file.to_string(),
-        steps_from,
-        probe_file,
-        profiler_us: spread(&|s| s.profiler_us),
-        period_us: spread(&Step::bare_us),
-        gpu_idle_us: spread(&|s| s.bare_us() - s.gpu_busy_us),
-        win_us: spread(&reads_win),
-        itl_change_pct: spread(&|s| -100.0 * reads_win(s) / s.bare_us()),
-        throughput_change_pct: spread(&|s| {
-            100.0 * (s.bare_us() / (s.bare_us() - reads_win(s)) - 1.0)
-        }),
-        every_sync_win_us: spread(&|s| s.win_us(|_| true)),
-        timeline: timeline.renumbered(|i| place.get(&i).copied()),
-        sites: Vec::new(),
-        steps: Vec::new(),
-    };
     for step in steps.iter_mut() {
         let by_site = std::mem::take(&mut step.by_site);
         step.by_site = (by_site.into_iter())
@@ -420,9 +405,21 @@ fn summarise(
             .collect();
     }
     Gaps {
+        file: file.to_string(),
+        steps_from,
+        probe_file,
+        profiler_us: spread(&steps, &|s| s.profiler_us),
+        period_us: spread(&steps, &Step::bare_us),
+        gpu_idle_us: spread(&steps, &|s| s.bare_us() - s.gpu_busy_us),
+        win_us: spread(&steps, &reads_win),
+        itl_change_pct: spread(&steps, &|s| -100.0 * reads_win(s) / s.bare_us()),
+        throughput_change_pct: spread(&steps, &|s| {
+            100.0 * (s.bare_us() / (s.bare_us() - reads_win(s)) - 1.0)
+        }),
+        every_sync_win_us: spread(&steps, &|s| s.win_us(|_| true)),
+        timeline: timeline.renumbered(|i| place.get(&i).copied()),
         sites: costs.into_iter().map(|(_, cost)| cost).collect(),
         steps,
-        ..figures
     }
 }
 
