@@ -43,8 +43,7 @@ fn a_trace_gives_the_answer_first_and_both_files() {
     );
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
-        stdout
-            .starts_with("**The step waits 21.0 µs a step on `Tensor.tolist()` in `draft prep`**"),
+        stdout.starts_with("**`Tensor.tolist()` in `draft prep` costs the step 27.5 µs**"),
         "{stdout}"
     );
     assert_eq!(

@@ -79,6 +79,9 @@ pub struct Step {
 pub struct SiteInStep {
     pub calls: usize,
     pub blocked_us: f64,
+    /// The host time of the engine calls its syncs were made in (with a probe file, less the
+    /// profiler's cost in them): what removing the calls takes off the host's work.
+    pub host_us: f64,
     pub idle_us: f64,
 }
 
@@ -89,20 +92,24 @@ impl Step {
         self.period_us - self.profiler_us
     }
 
-    /// What removing the syncs of the sites `removed` picks saves, µs: the (bare) step
-    /// becomes the longer of its host work (less the time blocked in them) and its GPU work.
+    /// What removing the calls of the sites `removed` picks saves, µs: the (bare) step
+    /// becomes the longer of its host work (less the calls' time, their waits included) and
+    /// its GPU work.
     pub fn win_us(&self, removed: impl Fn(usize) -> bool) -> f64 {
-        let blocked: f64 = (self.by_site.iter())
-            .filter(|(i, _)| removed(**i))
-            .map(|(_, s)| s.blocked_us)
-            .sum();
+        let of = |f: fn(&SiteInStep) -> f64| -> f64 {
+            (self.by_site.iter())
+                .filter(|(i, _)| removed(**i))
+                .map(|(_, s)| f(s))
+                .sum()
+        };
+        let (blocked, host) = (of(|s| s.blocked_us), of(|s| s.host_us));
         let all: f64 = self.by_site.values().map(|s| s.blocked_us).sum();
         // The hidden profiler time goes to the syncs in proportion to their waits.
         let hidden = match all > 0.0 {
             true => self.profiler_hidden_us * blocked / all,
             false => 0.0,
         };
-        let without = (self.bare_us() - blocked - hidden).max(self.gpu_busy_us);
+        let without = (self.bare_us() - host - hidden).max(self.gpu_busy_us);
         (self.bare_us() - without).max(0.0)
     }
 }
@@ -245,11 +252,20 @@ fn step(
     let (calls, sites) = (&calls[first..last], &sites[first..last]);
     let gpu_busy_us: f64 = (busy.iter()).map(|b| overlap(*b, period)).sum();
     let mut by_site: BTreeMap<usize, SiteInStep> = BTreeMap::new();
+    let mut last_op = None;
     for (call, &site) in calls.iter().zip(sites) {
         if call.span.ts >= period.ts && call.span.ts < period.end {
             let at = by_site.entry(site).or_default();
             at.calls += 1;
-            at.blocked_us += overlap(call.span, period);
+            let blocked = overlap(call.span, period);
+            at.blocked_us += blocked;
+            // An engine call with several syncs counts once, to its first.
+            if last_op != Some(call.op) {
+                let traced = call.op.dur();
+                let profiler = profiler.map_or(0.0, |p| p.in_span(call.op));
+                at.host_us += (traced - profiler).max(blocked);
+                last_op = Some(call.op);
+            }
         }
     }
     let idle = idle_stretches(busy, period);

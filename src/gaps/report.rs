@@ -55,9 +55,10 @@ fn kind_name(kind: SyncKind) -> &'static str {
 /// The summary's first lines: what the step waits on, and what removing the reads wins.
 pub fn headline(g: &Gaps) -> String {
     let steps = g.steps.len();
+    // The costliest read by what removing it saves: a long block on GPU work costs nothing.
     let top = (g.sites.iter())
         .filter(|s| s.site.kind == SyncKind::Read)
-        .max_by(|a, b| a.idle_us.median.total_cmp(&b.idle_us.median));
+        .max_by(|a, b| a.win_us.median.total_cmp(&b.win_us.median));
     let Some(top) = top else {
         return format!(
             "**No host read of device data** in the {steps} steps of {} (found from {}): the \
@@ -69,12 +70,13 @@ pub fn headline(g: &Gaps) -> String {
         );
     };
     format!(
-        "**The step waits {} µs a step on {}** ({} a step, the GPU idle {} µs a step after it); \
-         removing the step's reads: ITL {}, throughput {} ({} of {} µs a step; median over \
-         {steps} steps [p10, p90]).\n",
-        fmt_num(top.blocked_us.median),
+        "**{} costs the step {} µs** ({} a step: the host blocked {} µs in it, the GPU idle {} µs \
+         after it); removing the step's reads: ITL {}, throughput {} ({} of {} µs a step; median \
+         over {steps} steps [p10, p90]).\n",
         site_name(&top.site),
+        fmt_num(top.win_us.median),
         count(top.calls_per_step),
+        fmt_num(top.blocked_us.median),
         fmt_num(top.idle_us.median),
         pct(&g.itl_change_pct),
         pct(&g.throughput_change_pct),
@@ -133,8 +135,8 @@ pub fn markdown(g: &Gaps) -> String {
     let _ = writeln!(
         out,
         "**The model.** Without a sync the host runs ahead of the GPU, so a step takes the \
-         longer of its host work (the step less the time blocked in the syncs removed) and its \
-         GPU work, instead of their serial sum. Each GPU idle stretch is charged to the sync the \
+         longer of its host work (the step less the calls removed: each `.item()` or copy whole, \
+         its wait included) and its GPU work, instead of their serial sum. Each GPU idle stretch is charged to the sync the \
          host was blocked in when it began (or that began during it), up to the next sync: the \
          wait, and the host work between the sync's return and the next launch. A read copies \
          device data to the host (`.item()`, `.tolist()`); an upload waits for a copy from \

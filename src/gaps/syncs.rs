@@ -27,6 +27,9 @@ pub struct SyncCall {
     pub span: Span,
     pub call: String,
     pub kind: SyncKind,
+    /// The engine's call it was made in (the Python built-in or outermost op around it); its
+    /// own span where none is.
+    pub op: Span,
 }
 
 /// The thread's sync calls, in order, each with what it waited for: the copy the runtime
@@ -37,8 +40,9 @@ pub fn calls(events: &ThreadEvents, copies: &BTreeMap<u64, String>) -> Vec<SyncC
         .collect();
     let spans: Vec<Span> = syncs.iter().map(|(_, e)| e.span).collect();
     let ops = enclosing(&events.ops, &spans);
-    (syncs.iter().zip(ops))
-        .map(|(&(i, e), ops)| {
+    let python = enclosing(&events.python, &spans);
+    (syncs.iter().zip(ops).zip(python))
+        .map(|((&(i, e), ops), python)| {
             let copy = (events.runtime[..i].iter().rev().take(2))
                 .filter(|r| rt_kind(&r.name).memcpy)
                 .find_map(|r| r.corr.and_then(|c| copies.get(&c)));
@@ -49,10 +53,13 @@ pub fn calls(events: &ThreadEvents, copies: &BTreeMap<u64, String>) -> Vec<SyncC
                 Some(c) if c.contains("HtoD") => SyncKind::Upload,
                 _ => SyncKind::Other,
             };
+            let builtin = (python.iter()).find(|p| p.name.starts_with("<built-in method"));
+            let op = builtin.or(ops.first()).map_or(e.span, |o| o.span);
             SyncCall {
                 span: e.span,
                 call: e.name.clone(),
                 kind,
+                op,
             }
         })
         .collect()
