@@ -11,10 +11,10 @@ cell it writes OUT/trace-f<F>-bs<B>.json.gz with its probe file beside it
 (scripts/metaprep_host.py's profiler-cost probes, taken bare before the profiler and inside
 it), runs `METAPREP gaps` on it with the probe file and on a copy without it, then prints and
 writes OUT/gaps-check.csv: the measured change of the step (eager-device over eager-sync,
-medians of untraced steps before and after the trace, with the eager-sync drift between them),
-what gaps predicts from removing the reads and from removing every sync, each with and without
-the probe, and the ratio of each prediction to the measured change (the bar: within ±20% with
-the probe).
+medians of untraced steps in mirrored order before the trace, with the eager-sync drift
+between its halves), what gaps predicts from removing the reads and from removing every sync,
+each with and without the probe, and the ratio of each prediction to the measured change (the
+bar: within ±20% with the probe).
 """
 
 import argparse
@@ -61,17 +61,15 @@ def one_cell(args, f, bs):
     rate = rl.setup(loop)
     engine = rl.Engine(bs, loop)
     forwards = rl.forward_graphs(f, rate)
-    # Untraced steps of both arms before the trace and after it, in mirrored order, so a host
-    # that changes speed meanwhile shows as drift between the two eager-sync halves.
+    # Untraced steps of both arms in mirrored order (sync, device, device, sync), all before
+    # the trace (a profiler leaves its process slower), so a host that changes speed meanwhile
+    # shows as drift between the two eager-sync halves.
     trace = os.path.join(args.out, f"trace-f{f:g}-bs{bs}.json.gz")
     half = {"eager-sync": [], "eager-device": []}
-    for order in (("eager-sync", "eager-device"), None, ("eager-device", "eager-sync")):
-        if order is None:
-            plain_trace(engine, forwards, args.trace_steps, trace)
-            continue
-        for arm in order:
-            steps = rl.run(engine, forwards, arm, loop.warmup, args.steps // 2)[0]
-            half[arm].append(statistics.median(steps))
+    for arm in ("eager-sync", "eager-device", "eager-device", "eager-sync"):
+        steps = rl.run(engine, forwards, arm, loop.warmup, args.steps // 2)[0]
+        half[arm].append(statistics.median(steps))
+    plain_trace(engine, forwards, args.trace_steps, trace)
     step = {arm: statistics.mean(h) for arm, h in half.items()}
     drift = 100.0 * (half["eager-sync"][1] / half["eager-sync"][0] - 1.0)
     measured = 100.0 * (step["eager-device"] / step["eager-sync"] - 1.0)

@@ -105,8 +105,8 @@ fn profiler_line(g: &Gaps) -> String {
         Some(probe) => format!(
             "The profiler's own cost, fitted from {}, is taken off: {} µs a step on the \
              step's critical path (what the host lagged by its events' cost since it last \
-             waited, taken back where the GPU idled), and what it hid behind GPU work is added to the \
-             syncs' waits.",
+             waited, taken back where the GPU idled), and what it hid behind GPU work is added \
+             to the syncs' waits.",
             code(probe),
             us(&g.profiler_us)
         ),
@@ -117,6 +117,21 @@ fn profiler_line(g: &Gaps) -> String {
                  (docs/gaps.md)."
             .into(),
     }
+}
+
+/// Where the host paces the step, what the win leaves out: the code around a read.
+fn host_paced_line(g: &Gaps) -> String {
+    let idle_share = g.gpu_idle_us.median / g.period_us.median;
+    if !(idle_share >= 0.5) {
+        return String::new();
+    }
+    format!(
+        " The host paces this step (its GPU idles {:.0}% of it), so removing a read wins the host \
+         time it frees, and only the read's own call is counted: code that exists for the read \
+         (a `.max()` before an `.item()`, a list built from a `.tolist()` and uploaded) looks \
+         like other host work in a trace, and a rewrite that drops it wins more.",
+        100.0 * idle_share
+    )
 }
 
 /// The whole summary.md.
@@ -136,12 +151,14 @@ pub fn markdown(g: &Gaps) -> String {
         out,
         "**The model.** Without a sync the host runs ahead of the GPU, so a step takes the \
          longer of its host work (the step less the calls removed: each `.item()` or copy whole, \
-         its wait included) and its GPU work, instead of their serial sum. Each GPU idle stretch is charged to the sync the \
-         host was blocked in when it began (or that began during it), up to the next sync: the \
-         wait, and the host work between the sync's return and the next launch. A read copies \
+         its wait included) and its GPU work, instead of their serial sum. Each GPU idle \
+         stretch is charged to the sync the host was blocked in when it began (or that began \
+         during it), up to the next sync: the wait, and the host work between the sync's return \
+         and the next launch. A read copies \
          device data to the host (`.item()`, `.tolist()`); an upload waits for a copy from \
-         pageable memory. {}\n",
-        profiler_line(g)
+         pageable memory. {}{}\n",
+        profiler_line(g),
+        host_paced_line(g)
     );
     if g.sites.is_empty() {
         out.push_str("No host sync call in the steps.\n");

@@ -53,8 +53,7 @@ pub fn calls(events: &ThreadEvents, copies: &BTreeMap<u64, String>) -> Vec<SyncC
                 Some(c) if c.contains("HtoD") => SyncKind::Upload,
                 _ => SyncKind::Other,
             };
-            let builtin = (python.iter()).find(|p| p.name.starts_with("<built-in method"));
-            let op = builtin.or(ops.first()).map_or(e.span, |o| o.span);
+            let op = engine_call(events, &python, &ops).map_or(e.span, |o| o.span);
             SyncCall {
                 span: e.span,
                 call: e.name.clone(),
@@ -63,6 +62,28 @@ pub fn calls(events: &ThreadEvents, copies: &BTreeMap<u64, String>) -> Vec<SyncC
             }
         })
         .collect()
+}
+
+/// The engine's call a sync was made in: the outermost Python built-in or op around it that
+/// launches no GPU work of its own (only copies and syncs), so that removing a read never
+/// takes off the host time of a larger op that happens to read inside it.
+fn engine_call<'e>(
+    events: &ThreadEvents,
+    python: &[&'e HostEvent],
+    ops: &[&'e HostEvent],
+) -> Option<&'e HostEvent> {
+    let builtins = python
+        .iter()
+        .filter(|p| p.name.starts_with("<built-in method"));
+    let mut around: Vec<&HostEvent> = builtins.chain(ops).copied().collect();
+    around
+        .sort_by(|a, b| (a.span.ts.total_cmp(&b.span.ts)).then(b.span.end.total_cmp(&a.span.end)));
+    around.into_iter().find(|o| {
+        let from = events.runtime.partition_point(|r| r.span.ts < o.span.ts);
+        !(events.runtime[from..].iter())
+            .take_while(|r| r.span.ts < o.span.end)
+            .any(|r| rt_kind(&r.name).launch || rt_kind(&r.name).graph)
+    })
 }
 
 /// Where each of `calls` (in order) was made: the outermost op or Python built-in around

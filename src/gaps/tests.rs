@@ -458,3 +458,49 @@ fn the_headline_names_the_read_whose_removal_saves_most_not_the_longest_wait() {
     assert!(line.starts_with("**`seq_lens.tolist()`"), "{line}");
     assert!(line.contains("costs the step 412 µs"), "{line}");
 }
+
+#[test]
+fn removing_a_read_inside_a_larger_op_takes_off_the_read_not_the_op() {
+    // The host-paced loop, its `.item()` inside a 400 µs op that launches a kernel too.
+    let mut trace = synthetic(5, 1000.0, 100.0, 60.0);
+    let thread = trace.threads.values_mut().next().unwrap();
+    for k in 0..5 {
+        let t = k as f64 * 1000.0;
+        let span = Span {
+            ts: t + 5.0,
+            end: t + 405.0,
+        };
+        let op = HostEvent {
+            name: "engine::forward_metadata".into(),
+            span,
+            corr: None,
+        };
+        thread.ops.push(op);
+        thread.runtime.push(HostEvent {
+            name: "cudaLaunchKernel".into(),
+            span: Span {
+                ts: t + 300.0,
+                end: t + 304.0,
+            },
+            corr: None,
+        });
+    }
+    let by_start = |a: &HostEvent, b: &HostEvent| a.span.ts.total_cmp(&b.span.ts);
+    thread.ops.sort_by(by_start);
+    thread.runtime.sort_by(by_start);
+    let g = analyse("t", &trace, None, None).unwrap();
+    // The 62 µs `.item()` goes, not the 400 µs op around it.
+    assert!((g.win_us.median - 62.0).abs() < 1e-6, "{:?}", g.win_us);
+}
+
+#[test]
+fn a_host_paced_step_says_the_code_around_a_read_is_not_counted() {
+    let host_paced = analyse("t", &synthetic(5, 1000.0, 100.0, 60.0), None, None).unwrap();
+    let md = report::markdown(&host_paced);
+    assert!(
+        md.contains("The host paces this step (its GPU idles 90% of it)"),
+        "{md}"
+    );
+    let gpu_paced = analyse("t", &synthetic(5, 1000.0, 950.0, 939.5), None, None).unwrap();
+    assert!(!report::markdown(&gpu_paced).contains("host paces"));
+}
