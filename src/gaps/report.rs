@@ -122,7 +122,7 @@ fn profiler_line(g: &Gaps) -> String {
 /// Where the host paces the step, what the win leaves out: the code around a read.
 fn host_paced_line(g: &Gaps) -> String {
     let idle_share = g.gpu_idle_us.median / g.period_us.median;
-    if !(idle_share >= 0.5) {
+    if idle_share.is_nan() || idle_share < 0.5 {
         return String::new();
     }
     format!(
