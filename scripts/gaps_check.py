@@ -14,7 +14,8 @@ writes OUT/gaps-check.csv: the measured change of the step (eager-device over ea
 medians of untraced steps in mirrored order before the trace, with the eager-sync drift
 between its halves), what gaps predicts from removing the reads and from removing every sync,
 each with and without the probe, and the ratio of each prediction to the measured change (the
-bar: within ±20% with the probe).
+bar: within ±20% with the probe). Beside it, the loop's eager-nowait arm (eager-sync's host ops
+without their waits): what the waits alone cost, set against gaps' every-sync figure.
 """
 
 import argparse
@@ -65,19 +66,21 @@ def one_cell(args, f, bs):
     # the trace (a profiler leaves its process slower), so a host that changes speed meanwhile
     # shows as drift between the two eager-sync halves.
     trace = os.path.join(args.out, f"trace-f{f:g}-bs{bs}.json.gz")
-    half = {"eager-sync": [], "eager-device": []}
-    for arm in ("eager-sync", "eager-device", "eager-device", "eager-sync"):
+    half = {"eager-sync": [], "eager-device": [], rl.NOWAIT: []}
+    for arm in ("eager-sync", "eager-device", rl.NOWAIT, rl.NOWAIT, "eager-device", "eager-sync"):
         steps = rl.run(engine, forwards, arm, loop.warmup, args.steps // 2)[0]
         half[arm].append(statistics.median(steps))
     plain_trace(engine, forwards, args.trace_steps, trace)
     step = {arm: statistics.mean(h) for arm, h in half.items()}
     drift = 100.0 * (half["eager-sync"][1] / half["eager-sync"][0] - 1.0)
     measured = 100.0 * (step["eager-device"] / step["eager-sync"] - 1.0)
+    nowait = 100.0 * (step[rl.NOWAIT] / step["eager-sync"] - 1.0)
     # The same trace without its probe file: what gaps says of a bare recording.
     unprobed = os.path.join(args.out, f"unprobed-f{f:g}-bs{bs}.json.gz")
     shutil.copyfile(trace, unprobed)
     ratio = lambda x: x / measured if measured else float("nan")  # noqa: E731
-    row = [f, bs, step["eager-sync"], step["eager-device"], measured, drift]
+    row = [f, bs, step["eager-sync"], step["eager-device"], measured, drift, step[rl.NOWAIT],
+           nowait]
     for name, path in (("gaps", trace), ("unprobed", unprobed)):
         out = os.path.join(args.out, f"{name}-f{f:g}-bs{bs}")
         shutil.rmtree(out, ignore_errors=True)
@@ -86,15 +89,17 @@ def one_cell(args, f, bs):
         if p.returncode != 0:
             print(f"f {f:g} bs {bs} {name}: gaps exit {p.returncode}: {p.stderr.strip()}",
                   file=sys.stderr)
-            row += ["", "", "", "", p.stderr.strip().splitlines()[-1:]]
+            row += ["", "", "", "", p.stderr.strip().splitlines()[-1:], ""]
             continue
         g = json.loads(p.stdout)[0]
         reads = g["itl_change_pct"]["median"]
         every = -100.0 * g["every_sync_win_us"]["median"] / g["period_us"]["median"]
         sites = "; ".join(f"{s['site']['kind']} {s['site']['op']}"
                           for s in g["sites"] if s["calls_per_step"] > 0)
-        row += [reads, ratio(reads), every, ratio(every), sites]
-        print(f"f {f:g} bs {bs} {name}: measured {measured:+.1f}% (drift {drift:+.1f}%), gaps reads "
+        row += [reads, ratio(reads), every, ratio(every), sites,
+                every / nowait if nowait else float("nan")]
+        print(f"f {f:g} bs {bs} {name}: measured {measured:+.1f}% (drift {drift:+.1f}%, waits "
+              f"alone {nowait:+.1f}%), gaps reads "
               f"{reads:+.1f}% ({ratio(reads):.2f}x), every sync {every:+.1f}% "
               f"({ratio(every):.2f}x); sites: {sites}", file=sys.stderr, flush=True)
     return row
@@ -135,11 +140,13 @@ def main(argv=None):
     with open(os.path.join(args.out, "gaps-check.csv"), "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["forward_us", "batch_size", "eager_sync_step_us", "eager_device_step_us",
-                    "measured_change_pct", "eager_sync_drift_pct", "gaps_reads_change_pct", "reads_ratio",
+                    "measured_change_pct", "eager_sync_drift_pct", "eager_nowait_step_us",
+                    "nowait_change_pct", "gaps_reads_change_pct", "reads_ratio",
                     "gaps_every_sync_change_pct", "every_sync_ratio", "sites",
+                    "every_sync_nowait_ratio",
                     "unprobed_reads_change_pct", "unprobed_reads_ratio",
                     "unprobed_every_sync_change_pct", "unprobed_every_sync_ratio",
-                    "unprobed_sites", "tries"])
+                    "unprobed_sites", "unprobed_every_sync_nowait_ratio", "tries"])
         w.writerows(rows)
     return 0
 
