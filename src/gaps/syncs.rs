@@ -43,9 +43,16 @@ pub fn calls(events: &ThreadEvents, copies: &BTreeMap<u64, String>) -> Vec<SyncC
     let python = enclosing(&events.python, &spans);
     (syncs.iter().zip(ops).zip(python))
         .map(|((&(i, e), ops), python)| {
-            let copy = (events.runtime[..i].iter().rev().take(2))
+            let launched = (events.runtime[..i].iter().rev().take(2))
                 .filter(|r| rt_kind(&r.name).memcpy)
-                .find_map(|r| r.corr.and_then(|c| copies.get(&c)));
+                .find_map(|r| Some((r, r.corr.and_then(|c| copies.get(&c))?)));
+            let copy = launched.map(|(_, c)| c);
+            // A copy to pageable host memory returns only once it has landed: the host waits
+            // in it, not in the sync after it.
+            let ts = match launched {
+                Some((r, c)) if c.contains("DtoH") && c.contains("Pageable") => r.span.ts,
+                _ => e.span.ts,
+            };
             let in_read_op = ops.iter().any(|o| READ_OPS.contains(&o.name.as_str()));
             let kind = match copy {
                 _ if in_read_op || e.name.contains("DtoH") => SyncKind::Read,
@@ -55,7 +62,10 @@ pub fn calls(events: &ThreadEvents, copies: &BTreeMap<u64, String>) -> Vec<SyncC
             };
             let op = engine_call(events, &python, &ops).map_or(e.span, |o| o.span);
             SyncCall {
-                span: e.span,
+                span: Span {
+                    ts,
+                    end: e.span.end,
+                },
                 call: e.name.clone(),
                 kind,
                 op,
