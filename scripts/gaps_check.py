@@ -12,7 +12,7 @@ cell it writes OUT/trace-f<F>-bs<B>.json.gz with its probe file beside it
 it), runs `METAPREP gaps` on it with the probe file and on a copy without it, then prints and
 writes OUT/gaps-check.csv: the measured change of the step (eager-device over eager-sync,
 medians of untraced steps in mirrored order before the trace, with the eager-sync drift
-between its halves), what gaps predicts from removing the reads and from removing every sync,
+between its halves), what gaps predicts from removing the reads, the reads and uploads, and every sync,
 each with and without the probe, and the ratio of each prediction to the measured change (the
 bar: within ±20% with the probe). Beside it, the loop's eager-nowait arm (eager-sync's host ops
 without their waits): what the waits alone cost, set against gaps' every-sync figure.
@@ -89,17 +89,20 @@ def one_cell(args, f, bs):
         if p.returncode != 0:
             print(f"f {f:g} bs {bs} {name}: gaps exit {p.returncode}: {p.stderr.strip()}",
                   file=sys.stderr)
-            row += ["", "", "", "", p.stderr.strip().splitlines()[-1:], ""]
+            row += ["", "", "", "", "", "", p.stderr.strip().splitlines()[-1:], ""]
             continue
         g = json.loads(p.stdout)[0]
         reads = g["itl_change_pct"]["median"]
+        # What eager-device drops: the reads and the uploads (either left would wait in place).
+        both = g["reads_and_uploads_itl_change_pct"]["median"]
         every = -100.0 * g["every_sync_win_us"]["median"] / g["period_us"]["median"]
         sites = "; ".join(f"{s['site']['kind']} {s['site']['op']}"
                           for s in g["sites"] if s["calls_per_step"] > 0)
-        row += [reads, ratio(reads), every, ratio(every), sites,
+        row += [reads, ratio(reads), both, ratio(both), every, ratio(every), sites,
                 every / nowait if nowait else float("nan")]
         print(f"f {f:g} bs {bs} {name}: measured {measured:+.1f}% (drift {drift:+.1f}%, waits "
-              f"alone {nowait:+.1f}%), gaps reads "
+              f"alone {nowait:+.1f}%), gaps reads and uploads {both:+.1f}% ({ratio(both):.2f}x), "
+              f"reads "
               f"{reads:+.1f}% ({ratio(reads):.2f}x), every sync {every:+.1f}% "
               f"({ratio(every):.2f}x); sites: {sites}", file=sys.stderr, flush=True)
     return row
@@ -142,9 +145,11 @@ def main(argv=None):
         w.writerow(["forward_us", "batch_size", "eager_sync_step_us", "eager_device_step_us",
                     "measured_change_pct", "eager_sync_drift_pct", "eager_nowait_step_us",
                     "nowait_change_pct", "gaps_reads_change_pct", "reads_ratio",
+                    "gaps_reads_uploads_change_pct", "reads_uploads_ratio",
                     "gaps_every_sync_change_pct", "every_sync_ratio", "sites",
                     "every_sync_nowait_ratio",
                     "unprobed_reads_change_pct", "unprobed_reads_ratio",
+                    "unprobed_reads_uploads_change_pct", "unprobed_reads_uploads_ratio",
                     "unprobed_every_sync_change_pct", "unprobed_every_sync_ratio",
                     "unprobed_sites", "unprobed_every_sync_nowait_ratio", "tries"])
         w.writerows(rows)

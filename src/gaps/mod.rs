@@ -69,8 +69,21 @@ pub struct Step {
     pub gpu_busy_us: f64,
     /// Each site's use in the step, by its index into [`Gaps::sites`].
     pub by_site: BTreeMap<usize, SiteInStep>,
+    /// The step's sync calls in order, for what removing some of them wins.
+    #[serde(skip)]
+    pub calls: Vec<CallInStep>,
     /// What removing the step's reads saves it, µs.
     pub reads_win_us: f64,
+}
+
+/// One sync call in a step: its site, its wait, its engine call's host time, and whether it
+/// waits for the GPU's queue (a read or an upload; other waits pace the loop).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CallInStep {
+    pub site: usize,
+    pub blocked_us: f64,
+    pub host_us: f64,
+    pub drains: bool,
 }
 
 /// A site in one step: its calls, the host's time blocked in them and the GPU idle charged
@@ -94,15 +107,19 @@ impl Step {
 
     /// What removing the calls of the sites `removed` picks saves, µs: the (bare) step
     /// becomes the longer of its host work (less the calls' time, their waits included) and
-    /// its GPU work.
+    /// its GPU work. A removed call with a read or upload left after it in the step frees
+    /// only its own work: its wait moves to that call, which drains the same GPU queue.
     pub fn win_us(&self, removed: impl Fn(usize) -> bool) -> f64 {
-        let of = |f: fn(&SiteInStep) -> f64| -> f64 {
-            (self.by_site.iter())
-                .filter(|(i, _)| removed(**i))
-                .map(|(_, s)| f(s))
-                .sum()
-        };
-        let (blocked, host) = (of(|s| s.blocked_us), of(|s| s.host_us));
+        let (mut blocked, mut host, mut drained_later) = (0.0, 0.0, false);
+        for c in self.calls.iter().rev() {
+            if !removed(c.site) {
+                drained_later |= c.drains;
+            } else if drained_later {
+                host += (c.host_us - c.blocked_us).max(0.0);
+            } else {
+                (blocked, host) = (blocked + c.blocked_us, host + c.host_us);
+            }
+        }
         let all: f64 = self.by_site.values().map(|s| s.blocked_us).sum();
         // The hidden profiler time goes to the syncs in proportion to their waits.
         let hidden = match all > 0.0 {
@@ -149,6 +166,10 @@ pub struct Gaps {
     pub win_us: Spread,
     pub itl_change_pct: Spread,
     pub throughput_change_pct: Spread,
+    /// Removing the reads and the uploads (the calls that drain the GPU's queue, so that none
+    /// is left to take over a removed read's wait): µs a step, and the change of the step, %.
+    pub reads_and_uploads_win_us: Spread,
+    pub reads_and_uploads_itl_change_pct: Spread,
     /// Removing every sync (reads, uploads and other waits), µs a step.
     pub every_sync_win_us: Spread,
     /// Three typical steps laid out, for the chart.
@@ -252,20 +273,30 @@ fn step(
     let (calls, sites) = (&calls[first..last], &sites[first..last]);
     let gpu_busy_us: f64 = (busy.iter()).map(|b| overlap(*b, period)).sum();
     let mut by_site: BTreeMap<usize, SiteInStep> = BTreeMap::new();
+    let mut in_step = Vec::new();
     let mut last_op = None;
     for (call, &site) in calls.iter().zip(sites) {
         if call.span.ts >= period.ts && call.span.ts < period.end {
+            let blocked = overlap(call.span, period);
+            // An engine call with several syncs counts once, to its first.
+            let host = match last_op != Some(call.op) {
+                true => {
+                    let profiler = profiler.map_or(0.0, |p| p.in_span(call.op));
+                    (call.op.dur() - profiler).max(blocked)
+                }
+                false => 0.0,
+            };
+            last_op = Some(call.op);
             let at = by_site.entry(site).or_default();
             at.calls += 1;
-            let blocked = overlap(call.span, period);
             at.blocked_us += blocked;
-            // An engine call with several syncs counts once, to its first.
-            if last_op != Some(call.op) {
-                let traced = call.op.dur();
-                let profiler = profiler.map_or(0.0, |p| p.in_span(call.op));
-                at.host_us += (traced - profiler).max(blocked);
-                last_op = Some(call.op);
-            }
+            at.host_us += host;
+            in_step.push(CallInStep {
+                site,
+                blocked_us: blocked,
+                host_us: host,
+                drains: call.kind != SyncKind::Other,
+            });
         }
     }
     let idle = idle_stretches(busy, period);
@@ -282,6 +313,7 @@ fn step(
         profiler_hidden_us,
         gpu_busy_us,
         by_site,
+        calls: in_step,
         reads_win_us: 0.0,
     }
 }
@@ -384,6 +416,8 @@ fn summarise(
     sites: Vec<Site>,
 ) -> Gaps {
     let is_read: Vec<bool> = sites.iter().map(|s| s.kind == SyncKind::Read).collect();
+    let drains: Vec<bool> = sites.iter().map(|s| s.kind != SyncKind::Other).collect();
+    let drains_win: Vec<f64> = steps.iter().map(|s| s.win_us(|i| drains[i])).collect();
     for step in steps.iter_mut() {
         step.reads_win_us = step.win_us(|i| is_read[i]);
     }
@@ -419,6 +453,9 @@ fn summarise(
         step.by_site = (by_site.into_iter())
             .filter_map(|(i, s)| Some((*place.get(&i)?, s)))
             .collect();
+        for call in step.calls.iter_mut() {
+            call.site = place[&call.site];
+        }
     }
     Gaps {
         file: file.to_string(),
@@ -432,6 +469,12 @@ fn summarise(
         throughput_change_pct: spread(&steps, &|s| {
             100.0 * (s.bare_us() / (s.bare_us() - reads_win(s)) - 1.0)
         }),
+        reads_and_uploads_win_us: Spread::of(&drains_win),
+        reads_and_uploads_itl_change_pct: Spread::of(
+            &(steps.iter().zip(&drains_win))
+                .map(|(s, w)| -100.0 * w / s.bare_us())
+                .collect::<Vec<_>>(),
+        ),
         every_sync_win_us: spread(&steps, &|s| s.win_us(|_| true)),
         timeline: timeline.renumbered(|i| place.get(&i).copied()),
         sites: costs.into_iter().map(|(_, cost)| cost).collect(),

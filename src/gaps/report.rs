@@ -69,10 +69,10 @@ pub fn headline(g: &Gaps) -> String {
             us(&g.gpu_idle_us)
         );
     };
-    format!(
+    let mut line = format!(
         "**{} costs the step {} µs** ({} a step: the host blocked {} µs in it, the GPU idle {} µs \
          after it); removing the step's reads: ITL {}, throughput {} ({} of {} µs a step; median \
-         over {steps} steps [p10, p90]).\n",
+         over {steps} steps [p10, p90]).",
         site_name(&top.site),
         fmt_num(top.win_us.median),
         count(top.calls_per_step),
@@ -82,7 +82,18 @@ pub fn headline(g: &Gaps) -> String {
         pct(&g.throughput_change_pct),
         fmt_num(g.win_us.median),
         fmt_num(g.period_us.median),
-    )
+    );
+    if g.sites.iter().any(|s| s.site.kind == SyncKind::Upload) {
+        let _ = write!(
+            line,
+            " With the uploads too (an upload left in the step waits for the GPU in a removed \
+             read's place): ITL {} ({} µs a step).",
+            pct(&g.reads_and_uploads_itl_change_pct),
+            fmt_num(g.reads_and_uploads_win_us.median),
+        );
+    }
+    line.push('\n');
+    line
 }
 
 fn site_row(out: &mut String, rank: usize, s: &SiteCost) {
