@@ -12,10 +12,11 @@ cell it writes OUT/trace-f<F>-bs<B>.json.gz with its probe file beside it
 it), runs `METAPREP gaps` on it with the probe file and on a copy without it, then prints and
 writes OUT/gaps-check.csv: the measured change of the step (eager-device over eager-sync,
 medians of untraced steps in mirrored order before the trace, with the eager-sync drift
-between its halves), what gaps predicts from removing the reads, the reads and uploads, and every sync,
-each with and without the probe, and the ratio of each prediction to the measured change (the
-bar: within ±20% with the probe). Beside it, the loop's eager-nowait arm (eager-sync's host ops
-without their waits): what the waits alone cost, set against gaps' every-sync figure.
+between its halves), what gaps predicts from removing the reads, the reads and uploads, and
+every sync, each with and without the probe, and the ratio of each prediction to the measured
+change (the bar: within ±20% with the probe). Beside it, the loop's eager-nowait arm
+(eager-sync's host ops without their waits): what the waits alone cost, set against gaps'
+every-sync figure.
 """
 
 import argparse
@@ -55,8 +56,8 @@ def plain_trace(engine, forwards, steps, path):
 
 
 def one_cell(args, f, bs):
-    """One cell: the untraced steps of both arms, the trace and its probe file, and what
-    `gaps` makes of it with and without the probe file; its CSV row."""
+    """One cell: the untraced steps of the arms, the trace and its probe file, and what
+    `gaps` makes of it with and without the probe file; its CSV row, by column."""
     # The loop's own defaults (block, accept rate, context, seed, pinning).
     loop = rl.parse_args(["--out", args.out])
     rate = rl.setup(loop)
@@ -79,9 +80,12 @@ def one_cell(args, f, bs):
     unprobed = os.path.join(args.out, f"unprobed-f{f:g}-bs{bs}.json.gz")
     shutil.copyfile(trace, unprobed)
     ratio = lambda x: x / measured if measured else float("nan")  # noqa: E731
-    row = [f, bs, step["eager-sync"], step["eager-device"], measured, drift, step[rl.NOWAIT],
-           nowait]
+    row = {"forward_us": f, "batch_size": bs, "eager_sync_step_us": step["eager-sync"],
+           "eager_device_step_us": step["eager-device"], "measured_change_pct": measured,
+           "eager_sync_drift_pct": drift, "eager_nowait_step_us": step[rl.NOWAIT],
+           "nowait_change_pct": nowait}
     for name, path in (("gaps", trace), ("unprobed", unprobed)):
+        col = (lambda c: c) if name == "gaps" else (lambda c: f"unprobed_{c}")
         out = os.path.join(args.out, f"{name}-f{f:g}-bs{bs}")
         shutil.rmtree(out, ignore_errors=True)
         p = subprocess.run([args.metaprep, "gaps", path, "--out", out, "--json"],
@@ -89,7 +93,7 @@ def one_cell(args, f, bs):
         if p.returncode != 0:
             print(f"f {f:g} bs {bs} {name}: gaps exit {p.returncode}: {p.stderr.strip()}",
                   file=sys.stderr)
-            row += ["", "", "", "", "", "", p.stderr.strip().splitlines()[-1:], ""]
+            row[col("sites")] = p.stderr.strip().splitlines()[-1:]
             continue
         g = json.loads(p.stdout)[0]
         reads = g["itl_change_pct"]["median"]
@@ -98,8 +102,12 @@ def one_cell(args, f, bs):
         every = -100.0 * g["every_sync_win_us"]["median"] / g["period_us"]["median"]
         sites = "; ".join(f"{s['site']['kind']} {s['site']['op']}"
                           for s in g["sites"] if s["calls_per_step"] > 0)
-        row += [reads, ratio(reads), both, ratio(both), every, ratio(every), sites,
-                every / nowait if nowait else float("nan")]
+        row.update({col("gaps_reads_change_pct"): reads, col("reads_ratio"): ratio(reads),
+                    col("gaps_reads_uploads_change_pct"): both,
+                    col("reads_uploads_ratio"): ratio(both),
+                    col("gaps_every_sync_change_pct"): every, col("every_sync_ratio"): ratio(every),
+                    col("sites"): sites,
+                    col("every_sync_nowait_ratio"): every / nowait if nowait else float("nan")})
         print(f"f {f:g} bs {bs} {name}: measured {measured:+.1f}% (drift {drift:+.1f}%, waits "
               f"alone {nowait:+.1f}%), gaps reads and uploads {both:+.1f}% ({ratio(both):.2f}x), "
               f"reads "
@@ -130,28 +138,22 @@ def main(argv=None):
             cmd = [sys.executable, os.path.abspath(__file__), args.metaprep, args.out,
                    "--steps", str(args.steps), "--trace-steps", str(args.trace_steps),
                    "--one-cell", f"{f:g},{bs}"]
-            # A cell whose host changed speed around its trace (eager-sync drifting more than
-            # DRIFT_PCT) is run once more, and the second run kept (its trace overwrote the first).
+            # A cell whose host changed speed while it was measured (eager-sync's halves apart
+            # by more than DRIFT_PCT) runs once more; the second is kept (its trace replaced).
             tries = []
-            while len(tries) < 2 and (not tries or abs(tries[-1][5]) > DRIFT_PCT):
+            steady = lambda row: abs(row["eager_sync_drift_pct"]) <= DRIFT_PCT  # noqa: E731
+            while len(tries) < 2 and not (tries and steady(tries[-1])):
                 p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
                 if p.returncode != 0:
                     print(f"f {f:g} bs {bs}: the cell's process exited {p.returncode}")
                     return 1
                 tries.append(json.loads(p.stdout.strip().splitlines()[-1]))
-            rows.append(tries[-1] + [len(tries)])
+            rows.append({**tries[-1], "tries": len(tries)})
     with open(os.path.join(args.out, "gaps-check.csv"), "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["forward_us", "batch_size", "eager_sync_step_us", "eager_device_step_us",
-                    "measured_change_pct", "eager_sync_drift_pct", "eager_nowait_step_us",
-                    "nowait_change_pct", "gaps_reads_change_pct", "reads_ratio",
-                    "gaps_reads_uploads_change_pct", "reads_uploads_ratio",
-                    "gaps_every_sync_change_pct", "every_sync_ratio", "sites",
-                    "every_sync_nowait_ratio",
-                    "unprobed_reads_change_pct", "unprobed_reads_ratio",
-                    "unprobed_reads_uploads_change_pct", "unprobed_reads_uploads_ratio",
-                    "unprobed_every_sync_change_pct", "unprobed_every_sync_ratio",
-                    "unprobed_sites", "unprobed_every_sync_nowait_ratio", "tries"])
+        # Every row's columns, in the order the rows first have them (a failed gaps has fewer).
+        columns = list(dict.fromkeys(c for row in rows for c in row))
+        w = csv.DictWriter(fh, fieldnames=columns, restval="")
+        w.writeheader()
         w.writerows(rows)
     return 0
 

@@ -145,7 +145,8 @@ class Engine:
         torch.cuda.synchronize()
 
     def upload_unwaited(self, values):
-        return torch.tensor(values, dtype=torch.int32, pin_memory=True).to(self.dev, non_blocking=True)
+        pinned = torch.tensor(values, dtype=torch.int32, pin_memory=True)
+        return pinned.to(self.dev, non_blocking=True)
 
     def draft_prep_eager(self, sync, wait=True):
         out, n, lens = self.out, self.n, self.seq_lens

@@ -74,10 +74,13 @@ pub struct Step {
     pub calls: Vec<CallInStep>,
     /// What removing the step's reads saves it, µs.
     pub reads_win_us: f64,
+    /// What removing its reads and uploads saves it, µs.
+    pub reads_and_uploads_win_us: f64,
 }
 
-/// One sync call in a step: its site, its wait, its engine call's host time, and whether it
-/// waits for the GPU's queue (a read or an upload; other waits pace the loop).
+/// One sync call in a step: its site, its wait, its engine call's host time (with a probe
+/// file, less the profiler's cost in it: what removing the call takes off the host's work),
+/// and whether it waits for the GPU's queue (a read or an upload; other waits pace the loop).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CallInStep {
     pub site: usize,
@@ -92,9 +95,6 @@ pub struct CallInStep {
 pub struct SiteInStep {
     pub calls: usize,
     pub blocked_us: f64,
-    /// The host time of the engine calls its syncs were made in (with a probe file, less the
-    /// profiler's cost in them): what removing the calls takes off the host's work.
-    pub host_us: f64,
     pub idle_us: f64,
 }
 
@@ -120,7 +120,7 @@ impl Step {
                 (blocked, host) = (blocked + c.blocked_us, host + c.host_us);
             }
         }
-        let all: f64 = self.by_site.values().map(|s| s.blocked_us).sum();
+        let all: f64 = self.calls.iter().map(|c| c.blocked_us).sum();
         // The hidden profiler time goes to the syncs in proportion to their waits.
         let hidden = match all > 0.0 {
             true => self.profiler_hidden_us * blocked / all,
@@ -206,12 +206,14 @@ pub fn analyse(
     let (thread, source) = steps::find(trace, step_marker).map_err(|e| anyhow!("{file}: {e}"))?;
     let events = &trace.threads[&thread];
     let busy = merged(trace.gpu.iter().map(|g| g.span));
-    let calls = syncs::calls(events, &trace.memcpy_by_corr);
-    let found = syncs::sites(events, &calls, source.name.as_deref());
+    let calls = syncs::calls(events, &trace.memcpy_by_corr, source.name.as_deref());
     // Each distinct site once, in order; each call by its site's place.
-    let sites: Vec<Site> = (found.iter().cloned().collect::<BTreeSet<_>>().into_iter()).collect();
-    let call_sites: Vec<usize> = (found.iter())
-        .map(|site| sites.partition_point(|s| s < site))
+    let sites: Vec<Site> = (calls.iter().map(|c| c.site.clone()))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let call_sites: Vec<usize> = (calls.iter())
+        .map(|c| sites.partition_point(|s| s < &c.site))
         .collect();
     let longest = calls.iter().map(|c| c.span.dur()).fold(0.0, f64::max);
     let taken_back = profiler.map_or(Vec::new(), |p| {
@@ -290,12 +292,11 @@ fn step(
             let at = by_site.entry(site).or_default();
             at.calls += 1;
             at.blocked_us += blocked;
-            at.host_us += host;
             in_step.push(CallInStep {
                 site,
                 blocked_us: blocked,
                 host_us: host,
-                drains: call.kind != SyncKind::Other,
+                drains: call.site.kind != SyncKind::Other,
             });
         }
     }
@@ -315,6 +316,7 @@ fn step(
         by_site,
         calls: in_step,
         reads_win_us: 0.0,
+        reads_and_uploads_win_us: 0.0,
     }
 }
 
@@ -417,14 +419,15 @@ fn summarise(
 ) -> Gaps {
     let is_read: Vec<bool> = sites.iter().map(|s| s.kind == SyncKind::Read).collect();
     let drains: Vec<bool> = sites.iter().map(|s| s.kind != SyncKind::Other).collect();
-    let drains_win: Vec<f64> = steps.iter().map(|s| s.win_us(|i| drains[i])).collect();
     for step in steps.iter_mut() {
         step.reads_win_us = step.win_us(|i| is_read[i]);
+        step.reads_and_uploads_win_us = step.win_us(|i| drains[i]);
     }
     let spread = |steps: &[Step], f: &dyn Fn(&Step) -> f64| {
         Spread::of(&steps.iter().map(f).collect::<Vec<_>>())
     };
     let reads_win = |s: &Step| s.reads_win_us;
+    let change = |win: fn(&Step) -> f64| move |s: &Step| -100.0 * win(s) / s.bare_us();
     let mut costs: Vec<(usize, SiteCost)> = (sites.into_iter().enumerate())
         // A sync outside every step (before the first, after the last) is no step's.
         .filter(|(i, _)| steps.iter().any(|s| s.by_site.contains_key(i)))
@@ -465,16 +468,12 @@ fn summarise(
         period_us: spread(&steps, &Step::bare_us),
         gpu_idle_us: spread(&steps, &|s| s.bare_us() - s.gpu_busy_us),
         win_us: spread(&steps, &reads_win),
-        itl_change_pct: spread(&steps, &|s| -100.0 * reads_win(s) / s.bare_us()),
+        itl_change_pct: spread(&steps, &change(|s| s.reads_win_us)),
         throughput_change_pct: spread(&steps, &|s| {
             100.0 * (s.bare_us() / (s.bare_us() - reads_win(s)) - 1.0)
         }),
-        reads_and_uploads_win_us: Spread::of(&drains_win),
-        reads_and_uploads_itl_change_pct: Spread::of(
-            &(steps.iter().zip(&drains_win))
-                .map(|(s, w)| -100.0 * w / s.bare_us())
-                .collect::<Vec<_>>(),
-        ),
+        reads_and_uploads_win_us: spread(&steps, &|s| s.reads_and_uploads_win_us),
+        reads_and_uploads_itl_change_pct: spread(&steps, &change(|s| s.reads_and_uploads_win_us)),
         every_sync_win_us: spread(&steps, &|s| s.win_us(|_| true)),
         timeline: timeline.renumbered(|i| place.get(&i).copied()),
         sites: costs.into_iter().map(|(_, cost)| cost).collect(),

@@ -165,9 +165,8 @@ pub fn markdown(g: &Gaps) -> String {
          its wait included) and its GPU work, instead of their serial sum. Each GPU idle \
          stretch is charged to the sync the host was blocked in when it began (or that began \
          during it), up to the next sync: the wait, and the host work between the sync's return \
-         and the next launch. A read copies \
-         device data to the host (`.item()`, `.tolist()`); an upload waits for a copy from \
-         pageable memory. {}{}\n",
+         and the next launch. A read copies device data to the host (`.item()`, `.tolist()`); \
+         an upload waits for a copy from pageable memory. {}{}\n",
         profiler_line(g),
         host_paced_line(g)
     );

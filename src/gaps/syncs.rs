@@ -21,71 +21,95 @@ pub enum SyncKind {
 /// Ops that read device data to the host.
 const READ_OPS: &[&str] = &["aten::item", "aten::_local_scalar_dense", "aten::tolist"];
 
-/// A sync call: when, which, and what it waited for.
+/// A sync call: when it blocked, the engine's call it was made in, and its site.
 #[derive(Debug, Clone)]
 pub struct SyncCall {
     pub span: Span,
-    pub call: String,
-    pub kind: SyncKind,
-    /// The engine's call it was made in (the Python built-in or outermost op around it); its
-    /// own span where none is.
+    /// The engine's call it was made in (the Python built-in or outermost op around it that
+    /// launches no GPU work); its own span where none is.
     pub op: Span,
+    pub site: Site,
 }
 
-/// The thread's sync calls, in order, each with what it waited for: the copy the runtime
-/// launched just before it on the thread, or the op around it.
-pub fn calls(events: &ThreadEvents, copies: &BTreeMap<u64, String>) -> Vec<SyncCall> {
+/// The thread's sync calls, in order, each with what it waited for (the copy the runtime
+/// launched just before it on the thread, or the op around it) and where it was made: the
+/// outermost op or Python built-in around it, the innermost region but the step's own
+/// (`step`: the region the steps are), and the innermost Python frame with a file and line.
+pub fn calls(
+    events: &ThreadEvents,
+    copies: &BTreeMap<u64, String>,
+    step: Option<&str>,
+) -> Vec<SyncCall> {
     let syncs: Vec<(usize, &HostEvent)> = (events.runtime.iter().enumerate())
         .filter(|(_, e)| rt_kind(&e.name).sync)
         .collect();
     let spans: Vec<Span> = syncs.iter().map(|(_, e)| e.span).collect();
     let ops = enclosing(&events.ops, &spans);
     let python = enclosing(&events.python, &spans);
-    (syncs.iter().zip(ops).zip(python))
-        .map(|((&(i, e), ops), python)| {
-            let launched = (events.runtime[..i].iter().rev().take(2))
-                .filter(|r| rt_kind(&r.name).memcpy)
-                .find_map(|r| Some((r, r.corr.and_then(|c| copies.get(&c))?)));
-            let copy = launched.map(|(_, c)| c);
-            // A copy to pageable host memory returns only once it has landed: the host waits
-            // in it, not in the sync after it.
-            let ts = match launched {
-                Some((r, c)) if c.contains("DtoH") && c.contains("Pageable") => r.span.ts,
-                _ => e.span.ts,
-            };
-            let in_read_op = ops.iter().any(|o| READ_OPS.contains(&o.name.as_str()));
-            let kind = match copy {
-                _ if in_read_op || e.name.contains("DtoH") => SyncKind::Read,
-                Some(c) if c.contains("DtoH") => SyncKind::Read,
-                Some(c) if c.contains("HtoD") => SyncKind::Upload,
-                _ => SyncKind::Other,
-            };
-            let op = engine_call(events, &python, &ops).map_or(e.span, |o| o.span);
-            SyncCall {
-                span: Span {
-                    ts,
-                    end: e.span.end,
-                },
-                call: e.name.clone(),
+    let regions = enclosing(&events.annotations, &spans);
+    let mut out = Vec::with_capacity(syncs.len());
+    for (k, &(i, e)) in syncs.iter().enumerate() {
+        let (ops, python) = (&ops[k], &python[k]);
+        let launched = (events.runtime[..i].iter().rev().take(2))
+            .filter(|r| rt_kind(&r.name).memcpy)
+            .find_map(|r| Some((r, r.corr.and_then(|c| copies.get(&c))?)));
+        let copy = launched.map(|(_, c)| c);
+        // A copy to pageable host memory returns only once it has landed: the host waits
+        // in it, not in the sync after it.
+        let ts = match launched {
+            Some((r, c)) if c.contains("DtoH") && c.contains("Pageable") => r.span.ts,
+            _ => e.span.ts,
+        };
+        let in_read_op = ops.iter().any(|o| READ_OPS.contains(&o.name.as_str()));
+        let kind = match copy {
+            _ if in_read_op || e.name.contains("DtoH") => SyncKind::Read,
+            Some(c) if c.contains("DtoH") => SyncKind::Read,
+            Some(c) if c.contains("HtoD") => SyncKind::Upload,
+            _ => SyncKind::Other,
+        };
+        // Python built-ins (`<built-in method tolist of Tensor object>`) name what the
+        // engine called; of framework ops the outermost does.
+        let builtins: Vec<&HostEvent> = (python.iter())
+            .filter(|p| p.name.starts_with("<built-in method"))
+            .copied()
+            .collect();
+        let op = (builtins.first())
+            .map(|b| builtin_name(&b.name))
+            .or_else(|| ops.first().map(|o| o.name.clone()))
+            .unwrap_or_else(|| e.name.clone());
+        let region = (regions[k].iter().rev())
+            .find(|r| !is_profiler_step(&r.name) && Some(r.name.as_str()) != step)
+            .map(|r| r.name.clone());
+        let function = (python.iter().rev())
+            .find(|f| f.name.contains(".py("))
+            .map(|f| f.name.clone());
+        out.push(SyncCall {
+            span: Span {
+                ts,
+                end: e.span.end,
+            },
+            op: engine_call(events, &builtins, ops).map_or(e.span, |o| o.span),
+            site: Site {
                 kind,
                 op,
-            }
-        })
-        .collect()
+                region,
+                function,
+                call: e.name.clone(),
+            },
+        });
+    }
+    out
 }
 
-/// The engine's call a sync was made in: the outermost Python built-in or op around it that
-/// launches no GPU work of its own (only copies and syncs), so that removing a read never
-/// takes off the host time of a larger op that happens to read inside it.
+/// The engine's call a sync was made in: the outermost of the Python built-ins and ops
+/// around it that launches no GPU work of its own (only copies and syncs), so that removing
+/// a read never takes off the host time of a larger op that happens to read inside it.
 fn engine_call<'e>(
     events: &ThreadEvents,
-    python: &[&'e HostEvent],
+    builtins: &[&'e HostEvent],
     ops: &[&'e HostEvent],
 ) -> Option<&'e HostEvent> {
-    let builtins = python
-        .iter()
-        .filter(|p| p.name.starts_with("<built-in method"));
-    let mut around: Vec<&HostEvent> = builtins.chain(ops).copied().collect();
+    let mut around: Vec<&HostEvent> = builtins.iter().chain(ops).copied().collect();
     around
         .sort_by(|a, b| (a.span.ts.total_cmp(&b.span.ts)).then(b.span.end.total_cmp(&a.span.end)));
     around.into_iter().find(|o| {
@@ -94,40 +118,6 @@ fn engine_call<'e>(
             .take_while(|r| r.span.ts < o.span.end)
             .any(|r| rt_kind(&r.name).launch || rt_kind(&r.name).graph)
     })
-}
-
-/// Where each of `calls` (in order) was made: the outermost op or Python built-in around
-/// it, the innermost region but the step's own (`step`: the region the steps are), and the
-/// innermost Python frame with a file and line.
-pub fn sites(events: &ThreadEvents, calls: &[SyncCall], step: Option<&str>) -> Vec<Site> {
-    let spans: Vec<Span> = calls.iter().map(|c| c.span).collect();
-    let ops = enclosing(&events.ops, &spans);
-    let python = enclosing(&events.python, &spans);
-    let regions = enclosing(&events.annotations, &spans);
-    let mut out = Vec::with_capacity(calls.len());
-    for (k, call) in calls.iter().enumerate() {
-        // Python built-ins (`<built-in method tolist of Tensor object>`) name what the
-        // engine called; of framework ops the outermost does.
-        let builtin = (python[k].iter()).find(|e| e.name.starts_with("<built-in method"));
-        let op = builtin
-            .map(|e| builtin_name(&e.name))
-            .or_else(|| ops[k].first().map(|e| e.name.clone()))
-            .unwrap_or_else(|| call.call.clone());
-        let region = (regions[k].iter().rev())
-            .find(|e| !is_profiler_step(&e.name) && Some(e.name.as_str()) != step)
-            .map(|e| e.name.clone());
-        let function = (python[k].iter().rev())
-            .find(|e| e.name.contains(".py("))
-            .map(|e| e.name.clone());
-        out.push(Site {
-            kind: call.kind,
-            op,
-            region,
-            function,
-            call: call.call.clone(),
-        });
-    }
-    out
 }
 
 /// For each of `spans` (in order of start), the events of `list` (one thread's, in order of
