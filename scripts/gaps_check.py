@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Hold `metaprep gaps` to a loop whose answer is measured: scripts/reference_loop.py's
-eager-sync arm, traced with a plain torch.profiler (no record_function, no metaprep probe, as
-an engine's profile endpoint records), against the same loop's untraced eager-sync and
-eager-device step times.
+"""Hold `metaprep gaps` to a loop whose answer is measured: the eager-sync arm of
+scripts/reference_loop.py (or, with --loop calibrate, of scripts/calibrate_torch.py's loop),
+traced with a plain torch.profiler (no record_function, no metaprep probe, as an engine's
+profile endpoint records), against the same loop's untraced eager-sync and eager-device steps.
 
     python3 scripts/gaps_check.py METAPREP OUT [--forward-us 100,1000,3000] [--batch-sizes 1,8]
+                                               [--loop reference|calibrate]
 
 Each cell runs in a process of its own (a profiler leaves hooks behind in its process). Per
 cell it writes OUT/trace-f<F>-bs<B>.json.gz with its probe file beside it
@@ -14,7 +15,7 @@ writes OUT/gaps-check.csv: the measured change of the step (eager-device over ea
 medians of untraced steps in mirrored order before the trace, with the eager-sync drift
 between its halves), what gaps predicts from removing the reads, the reads and uploads, and
 every sync, each with and without the probe, and the ratio of each prediction to the measured
-change (the bar: within ±20% with the probe). Beside it, the loop's eager-nowait arm
+change (the bar: within ±20% with the probe). Beside it, reference_loop's eager-nowait arm
 (eager-sync's host ops without their waits): what the waits alone cost, set against gaps'
 every-sync figure.
 """
@@ -36,17 +37,16 @@ import reference_loop as rl  # noqa: E402
 DRIFT_PCT = 5.0
 
 
-def plain_trace(engine, forwards, steps, path):
-    """`steps` eager-sync steps under a bare torch.profiler, exported gzipped to `path`, the
-    profiler-cost probes before the steps and the probe file beside it."""
+def plain_trace(run, steps, path):
+    """`steps` eager-sync steps (`run(arm, steps)`) under a bare torch.profiler, exported
+    gzipped to `path`, the profiler-cost probes before the steps and the probe file beside it
+    (bare probes before the profiler only, as `metaprep_host.record` takes them)."""
     torch = rl.torch
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     bare = mh.bare_probes()
     with torch.profiler.profile(activities=acts) as prof:
         inside = mh.profiled_probes()
-        rl.run(engine, forwards, "eager-sync", 1, steps)
-    bare_after = mh.bare_probes()
-    bare = {k: v + bare_after[k] for k, v in bare.items()}
+        run("eager-sync", steps)
     plain = path[:-len(".gz")]
     mh.write_probe_file(plain, bare, inside)
     prof.export_chrome_trace(plain)
@@ -55,34 +55,61 @@ def plain_trace(engine, forwards, steps, path):
     os.remove(plain)
 
 
-def one_cell(args, f, bs):
-    """One cell: the untraced steps of the arms, the trace and its probe file, and what
-    `gaps` makes of it with and without the probe file; its CSV row, by column."""
-    # The loop's own defaults (block, accept rate, context, seed, pinning).
-    loop = rl.parse_args(["--out", args.out])
+def reference_loop(out, f, bs):
+    """scripts/reference_loop.py at its defaults: `run(arm, steps)` -> step µs, and its arms
+    beside eager-sync and eager-device (the waits-only arm)."""
+    loop = rl.parse_args(["--out", out])
     rate = rl.setup(loop)
     engine = rl.Engine(bs, loop)
     forwards = rl.forward_graphs(f, rate)
-    # Untraced steps of both arms in mirrored order (sync, device, device, sync), all before
-    # the trace (a profiler leaves its process slower), so a host that changes speed meanwhile
-    # shows as drift between the two eager-sync halves.
+    return (lambda arm, steps: rl.run(engine, forwards, arm, loop.warmup, steps)[0]), (rl.NOWAIT,)
+
+
+def calibrate_loop(out, f, bs):
+    """scripts/calibrate_torch.py's reference loop at its defaults (a scheduler spin, SGLang's
+    eager preps), with no waits-only arm."""
+    import calibrate_torch as ct
+    args = ct.parse_args(["--out", out])
+    rl.setup(rl.parse_args(["--out", out]))  # torch imported, this thread pinned
+    import numpy
+    ct.torch, ct.F, ct.np = rl.torch, rl.torch.nn.functional, numpy
+    rate, _ = ct.calibrate_sleep()
+    state = ct.StepState(bs, args)
+    forwards = ct.forward_graphs(f, rate)
+
+    def run(arm, steps):
+        return ct.run_loop(state, forwards, arm, args.warmup, steps, args.scheduler_us)[0]
+    return run, ()
+
+
+LOOPS = {"reference": reference_loop, "calibrate": calibrate_loop}
+
+
+def one_cell(args, f, bs):
+    """One cell: the untraced steps of the arms, the trace and its probe file, and what
+    `gaps` makes of it with and without the probe file; its CSV row, by column."""
+    run, extra_arms = LOOPS[args.loop](args.out, f, bs)
+    # Untraced steps of the arms in mirrored order (sync, device, ..., device, sync), all
+    # before the trace (a profiler leaves its process slower), so a host that changes speed
+    # meanwhile shows as drift between the two eager-sync halves.
     trace = os.path.join(args.out, f"trace-f{f:g}-bs{bs}.json.gz")
-    half = {"eager-sync": [], "eager-device": [], rl.NOWAIT: []}
-    for arm in ("eager-sync", "eager-device", rl.NOWAIT, rl.NOWAIT, "eager-device", "eager-sync"):
-        steps = rl.run(engine, forwards, arm, loop.warmup, args.steps // 2)[0]
-        half[arm].append(statistics.median(steps))
-    plain_trace(engine, forwards, args.trace_steps, trace)
+    order = ("eager-sync", "eager-device", *extra_arms)
+    half = {arm: [] for arm in order}
+    for arm in order + order[::-1]:
+        half[arm].append(statistics.median(run(arm, args.steps // 2)))
+    plain_trace(run, args.trace_steps, trace)
     step = {arm: statistics.mean(h) for arm, h in half.items()}
     drift = 100.0 * (half["eager-sync"][1] / half["eager-sync"][0] - 1.0)
     measured = 100.0 * (step["eager-device"] / step["eager-sync"] - 1.0)
-    nowait = 100.0 * (step[rl.NOWAIT] / step["eager-sync"] - 1.0)
+    nowait = (100.0 * (step[rl.NOWAIT] / step["eager-sync"] - 1.0) if rl.NOWAIT in step
+              else float("nan"))
     # The same trace without its probe file: what gaps says of a bare recording.
     unprobed = os.path.join(args.out, f"unprobed-f{f:g}-bs{bs}.json.gz")
     shutil.copyfile(trace, unprobed)
     ratio = lambda x: x / measured if measured else float("nan")  # noqa: E731
     row = {"forward_us": f, "batch_size": bs, "eager_sync_step_us": step["eager-sync"],
            "eager_device_step_us": step["eager-device"], "measured_change_pct": measured,
-           "eager_sync_drift_pct": drift, "eager_nowait_step_us": step[rl.NOWAIT],
+           "eager_sync_drift_pct": drift, "eager_nowait_step_us": step.get(rl.NOWAIT, ""),
            "nowait_change_pct": nowait}
     for name, path in (("gaps", trace), ("unprobed", unprobed)):
         col = (lambda c: c) if name == "gaps" else (lambda c: f"unprobed_{c}")
@@ -124,6 +151,8 @@ def main(argv=None):
     ap.add_argument("--batch-sizes", type=rl.numbers(int), default="1,8")
     ap.add_argument("--steps", type=int, default=60, help="untraced steps per arm")
     ap.add_argument("--trace-steps", type=int, default=12)
+    ap.add_argument("--loop", choices=sorted(LOOPS), default="reference",
+                    help="the loop held: scripts/reference_loop.py or calibrate_torch.py's")
     ap.add_argument("--one-cell", help=argparse.SUPPRESS)  # F,BS: one cell, its row as JSON
     args = ap.parse_args(argv)
     if args.one_cell:
@@ -137,7 +166,7 @@ def main(argv=None):
         for f in args.forward_us:
             cmd = [sys.executable, os.path.abspath(__file__), args.metaprep, args.out,
                    "--steps", str(args.steps), "--trace-steps", str(args.trace_steps),
-                   "--one-cell", f"{f:g},{bs}"]
+                   "--loop", args.loop, "--one-cell", f"{f:g},{bs}"]
             # A cell whose host changed speed while it was measured (eager-sync's halves apart
             # by more than DRIFT_PCT) runs once more; the second is kept (its trace replaced).
             tries = []

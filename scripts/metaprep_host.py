@@ -456,8 +456,8 @@ def probe_path(trace_path):
 def write_probe_file(trace_path, bare, profiled, reps=REPS, profiler_ran_before=None,
                      post_wait=None):
     """The probe file `metaprep calibrate` reads beside `trace_path`. Its host speed is of the
-    bare `mixed` timings given (`record`'s: those before the profiler started and after it
-    stopped, which bracket the trace). `profiler_ran_before`: whether a profiler ran in this
+    bare `mixed` timings given (`record`'s: those before the profiler started; after it stops,
+    its hooks leave CUDA calls slower). `profiler_ran_before`: whether a profiler ran in this
     process before this trace's (default: whether this module saw one before `bare` was
     taken)."""
     torch = _torch()
@@ -511,9 +511,8 @@ class record:
         self.prof.__exit__(*exc)
         if exc[0] is not None:
             return False
-        after = bare_probes()
-        for name, values in after.items():
-            self.bare[name] += values
+        # No bare probes after it: CUDA calls stay slower once a profiler has run in the
+        # process (a graph replay's launch 2.6 -> 7.6 us on an H200), so they would not be bare.
         tmp = self.path + ".tmp"
         self.prof.export_chrome_trace(tmp)
         os.replace(tmp, self.path)

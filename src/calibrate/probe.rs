@@ -54,7 +54,7 @@ pub struct ProbeFile {
     /// The annotations' name prefix (`metaprep probe`).
     pub mark: String,
     /// This process's host speed around the trace: µs per op of metaprep_host's `mixed`
-    /// pass, from the bare probes before the profiler started and after it stopped.
+    /// pass, from the bare probes before the profiler started.
     pub host_speed_us: f64,
     /// Workload → µs per repetition of each bare timing.
     pub bare_us: BTreeMap<String, Vec<f64>>,

@@ -69,6 +69,27 @@ pub fn headline(g: &Gaps) -> String {
             us(&g.gpu_idle_us)
         );
     };
+    let uploads = g.sites.iter().any(|s| s.site.kind == SyncKind::Upload);
+    // Where each read is followed by an upload that waits in its place, the reads alone win
+    // little, and the answer is the two together.
+    if uploads && g.reads_and_uploads_win_us.median > 2.0 * g.win_us.median.max(1.0) {
+        return format!(
+            "**The step's reads and uploads cost it {} µs**, the costliest read {} ({} a step: the \
+             host blocked {} µs in it, the GPU idle {} µs after it); removing them: ITL {} ({} of \
+             {} µs a step; median over {steps} steps [p10, p90]). The reads alone win {} µs, ITL \
+             {}: an upload left in the step waits for the GPU in a removed read's place.\n",
+            fmt_num(g.reads_and_uploads_win_us.median),
+            site_name(&top.site),
+            count(top.calls_per_step),
+            fmt_num(top.blocked_us.median),
+            fmt_num(top.idle_us.median),
+            pct(&g.reads_and_uploads_itl_change_pct),
+            fmt_num(g.reads_and_uploads_win_us.median),
+            fmt_num(g.period_us.median),
+            fmt_num(g.win_us.median),
+            pct(&g.itl_change_pct),
+        );
+    }
     let mut line = format!(
         "**{} costs the step {} µs** ({} a step: the host blocked {} µs in it, the GPU idle {} µs \
          after it); removing the step's reads: ITL {}, throughput {} ({} of {} µs a step; median \
@@ -83,7 +104,7 @@ pub fn headline(g: &Gaps) -> String {
         fmt_num(g.win_us.median),
         fmt_num(g.period_us.median),
     );
-    if g.sites.iter().any(|s| s.site.kind == SyncKind::Upload) {
+    if uploads {
         let _ = write!(
             line,
             " With the uploads too (an upload left in the step waits for the GPU in a removed \

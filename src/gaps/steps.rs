@@ -138,9 +138,49 @@ fn largest_replays(trace: &Trace) -> Option<((String, String), StepSource)> {
             best = Some((thread.clone(), starts));
         }
     }
-    best.map(|(thread, starts)| {
-        let how = "the replays of the graph with the most GPU work".to_string();
-        let name = None;
-        (thread, StepSource { how, starts, name })
-    })
+    let (thread, starts) = best?;
+    let every = replays_per_step(&trace.threads[&thread].ops, &starts);
+    let starts: Vec<f64> = starts.into_iter().step_by(every).collect();
+    let how = match every {
+        1 => "the replays of the graph with the most GPU work".to_string(),
+        n => format!(
+            "every {n} replays of the graphs with the most GPU work (their host ops repeat so)"
+        ),
+    };
+    let source = StepSource {
+        how,
+        starts,
+        name: None,
+    };
+    (source.starts.len() >= MIN_REPEATS).then_some((thread, source))
+}
+
+/// Longest run of replays that may make one step.
+const MAX_REPLAYS_PER_STEP: usize = 4;
+/// Share of the stretches between replays whose host ops must repeat at a period to take it.
+const REPEAT_SHARE: f64 = 0.8;
+
+/// How many consecutive replays make one step: two graphs of one size (a draft and a verify
+/// forward alike) both count as the largest, and the host ops between them then repeat every
+/// second stretch, not every one. The shortest period at which [`REPEAT_SHARE`] of the
+/// stretches match; 1 where none does.
+fn replays_per_step(ops: &[HostEvent], starts: &[f64]) -> usize {
+    let names_between = |from: f64, to: f64| -> Vec<&str> {
+        (ops.iter())
+            .filter(|e| e.span.ts >= from && e.span.ts < to)
+            .map(|e| e.name.as_str())
+            .collect()
+    };
+    let stretches: Vec<Vec<&str>> = (starts.windows(2))
+        .map(|w| names_between(w[0], w[1]))
+        .collect();
+    (1..=MAX_REPLAYS_PER_STEP)
+        .take_while(|&p| stretches.len() >= 2 * p)
+        .find(|&p| {
+            let same = (p..stretches.len())
+                .filter(|&i| stretches[i] == stretches[i - p])
+                .count();
+            same as f64 >= REPEAT_SHARE * (stretches.len() - p) as f64
+        })
+        .unwrap_or(1)
 }

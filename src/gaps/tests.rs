@@ -252,6 +252,22 @@ fn two_graphs_of_equal_gpu_work_are_told_apart_by_their_kernels() {
     assert_eq!(g.period_us.median, 1000.0);
 }
 
+#[test]
+fn two_graphs_alike_in_kernels_and_work_make_one_step_between_them() {
+    // As in calibrate_torch.py: a draft and a verify graph of one 300 µs kernel each; the
+    // step's read falls between the verify and the next draft, so the host ops repeat every
+    // second replay.
+    let trace = replaying(&[(200.0, 1, 300.0), (600.0, 1, 300.0)]);
+    let g = analyse("t", &trace, None, None).unwrap();
+    assert_eq!(g.steps.len(), 4, "{}: {:?}", g.steps_from, g.period_us);
+    assert_eq!(g.period_us.median, 1000.0);
+    assert!(
+        g.steps_from.starts_with("every 2 replays"),
+        "{}",
+        g.steps_from
+    );
+}
+
 /// A host-bound decode loop recorded as torch.profiler lays it out: per `ProfilerStep#k`,
 /// scheduler work, ten ops of a 20 µs kernel each, a read, five more ops and a 150 µs
 /// forward; with `costs`, every recorded event costs the host what they say, and the

@@ -166,7 +166,7 @@ pub fn derive(
     let host_speed_us = cx.reference.map(|r| Sourced {
         value: round3(r),
         source: format!(
-            "median of the traces' probe files' bare host speed (µs per op of metaprep_host.py's host-speed pass in each trace's own process, bare, before its profiler started and after it stopped): {}; each trace's framework costs were moved to it by its own",
+            "median of the traces' probe files' bare host speed (µs per op of metaprep_host.py's host-speed pass in each trace's own process, bare, before its profiler started): {}; each trace's framework costs were moved to it by its own",
             traced
                 .iter()
                 .filter_map(|t| t.probe.as_ref().map(|(p, _)| format!("{} {:.3}", t.analysis.file, p.host_speed_us)))
