@@ -7,7 +7,7 @@ the two things it needs from PyTorch:
 
 * host_profile.json: what one framework op, read, graph launch and upload cost on the host,
   and how many ops, kernel launches and reads each prep issues per arm (the schema of
-  src/model/host_profile/mod.rs).
+  host-profiles/README.md).
 * reference.csv: the same step loop written in PyTorch, timed per (forward, batch size, arm),
   so the Rust model can be checked against it.
 

@@ -2,59 +2,8 @@
 //! the profiler's own cost taken off; and `metaprep validate`, which holds `steps` with a
 //! profile against an engine's untraced step times.
 //!
-//! # What is read
-//!
-//! One Chrome trace per arm (`torch.profiler.profile(...).export_chrome_trace(path)`),
-//! streamed event by event (`trace`), each with its probe file beside it (`x.probe.json`,
-//! written by scripts/metaprep_host.py `record()`). Only complete events (`"ph": "X"`) of
-//! these categories are used: `cpu_op`, `user_annotation`, `cuda_runtime` / `cuda_driver`,
-//! and the GPU side `kernel`, `gpu_memcpy`, `gpu_memset` (older exports' `Operator`,
-//! `Runtime`, `Kernel`, `Memcpy`, `Memset` too). Host events are those of the **main
-//! thread**: the (pid, tid) with the most `cpu_op`s.
-//!
-//! # Definitions
-//!
-//! * **top-level op**: a `cpu_op` on the main thread not inside another one.
-//! * **syncing op**: a top-level op holding `cudaStreamSynchronize`,
-//!   `cudaDeviceSynchronize`, `cudaEventSynchronize` or the blocking `cudaMemcpy`.
-//! * **upload**: a top-level op with an HtoD copy (by `args.correlation`) and no other copy
-//!   (`torch.tensor(list, device=...)`); a syncing upload counts among a prep's ops, never
-//!   as a read — scripts/calibrate_torch.py counts it the same way.
-//! * **read**: a syncing op that is not an upload.
-//! * **steps**: the outermost `step` annotations, else `ProfilerStep#N` ranges.
-//!
-//! # The profiler's cost
-//!
-//! Under `torch.profiler` a framework op costs well over its bare time (docs/calibration.md),
-//! so durations read straight off a trace overstate the host time an engine really spends.
-//! The probe file says what each recorded event cost in *this* trace's session
-//! (`probe`: a fit over workloads of known event mixes), and every duration calibration
-//! reads has the cost of the events recorded inside it taken off (`Analysis::op_us`,
-//! `Analysis::range_us`). Each trace's costs are then moved to one host speed (the median of
-//! the traces' own, each measured bare in its process) and the profile records it as
-//! `host_speed_us`, so `steps --host-speed-us` and `validate` can move them to the host
-//! speed a reference ran at. Without a probe file calibration refuses, unless
-//! `--keep-profiler-costs` (every source then says the costs include the profiler's).
-//!
-//! # Derivations (each value's `source` names the traces and the rule)
-//!
-//! Only events inside steps are used.
-//! * `op_us`: median host time of the top-level ops that do not sync.
-//! * `read_us`: median host time of the reads less each one's wait for the GPU.
-//! * `graph_launch_us`: median host time of the `draft forward` / `verify forward`
-//!   annotations (one replay each), else of the `cudaGraphLaunch` calls.
-//! * `upload_us`, `upload_syncs`: uploads' host time less their wait; whether any syncs.
-//! * `kernel_us`: GPU time per launch of the launching ops outside the preps.
-//! * **program**: the annotations directly inside each step, in order, the sequence most
-//!   steps share (every trace must share it); `draft prep`, `draft forward`, `verify
-//!   prep`, `verify forward`, `accept` map to their items, other names to `host` items
-//!   (`ops` inside, or `us` when they hold no op).
-//! * **preps**: `draft prep` → `dspark_draft_block`, `verify prep` → `dsa_target_verify`;
-//!   a trace's prep is the eager-sync arm if it reads, graph-upload if it replays a graph
-//!   and uploads, graph if it only replays, else eager-device; counts are medians over
-//!   steps; the arm's `op_us` = (host time − waits − reads × read_us − replays ×
-//!   graph_launch_us − uploads × upload_us) / ops; `kernel_us` from its launches' GPU time
-//!   (per batch with `--gpu-trace`). Arms no trace showed keep the base profile's entries.
+//! How a trace is read, the definitions and each value's derivation: docs/calibration.md,
+//! "How `calibrate` reads a trace".
 
 mod analysis;
 mod derive;

@@ -1,43 +1,7 @@
 //! When to stop measuring a sweep cell: inside a round, and when to stop adding rounds.
 //!
-//! **Inside a round** a cell's samples stop as soon as one of these holds, checked in this
-//! order ([`StoppingRule`]):
-//! 1. **converged** (`ci`): at least `min_samples` finite samples, and the 95% CI of the
-//!    median is within `rel_ci` of the median — or its half-width is at most `abs_ci_us`.
-//!    The absolute floor exists for sub-µs cells (empty launches, tiny copies), where 1% is a
-//!    few nanoseconds, below what the timers resolve, and chasing it would only burn the cap;
-//! 2. **sample cap** (`sample-cap`): `max_samples` samples taken, counting non-finite ones so
-//!    that a broken timer cannot loop forever;
-//! 3. **time cap** (`time-cap`): `time_cap` elapsed.
-//!
-//! A sweep's round ([`StoppingRule::per_round`]) caps the samples at `min_samples`, so a
-//! round takes exactly that many unless its share of the time cap runs out first: a round's
-//! own precision is not what is reported.
-//!
-//! That only sets how well one round's median is known. **What is reported** is the median
-//! over rounds with its interval between rounds (see [`super::rounds`]), so whether a group
-//! of cells (the arms of one family, layout, batch and block) gets another round is decided
-//! on those intervals ([`RoundsRule`]), after each round, in this order:
-//! 1. fewer than `min_rounds` rounds: always another round (fewer give no interval);
-//! 2. **precision** (`precision`): every arm's `step_us` interval within `rel_ci` of its
-//!    median or at most `abs_ci_us` wide each side (the within-round rule's bar), and the
-//!    read cost's (eager-sync − eager-device, paired) half-width at most
-//!    [`READ_COST_REL_CI`] of its value or [`READ_COST_ABS_CI_US`];
-//! 3. **max rounds** (`max-rounds`): `max_rounds` rounds measured;
-//! 4. **time cap** (`time-cap`): the group's measuring time over its rounds reached
-//!    `time_cap`.
-//!
-//! **GPU-paced arms go on** ([`RoundsRule::gpu_paced_stop`]): once its group has stopped,
-//! an arm whose step the GPU paces ([`crate::results::pacing::gpu_paced_arm`]) gets further
-//! rounds of its own while its `step_us` or `gpu_prep_us` interval is wider than
-//! `gpu_paced_rel_ci` (or `abs_ci_us`), up to `gpu_paced_max_rounds` (`gpu-paced-max-rounds`)
-//! or the group's time cap. Its intervals are set by rounds, and they are cheap (docs/rounds.md).
-//! The host-paced arms stop with the group: their intervals are limited by the host's speed
-//! moving, not by rounds.
-//!
-//! A stopped group is measured no more; the others go on, visited in the next round's fresh
-//! order. Only the group's own rows stop: the floor is measured at the start of every round
-//! (so every round's arms have that round's floor) and stops by the same rule on its items.
+//! The rules, inside a round and over rounds, and why: docs/rounds.md, "When a cell and a group
+//! stop".
 
 use super::rounds::{half_width, Paired};
 use super::summary::{rel_half_width, summarize, Summary};

@@ -1,67 +1,6 @@
 //! Host profiles: what the host does in one decode step, and what each piece costs, as a
-//! serving framework runs it. A profile is a JSON file (`host-profiles/*.json` ship
-//! `native` and `pytorch`); every number in it carries the measurement it came from.
-//!
-//! The step is a **host program**: an ordered list of host segments and GPU work. The step
-//! loop runs it for real (busy-waits for host segments, real launches, real reads), so
-//! whatever a host read exposes is exposed by the GPU timeline itself, not by a formula.
-//!
-//! ```json
-//! {
-//!   "name": "pytorch",
-//!   "source": "how and where it was measured",
-//!   "op_us":           { "value": 9.0,  "source": "..." },
-//!   "kernel_us":       { "value": 2.0,  "source": "..." },
-//!   "read_us":         { "value": 20.0, "source": "..." },
-//!   "graph_launch_us": { "value": 6.0,  "source": "..." },
-//!   "upload_us":       { "value": 15.0, "source": "..." },
-//!   "upload_syncs":    { "value": true, "source": "..." },
-//!   "preps": {
-//!     "dspark_draft_block": {
-//!       "source": "...",
-//!       "eager_sync":   { "ops": 12, "launches": 9, "reads": 1, "ops_before_read": 0 },
-//!       "eager_device": { "ops": 11, "launches": 9 },
-//!       "graph":        { "ops": 0,  "launches": 0 },
-//!       "graph_upload": { "ops": 4,  "launches": 0 }
-//!     },
-//!     "dsa_target_verify": { ... }
-//!   },
-//!   "program": [
-//!     { "kind": "host", "name": "scheduler", "us": 50, "source": "..." },
-//!     { "kind": "draft_prep" },
-//!     { "kind": "draft_forward" },
-//!     { "kind": "host", "name": "sampling", "ops": 4, "source": "..." },
-//!     { "kind": "verify_prep" },
-//!     { "kind": "verify_forward" },
-//!     { "kind": "accept", "ops": 1 }
-//!   ]
-//! }
-//! ```
-//!
-//! * `op_us` — host time one framework op costs to issue (Python dispatch, the op's own
-//!   host work and its kernel launch); a prep may override it with its own measured mean.
-//! * `kernel_us` — GPU time of one small framework kernel (a prep may override it with its
-//!   own: its graph replay's GPU time over its launching ops); framework ops launch a spin
-//!   of that length, and graph arms capture the same kernels, so the GPU does the work the
-//!   framework's kernels do. `preps.<family>.kernel_us_by_batch` gives it per batch size.
-//! * `read_us` — host time of one read (`.tolist()`) with the GPU idle, so the wait for the
-//!   GPU is not in it; the step loop tops its own real read up to this.
-//! * `graph_launch_us` — host time of one graph replay (the forwards and the graph arms).
-//! * `upload_us`, `upload_syncs` — host time of `torch.tensor(list, device=...)`, and
-//!   whether it waits for the stream (the `graph-upload` arm copies a constant up so).
-//! * `preps.<family>.<arm>` — framework ops the eager arms issue for that family, how many
-//!   of them launch a GPU kernel, how many reads they make and how many ops come first.
-//!   The plan's own kernels take the last launch slots; the others launch an empty kernel.
-//! * `program` — the step, in order. A `host` item costs `us` plus `ops` × `op_us`; its
-//!   optional `us_by_batch` gives `us` per per-GPU batch size (`calibrate --gpu-trace`).
-//! * `arm_host_factors` (optional) — per arm, a factor on every host duration of its step
-//!   (ops, reads, launches, uploads, host segments), fitted by `validate --fit` at one
-//!   untraced cell; each says which fit it came from.
-//! * `pinned_read_us`, `mapped_read_us` (optional) — `read_us` for the other read paths
-//!   (docs/read-paths.md): eager-pinned's `x.to("cpu", non_blocking=True)` and
-//!   `event.synchronize()`, eager-mapped's store into mapped memory and flag poll, each with
-//!   the GPU idle; the step loop tops its own read of that path up to it. A profile without
-//!   one cannot run that arm.
+//! serving framework runs it; the step is a host program the step loop runs for real. The
+//! JSON schema, field by field: host-profiles/README.md.
 //!
 //! One concern per file: the types here; `load` (built-in profiles, files,
 //! JSON); `well_formed` (what a profile must hold); `program` (the program's items, its

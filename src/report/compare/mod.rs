@@ -1,47 +1,6 @@
 //! `metaprep compare BASE NEW`: the before/after of two runs, or of two arms of one run, with
-//! a verdict per cell and metric that CI can gate on. Users read docs/compare.md; this says
-//! how it is computed.
-//!
-//! **Interval of a change.** Each row carries a 95% interval of its median. The change
-//! NEW/BASE − 1 gets its interval by MOVER (method of variance estimates recovery, Zou &
-//! Donner 2008) on the log scale: the two medians' intervals are combined as if independent,
-//! keeping their asymmetry ([`crate::report::change`]).
-//!
-//! **Which noise the intervals hold.** A sweep measures every cell in rounds spread over the
-//! run (see [`crate::stats::rounds`]), and with `--processes` over several worker processes,
-//! so an interval holds the drift of the host and GPU during a run and, with workers, between
-//! processes. A sweep by a metaprep before rounds (its CSV has no `rounds` column, read as 0)
-//! took each cell's interval from consecutive batches of one stretch, which misses that
-//! drift: its prep rows are read with a warning, `uncertain` unless `faster`, `slower` or
-//! `changed` with the whole interval beyond a noise floor ([`NOISE_FLOOR_STEP_PCT`] for
-//! `step_us` and `step_fwd_us`, [`NOISE_FLOOR_HOST_PCT`] for the others).
-//!
-//! **Direction.** Lower is better for times, floor multiples and ratios to eager-sync; higher
-//! for throughput, bandwidth and occupancy. A metric of unknown direction that moved beyond
-//! the threshold is `changed` and does not fail the comparison (so are a prep's `bytes`).
-//!
-//! **Derived rows.** A row derived from a cell's times (floor multiple, ratio over
-//! eager-sync, bandwidth) that the host paces calls only what one of those times calls
-//! (`comparison/derived.rs`): within a round the ratio cancels what its times share, but
-//! between runs it moves as they do. Each prep time also shows its change over its own floor
-//! (the one it is read against: the empty kernel for eager arms, the empty graph of as many
-//! nodes for graph arms), which is no verdict.
-//!
-//! **Missing and broken.** Rows, cells or arms only in BASE, and rows of NEW without an
-//! interval where BASE has one (`broken`), fail the comparison unless `--allow-missing`, and
-//! the report names them first. Between two arms, rows one arm lacks are not findings.
-//!
-//! **The gate.** `--gate all` fails on every `slower` row; `--gate gpu-paced` only on rows the
-//! GPU paces ([`Gate`]), for hosts whose A/A calls host-paced rows.
-//!
-//! **Power.** Each row's "could call" is the smallest slower change its two intervals could
-//! have called ([`crate::report::change::smallest_callable_pct`]); the report's head gives
-//! it per class of rows (kind, metric, who paces it).
-//!
-//! **Scale.** Each side is read, cut to [`side::Entry`] (names shared), and its full rows
-//! dropped before the other side is read; rows are paired through a hash index and sorted
-//! once (`matching.rs`), so neither side's full rows outlive its read, and the report prints
-//! the rows called, not every row (docs/h200-findings.md#host-side-costs-of-the-tools).
+//! a verdict per cell and metric that CI can gate on. How each verdict is computed: docs/compare.md,
+//! "How `compare` computes its verdicts".
 
 mod comparison;
 mod gate;
