@@ -200,53 +200,28 @@ fn before_rounds(name: &str) -> tempfile::TempDir {
 }
 
 #[test]
-fn a_sweep_from_before_rounds_is_read_with_a_warning_and_capped_verdicts() {
+fn a_sweep_from_before_rounds_is_refused_by_name() {
     let old = before_rounds("run_small");
     assert!(read_rows(&old.path().join("metaprep.csv"))
         .unwrap()
         .iter()
         .all(|r| r.rounds == 0));
-    // Against itself: its 288 prep rows cannot be called the same, its 144 step rows can.
-    let outcome = compare(&[path(old.path()), path(old.path())]).unwrap();
-    let md = &outcome.markdown;
-    assert!(
-        md.contains("**0 slower · 0 faster · 288 uncertain · 144 same** (432 matched"),
-        "{md}"
-    );
-    let warning = md
-        .lines()
-        .find(|l| l.starts_with("> ⚠ BASE and NEW were measured without rounds"))
-        .unwrap_or_else(|| panic!("{md}"));
-    assert!(
-        warning.contains("±35% (step_us, step_fwd_us) or ±75%"),
-        "{warning}"
-    );
-    assert_eq!(outcome.exit_code(), 0);
-
-    // Against the regressed run measured in rounds: the +15% graph prep is within the
-    // run-to-run noise of the old side; the steps' regression still fails the gate.
-    let slower = fixture("run_small_slower");
-    let (all, outcome) = details(&[path(old.path()), path(&slower)]);
-    let md = &outcome.markdown;
-    assert!(md.contains("> ⚠ BASE was measured without rounds"), "{md}");
-    let prep = line(
-        &all,
-        "| prep | dspark_draft_block | tp1 | 1 | 3 | graph |",
-        "step_us",
-    );
-    assert!(
-        prep.ends_with("| +15.0% | [+14.1, +15.9] | +14.8% [+13.7, +15.9] | +2.8% | uncertain |"),
-        "{prep}"
-    );
-    // The steps' 8 slower and 3 faster stand; all 288 prep rows are uncertain.
-    assert!(
-        md.contains("**8 slower · 3 faster · 288 uncertain · 133 same**"),
-        "{md}"
-    );
-    assert_eq!(outcome.exit_code(), 1);
-    // Two runs measured in rounds get no such warning.
-    let fresh = compare(&[path(&fixture("run_small")), path(&fixture("run_small"))]).unwrap();
-    assert!(!fresh.markdown.contains("without rounds"));
+    let fresh = fixture("run_small");
+    for (args, side) in [
+        ([path(old.path()), path(&fresh)], "BASE"),
+        ([path(&fresh), path(old.path())], "NEW"),
+    ] {
+        let Err(err) = compare(&args) else {
+            panic!("a side without rounds was compared")
+        };
+        let err = format!("{err:#}");
+        assert!(
+            err.contains(&format!("{side} (")) && err.contains("measured without rounds"),
+            "{err}"
+        );
+    }
+    // Two runs measured in rounds compare as ever.
+    assert!(compare(&[path(&fresh), path(&fresh)]).is_ok());
 }
 
 #[test]

@@ -9,10 +9,7 @@ mod markdown;
 mod matching;
 mod side;
 
-pub use comparison::{
-    compare, noise_floor_pct, Comparison, FloorMove, Matched, PowerClass, NOISE_FLOOR_HOST_PCT,
-    NOISE_FLOOR_STEP_PCT,
-};
+pub use comparison::{compare, Comparison, FloorMove, Matched, PowerClass};
 pub use gate::Gate;
 pub use markdown::{MAX_REPORT_CHARS, REPORT_HEADER};
 pub use side::{Entry, Names, Side, Which};
@@ -66,10 +63,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "ARM", requires = "base_arm")]
     pub new_arm: Option<String>,
     /// Change in percent that counts as noise: a cell is `same` when its whole interval lies
-    /// within ±PCT, and `faster`/`slower` only when its whole interval lies beyond it. A
-    /// sweep by a metaprep before measurement rounds is read with a warning: its prep cells
-    /// are `uncertain` unless they moved beyond the run-to-run noise such sweeps showed (35%
-    /// for step_us and step_fwd_us, 75% for the other metrics).
+    /// within ±PCT, and `faster`/`slower` only when its whole interval lies beyond it.
     #[arg(long, value_name = "PCT", default_value_t = DEFAULT_THRESHOLD_PCT)]
     pub threshold: f64,
     /// Write the report to FILE (replaced atomically) instead of printing it; the terminal
@@ -214,7 +208,7 @@ fn starts_with(path: &Path, prefix: &str) -> bool {
         .is_ok_and(|()| start == prefix.as_bytes())
 }
 
-/// Warnings the inputs give (settings not checked or differing, sides without rounds), and
+/// Warnings the inputs give (settings not checked or differing), and
 /// how the machines differ. Fails on differing settings unless `allow_mismatch`.
 fn read_settings(
     base: &Side,
@@ -248,25 +242,6 @@ fn read_settings(
         _ => warnings.push(
             "⚠ settings not checked: a side is a CSV without an env.json beside it".to_string(),
         ),
-    }
-    let sides_without_rounds: Vec<&str> = [base, new]
-        .into_iter()
-        .filter(|side| side.measured_without_rounds())
-        .map(|side| side.which.as_str())
-        .collect();
-    if !sides_without_rounds.is_empty() {
-        warnings.push(format!(
-            "⚠ {} {} measured without rounds (a sweep by a metaprep before them): intervals \
-             from one stretch miss the drift between runs, so prep cells are `uncertain` \
-             unless they moved beyond ±{NOISE_FLOOR_STEP_PCT}% (step_us, step_fwd_us) or \
-             ±{NOISE_FLOOR_HOST_PCT}% (other metrics), the A/A noise measured on an H200.",
-            sides_without_rounds.join(" and "),
-            if sides_without_rounds.len() == 1 {
-                "was"
-            } else {
-                "were"
-            }
-        ));
     }
     Ok((warnings, machine))
 }

@@ -5,7 +5,7 @@ use crate::report::change::Interval;
 use crate::results::csv::{read_rows, Row, KIND_PREP};
 use crate::results::env::{EnvRecord, ENV_FILE};
 use crate::results::run_dir::open_results;
-use anyhow::Result;
+use anyhow::{bail, Result};
 use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -70,7 +70,7 @@ impl Entry {
     }
 
     /// Whether its interval misses the drift between rounds: a prep row of a sweep by a
-    /// metaprep before rounds (see the module docs of [`super`]).
+    /// metaprep before rounds.
     pub fn without_rounds(&self) -> bool {
         &*self.kind == KIND_PREP && self.rounds == 0
     }
@@ -159,11 +159,21 @@ impl Side {
             let (rows, env) = open_results(path)?;
             (rows, Some(env))
         };
+        let entries: Vec<Entry> = rows.iter().map(|r| Entry::of(r, names)).collect();
+        if entries.iter().any(Entry::without_rounds) {
+            bail!(
+                "{} ({}) is a sweep measured without rounds, by a metaprep before them: its \
+                 intervals miss the drift between runs, so no verdict on it would hold; run the \
+                 sweep again with this metaprep",
+                which.as_str(),
+                path.display()
+            );
+        }
         Ok(Side {
             which,
             path: path.to_path_buf(),
             env,
-            entries: rows.iter().map(|r| Entry::of(r, names)).collect(),
+            entries,
         })
     }
 
@@ -171,10 +181,5 @@ impl Side {
     pub fn arms(&self) -> String {
         let arms: std::collections::BTreeSet<&str> = self.entries.iter().map(|e| &*e.arm).collect();
         arms.into_iter().collect::<Vec<_>>().join(", ")
-    }
-
-    /// Whether it holds prep rows measured without rounds.
-    pub fn measured_without_rounds(&self) -> bool {
-        self.entries.iter().any(Entry::without_rounds)
     }
 }

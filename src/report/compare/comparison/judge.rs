@@ -5,7 +5,6 @@ use super::super::matching::{pair, Arms, Pair, Pairing};
 use super::super::side::Side;
 use super::derived::follow_derived;
 use super::floors::Floors;
-use super::noise_floor::capped;
 use super::{Comparison, FloorMove, Matched};
 use crate::report::change::{
     better_direction, judge, relative_change, smallest_callable_pct, Interval, Verdict,
@@ -83,9 +82,6 @@ fn judge_all(base: &Side, new: &Side, cells: &[Pair], threshold_pct: f64) -> Vec
             let (be, ne) = (&base.entries[b], &new.entries[n]);
             let better = better_direction(&ne.metric, &ne.unit);
             let (change, mut called) = judge(be, ne, better, threshold_pct);
-            if be.without_rounds() || ne.without_rounds() {
-                called = capped(change, called, &ne.metric);
-            }
             if be.has_interval() && !ne.has_interval() {
                 called = Verdict::Broken;
             }

@@ -1,14 +1,12 @@
 //! The verdicts: each matched row's change, its change over its own floor, the smallest
-//! change it could have called, and its verdict (see the module docs of [`super`]).
+//! change it could have called, and its verdict (docs/compare.md).
 //!
-//! The types live here; the noise floor of rows without rounds in `noise_floor`, the power of
-//! each class of rows in `power`, the launch floors a row is read against in `floors`, the
+//! The types live here; the power of each class of rows in `power`, the launch floors a row is read against in `floors`, the
 //! derived rows' verdicts in `derived`, and the pairing and judging of every row in `judge`.
 
 mod derived;
 mod floors;
 mod judge;
-mod noise_floor;
 mod power;
 
 #[cfg(test)]
@@ -20,7 +18,6 @@ use crate::report::change::{Change, Verdict};
 use crate::results::csv::KIND_FLOOR;
 
 pub use judge::compare;
-pub use noise_floor::{noise_floor_pct, NOISE_FLOOR_HOST_PCT, NOISE_FLOOR_STEP_PCT};
 pub use power::PowerClass;
 
 /// One matched cell and metric.
@@ -37,7 +34,7 @@ pub struct Matched {
     /// The smallest change in the worse direction these two intervals could have called
     /// (`slower`), in percent ([`smallest_callable_pct`](crate::report::change::smallest_callable_pct)).
     pub smallest_callable_pct: Option<f64>,
-    /// What the change alone says (after the cap on rows without rounds, and `broken`).
+    /// What the change alone says (and `broken`).
     pub called: Verdict,
     /// The verdict: `called`, or `uncertain` for a host-paced derived row whose call no row
     /// it is made of makes (`derived`).
