@@ -12,7 +12,8 @@ pub struct DeviceLengths<'g> {
     live_bs: usize,
     seq_lens: DeviceBuffer<i32>,
     initial: DeviceBuffer<i32>,
-    accepted: DeviceBuffer<i32>,
+    /// Held for the accept kernel, which writes each request's accepted count into it.
+    _accepted: DeviceBuffer<i32>,
     step_counter: DeviceBuffer<u32>,
     accept: Launch,
 }
@@ -50,7 +51,7 @@ impl<'g> DeviceLengths<'g> {
             live_bs,
             seq_lens: lengths,
             initial,
-            accepted,
+            _accepted: accepted,
             step_counter,
             accept,
         })
@@ -82,9 +83,5 @@ impl<'g> DeviceLengths<'g> {
 
     pub fn download_seq_lens(&self) -> Result<Vec<i32>> {
         self.gpu.download("seq_lens", &self.seq_lens)
-    }
-
-    pub fn download_accepted(&self) -> Result<Vec<i32>> {
-        self.gpu.download("accepted", &self.accepted)
     }
 }
