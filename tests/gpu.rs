@@ -640,7 +640,7 @@ fn the_d2d_copy_floor_reports_a_plausible_bandwidth() {
     use metaprep::harness::bandwidth::gb_s_row;
     use metaprep::harness::floor::Floor;
     use metaprep::harness::sampling::sample_per_step;
-    use metaprep::runs::sweep_rounds::floor_cell;
+    use metaprep::runs::sweep::rounds::floor_cell;
 
     let gpu = gpu();
     let mut floor = Floor::new(&gpu).unwrap();

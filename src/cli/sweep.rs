@@ -104,7 +104,7 @@ pub const DEFAULT_PROCESSES: usize = 9;
 
 /// `metaprep sweep-worker` (hidden): rounds of a sweep measured for the sweep that started
 /// it. It reads the parent's validated config from the file `--settings` names (written by
-/// [`crate::runs::sweep_workers`]; no command line is parsed again) and takes its rounds and
+/// [`crate::runs::sweep::workers`]; no command line is parsed again) and takes its rounds and
 /// groups from its flags.
 #[derive(Args)]
 pub struct SweepWorkerArgs {
@@ -126,8 +126,8 @@ pub struct SweepWorkerArgs {
 
 impl SweepWorkerArgs {
     /// The rounds and groups this worker was given.
-    pub(crate) fn assignment(&self) -> crate::runs::sweep_workers::Assignment {
-        crate::runs::sweep_workers::Assignment {
+    pub(crate) fn assignment(&self) -> crate::runs::sweep::workers::Assignment {
+        crate::runs::sweep::workers::Assignment {
             first_round: self.first_round,
             rounds: self.rounds,
             groups: self.groups.clone(),
@@ -144,7 +144,7 @@ pub(crate) fn sweep_worker(args: &SweepWorkerArgs) -> Result<ExitCode> {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };
-    crate::runs::sweep_workers::serve(&config, &args.assignment(), &mut std::io::stdout().lock())?;
+    crate::runs::sweep::workers::serve(&config, &args.assignment(), &mut std::io::stdout().lock())?;
     Ok(Exit::Ok.into())
 }
 
@@ -322,7 +322,7 @@ mod tests {
     /// of a run whose groups all stopped included.
     #[test]
     fn the_program_parses_every_worker_command_it_makes() {
-        use crate::runs::sweep_workers::{worker_command, Assignment};
+        use crate::runs::sweep::workers::{worker_command, Assignment};
         for groups in [vec![0, 3, 7], vec![]] {
             let assignment = Assignment {
                 first_round: 6,

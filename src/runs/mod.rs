@@ -11,5 +11,3 @@ pub mod ranks;
 pub mod settings;
 pub mod steps;
 pub mod sweep;
-pub mod sweep_rounds;
-pub mod sweep_workers;

@@ -7,7 +7,7 @@
 //! interval computed as in `compare` (MOVER on the log scale, from each median's 95%
 //! interval). A sweep's prep arms are set against `eager-sync` by its paired rows instead:
 //! `step_ratio_vs_eager_sync`, each arm's step time over eager-sync's formed inside each
-//! round, where both ran back to back (see [`crate::runs::sweep_rounds`]), with the
+//! round, where both ran back to back (see [`crate::runs::sweep::rounds`]), with the
 //! verdict `compare` would give at its default threshold. The host-read cost
 //! (eager-sync − eager-device) is the sweep's paired `read_cost_us`, or for a run without
 //! one the difference of the medians with its interval by MOVER. Every table is sorted by

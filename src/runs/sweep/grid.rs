@@ -5,7 +5,7 @@ use super::state::Group;
 use super::{GroupSpec, SweepConfig};
 use crate::harness::run_output::{arm_cells, needs_measuring};
 use crate::results::csv::{CellKey, Row, KIND_PREP};
-use crate::runs::sweep_rounds::GroupRounds;
+use crate::runs::sweep::rounds::GroupRounds;
 use indicatif::ProgressBar;
 use std::collections::HashSet;
 

@@ -22,7 +22,7 @@ use crate::prep::lengths::DeviceLengths;
 use crate::prep::plan::{ArmSteps, PrepPlan};
 use crate::prep::Shape;
 use crate::results::pacing::gpu_paced_arm;
-use crate::runs::sweep_rounds::{floor_cell, FloorRound, GroupRound, RoundResult, HARNESS};
+use crate::runs::sweep::rounds::{floor_cell, FloorRound, GroupRound, RoundResult, HARNESS};
 use crate::stats::stopping::StoppingRule;
 use anyhow::{bail, Context, Result};
 use std::collections::HashMap;

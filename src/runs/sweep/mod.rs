@@ -14,7 +14,7 @@
 //! `gpu_prep_us` interval is wider than `--gpu-paced-precision-pct`, up to
 //! `--gpu-paced-max-rounds` or the group's time cap; rounds past `--max-rounds` visit only those
 //! arms and run no forward (their `step_fwd_us` is narrow by then: docs/rounds.md).
-//! Once every arm has stopped its group's rows are formed ([`crate::runs::sweep_rounds`]) and
+//! Once every arm has stopped its group's rows are formed ([`crate::runs::sweep::rounds`]) and
 //! written. Every round's medians go to `rounds.csv`
 //! ([`crate::harness::rounds_file`]).
 //!
@@ -24,8 +24,8 @@
 //! by up to N worker processes per stage (`metaprep sweep-worker`, started one after another:
 //! the first --min-rounds, the rest up to --max-rounds, the GPU-paced arms' own rounds; each
 //! measuring its share of the stage's rounds of the groups still open and handing back each
-//! round as typed [`RoundResult`](crate::runs::sweep_rounds::RoundResult)s,
-//! [`crate::runs::sweep_workers`]), so the between-process effect lands between rounds, in
+//! round as typed [`RoundResult`](crate::runs::sweep::rounds::RoundResult)s,
+//! [`crate::runs::sweep::workers`]), so the between-process effect lands between rounds, in
 //! the intervals. This process then holds the NVML sampler and the files and measures
 //! nothing.
 //!
@@ -39,7 +39,9 @@
 
 mod grid;
 mod measurer;
+pub mod rounds;
 mod state;
+pub mod workers;
 
 pub use grid::grid;
 pub(crate) use measurer::{generate_inputs, group_lengths, group_shape};
@@ -222,7 +224,7 @@ pub fn run(config: &SweepConfig) -> Result<SweepOutcome> {
         progress: &progress,
     };
     let worker_notes = if in_workers {
-        crate::runs::sweep_workers::run(config, &mut state, &sink)?
+        crate::runs::sweep::workers::run(config, &mut state, &sink)?
     } else {
         let mut here = Measurer::new(&gpu, config, &state.open_specs())?;
         while let Some(round) = state.next_round() {

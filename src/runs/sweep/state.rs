@@ -11,7 +11,7 @@ use crate::harness::rows::RoundLine;
 use crate::harness::run_output::Recorder;
 use crate::results::csv::Row;
 use crate::results::pacing::gpu_paced_arm;
-use crate::runs::sweep_rounds::{FloorRounds, GroupRounds, RoundResult};
+use crate::runs::sweep::rounds::{FloorRounds, GroupRounds, RoundResult};
 use crate::stats::stopping::{RoundsRule, RoundsStop};
 use anyhow::Result;
 use indicatif::ProgressBar;

@@ -136,7 +136,7 @@ impl FloorRounds {
 mod tests {
     use super::*;
     use crate::results::csv::KIND_FLOOR;
-    use crate::runs::sweep_rounds::fixtures::*;
+    use crate::runs::sweep::rounds::fixtures::*;
     use crate::stats::rounds::ONE_PROCESS;
 
     #[test]

@@ -60,8 +60,8 @@ pub struct RoundResult {
 mod tests {
     use super::*;
     use crate::axes::Family;
-    use crate::runs::sweep_rounds::fixtures::*;
-    use crate::runs::sweep_rounds::{FloorRounds, GroupRounds};
+    use crate::runs::sweep::rounds::fixtures::*;
+    use crate::runs::sweep::rounds::{FloorRounds, GroupRounds};
     use crate::stats::rounds::ONE_PROCESS;
     use crate::stats::stopping::RoundsStop;
     use std::time::Duration;

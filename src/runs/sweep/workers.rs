@@ -16,8 +16,8 @@
 use crate::harness::pin::pin_current_thread;
 use crate::harness::process_group::{send_line, Worker};
 use crate::results::config_file::ConfigFile;
+use crate::runs::sweep::rounds::RoundResult;
 use crate::runs::sweep::{grid, Measurer, RunState, Sink, SweepConfig};
-use crate::runs::sweep_rounds::RoundResult;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -259,7 +259,7 @@ pub fn serve(config: &SweepConfig, assignment: &Assignment, out: &mut impl Write
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runs::sweep_rounds::{ArmRound, FloorRound, GroupRound};
+    use crate::runs::sweep::rounds::{ArmRound, FloorRound, GroupRound};
 
     /// The rounds of each worker of a run that no group leaves early.
     fn split(rounds: usize, max_rounds: usize, processes: usize) -> Vec<usize> {

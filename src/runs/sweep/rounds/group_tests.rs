@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::axes::floor_item::HOST_REFERENCE;
-use crate::runs::sweep_rounds::fixtures::*;
-use crate::runs::sweep_rounds::HARNESS;
+use crate::runs::sweep::rounds::fixtures::*;
+use crate::runs::sweep::rounds::HARNESS;
 use crate::stats::rounds::ONE_PROCESS;
 use crate::stats::stopping::StoppingRule;
 
