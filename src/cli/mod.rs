@@ -19,9 +19,6 @@ pub mod step_model;
 pub mod steps;
 pub mod sweep;
 pub mod validate;
-mod validate_fit;
-mod validate_post_wait;
-mod validate_settings;
 
 use crate::exit::Exit;
 use crate::report::compare::{run_compare, CompareArgs};

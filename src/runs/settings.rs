@@ -1,5 +1,5 @@
 //! The validated configs of `sweep`, `steps` and `check` as the [`Settings`] their `env.json`
-//! records (`validate`'s are built in `cli/validate_settings.rs`, from its first cell's steps
+//! records (`validate`'s are built in `cli/validate/settings.rs`, from its first cell's steps
 //! config and the reference).
 
 use super::check::CheckConfig;

@@ -7,11 +7,11 @@
 //! The extras are the only host cost that grows with the forward, so a cell whose reads wait
 //! long measures their scale; the arm factors are fitted where the reads wait little.
 
-use super::validate::ValidateArgs;
-use super::validate_fit::{
+use super::fit::{
     fit_outcome, fit_phrase, fit_profile, fit_run, read_one_cell, run_name, sourced, FitCell,
     FITTED_PROFILE,
 };
+use super::ValidateArgs;
 use crate::axes::Arm;
 use crate::calibrate::validate::fit::{
     fit_factors, in_turns, ArmFit, DIFF_TOLERANCE, MAX_ITERATIONS,

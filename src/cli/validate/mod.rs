@@ -1,11 +1,12 @@
 //! `metaprep validate REFERENCE --host-profile P`: the step model against an engine's own
 //! untraced step times, on the reference's grid, in one call.
 
+mod fit;
+mod post_wait;
+mod settings;
+
 use super::common::{default_out, usage};
 use super::steps::{steps_config, StepsArgs};
-use super::validate_fit::{fit_profile, read_fit, with_profile, FitCell, FITTED_PROFILE};
-use super::validate_post_wait::{fit_in_turns, read_post_wait_fit};
-use super::validate_settings::{checked_settings, write_env};
 use crate::axes::{Arm, Family};
 use crate::calibrate::validate::{
     cell_host_speed, chunk_run_speeds, compare_cell, csv_text, markdown, passed, Bars, Cell,
@@ -18,6 +19,9 @@ use crate::results::atomic::write_atomic;
 use crate::results::csv::{Row, KIND_STEP};
 use anyhow::{Context, Result};
 use clap::Args;
+use fit::{fit_profile, read_fit, with_profile, FitCell, FITTED_PROFILE};
+use post_wait::{fit_in_turns, read_post_wait_fit};
+use settings::{checked_settings, write_env};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -134,7 +138,7 @@ fn refuse_axes(a: &StepsArgs, given: &[String]) -> Result<()> {
 }
 
 /// The steps flags of one cell: the user's, with the cell's axes, tp1 and `out`.
-pub(super) fn cell_args(
+fn cell_args(
     base: &StepsArgs,
     cell: Cell,
     arms: &[Arm],
@@ -191,9 +195,9 @@ fn model_run(
 type Prepared = (Reference, HostProfile, PathBuf, Option<Fits>);
 
 /// The fit cells: the arm factors' and, with --fit-post-wait, the post-wait scale's.
-pub(super) struct Fits {
-    pub(super) factors: FitCell,
-    pub(super) post_wait: Option<FitCell>,
+struct Fits {
+    factors: FitCell,
+    post_wait: Option<FitCell>,
 }
 
 /// The reference, the profile, the new output folder and the fit cell, every flag and every
@@ -289,13 +293,13 @@ fn cell_name(cell: Cell) -> String {
 }
 
 /// Where the steps run of `cell` at the profile's own host speed writes, under `out`.
-pub(super) fn raw_run_dir(out: &Path, cell: Cell) -> PathBuf {
+fn raw_run_dir(out: &Path, cell: Cell) -> PathBuf {
     out.join("steps").join(format!("{}-raw", cell_name(cell)))
 }
 
 /// The model's runs for one cell: at the profile's own host speed ("raw"), at each chunk
 /// speed, and at the cell's median host speed. `own_speed`: the profile's.
-pub(super) fn model_cell(
+fn model_cell(
     args: &ValidateArgs,
     cell: Cell,
     rows: &BTreeMap<Arm, ReferenceRow>,

@@ -3,10 +3,10 @@
 //! settings its cells run with), and the machine fields of the steps run of the reference's
 //! first cell. A validation refused before its first cell ran writes none.
 
-use super::steps::steps_config;
-use super::validate::Fits;
-use super::validate::{cell_args, ValidateArgs};
-use super::validate_fit::FitCell;
+use super::super::steps::steps_config;
+use super::fit::FitCell;
+use super::Fits;
+use super::{cell_args, ValidateArgs};
 use crate::axes::Arm;
 use crate::calibrate::validate::{Cell, Reference, ReferenceRow};
 use crate::harness::environment::command_line;

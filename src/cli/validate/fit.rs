@@ -2,7 +2,7 @@
 //! FIT.csv by steps runs of that cell (the model and estimator validation reports), and the
 //! fitted profile written with each factor's source.
 
-use super::validate::{model_cell, ValidateArgs};
+use super::{model_cell, ValidateArgs};
 use crate::axes::Arm;
 use crate::calibrate::validate::fit::{fit_factors, ArmFit, Unfollowed, MAX_ITERATIONS, TOLERANCE};
 use crate::calibrate::validate::{
