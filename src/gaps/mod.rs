@@ -558,4 +558,6 @@ pub(crate) fn overlap(a: Span, b: Span) -> f64 {
 }
 
 #[cfg(test)]
+mod real_traces_tests;
+#[cfg(test)]
 mod tests;
