@@ -8,10 +8,9 @@ profile endpoint records), against the same loop's untraced eager-sync and eager
                                                [--loop reference|calibrate]
 
 Each cell runs in a process of its own (a profiler leaves hooks behind in its process). Per
-cell it writes OUT/trace-f<F>-bs<B>.json.gz with its probe file beside it
-(scripts/metaprep_host.py's profiler-cost probes, taken bare before the profiler and inside
-it), runs `METAPREP gaps` on it with the probe file and on a copy without it, then prints and
-writes OUT/gaps-check.csv: the measured change of the step (eager-device over eager-sync,
+cell it writes OUT/trace-f<F>-bs<B>.json.gz with its probe file beside it (recorded by
+scripts/metaprep_host.py's `record`, the recipe an engine follows), runs `METAPREP gaps` on it
+with the probe file and on a copy without it, then prints and writes OUT/gaps-check.csv: the measured change of the step (eager-device over eager-sync,
 medians of untraced steps in mirrored order before the trace, with the eager-sync drift
 between its halves), what gaps predicts from removing the reads, the reads and uploads, and
 every sync, each with and without the probe, and the ratio of each prediction to the measured
@@ -38,18 +37,12 @@ DRIFT_PCT = 5.0
 
 
 def plain_trace(run, steps, path):
-    """`steps` eager-sync steps (`run(arm, steps)`) under a bare torch.profiler, exported
-    gzipped to `path`, the profiler-cost probes before the steps and the probe file beside it
-    (bare probes before the profiler only, as `metaprep_host.record` takes them)."""
-    torch = rl.torch
-    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    bare = mh.bare_probes()
-    with torch.profiler.profile(activities=acts) as prof:
-        inside = mh.profiled_probes()
-        run("eager-sync", steps)
+    """`steps` eager-sync steps (`run(arm, steps)`) recorded as an engine would with
+    `metaprep_host.record` (a bare torch.profiler, its probe file beside the trace), exported
+    gzipped to `path`."""
     plain = path[:-len(".gz")]
-    mh.write_probe_file(plain, bare, inside)
-    prof.export_chrome_trace(plain)
+    with mh.record(plain):
+        run("eager-sync", steps)
     with open(plain, "rb") as src, gzip.open(path, "wb") as dst:
         shutil.copyfileobj(src, dst)
     os.remove(plain)
@@ -137,8 +130,7 @@ def one_cell(args, f, bs):
                     col("every_sync_nowait_ratio"): every / nowait if nowait else float("nan")})
         print(f"f {f:g} bs {bs} {name}: measured {measured:+.1f}% (drift {drift:+.1f}%, waits "
               f"alone {nowait:+.1f}%), gaps reads and uploads {both:+.1f}% ({ratio(both):.2f}x), "
-              f"reads "
-              f"{reads:+.1f}% ({ratio(reads):.2f}x), every sync {every:+.1f}% "
+              f"reads {reads:+.1f}% ({ratio(reads):.2f}x), every sync {every:+.1f}% "
               f"({ratio(every):.2f}x); sites: {sites}", file=sys.stderr, flush=True)
     return row
 

@@ -23,12 +23,11 @@ def indent(line):
 
 def module_file(declaring, name, path_attr):
     """The file a `mod name;` in `declaring` brings in."""
-    here = os.path.dirname(declaring)
-    base = os.path.basename(declaring)
-    if base not in ("mod.rs", "lib.rs", "main.rs"):
-        here = os.path.join(here, base[:-3])  # a child of foo.rs lives in foo/
     if path_attr:
         return os.path.normpath(os.path.join(os.path.dirname(declaring), path_attr))
+    here = os.path.dirname(declaring)
+    if os.path.basename(declaring) not in ("mod.rs", "lib.rs", "main.rs"):
+        here = declaring[:-3]  # a child of foo.rs lives in foo/
     for candidate in (os.path.join(here, name + ".rs"), os.path.join(here, name, "mod.rs")):
         if os.path.exists(candidate):
             return os.path.normpath(candidate)

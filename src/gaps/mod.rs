@@ -80,7 +80,7 @@ pub struct Step {
 
 /// One sync call in a step: its site, its wait, its engine call's host time (with a probe
 /// file, less the profiler's cost in it: what removing the call takes off the host's work),
-/// and whether it waits for the GPU's queue (a read or an upload; other waits pace the loop).
+/// and whether it drains the GPU's queue ([`SyncKind::drains_queue`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CallInStep {
     pub site: usize,
@@ -296,7 +296,7 @@ fn step(
                 site,
                 blocked_us: blocked,
                 host_us: host,
-                drains: call.site.kind != SyncKind::Other,
+                drains: call.site.kind.drains_queue(),
             });
         }
     }
@@ -418,7 +418,7 @@ fn summarise(
     sites: Vec<Site>,
 ) -> Gaps {
     let is_read: Vec<bool> = sites.iter().map(|s| s.kind == SyncKind::Read).collect();
-    let drains: Vec<bool> = sites.iter().map(|s| s.kind != SyncKind::Other).collect();
+    let drains: Vec<bool> = sites.iter().map(|s| s.kind.drains_queue()).collect();
     for step in steps.iter_mut() {
         step.reads_win_us = step.win_us(|i| is_read[i]);
         step.reads_and_uploads_win_us = step.win_us(|i| drains[i]);

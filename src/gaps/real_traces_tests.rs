@@ -2,6 +2,13 @@
 
 use super::*;
 
+/// Each site `gaps` found: its kind, its op and how many calls a step.
+fn sites_found(g: &Gaps) -> Vec<(SyncKind, &str, f64)> {
+    (g.sites.iter())
+        .map(|s| (s.site.kind, s.site.op.as_str(), s.calls_per_step))
+        .collect()
+}
+
 /// Six steps of a real trace: the reference loop's eager-sync arm (scripts/reference_loop.py,
 /// forward 1000 µs, bs 1) under a bare torch.profiler on an H100, recorded by
 /// scripts/gaps_check.py; untraced, that loop measured eager-sync 2,596 and eager-device
@@ -25,9 +32,7 @@ fn a_real_trace_names_the_loops_reads_and_uploads_and_bounds_the_win_from_above(
         "the replays of the graph with the most GPU work"
     );
     assert_eq!(g.steps.len(), 6);
-    let found: Vec<(SyncKind, &str, f64)> = (g.sites.iter())
-        .map(|s| (s.site.kind, s.site.op.as_str(), s.calls_per_step))
-        .collect();
+    let found = sites_found(&g);
     assert_eq!(
         found,
         [
@@ -73,9 +78,7 @@ fn a_real_loop_of_two_like_graphs_takes_a_step_every_second_replay() {
         "{:?}",
         g.period_us
     );
-    let found: Vec<(SyncKind, &str, f64)> = (g.sites.iter())
-        .map(|s| (s.site.kind, s.site.op.as_str(), s.calls_per_step))
-        .collect();
+    let found = sites_found(&g);
     assert_eq!(
         found,
         [

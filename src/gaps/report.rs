@@ -70,39 +70,39 @@ pub fn headline(g: &Gaps) -> String {
         );
     };
     let uploads = g.sites.iter().any(|s| s.site.kind == SyncKind::Upload);
+    let top_read = format!(
+        "{} a step: the host blocked {} µs in it, the GPU idle {} µs after it",
+        count(top.calls_per_step),
+        fmt_num(top.blocked_us.median),
+        fmt_num(top.idle_us.median),
+    );
+    let of_step = format!(
+        "of {} µs a step; median over {steps} steps [p10, p90]",
+        fmt_num(g.period_us.median)
+    );
     // Where each read is followed by an upload that waits in its place, the reads alone win
     // little, and the answer is the two together.
     if uploads && g.reads_and_uploads_win_us.median > 2.0 * g.win_us.median.max(1.0) {
         return format!(
-            "**The step's reads and uploads cost it {} µs**, the costliest read {} ({} a step: the \
-             host blocked {} µs in it, the GPU idle {} µs after it); removing them: ITL {} ({} of \
-             {} µs a step; median over {steps} steps [p10, p90]). The reads alone win {} µs, ITL \
-             {}: an upload left in the step waits for the GPU in a removed read's place.\n",
+            "**The step's reads and uploads cost it {} µs**, the costliest read {} ({top_read}); \
+             removing them: ITL {} ({} {of_step}). The reads alone win {} µs, ITL {}: an upload \
+             left in the step waits for the GPU in a removed read's place.\n",
             fmt_num(g.reads_and_uploads_win_us.median),
             site_name(&top.site),
-            count(top.calls_per_step),
-            fmt_num(top.blocked_us.median),
-            fmt_num(top.idle_us.median),
             pct(&g.reads_and_uploads_itl_change_pct),
             fmt_num(g.reads_and_uploads_win_us.median),
-            fmt_num(g.period_us.median),
             fmt_num(g.win_us.median),
             pct(&g.itl_change_pct),
         );
     }
     let mut line = format!(
-        "**{} costs the step {} µs** ({} a step: the host blocked {} µs in it, the GPU idle {} µs \
-         after it); removing the step's reads: ITL {}, throughput {} ({} of {} µs a step; median \
-         over {steps} steps [p10, p90]).",
+        "**{} costs the step {} µs** ({top_read}); removing the step's reads: ITL {}, throughput \
+         {} ({} {of_step}).",
         site_name(&top.site),
         fmt_num(top.win_us.median),
-        count(top.calls_per_step),
-        fmt_num(top.blocked_us.median),
-        fmt_num(top.idle_us.median),
         pct(&g.itl_change_pct),
         pct(&g.throughput_change_pct),
         fmt_num(g.win_us.median),
-        fmt_num(g.period_us.median),
     );
     if uploads {
         let _ = write!(

@@ -165,9 +165,11 @@ const REPEAT_SHARE: f64 = 0.8;
 /// second stretch, not every one. The shortest period at which [`REPEAT_SHARE`] of the
 /// stretches match; 1 where none does.
 fn replays_per_step(ops: &[HostEvent], starts: &[f64]) -> usize {
+    // The ops are in order of start: each stretch is one slice of them.
     let names_between = |from: f64, to: f64| -> Vec<&str> {
-        (ops.iter())
-            .filter(|e| e.span.ts >= from && e.span.ts < to)
+        let first = ops.partition_point(|e| e.span.ts < from);
+        (ops[first..].iter())
+            .take_while(|e| e.span.ts < to)
             .map(|e| e.name.as_str())
             .collect()
     };

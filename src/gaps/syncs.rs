@@ -18,6 +18,14 @@ pub enum SyncKind {
     Other,
 }
 
+impl SyncKind {
+    /// Whether the wait drains the GPU's queue (a read or an upload), so that another such
+    /// call left after a removed one takes over its wait; other waits pace the loop.
+    pub fn drains_queue(self) -> bool {
+        self != SyncKind::Other
+    }
+}
+
 /// Ops that read device data to the host.
 const READ_OPS: &[&str] = &["aten::item", "aten::_local_scalar_dense", "aten::tolist"];
 
