@@ -44,7 +44,7 @@ fn a_trace_gives_the_answer_first_and_both_files() {
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
         stdout.starts_with(
-            "**The step's reads and uploads cost it 43.5 µs**, the costliest read \
+            "**The step's reads and uploads cost it 47.2 µs**, the costliest read \
              `Tensor.tolist()` in `draft prep`"
         ),
         "{stdout}"

@@ -80,12 +80,16 @@ pub struct Step {
 
 /// One sync call in a step: its site, its wait, its engine call's host time (with a probe
 /// file, less the profiler's cost in it: what removing the call takes off the host's work),
-/// and whether it drains the GPU's queue ([`SyncKind::drains_queue`]).
+/// the host's work on what it returned, and whether it drains the GPU's queue
+/// ([`SyncKind::drains_queue`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CallInStep {
     pub site: usize,
     pub blocked_us: f64,
     pub host_us: f64,
+    /// A read's or upload's return to the thread's next launch or sync call: host work that
+    /// launches nothing until it has the value, so a device-only rewrite drops it too.
+    pub after_us: f64,
     pub drains: bool,
 }
 
@@ -115,9 +119,9 @@ impl Step {
             if !removed(c.site) {
                 drained_later |= c.drains;
             } else if drained_later {
-                host += (c.host_us - c.blocked_us).max(0.0);
+                host += (c.host_us - c.blocked_us).max(0.0) + c.after_us;
             } else {
-                (blocked, host) = (blocked + c.blocked_us, host + c.host_us);
+                (blocked, host) = (blocked + c.blocked_us, host + c.host_us + c.after_us);
             }
         }
         let all: f64 = self.calls.iter().map(|c| c.blocked_us).sum();
@@ -224,6 +228,7 @@ pub fn analyse(
             &launches(trace, events),
         )
     });
+    let launched = launching_ops(trace, events);
     let steps: Vec<Step> = (source.starts.windows(2))
         .map(|pair| {
             let period = Span {
@@ -235,7 +240,7 @@ pub fn analyse(
                 &busy,
                 &calls,
                 &call_sites,
-                longest,
+                (longest, &launched),
                 (profiler, &taken_back),
             )
         })
@@ -263,7 +268,7 @@ fn step(
     busy: &[Span],
     calls: &[SyncCall],
     sites: &[usize],
-    longest: f64,
+    (longest, launched): (f64, &[Span]),
     (profiler, taken_back): (Option<&ProfilerCost>, &[(Span, f64)]),
 ) -> Step {
     // Only the GPU work and the calls that can reach into the period (none lasts longer than
@@ -277,16 +282,31 @@ fn step(
     let mut by_site: BTreeMap<usize, SiteInStep> = BTreeMap::new();
     let mut in_step = Vec::new();
     let mut last_op = None;
-    for (call, &site) in calls.iter().zip(sites) {
+    for (k, (call, &site)) in calls.iter().zip(sites).enumerate() {
         if call.span.ts >= period.ts && call.span.ts < period.end {
             let blocked = overlap(call.span, period);
             // An engine call with several syncs counts once, to its first.
-            let host = match last_op != Some(call.op) {
+            let (host, after) = match last_op != Some(call.op) {
                 true => {
-                    let profiler = profiler.map_or(0.0, |p| p.in_span(call.op));
-                    (call.op.dur() - profiler).max(blocked)
+                    let next = calls[k..].iter().find(|c| c.op != call.op);
+                    let prev = calls[..k].iter().rev().find(|c| c.op != call.op);
+                    let after = match call.site.kind.drains_queue() {
+                        true => work_around(
+                            (call.op, call.site.kind == SyncKind::Upload),
+                            (
+                                prev.map(|c| (c.op, c.site.kind.drains_queue())),
+                                next.map(|c| c.op),
+                            ),
+                            launched,
+                            period,
+                            profiler,
+                        ),
+                        false => 0.0,
+                    };
+                    let in_call = profiler.map_or(0.0, |p| p.in_span(call.op));
+                    ((call.op.dur() - in_call).max(blocked), after)
                 }
-                false => 0.0,
+                false => (0.0, 0.0),
             };
             last_op = Some(call.op);
             let at = by_site.entry(site).or_default();
@@ -296,6 +316,7 @@ fn step(
                 site,
                 blocked_us: blocked,
                 host_us: host,
+                after_us: after,
                 drains: call.site.kind.drains_queue(),
             });
         }
@@ -318,6 +339,69 @@ fn step(
         reads_win_us: 0.0,
         reads_and_uploads_win_us: 0.0,
     }
+}
+
+/// Each op on the thread that puts work on the GPU (the outermost op around the launch; the
+/// launch itself outside any), in order.
+fn launching_ops(trace: &Trace, events: &ThreadEvents) -> Vec<Span> {
+    let on_gpu: BTreeSet<u64> = trace.gpu.iter().filter_map(|g| g.corr).collect();
+    let mut outermost: Vec<Span> = Vec::new();
+    for op in &events.ops {
+        if outermost.last().is_none_or(|o| op.span.ts >= o.end) {
+            outermost.push(op.span);
+        }
+    }
+    let mut ops: Vec<Span> = (events.runtime.iter())
+        .filter(|r| r.corr.is_some_and(|c| on_gpu.contains(&c)))
+        .map(|r| {
+            let i = outermost.partition_point(|o| o.ts <= r.span.ts);
+            match i.checked_sub(1).map(|i| outermost[i]) {
+                Some(o) if o.end >= r.span.end => o,
+                _ => r.span,
+            }
+        })
+        .collect();
+    ops.dedup();
+    ops
+}
+
+/// The host's work a read or upload `op` brings with it, less the profiler's cost in it, µs:
+/// from its return to the start of the thread's next op that launches GPU work or of the next
+/// sync call (work on the value read; none where the step launches nothing after it), and,
+/// for an upload, from the end of the last launching op or sync call before it (building what
+/// it uploads), unless a read or upload before it claimed that stretch.
+fn work_around(
+    (op, upload): (Span, bool),
+    (prev, next): (Option<(Span, bool)>, Option<Span>),
+    launching: &[Span],
+    period: Span,
+    profiler: Option<&ProfilerCost>,
+) -> f64 {
+    let bare = |span: Span| match span.end > span.ts {
+        true => (span.dur() - profiler.map_or(0.0, |p| p.in_span(span))).max(0.0),
+        false => 0.0,
+    };
+    let after = match launching.get(launching.partition_point(|l| l.ts < op.end)) {
+        Some(l) if l.ts < period.end => {
+            let end = next.map_or(l.ts, |c| c.ts.min(l.ts));
+            bare(Span { ts: op.end, end })
+        }
+        _ => 0.0,
+    };
+    let i = launching.partition_point(|l| l.end <= op.ts);
+    let launched = i.checked_sub(1).map_or(period.ts, |i| launching[i].end);
+    let before = match prev {
+        _ if !upload => 0.0,
+        Some((p, true)) if p.end >= launched => 0.0,
+        _ => {
+            let start = prev.map_or(launched, |(p, _)| p.end.max(launched));
+            bare(Span {
+                ts: start.max(period.ts),
+                end: op.ts,
+            })
+        }
+    };
+    after + before
 }
 
 /// The profiler's cost in a step, split: on the critical path (what the GPU idle stretches

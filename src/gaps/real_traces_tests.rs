@@ -36,17 +36,17 @@ fn a_real_trace_names_the_loops_reads_and_uploads_and_bounds_the_win_from_above(
     assert_eq!(
         found,
         [
-            (SyncKind::Read, "aten::item", 1.0),
             (SyncKind::Read, "aten::to", 1.0),
+            (SyncKind::Read, "aten::item", 1.0),
             (SyncKind::Upload, "aten::to", 2.0),
             (SyncKind::Other, "cudaEventSynchronize", 1.0),
         ]
     );
     // `.cpu()` waits for the GPU inside its copy to pageable memory, not in the sync after it.
-    assert!(g.sites[1].blocked_us.median > 700.0, "{:?}", g.sites[1]);
+    assert!(g.sites[0].blocked_us.median > 700.0, "{:?}", g.sites[0]);
     // Each read is followed by an upload that would wait in its place: the reads alone free
-    // only their own work.
-    assert!(g.itl_change_pct.median > -1.0, "{:?}", g.itl_change_pct);
+    // only their own work and the host's on what they return, about 2% of the step.
+    assert!(g.itl_change_pct.median > -2.5, "{:?}", g.itl_change_pct);
     // With the uploads, as traced (the profiler stretches the host), the win overstates the
     // bare loop's −17.8%: an upper bound, as the summary says.
     let both = g.reads_and_uploads_itl_change_pct.median;

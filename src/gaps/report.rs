@@ -151,7 +151,7 @@ fn profiler_line(g: &Gaps) -> String {
     }
 }
 
-/// Where the host paces the step, what the win leaves out: the code around a read.
+/// Where the host paces the step, what the win leaves out: the code before a read.
 fn host_paced_line(g: &Gaps) -> String {
     let idle_share = g.gpu_idle_us.median / g.period_us.median;
     if idle_share.is_nan() || idle_share < 0.5 {
@@ -159,9 +159,10 @@ fn host_paced_line(g: &Gaps) -> String {
     }
     format!(
         " The host paces this step (its GPU idles {:.0}% of it), so removing a read wins the host \
-         time it frees, and only the read's own call is counted: code that exists for the read \
-         (a `.max()` before an `.item()`, a list built from a `.tolist()` and uploaded) looks \
-         like other host work in a trace, and a rewrite that drops it wins more.",
+         time it frees: its call, the host's work on its value up to the next launch, and for \
+         an upload the work since the last launch that built what it sends. Code before a read \
+         that exists for it (a `.max()` launched to be read) looks like other host work in a \
+         trace and is not counted.",
         100.0 * idle_share
     )
 }
@@ -183,7 +184,9 @@ pub fn markdown(g: &Gaps) -> String {
         out,
         "**The model.** Without a sync the host runs ahead of the GPU, so a step takes the \
          longer of its host work (the step less the calls removed: each `.item()` or copy whole, \
-         its wait included) and its GPU work, instead of their serial sum. Each GPU idle \
+         its wait included, with the host's work on what a read returned up to the next launch \
+         and, for an upload, since the last launch) and its GPU work, instead of their serial \
+         sum. Each GPU idle \
          stretch is charged to the sync the host was blocked in when it began (or that began \
          during it), up to the next sync: the wait, and the host work between the sync's return \
          and the next launch. A read copies device data to the host (`.item()`, `.tolist()`); \
