@@ -168,10 +168,12 @@ fn in_range(ts: f64, dur: f64) -> std::result::Result<(), String> {
     Ok(())
 }
 
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 impl Trace {
-    /// Reads `path`, streaming its events, through gunzip where its name ends in `.gz`
-    /// (torch.profiler's `export_chrome_trace("t.json.gz")` writes one) or its bytes are
-    /// gzip's (a renamed copy); every failure is one line naming the file.
+    /// Reads `path`, streaming its events, through gunzip where its bytes are gzip's
+    /// (torch.profiler's `export_chrome_trace("t.json.gz")` writes one; a plain trace named
+    /// `.gz` is read as it is); every failure is one line naming the file.
     pub fn read(path: &Path) -> Result<Trace> {
         use std::io::BufRead;
         let file = path.display().to_string();
@@ -180,16 +182,15 @@ impl Trace {
         let start = reader
             .fill_buf()
             .with_context(|| format!("{file}: cannot read the trace"))?;
-        let gz_name = path
-            .extension()
-            .is_some_and(|e| e == crate::results::compressed::GZ);
-        match gz_name || start.starts_with(&crate::results::compressed::GZIP_MAGIC) {
-            true => Self::from_reader(
-                &file,
-                BufReader::new(flate2::read::MultiGzDecoder::new(reader)),
-            ),
-            false => Self::from_reader(&file, reader),
+        if start.starts_with(&crate::results::compressed::GZIP_MAGIC) {
+            let unzipped = flate2::read::MultiGzDecoder::new(reader);
+            return Self::from_reader(&file, BufReader::new(unzipped));
         }
+        // A byte-order mark some editors write is no part of the JSON.
+        if start.starts_with(UTF8_BOM) {
+            reader.consume(UTF8_BOM.len());
+        }
+        Self::from_reader(&file, reader)
     }
 
     pub fn from_reader(file: &str, reader: impl std::io::Read) -> Result<Trace> {
@@ -287,7 +288,15 @@ impl Builder<'_> {
         let dur = number("dur")?;
         in_range(ts, dur).map_err(|e| anyhow!("{}: {e}", at(&name)))?;
         let span = Span { ts, end: ts + dur };
-        let corr = match obj.get("args").and_then(|a| a.get("correlation")) {
+        let args = match obj.get("args") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(args)) => Some(args),
+            Some(v) => {
+                let kind = json_kind(v);
+                return Err(anyhow!("{}: `args` is {kind}, not an object", at(&name)));
+            }
+        };
+        let corr = match args.and_then(|a| a.get("correlation")) {
             None | Some(Value::Null) => None,
             Some(Value::Number(n)) => Some(n.as_u64().ok_or_else(|| {
                 anyhow!(
@@ -427,10 +436,21 @@ mod tests {
         std::fs::write(&gz, encoder.finish().unwrap()).unwrap();
         let (a, b) = (Trace::read(&plain).unwrap(), Trace::read(&gz).unwrap());
         assert_eq!(format!("{a:?}"), format!("{b:?}"));
-        // A `.gz` that is no gzip file is named, not read as JSON.
+        // What the bytes are decides, not the name: a plain trace named `.gz`, or one with a
+        // byte-order mark, reads as the plain one; gzip's magic before garbage is named.
         std::fs::write(&gz, &text).unwrap();
+        assert_eq!(format!("{a:?}"), format!("{:?}", Trace::read(&gz).unwrap()));
+        std::fs::write(&plain, [b"\xEF\xBB\xBF", text.as_bytes()].concat()).unwrap();
+        assert_eq!(
+            format!("{a:?}"),
+            format!("{:?}", Trace::read(&plain).unwrap())
+        );
+        std::fs::write(&gz, b"\x1f\x8b\x08\x00garbage").unwrap();
         let e = format!("{:#}", Trace::read(&gz).unwrap_err());
-        assert!(e.contains("t.json.gz"), "{e}");
+        assert!(
+            e.contains("t.json.gz") && e.contains("not a JSON trace"),
+            "{e}"
+        );
     }
 
     fn read(text: &str) -> Result<Trace> {
@@ -502,6 +522,9 @@ mod tests {
         assert!(err(no_tid).contains("no `tid`"));
         let bad_corr = r#"[{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "args": {"correlation": "x"}}]"#;
         assert!(err(bad_corr).contains("`args.correlation` is a string"));
+        let bad_args =
+            r#"[{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "args": "x"}]"#;
+        assert!(err(bad_args).contains("`args` is a string, not an object"));
         assert!(err("[] []").contains("not a JSON trace"), "trailing data");
     }
 
