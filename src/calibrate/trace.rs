@@ -288,30 +288,7 @@ impl Builder<'_> {
         let dur = number("dur")?;
         in_range(ts, dur).map_err(|e| anyhow!("{}: {e}", at(&name)))?;
         let span = Span { ts, end: ts + dur };
-        let args = match obj.get("args") {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(args)) => Some(args),
-            Some(v) => {
-                let kind = json_kind(v);
-                return Err(anyhow!("{}: `args` is {kind}, not an object", at(&name)));
-            }
-        };
-        let corr = match args.and_then(|a| a.get("correlation")) {
-            None | Some(Value::Null) => None,
-            Some(Value::Number(n)) => Some(n.as_u64().ok_or_else(|| {
-                anyhow!(
-                    "{}: `args.correlation` = {n} is not a whole number",
-                    at(&name)
-                )
-            })?),
-            Some(v) => {
-                return Err(anyhow!(
-                    "{}: `args.correlation` is {}, not a number",
-                    at(&name),
-                    json_kind(v)
-                ))
-            }
-        };
+        let corr = correlation(obj.get("args")).map_err(|e| anyhow!("{}: {e}", at(&name)))?;
         let trace = &mut self.trace;
         match cat {
             Cat::Kernel | Cat::Memcpy | Cat::Memset => {
@@ -414,6 +391,26 @@ impl<'de> Visitor<'de> for Events<'_, '_> {
             }
         }
         Ok(())
+    }
+}
+
+/// An event's `args.correlation` (what ties a runtime call to the GPU work it launched), where
+/// it has one; `args` that is not an object, or a correlation that is not a whole number, is
+/// refused.
+fn correlation(args: Option<&Value>) -> Result<Option<u64>, String> {
+    let args = match args {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(args)) => args,
+        Some(v) => return Err(format!("`args` is {}, not an object", json_kind(v))),
+    };
+    match args.get("correlation") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => (n.as_u64().map(Some))
+            .ok_or_else(|| format!("`args.correlation` = {n} is not a whole number")),
+        Some(v) => Err(format!(
+            "`args.correlation` is {}, not a number",
+            json_kind(v)
+        )),
     }
 }
 

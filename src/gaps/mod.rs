@@ -7,6 +7,8 @@
 //! stretches are charged to the sync the host was blocked in when each began.
 
 pub mod chart;
+mod host_work;
+mod profiler_lag;
 pub mod ranks;
 pub mod report;
 pub mod steps;
@@ -14,9 +16,11 @@ pub mod syncs;
 pub mod timeline;
 
 use crate::calibrate::profiler_cost::ProfilerCost;
-use crate::calibrate::trace::{Span, ThreadEvents, Trace};
+use crate::calibrate::trace::{Span, Trace};
 use crate::stats::summary::quantile;
 use anyhow::{anyhow, bail, Result};
+use host_work::{launching_ops, work_around};
+use profiler_lag::{lag_taken_back, launches, profiler_split_us, wait_ends};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use syncs::{SyncCall, SyncKind};
@@ -339,157 +343,6 @@ fn step(
         reads_win_us: 0.0,
         reads_and_uploads_win_us: 0.0,
     }
-}
-
-/// Each op on the thread that puts work on the GPU (the outermost op around the launch; the
-/// launch itself outside any), in order.
-fn launching_ops(trace: &Trace, events: &ThreadEvents) -> Vec<Span> {
-    let on_gpu: BTreeSet<u64> = trace.gpu.iter().filter_map(|g| g.corr).collect();
-    let mut outermost: Vec<Span> = Vec::new();
-    for op in &events.ops {
-        if outermost.last().is_none_or(|o| op.span.ts >= o.end) {
-            outermost.push(op.span);
-        }
-    }
-    let mut ops: Vec<Span> = (events.runtime.iter())
-        .filter(|r| r.corr.is_some_and(|c| on_gpu.contains(&c)))
-        .map(|r| {
-            let i = outermost.partition_point(|o| o.ts <= r.span.ts);
-            match i.checked_sub(1).map(|i| outermost[i]) {
-                Some(o) if o.end >= r.span.end => o,
-                _ => r.span,
-            }
-        })
-        .collect();
-    ops.dedup();
-    ops
-}
-
-/// The host's work a read or upload `op` brings with it, less the profiler's cost in it, µs:
-/// from its return to the start of the thread's next op that launches GPU work or of the next
-/// sync call (work on the value read; none where the step launches nothing after it), and,
-/// for an upload, from the end of the last launching op or sync call before it (building what
-/// it uploads), unless a read or upload before it claimed that stretch.
-fn work_around(
-    (op, upload): (Span, bool),
-    (prev, next): (Option<(Span, bool)>, Option<Span>),
-    launching: &[Span],
-    period: Span,
-    profiler: Option<&ProfilerCost>,
-) -> f64 {
-    let bare = |span: Span| match span.end > span.ts {
-        true => (span.dur() - profiler.map_or(0.0, |p| p.in_span(span))).max(0.0),
-        false => 0.0,
-    };
-    let after = match launching.get(launching.partition_point(|l| l.ts < op.end)) {
-        Some(l) if l.ts < period.end => {
-            let end = next.map_or(l.ts, |c| c.ts.min(l.ts));
-            bare(Span { ts: op.end, end })
-        }
-        _ => 0.0,
-    };
-    let i = launching.partition_point(|l| l.end <= op.ts);
-    let launched = i.checked_sub(1).map_or(period.ts, |i| launching[i].end);
-    let before = match prev {
-        _ if !upload => 0.0,
-        Some((p, true)) if p.end >= launched => 0.0,
-        _ => {
-            let start = prev.map_or(launched, |(p, _)| p.end.max(launched));
-            bare(Span {
-                ts: start.max(period.ts),
-                end: op.ts,
-            })
-        }
-    };
-    after + before
-}
-
-/// The profiler's cost in a step, split: on the critical path (what the GPU idle stretches
-/// took back of the host's lag, [`lag_taken_back`], each stretch's share inside the period)
-/// and hidden behind GPU work (the rest: bare, the host would have waited that much longer
-/// in a sync).
-fn profiler_split_us(p: &ProfilerCost, period: Span, taken_back: &[(Span, f64)]) -> (f64, f64) {
-    let from = taken_back.partition_point(|(s, _)| s.end <= period.ts);
-    let on_path: f64 = (taken_back[from..].iter())
-        .take_while(|(s, _)| s.ts < period.end)
-        .map(|&(s, back)| back * overlap(s, period) / s.dur())
-        .sum();
-    let all = p.in_span(period);
-    (on_path, (all - on_path).max(0.0))
-}
-
-/// Each GPU idle stretch between `busy` spans with what it took back of the host's lag: the
-/// cost of the events the host ran since it last waited for the GPU in a sync (`waits`, when
-/// each ended: a wait absorbs the lag before it), less what earlier stretches took back, up
-/// to the stretch's length. A stretch whose ending work was launched (`launches`) before the
-/// GPU went idle is the GPU's own bubble between queued work, which no host speed shortens:
-/// it takes back nothing.
-fn lag_taken_back(
-    p: &ProfilerCost,
-    busy: &[Span],
-    waits: &[f64],
-    launches: &[(f64, f64)],
-) -> Vec<(Span, f64)> {
-    let (Some(first), Some(last)) = (busy.first(), busy.last()) else {
-        return Vec::new();
-    };
-    let (mut from, mut taken) = (f64::NEG_INFINITY, 0.0);
-    let mut backs = Vec::new();
-    let between = Span {
-        ts: first.end,
-        end: last.ts,
-    };
-    for s in idle_stretches(busy, between) {
-        let next = launches.partition_point(|&(start, _)| start < s.end);
-        if launches
-            .get(next)
-            .is_some_and(|&(_, launched)| launched < s.ts)
-        {
-            continue;
-        }
-        let last_wait = waits.partition_point(|&end| end <= s.end);
-        if let Some(&wait) = last_wait.checked_sub(1).map(|i| &waits[i]) {
-            if wait > from {
-                (from, taken) = (wait, 0.0);
-            }
-        }
-        if from == f64::NEG_INFINITY {
-            continue;
-        }
-        let lag = p.in_span(Span {
-            ts: from,
-            end: s.end,
-        }) - taken;
-        let back = lag.clamp(0.0, s.dur());
-        taken += back;
-        backs.push((s, back));
-    }
-    backs
-}
-
-/// Each GPU item's start with its launch's on the thread, in order of start.
-fn launches(trace: &Trace, events: &ThreadEvents) -> Vec<(f64, f64)> {
-    let launched: BTreeMap<u64, f64> = (events.runtime.iter())
-        .filter_map(|r| Some((r.corr?, r.span.ts)))
-        .collect();
-    let mut launches: Vec<(f64, f64)> = (trace.gpu.iter())
-        .filter_map(|g| Some((g.span.ts, *launched.get(&g.corr?)?)))
-        .collect();
-    launches.sort_by(|a, b| a.0.total_cmp(&b.0));
-    launches
-}
-
-/// When each sync the host waited in ended (it overlapped GPU work), in order.
-fn wait_ends(calls: &[SyncCall], busy: &[Span]) -> Vec<f64> {
-    let mut ends: Vec<f64> = (calls.iter())
-        .filter(|c| {
-            let i = busy.partition_point(|b| b.end <= c.span.ts);
-            busy.get(i).is_some_and(|b| b.ts < c.span.end)
-        })
-        .map(|c| c.span.end)
-        .collect();
-    ends.sort_by(f64::total_cmp);
-    ends
 }
 
 /// The trace's figures from its steps, with every site index (the steps' `by_site`, the
