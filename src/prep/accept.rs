@@ -154,6 +154,7 @@ impl Acceptance {
     }
 
     /// Expected tokens per request per step at `block`, bonus token included.
+    #[cfg(test)]
     pub fn mean_at(self, block: u32) -> f64 {
         match self {
             Acceptance::Rate(r) => expected_accept(r, block),

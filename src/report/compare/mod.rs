@@ -17,7 +17,6 @@ pub use side::{Entry, Names, Side, Which};
 use crate::exit::Exit;
 use crate::report::change::DEFAULT_THRESHOLD_PCT;
 use crate::results::atomic::{write_atomic, write_atomic_with};
-use crate::results::csv::Row;
 use crate::results::env::describe;
 use anyhow::{bail, Context, Result};
 use std::fmt::Write;
@@ -129,9 +128,10 @@ impl CompareOutcome {
 }
 
 /// Compares rows held in memory (see [`compare`]).
+#[cfg(test)]
 pub fn compare_rows(
-    base: &[Row],
-    new: &[Row],
+    base: &[crate::results::csv::Row],
+    new: &[crate::results::csv::Row],
     arms: Option<(&str, &str)>,
     threshold_pct: f64,
 ) -> Result<Comparison> {

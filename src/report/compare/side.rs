@@ -132,7 +132,8 @@ pub struct Side {
 }
 
 impl Side {
-    /// A side of `rows` (for callers that hold rows already, and tests).
+    /// A side of `rows` held in memory.
+    #[cfg(test)]
     pub fn of_rows(which: Which, rows: &[Row], names: &mut Names) -> Self {
         Side {
             which,

@@ -1,9 +1,6 @@
 //! A cell's family as its key and tables name it: a step row's drafter, and its what-if host
-//! scale after the family (` host x2`). Rows keep the scale in their own column; the old-row
-//! path reads a CSV from before that column, whose step rows have the scale in the family.
+//! scale after the family (` host x2`). Rows keep the scale in their own column.
 
-use super::row::Row;
-use super::KIND_STEP;
 use crate::axes::Drafter;
 use std::borrow::Cow;
 
@@ -11,8 +8,7 @@ use std::borrow::Cow;
 /// prepares (every step row before `--drafter`). [`Drafter::step_family`] names each.
 pub const STEP_FAMILY: &str = "dspark+dsa_target_verify";
 /// How a cell's name shows a what-if host scale after its family:
-/// `dspark+dsa_target_verify host x2`. Rows keep the scale in their own `host_scale` column;
-/// a CSV of a metaprep before it has the scale only in the family (the old-row path).
+/// `dspark+dsa_target_verify host x2`. Rows keep the scale in their own `host_scale` column.
 pub(super) const HOST_SCALE_MARK: &str = " host x";
 
 /// A cell's family as its key and every table name it: `family`, with ` host x<scale>` after
@@ -35,11 +31,6 @@ pub fn host_scale_column(scale: f64) -> Option<f64> {
     (scale != 1.0).then_some(scale)
 }
 
-/// The cell family of `drafter`'s step rows run at host scale `scale` ([`cell_family`]).
-pub fn step_family(drafter: Drafter, scale: f64) -> String {
-    cell_family(drafter.step_family(), host_scale_column(scale))
-}
-
 /// True when a step row's family names a drafter other than DSpark's (at any host scale):
 /// titles name such a family even where it is the run's only one (DSpark's, the step every
 /// run had before `--drafter`, they may leave unnamed).
@@ -56,35 +47,6 @@ pub fn drafter_of(family: &str) -> Option<Drafter> {
         .and_then(Drafter::of_step_family)
 }
 
-/// The old-row path: a step row of a metaprep before the `host_scale` column names its scale
-/// in its family (`dspark+dsa_target_verify host x2`); it moves into the column. A row with
-/// both is no row metaprep wrote.
-pub(super) fn old_scaled_family(row: &mut Row) -> std::result::Result<(), String> {
-    if row.kind != KIND_STEP {
-        return Ok(());
-    }
-    let Some((family, scale)) = row.family.split_once(HOST_SCALE_MARK) else {
-        return Ok(());
-    };
-    // A scale that does not read leaves the family as it is, which no step row has.
-    let Some(scale) = scale
-        .parse()
-        .ok()
-        .filter(|s: &f64| s.is_finite() && *s > 0.0)
-    else {
-        return Ok(());
-    };
-    if row.host_scale.is_some() {
-        return Err(format!(
-            "columns `family`, `host_scale`: `{}` names a host scale beside the column's",
-            row.family
-        ));
-    }
-    row.family = family.to_string();
-    row.host_scale = host_scale_column(scale);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,24 +57,28 @@ mod tests {
     use crate::axes::Drafter;
 
     #[test]
-    fn step_rows_name_their_drafter_and_host_scale_in_old_and_new_forms() {
+    fn step_rows_name_their_drafter_and_keep_the_host_scale_in_its_column() {
         let dir = tempfile::tempdir().unwrap();
-
-        // A step row's family names the step's pair, or a what-if host scale of it.
+        let path = dir.path().join("metaprep.csv");
         let mut step = row("step", STEP_FAMILY, "graph", 1, "itl_us", 100.0);
         step.block_size = 3;
-        let mut scaled = step.clone();
-        scaled.family = step_family(Drafter::Dspark, 2.0);
-        let path = dir.path().join("metaprep.csv");
-        write_rows(&path, &[step.clone(), scaled.clone()]).unwrap();
-        assert_eq!(read_rows(&path).unwrap().len(), 2);
         // EAGLE's step rows name their drafter in the family, and read back as its.
-        let mut eagle = step.clone();
-        eagle.family = step_family(Drafter::Eagle, 1.0);
-        let mut eagle_scaled = step.clone();
-        eagle_scaled.family = step_family(Drafter::Eagle, 0.5);
+        let eagle = Row {
+            family: Drafter::Eagle.step_family().into(),
+            ..step.clone()
+        };
+        let eagle_scaled = Row {
+            host_scale: host_scale_column(0.5),
+            ..eagle.clone()
+        };
         write_rows(&path, &[step.clone(), eagle.clone(), eagle_scaled.clone()]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            !text.contains(HOST_SCALE_MARK),
+            "the family stays plain: {text}"
+        );
         let back = read_rows(&path).unwrap();
+        assert_eq!(back, [step.clone(), eagle.clone(), eagle_scaled.clone()]);
         let drafters: Vec<Option<Drafter>> = back.iter().map(|r| drafter_of(&r.family)).collect();
         assert_eq!(
             drafters,
@@ -122,36 +88,24 @@ mod tests {
                 Some(Drafter::Eagle)
             ]
         );
-        assert_eq!(back[2].host_scale, Some(0.5));
-        // Rows of this metaprep keep the scale in its column and the family plain.
-        let new_form = Row {
-            host_scale: Some(0.5),
-            ..eagle.clone()
-        };
-        write_rows(&path, &[step.clone(), eagle.clone(), new_form.clone()]).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert!(!text.contains(HOST_SCALE_MARK), "{text}");
-        assert_eq!(read_rows(&path).unwrap()[2], new_form);
-        assert_eq!(
-            new_form.cell_key(),
-            back[2].cell_key(),
-            "old and new forms: one cell"
-        );
-        assert_eq!(back[2].family, Drafter::Eagle.step_family());
-        assert_eq!(back[2].cell_family(), eagle_scaled.family);
+        assert_eq!(back[2].cell_family(), format!("{} host x0.5", eagle.family));
         assert_eq!(
             completed_cells(&back).len(),
             3,
-            "the two drafters' rows are different cells"
+            "the drafters' rows and the scaled one are different cells"
         );
+        // A scale in the family (how a metaprep before the column wrote it) is refused by name.
         for bad in [
             "dspark",
-            "dspark+dsa_target_verify host xfast",
+            "dspark+dsa_target_verify host x2",
             "eagle",
             "eagle+dsa_target_verify",
         ] {
-            scaled.family = bad.into();
-            write_rows(&path, &[step.clone(), scaled.clone()]).unwrap();
+            let scaled = Row {
+                family: bad.into(),
+                ..step.clone()
+            };
+            write_rows(&path, &[step.clone(), scaled]).unwrap();
             let error = error_of(&path);
             assert!(
                 error.contains("line 3") && error.contains("is not a step row's family"),

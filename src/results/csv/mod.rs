@@ -23,9 +23,7 @@ mod fixtures;
 #[cfg(test)]
 pub(crate) mod test_rows;
 
-pub use family::{
-    cell_family, drafter_of, host_scale_column, names_another_drafter, step_family, STEP_FAMILY,
-};
+pub use family::{cell_family, drafter_of, host_scale_column, names_another_drafter, STEP_FAMILY};
 pub(crate) use read::parse_row;
 pub use read::{read_rows, rows_for_resume};
 pub(crate) use records::{

@@ -3,7 +3,6 @@
 //! values and a cell's metric written twice refused with the line named, and the rows a
 //! `--resume` starts from.
 
-use super::family::old_scaled_family;
 use super::records::{check_header, describe_field_error, visit_records};
 use super::row::{Row, COLUMNS, OPTIONAL_COLUMNS};
 use super::validity::check_row;
@@ -74,7 +73,6 @@ pub(crate) fn parse_row(
 /// than any 95% interval needs has no CI, whatever an older writer put there (a one-sample
 /// "interval" of zero width claims certainty).
 fn checked_row(mut row: Row) -> std::result::Result<Row, String> {
-    old_scaled_family(&mut row)?;
     if row.stop_reason != "derived" && (row.samples as usize) < MIN_CI_SAMPLES {
         row.ci_lo = f64::NAN;
         row.ci_hi = f64::NAN;

@@ -4,7 +4,6 @@
 //! its own interval, a telemetry reading that is negative, not finite or over 100%, or a host
 //! scale that is no factor. Each error names the column.
 
-use super::family::HOST_SCALE_MARK;
 use super::row::{CellKey, Row};
 use super::{KIND_FLOOR, KIND_PREP, KIND_STEP};
 use crate::axes::floor_item::{HARNESS, HOST_REFERENCE};
@@ -194,8 +193,8 @@ fn check_names(
                 return column(
                     "family",
                     format!(
-                        "`{}` is not a step row's family: `{}`, or one of them with \
-                         `{HOST_SCALE_MARK}<scale>` after it for a what-if host scale",
+                        "`{}` is not a step row's family: `{}` (a what-if host scale has \
+                         its own column, `host_scale`)",
                         family,
                         names.join("` or `")
                     ),
