@@ -159,10 +159,8 @@ fn host_paced_line(g: &Gaps) -> String {
     }
     format!(
         " The host paces this step (its GPU idles {:.0}% of it), so removing a read wins the host \
-         time it frees: its call, the host's work on its value up to the next launch, and for \
-         an upload the work since the last launch that built what it sends. Code before a read \
-         that exists for it (a `.max()` launched to be read) looks like other host work in a \
-         trace and is not counted.",
+         time it frees, not the GPU's idle. Code before a read that exists for it (a `.max()` \
+         launched to be read) looks like other host work in a trace and is not counted.",
         100.0 * idle_share
     )
 }
