@@ -25,14 +25,24 @@ pub(crate) fn is_launch_floor(item: &str) -> bool {
 /// The launch floors of a run (empty kernel, empty graphs): each item's row with the
 /// lowest median.
 pub(crate) fn launch_floors(rows: &[Row]) -> BTreeMap<&str, &Row> {
-    let mut floors: BTreeMap<&str, &Row> = BTreeMap::new();
-    for r in rows
-        .iter()
-        .filter(|r| r.kind == KIND_FLOOR && r.unit == "us" && is_launch_floor(&r.arm))
-    {
-        let floor = floors.entry(r.arm.as_str()).or_insert(r);
-        if r.median < floor.median {
-            *floor = r;
+    lowest_launch_floors(rows, |r| (&r.kind, &r.unit, &r.arm, r.median))
+}
+
+/// Each launch floor item's lowest `items` (an item's kind, unit, arm and median as
+/// `fields` reads them), by item name.
+pub(crate) fn lowest_launch_floors<'a, T>(
+    items: impl IntoIterator<Item = &'a T>,
+    fields: impl for<'t> Fn(&'t T) -> (&'t str, &'t str, &'t str, f64),
+) -> BTreeMap<&'a str, &'a T> {
+    let mut floors: BTreeMap<&str, &T> = BTreeMap::new();
+    for item in items {
+        let (kind, unit, arm, median) = fields(item);
+        if kind != KIND_FLOOR || unit != "us" || !is_launch_floor(arm) {
+            continue;
+        }
+        let floor = floors.entry(arm).or_insert(item);
+        if median < fields(floor).3 {
+            *floor = item;
         }
     }
     floors

@@ -3,24 +3,13 @@
 
 use super::super::side::{Entry, Side};
 use crate::report::change::{is_time, ratio_change, Change};
-use crate::report::format::{floor_of, is_launch_floor};
-use crate::results::csv::{KIND_FLOOR, KIND_PREP};
+use crate::report::format::{floor_of, lowest_launch_floors};
+use crate::results::csv::KIND_PREP;
 use std::collections::BTreeMap;
 
 /// Each side's launch floors (empty kernel, empty graphs): each item's lowest row.
 pub(super) fn launch_floors(side: &Side) -> BTreeMap<&str, &Entry> {
-    let mut floors: BTreeMap<&str, &Entry> = BTreeMap::new();
-    for e in side
-        .entries
-        .iter()
-        .filter(|e| &*e.kind == KIND_FLOOR && &*e.unit == "us" && is_launch_floor(&e.arm))
-    {
-        let floor = floors.entry(&e.arm).or_insert(e);
-        if e.median < floor.median {
-            *floor = e;
-        }
-    }
-    floors
+    lowest_launch_floors(&side.entries, |e| (&e.kind, &e.unit, &e.arm, e.median))
 }
 
 /// Each side's launch floors, which a row's change is read against.
