@@ -10,12 +10,14 @@ profile endpoint records), against the same loop's untraced eager-sync and eager
 Each cell runs in a process of its own (a profiler leaves hooks behind in its process). Per
 cell it writes OUT/trace-f<F>-bs<B>.json.gz with its probe file beside it (recorded by
 scripts/metaprep_host.py's `record`, the recipe an engine follows), runs `METAPREP gaps` on it
-with the probe file and on a copy without it, then prints and writes OUT/gaps-check.csv: the measured change of the step (eager-device over eager-sync,
-medians of untraced steps in mirrored order before the trace, with the eager-sync drift
-between its halves), what gaps predicts from removing the reads, the reads and uploads, and
-every sync, each with and without the probe, and the ratio of each prediction to the measured
-change (the bar: within ±20% with the probe). Beside it, reference_loop's eager-nowait arm
-(eager-sync's host ops without their waits): what the waits alone cost, set against gaps'
+with the probe file and on a copy without it, then prints and writes OUT/gaps-check.csv: the
+measured change of the step (eager-device over eager-sync, medians of untraced steps in
+mirrored order before the trace, with the eager-sync drift between its halves), what gaps
+predicts from removing the reads, the reads and uploads, and every sync, each with and without
+the probe, and the ratio of each prediction to the measured change (the bar: within ±20% with
+the probe), and the same for the reads and uploads in µs a step (what a host that changed speed
+between the untraced steps and the trace moves less). Beside it, reference_loop's eager-nowait
+arm (eager-sync's host ops without their waits): what the waits alone cost, set against gaps'
 every-sync figure.
 """
 
@@ -100,9 +102,10 @@ def one_cell(args, f, bs):
     unprobed = os.path.join(args.out, f"unprobed-f{f:g}-bs{bs}.json.gz")
     shutil.copyfile(trace, unprobed)
     ratio = lambda x: x / measured if measured else float("nan")  # noqa: E731
+    measured_us = step["eager-sync"] - step["eager-device"]
     row = {"forward_us": f, "batch_size": bs, "eager_sync_step_us": step["eager-sync"],
            "eager_device_step_us": step["eager-device"], "measured_change_pct": measured,
-           "eager_sync_drift_pct": drift, "eager_nowait_step_us": step.get(rl.NOWAIT, ""),
+           "measured_win_us": measured_us, "eager_sync_drift_pct": drift, "eager_nowait_step_us": step.get(rl.NOWAIT, ""),
            "nowait_change_pct": nowait}
     for name, path in (("gaps", trace), ("unprobed", unprobed)):
         col = (lambda c: c) if name == "gaps" else (lambda c: f"unprobed_{c}")
@@ -127,6 +130,13 @@ def one_cell(args, f, bs):
                     col("reads_uploads_ratio"): ratio(both),
                     col("gaps_every_sync_change_pct"): every, col("every_sync_ratio"): ratio(every),
                     col("sites"): sites,
+                    # In µs too: a host whose speed moved between the untraced steps and the
+                    # trace moves a percentage's base, not the µs removed.
+                    col("traced_step_us"): g["period_us"]["median"],
+                    col("gaps_reads_uploads_win_us"): g["reads_and_uploads_win_us"]["median"],
+                    col("reads_uploads_win_ratio"):
+                        g["reads_and_uploads_win_us"]["median"] / measured_us
+                        if measured_us else float("nan"),
                     col("every_sync_nowait_ratio"): every / nowait if nowait else float("nan")})
         print(f"f {f:g} bs {bs} {name}: measured {measured:+.1f}% (drift {drift:+.1f}%, waits "
               f"alone {nowait:+.1f}%), gaps reads and uploads {both:+.1f}% ({ratio(both):.2f}x), "
