@@ -7,9 +7,9 @@
 //! stretches are charged to the sync the host was blocked in when each began.
 
 pub mod chart;
-mod host_work;
 mod profiler_lag;
 pub mod ranks;
+mod read_work;
 pub mod report;
 pub mod steps;
 pub mod syncs;
@@ -19,8 +19,8 @@ use crate::calibrate::profiler_cost::ProfilerCost;
 use crate::calibrate::trace::{Span, Trace};
 use crate::stats::summary::quantile;
 use anyhow::{anyhow, bail, Result};
-use host_work::{launching_ops, work_around};
 use profiler_lag::{lag_taken_back, launches, profiler_split_us, wait_ends};
+use read_work::{launching_ops, work_around};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use syncs::{SyncCall, SyncKind};
