@@ -34,7 +34,8 @@ pub(super) fn launching_ops(trace: &Trace, events: &ThreadEvents) -> Vec<Span> {
 /// from its return to the start of the thread's next op that launches GPU work or of the next
 /// sync call (work on the value read; none where the step launches nothing after it), and,
 /// for an upload, from the end of the last launching op or sync call before it (building what
-/// it uploads), unless a read or upload before it claimed that stretch.
+/// it uploads), unless a read or upload before it claimed that stretch or the step launched
+/// nothing before it.
 pub(super) fn work_around(
     (op, upload): (Span, bool),
     (prev, next): (Option<(Span, bool)>, Option<Span>),
@@ -57,6 +58,9 @@ pub(super) fn work_around(
     let launched = i.checked_sub(1).map_or(period.ts, |i| launching[i].end);
     let before = match prev {
         _ if !upload => 0.0,
+        // With no launch before it in the step, what came first is the step's own start
+        // (a scheduler's), not the building of this upload.
+        _ if launched < period.ts => 0.0,
         Some((p, true)) if p.end >= launched => 0.0,
         _ => {
             let start = prev.map_or(launched, |(p, _)| p.end.max(launched));

@@ -565,3 +565,34 @@ fn a_removed_read_takes_the_host_work_on_its_value_and_an_upload_the_work_buildi
     let (near, far) = (win(true), win(false));
     assert!((near - far - 65.0).abs() < 1e-6, "{near} against {far}");
 }
+
+#[test]
+fn an_upload_before_any_launch_in_its_step_claims_none_of_the_steps_start() {
+    use crate::calibrate::synthetic::{Op, Synth};
+    // The step opens with the scheduler's host work (300 or 600 µs), then an upload before
+    // the step's first launch: that work is the step's, not the building of the upload.
+    let win = |scheduler_us: f64| {
+        let mut s = Synth::new(None);
+        for k in 0..6 {
+            s.range(&format!("ProfilerStep#{k}"), |s| {
+                s.host(scheduler_us);
+                s.upload(10.0);
+                s.op(Op {
+                    name: "aten::add",
+                    bare_us: 8.0,
+                    nested: 0,
+                    kernels: &[5.0],
+                });
+                s.host(50.0);
+            });
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        std::fs::write(&path, s.into_json()).unwrap();
+        let g = analyse("t", &Trace::read(&path).unwrap(), None, None).unwrap();
+        g.reads_and_uploads_win_us.median
+    };
+    let (short, long) = (win(300.0), win(600.0));
+    assert!(short > 0.0 && short < 100.0, "{short}");
+    assert!((short - long).abs() < 1e-6, "{short} against {long}");
+}
