@@ -438,10 +438,7 @@ fn every_step_and_the_timeline_number_the_sites_as_the_summary_orders_them() {
             s.range("b long wait", |s| s.read(10.0));
         });
     }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.json");
-    std::fs::write(&path, s.into_json()).unwrap();
-    let g = analyse("t", &Trace::read(&path).unwrap(), None, None).unwrap();
+    let g = analysed(s);
     assert_eq!(g.sites[0].site.region.as_deref(), Some("b long wait"));
     assert_eq!(g.sites[1].site.region.as_deref(), Some("a short wait"));
     for (i, site) in g.sites.iter().enumerate() {
@@ -556,11 +553,7 @@ fn a_removed_read_takes_the_host_work_on_its_value_and_an_upload_the_work_buildi
                 s.host(100.0);
             });
         }
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.json");
-        std::fs::write(&path, s.into_json()).unwrap();
-        let g = analyse("t", &Trace::read(&path).unwrap(), None, None).unwrap();
-        g.reads_and_uploads_win_us.median
+        analysed(s).reads_and_uploads_win_us.median
     };
     let (near, far) = (win(true), win(false));
     assert!((near - far - 65.0).abs() < 1e-6, "{near} against {far}");
@@ -586,13 +579,17 @@ fn an_upload_before_any_launch_in_its_step_claims_none_of_the_steps_start() {
                 s.host(50.0);
             });
         }
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.json");
-        std::fs::write(&path, s.into_json()).unwrap();
-        let g = analyse("t", &Trace::read(&path).unwrap(), None, None).unwrap();
-        g.reads_and_uploads_win_us.median
+        analysed(s).reads_and_uploads_win_us.median
     };
     let (short, long) = (win(300.0), win(600.0));
     assert!(short > 0.0 && short < 100.0, "{short}");
     assert!((short - long).abs() < 1e-6, "{short} against {long}");
+}
+
+/// What `gaps` makes of a synthetic trace, read back from its file, with no probe file.
+fn analysed(s: crate::calibrate::synthetic::Synth) -> Gaps {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.json");
+    std::fs::write(&path, s.into_json()).unwrap();
+    analyse("t", &Trace::read(&path).unwrap(), None, None).unwrap()
 }
