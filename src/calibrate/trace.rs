@@ -172,8 +172,9 @@ const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 impl Trace {
     /// Reads `path`, streaming its events, through gunzip where its bytes are gzip's
-    /// (torch.profiler's `export_chrome_trace("t.json.gz")` writes one; a plain trace named
-    /// `.gz` is read as it is); every failure is one line naming the file.
+    /// ([`is_gzip`](crate::results::compressed::is_gzip); torch.profiler's
+    /// `export_chrome_trace("t.json.gz")` writes one); every failure is one line naming the
+    /// file.
     pub fn read(path: &Path) -> Result<Trace> {
         use std::io::BufRead;
         let file = path.display().to_string();
@@ -182,7 +183,7 @@ impl Trace {
         let start = reader
             .fill_buf()
             .with_context(|| format!("{file}: cannot read the trace"))?;
-        if start.starts_with(&crate::results::compressed::GZIP_MAGIC) {
+        if crate::results::compressed::is_gzip(start) {
             let unzipped = flate2::read::MultiGzDecoder::new(reader);
             return Self::from_reader(&file, BufReader::new(unzipped));
         }

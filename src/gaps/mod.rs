@@ -82,18 +82,15 @@ pub struct Step {
     pub reads_and_uploads_win_us: f64,
 }
 
-/// One sync call in a step: its site, its wait, its engine call's host time (with a probe
-/// file, less the profiler's cost in it: what removing the call takes off the host's work),
-/// the host's work on what it returned, and whether it drains the GPU's queue
-/// ([`SyncKind::drains_queue`]).
+/// One sync call in a step: its site, its wait, the host time removing it takes off (its
+/// engine call's, at least its wait, with the host work a read or upload brings,
+/// `gaps::read_work`; with a probe file, less the profiler's cost in them), and whether it drains
+/// the GPU's queue ([`SyncKind::drains_queue`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CallInStep {
     pub site: usize,
     pub blocked_us: f64,
     pub host_us: f64,
-    /// A read's or upload's return to the thread's next launch or sync call: host work that
-    /// launches nothing until it has the value, so a device-only rewrite drops it too.
-    pub after_us: f64,
     pub drains: bool,
 }
 
@@ -123,9 +120,9 @@ impl Step {
             if !removed(c.site) {
                 drained_later |= c.drains;
             } else if drained_later {
-                host += (c.host_us - c.blocked_us).max(0.0) + c.after_us;
+                host += (c.host_us - c.blocked_us).max(0.0);
             } else {
-                (blocked, host) = (blocked + c.blocked_us, host + c.host_us + c.after_us);
+                (blocked, host) = (blocked + c.blocked_us, host + c.host_us);
             }
         }
         let all: f64 = self.calls.iter().map(|c| c.blocked_us).sum();
@@ -289,28 +286,31 @@ fn step(
     for (k, (call, &site)) in calls.iter().zip(sites).enumerate() {
         if call.span.ts >= period.ts && call.span.ts < period.end {
             let blocked = overlap(call.span, period);
+            let drains = call.site.kind.drains_queue();
             // An engine call with several syncs counts once, to its first.
-            let (host, after) = match last_op != Some(call.op) {
+            let host = match last_op != Some(call.op) {
                 true => {
-                    let next = calls[k..].iter().find(|c| c.op != call.op);
-                    let prev = calls[..k].iter().rev().find(|c| c.op != call.op);
-                    let after = match call.site.kind.drains_queue() {
-                        true => work_around(
-                            (call.op, call.site.kind == SyncKind::Upload),
-                            (
-                                prev.map(|c| (c.op, c.site.kind.drains_queue())),
-                                next.map(|c| c.op),
-                            ),
-                            launched,
-                            period,
-                            profiler,
-                        ),
+                    let in_call = profiler.map_or(0.0, |p| p.in_span(call.op));
+                    let brought = match drains {
+                        true => {
+                            let prev = calls[..k].iter().rev().find(|c| c.op != call.op);
+                            let next = calls[k..].iter().find(|c| c.op != call.op);
+                            work_around(
+                                (call.op, call.site.kind == SyncKind::Upload),
+                                (
+                                    prev.map(|c| (c.op, c.site.kind.drains_queue())),
+                                    next.map(|c| c.op),
+                                ),
+                                launched,
+                                period,
+                                profiler,
+                            )
+                        }
                         false => 0.0,
                     };
-                    let in_call = profiler.map_or(0.0, |p| p.in_span(call.op));
-                    ((call.op.dur() - in_call).max(blocked), after)
+                    (call.op.dur() - in_call).max(blocked) + brought
                 }
-                false => (0.0, 0.0),
+                false => 0.0,
             };
             last_op = Some(call.op);
             let at = by_site.entry(site).or_default();
@@ -320,8 +320,7 @@ fn step(
                 site,
                 blocked_us: blocked,
                 host_us: host,
-                after_us: after,
-                drains: call.site.kind.drains_queue(),
+                drains,
             });
         }
     }

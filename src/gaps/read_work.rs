@@ -54,21 +54,17 @@ pub(super) fn work_around(
         }
         _ => 0.0,
     };
+    // The end of the step's last launch before `op`: none where the step launched nothing
+    // yet, and what came first is the step's own start (a scheduler's), not this upload's.
     let i = launching.partition_point(|l| l.end <= op.ts);
-    let launched = i.checked_sub(1).map_or(period.ts, |i| launching[i].end);
-    let before = match prev {
-        _ if !upload => 0.0,
-        // With no launch before it in the step, what came first is the step's own start
-        // (a scheduler's), not the building of this upload.
-        _ if launched < period.ts => 0.0,
-        Some((p, true)) if p.end >= launched => 0.0,
-        _ => {
-            let start = prev.map_or(launched, |(p, _)| p.end.max(launched));
-            bare(Span {
-                ts: start.max(period.ts),
-                end: op.ts,
-            })
-        }
+    let launched = (i.checked_sub(1).map(|i| launching[i].end)).filter(|&end| end >= period.ts);
+    let before = match (upload, launched, prev) {
+        (false, _, _) | (_, None, _) => 0.0,
+        (true, Some(launched), Some((p, true))) if p.end >= launched => 0.0,
+        (true, Some(launched), prev) => bare(Span {
+            ts: prev.map_or(launched, |(p, _)| p.end.max(launched)),
+            end: op.ts,
+        }),
     };
     after + before
 }

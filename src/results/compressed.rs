@@ -11,13 +11,19 @@ pub const GZ: &str = "gz";
 /// The two bytes every gzip file begins with.
 pub const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
-/// The bytes of `path`, decompressed when its name ends in `.gz` or its bytes are gzip's (a
-/// renamed copy): every member of it, as `zcat` reads it (`pigz`, `bgzip` and `cat a.gz b.gz`
-/// write several). A corrupt archive, or bytes after its last member that are no gzip member,
-/// is an `InvalidData` error naming gzip.
+/// Whether a file starting with `start` is gzip's: its bytes decide, not its name (a plain
+/// file named `.gz` reads as it is, a renamed gzip file is unzipped).
+pub fn is_gzip(start: &[u8]) -> bool {
+    start.starts_with(&GZIP_MAGIC)
+}
+
+/// The bytes of `path`, decompressed where they are gzip's ([`is_gzip`]): every member of it,
+/// as `zcat` reads it (`pigz`, `bgzip` and `cat a.gz b.gz` write several). A corrupt archive,
+/// or bytes after its last member that are no gzip member, is an `InvalidData` error naming
+/// gzip.
 pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
     let bytes = std::fs::read(path)?;
-    if path.extension().is_none_or(|e| e != GZ) && !bytes.starts_with(&GZIP_MAGIC) {
+    if !is_gzip(&bytes) {
         return Ok(bytes);
     }
     let mut out = Vec::new();
