@@ -105,8 +105,8 @@ def one_cell(args, f, bs):
     measured_us = step["eager-sync"] - step["eager-device"]
     row = {"forward_us": f, "batch_size": bs, "eager_sync_step_us": step["eager-sync"],
            "eager_device_step_us": step["eager-device"], "measured_change_pct": measured,
-           "measured_win_us": measured_us, "eager_sync_drift_pct": drift, "eager_nowait_step_us": step.get(rl.NOWAIT, ""),
-           "nowait_change_pct": nowait}
+           "measured_win_us": measured_us, "eager_sync_drift_pct": drift,
+           "eager_nowait_step_us": step.get(rl.NOWAIT, ""), "nowait_change_pct": nowait}
     for name, path in (("gaps", trace), ("unprobed", unprobed)):
         col = (lambda c: c) if name == "gaps" else (lambda c: f"unprobed_{c}")
         out = os.path.join(args.out, f"{name}-f{f:g}-bs{bs}")
@@ -122,6 +122,7 @@ def one_cell(args, f, bs):
         reads = g["itl_change_pct"]["median"]
         # What eager-device drops: the reads and the uploads (either left would wait in place).
         both = g["reads_and_uploads_itl_change_pct"]["median"]
+        both_us = g["reads_and_uploads_win_us"]["median"]
         every = -100.0 * g["every_sync_win_us"]["median"] / g["period_us"]["median"]
         sites = "; ".join(f"{s['site']['kind']} {s['site']['op']}"
                           for s in g["sites"] if s["calls_per_step"] > 0)
@@ -133,10 +134,9 @@ def one_cell(args, f, bs):
                     # In µs too: a host whose speed moved between the untraced steps and the
                     # trace moves a percentage's base, not the µs removed.
                     col("traced_step_us"): g["period_us"]["median"],
-                    col("gaps_reads_uploads_win_us"): g["reads_and_uploads_win_us"]["median"],
+                    col("gaps_reads_uploads_win_us"): both_us,
                     col("reads_uploads_win_ratio"):
-                        g["reads_and_uploads_win_us"]["median"] / measured_us
-                        if measured_us else float("nan"),
+                        both_us / measured_us if measured_us else float("nan"),
                     col("every_sync_nowait_ratio"): every / nowait if nowait else float("nan")})
         print(f"f {f:g} bs {bs} {name}: measured {measured:+.1f}% (drift {drift:+.1f}%, waits "
               f"alone {nowait:+.1f}%), gaps reads and uploads {both:+.1f}% ({ratio(both):.2f}x), "
