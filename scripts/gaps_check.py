@@ -11,8 +11,9 @@ Each cell runs in a process of its own (a profiler leaves hooks behind in its pr
 cell it writes OUT/trace-f<F>-bs<B>.json.gz with its probe file beside it (recorded by
 scripts/metaprep_host.py's `record`, the recipe an engine follows), runs `METAPREP gaps` on it
 with the probe file and on a copy without it, then prints and writes OUT/gaps-check.csv: the
-measured change of the step (eager-device over eager-sync, medians of untraced steps in
-mirrored order before the trace, with the eager-sync drift between its halves), what gaps
+measured change of the step (eager-device over eager-sync: the median over rounds of
+untraced steps, each round's order the mirror of the last, of the change within the round,
+with the eager-sync drift between the first and second half of the rounds), what gaps
 predicts from removing the reads, the reads and uploads, and every sync, each with and without
 the probe, and the ratio of each prediction to the measured change (the bar: within ±20% with
 the probe), and the same for the reads and uploads in µs a step (what a host that changed speed
@@ -84,28 +85,35 @@ def one_cell(args, f, bs):
     """One cell: the untraced steps of the arms, the trace and its probe file, and what
     `gaps` makes of it with and without the probe file; its CSV row, by column."""
     run, extra_arms = LOOPS[args.loop](args.out, f, bs)
-    # Untraced steps of the arms in mirrored order (sync, device, ..., device, sync), all
-    # before the trace (a profiler leaves its process slower), so a host that changes speed
-    # meanwhile shows as drift between the two eager-sync halves.
+    # Untraced steps of the arms in rounds, each round's order the mirror of the last (sync,
+    # device | device, sync | ...), all before the trace (a profiler leaves its process
+    # slower). The change is read within each round, so a host whose launch path flips state
+    # for seconds moves both sides of a pair; what it did across the rounds shows as drift
+    # between the eager-sync steps of the first and the second half of the rounds.
     trace = os.path.join(args.out, f"trace-f{f:g}-bs{bs}.json.gz")
     order = ("eager-sync", "eager-device", *extra_arms)
-    half = {arm: [] for arm in order}
-    for arm in order + order[::-1]:
-        half[arm].append(statistics.median(run(arm, args.steps // 2)))
+    blocks = {arm: [] for arm in order}
+    for r in range(args.rounds):
+        for arm in (order if r % 2 == 0 else order[::-1]):
+            blocks[arm].append(statistics.median(run(arm, max(1, args.steps // args.rounds))))
     plain_trace(run, args.trace_steps, trace)
-    step = {arm: statistics.mean(h) for arm, h in half.items()}
-    drift = 100.0 * (half["eager-sync"][1] / half["eager-sync"][0] - 1.0)
-    measured = 100.0 * (step["eager-device"] / step["eager-sync"] - 1.0)
-    nowait = (100.0 * (step[rl.NOWAIT] / step["eager-sync"] - 1.0) if rl.NOWAIT in step
-              else float("nan"))
+    step = {arm: statistics.median(b) for arm, b in blocks.items()}
+    sync = blocks["eager-sync"]
+    half = len(sync) // 2
+    drift = 100.0 * (statistics.mean(sync[half:]) / statistics.mean(sync[:half] or sync) - 1.0)
+
+    def paired_pct(arm):
+        return statistics.median(100.0 * (a / s - 1.0) for a, s in zip(blocks[arm], sync))
+    measured = paired_pct("eager-device")
+    nowait = paired_pct(rl.NOWAIT) if rl.NOWAIT in blocks else float("nan")
     # The same trace without its probe file: what gaps says of a bare recording.
     unprobed = os.path.join(args.out, f"unprobed-f{f:g}-bs{bs}.json.gz")
     shutil.copyfile(trace, unprobed)
     ratio = lambda x: x / measured if measured else float("nan")  # noqa: E731
-    measured_us = step["eager-sync"] - step["eager-device"]
+    measured_us = statistics.median(s - d for s, d in zip(sync, blocks["eager-device"]))
     row = {"forward_us": f, "batch_size": bs, "eager_sync_step_us": step["eager-sync"],
            "eager_device_step_us": step["eager-device"], "measured_change_pct": measured,
-           "measured_win_us": measured_us, "eager_sync_drift_pct": drift,
+           "measured_win_us": measured_us, "eager_sync_drift_pct": drift, "rounds": args.rounds,
            "eager_nowait_step_us": step.get(rl.NOWAIT, ""), "nowait_change_pct": nowait}
     for name, path in (("gaps", trace), ("unprobed", unprobed)):
         col = (lambda c: c) if name == "gaps" else (lambda c: f"unprobed_{c}")
@@ -152,6 +160,8 @@ def main(argv=None):
     ap.add_argument("--forward-us", type=rl.numbers(float), default="100,1000,3000")
     ap.add_argument("--batch-sizes", type=rl.numbers(int), default="1,8")
     ap.add_argument("--steps", type=int, default=60, help="untraced steps per arm")
+    ap.add_argument("--rounds", type=int, default=6,
+                    help="untraced rounds, the arms' order mirrored in each")
     ap.add_argument("--trace-steps", type=int, default=12)
     ap.add_argument("--loop", choices=sorted(LOOPS), default="reference",
                     help="the loop held: scripts/reference_loop.py or calibrate_torch.py's")
@@ -167,10 +177,12 @@ def main(argv=None):
     for bs in args.batch_sizes:
         for f in args.forward_us:
             cmd = [sys.executable, os.path.abspath(__file__), args.metaprep, args.out,
-                   "--steps", str(args.steps), "--trace-steps", str(args.trace_steps),
-                   "--loop", args.loop, "--one-cell", f"{f:g},{bs}"]
-            # A cell whose host changed speed while it was measured (eager-sync's halves apart
-            # by more than DRIFT_PCT) runs once more; the second is kept (its trace replaced).
+                   "--steps", str(args.steps), "--rounds", str(args.rounds),
+                   "--trace-steps", str(args.trace_steps), "--loop", args.loop,
+                   "--one-cell", f"{f:g},{bs}"]
+            # A cell whose host changed speed while it was measured (eager-sync's first and
+            # second half of the rounds apart by more than DRIFT_PCT) runs once more; the
+            # second is kept (its trace replaced).
             tries = []
             steady = lambda row: abs(row["eager_sync_drift_pct"]) <= DRIFT_PCT  # noqa: E731
             while len(tries) < 2 and not (tries and steady(tries[-1])):
