@@ -24,13 +24,18 @@
 //!
 //! One concern per file: `reference` reads the reference CSV; `compare` holds each cell's
 //! lines against it (the per-arm, chunk-mean and difference estimators, the pass bars);
-//! `fit` fits the per-arm host factors over a model given as a closure; `render` writes
-//! validation.csv and validation.md.
+//! `fit` fits the per-arm host factors over a model given as a closure; `fit_profile` and
+//! `fit_post_wait` run those fits with `steps` runs of the fit cells; `run` models every cell
+//! through a [`StepsRunner`] (the command line's `steps`) and writes the env.json; `render`
+//! writes validation.csv and validation.md.
 
 mod compare;
 pub mod fit;
+mod fit_post_wait;
+mod fit_profile;
 mod reference;
 mod render;
+mod run;
 #[cfg(test)]
 mod tests;
 
@@ -38,5 +43,8 @@ pub use compare::{
     cell_host_speed, chunk_run_speeds, compare_cell, interpolate, Bars, Line, ModelCell, ModelStep,
     Quantity, SPEED_MERGE,
 };
+pub use fit_post_wait::read_post_wait_fit;
+pub use fit_profile::{read_fit, FitCell};
 pub use reference::{Cell, Reference, ReferenceRow};
 pub use render::{csv_text, markdown, passed, FitNote, PostWaitNote};
+pub use run::{raw_run_dir, run, write_env, Fits, StepsRunner, Validation};

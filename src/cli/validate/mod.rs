@@ -1,27 +1,25 @@
 //! `metaprep validate REFERENCE --host-profile P`: the step model against an engine's own
 //! untraced step times, on the reference's grid, in one call.
 
-mod fit;
-mod post_wait;
+//!
+//! This file is the adapter: the flags, their refusals before any GPU work, and `steps` run
+//! per cell through the steps flags; the validation itself is `calibrate::validate`'s.
+
 mod settings;
 
 use super::common::{default_out, usage};
 use super::steps::{steps_config, StepsArgs};
 use crate::axes::{Arm, Family};
 use crate::calibrate::validate::{
-    cell_host_speed, chunk_run_speeds, compare_cell, csv_text, markdown, passed, Bars, Cell,
-    FitNote, Line, ModelCell, ModelStep, Reference, ReferenceRow,
+    read_fit, read_post_wait_fit, Bars, Cell, Fits, ModelStep, Reference, StepsRunner, Validation,
 };
 use crate::exit::Exit;
 use crate::model::host_profile::HostProfile;
 use crate::prep::Shape;
-use crate::results::atomic::write_atomic;
-use crate::results::csv::{Row, KIND_STEP};
+use crate::results::csv::KIND_STEP;
 use anyhow::{Context, Result};
 use clap::Args;
-use fit::{fit_profile, read_fit, with_profile, FitCell, FITTED_PROFILE};
-use post_wait::{fit_in_turns, read_post_wait_fit};
-use settings::{checked_settings, write_env};
+use settings::checked_settings;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -156,49 +154,45 @@ fn cell_args(
     a
 }
 
-/// One steps run of one cell: its step_us medians per arm.
-fn model_run(
-    base: &StepsArgs,
-    cell: Cell,
-    arms: &[Arm],
-    speed: Option<f64>,
-    out: &Path,
-) -> Result<BTreeMap<Arm, ModelStep>> {
-    let a = cell_args(base, cell, arms, speed, out);
-    // Bad flags were refused before the first cell, so a refusal here is a bug of this file.
-    let config = steps_config(&a).map_err(|_| {
-        anyhow::anyhow!("validate: steps refused the settings of {}", out.display())
-    })?;
-    let outcome = crate::runs::steps::run(&config)?;
-    let rows: Vec<&Row> = outcome
-        .rows
-        .iter()
-        .filter(|r| r.kind == KIND_STEP && r.metric == "step_us")
-        .collect();
-    let mut steps = BTreeMap::new();
-    for r in rows {
-        let arm: Arm = r.arm.parse().map_err(|e: String| anyhow::anyhow!(e))?;
-        steps.insert(
-            arm,
-            ModelStep {
+/// `steps` run through the user's steps flags, one cell at a time.
+struct StepsFlags<'a>(&'a StepsArgs);
+
+impl StepsRunner for StepsFlags<'_> {
+    fn run(
+        &self,
+        profile: Option<&Path>,
+        cell: Cell,
+        arms: &[Arm],
+        speed: Option<f64>,
+        out: &Path,
+    ) -> Result<BTreeMap<Arm, ModelStep>> {
+        let mut a = cell_args(self.0, cell, arms, speed, out);
+        if let Some(profile) = profile {
+            a.step_model.host_profile = profile.display().to_string();
+        }
+        // Bad flags were refused before the first cell, so a refusal here is a bug of this file.
+        let config = steps_config(&a).map_err(|_| {
+            anyhow::anyhow!("validate: steps refused the settings of {}", out.display())
+        })?;
+        let outcome = crate::runs::steps::run(&config)?;
+        let rows = (outcome.rows.iter()).filter(|r| r.kind == KIND_STEP && r.metric == "step_us");
+        let mut steps = BTreeMap::new();
+        for r in rows {
+            let arm: Arm = r.arm.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+            let step = ModelStep {
                 median: r.median,
                 ci_lo: r.ci_lo,
                 ci_hi: r.ci_hi,
-            },
-        );
+            };
+            steps.insert(arm, step);
+        }
+        Ok(steps)
     }
-    Ok(steps)
 }
 
 /// What validate works from: the reference, the profile, the new output folder and the fit
 /// file's cell.
 type Prepared = (Reference, HostProfile, PathBuf, Option<Fits>);
-
-/// The fit cells: the arm factors' and, with --fit-post-wait, the post-wait scale's.
-struct Fits {
-    factors: FitCell,
-    post_wait: Option<FitCell>,
-}
 
 /// The reference, the profile, the new output folder and the fit cell, every flag and every
 /// cell's shapes checked before any GPU work.
@@ -287,110 +281,33 @@ fn check_cell_shapes<'a>(
     Ok(())
 }
 
-/// A cell's steps runs' folder name (`f1000-bs1-b5`), before any `-raw` or `-at` suffix.
-fn cell_name(cell: Cell) -> String {
-    format!("f{}-bs{}-b{}", cell.forward_us, cell.batch_size, cell.block)
-}
-
-/// Where the steps run of `cell` at the profile's own host speed writes, under `out`.
-fn raw_run_dir(out: &Path, cell: Cell) -> PathBuf {
-    out.join("steps").join(format!("{}-raw", cell_name(cell)))
-}
-
-/// The model's runs for one cell: at the profile's own host speed ("raw"), at each chunk
-/// speed, and at the cell's median host speed. `own_speed`: the profile's.
-fn model_cell(
-    args: &ValidateArgs,
-    cell: Cell,
-    rows: &BTreeMap<Arm, ReferenceRow>,
-    own_speed: Option<f64>,
-    out: &Path,
-) -> Result<ModelCell> {
-    let arms: Vec<Arm> = rows.keys().copied().collect();
-    let name = cell_name(cell);
-    let raw = model_run(&args.steps, cell, &arms, None, &raw_run_dir(out, cell))?;
-    let speed = cell_host_speed(rows).filter(|_| own_speed.is_some());
-    // Rows with chunks are predicted chunk by chunk, between runs at the cell's extreme
-    // chunk speeds; the run at the cell's median speed is for rows without them.
-    let mut by_speed = Vec::new();
-    for s in chunk_run_speeds(rows, own_speed) {
-        let dir = out.join("steps").join(format!("{name}-at{s:.3}"));
-        by_speed.push((s, model_run(&args.steps, cell, &arms, Some(s), &dir)?));
-    }
-    let all_chunked = own_speed.is_some() && rows.values().all(|r| !r.chunks.is_empty());
-    let at_speed = match speed.filter(|_| !all_chunked) {
-        Some(s) => model_run(
-            &args.steps,
-            cell,
-            &arms,
-            Some(s),
-            &out.join("steps").join(&name),
-        )?,
-        None => raw.clone(),
-    };
-    Ok(ModelCell {
-        at_speed,
-        raw,
-        by_speed,
-        host_ratio: speed.zip(own_speed).map(|(s, o)| s / o),
-    })
-}
-
 pub(crate) fn validate(args: &ValidateArgs) -> Result<ExitCode> {
-    let (reference, profile, out, fit) = match usage(prepare(args)) {
+    let (reference, profile, out, fits) = match usage(prepare(args)) {
         Ok(v) => v,
         Err(code) => return Ok(code),
     };
     // Every cell's settings, and the fit cells', checked whole before any GPU work.
-    let mut settings = match checked_settings(args, &reference, fit.as_ref(), &out) {
-        Ok(settings) => Some(settings),
+    let settings = match checked_settings(args, &reference, fits.as_ref(), &out) {
+        Ok(settings) => settings,
         Err(code) => return Ok(code),
     };
-    let made = crate::results::atomic::NewFolder::create(&out.join("steps"))?;
-    let result = (|| -> Result<ExitCode> {
-        let bars = Bars {
+    let validation = Validation {
+        reference: &reference,
+        reference_file: &args.reference,
+        profile: &profile,
+        bars: Bars {
             step_pct: args.step_pct,
             diff_pct: args.diff_pct,
-        };
-        let own_speed = profile.host_speed_us.as_ref().map(|s| s.value);
-        // With --fit, the profile validated is the fitted one.
-        let (validated, note): (ValidateArgs, Option<FitNote>) = match &fit {
-            Some(fit) => {
-                let base = profile.without_fits();
-                let note = match &fit.post_wait {
-                    Some(long) => {
-                        fit_in_turns(args, &base, &fit.factors, long, own_speed, bars, &out)?
-                    }
-                    None => fit_profile(args, &base, 1, &fit.factors, own_speed, bars, &out)?.1,
-                };
-                (with_profile(args, &out.join(FITTED_PROFILE)), Some(note))
-            }
-            None => (args.clone(), None),
-        };
-        let mut lines: Vec<Line> = Vec::new();
-        for (cell, rows) in &reference.cells {
-            let model = model_cell(&validated, *cell, rows, own_speed, &out)?;
-            // Once the first cell ran: its machine is the validation's.
-            if let Some(settings) = settings.take() {
-                write_env(&out, &raw_run_dir(&out, *cell), settings)?;
-            }
-            lines.extend(compare_cell(*cell, rows, &model, own_speed, bars)?);
-        }
-        let reference_name = args.reference.display().to_string();
-        write_atomic(&out.join("validation.csv"), csv_text(&lines)?.as_bytes())?;
-        let md = markdown(&reference_name, &profile.name, &lines, bars, note.as_ref());
-        write_atomic(&out.join("validation.md"), md.as_bytes())?;
-        crate::out!("{md}");
-        crate::outln!(
-            "wrote {} and validation.csv",
-            out.join("validation.md").display()
-        );
-        Ok(Exit::failed_if(!passed(&lines, note.as_ref())).into())
-    })();
-    // A validation that fails (no GPU, a failed fit, a cell that could not run) leaves no
-    // folder behind, so the same command can run again: `--out` must be new.
-    if result.is_err() {
-        made.discard();
-    }
-    result
+        },
+        fits: fits.as_ref(),
+        out: &out,
+    };
+    let (md, passed) =
+        crate::calibrate::validate::run(&StepsFlags(&args.steps), &validation, settings)?;
+    crate::out!("{md}");
+    crate::outln!(
+        "wrote {} and validation.csv",
+        out.join("validation.md").display()
+    );
+    Ok(Exit::failed_if(!passed).into())
 }

@@ -1,20 +1,15 @@
-//! What `validate` records in `<out>/env.json`: what it was asked to do, as data
-//! (`Settings::Validate`: the reference and its cells, the fit file, the bars, the steps
-//! settings its cells run with), and the machine fields of the steps run of the reference's
-//! first cell. A validation refused before its first cell ran writes none.
+//! What `validate` records in `<out>/env.json` (`calibrate::validate::write_env` writes it with
+//! the machine fields of the reference's first cell's steps run): what it was asked to do, as
+//! data (`Settings::Validate`: the reference and its cells, the fit file, the bars, the steps
+//! settings its cells run with). A validation refused before its first cell ran writes none.
 
 use super::super::steps::steps_config;
-use super::fit::FitCell;
-use super::Fits;
 use super::{cell_args, ValidateArgs};
 use crate::axes::Arm;
-use crate::calibrate::validate::{Cell, Reference, ReferenceRow};
-use crate::harness::environment::command_line;
-use crate::results::env::EnvRecord;
+use crate::calibrate::validate::{Cell, FitCell, Fits, Reference, ReferenceRow};
 use crate::results::settings::{FitSettings, Settings, ValidateCell, ValidateSettings};
-use anyhow::Result;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 /// The settings of the validation `args` asks for, the steps config of every cell of the
@@ -66,31 +61,12 @@ fn cell(cell: &Cell, rows: &BTreeMap<Arm, ReferenceRow>) -> ValidateCell {
     }
 }
 
-/// Writes `<out>/env.json` atomically: the machine fields of the env.json in `cell_dir` (the
-/// steps run of the reference's first cell), this command line and `settings`.
-pub(super) fn write_env(out: &Path, cell_dir: &Path, settings: Settings) -> Result<PathBuf> {
-    let cell = EnvRecord::read(cell_dir)?;
-    let shown = cell_dir.strip_prefix(out).unwrap_or(cell_dir).display();
-    // The cell's notes say why a machine field is empty (NVML unavailable, say): kept.
-    let mut notes = cell.notes.clone();
-    notes.push(format!(
-        "the machine fields are those of {shown}/env.json, the steps run of the reference's \
-         first cell; each cell's steps runs record their own under steps/"
-    ));
-    EnvRecord {
-        command_line: command_line(),
-        notes,
-        settings: Some(settings),
-        ..cell
-    }
-    .write(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::calibrate::validate::{raw_run_dir, write_env};
     use crate::cli::common::parse_args;
-    use crate::cli::validate::raw_run_dir;
+    use crate::results::env::EnvRecord;
 
     #[test]
     fn a_validation_records_its_settings_with_the_first_cells_machine() {

@@ -2,12 +2,12 @@
 //! FIT.csv by steps runs of that cell (the model and estimator validation reports), and the
 //! fitted profile written with each factor's source.
 
-use super::{model_cell, ValidateArgs};
-use crate::axes::Arm;
-use crate::calibrate::validate::fit::{fit_factors, ArmFit, Unfollowed, MAX_ITERATIONS, TOLERANCE};
-use crate::calibrate::validate::{
+use super::fit::{fit_factors, ArmFit, Unfollowed, MAX_ITERATIONS, TOLERANCE};
+use super::run::{model_cell, Model};
+use super::{
     cell_host_speed, compare_cell, Bars, Cell, FitNote, Line, Quantity, Reference, ReferenceRow,
 };
+use crate::axes::Arm;
 use crate::model::host_profile::{HostProfile, Sourced};
 use crate::results::atomic::write_atomic;
 use anyhow::{bail, Context, Result};
@@ -20,21 +20,17 @@ const FIT_RECIPE: &str = "record one untraced cell with every arm, in its own pr
     (or calibrate_torch.py the same way), and pass --fit fit/reference.csv";
 
 /// The fitted profile's file in validate's --out.
-pub(super) const FITTED_PROFILE: &str = "fitted-profile.json";
+pub const FITTED_PROFILE: &str = "fitted-profile.json";
 
 /// The fit file's one cell and its rows.
-pub(super) struct FitCell {
-    pub(super) file: PathBuf,
-    pub(super) cell: Cell,
-    pub(super) rows: BTreeMap<Arm, ReferenceRow>,
+pub struct FitCell {
+    pub file: PathBuf,
+    pub cell: Cell,
+    pub rows: BTreeMap<Arm, ReferenceRow>,
 }
 
 /// `path` read as a fit file: one cell, with every arm `reference` validates.
-pub(super) fn read_fit(
-    path: &Path,
-    reference: &Reference,
-    reference_file: &Path,
-) -> Result<FitCell> {
+pub fn read_fit(path: &Path, reference: &Reference, reference_file: &Path) -> Result<FitCell> {
     let arms: Vec<Arm> = reference
         .cells
         .iter()
@@ -82,13 +78,6 @@ pub(super) fn read_one_cell(
     })
 }
 
-/// `args` with `profile` as its host profile.
-pub(super) fn with_profile(args: &ValidateArgs, profile: &Path) -> ValidateArgs {
-    let mut a = args.clone();
-    a.steps.step_model.host_profile = profile.display().to_string();
-    a
-}
-
 /// `base` with `factors` (a profile without any: the fit starts from the traced costs).
 fn with_factors(base: &HostProfile, factors: &BTreeMap<Arm, Sourced<f64>>) -> HostProfile {
     let mut p = base.clone();
@@ -112,7 +101,7 @@ pub(super) fn run_name(pass: usize, name: &str) -> String {
 /// with the post-wait scale of the pass before, `pass` counting from 1), writes the fitted
 /// profile into `out` (as [`FITTED_PROFILE`]) and returns it and what validation.md says of it.
 pub(super) fn fit_profile(
-    args: &ValidateArgs,
+    model: Model,
     base: &HostProfile,
     pass: usize,
     fit: &FitCell,
@@ -132,7 +121,7 @@ pub(super) fn fit_profile(
             .collect();
         let profile = with_factors(base, &sourced);
         let lines = fit_run(
-            args,
+            model,
             &profile,
             fit,
             &run_name(pass, &format!("run{n}")),
@@ -205,7 +194,7 @@ pub(super) fn sourced(value: f64, source: String) -> Sourced<f64> {
 /// One run of a fit: `profile` written to `out/fit/<name>/profile.json`, and `fit`'s cell
 /// modelled with it and compared with the fit file's rows, as validation compares a cell.
 pub(super) fn fit_run(
-    args: &ValidateArgs,
+    model: Model,
     profile: &HostProfile,
     fit: &FitCell,
     name: &str,
@@ -219,8 +208,12 @@ pub(super) fn fit_run(
     let path = dir.join("profile.json");
     write_atomic(&path, profile.to_json().as_bytes())?;
     let c = fit.cell;
-    let model = model_cell(&with_profile(args, &path), c, &fit.rows, own_speed, &dir)?;
-    compare_cell(c, &fit.rows, &model, own_speed, bars)
+    let with_profile = Model {
+        profile: Some(&path),
+        ..model
+    };
+    let modelled = model_cell(with_profile, c, &fit.rows, own_speed, &dir)?;
+    compare_cell(c, &fit.rows, &modelled, own_speed, bars)
 }
 
 /// A fitted value as validation.md says it: `x1.234 (+0.50% there)`, then `kept` (why) where

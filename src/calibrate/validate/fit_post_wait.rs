@@ -7,16 +7,14 @@
 //! The extras are the only host cost that grows with the forward, so a cell whose reads wait
 //! long measures their scale; the arm factors are fitted where the reads wait little.
 
-use super::fit::{
+use super::fit::{fit_factors, in_turns, ArmFit, DIFF_TOLERANCE, MAX_ITERATIONS};
+use super::fit_profile::{
     fit_outcome, fit_phrase, fit_profile, fit_run, read_one_cell, run_name, sourced, FitCell,
     FITTED_PROFILE,
 };
-use super::ValidateArgs;
+use super::run::Model;
+use super::{Bars, FitNote, Line, PostWaitNote, Quantity};
 use crate::axes::Arm;
-use crate::calibrate::validate::fit::{
-    fit_factors, in_turns, ArmFit, DIFF_TOLERANCE, MAX_ITERATIONS,
-};
-use crate::calibrate::validate::{Bars, FitNote, Line, PostWaitNote, Quantity};
 use crate::model::host_profile::HostProfile;
 use crate::results::atomic::write_atomic;
 use anyhow::{bail, Context, Result};
@@ -41,7 +39,7 @@ impl std::fmt::Display for PostWaitScale {
 
 /// `path` read as a --fit-post-wait file: one cell with eager-sync and graph, at a longer
 /// forward than `fit`'s (the arm factors' cell).
-pub(super) fn read_post_wait_fit(path: &Path, fit: &FitCell) -> Result<FitCell> {
+pub fn read_post_wait_fit(path: &Path, fit: &FitCell) -> Result<FitCell> {
     let why = "the scale is fitted on eager-sync − graph";
     let long = read_one_cell(
         path,
@@ -82,7 +80,7 @@ fn scaled(profile: &HostProfile, scale: f64, why: &str) -> Result<HostProfile> {
 /// what validation.md says of the last pass; the fitted profile is in `out` as
 /// [`FITTED_PROFILE`].
 pub(super) fn fit_in_turns(
-    args: &ValidateArgs,
+    model: Model,
     base: &HostProfile,
     factors: &FitCell,
     long: &FitCell,
@@ -95,10 +93,10 @@ pub(super) fn fit_in_turns(
             1 => base.clone(),
             _ => scaled(base, scale, &format!("the scale pass {} fitted", pass - 1))?,
         };
-        let (fitted, mut note) = fit_profile(args, &start, pass, factors, own_speed, bars, out)?;
+        let (fitted, mut note) = fit_profile(model, &start, pass, factors, own_speed, bars, out)?;
         // Each of its runs names its own profile: the fitted one with a scaled table.
         let (pw, unconverged, scale) =
-            fit_post_wait(args, &fitted, pass, long, own_speed, bars, out)?;
+            fit_post_wait(model, &fitted, pass, long, own_speed, bars, out)?;
         note.post_wait = Some(pw);
         note.unconverged.extend(unconverged);
         Ok((scale, note))
@@ -111,7 +109,7 @@ pub(super) fn fit_in_turns(
 /// place. Returns what validation.md says, the unconverged phrase if no run came within
 /// `DIFF_TOLERANCE`, and the scale.
 fn fit_post_wait(
-    args: &ValidateArgs,
+    model: Model,
     fitted: &HostProfile,
     pass: usize,
     long: &FitCell,
@@ -131,7 +129,7 @@ fn fit_post_wait(
         let run = format!("post-wait fit run {n} of {MAX_ITERATIONS}");
         let profile = scaled(&profile, k, &run)?;
         let name = run_name(pass, &format!("post-wait-run{n}"));
-        let lines = fit_run(args, &profile, long, &name, own_speed, bars, out)?;
+        let lines = fit_run(model, &profile, long, &name, own_speed, bars, out)?;
         let diff = lines
             .into_iter()
             .find(|l| l.quantity == Quantity::SyncMinusGraphUs)
