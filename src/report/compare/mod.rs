@@ -3,14 +3,26 @@
 //! "How `compare` computes its verdicts".
 
 mod comparison;
+mod derived;
+mod findings;
+#[cfg(test)]
+mod fixtures;
+mod floors;
 mod gate;
+mod header;
 mod json;
+mod judge;
+mod machine;
 mod markdown;
 mod matching;
+mod power;
+mod power_table;
 mod side;
+mod table;
 
-pub use comparison::{compare, Comparison, FloorMove, Matched, PowerClass};
+pub use comparison::{Comparison, FloorMove, Matched, PowerClass};
 pub use gate::Gate;
+pub use judge::compare;
 pub use markdown::{MAX_REPORT_CHARS, REPORT_HEADER};
 pub use side::{Entry, Names, Side, Which};
 

@@ -2,8 +2,8 @@
 //! ratios over eager-sync (the arm's and eager-sync's `step_us`) and bandwidths (the bytes
 //! over the cell's `gpu_prep_us`). A host-paced one calls only what a row it is made of calls.
 
-use super::super::side::{Entry, Side};
-use super::Matched;
+use super::comparison::Matched;
+use super::side::{Entry, Side};
 use crate::report::change::Verdict;
 use crate::results::csv::{KIND_PREP, STEP_RATIO_VS_EAGER_SYNC};
 use crate::results::pacing::host_paced;

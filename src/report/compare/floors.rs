@@ -1,7 +1,7 @@
 //! Each side's launch floors, and a row's change over the floor it is read against: shown
 //! beside its change, never a verdict.
 
-use super::super::side::{Entry, Side};
+use super::side::{Entry, Side};
 use crate::report::change::{is_time, ratio_change, Change};
 use crate::report::format::{floor_of, lowest_launch_floors};
 use crate::results::csv::KIND_PREP;

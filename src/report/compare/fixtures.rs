@@ -1,6 +1,6 @@
 //! Test fixtures of the verdicts: rows with intervals, and look-ups in a comparison.
 
-use super::{Comparison, Matched};
+use super::comparison::{Comparison, Matched};
 use crate::report::change::Verdict;
 use crate::report::compare::compare_rows;
 use crate::results::csv::test_rows::row;

@@ -3,23 +3,17 @@
 //! capped to fit a pull request's body), and the details (every row).
 //!
 //! The report's parts: the header in `header`, missing and broken rows in `findings`, the
-//! floors and environment in `machine`, the power in `power`, the tables in `table`.
-
-mod findings;
-mod header;
-mod machine;
-mod power;
-mod table;
+//! floors and environment in `machine`, the power in `power_table`, the tables in `table`.
 
 use super::comparison::{Comparison, Matched};
+use super::findings::{write_findings, write_only_in_new};
+use super::header::write_header;
+use super::machine::write_environment;
+use super::power_table::write_power;
+use super::table::{write_headline, write_row, write_table_head};
 use crate::report::change::Verdict;
 use crate::results::env::Difference;
-use findings::{write_findings, write_only_in_new};
-use header::write_header;
-use machine::write_environment;
-use power::write_power;
 use std::fmt::Write;
-use table::{write_headline, write_row, write_table_head};
 
 /// The first line of every markdown report `compare` writes: `--out` and `--details` replace
 /// only such a file.

@@ -1,7 +1,7 @@
 //! The power of a comparison: the smallest change each class of rows could have called.
 
-use super::super::side::{Entry, Name};
-use super::Comparison;
+use super::comparison::Comparison;
+use super::side::{Entry, Name};
 use crate::report::change::{better_direction, Better};
 use crate::report::format::kind_rank;
 use crate::results::csv::KIND_PREP;

@@ -1,24 +1,16 @@
 //! The verdicts: each matched row's change, its change over its own floor, the smallest
 //! change it could have called, and its verdict (docs/compare.md).
 //!
-//! The types live here; the power of each class of rows in `power`, the launch floors a row is read against in `floors`, the
-//! derived rows' verdicts in `derived`, and the pairing and judging of every row in `judge`.
-
-mod derived;
-mod floors;
-mod judge;
-mod power;
-
-#[cfg(test)]
-mod fixtures;
+//! The types live here; the power of each class of rows in `power`, the launch floors a row
+//! is read against in `floors`, the derived rows' verdicts in `derived`, and the pairing and
+//! judging of every row in `judge`.
 
 use super::gate::Gate;
 use super::side::{Entry, Side};
 use crate::report::change::{Change, Verdict};
 use crate::results::csv::KIND_FLOOR;
 
-pub use judge::compare;
-pub use power::PowerClass;
+pub use super::power::PowerClass;
 
 /// One matched cell and metric.
 #[derive(Debug, Clone, PartialEq)]

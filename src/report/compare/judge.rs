@@ -1,11 +1,11 @@
 //! Pairing two sides and judging every pair: each row's call, then the derived rows'.
 
-use super::super::gate::Gate;
-use super::super::matching::{pair, Arms, Pair, Pairing};
-use super::super::side::Side;
+use super::comparison::{Comparison, FloorMove, Matched};
 use super::derived::follow_derived;
 use super::floors::Floors;
-use super::{Comparison, FloorMove, Matched};
+use super::gate::Gate;
+use super::matching::{pair, Arms, Pair, Pairing};
+use super::side::Side;
 use crate::report::change::{
     better_direction, judge, relative_change, smallest_callable_pct, Interval, Verdict,
 };

@@ -1,8 +1,8 @@
 //! The report's header: both sides, the arms, the verdict line, warnings and how to read it.
 
-use super::super::comparison::Comparison;
-use super::super::side::Side;
-use super::{verdict_line, Context, REPORT_HEADER};
+use super::comparison::Comparison;
+use super::markdown::{verdict_line, Context, REPORT_HEADER};
+use super::side::Side;
 use crate::results::env::code;
 use std::fmt::Write;
 

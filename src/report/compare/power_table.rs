@@ -1,6 +1,6 @@
 //! The power section: the smallest change each class of rows could have called.
 
-use super::super::comparison::Comparison;
+use super::comparison::Comparison;
 use crate::report::format::table_cell;
 use std::fmt::Write;
 

@@ -1,7 +1,7 @@
 //! The tables: the `step_us` headline of family × arm, and one line per matched row.
 
-use super::super::comparison::{Comparison, Matched};
-use super::super::side::Entry;
+use super::comparison::{Comparison, Matched};
+use super::side::Entry;
 use crate::report::change::{better_direction, Better, Change, Verdict};
 use crate::report::format::{arm_rank, fmt_interval, fmt_num, fmt_pct, table_cell};
 use crate::stats::summary::quantile;

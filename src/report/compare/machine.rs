@@ -1,6 +1,6 @@
 //! What the pair can see of the machine: the environment and every floor's move.
 
-use super::super::comparison::{Comparison, FloorMove};
+use super::comparison::{Comparison, FloorMove};
 use super::table::{change_cells, throttled_mark};
 use crate::report::format::{fmt_num, table_cell};
 use crate::results::env::{describe, Difference};

@@ -1,8 +1,8 @@
 //! Missing and broken rows, and rows only NEW holds: the findings, listed by name.
 
-use super::super::comparison::{Comparison, Matched};
-use super::super::side::Entry;
-use super::Context;
+use super::comparison::{Comparison, Matched};
+use super::markdown::Context;
+use super::side::Entry;
 use crate::report::change::Verdict;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
