@@ -81,6 +81,25 @@ def calibrate_loop(out, f, bs):
 LOOPS = {"reference": reference_loop, "calibrate": calibrate_loop}
 
 
+def round_order(arms, rounds):
+    """The arms' blocks in `rounds` rounds, each round's order the mirror of the last."""
+    return [arm for r in range(rounds) for arm in (arms if r % 2 == 0 else arms[::-1])]
+
+
+def within_rounds(blocks, arm):
+    """From each arm's block medians, one a round: each arm's step (median over rounds), the
+    change of `arm` over eager-sync in percent and the µs it saves (medians of the changes
+    within each round), and eager-sync's drift in percent between the first and the second
+    half of the rounds."""
+    sync = blocks["eager-sync"]
+    step = {a: statistics.median(b) for a, b in blocks.items()}
+    change = statistics.median(100.0 * (x / s - 1.0) for x, s in zip(blocks[arm], sync))
+    saved = statistics.median(s - x for x, s in zip(blocks[arm], sync))
+    half = len(sync) // 2
+    drift = 100.0 * (statistics.mean(sync[half:]) / statistics.mean(sync[:half] or sync) - 1.0)
+    return step, change, saved, drift
+
+
 def one_cell(args, f, bs):
     """One cell: the untraced steps of the arms, the trace and its probe file, and what
     `gaps` makes of it with and without the probe file; its CSV row, by column."""
@@ -93,24 +112,15 @@ def one_cell(args, f, bs):
     trace = os.path.join(args.out, f"trace-f{f:g}-bs{bs}.json.gz")
     order = ("eager-sync", "eager-device", *extra_arms)
     blocks = {arm: [] for arm in order}
-    for r in range(args.rounds):
-        for arm in (order if r % 2 == 0 else order[::-1]):
-            blocks[arm].append(statistics.median(run(arm, max(1, args.steps // args.rounds))))
+    for arm in round_order(order, args.rounds):
+        blocks[arm].append(statistics.median(run(arm, max(1, args.steps // args.rounds))))
     plain_trace(run, args.trace_steps, trace)
-    step = {arm: statistics.median(b) for arm, b in blocks.items()}
-    sync = blocks["eager-sync"]
-    half = len(sync) // 2
-    drift = 100.0 * (statistics.mean(sync[half:]) / statistics.mean(sync[:half] or sync) - 1.0)
-
-    def paired_pct(arm):
-        return statistics.median(100.0 * (a / s - 1.0) for a, s in zip(blocks[arm], sync))
-    measured = paired_pct("eager-device")
-    nowait = paired_pct(rl.NOWAIT) if rl.NOWAIT in blocks else float("nan")
+    step, measured, measured_us, drift = within_rounds(blocks, "eager-device")
+    nowait = within_rounds(blocks, rl.NOWAIT)[1] if rl.NOWAIT in blocks else float("nan")
     # The same trace without its probe file: what gaps says of a bare recording.
     unprobed = os.path.join(args.out, f"unprobed-f{f:g}-bs{bs}.json.gz")
     shutil.copyfile(trace, unprobed)
     ratio = lambda x: x / measured if measured else float("nan")  # noqa: E731
-    measured_us = statistics.median(s - d for s, d in zip(sync, blocks["eager-device"]))
     row = {"forward_us": f, "batch_size": bs, "eager_sync_step_us": step["eager-sync"],
            "eager_device_step_us": step["eager-device"], "measured_change_pct": measured,
            "measured_win_us": measured_us, "eager_sync_drift_pct": drift, "rounds": args.rounds,
