@@ -150,6 +150,33 @@ pub struct SiteCost {
     pub win_us: Spread,
 }
 
+/// The headline's figures with the profiler's cost left in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AsTraced {
+    pub period_us: Spread,
+    pub win_us: Spread,
+    pub itl_change_pct: Spread,
+    pub reads_and_uploads_win_us: Spread,
+    pub reads_and_uploads_itl_change_pct: Spread,
+}
+
+impl AsTraced {
+    /// From `steps` accounted without the profiler's cost, their sites' indices into `sites`.
+    fn of(steps: &[Step], sites: &[Site]) -> AsTraced {
+        let spread =
+            |f: &dyn Fn(&Step) -> f64| Spread::of(&steps.iter().map(f).collect::<Vec<_>>());
+        let reads = |s: &Step| s.win_us(|i| sites[i].kind == SyncKind::Read);
+        let drains = |s: &Step| s.win_us(|i| sites[i].kind.drains_queue());
+        AsTraced {
+            period_us: spread(&Step::bare_us),
+            win_us: spread(&reads),
+            itl_change_pct: spread(&|s| -100.0 * reads(s) / s.bare_us()),
+            reads_and_uploads_win_us: spread(&drains),
+            reads_and_uploads_itl_change_pct: spread(&|s| -100.0 * drains(s) / s.bare_us()),
+        }
+    }
+}
+
 /// What `gaps` found in one trace.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Gaps {
@@ -177,6 +204,9 @@ pub struct Gaps {
     pub reads_and_uploads_itl_change_pct: Spread,
     /// Removing every sync (reads, uploads and other waits), µs a step.
     pub every_sync_win_us: Spread,
+    /// With a probe file, the same figures with the profiler's cost left in: where the host
+    /// paces the step, the answer rests on the cost taken off. `None` without one.
+    pub as_traced: Option<AsTraced>,
     /// Three typical steps laid out, for the chart.
     pub timeline: Timeline,
 }
@@ -230,34 +260,34 @@ pub fn analyse(
         )
     });
     let launched = launching_ops(trace, events);
-    let steps: Vec<Step> = (source.starts.windows(2))
-        .map(|pair| {
-            let period = Span {
-                ts: pair[0],
-                end: pair[1],
-            };
-            step(
-                period,
-                &busy,
-                &calls,
-                &call_sites,
-                (longest, &launched),
-                (profiler, &taken_back),
-            )
-        })
-        .collect();
+    let account = |profiler: Option<&ProfilerCost>, taken_back: &[(Span, f64)]| -> Vec<Step> {
+        (source.starts.windows(2))
+            .map(|pair| {
+                let period = Span {
+                    ts: pair[0],
+                    end: pair[1],
+                };
+                step(
+                    period,
+                    &busy,
+                    &calls,
+                    &call_sites,
+                    (longest, &launched),
+                    (profiler, taken_back),
+                )
+            })
+            .collect()
+    };
+    let steps = account(profiler, &taken_back);
+    let as_traced = profiler.map(|_| AsTraced::of(&account(None, &[]), &sites));
     if steps.is_empty() {
         bail!("{file}: {} gave fewer than two steps", source.how);
     }
     let probe_file = profiler.map(|p| p.probe_file.display().to_string());
     let timeline = Timeline::typical(&steps, &source.starts, &busy, &calls, &call_sites);
-    Ok(summarise(
-        file,
-        source.how,
-        probe_file,
-        (steps, timeline),
-        sites,
-    ))
+    let mut gaps = summarise(file, source.how, probe_file, (steps, timeline), sites);
+    gaps.as_traced = as_traced;
+    Ok(gaps)
 }
 
 /// One step's accounting over `period`: each GPU idle stretch's parts charged to the sync
@@ -411,6 +441,7 @@ fn summarise(
         reads_and_uploads_win_us: spread(&steps, &|s| s.reads_and_uploads_win_us),
         reads_and_uploads_itl_change_pct: spread(&steps, &change(|s| s.reads_and_uploads_win_us)),
         every_sync_win_us: spread(&steps, &|s| s.win_us(|_| true)),
+        as_traced: None,
         timeline: timeline.renumbered(|i| place.get(&i).copied()),
         sites: costs.into_iter().map(|(_, cost)| cost).collect(),
         steps,
@@ -493,6 +524,8 @@ pub(crate) fn overlap(a: Span, b: Span) -> f64 {
     (a.end.min(b.end) - a.ts.max(b.ts)).max(0.0)
 }
 
+#[cfg(test)]
+mod probe_tests;
 #[cfg(test)]
 mod real_traces_tests;
 #[cfg(test)]

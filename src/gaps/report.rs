@@ -1,7 +1,7 @@
 //! What `gaps` writes: `summary.md`, led by the answer, and `gaps.json`.
 
 use super::syncs::SyncKind;
-use super::{Gaps, Site, SiteCost, Spread};
+use super::{AsTraced, Gaps, Site, SiteCost, Spread};
 use crate::report::format::{fmt_num, table_cell};
 use crate::results::env::code;
 use std::fmt::Write;
@@ -86,13 +86,17 @@ pub fn headline(g: &Gaps) -> String {
         return format!(
             "**The step's reads and uploads cost it {} µs**, the costliest read {} ({top_read}); \
              removing them: ITL {} ({} {of_step}). The reads alone win {} µs, ITL {}: an upload \
-             left in the step waits for the GPU in a removed read's place.\n",
+             left in the step waits for the GPU in a removed read's place.{}\n",
             fmt_num(g.reads_and_uploads_win_us.median),
             site_name(&top.site),
             pct(&g.reads_and_uploads_itl_change_pct),
             fmt_num(g.reads_and_uploads_win_us.median),
             fmt_num(g.win_us.median),
             pct(&g.itl_change_pct),
+            as_traced_line(g, |t| (
+                &t.reads_and_uploads_itl_change_pct,
+                &t.reads_and_uploads_win_us
+            )),
         );
     }
     let mut line = format!(
@@ -113,6 +117,7 @@ pub fn headline(g: &Gaps) -> String {
             fmt_num(g.reads_and_uploads_win_us.median),
         );
     }
+    line.push_str(&as_traced_line(g, |t| (&t.itl_change_pct, &t.win_us)));
     line.push('\n');
     line
 }
@@ -151,12 +156,36 @@ fn profiler_line(g: &Gaps) -> String {
     }
 }
 
+/// Whether the host paces the step: its GPU idles half of it or more.
+fn host_paced(g: &Gaps) -> bool {
+    g.gpu_idle_us.median / g.period_us.median >= 0.5
+}
+
+/// Where the host paces a probe-corrected step, the headline's figure as traced beside it: the
+/// win is a share of host time, and the answer rests on the profiler's cost taken off.
+fn as_traced_line(g: &Gaps, figure: fn(&AsTraced) -> (&Spread, &Spread)) -> String {
+    let Some(t) = g.as_traced.as_ref().filter(|_| host_paced(g)) else {
+        return String::new();
+    };
+    let (change, win) = figure(t);
+    format!(
+        " **The host paces this step, so the answer rests on the {} µs a step of profiler cost \
+         taken off**; as traced, with it left in: ITL {} ({} of {} µs a step). Checked against \
+         loops whose change was measured, such steps missed it either way with and without the \
+         probe file (docs/gaps.md, Limits): record a few traces and read both.",
+        fmt_num(g.profiler_us.median),
+        pct(change),
+        fmt_num(win.median),
+        fmt_num(t.period_us.median),
+    )
+}
+
 /// Where the host paces the step, what the win leaves out: the code before a read.
 fn host_paced_line(g: &Gaps) -> String {
-    let idle_share = g.gpu_idle_us.median / g.period_us.median;
-    if idle_share.is_nan() || idle_share < 0.5 {
+    if !host_paced(g) {
         return String::new();
     }
+    let idle_share = g.gpu_idle_us.median / g.period_us.median;
     format!(
         " The host paces this step (its GPU idles {:.0}% of it), so removing a read wins the host \
          time it frees, not the GPU's idle. Code before a read that exists for it (a `.max()` \
