@@ -17,9 +17,10 @@ with the eager-sync drift between the first and second half of the rounds), what
 predicts from removing the reads, the reads and uploads, and every sync, each with and without
 the probe, and the ratio of each prediction to the measured change (the bar: within ±20% with
 the probe), and the same for the reads and uploads in µs a step (what a host that changed speed
-between the untraced steps and the trace moves less). Beside it, reference_loop's eager-nowait
-arm (eager-sync's host ops without their waits): what the waits alone cost, set against gaps'
-every-sync figure.
+between the untraced steps and the trace moves less), and the profiler's cost a step as the
+probe file prices it against the traced step's excess over the untraced one. Beside it,
+reference_loop's eager-nowait arm (eager-sync's host ops without their waits): what the waits
+alone cost, set against gaps' every-sync figure.
 """
 
 import argparse
@@ -160,6 +161,16 @@ def one_cell(args, f, bs):
               f"alone {nowait:+.1f}%), gaps reads and uploads {both:+.1f}% ({ratio(both):.2f}x), "
               f"reads {reads:+.1f}% ({ratio(reads):.2f}x), every sync {every:+.1f}% "
               f"({ratio(every):.2f}x); sites: {sites}", file=sys.stderr, flush=True)
+    # What the profiler cost a step: as the probe file prices it (what gaps took off), and as
+    # the trace ran over the untraced step (the same where the probes price its events right
+    # and the host held still).
+    if "traced_step_us" in row and "unprobed_traced_step_us" in row:
+        traced = row["unprobed_traced_step_us"]
+        row["profiler_fitted_us"] = traced - row["traced_step_us"]
+        row["profiler_excess_us"] = traced - step["eager-sync"]
+        print(f"f {f:g} bs {bs}: profiler cost {row['profiler_fitted_us']:.0f} us a step as "
+              f"fitted, {row['profiler_excess_us']:.0f} us over the untraced step",
+              file=sys.stderr, flush=True)
     return row
 
 
