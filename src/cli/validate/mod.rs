@@ -1,6 +1,5 @@
 //! `metaprep validate REFERENCE --host-profile P`: the step model against an engine's own
 //! untraced step times, on the reference's grid, in one call.
-
 //!
 //! This file is the adapter: the flags, their refusals before any GPU work, and `steps` run
 //! per cell through the steps flags; the validation itself is `calibrate::validate`'s.
