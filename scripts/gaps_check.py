@@ -138,6 +138,9 @@ def one_cell(args, f, bs):
             row[col("sites")] = p.stderr.strip().splitlines()[-1:]
             continue
         g = json.loads(p.stdout)[0]
+        # The per-event costs fitted from the probe file: what a correction rests on.
+        for kind, cost in (g.get("profiler_event_costs_us") or {}).items():
+            row[f"event_cost_{kind}_us"] = cost
         reads = g["itl_change_pct"]["median"]
         # What eager-device drops: the reads and the uploads (either left would wait in place).
         both = g["reads_and_uploads_itl_change_pct"]["median"]

@@ -26,9 +26,7 @@ use probe::ProbeFile;
 use std::path::{Path, PathBuf};
 use trace::Trace;
 
-pub use probe::probe_path;
-#[cfg(test)]
-pub(crate) use probe::EventCosts;
+pub use probe::{probe_path, EventCosts};
 
 /// What `metaprep calibrate` was asked for.
 #[derive(Debug, Clone)]

@@ -12,7 +12,7 @@
 
 use crate::model::post_wait::PostWait;
 use anyhow::{anyhow, bail, Context, Result};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -165,7 +165,7 @@ impl EventCounts {
 }
 
 /// Host µs one recorded event of each kind costs while the profiler runs.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct EventCosts {
     pub cpu_op: f64,
     pub runtime: f64,

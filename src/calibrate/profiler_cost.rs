@@ -20,6 +20,11 @@ impl ProfilerCost<'_> {
     pub fn in_span(&self, span: Span) -> f64 {
         self.costs.of(self.analysis.events_in(span))
     }
+
+    /// What each kind of recorded event was fitted to cost, µs.
+    pub fn costs(&self) -> EventCosts {
+        self.costs
+    }
 }
 
 /// The profiler's costs from the probe file beside `path` (`x.json` → `x.probe.json`), fitted

@@ -17,6 +17,7 @@ pub mod timeline;
 
 use crate::calibrate::profiler_cost::ProfilerCost;
 use crate::calibrate::trace::{Span, Trace};
+use crate::calibrate::EventCosts;
 use crate::stats::summary::quantile;
 use anyhow::{anyhow, bail, Result};
 use profiler_lag::{lag_taken_back, launches, profiler_split_us, wait_ends};
@@ -188,6 +189,9 @@ pub struct Gaps {
     pub probe_file: Option<String>,
     /// The profiler's cost taken off each step, µs.
     pub profiler_us: Spread,
+    /// What each kind of recorded event was fitted to cost from the probe file, µs: where
+    /// they are large the correction decides a host-paced answer. `None` without one.
+    pub profiler_event_costs_us: Option<EventCosts>,
     pub steps: Vec<Step>,
     /// Every site, the costliest first.
     pub sites: Vec<SiteCost>,
@@ -287,6 +291,7 @@ pub fn analyse(
     let timeline = Timeline::typical(&steps, &source.starts, &busy, &calls, &call_sites);
     let mut gaps = summarise(file, source.how, probe_file, (steps, timeline), sites);
     gaps.as_traced = as_traced;
+    gaps.profiler_event_costs_us = profiler.map(ProfilerCost::costs);
     Ok(gaps)
 }
 
@@ -431,6 +436,7 @@ fn summarise(
         steps_from,
         probe_file,
         profiler_us: spread(&steps, &|s| s.profiler_us),
+        profiler_event_costs_us: None,
         period_us: spread(&steps, &Step::bare_us),
         gpu_idle_us: spread(&steps, &|s| s.bare_us() - s.gpu_busy_us),
         win_us: spread(&steps, &reads_win),

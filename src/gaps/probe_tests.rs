@@ -73,6 +73,15 @@ fn a_probe_file_beside_the_trace_takes_the_profilers_cost_off_each_step() {
     // here) would leave it 1.4% short.
     assert!((d / b - 1.0).abs() < 0.01, "deflated {d} against bare {b}");
     assert!(deflated.profiler_us.median > 0.0 && raw.profiler_us.median == 0.0);
+    // The fitted costs are in the figures, near what every event was made to cost.
+    assert_eq!(raw.profiler_event_costs_us, None);
+    let fitted = deflated.profiler_event_costs_us.expect("fitted");
+    for (got, want) in [
+        (fitted.cpu_op, COSTS.cpu_op),
+        (fitted.runtime, COSTS.runtime),
+    ] {
+        assert!((got / want - 1.0).abs() < 0.1, "{got} against {want}");
+    }
     // Beside the corrected figures, the trace's own: what the answer would be with none.
     let t = deflated
         .as_traced
