@@ -151,9 +151,10 @@ pub struct SiteCost {
     pub win_us: Spread,
 }
 
-/// The headline's figures with the profiler's cost left in.
+/// The headline's figures over a trace's steps: the step, and what removing the reads, and the
+/// reads with the uploads, wins.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AsTraced {
+pub struct Headline {
     pub period_us: Spread,
     pub win_us: Spread,
     pub itl_change_pct: Spread,
@@ -161,19 +162,24 @@ pub struct AsTraced {
     pub reads_and_uploads_itl_change_pct: Spread,
 }
 
-impl AsTraced {
-    /// From `steps` accounted without the profiler's cost, their sites' indices into `sites`.
-    fn of(steps: &[Step], sites: &[Site]) -> AsTraced {
+impl Headline {
+    /// Sets each of `steps`' reads' and reads-and-uploads' wins (their sites' indices into
+    /// `sites`), and gives the figures over them.
+    fn of(steps: &mut [Step], sites: &[Site]) -> Headline {
+        for step in steps.iter_mut() {
+            step.reads_win_us = step.win_us(|i| sites[i].kind == SyncKind::Read);
+            step.reads_and_uploads_win_us = step.win_us(|i| sites[i].kind.drains_queue());
+        }
         let spread =
             |f: &dyn Fn(&Step) -> f64| Spread::of(&steps.iter().map(f).collect::<Vec<_>>());
-        let reads = |s: &Step| s.win_us(|i| sites[i].kind == SyncKind::Read);
-        let drains = |s: &Step| s.win_us(|i| sites[i].kind.drains_queue());
-        AsTraced {
+        Headline {
             period_us: spread(&Step::bare_us),
-            win_us: spread(&reads),
-            itl_change_pct: spread(&|s| -100.0 * reads(s) / s.bare_us()),
-            reads_and_uploads_win_us: spread(&drains),
-            reads_and_uploads_itl_change_pct: spread(&|s| -100.0 * drains(s) / s.bare_us()),
+            win_us: spread(&|s| s.reads_win_us),
+            itl_change_pct: spread(&|s| -100.0 * s.reads_win_us / s.bare_us()),
+            reads_and_uploads_win_us: spread(&|s| s.reads_and_uploads_win_us),
+            reads_and_uploads_itl_change_pct: spread(&|s| {
+                -100.0 * s.reads_and_uploads_win_us / s.bare_us()
+            }),
         }
     }
 }
@@ -210,7 +216,7 @@ pub struct Gaps {
     pub every_sync_win_us: Spread,
     /// With a probe file, the same figures with the profiler's cost left in: where the host
     /// paces the step, the answer rests on the cost taken off. `None` without one.
-    pub as_traced: Option<AsTraced>,
+    pub as_traced: Option<Headline>,
     /// Three typical steps laid out, for the chart.
     pub timeline: Timeline,
 }
@@ -283,16 +289,18 @@ pub fn analyse(
             .collect()
     };
     let steps = account(profiler, &taken_back);
-    let as_traced = profiler.map(|_| AsTraced::of(&account(None, &[]), &sites));
+    let as_traced = profiler.map(|_| Headline::of(&mut account(None, &[]), &sites));
     if steps.is_empty() {
         bail!("{file}: {} gave fewer than two steps", source.how);
     }
-    let probe_file = profiler.map(|p| p.probe_file.display().to_string());
     let timeline = Timeline::typical(&steps, &source.starts, &busy, &calls, &call_sites);
-    let mut gaps = summarise(file, source.how, probe_file, (steps, timeline), sites);
-    gaps.as_traced = as_traced;
-    gaps.profiler_event_costs_us = profiler.map(ProfilerCost::costs);
-    Ok(gaps)
+    Ok(summarise(
+        file,
+        source.how,
+        (profiler, as_traced),
+        (steps, timeline),
+        sites,
+    ))
 }
 
 /// One step's accounting over `period`: each GPU idle stretch's parts charged to the sync
@@ -384,21 +392,20 @@ fn step(
 fn summarise(
     file: &str,
     steps_from: String,
-    probe_file: Option<String>,
+    (profiler, as_traced): (Option<&ProfilerCost>, Option<Headline>),
     (mut steps, timeline): (Vec<Step>, Timeline),
     sites: Vec<Site>,
 ) -> Gaps {
-    let is_read: Vec<bool> = sites.iter().map(|s| s.kind == SyncKind::Read).collect();
-    let drains: Vec<bool> = sites.iter().map(|s| s.kind.drains_queue()).collect();
-    for step in steps.iter_mut() {
-        step.reads_win_us = step.win_us(|i| is_read[i]);
-        step.reads_and_uploads_win_us = step.win_us(|i| drains[i]);
-    }
+    let Headline {
+        period_us,
+        win_us,
+        itl_change_pct,
+        reads_and_uploads_win_us,
+        reads_and_uploads_itl_change_pct,
+    } = Headline::of(&mut steps, &sites);
     let spread = |steps: &[Step], f: &dyn Fn(&Step) -> f64| {
         Spread::of(&steps.iter().map(f).collect::<Vec<_>>())
     };
-    let reads_win = |s: &Step| s.reads_win_us;
-    let change = |win: fn(&Step) -> f64| move |s: &Step| -100.0 * win(s) / s.bare_us();
     let mut costs: Vec<(usize, SiteCost)> = (sites.into_iter().enumerate())
         // A sync outside every step (before the first, after the last) is no step's.
         .filter(|(i, _)| steps.iter().any(|s| s.by_site.contains_key(i)))
@@ -434,20 +441,20 @@ fn summarise(
     Gaps {
         file: file.to_string(),
         steps_from,
-        probe_file,
+        probe_file: profiler.map(|p| p.probe_file.display().to_string()),
         profiler_us: spread(&steps, &|s| s.profiler_us),
-        profiler_event_costs_us: None,
-        period_us: spread(&steps, &Step::bare_us),
+        profiler_event_costs_us: profiler.map(ProfilerCost::costs),
+        period_us,
         gpu_idle_us: spread(&steps, &|s| s.bare_us() - s.gpu_busy_us),
-        win_us: spread(&steps, &reads_win),
-        itl_change_pct: spread(&steps, &change(|s| s.reads_win_us)),
+        win_us,
+        itl_change_pct,
         throughput_change_pct: spread(&steps, &|s| {
-            100.0 * (s.bare_us() / (s.bare_us() - reads_win(s)) - 1.0)
+            100.0 * (s.bare_us() / (s.bare_us() - s.reads_win_us) - 1.0)
         }),
-        reads_and_uploads_win_us: spread(&steps, &|s| s.reads_and_uploads_win_us),
-        reads_and_uploads_itl_change_pct: spread(&steps, &change(|s| s.reads_and_uploads_win_us)),
+        reads_and_uploads_win_us,
+        reads_and_uploads_itl_change_pct,
         every_sync_win_us: spread(&steps, &|s| s.win_us(|_| true)),
-        as_traced: None,
+        as_traced,
         timeline: timeline.renumbered(|i| place.get(&i).copied()),
         sites: costs.into_iter().map(|(_, cost)| cost).collect(),
         steps,

@@ -1,7 +1,7 @@
 //! What `gaps` writes: `summary.md`, led by the answer, and `gaps.json`.
 
 use super::syncs::SyncKind;
-use super::{AsTraced, Gaps, Site, SiteCost, Spread};
+use super::{Gaps, Headline, Site, SiteCost, Spread};
 use crate::report::format::{fmt_num, table_cell};
 use crate::results::env::code;
 use std::fmt::Write;
@@ -156,14 +156,19 @@ fn profiler_line(g: &Gaps) -> String {
     }
 }
 
+/// The share of the step its GPU idles.
+fn idle_share(g: &Gaps) -> f64 {
+    g.gpu_idle_us.median / g.period_us.median
+}
+
 /// Whether the host paces the step: its GPU idles half of it or more.
 fn host_paced(g: &Gaps) -> bool {
-    g.gpu_idle_us.median / g.period_us.median >= 0.5
+    idle_share(g) >= 0.5
 }
 
 /// Where the host paces a probe-corrected step, the headline's figure as traced beside it: the
 /// win is a share of host time, and the answer rests on the profiler's cost taken off.
-fn as_traced_line(g: &Gaps, figure: fn(&AsTraced) -> (&Spread, &Spread)) -> String {
+fn as_traced_line(g: &Gaps, figure: fn(&Headline) -> (&Spread, &Spread)) -> String {
     let Some(t) = g.as_traced.as_ref().filter(|_| host_paced(g)) else {
         return String::new();
     };
@@ -185,12 +190,11 @@ fn host_paced_line(g: &Gaps) -> String {
     if !host_paced(g) {
         return String::new();
     }
-    let idle_share = g.gpu_idle_us.median / g.period_us.median;
     format!(
         " The host paces this step (its GPU idles {:.0}% of it), so removing a read wins the host \
          time it frees, not the GPU's idle. Code before a read that exists for it (a `.max()` \
          launched to be read) looks like other host work in a trace and is not counted.",
-        100.0 * idle_share
+        100.0 * idle_share(g)
     )
 }
 
