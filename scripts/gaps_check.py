@@ -10,17 +10,17 @@ profile endpoint records), against the same loop's untraced eager-sync and eager
 Each cell runs in a process of its own (a profiler leaves hooks behind in its process). Per
 cell it writes OUT/trace-f<F>-bs<B>.json.gz with its probe file beside it (recorded by
 scripts/metaprep_host.py's `record`, the recipe an engine follows), runs `METAPREP gaps` on it
-with the probe file and on a copy without it, then prints and writes OUT/gaps-check.csv: the
-measured change of the step (eager-device over eager-sync: the median over rounds of
-untraced steps, each round's order the mirror of the last, of the change within the round,
-with the eager-sync drift between the first and second half of the rounds), what gaps
-predicts from removing the reads, the reads and uploads, and every sync, each with and without
-the probe, and the ratio of each prediction to the measured change (the bar: within ±20% with
-the probe), and the same for the reads and uploads in µs a step (what a host that changed speed
-between the untraced steps and the trace moves less), and the profiler's cost a step as the
-probe file prices it against the traced step's excess over the untraced one. Beside it,
-reference_loop's eager-nowait arm (eager-sync's host ops without their waits): what the waits
-alone cost, set against gaps' every-sync figure.
+(whose gaps.json gives the figures with the probe file and as traced), then prints and writes
+OUT/gaps-check.csv: the measured change of the step (eager-device over eager-sync: the median
+over rounds of untraced steps, each round's order the mirror of the last, of the change within
+the round, with the eager-sync drift between the first and second half of the rounds), what
+gaps predicts from removing the reads and the reads and uploads, each with and without the
+probe, and every sync with it, and the ratio of each prediction to the measured change (the
+bar: within ±20% with the probe), and the same for the reads and uploads in µs a step (what a
+host that changed speed between the untraced steps and the trace moves less), and the
+profiler's cost a step as the probe file prices it against the traced step's excess over the
+untraced one. Beside it, reference_loop's eager-nowait arm (eager-sync's host ops without their
+waits): what the waits alone cost, set against gaps' every-sync figure.
 """
 
 import argparse
@@ -118,62 +118,57 @@ def one_cell(args, f, bs):
     plain_trace(run, args.trace_steps, trace)
     step, measured, measured_us, drift = within_rounds(blocks, "eager-device")
     nowait = within_rounds(blocks, rl.NOWAIT)[1] if rl.NOWAIT in blocks else float("nan")
-    # The same trace without its probe file: what gaps says of a bare recording.
-    unprobed = os.path.join(args.out, f"unprobed-f{f:g}-bs{bs}.json.gz")
-    shutil.copyfile(trace, unprobed)
     ratio = lambda x: x / measured if measured else float("nan")  # noqa: E731
     row = {"forward_us": f, "batch_size": bs, "eager_sync_step_us": step["eager-sync"],
            "eager_device_step_us": step["eager-device"], "measured_change_pct": measured,
            "measured_win_us": measured_us, "eager_sync_drift_pct": drift, "rounds": args.rounds,
            "eager_nowait_step_us": step.get(rl.NOWAIT, ""), "nowait_change_pct": nowait}
-    for name, path in (("gaps", trace), ("unprobed", unprobed)):
+    out = os.path.join(args.out, f"gaps-f{f:g}-bs{bs}")
+    shutil.rmtree(out, ignore_errors=True)
+    p = subprocess.run([args.metaprep, "gaps", trace, "--out", out, "--json"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"f {f:g} bs {bs}: gaps exit {p.returncode}: {p.stderr.strip()}", file=sys.stderr)
+        row["sites"] = p.stderr.strip().splitlines()[-1:]
+        return row
+    g = json.loads(p.stdout)[0]
+    row["sites"] = "; ".join(f"{s['site']['kind']} {s['site']['op']}"
+                             for s in g["sites"] if s["calls_per_step"] > 0)
+    # The per-event costs fitted from the probe file: what a correction rests on.
+    for kind, cost in (g["profiler_event_costs_us"] or {}).items():
+        row[f"event_cost_{kind}_us"] = cost
+    every = -100.0 * g["every_sync_win_us"]["median"] / g["period_us"]["median"]
+    row.update({"gaps_every_sync_change_pct": every, "every_sync_ratio": ratio(every),
+                "every_sync_nowait_ratio": every / nowait if nowait else float("nan")})
+    # The headline's figures with the probe file, and as traced (the profiler's cost left in,
+    # what a bare recording gives).
+    for name, h in (("gaps", g), ("unprobed", g["as_traced"])):
         col = (lambda c: c) if name == "gaps" else (lambda c: f"unprobed_{c}")
-        out = os.path.join(args.out, f"{name}-f{f:g}-bs{bs}")
-        shutil.rmtree(out, ignore_errors=True)
-        p = subprocess.run([args.metaprep, "gaps", path, "--out", out, "--json"],
-                           capture_output=True, text=True)
-        if p.returncode != 0:
-            print(f"f {f:g} bs {bs} {name}: gaps exit {p.returncode}: {p.stderr.strip()}",
-                  file=sys.stderr)
-            row[col("sites")] = p.stderr.strip().splitlines()[-1:]
-            continue
-        g = json.loads(p.stdout)[0]
-        # The per-event costs fitted from the probe file: what a correction rests on.
-        for kind, cost in (g.get("profiler_event_costs_us") or {}).items():
-            row[f"event_cost_{kind}_us"] = cost
-        reads = g["itl_change_pct"]["median"]
+        reads = h["itl_change_pct"]["median"]
         # What eager-device drops: the reads and the uploads (either left would wait in place).
-        both = g["reads_and_uploads_itl_change_pct"]["median"]
-        both_us = g["reads_and_uploads_win_us"]["median"]
-        every = -100.0 * g["every_sync_win_us"]["median"] / g["period_us"]["median"]
-        sites = "; ".join(f"{s['site']['kind']} {s['site']['op']}"
-                          for s in g["sites"] if s["calls_per_step"] > 0)
+        both = h["reads_and_uploads_itl_change_pct"]["median"]
+        both_us = h["reads_and_uploads_win_us"]["median"]
         row.update({col("gaps_reads_change_pct"): reads, col("reads_ratio"): ratio(reads),
                     col("gaps_reads_uploads_change_pct"): both,
                     col("reads_uploads_ratio"): ratio(both),
-                    col("gaps_every_sync_change_pct"): every, col("every_sync_ratio"): ratio(every),
-                    col("sites"): sites,
                     # In µs too: a host whose speed moved between the untraced steps and the
                     # trace moves a percentage's base, not the µs removed.
-                    col("traced_step_us"): g["period_us"]["median"],
+                    col("traced_step_us"): h["period_us"]["median"],
                     col("gaps_reads_uploads_win_us"): both_us,
                     col("reads_uploads_win_ratio"):
-                        both_us / measured_us if measured_us else float("nan"),
-                    col("every_sync_nowait_ratio"): every / nowait if nowait else float("nan")})
+                        both_us / measured_us if measured_us else float("nan")})
         print(f"f {f:g} bs {bs} {name}: measured {measured:+.1f}% (drift {drift:+.1f}%, waits "
               f"alone {nowait:+.1f}%), gaps reads and uploads {both:+.1f}% ({ratio(both):.2f}x), "
-              f"reads {reads:+.1f}% ({ratio(reads):.2f}x), every sync {every:+.1f}% "
-              f"({ratio(every):.2f}x); sites: {sites}", file=sys.stderr, flush=True)
+              f"reads {reads:+.1f}% ({ratio(reads):.2f}x); sites: {row['sites']}",
+              file=sys.stderr, flush=True)
     # What the profiler cost a step: as the probe file prices it (what gaps took off), and as
     # the trace ran over the untraced step (the same where the probes price its events right
     # and the host held still).
-    if "traced_step_us" in row and "unprobed_traced_step_us" in row:
-        traced = row["unprobed_traced_step_us"]
-        row["profiler_fitted_us"] = traced - row["traced_step_us"]
-        row["profiler_excess_us"] = traced - step["eager-sync"]
-        print(f"f {f:g} bs {bs}: profiler cost {row['profiler_fitted_us']:.0f} us a step as "
-              f"fitted, {row['profiler_excess_us']:.0f} us over the untraced step",
-              file=sys.stderr, flush=True)
+    row["profiler_fitted_us"] = g["profiler_us"]["median"]
+    row["profiler_excess_us"] = g["as_traced"]["period_us"]["median"] - step["eager-sync"]
+    print(f"f {f:g} bs {bs}: every sync {every:+.1f}% ({ratio(every):.2f}x); profiler cost "
+          f"{row['profiler_fitted_us']:.0f} us a step as fitted, "
+          f"{row['profiler_excess_us']:.0f} us over the untraced step", file=sys.stderr, flush=True)
     return row
 
 
