@@ -41,21 +41,28 @@ fn recorded_loop(
     (s.into_json(), probe)
 }
 
+/// `name.json` in `dir` with its probe file beside it where there is one, read back.
+fn written(
+    dir: &std::path::Path,
+    name: &str,
+    (json, probe): (String, Option<String>),
+) -> (std::path::PathBuf, Trace) {
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, json).unwrap();
+    if let Some(probe) = probe {
+        std::fs::write(dir.join(format!("{name}.probe.json")), probe).unwrap();
+    }
+    let trace = Trace::read(&path).unwrap();
+    (path, trace)
+}
+
 #[test]
 fn a_probe_file_beside_the_trace_takes_the_profilers_cost_off_each_step() {
     use crate::calibrate::profiler_cost;
     use crate::calibrate::synthetic::COSTS;
     let dir = tempfile::tempdir().unwrap();
-    let read = |name: &str, (json, probe): (String, Option<String>)| {
-        let path = dir.path().join(format!("{name}.json"));
-        std::fs::write(&path, json).unwrap();
-        if let Some(probe) = probe {
-            std::fs::write(dir.path().join(format!("{name}.probe.json")), probe).unwrap();
-        }
-        (path.clone(), Trace::read(&path).unwrap())
-    };
-    let (_, bare) = read("bare", recorded_loop(None, 300.0));
-    let (path, traced) = read("traced", recorded_loop(Some(COSTS), 300.0));
+    let (_, bare) = written(dir.path(), "bare", recorded_loop(None, 300.0));
+    let (path, traced) = written(dir.path(), "traced", recorded_loop(Some(COSTS), 300.0));
     let bare = analyse("bare", &bare, None, None).unwrap();
     let cost = profiler_cost::beside("traced", &path, &traced)
         .unwrap()
@@ -116,11 +123,7 @@ fn where_the_host_paces_a_corrected_step_the_headline_gives_the_figure_as_traced
     use crate::calibrate::synthetic::COSTS;
     let dir = tempfile::tempdir().unwrap();
     // A long scheduler: the GPU idles most of the step.
-    let (json, probe) = recorded_loop(Some(COSTS), 1200.0);
-    let path = dir.path().join("traced.json");
-    std::fs::write(&path, json).unwrap();
-    std::fs::write(dir.path().join("traced.probe.json"), probe.unwrap()).unwrap();
-    let traced = Trace::read(&path).unwrap();
+    let (path, traced) = written(dir.path(), "traced", recorded_loop(Some(COSTS), 1200.0));
     let cost = profiler_cost::beside("traced", &path, &traced)
         .unwrap()
         .unwrap();
