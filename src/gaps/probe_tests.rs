@@ -1,5 +1,6 @@
 //! The profiler's cost taken off with a probe file beside the trace, on constructed loops.
 
+use super::tests::written;
 use super::*;
 
 /// A host-bound decode loop recorded as torch.profiler lays it out: per `ProfilerStep#k`,
@@ -39,21 +40,6 @@ fn recorded_loop(
         });
     }
     (s.into_json(), probe)
-}
-
-/// `name.json` in `dir` with its probe file beside it where there is one, read back.
-fn written(
-    dir: &std::path::Path,
-    name: &str,
-    (json, probe): (String, Option<String>),
-) -> (std::path::PathBuf, Trace) {
-    let path = dir.join(format!("{name}.json"));
-    std::fs::write(&path, json).unwrap();
-    if let Some(probe) = probe {
-        std::fs::write(dir.join(format!("{name}.probe.json")), probe).unwrap();
-    }
-    let trace = Trace::read(&path).unwrap();
-    (path, trace)
 }
 
 #[test]

@@ -505,7 +505,21 @@ fn an_upload_before_any_launch_in_its_step_claims_none_of_the_steps_start() {
 /// What `gaps` makes of a synthetic trace, read back from its file, with no probe file.
 fn analysed(s: crate::calibrate::synthetic::Synth) -> Gaps {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.json");
-    std::fs::write(&path, s.into_json()).unwrap();
-    analyse("t", &Trace::read(&path).unwrap(), None, None).unwrap()
+    let (_, trace) = written(dir.path(), "t", (s.into_json(), None));
+    analyse("t", &trace, None, None).unwrap()
+}
+
+/// `name.json` in `dir` with its probe file beside it where there is one, read back.
+pub(super) fn written(
+    dir: &std::path::Path,
+    name: &str,
+    (json, probe): (String, Option<String>),
+) -> (std::path::PathBuf, Trace) {
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, json).unwrap();
+    if let Some(probe) = probe {
+        std::fs::write(dir.join(format!("{name}.probe.json")), probe).unwrap();
+    }
+    let trace = Trace::read(&path).unwrap();
+    (path, trace)
 }
