@@ -5,10 +5,11 @@
 //! profiled timings sit in the trace too, each inside a `record_function("metaprep probe
 //! NAME")`. Counting what each workload left in the trace per repetition (cpu ops, runtime
 //! calls, annotations, graph kernel nodes) and what it cost beyond its bare time gives one
-//! small linear system; its non-negative least-squares solution is what one event of each
-//! kind costs the host while profiling. The workloads' event mixes differ (an op with and
-//! without a launch, nested ops, bare annotations, a graph replay), which is what lets the
-//! four costs be told apart; the fit's residuals are reported.
+//! small linear system; its non-negative least-squares solution, each workload weighted by
+//! the precision of its overhead, is what one event of each kind costs the host while
+//! profiling. The workloads' event mixes differ (an op with and without a launch, nested ops,
+//! bare annotations, a graph replay), which is what lets the four costs be told apart; the
+//! fit's residuals are reported.
 
 use crate::model::post_wait::PostWait;
 use anyhow::{anyhow, bail, Context, Result};
@@ -209,6 +210,8 @@ pub struct FitRow {
     pub profiled_us: f64,
     /// profiled − bare, per repetition.
     pub overhead_us: f64,
+    /// The standard error of `overhead_us`, from the spread of the timings.
+    pub overhead_se_us: f64,
     /// What the fitted costs give for it.
     pub fitted_us: f64,
 }
@@ -220,9 +223,10 @@ pub struct Fit {
 }
 
 /// Fits the per-event costs from each workload's counts (per repetition) and the probe
-/// file's timings. A kind of event no workload produced costs 0 (the report says so).
+/// file's timings, each workload weighted by how precisely its overhead was measured: an
+/// unweighted fit follows the one large workload (`mixed`, ~1 ms) and misses the small ones
+/// by 2×. A kind of event no workload produced costs 0 (the report says so).
 pub fn fit(probe: &ProbeFile, counts: &BTreeMap<String, EventCounts>) -> Result<Fit> {
-    let median = |v: &[f64]| crate::stats::summary::quantile(v, 0.5).expect("checked non-empty");
     let mut rows = Vec::new();
     for (name, bare) in &probe.bare_us {
         let (Some(profiled), Some(&c)) = (probe.profiled_us.get(name), counts.get(name)) else {
@@ -235,6 +239,9 @@ pub fn fit(probe: &ProbeFile, counts: &BTreeMap<String, EventCounts>) -> Result<
             bare_us: b,
             profiled_us: p,
             overhead_us: p - b,
+            overhead_se_us: (median_se(bare).powi(2) + median_se(profiled).powi(2))
+                .sqrt()
+                .max(SE_FLOOR * p),
             fitted_us: 0.0,
         });
     }
@@ -246,8 +253,13 @@ pub fn fit(probe: &ProbeFile, counts: &BTreeMap<String, EventCounts>) -> Result<
             probe.mark
         );
     }
-    let a: Vec<[f64; KINDS]> = rows.iter().map(|r| r.counts.as_row()).collect();
-    let y: Vec<f64> = rows.iter().map(|r| r.overhead_us).collect();
+    let a: Vec<[f64; KINDS]> = (rows.iter())
+        .map(|r| r.counts.as_row().map(|n| n / r.overhead_se_us))
+        .collect();
+    let y: Vec<f64> = rows
+        .iter()
+        .map(|r| r.overhead_us / r.overhead_se_us)
+        .collect();
     let [cpu_op, runtime, runtime_busy, annotation, graph_launch, graph_launch_busy, graph_node] =
         nonnegative_least_squares(&a, &y);
     let costs = EventCosts {
@@ -263,6 +275,24 @@ pub fn fit(probe: &ProbeFile, counts: &BTreeMap<String, EventCounts>) -> Result<
         r.fitted_us = costs.of(r.counts);
     }
     Ok(Fit { costs, rows })
+}
+
+/// The least standard error a workload's overhead is given, as a share of its profiled time:
+/// timings that agree exactly (or a single one) would otherwise weigh infinitely.
+const SE_FLOOR: f64 = 1e-3;
+
+fn median(v: &[f64]) -> f64 {
+    crate::stats::summary::quantile(v, 0.5).expect("checked non-empty")
+}
+
+/// The standard error of the median of `v`, from its median absolute deviation (robust to
+/// the slow first timing a probe often has): 1.4826·MAD is σ for normal data, and the
+/// median's error is √(π/2)·σ/√n.
+fn median_se(v: &[f64]) -> f64 {
+    let m = median(v);
+    let deviations: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
+    let sigma = 1.4826 * median(&deviations);
+    (std::f64::consts::PI / 2.0).sqrt() * sigma / (v.len() as f64).sqrt()
 }
 
 /// min ‖A x − y‖ subject to x ≥ 0, for a handful of columns: least squares on the columns
@@ -434,6 +464,39 @@ mod tests {
         let f = fit(&probe, &map).unwrap();
         assert!((f.costs.cpu_op - 1.9).abs() < 0.3, "{:?}", f.costs);
         assert!((f.costs.runtime - 7.0).abs() < 1.0, "{:?}", f.costs);
+    }
+
+    #[test]
+    fn a_loosely_measured_large_workload_does_not_pull_the_fit_off_the_precise_ones() {
+        let truth = EventCosts {
+            cpu_op: 2.0,
+            runtime: 10.0,
+            runtime_busy: 6.0,
+            annotation: 7.0,
+            graph_launch: 3.0,
+            graph_launch_busy: 4.0,
+            graph_node: 1.0,
+        };
+        let (mut probe, mut map) = synthetic(truth, 0.2);
+        // A ~1 ms pass whose events cost more than the small workloads' (a varied op sequence
+        // does), timed with a spread of tens of µs, as on a real host.
+        let mixed = counts(90.0, 33.0, 0.0, 0.0, 0.0);
+        map.insert("mixed".into(), mixed);
+        probe
+            .bare_us
+            .insert("mixed".into(), vec![280.0, 300.0, 290.0, 284.0, 296.0]);
+        let over = truth.of(mixed) + 250.0;
+        let profiled = [-60.0, 40.0, -20.0, 70.0, 0.0, 30.0, -45.0].map(|d| 290.0 + over + d);
+        probe.profiled_us.insert("mixed".into(), profiled.to_vec());
+        let f = fit(&probe, &map).unwrap();
+        assert!((f.costs.cpu_op - 2.0).abs() < 0.2, "{:?}", f.costs);
+        assert!((f.costs.runtime - 10.0).abs() < 1.0, "{:?}", f.costs);
+        let mixed_row = f.rows.iter().find(|r| r.workload == "mixed").unwrap();
+        assert!(mixed_row.overhead_se_us > 10.0, "{mixed_row:?}");
+        assert!(
+            mixed_row.overhead_us - mixed_row.fitted_us > 200.0,
+            "{mixed_row:?}"
+        );
     }
 
     #[test]
