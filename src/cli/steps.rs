@@ -393,7 +393,16 @@ pub(crate) fn check_outputs(config: &StepsConfig) -> Result<(), ExitCode> {
 }
 
 pub(crate) fn run_steps(config: &StepsConfig) -> Result<ExitCode> {
-    let outcome = crate::runs::ranks::run(config)?;
+    use crate::runs::{ranks, steps};
+    if config.timer == TimerKind::Cupti {
+        // A missing CUPTI is known before any GPU is looked at (loaded once per process; the
+        // timer reuses it).
+        crate::gpu::cupti::load_cupti(config.cupti_lib.as_deref())?;
+    }
+    let outcome = match ranks::wanted(config)? {
+        true => ranks::run(config)?,
+        false => steps::run(config)?,
+    };
     crate::outln!(
         "steps done in {:.0} s: {} rows in {}",
         outcome.seconds,

@@ -135,17 +135,29 @@ pub fn rank_dir(world_dir: &Path, rank: usize) -> PathBuf {
     world_dir.join(format!("rank{rank}"))
 }
 
-/// Runs `config` (a parent's: no rank of its own), its layouts of real ranks as worlds of
-/// workers.
+/// Whether `config` is a parent's (no rank of its own) that may start real ranks: told
+/// `--ranks real` (which refuses what it cannot do), or `auto` on a host with several GPUs
+/// from `--device` on. Anything else is one process: [`steps::run`].
+pub fn wanted(config: &StepsConfig) -> Result<bool> {
+    if config.rank.is_some() {
+        return Ok(false);
+    }
+    Ok(match config.ranks {
+        RanksMode::Emulated => false,
+        RanksMode::Real => true,
+        RanksMode::Auto => {
+            // A planned memory is refused before the GPUs are looked at, as `steps` does.
+            if let Some(memory) = config.gpu_memory {
+                steps::plan(config, config.context(), memory)?;
+            }
+            devices(config.gpu.ordinal)?.0 > config.gpu.ordinal as u32 + 1
+        }
+    })
+}
+
+/// Runs `config` (a parent's: no rank of its own, [`wanted`]), its layouts of real ranks as
+/// worlds of workers.
 pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
-    if config.timer == crate::harness::timer::TimerKind::Cupti {
-        // A missing CUPTI is known before any GPU is looked at (loaded once per process; the
-        // timer reuses it).
-        crate::gpu::cupti::load_cupti(config.cupti_lib.as_deref())?;
-    }
-    if config.rank.is_some() || config.ranks == RanksMode::Emulated {
-        return steps::run(config);
-    }
     let started = Instant::now();
     let context = config.context();
     // A planned memory is checked before the GPUs are looked at, as `steps` alone does.
