@@ -104,7 +104,7 @@ mod pci_tests {
 
     #[test]
     fn the_bus_id_is_spelled_as_nvml_spells_it() {
-        // As the H200 host's NVML printed its GPU (its 2026-11-29 rank log).
+        // As an H200 host's NVML printed its GPU.
         assert_eq!(pci_bus_id_text(0, 0, 6), "00000000:00:06.0");
         assert_eq!(pci_bus_id_text(1, 0x18, 0x1f), "00000001:18:1F.0");
     }
