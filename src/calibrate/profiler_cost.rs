@@ -5,7 +5,24 @@ use super::analysis::Analysis;
 use super::probe::{fit, probe_path, EventCosts, ProbeFile};
 use super::trace::{Span, Trace};
 use anyhow::{anyhow, Result};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
+
+/// One probe workload's overhead under the profiler, µs a repetition: as timed and as the
+/// fitted per-event costs give it (how well one cost per kind of event explains the probes).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProbeResidual {
+    pub workload: String,
+    pub overhead_us: f64,
+    pub fitted_us: f64,
+}
+
+impl ProbeResidual {
+    /// fitted − measured, in percent of measured.
+    pub fn miss_pct(&self) -> f64 {
+        100.0 * (self.fitted_us / self.overhead_us - 1.0)
+    }
+}
 
 /// A trace's events and what each kind cost the host while the profiler recorded.
 pub struct ProfilerCost<'t> {
@@ -13,6 +30,8 @@ pub struct ProfilerCost<'t> {
     costs: EventCosts,
     /// The probe file the costs were fitted from.
     pub probe_file: PathBuf,
+    /// Each probe workload's overhead, measured and fitted.
+    pub residuals: Vec<ProbeResidual>,
 }
 
 impl ProfilerCost<'_> {
@@ -46,9 +65,17 @@ pub fn beside<'t>(
             probe_file.display()
         )
     })?;
+    let residuals = (fitted.rows.iter())
+        .map(|r| ProbeResidual {
+            workload: r.workload.clone(),
+            overhead_us: r.overhead_us,
+            fitted_us: r.fitted_us,
+        })
+        .collect();
     Ok(Some(ProfilerCost {
         analysis,
         costs: fitted.costs,
         probe_file,
+        residuals,
     }))
 }

@@ -15,7 +15,7 @@ pub mod steps;
 pub mod syncs;
 pub mod timeline;
 
-use crate::calibrate::profiler_cost::ProfilerCost;
+use crate::calibrate::profiler_cost::{ProbeResidual, ProfilerCost};
 use crate::calibrate::trace::{Span, Trace};
 use crate::calibrate::EventCosts;
 use crate::stats::summary::quantile;
@@ -198,6 +198,9 @@ pub struct Gaps {
     /// What each kind of recorded event was fitted to cost from the probe file, µs: where
     /// they are large the correction decides a host-paced answer. `None` without one.
     pub profiler_event_costs_us: Option<EventCosts>,
+    /// Each probe workload's overhead as timed and as those costs give it: where they
+    /// disagree, the correction is as uncertain. `None` without a probe file.
+    pub probe_fit: Option<Vec<ProbeResidual>>,
     pub steps: Vec<Step>,
     /// Every site, the costliest first.
     pub sites: Vec<SiteCost>,
@@ -444,6 +447,7 @@ fn summarise(
         probe_file: profiler.map(|p| p.probe_file.display().to_string()),
         profiler_us: spread(&steps, &|s| s.profiler_us),
         profiler_event_costs_us: profiler.map(ProfilerCost::costs),
+        probe_fit: profiler.map(|p| p.residuals.clone()),
         period_us,
         gpu_idle_us: spread(&steps, &|s| s.bare_us() - s.gpu_busy_us),
         win_us,

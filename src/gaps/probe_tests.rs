@@ -75,6 +75,14 @@ fn a_probe_file_beside_the_trace_takes_the_profilers_cost_off_each_step() {
     ] {
         assert!((got / want - 1.0).abs() < 0.1, "{got} against {want}");
     }
+    // The probes the costs were fitted on are explained by them: every event of this trace
+    // costs one amount a kind.
+    let fit = deflated
+        .probe_fit
+        .as_ref()
+        .expect("a probe file gives its fit");
+    assert!(fit.len() >= 8 && raw.probe_fit.is_none(), "{fit:?}");
+    assert!(fit.iter().all(|r| r.miss_pct().abs() < 5.0), "{fit:?}");
     // Beside the corrected figures, the trace's own: what the answer would be with none.
     let t = deflated
         .as_traced
@@ -131,4 +139,26 @@ fn where_the_host_paces_a_corrected_step_the_headline_gives_the_figure_as_traced
     assert!(headline.contains("profiler cost taken off"), "{headline}");
     // With no probe file the figures are as traced already, and said once.
     assert!(!report::headline(&raw).contains("as traced"));
+}
+
+#[test]
+fn the_summary_says_how_far_the_fitted_costs_miss_the_probe_they_explain_worst() {
+    use crate::calibrate::profiler_cost::ProbeResidual;
+    let row = |workload: &str, overhead_us: f64, fitted_us: f64| ProbeResidual {
+        workload: workload.into(),
+        overhead_us,
+        fitted_us,
+    };
+    // A varied op sequence costs more under the profiler than the small probes' events say.
+    let fit = [
+        row("cuda_add", 12.5, 12.4),
+        row("mixed", 990.0, 612.0),
+        row("cpu_add", 11.2, 13.3),
+    ];
+    let s = report::probe_fit_sentence(&fit);
+    assert!(
+        s.contains("within 38% (worst `mixed`: 612 µs fitted of 990 µs timed)"),
+        "{s}"
+    );
+    assert_eq!(report::probe_fit_sentence(&[]), "");
 }

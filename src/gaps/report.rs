@@ -2,6 +2,7 @@
 
 use super::syncs::SyncKind;
 use super::{Gaps, Headline, Site, SiteCost, Spread};
+use crate::calibrate::profiler_cost::ProbeResidual;
 use crate::report::format::{fmt_num, table_cell};
 use crate::results::env::code;
 use std::fmt::Write;
@@ -139,14 +140,16 @@ fn site_row(out: &mut String, rank: usize, s: &SiteCost) {
 /// What the figures make of the profiler's own cost.
 fn profiler_line(g: &Gaps) -> String {
     match &g.probe_file {
-        Some(probe) => format!(
-            "The profiler's own cost, fitted from {}, is taken off: {} µs a step on the \
+        Some(probe) => {
+            format!(
+                "The profiler's own cost, fitted from {}, is taken off: {} µs a step on the \
              step's critical path (what the host lagged by its events' cost since it last \
              waited, taken back where the GPU idled), and what it hid behind GPU work is added \
              to the syncs' waits.",
-            code(probe),
-            us(&g.profiler_us)
-        ),
+                code(probe),
+                us(&g.profiler_us)
+            ) + &probe_fit_sentence(g.probe_fit.as_deref().unwrap_or_default())
+        }
         None => "No probe file is beside the trace, so every figure is as traced: host times \
                  under `torch.profiler` are 1.5-2.5× their bare cost, which stretches the step \
                  and shortens the waits the reads would free, and the change can be far off \
@@ -154,6 +157,24 @@ fn profiler_line(g: &Gaps) -> String {
                  (docs/gaps.md)."
             .into(),
     }
+}
+
+/// How far the fitted per-event costs miss the probe workload they explain worst.
+pub(super) fn probe_fit_sentence(fit: &[ProbeResidual]) -> String {
+    let Some(worst) = fit
+        .iter()
+        .max_by(|a, b| a.miss_pct().abs().total_cmp(&b.miss_pct().abs()))
+    else {
+        return String::new();
+    };
+    format!(
+        " One cost per kind of event gives the probe workloads' own overhead within {:.0}% \
+         (worst {}: {} µs fitted of {} µs timed); the correction is no surer than that.",
+        worst.miss_pct().abs(),
+        code(&worst.workload),
+        fmt_num(worst.fitted_us),
+        fmt_num(worst.overhead_us)
+    )
 }
 
 /// The share of the step its GPU idles.
