@@ -18,9 +18,10 @@ pub struct ProbeResidual {
 }
 
 impl ProbeResidual {
-    /// fitted − measured, in percent of measured.
-    pub fn miss_pct(&self) -> f64 {
-        100.0 * (self.fitted_us / self.overhead_us - 1.0)
+    /// fitted − measured, in percent of measured; `None` where the profiled timing came out no
+    /// slower than the bare one (no overhead to be a share of).
+    pub fn miss_pct(&self) -> Option<f64> {
+        (self.overhead_us > 0.0).then(|| 100.0 * (self.fitted_us / self.overhead_us - 1.0))
     }
 }
 

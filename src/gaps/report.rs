@@ -161,16 +161,13 @@ fn profiler_line(g: &Gaps) -> String {
 
 /// How far the fitted per-event costs miss the probe workload they explain worst.
 pub(super) fn probe_fit_sentence(fit: &[ProbeResidual]) -> String {
-    let Some(worst) = fit
-        .iter()
-        .max_by(|a, b| a.miss_pct().abs().total_cmp(&b.miss_pct().abs()))
-    else {
+    let misses = fit.iter().filter_map(|r| Some((r, r.miss_pct()?.abs())));
+    let Some((worst, miss)) = misses.max_by(|a, b| a.1.total_cmp(&b.1)) else {
         return String::new();
     };
     format!(
-        " One cost per kind of event gives the probe workloads' own overhead within {:.0}% \
+        " One cost per kind of event gives the probe workloads' own overhead within {miss:.0}% \
          (worst {}: {} µs fitted of {} µs timed); the correction is no surer than that.",
-        worst.miss_pct().abs(),
         code(&worst.workload),
         fmt_num(worst.fitted_us),
         fmt_num(worst.overhead_us)
