@@ -137,6 +137,11 @@ def one_cell(args, f, bs):
     # The per-event costs fitted from the probe file: what a correction rests on.
     for kind, cost in (g["profiler_event_costs_us"] or {}).items():
         row[f"event_cost_{kind}_us"] = cost
+    # How far those costs miss the probe's largest workload (as the summary says).
+    largest = max(g.get("probe_fit") or [], key=lambda r: r["overhead_us"], default=None)
+    if largest and largest["overhead_us"] > 0:
+        row["probe_fit_largest"] = largest["workload"]
+        row["probe_fit_largest_miss_pct"] = 100.0 * (largest["fitted_us"] / largest["overhead_us"] - 1.0)
     every = -100.0 * g["every_sync_win_us"]["median"] / g["period_us"]["median"]
     row.update({"gaps_every_sync_change_pct": every, "every_sync_ratio": ratio(every),
                 "every_sync_nowait_ratio": every / nowait if nowait else float("nan")})

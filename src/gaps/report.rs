@@ -159,18 +159,23 @@ fn profiler_line(g: &Gaps) -> String {
     }
 }
 
-/// How far the fitted per-event costs miss the probe workload they explain worst.
+/// How far the fitted per-event costs miss the probe workload with the most overhead: its
+/// many events of varied ops are the nearest to a step's (a tiny workload's miss of a µs or two
+/// is noise, not a step's uncertainty).
 pub(super) fn probe_fit_sentence(fit: &[ProbeResidual]) -> String {
-    let misses = fit.iter().filter_map(|r| Some((r, r.miss_pct()?.abs())));
-    let Some((worst, miss)) = misses.max_by(|a, b| a.1.total_cmp(&b.1)) else {
+    let largest = fit
+        .iter()
+        .max_by(|a, b| a.overhead_us.total_cmp(&b.overhead_us));
+    let Some((row, miss)) = largest.and_then(|r| Some((r, r.miss_pct()?))) else {
         return String::new();
     };
     format!(
-        " One cost per kind of event gives the probe workloads' own overhead within {miss:.0}% \
-         (worst {}: {} µs fitted of {} µs timed); the correction is no surer than that.",
-        code(&worst.workload),
-        fmt_num(worst.fitted_us),
-        fmt_num(worst.overhead_us)
+        " The fitted costs give the probe's largest workload ({}) {} µs of the {} µs it was \
+         timed to cost ({:+.0}%): the correction is no surer than that.",
+        code(&row.workload),
+        fmt_num(row.fitted_us),
+        fmt_num(row.overhead_us),
+        miss
     )
 }
 
