@@ -21,6 +21,11 @@ host that changed speed between the untraced steps and the trace moves less), an
 profiler's cost a step as the probe file prices it against the traced step's excess over the
 untraced one. Beside it, reference_loop's eager-nowait arm (eager-sync's host ops without their
 waits): what the waits alone cost, set against gaps' every-sync figure.
+
+    python3 scripts/gaps_check.py METAPREP OUT --reread OUT/gaps-check.csv
+
+needs no GPU: it makes the gaps columns again from the traces OUT kept, the measured ones as
+they were (OUT/gaps-check-reread.csv), so a change to `gaps` is held against measured cells.
 """
 
 import argparse
@@ -118,14 +123,23 @@ def one_cell(args, f, bs):
     plain_trace(run, args.trace_steps, trace)
     step, measured, measured_us, drift = within_rounds(blocks, "eager-device")
     nowait = within_rounds(blocks, rl.NOWAIT)[1] if rl.NOWAIT in blocks else float("nan")
-    ratio = lambda x: x / measured if measured else float("nan")  # noqa: E731
     row = {"forward_us": f, "batch_size": bs, "eager_sync_step_us": step["eager-sync"],
            "eager_device_step_us": step["eager-device"], "measured_change_pct": measured,
            "measured_win_us": measured_us, "eager_sync_drift_pct": drift, "rounds": args.rounds,
            "eager_nowait_step_us": step.get(rl.NOWAIT, ""), "nowait_change_pct": nowait}
-    out = os.path.join(args.out, f"gaps-f{f:g}-bs{bs}")
+    return gaps_columns(args.metaprep, args.out, trace, row)
+
+
+def gaps_columns(metaprep, out, trace, row):
+    """What `metaprep gaps` makes of a cell's trace, added to `row`, which holds the cell's
+    measured columns (MEASURED): the predictions and their ratios to the measured change."""
+    f, bs, drift = row["forward_us"], row["batch_size"], row["eager_sync_drift_pct"]
+    measured, measured_us = row["measured_change_pct"], row["measured_win_us"]
+    nowait = row["nowait_change_pct"]
+    ratio = lambda x: x / measured if measured else float("nan")  # noqa: E731
+    out = os.path.join(out, f"gaps-f{f:g}-bs{bs}")
     shutil.rmtree(out, ignore_errors=True)
-    p = subprocess.run([args.metaprep, "gaps", trace, "--out", out, "--json"],
+    p = subprocess.run([metaprep, "gaps", trace, "--out", out, "--json"],
                        capture_output=True, text=True)
     if p.returncode != 0:
         print(f"f {f:g} bs {bs}: gaps exit {p.returncode}: {p.stderr.strip()}", file=sys.stderr)
@@ -141,7 +155,8 @@ def one_cell(args, f, bs):
     largest = max(g.get("probe_fit") or [], key=lambda r: r["overhead_us"], default=None)
     if largest and largest["overhead_us"] > 0:
         row["probe_fit_largest"] = largest["workload"]
-        row["probe_fit_largest_miss_pct"] = 100.0 * (largest["fitted_us"] / largest["overhead_us"] - 1.0)
+        miss = largest["fitted_us"] / largest["overhead_us"] - 1.0
+        row["probe_fit_largest_miss_pct"] = 100.0 * miss
     every = -100.0 * g["every_sync_win_us"]["median"] / g["period_us"]["median"]
     row.update({"gaps_every_sync_change_pct": every, "every_sync_ratio": ratio(every),
                 "every_sync_nowait_ratio": every / nowait if nowait else float("nan")})
@@ -170,11 +185,50 @@ def one_cell(args, f, bs):
     # the trace ran over the untraced step (the same where the probes price its events right
     # and the host held still).
     row["profiler_fitted_us"] = g["profiler_us"]["median"]
-    row["profiler_excess_us"] = g["as_traced"]["period_us"]["median"] - step["eager-sync"]
+    row["profiler_excess_us"] = g["as_traced"]["period_us"]["median"] - row["eager_sync_step_us"]
     print(f"f {f:g} bs {bs}: every sync {every:+.1f}% ({ratio(every):.2f}x); profiler cost "
           f"{row['profiler_fitted_us']:.0f} us a step as fitted, "
           f"{row['profiler_excess_us']:.0f} us over the untraced step", file=sys.stderr, flush=True)
     return row
+
+
+# The columns a cell measured on the GPU, which a re-read keeps.
+MEASURED = ("forward_us", "batch_size", "eager_sync_step_us", "eager_device_step_us",
+            "measured_change_pct", "measured_win_us", "eager_sync_drift_pct", "rounds",
+            "eager_nowait_step_us", "nowait_change_pct", "tries")
+
+
+def reread(metaprep, out, csv_path):
+    """Each row of an earlier check's CSV with its `gaps` columns made again from the trace it
+    kept (OUT/trace-f<F>-bs<B>.json.gz and its probe file): a change to `gaps` held against
+    measured cells with no GPU. Rows whose trace is not in OUT are left out, and said."""
+    rows = []
+    with open(csv_path, newline="") as fh:
+        for old in csv.DictReader(fh):
+            row = {k: _number(old[k]) for k in MEASURED if k in old}
+            row["batch_size"] = int(row["batch_size"])
+            trace = os.path.join(out, f"trace-f{row['forward_us']:g}-bs{row['batch_size']}.json.gz")
+            if not os.path.exists(trace):
+                print(f"{trace}: not here, its row left out", file=sys.stderr)
+                continue
+            rows.append(gaps_columns(metaprep, out, trace, row))
+    return rows
+
+
+def _number(text):
+    try:
+        return float(text)
+    except ValueError:
+        return float("nan") if text == "" else text
+
+
+def write_csv(path, rows):
+    with open(path, "w", newline="") as fh:
+        # Every row's columns, in the order the rows first have them (a failed gaps has fewer).
+        columns = list(dict.fromkeys(c for row in rows for c in row))
+        w = csv.DictWriter(fh, fieldnames=columns, restval="")
+        w.writeheader()
+        w.writerows(rows)
 
 
 def main(argv=None):
@@ -190,7 +244,14 @@ def main(argv=None):
     ap.add_argument("--loop", choices=sorted(LOOPS), default="reference",
                     help="the loop held: scripts/reference_loop.py or calibrate_torch.py's")
     ap.add_argument("--one-cell", help=argparse.SUPPRESS)  # F,BS: one cell, its row as JSON
+    ap.add_argument("--reread", metavar="CSV",
+                    help="no GPU: make the gaps columns of an earlier gaps-check.csv again from "
+                         "the traces it kept in OUT, into OUT/gaps-check-reread.csv")
     args = ap.parse_args(argv)
+    if args.reread:
+        write_csv(os.path.join(args.out, "gaps-check-reread.csv"),
+                  reread(args.metaprep, args.out, args.reread))
+        return 0
     if args.one_cell:
         f, bs = args.one_cell.split(",")
         print(json.dumps(one_cell(args, float(f), int(bs))))
@@ -216,12 +277,7 @@ def main(argv=None):
                     return 1
                 tries.append(json.loads(p.stdout.strip().splitlines()[-1]))
             rows.append({**tries[-1], "tries": len(tries)})
-    with open(os.path.join(args.out, "gaps-check.csv"), "w", newline="") as fh:
-        # Every row's columns, in the order the rows first have them (a failed gaps has fewer).
-        columns = list(dict.fromkeys(c for row in rows for c in row))
-        w = csv.DictWriter(fh, fieldnames=columns, restval="")
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(os.path.join(args.out, "gaps-check.csv"), rows)
     return 0
 
 

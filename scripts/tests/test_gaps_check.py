@@ -56,3 +56,54 @@ class WithinRounds(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+FAKE_GAPS = '''#!/usr/bin/env python3
+import json
+h = lambda itl, win, period: {"itl_change_pct": {"median": itl / 10},
+                              "reads_and_uploads_itl_change_pct": {"median": itl},
+                              "reads_and_uploads_win_us": {"median": win},
+                              "period_us": {"median": period}}
+g = {**h(-24.0, 240.0, 1000.0), "sites": [{"site": {"kind": "read", "op": "aten::item"},
+                                          "calls_per_step": 1}],
+     "profiler_event_costs_us": {"cpu_op": 1.5}, "every_sync_win_us": {"median": 250.0},
+     "probe_fit": [{"workload": "cuda_add", "overhead_us": 2.0, "fitted_us": 4.0},
+                   {"workload": "mixed", "overhead_us": 500.0, "fitted_us": 300.0}],
+     "profiler_us": {"median": 300.0}, "as_traced": h(-30.0, 390.0, 1300.0)}
+print(json.dumps([g]))
+'''
+
+
+class Reread(unittest.TestCase):
+    """An earlier check's CSV re-read from the traces it kept: its measured columns stay, its
+    gaps columns are made again (here by a stand-in for metaprep whose answer is known)."""
+
+    def test_the_measured_columns_stay_and_the_predictions_are_read_again(self):
+        import csv
+        import tempfile
+        with tempfile.TemporaryDirectory() as out:
+            fake = os.path.join(out, "metaprep")
+            with open(fake, "w") as fh:
+                fh.write(FAKE_GAPS)
+            os.chmod(fake, 0o755)
+            open(os.path.join(out, "trace-f1000-bs1.json.gz"), "w").close()
+            old = os.path.join(out, "old.csv")
+            with open(old, "w", newline="") as fh:
+                w = csv.writer(fh)
+                w.writerow(["forward_us", "batch_size", "eager_sync_step_us",
+                            "measured_change_pct", "measured_win_us", "eager_sync_drift_pct",
+                            "nowait_change_pct", "reads_uploads_ratio"])
+                w.writerow(["1000.0", "1", "1100.0", "-20.0", "200.0", "1.0", "", "9.99"])
+                w.writerow(["3000.0", "1", "3100.0", "-10.0", "300.0", "0.5", "", "9.99"])
+            rows = gc.reread(fake, out, old)
+        self.assertEqual(len(rows), 1)  # forward 3000's trace was not kept
+        r = rows[0]
+        self.assertEqual((r["forward_us"], r["batch_size"]), (1000.0, 1))
+        self.assertEqual(r["measured_change_pct"], -20.0)
+        self.assertAlmostEqual(r["reads_uploads_ratio"], 1.2)  # -24% of -20%
+        self.assertAlmostEqual(r["unprobed_reads_uploads_ratio"], 1.5)
+        self.assertAlmostEqual(r["reads_uploads_win_ratio"], 1.2)  # 240 of 200 µs
+        self.assertAlmostEqual(r["profiler_excess_us"], 200.0)  # 1300 traced, 1100 untraced
+        self.assertEqual(r["probe_fit_largest"], "mixed")
+        self.assertAlmostEqual(r["probe_fit_largest_miss_pct"], -40.0)
+        self.assertEqual(r["sites"], "read aten::item")
