@@ -26,7 +26,7 @@ use probe::ProbeFile;
 use std::path::{Path, PathBuf};
 use trace::Trace;
 
-pub use probe::{probe_path, EventCosts};
+pub use probe::{probe_path, EventCosts, FitRow};
 
 /// What `metaprep calibrate` was asked for.
 #[derive(Debug, Clone)]

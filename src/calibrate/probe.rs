@@ -129,7 +129,7 @@ impl ProbeFile {
 }
 
 /// Events one repetition of a workload left in the trace.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct EventCounts {
     /// Every cpu_op, nested ones included.
     pub cpu_ops: f64,
@@ -201,8 +201,8 @@ impl EventCosts {
     }
 }
 
-/// One workload's line of the fit.
-#[derive(Debug, Clone)]
+/// One workload's line of the fit, µs a repetition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FitRow {
     pub workload: String,
     pub counts: EventCounts,
@@ -214,6 +214,14 @@ pub struct FitRow {
     pub overhead_se_us: f64,
     /// What the fitted costs give for it.
     pub fitted_us: f64,
+}
+
+impl FitRow {
+    /// fitted − measured overhead, in percent of measured; `None` where the profiled timing
+    /// came out no slower than the bare one (no overhead to be a share of).
+    pub fn miss_pct(&self) -> Option<f64> {
+        (self.overhead_us > 0.0).then(|| 100.0 * (self.fitted_us / self.overhead_us - 1.0))
+    }
 }
 
 #[derive(Debug, Clone)]

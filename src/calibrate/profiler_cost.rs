@@ -2,28 +2,10 @@
 //! (as `calibrate` takes it off): what `gaps` subtracts from a step.
 
 use super::analysis::Analysis;
-use super::probe::{fit, probe_path, EventCosts, ProbeFile};
+use super::probe::{fit, probe_path, EventCosts, FitRow, ProbeFile};
 use super::trace::{Span, Trace};
 use anyhow::{anyhow, Result};
-use serde::Serialize;
 use std::path::{Path, PathBuf};
-
-/// One probe workload's overhead under the profiler, µs a repetition: as timed and as the
-/// fitted per-event costs give it (how well one cost per kind of event explains the probes).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProbeResidual {
-    pub workload: String,
-    pub overhead_us: f64,
-    pub fitted_us: f64,
-}
-
-impl ProbeResidual {
-    /// fitted − measured, in percent of measured; `None` where the profiled timing came out no
-    /// slower than the bare one (no overhead to be a share of).
-    pub fn miss_pct(&self) -> Option<f64> {
-        (self.overhead_us > 0.0).then(|| 100.0 * (self.fitted_us / self.overhead_us - 1.0))
-    }
-}
 
 /// A trace's events and what each kind cost the host while the profiler recorded.
 pub struct ProfilerCost<'t> {
@@ -31,8 +13,9 @@ pub struct ProfilerCost<'t> {
     costs: EventCosts,
     /// The probe file the costs were fitted from.
     pub probe_file: PathBuf,
-    /// Each probe workload's overhead, measured and fitted.
-    pub residuals: Vec<ProbeResidual>,
+    /// Each probe workload's line of the fit: how well one cost per kind of event explains
+    /// the probes.
+    pub fit_rows: Vec<FitRow>,
 }
 
 impl ProfilerCost<'_> {
@@ -66,17 +49,10 @@ pub fn beside<'t>(
             probe_file.display()
         )
     })?;
-    let residuals = (fitted.rows.iter())
-        .map(|r| ProbeResidual {
-            workload: r.workload.clone(),
-            overhead_us: r.overhead_us,
-            fitted_us: r.fitted_us,
-        })
-        .collect();
     Ok(Some(ProfilerCost {
         analysis,
         costs: fitted.costs,
         probe_file,
-        residuals,
+        fit_rows: fitted.rows,
     }))
 }

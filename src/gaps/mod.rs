@@ -15,9 +15,9 @@ pub mod steps;
 pub mod syncs;
 pub mod timeline;
 
-use crate::calibrate::profiler_cost::{ProbeResidual, ProfilerCost};
+use crate::calibrate::profiler_cost::ProfilerCost;
 use crate::calibrate::trace::{Span, Trace};
-use crate::calibrate::EventCosts;
+use crate::calibrate::{EventCosts, FitRow};
 use crate::stats::summary::quantile;
 use anyhow::{anyhow, bail, Result};
 use profiler_lag::{lag_taken_back, launches, profiler_split_us, wait_ends};
@@ -57,6 +57,11 @@ impl Spread {
             p10: q(0.1),
             p90: q(0.9),
         }
+    }
+
+    /// The spread of `f` over `items` (a trace's steps).
+    pub fn over<T>(items: &[T], f: impl Fn(&T) -> f64) -> Spread {
+        Spread::of(&items.iter().map(f).collect::<Vec<_>>())
     }
 }
 
@@ -170,14 +175,12 @@ impl Headline {
             step.reads_win_us = step.win_us(|i| sites[i].kind == SyncKind::Read);
             step.reads_and_uploads_win_us = step.win_us(|i| sites[i].kind.drains_queue());
         }
-        let spread =
-            |f: &dyn Fn(&Step) -> f64| Spread::of(&steps.iter().map(f).collect::<Vec<_>>());
         Headline {
-            period_us: spread(&Step::bare_us),
-            win_us: spread(&|s| s.reads_win_us),
-            itl_change_pct: spread(&|s| -100.0 * s.reads_win_us / s.bare_us()),
-            reads_and_uploads_win_us: spread(&|s| s.reads_and_uploads_win_us),
-            reads_and_uploads_itl_change_pct: spread(&|s| {
+            period_us: Spread::over(steps, Step::bare_us),
+            win_us: Spread::over(steps, |s| s.reads_win_us),
+            itl_change_pct: Spread::over(steps, |s| -100.0 * s.reads_win_us / s.bare_us()),
+            reads_and_uploads_win_us: Spread::over(steps, |s| s.reads_and_uploads_win_us),
+            reads_and_uploads_itl_change_pct: Spread::over(steps, |s| {
                 -100.0 * s.reads_and_uploads_win_us / s.bare_us()
             }),
         }
@@ -198,9 +201,9 @@ pub struct Gaps {
     /// What each kind of recorded event was fitted to cost from the probe file, µs: where
     /// they are large the correction decides a host-paced answer. `None` without one.
     pub profiler_event_costs_us: Option<EventCosts>,
-    /// Each probe workload's overhead as timed and as those costs give it: where they
-    /// disagree, the correction is as uncertain. `None` without a probe file.
-    pub probe_fit: Option<Vec<ProbeResidual>>,
+    /// Each probe workload's counts, timings and overhead as timed and as those costs give
+    /// it: where they disagree, the correction is as uncertain. `None` without a probe file.
+    pub probe_fit: Option<Vec<FitRow>>,
     pub steps: Vec<Step>,
     /// Every site, the costliest first.
     pub sites: Vec<SiteCost>,
@@ -406,9 +409,6 @@ fn summarise(
         reads_and_uploads_win_us,
         reads_and_uploads_itl_change_pct,
     } = Headline::of(&mut steps, &sites);
-    let spread = |steps: &[Step], f: &dyn Fn(&Step) -> f64| {
-        Spread::of(&steps.iter().map(f).collect::<Vec<_>>())
-    };
     let mut costs: Vec<(usize, SiteCost)> = (sites.into_iter().enumerate())
         // A sync outside every step (before the first, after the last) is no step's.
         .filter(|(i, _)| steps.iter().any(|s| s.by_site.contains_key(i)))
@@ -417,9 +417,9 @@ fn summarise(
             let calls: usize = steps.iter().map(|s| of(s).calls).sum();
             let cost = SiteCost {
                 calls_per_step: calls as f64 / steps.len() as f64,
-                idle_us: spread(&steps, &|s| of(s).idle_us),
-                blocked_us: spread(&steps, &|s| of(s).blocked_us),
-                win_us: spread(&steps, &|s| s.win_us(|j| j == i)),
+                idle_us: Spread::over(&steps, |s| of(s).idle_us),
+                blocked_us: Spread::over(&steps, |s| of(s).blocked_us),
+                win_us: Spread::over(&steps, |s| s.win_us(|j| j == i)),
                 site,
             };
             (i, cost)
@@ -445,19 +445,19 @@ fn summarise(
         file: file.to_string(),
         steps_from,
         probe_file: profiler.map(|p| p.probe_file.display().to_string()),
-        profiler_us: spread(&steps, &|s| s.profiler_us),
+        profiler_us: Spread::over(&steps, |s| s.profiler_us),
         profiler_event_costs_us: profiler.map(ProfilerCost::costs),
-        probe_fit: profiler.map(|p| p.residuals.clone()),
+        probe_fit: profiler.map(|p| p.fit_rows.clone()),
         period_us,
-        gpu_idle_us: spread(&steps, &|s| s.bare_us() - s.gpu_busy_us),
+        gpu_idle_us: Spread::over(&steps, |s| s.bare_us() - s.gpu_busy_us),
         win_us,
         itl_change_pct,
-        throughput_change_pct: spread(&steps, &|s| {
+        throughput_change_pct: Spread::over(&steps, |s| {
             100.0 * (s.bare_us() / (s.bare_us() - s.reads_win_us) - 1.0)
         }),
         reads_and_uploads_win_us,
         reads_and_uploads_itl_change_pct,
-        every_sync_win_us: spread(&steps, &|s| s.win_us(|_| true)),
+        every_sync_win_us: Spread::over(&steps, |s| s.win_us(|_| true)),
         as_traced,
         timeline: timeline.renumbered(|i| place.get(&i).copied()),
         sites: costs.into_iter().map(|(_, cost)| cost).collect(),

@@ -146,10 +146,14 @@ fn where_the_host_paces_a_corrected_step_the_headline_gives_the_figure_as_traced
 
 #[test]
 fn the_summary_says_how_far_the_fitted_costs_miss_the_largest_probe_workload() {
-    use crate::calibrate::profiler_cost::ProbeResidual;
-    let row = |workload: &str, overhead_us: f64, fitted_us: f64| ProbeResidual {
+    use crate::calibrate::FitRow;
+    let row = |workload: &str, overhead_us: f64, fitted_us: f64| FitRow {
         workload: workload.into(),
+        counts: Default::default(),
+        bare_us: 10.0,
+        profiled_us: 10.0 + overhead_us,
         overhead_us,
+        overhead_se_us: 1.0,
         fitted_us,
     };
     // A varied op sequence costs more under the profiler than the small probes' events say;

@@ -2,7 +2,7 @@
 
 use super::syncs::SyncKind;
 use super::{Gaps, Headline, Site, SiteCost, Spread};
-use crate::calibrate::profiler_cost::ProbeResidual;
+use crate::calibrate::FitRow;
 use crate::report::format::{fmt_num, table_cell};
 use crate::results::env::code;
 use std::fmt::Write;
@@ -140,16 +140,15 @@ fn site_row(out: &mut String, rank: usize, s: &SiteCost) {
 /// What the figures make of the profiler's own cost.
 fn profiler_line(g: &Gaps) -> String {
     match &g.probe_file {
-        Some(probe) => {
-            format!(
-                "The profiler's own cost, fitted from {}, is taken off: {} µs a step on the \
+        Some(probe) => format!(
+            "The profiler's own cost, fitted from {}, is taken off: {} µs a step on the \
              step's critical path (what the host lagged by its events' cost since it last \
              waited, taken back where the GPU idled), and what it hid behind GPU work is added \
-             to the syncs' waits.",
-                code(probe),
-                us(&g.profiler_us)
-            ) + &probe_fit_sentence(g.probe_fit.as_deref().unwrap_or_default())
-        }
+             to the syncs' waits.{}",
+            code(probe),
+            us(&g.profiler_us),
+            probe_fit_sentence(g.probe_fit.as_deref().unwrap_or_default())
+        ),
         None => "No probe file is beside the trace, so every figure is as traced: host times \
                  under `torch.profiler` are 1.5-2.5× their bare cost, which stretches the step \
                  and shortens the waits the reads would free, and the change can be far off \
@@ -162,7 +161,7 @@ fn profiler_line(g: &Gaps) -> String {
 /// How far the fitted per-event costs miss the probe workload with the most overhead: its
 /// many events of varied ops are the nearest to a step's (a tiny workload's miss of a µs or two
 /// is noise, not a step's uncertainty).
-pub(super) fn probe_fit_sentence(fit: &[ProbeResidual]) -> String {
+pub(super) fn probe_fit_sentence(fit: &[FitRow]) -> String {
     let largest = fit
         .iter()
         .max_by(|a, b| a.overhead_us.total_cmp(&b.overhead_us));

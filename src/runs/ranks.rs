@@ -150,7 +150,7 @@ pub fn wanted(config: &StepsConfig) -> Result<bool> {
             if let Some(memory) = config.gpu_memory {
                 steps::plan(config, config.context(), memory)?;
             }
-            devices(config.gpu.ordinal)?.0 > config.gpu.ordinal as u32 + 1
+            gpus_and_smallest_memory(config.gpu.ordinal)?.0 > 1
         }
     })
 }
