@@ -87,6 +87,11 @@ def calibrate_loop(out, f, bs):
 LOOPS = {"reference": reference_loop, "calibrate": calibrate_loop}
 
 
+def trace_path(out, f, bs):
+    """Where a cell's trace goes (its probe file beside it)."""
+    return os.path.join(out, f"trace-f{f:g}-bs{bs}.json.gz")
+
+
 def round_order(arms, rounds):
     """The arms' blocks in `rounds` rounds, each round's order the mirror of the last."""
     return [arm for r in range(rounds) for arm in (arms if r % 2 == 0 else arms[::-1])]
@@ -115,7 +120,7 @@ def one_cell(args, f, bs):
     # slower). The change is read within each round, so a host whose launch path flips state
     # for seconds moves both sides of a pair; what it did across the rounds shows as drift
     # between the eager-sync steps of the first and the second half of the rounds.
-    trace = os.path.join(args.out, f"trace-f{f:g}-bs{bs}.json.gz")
+    trace = trace_path(args.out, f, bs)
     order = ("eager-sync", "eager-device", *extra_arms)
     blocks = {arm: [] for arm in order}
     for arm in round_order(order, args.rounds):
@@ -143,7 +148,7 @@ def gaps_columns(metaprep, out, trace, row):
                        capture_output=True, text=True)
     if p.returncode != 0:
         print(f"f {f:g} bs {bs}: gaps exit {p.returncode}: {p.stderr.strip()}", file=sys.stderr)
-        row["sites"] = p.stderr.strip().splitlines()[-1:]
+        row["sites"] = "".join(p.stderr.strip().splitlines()[-1:])
         return row
     g = json.loads(p.stdout)[0]
     row["sites"] = "; ".join(f"{s['site']['kind']} {s['site']['op']}"
@@ -207,7 +212,7 @@ def reread(metaprep, out, csv_path):
         for old in csv.DictReader(fh):
             row = {k: _number(old[k]) for k in MEASURED if k in old}
             row["batch_size"] = int(row["batch_size"])
-            trace = os.path.join(out, f"trace-f{row['forward_us']:g}-bs{row['batch_size']}.json.gz")
+            trace = trace_path(out, row["forward_us"], row["batch_size"])
             if not os.path.exists(trace):
                 print(f"{trace}: not here, its row left out", file=sys.stderr)
                 continue

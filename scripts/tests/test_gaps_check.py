@@ -54,9 +54,6 @@ class WithinRounds(unittest.TestCase):
         self.assertAlmostEqual(saved, 200.0)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 FAKE_GAPS = '''#!/usr/bin/env python3
 import json
@@ -107,3 +104,7 @@ class Reread(unittest.TestCase):
         self.assertEqual(r["probe_fit_largest"], "mixed")
         self.assertAlmostEqual(r["probe_fit_largest_miss_pct"], -40.0)
         self.assertEqual(r["sites"], "read aten::item")
+
+
+if __name__ == "__main__":
+    unittest.main()
