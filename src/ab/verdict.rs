@@ -53,7 +53,7 @@ pub struct Margins {
 
 impl Margins {
     /// The default margins: host-paced 5%, a quarter of the +20% the gate must catch; GPU-paced
-    /// 2%, under the +3-4% of 1 µs more stand-in forward (docs/ab.md gives the A/A behind both).
+    /// 2%, under what 1 µs more stand-in forward makes (docs/ab.md gives the A/A behind both).
     pub const DEFAULT: Margins = Margins {
         host: 0.05,
         gpu: 0.02,

@@ -18,8 +18,7 @@ fn normal(rng: &mut SplitMix64) -> f64 {
 
 /// A host whose launch path flips between a fast and a slow state at random: each state
 /// lasts an exponential time of mean `dwell_s`, and the slow one makes host-paced work
-/// `slow` times as long (measured on the H200: each launch path +11 … +52%, stretches from
-/// under a second to minutes).
+/// `slow` times as long (the states docs/ab.md describes).
 struct TwoStateHost {
     rng: SplitMix64,
     slow: f64,

@@ -1,4 +1,4 @@
-//! The metadata families (DESIGN.md): their names and rows per request. Their shapes and
+//! The metadata families (README.md's Terms): their names and rows per request. Their shapes and
 //! plans are in `prep`.
 
 use serde::{Deserialize, Serialize};

@@ -12,8 +12,8 @@ use std::str::FromStr;
 pub const D2D_COPY_BYTES: usize = 64 << 20;
 
 /// GPU work the `d2h-int-busy` read is queued behind, in µs: long enough that the read is
-/// always issued while it runs, short against the ~8 µs steps an H200 completes such a read
-/// on (docs/read-paths.md).
+/// always issued while it runs, short against the steps such a read completes in
+/// (docs/read-paths.md).
 pub const BUSY_BEFORE_READ_US: f64 = 2.0;
 
 /// The floor row of the host-speed reference: a fixed piece of CPU work timed on the measuring

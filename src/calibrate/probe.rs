@@ -80,8 +80,7 @@ pub struct PostWaitProbe {
     pub segment_ops: Vec<u32>,
     pub extra_us: Vec<Vec<f64>>,
     /// µs per op of host_speed() before and after the probe, the meter of the file's own
-    /// `host_speed_us`; absent before calibration v7, when the extras count as at the file's
-    /// speed.
+    /// `host_speed_us`; absent in older probe files, whose extras count as at the file's speed.
     #[serde(default)]
     pub around_speed_us: Option<f64>,
 }
@@ -231,9 +230,9 @@ pub struct Fit {
 }
 
 /// Fits the per-event costs from each workload's counts (per repetition) and the probe
-/// file's timings, each workload weighted by how precisely its overhead was measured: an
-/// unweighted fit follows the one large workload (`mixed`, ~1 ms) and misses the small ones
-/// by 2×. A kind of event no workload produced costs 0 (the report says so).
+/// file's timings, each workload weighted by how precisely its overhead was measured (an
+/// unweighted fit follows the one large workload, `mixed`, and misses the small ones; see
+/// docs/calibration.md). A kind of event no workload produced costs 0 (the report says so).
 pub fn fit(probe: &ProbeFile, counts: &BTreeMap<String, EventCounts>) -> Result<Fit> {
     let mut rows = Vec::new();
     for (name, bare) in &probe.bare_us {
@@ -442,8 +441,8 @@ mod tests {
 
     #[test]
     fn the_fit_recovers_known_per_event_costs() {
-        // Costs of the size seen on the H200 in a first profiler session (call 1 of
-        // 2026-12-01): ~2 µs per cpu op, several per runtime call, a fraction per node.
+        // Costs of the size an H200 profiler probe showed: ~2 µs per cpu op, several per
+        // runtime call, a fraction per node.
         let truth = EventCosts {
             cpu_op: 1.9,
             runtime: 7.0,
@@ -466,8 +465,8 @@ mod tests {
         ] {
             assert!((got - want).abs() < 1e-9, "{got} vs {want}");
         }
-        // With jitter as large as a real session's (±0.5 µs on 7-12 µs timings), within
-        // a few tenths.
+        // With jitter as large as a real host's (±0.5 µs on 7-12 µs timings), within a few
+        // tenths.
         let (probe, map) = synthetic(truth, 0.5);
         let f = fit(&probe, &map).unwrap();
         assert!((f.costs.cpu_op - 1.9).abs() < 0.3, "{:?}", f.costs);

@@ -44,7 +44,7 @@ pub struct CalibrateArgs {
     pub(crate) gpu_trace: Vec<String>,
     /// Calibrate traces that have no probe file, with the profiler's own cost left in their
     /// host costs (every source says so): predictions from such a profile overstate the
-    /// host time after a read about twofold.
+    /// host time after a read (docs/calibration.md).
     #[arg(long)]
     pub(crate) keep_profiler_costs: bool,
     /// Leave out the post-wait cost the probe files measured: the ops keep what they paid

@@ -98,7 +98,7 @@ pub struct SweepArgs {
 /// Worker processes a sweep's rounds are shared out over by default: a group's first six
 /// rounds in six processes and the rest up to --max-rounds in six more, one round each, and
 /// the GPU-paced arms' own 18 in nine, two each, so a cell's interval over processes
-/// ([`crate::stats::rounds::units`]) has up to 21 units; a worker starts in under a second
+/// ([`crate::stats::rounds::units`]) has up to 21 units; a worker's start is cheap
 /// (docs/h200-findings.md: a process's draw).
 pub const DEFAULT_PROCESSES: usize = 9;
 

@@ -1,9 +1,9 @@
 //! Graph capture and the capture guard.
 //!
 //! A device-to-host copy issued while the stream is capturing can be accepted by the driver
-//! and silently become a graph node (GPU-NOTES.md): the host gets no data and the "graph"
-//! path quietly contains the host read it exists to remove. Every host read in metaprep goes
-//! through `ensure_not_capturing` first, so that case is an error naming the operation.
+//! and silently become a graph node: the host gets no data and the "graph" path quietly
+//! contains the host read it exists to remove. Every host read in metaprep goes through
+//! `ensure_not_capturing` first, so that case is an error naming the operation.
 
 use anyhow::{bail, Context, Result};
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode, CUstreamCaptureStatus};

@@ -4,14 +4,14 @@
 //!
 //! Issuing is a safe call. What a kernel can reach is what its arguments address: outside
 //! `gpu/` those are addresses of device buffers
-//! ([`DeviceBuffer::addr`](super::DeviceBuffer::addr)), which Rust never borrows (their contents come back only through copies into
-//! plain integers and floats), and plain values; page-locked and mapped host memory keep
-//! their addresses inside `gpu/` (`pinned_memory`, `read_path`). A stale address or a wrong
-//! grid therefore corrupts device memory or faults the context, an error from the next
-//! driver call, and wrong numbers the CPU-reference checks catch; not host memory. What no
-//! Rust type sees is whether the arguments mirror the kernel's signature in `kernels/*.cu`:
-//! that is the builder's job (a `#[repr(C)]` block beside each `.cu` struct), checked by
-//! every GPU test against the CPU reference.
+//! ([`DeviceBuffer::addr`](super::DeviceBuffer::addr)), which Rust never borrows (their
+//! contents come back only through copies into plain integers and floats), and plain values;
+//! page-locked and mapped host memory keep their addresses inside `gpu/` (`pinned_memory`,
+//! `read_path`). A stale address or a wrong grid therefore corrupts device memory or faults
+//! the context, an error from the next driver call, and wrong numbers the CPU-reference
+//! checks catch; not host memory. What no Rust type sees is whether the arguments mirror the
+//! kernel's signature in `kernels/*.cu`: that is the builder's job (a `#[repr(C)]` block
+//! beside each `.cu` struct), checked by every GPU test against the CPU reference.
 
 use super::context::StreamHandle;
 use super::{Gpu, KernelModule};

@@ -11,10 +11,10 @@
 //!
 //! Why the mapped read polls instead of synchronising the stream: a stream sync returns when
 //! the driver has seen the kernel complete, some µs after the flag's store reaches the host,
-//! where the poll returns (docs/read-paths.md has the measurement). A
-//! poll must not hang: every [`STREAM_CHECK_EVERY`] it asks the stream whether its work is
-//! done (then the flag is read once more, and a flag still stale is an error), and gives up
-//! after its timeout with an error that says what the flag held.
+//! where the poll returns (docs/read-paths.md). A poll must not hang: every
+//! [`STREAM_CHECK_EVERY`] it asks the stream whether its work is done (then the flag is read
+//! once more, and a flag still stale is an error), and gives up after its timeout with an
+//! error that says what the flag held.
 
 use super::pinned_memory::HostMemory;
 use super::{ensure_not_capturing, Gpu, KernelModule, Launch, StreamHandle};

@@ -3,8 +3,8 @@
 //! A host read of device lengths (`seq_lens.tolist()`) ends in a synchronise, so this flag is
 //! part of what the read costs. With `auto` (what PyTorch and most engines leave it at) the
 //! driver picks; `spin` busy-waits, `yield` yields the CPU between polls, `blocking` sleeps
-//! until the GPU interrupts. It does not remove the ~8 µs steps a read queued behind running
-//! GPU work completes on: those are the copy engine's (docs/sync-modes.md).
+//! until the GPU interrupts. It does not remove the steps a read queued behind running GPU
+//! work completes in: those are the copy engine's (docs/sync-modes.md).
 
 use anyhow::{ensure, Context, Result};
 use clap::ValueEnum;

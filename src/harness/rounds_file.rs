@@ -102,7 +102,7 @@ impl RoundsFile {
 }
 
 fn read_kept(path: &Path, keep: &HashSet<CellKey>) -> Result<Vec<RoundLine>> {
-    // `process` is new (sweep worker processes): older files read as process 0.
+    // Files written before worker processes lack `process`: they read as process 0.
     let lines: Vec<(u64, Record)> = read_table(path, &round_columns(), &["process"])?;
     let mut kept = Vec::new();
     for (at, record) in lines {

@@ -40,7 +40,7 @@ pub struct GpuMemory {
 pub const STAND_IN_GIB: f64 = 141.0;
 
 /// The most `--gpu-memory-gib` takes: about 70 times an H200's, room for what-if plans of GPUs to
-/// come (the committed runs plan with 1000); beyond it a value is a typo.
+/// come; beyond it a value is a typo.
 pub const MAX_GPU_MEMORY_GIB: f64 = 10_000.0;
 
 impl GpuMemory {

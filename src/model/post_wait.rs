@@ -103,10 +103,9 @@ impl PostWait {
 /// what one takes off the other adds back.
 ///
 /// Every wait starts a sequence of its own, and a call pays the largest extra of the live
-/// ones (each at its own wait and call count), as measured (docs/h200-findings.md: post-wait
-/// cost). The rule before (a shorter wait left the
-/// live sequence running) came from no measurement. The largest, not the sum: a syncing copy
-/// that waits 20 µs right after a 3 ms read does not add its own extra to the read's.
+/// ones (each at its own wait and call count; docs/h200-findings.md: post-wait cost). The
+/// largest, not the sum: a short syncing copy right after a long read does not add its own
+/// extra to the read's.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sequence {
     /// (wait µs, calls since), oldest first; none past what the table timed.
@@ -199,7 +198,7 @@ impl AfterWait {
 mod tests {
     use super::*;
 
-    /// The shape the H200 probe gave (µs, process at ~24 µs per op): first call, 4 passes.
+    /// A table shaped like a probe's (µs): the first call, then two passes of 24 calls.
     fn table() -> PostWait {
         PostWait {
             gaps_us: vec![0.0, 100.0, 1000.0, 3000.0],

@@ -14,3 +14,4 @@ pub mod run_dir;
 pub mod safetensors;
 pub mod settings;
 pub mod telemetry;
+pub mod writable;

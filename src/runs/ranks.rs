@@ -245,11 +245,10 @@ pub fn run(config: &StepsConfig) -> Result<StepsOutcome> {
     })
 }
 
-/// Writes the config every rank worker runs into the run's [`RANKS_DIR`], returning its path:
-/// `config`, planned (where `--gpu-memory-gib` gave no memory) for `memory`, the memory the
-/// run planned on (the smallest of the GPUs it may use, or a stand-in), so that every rank
-/// plans the same cells (a rank that planned from a larger GPU of its own would wait at a
-/// barrier for a cell the others skip).
+/// Writes the config every rank worker runs into the run's [`RANKS_DIR`] and returns its path:
+/// `config` planned for `memory` (unless `--gpu-memory-gib` gave one), the memory the run
+/// planned on, so every rank plans the same cells (a rank planning from a larger GPU of its
+/// own would wait at a barrier for a cell the others skip).
 pub fn write_worker_settings(config: &StepsConfig, memory: GpuMemory) -> Result<PathBuf> {
     let workers = StepsConfig {
         gpu_memory: config.gpu_memory.or(Some(memory)),

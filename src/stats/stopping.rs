@@ -189,7 +189,7 @@ impl RoundsRule {
     /// metrics over them (`step_us` and `gpu_prep_us`: imprecise if `None`) and its group's
     /// measuring time. It stops once every metric is within `gpu_paced_rel_ci` (or `abs_ci_us`),
     /// at `gpu_paced_max_rounds`, or at the time cap, in that order; an arm that stops at its
-    /// group's round stops for its group's reason, as every arm did before.
+    /// group's round stops for its group's reason.
     pub fn gpu_paced_stop(
         &self,
         group: (RoundsStop, usize),
@@ -521,7 +521,7 @@ mod tests {
             r.gpu_paced_stop(spent, 10, &metrics, r.time_cap),
             Some(RoundsStop::TimeCap)
         );
-        // A cap at the group's rounds: the arm stops with its group, as before the cap.
+        // A cap at the group's rounds: the arm stops with its group.
         let none = RoundsRule {
             gpu_paced_max_rounds: 10,
             ..r.clone()

@@ -90,9 +90,8 @@ pub struct ArmFit {
     pub run: u32,
     /// Where the arm's step did not follow its factor at the fit cell (GPU-bound there):
     /// how far each moved. Such an arm keeps the factor it started at (1: the trace's
-    /// costs) and is settled: no factor moves its step, so its error there is the model's,
-    /// judged by validation's step bar on the fit cell's row like every other cell's. (Held to
-    /// `TOLERANCE`, a GPU-bound arm failed the fit on the model's run-to-run noise.)
+    /// costs) and is settled: no factor moves its step, so validation's step bar judges its
+    /// error there rather than `TOLERANCE`, which the model's run-to-run noise would fail.
     pub not_host_bound: Option<Unfollowed>,
 }
 
@@ -205,13 +204,10 @@ impl History {
 /// Each of `arms`' factor, fitted: `model` gives every arm's relative error (model /
 /// reference − 1) at the factors it is handed (all in one call). The keys are arms for the
 /// host factors (`TOLERANCE`) and one for the post-wait scale (`DIFF_TOLERANCE`). Every
-/// factor starts at 1; an arm within `tolerance` keeps its factor while the others move. An arm
-/// whose step does not follow its factor (GPU-bound at the cell: graph replay with a long
-/// enough forward) cannot be fitted there: it keeps its first factor, says so in
-/// `not_host_bound`, and is settled (its host costs do not decide its step there; the fit
-/// cell's row and the other cells check them against validation's bars). One no run
-/// brought within `tolerance` keeps its closest run, `converged` false (validate fails on
-/// it: a reference below the GPU's floor, or noise above the tolerance).
+/// factor starts at 1; an arm within `tolerance` keeps its factor while the others move. An
+/// arm whose step does not follow its factor (GPU-bound at the cell) keeps its first factor,
+/// says so in `not_host_bound`, and is settled. One no run brought within `tolerance` keeps
+/// its closest run, `converged` false (validate fails on it).
 pub fn fit_factors<K: Ord + Copy + std::fmt::Display>(
     arms: &[K],
     tolerance: f64,

@@ -76,7 +76,7 @@ fn scaled(profile: &HostProfile, scale: f64, why: &str) -> Result<HostProfile> {
 
 /// `--fit` with `--fit-post-wait`: the arm factors at `factors`' cell and the post-wait scale
 /// at `long`'s fitted in turns ([`in_turns`]), each pass fitting the factors on `base` (no
-/// fits) with the scale of the pass before, then the scale with those factors. Returns the
+/// fits) with the scale of the pass before, then the scale with those factors. Returns
 /// what validation.md says of the last pass; the fitted profile is in `out` as
 /// [`FITTED_PROFILE`].
 pub(super) fn fit_in_turns(

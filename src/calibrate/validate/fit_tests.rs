@@ -63,10 +63,8 @@ fn noise(rng: &mut crate::stats::rng::SplitMix64, amplitude: f64) -> f64 {
     1.0 + amplitude * (2.0 * unit - 1.0)
 }
 
-/// A model run's noise, relative: uniform in ±2%, so two runs differ by up to 4%. On the
-/// H200 one arm's step moved up to 1.3% between two processes and, in one
-/// process, 2.3% and 3.4% between runs seconds apart (calibration v7, tests/gpu.rs's fit test:
-/// eager-sync at a 20 µs forward, runs 1, 3 and 4 against the factors they ran at).
+/// A model run's noise, relative: uniform in ±2%, so two runs differ by up to 4%, as on the
+/// H200 between runs seconds apart in one process (docs/calibration.md).
 const RUN_NOISE: f64 = 0.02;
 
 #[test]
@@ -271,9 +269,8 @@ fn factors_stay_within_their_bounds_and_an_unreached_one_says_so() {
 
 #[test]
 fn a_post_wait_scale_is_fitted_on_a_difference_under_its_noise() {
-    // eager-sync − graph at a long forward: 430 µs that do not follow the scale, and
-    // post-wait extras of 420 µs at x1 that do (reference_loop.py's cell at 3000 µs, bs 8,
-    // on the H200: ~860 µs modelled where the loop paid ~650); the engine's truth x0.37.
+    // eager-sync − graph at a long forward, an H200 cell's shares: 430 µs that do not follow
+    // the scale, and post-wait extras of 420 µs at x1 that do; the engine's truth x0.37.
     // The difference's run-to-run noise, ±4% uniform: two steps' ±20 µs host noise each.
     let diff = |k: f64| 430.0 + 420.0 * k;
     let truth = 0.37;
@@ -305,7 +302,7 @@ fn a_post_wait_scale_is_fitted_on_a_difference_under_its_noise() {
 #[test]
 fn a_converged_fit_keeps_its_closest_run_and_runs_on_at_it() {
     // +2.2% at x1 (within 5%, but the probe must run), -4.9% at the probe: both within
-    // the tolerance, the first closer (calibration v7's post-wait fit on the H200).
+    // the tolerance, the first closer (as an H200 post-wait fit ran).
     let errors = [0.022, -0.049];
     let mut ran = Vec::new();
     let fits = fit_factors(&[Arm::EagerSync, Arm::Graph], DIFF_TOLERANCE, |factors| {

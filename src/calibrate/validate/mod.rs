@@ -10,13 +10,10 @@
 //! both arms ran, eager-sync − graph within `diff_pct` of the reference's difference.
 //!
 //! A row with chunks (`chunk_host_speed_us`, `chunk_step_us`: the steps between two host-speed
-//! probes of `metaprep_host.StepSampler`, each with the mean of the probes around it) is
-//! compared chunk by chunk: the model runs at the extremes of the cell's chunk speeds (and at
-//! the profile's own), each chunk is predicted by interpolating those runs at its own speed,
-//! and the mean over chunks of the prediction is held against the mean of the chunks' median
-//! steps ("chunk mean"). A host whose speed switches between two levels puts the median of all
-//! steps in whichever level held most of them; the chunk mean moves with the mix of levels as
-//! a model linear in the host speed does (docs/calibration.md, "Host speed").
+//! probes, each at the probes' mean speed) is compared by "chunk mean": the model, run at the
+//! cell's extreme chunk speeds and interpolated at each chunk's, against the chunks' median
+//! steps, both averaged over chunks. Unlike one median of all steps, it follows a host whose
+//! speed switches between levels (docs/calibration.md, "Host speed").
 //!
 //! With `--fit`, each arm's host factor (`arm_host_factors`) is fitted first at one untraced
 //! cell recorded in its own process, with the same model and estimator, and the fitted

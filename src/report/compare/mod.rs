@@ -201,7 +201,7 @@ fn check_outputs(args: &CompareArgs) -> Result<()> {
         if out.is_dir() {
             bail!("{flag} {name} is a directory: name a file");
         }
-        crate::cli::common::writable_file(out, flag)?;
+        crate::results::writable::writable_file(out, flag)?;
         if out.exists() && !starts_with(out, signature(flag)) {
             bail!(
                 "{flag} {name} exists and is not a file `compare` wrote: choose another file \

@@ -74,8 +74,8 @@ pub(super) fn write_against_eager_sync(out: &mut String, index: &Index) -> fmt::
 
 /// graph-upload against graph in every step group that ran both: what the host-built list
 /// graph-upload copies up before its replays costs a step, so what caching it as a device
-/// constant is worth (EAGLE: SGLang's merged draft-extend path's `[N] * bs` (docs/arms.md),
-/// the review's `extend_seq_lens`, before each draft-extend replay; DSpark: before both
+/// constant is worth (EAGLE: `extend_seq_lens`, `[N] * bs`, before each draft-extend replay,
+/// as SGLang's merged draft-extend path uploads it (docs/arms.md); DSpark: before both
 /// replays). The change is of the two arms' ratios to eager-sync, each paired in rounds; the
 /// difference in µs is of their step times.
 pub(super) fn write_upload_against_graph(out: &mut String, index: &Index) -> fmt::Result {

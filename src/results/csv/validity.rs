@@ -10,13 +10,13 @@ use crate::axes::floor_item::{HARNESS, HOST_REFERENCE};
 use crate::axes::{Arm, Drafter, Family, FloorItem, Layout};
 use crate::results::telemetry::reading_problem;
 
+/// The longest time a row may hold, µs.
+const MAX_US: f64 = 1e9;
+
 /// Why a row cannot be one metaprep wrote: a kind, family, arm or layout it does not know
 /// (each checked by its own parser, so a new arm is known as soon as it exists), a median
 /// that is not a number, an infinite value, a negative time, rate or ratio (a derived row,
 /// a difference, may be negative), or a median outside its own interval.
-/// The longest time a row may hold, µs.
-const MAX_US: f64 = 1e9;
-
 pub(super) fn check_row(row: &Row) -> std::result::Result<(), String> {
     check_names(&row.kind, &row.family, &row.arm, &row.layout)?;
     // A floor item has no block: its rows' block_size is not read.

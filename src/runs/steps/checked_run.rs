@@ -63,12 +63,9 @@ impl StepCheck {
     }
 }
 
-/// Runs `steps` steps of `config`'s program for every arm of every (layout, batch, block)
-/// cell on one GPU (alone: a wider layout is one rank, its collectives busy-waits), every
-/// prep inside each step poisoned, then checked bit for bit against the CPU reference at
-/// the lengths accept has advanced to (`StepCell::checked_pass`). What `check` proves for
-/// one prep at a time, here inside the step that interleaves them with forwards, host
-/// segments and accept. The host profile's costs run as in `steps`.
+/// Runs `steps` checked steps (`StepCell::checked_pass`) of `config`'s program for every arm
+/// of every (layout, batch, block) cell on one GPU (alone: a wider layout is one rank, its
+/// collectives busy-waits), the host profile's costs as in `steps`.
 pub fn check_steps(config: &StepsConfig, steps: usize) -> Result<Vec<(Cell, StepCheck)>> {
     let gpu = config.gpu.open()?;
     let world = RankWorld::alone();

@@ -11,9 +11,8 @@ use crate::runs::rank_world::ReadDelay;
 use anyhow::Result;
 use std::time::{Duration, Instant};
 
-/// Spins the host until `until` (host work a framework would be doing).
-/// Busy until `until`; returns the clock reading that found it passed, so a caller that
-/// needs the end time does not read the clock again in the timed loop.
+/// Spins the host until `until` (host work a framework would be doing); returns the clock
+/// reading that found it passed, so the timed loop need not read the clock again.
 pub(super) fn spin_until(until: Instant) -> Instant {
     loop {
         let now = Instant::now();

@@ -1,9 +1,6 @@
 //! The decode-step model on the GPU: the host program of a
-//! [`HostProfile`](crate::model::host_profile::HostProfile) (scheduler work, draft metadata
-//! prep (the arm under test), draft forward, host work between phases, verify prep, verify
-//! forward, accept; under `--drafter eagle` the draft passes' DSA decode preps and forwards,
-//! the verify, the DSA draft-extend prep and forward, see
-//! [`HostProfile::step_items`](crate::model::host_profile::HostProfile::step_items)), run for
+//! [`HostProfile`](crate::model::host_profile::HostProfile) (its items:
+//! [`HostProfile::step_items`](crate::model::host_profile::HostProfile::step_items)) run for
 //! real with the host allowed one step ahead of the GPU, as an overlap scheduler does. Host
 //! segments are busy-waits, launches and reads are real: whatever a read exposes shows on
 //! the GPU timeline by itself.
@@ -13,12 +10,12 @@
 //!   costs nothing extra): step wall times and completions on the device clock give ITL and
 //!   throughput;
 //! * a timeline pass timed by `--timer` (see [`crate::harness::timer`]): GPU busy intervals
-//!   give forward occupancy and the host-bound gap, and for the traced cell the Perfetto
-//!   trace. With CUDA events (ten a step, a few µs of host time) a prep phase is marked from
-//!   its first launch (for eager-sync: after the host read, the list and its copy) to its
-//!   last kernel's end, so for eager arms the gaps between their own launches fall inside
-//!   it; with CUPTI every kernel and copy is its own interval. Occupancy is reported per step (1 - gap /
-//!   step wall time), so it has a median and an interval.
+//!   give forward occupancy (per step, 1 - gap / step wall time, so it has a median and an
+//!   interval), the host-bound gap and, for the traced cell, the Perfetto trace. With CUDA
+//!   events (ten a step) a prep phase is marked from its first launch (for eager-sync: after
+//!   the host read, the list and its copy) to its last kernel's end, so for eager arms the
+//!   gaps between their own launches fall inside it; with CUPTI every kernel and copy is its
+//!   own interval.
 //!
 //! A process runs one rank. Alone, a layout wider than one GPU is emulated (the collective
 //! is a busy-wait sized by the bytes it would move). As a worker of a world

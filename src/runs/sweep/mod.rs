@@ -1,41 +1,28 @@
 //! `metaprep sweep`: every arm of every family over batch size x block size x layout, with
 //! the floor measured in the same run, NVML telemetry per cell, and atomic, resumable output.
 //!
-//! **Rounds.** The run is measured in rounds, so that the host's and GPU's drift over the
-//! run lands between rounds, where the reported intervals see it (see
-//! [`crate::stats::rounds`]). Each round measures the floor (and the host-speed reference)
-//! first, then visits every cell group still measuring (the arms of one family, layout, batch
-//! size and block size, back to back) in a fresh seeded order ([`crate::harness::schedule`]).
-//! Inside a round a cell takes `--min-samples` samples, or fewer if its time cap shared out
-//! between `--rounds` rounds runs out ([`StoppingRule::per_round`]). After `--rounds` rounds, a
-//! group gets further rounds only while its reported intervals are wide, up to `--max-rounds`
-//! or its time cap ([`crate::stats::stopping`]). Then its GPU-paced arms (graph-upload, graph,
-//! fused: [`crate::results::pacing::gpu_paced_arm`]) go on alone while their `step_us` or
-//! `gpu_prep_us` interval is wider than `--gpu-paced-precision-pct`, up to
-//! `--gpu-paced-max-rounds` or the group's time cap; rounds past `--max-rounds` visit only those
-//! arms and run no forward (their `step_fwd_us` is narrow by then: docs/rounds.md).
-//! Once every arm has stopped its group's rows are formed ([`crate::runs::sweep::rounds`]) and
-//! written. Every round's medians go to `rounds.csv`
-//! ([`crate::harness::rounds_file`]).
+//! **Rounds.** The run is measured in rounds so that the host's and GPU's drift lands between
+//! rounds, where the reported intervals see it ([`crate::stats::rounds`], docs/rounds.md).
+//! Each round measures the floor, then every open cell group (the arms of one family, layout,
+//! batch size and block size, back to back) in a seeded order ([`crate::harness::schedule`]).
+//! After `--rounds` rounds a group goes on only while its intervals are wide
+//! ([`crate::stats::stopping`]); then its GPU-paced arms
+//! ([`crate::results::pacing::gpu_paced_arm`]) go on alone, with no forward, until
+//! `--gpu-paced-precision-pct` or `--gpu-paced-max-rounds`. A group's rows are formed
+//! ([`crate::runs::sweep::rounds`]) once every arm has stopped; every round's medians go to
+//! `rounds.csv` ([`crate::harness::rounds_file`]).
 //!
-//! **Processes.** A process's state (where its memory landed, the driver's structures, the
-//! CPU's) is one draw for all its rounds (docs/h200-findings.md: a process's draw). With
-//! `--processes N` the rounds are measured
-//! by up to N worker processes per stage (`metaprep sweep-worker`, started one after another:
-//! the first --min-rounds, the rest up to --max-rounds, the GPU-paced arms' own rounds; each
-//! measuring its share of the stage's rounds of the groups still open and handing back each
-//! round as typed [`RoundResult`](crate::runs::sweep::rounds::RoundResult)s,
-//! [`crate::runs::sweep::workers`]), so the between-process effect lands between rounds, in
-//! the intervals. This process then holds the NVML sampler and the files and measures
-//! nothing.
+//! **Processes.** A process's state (where its memory landed, the driver's, the CPU's) is one
+//! draw for all its rounds, so `--processes N` shares the rounds out over worker processes
+//! ([`crate::runs::sweep::workers`]) and the between-process effect lands in the intervals.
+//! This process then holds the NVML sampler and the files and measures nothing.
 //!
-//! **Resume.** A group's rows are written when its rounds stop, all at once, so the CSV only
-//! ever holds whole groups, each from one invocation's rounds; `--resume` keeps those and
-//! measures every other group from its first round. Rows written without rounds (by a
-//! metaprep before rounds) are not kept: their groups are measured again.
+//! **Resume.** A group's rows are written all at once when its rounds stop, so the CSV only
+//! holds whole groups; `--resume` keeps those and measures every other group from its first
+//! round (rows written without rounds are measured again).
 //!
-//! The run loop and its settings are here; the grid of groups is in `grid`, the state
-//! between rounds in `state`, and what measures a round on the GPU in `measurer`.
+//! The grid of groups is in `grid`, the state between rounds in `state`, and what measures a
+//! round on the GPU in `measurer`.
 
 mod grid;
 mod measurer;

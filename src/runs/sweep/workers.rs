@@ -182,13 +182,10 @@ impl WorkerCost {
     }
 }
 
-/// Rounds the worker starting at round `first_round` measures, given the run's stages' ends
-/// (`--rounds`, `--max-rounds`, the last GPU-paced round). Each stage is shared out over up
-/// to `processes` workers: the first `--rounds` (the fewest a group gets), the rest up to
-/// `--max-rounds`, then the GPU-paced arms' own rounds. A group that stops at `--rounds` has
-/// then seen every process (at most `--rounds` of them), the GPU-paced arms' rounds as many
-/// more, and no worker measures across the round where groups begin to stop, whose visits
-/// would be thrown away, or across `--max-rounds`, past which rounds visit fewer arms.
+/// Rounds the worker starting at round `first_round` measures, given the run's stage ends
+/// (`--rounds`, `--max-rounds`, the last GPU-paced round), each stage shared out over up to
+/// `processes` workers. No worker crosses a stage end: past `--rounds` groups begin to stop
+/// (their visits would be thrown away), past `--max-rounds` rounds visit fewer arms.
 pub fn worker_rounds(stage_ends: [usize; 3], processes: usize, first_round: usize) -> usize {
     let mut start = 0;
     for end in stage_ends {

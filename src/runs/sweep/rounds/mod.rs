@@ -17,9 +17,10 @@
 //! and `gb_s`, those bytes over each `gpu_prep_us` sample; the floor's d2d copy gets `gb_s`,
 //! the ceiling they are read against ([`crate::harness::bandwidth`]).
 //!
-//! The floor also times the host-speed reference ([`HOST_REFERENCE`](crate::axes::floor_item::HOST_REFERENCE), a fixed piece of CPU
-//! work on the measuring core) every round: its own floor row, and env.json's note of each
-//! worker process's host speed.
+//! The floor also times the host-speed reference
+//! ([`HOST_REFERENCE`](crate::axes::floor_item::HOST_REFERENCE), a fixed piece of CPU work on
+//! the measuring core) every round: its own floor row, and env.json's note of each worker
+//! process's host speed.
 //!
 //! A round's measurements travel as [`RoundResult`] (serde), so a round measured in a worker
 //! process (`sweep --processes`) is kept exactly as one measured here.

@@ -37,8 +37,9 @@ pub struct GroupRound {
     pub seconds: f64,
 }
 
-/// One round of the floor: each item's samples in [`FloorItem::ALL`](crate::axes::FloorItem::ALL)'s order, the harness's
-/// and the host-speed reference's, and the time it took.
+/// One round of the floor: each item's samples in
+/// [`FloorItem::ALL`](crate::axes::FloorItem::ALL)'s order, the harness's and the host-speed
+/// reference's, and the time it took.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FloorRound {
     pub items: Vec<Vec<f64>>,
