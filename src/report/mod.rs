@@ -6,7 +6,6 @@ pub mod charts;
 pub mod compare;
 pub mod format;
 pub mod gpm;
-pub mod read_paths;
 pub mod summary;
 pub mod targets;
 

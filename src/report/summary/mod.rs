@@ -27,6 +27,7 @@ mod header;
 mod headline;
 mod index;
 mod preps;
+pub mod read_paths;
 mod steps;
 
 #[cfg(test)]
@@ -152,7 +153,7 @@ fn write_summary_text(
     steps::write_steps(out, &index)?;
     if detail == Detail::Full || !has_preps(rows) {
         preps::write_preps(out, &index)?;
-        crate::report::read_paths::write_read_paths(out, &index)?;
+        read_paths::write_read_paths(out, &index)?;
     }
     floors::write_floors(out, &index)?;
     header::write_notes(out, env, detail == Detail::Full)

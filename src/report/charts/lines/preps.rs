@@ -6,7 +6,7 @@ use super::draw::LineChart;
 use super::panels::{middle_block, series_by_arm, step_panels, Panel, XAxis};
 use crate::report::charts::{layout_order, short_number, Rendered};
 use crate::report::format::{copy_ceiling, AFTER_ARM, BASELINE_ARM};
-use crate::report::read_paths::{recovered_rows, RECOVERED};
+use crate::report::summary::read_paths::{recovered_rows, RECOVERED};
 use crate::results::csv::{Row, KIND_FLOOR, KIND_PREP, KIND_STEP};
 use crate::results::env::EnvRecord;
 use crate::stats::summary::quantile;

@@ -10,13 +10,13 @@
 //! be (rounds.csv holds the rounds for that). Where graph's interval reaches no gain, there is
 //! no gain to share, and the cell says so.
 
+use super::{change_text, read_cost, Index};
 use crate::axes::floor_item::BUSY_BEFORE_READ_US;
 use crate::axes::{Arm, FloorItem};
 use crate::report::change::change_of_ratio;
 use crate::report::format::{
     arm_rank, floor_median, fmt_num, layout_rank, AFTER_ARM, BASELINE_ARM, DEVICE_ARM,
 };
-use crate::report::summary::{change_text, read_cost, Index};
 use crate::results::csv::{CellKey, Row, KIND_PREP, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::{self, Write};
