@@ -36,10 +36,13 @@ pub fn probe_path(trace: &Path) -> PathBuf {
 /// (`metaprep probe NAME`).
 pub const PROBE_MARK: &str = "metaprep probe";
 
+/// The annotation of the probe's `range` workload's own empty ranges (metaprep_host.py).
+pub const EMPTY_RANGE: &str = "metaprep empty range";
+
 /// Whether an annotation is one of a probe's own: around a profiled probe, or the `range`
 /// probe's empty ranges inside it.
 pub fn is_probe_region(name: &str) -> bool {
-    name.starts_with(PROBE_MARK) || name == super::analysis::EMPTY_RANGE
+    name.starts_with(PROBE_MARK) || name == EMPTY_RANGE
 }
 
 /// `x.probe.json` as scripts/metaprep_host.py writes it.

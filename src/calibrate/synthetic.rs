@@ -4,7 +4,7 @@
 //! torch.profiler lays it out (an op's own record after its span, its nested events' inside
 //! it; an annotation's in-range share `EMPTY_IN_RANGE` inside, the rest around it).
 
-use super::analysis::EMPTY_RANGE;
+use super::probe::EMPTY_RANGE;
 use super::probe::{EventCosts, EventCounts};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

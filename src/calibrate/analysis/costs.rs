@@ -1,8 +1,8 @@
 //! Durations with the profiler's own events taken off: ops, syncs, ranges, prep steps, and
 //! the probe's event counts.
 
-use super::{inside, Analysis, PrepStep, Rt, TopOp, EMPTY_RANGE};
-use crate::calibrate::probe::{EventCosts, EventCounts, ProbeFile};
+use super::{inside, Analysis, PrepStep, Rt, TopOp};
+use crate::calibrate::probe::{EventCosts, EventCounts, ProbeFile, EMPTY_RANGE};
 use crate::calibrate::trace::Span;
 use crate::model::post_wait::{PostWait, Sequence};
 

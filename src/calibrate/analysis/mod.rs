@@ -13,9 +13,6 @@ pub use super::trace::{rt_kind, RtKind};
 use super::trace::{tol, HostEvent, Span, Trace};
 use std::collections::BTreeMap;
 
-/// The annotation of the probe's `range` workload's own empty ranges (metaprep_host.py).
-pub const EMPTY_RANGE: &str = "metaprep empty range";
-
 /// A runtime call on the main thread.
 #[derive(Debug, Clone)]
 pub struct Rt {
