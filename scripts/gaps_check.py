@@ -186,6 +186,20 @@ def gaps_columns(metaprep, out, trace, row):
               f"alone {nowait:+.1f}%), gaps reads and uploads {both:+.1f}% ({ratio(both):.2f}x), "
               f"reads {reads:+.1f}% ({ratio(reads):.2f}x); sites: {row['sites']}",
               file=sys.stderr, flush=True)
+    # Given the loop's untraced eager-sync step, as a user gives their measured ITL: the
+    # traced host time scaled to it, whatever the profiler's events cost.
+    stepped = subprocess.run([metaprep, "gaps", trace, "--out", out + "-stepped", "--json",
+                              "--untraced-step-us", f"{row['eager_sync_step_us']:.3f}"],
+                             capture_output=True, text=True)
+    shutil.rmtree(out + "-stepped", ignore_errors=True)
+    if stepped.returncode == 0:
+        s = json.loads(stepped.stdout)[0]
+        both = s["reads_and_uploads_itl_change_pct"]["median"]
+        row.update({"stepped_gaps_reads_uploads_change_pct": both,
+                    "stepped_reads_uploads_ratio": ratio(both),
+                    "stepped_host_scale": s["host_scale"]})
+    else:
+        row["stepped_gaps_reads_uploads_change_pct"] = stepped.stderr.strip()[-200:]
     # What the profiler cost a step: as the probe file prices it (what gaps took off), and as
     # the trace ran over the untraced step (the same where the probes price its events right
     # and the host held still).

@@ -206,6 +206,22 @@ fn bad_traces_are_refused_naming_what_is_missing_and_nothing_is_written() {
         &out,
         "--step-marker",
     );
+    for (steps, needle) in [
+        ("2800,2900", "gives 2 steps for 1 TRACE arguments"),
+        ("0", "--untraced-step-us 0 is not a step in µs"),
+        ("nan", "--untraced-step-us NaN is not a step in µs"),
+        ("2.8e9", "is not a step in µs"),
+        (
+            "1",
+            "--untraced-step-us 1 is no longer than the traced steps' GPU work alone",
+        ),
+    ] {
+        refused(
+            &["gaps", t, "--untraced-step-us", steps, "--out", o],
+            &out,
+            needle,
+        );
+    }
     std::fs::create_dir(&out).unwrap();
     std::fs::write(out.join("mine"), "a user's").unwrap();
     let o2 = metaprep(&["gaps", t, "--out", o]);

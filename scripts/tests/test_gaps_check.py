@@ -56,7 +56,7 @@ class WithinRounds(unittest.TestCase):
 
 
 FAKE_GAPS = '''#!/usr/bin/env python3
-import json
+import json, sys
 h = lambda itl, win, period: {"itl_change_pct": {"median": itl / 10},
                               "reads_and_uploads_itl_change_pct": {"median": itl},
                               "reads_and_uploads_win_us": {"median": win},
@@ -67,6 +67,9 @@ g = {**h(-24.0, 240.0, 1000.0), "sites": [{"site": {"kind": "read", "op": "aten:
      "probe_fit": [{"workload": "cuda_add", "overhead_us": 2.0, "fitted_us": 4.0},
                    {"workload": "mixed", "overhead_us": 500.0, "fitted_us": 300.0}],
      "profiler_us": {"median": 300.0}, "as_traced": h(-30.0, 390.0, 1300.0)}
+if "--untraced-step-us" in sys.argv:
+    step = float(sys.argv[sys.argv.index("--untraced-step-us") + 1])
+    g.update(h(-21.0, 231.0, step), host_scale=step / 1375.0)
 print(json.dumps([g]))
 '''
 
@@ -104,6 +107,9 @@ class Reread(unittest.TestCase):
         self.assertEqual(r["probe_fit_largest"], "mixed")
         self.assertAlmostEqual(r["probe_fit_largest_miss_pct"], -40.0)
         self.assertEqual(r["sites"], "read aten::item")
+        # Given the untraced eager-sync step (1100 µs), as a user gives their ITL.
+        self.assertAlmostEqual(r["stepped_reads_uploads_ratio"], 1.05)  # -21% of -20%
+        self.assertAlmostEqual(r["stepped_host_scale"], 0.8)  # the fake's 1100 / 1375
 
 
 if __name__ == "__main__":

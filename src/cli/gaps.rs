@@ -9,7 +9,7 @@ use crate::exit::Exit;
 use crate::gaps::chart::timeline_chart;
 use crate::gaps::ranks::{across, AcrossRanks};
 use crate::gaps::report::markdown;
-use crate::gaps::{analyse, Gaps};
+use crate::gaps::{analyse_at, Gaps};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -29,6 +29,16 @@ pub struct GapsArgs {
     /// `ProfilerStep#N`, else the repeating region that covers most of its thread).
     #[arg(long, value_name = "NAME")]
     pub(crate) step_marker: Option<String>,
+    /// The loop's step (ITL) measured without the profiler, µs, one per TRACE in order (e.g. from
+    /// its serving benchmark at the same batch size): the traced host time is scaled to make the
+    /// steps that long, which takes the profiler's whole cost off, however its events cost.
+    #[arg(
+        long,
+        value_name = "US",
+        value_delimiter = ',',
+        allow_negative_numbers = true
+    )]
+    pub(crate) untraced_step_us: Vec<f64>,
     /// Output folder (default results/gaps-DATE); it must not exist or be empty.
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
@@ -45,7 +55,11 @@ pub(crate) fn gaps(args: &GapsArgs) -> Result<ExitCode> {
         Ok(checked) => checked,
         Err(code) => return Ok(code),
     };
-    let analysed = match usage(analyse_runs(&runs, args.step_marker.as_deref())) {
+    let analysed = match usage(analyse_runs(
+        &runs,
+        args.step_marker.as_deref(),
+        &args.untraced_step_us,
+    )) {
         Ok(a) => a,
         Err(code) => return Ok(code),
     };
@@ -84,15 +98,21 @@ struct AnalysedRun {
     across: Option<AcrossRanks>,
 }
 
-fn analyse_runs(runs: &[Vec<PathBuf>], step_marker: Option<&str>) -> Result<Vec<AnalysedRun>> {
-    runs.iter()
-        .map(|run| {
+/// Each run's traces analysed, at its untraced step where `untraced_step_us` gives one a run.
+fn analyse_runs(
+    runs: &[Vec<PathBuf>],
+    step_marker: Option<&str>,
+    untraced_step_us: &[f64],
+) -> Result<Vec<AnalysedRun>> {
+    (runs.iter().enumerate())
+        .map(|(i, run)| {
             let traces = (run.iter())
                 .map(|path| {
                     let trace = Trace::read(path)?;
                     let file = path.display().to_string();
                     let profiler = profiler_cost::beside(&file, path, &trace)?;
-                    analyse(&file, &trace, step_marker, profiler.as_ref())
+                    let untraced = untraced_step_us.get(i).copied();
+                    analyse_at(&file, &trace, step_marker, profiler.as_ref(), untraced)
                 })
                 .collect::<Result<Vec<Gaps>>>()?;
             let across = (traces.len() > 1).then(|| across(&traces)).transpose()?;
@@ -150,9 +170,35 @@ fn check(args: &GapsArgs) -> Result<(PathBuf, Vec<Vec<PathBuf>>)> {
     {
         bail!("--step-marker: an empty name marks no step");
     }
+    check_untraced_steps(&args.untraced_step_us, args.traces.len())?;
     let out = (args.out.clone()).unwrap_or_else(|| super::common::default_out("gaps"));
     empty_out(&out)?;
     Ok((out, runs))
+}
+
+/// The most `--untraced-step-us` takes, µs: ten seconds a step is a typo (ms for µs), not a
+/// decode step.
+const MAX_STEP_US: f64 = 1e7;
+
+/// `--untraced-step-us`: none, or one a TRACE, each a positive number of µs.
+fn check_untraced_steps(steps: &[f64], traces: usize) -> Result<()> {
+    if !steps.is_empty() && steps.len() != traces {
+        bail!(
+            "--untraced-step-us gives {} steps for {traces} TRACE arguments: give one a TRACE, \
+             in order (a folder of ranks is one run with one step)",
+            steps.len()
+        );
+    }
+    if let Some(bad) = steps
+        .iter()
+        .find(|s| !(s.is_finite() && **s > 0.0 && **s <= MAX_STEP_US))
+    {
+        bail!(
+            "--untraced-step-us {bad} is not a step in µs: give the loop's step measured without \
+             the profiler, such as 2800 (at most {MAX_STEP_US:e})"
+        );
+    }
+    Ok(())
 }
 
 /// A run's timeline chart is its trace's, or its slowest rank's: `timeline.png` and `.svg`,

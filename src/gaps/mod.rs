@@ -14,6 +14,7 @@ pub mod report;
 pub mod steps;
 pub mod syncs;
 pub mod timeline;
+mod untraced_step;
 
 use crate::calibrate::profiler_cost::ProfilerCost;
 use crate::calibrate::trace::{Span, Trace};
@@ -86,6 +87,10 @@ pub struct Step {
     pub reads_win_us: f64,
     /// What removing its reads and uploads saves it, µs.
     pub reads_and_uploads_win_us: f64,
+    /// The factor on the step's host time that makes the steps as long as the untraced step
+    /// the user gave (`--untraced-step-us`); 1 without one.
+    #[serde(skip)]
+    pub host_scale: f64,
 }
 
 /// One sync call in a step: its site, its wait, the host time removing it takes off (its
@@ -111,9 +116,10 @@ pub struct SiteInStep {
 
 impl Step {
     /// The step without the profiler: the traced step less the profiler's cost on its
-    /// critical path.
+    /// critical path, its host-paced rest (the GPU's idle) at [`Step::host_scale`].
     pub fn bare_us(&self) -> f64 {
-        self.period_us - self.profiler_us
+        let idle = self.period_us - self.profiler_us - self.gpu_busy_us;
+        self.gpu_busy_us + self.host_scale * idle
     }
 
     /// What removing the calls of the sites `removed` picks saves, µs: the (bare) step
@@ -126,9 +132,11 @@ impl Step {
             if !removed(c.site) {
                 drained_later |= c.drains;
             } else if drained_later {
-                host += (c.host_us - c.blocked_us).max(0.0);
+                host += self.host_scale * (c.host_us - c.blocked_us).max(0.0);
             } else {
-                (blocked, host) = (blocked + c.blocked_us, host + c.host_us);
+                // A wait is the GPU's time: only the host work around it is scaled.
+                let work = self.host_scale * (c.host_us - c.blocked_us).max(0.0);
+                (blocked, host) = (blocked + c.blocked_us, host + c.blocked_us + work);
             }
         }
         let all: f64 = self.calls.iter().map(|c| c.blocked_us).sum();
@@ -204,6 +212,10 @@ pub struct Gaps {
     /// Each probe workload's counts, timings and overhead as timed and as those costs give
     /// it: where they disagree, the correction is as uncertain. `None` without a probe file.
     pub probe_fit: Option<Vec<FitRow>>,
+    /// The step the user measured without the profiler (`--untraced-step-us`), µs, and the
+    /// factor on the traced host time that gives it ([`Step::host_scale`]).
+    pub untraced_step_us: Option<f64>,
+    pub host_scale: Option<f64>,
     pub steps: Vec<Step>,
     /// Every site, the costliest first.
     pub sites: Vec<SiteCost>,
@@ -220,8 +232,9 @@ pub struct Gaps {
     pub reads_and_uploads_itl_change_pct: Spread,
     /// Removing every sync (reads, uploads and other waits), µs a step.
     pub every_sync_win_us: Spread,
-    /// With a probe file, the same figures with the profiler's cost left in: where the host
-    /// paces the step, the answer rests on the cost taken off. `None` without one.
+    /// With a probe file or an untraced step, the same figures with the profiler's cost left
+    /// in: where the host paces the step, the answer rests on the cost taken off. `None`
+    /// without either.
     pub as_traced: Option<Headline>,
     /// Three typical steps laid out, for the chart.
     pub timeline: Timeline,
@@ -234,6 +247,18 @@ pub fn analyse(
     trace: &Trace,
     step_marker: Option<&str>,
     profiler: Option<&ProfilerCost>,
+) -> Result<Gaps> {
+    analyse_at(file, trace, step_marker, profiler, None)
+}
+
+/// [`analyse`], with the steps' host time scaled to make them as long as `untraced_step_us`
+/// (the loop's step measured without the profiler) where it is given.
+pub fn analyse_at(
+    file: &str,
+    trace: &Trace,
+    step_marker: Option<&str>,
+    profiler: Option<&ProfilerCost>,
+    untraced_step_us: Option<f64>,
 ) -> Result<Gaps> {
     if trace.gpu.is_empty() && trace.threads.is_empty() {
         bail!(
@@ -294,19 +319,28 @@ pub fn analyse(
             })
             .collect()
     };
-    let steps = account(profiler, &taken_back);
-    let as_traced = profiler.map(|_| Headline::of(&mut account(None, &[]), &sites));
+    let mut steps = account(profiler, &taken_back);
+    let as_traced = (profiler.is_some() || untraced_step_us.is_some())
+        .then(|| Headline::of(&mut account(None, &[]), &sites));
     if steps.is_empty() {
         bail!("{file}: {} gave fewer than two steps", source.how);
     }
+    let host_scale = (untraced_step_us.map(|us| untraced_step::host_scale(&steps, us)))
+        .transpose()
+        .map_err(|e| anyhow!("{file}: {e}"))?;
+    for step in steps.iter_mut() {
+        step.host_scale = host_scale.unwrap_or(1.0);
+    }
     let timeline = Timeline::typical(&steps, &source.starts, &busy, &calls, &call_sites);
-    Ok(summarise(
+    let mut gaps = summarise(
         file,
         source.how,
         (profiler, as_traced),
         (steps, timeline),
         sites,
-    ))
+    );
+    (gaps.untraced_step_us, gaps.host_scale) = (untraced_step_us, host_scale);
+    Ok(gaps)
 }
 
 /// One step's accounting over `period`: each GPU idle stretch's parts charged to the sync
@@ -390,6 +424,7 @@ fn step(
         calls: in_step,
         reads_win_us: 0.0,
         reads_and_uploads_win_us: 0.0,
+        host_scale: 1.0,
     }
 }
 
@@ -448,6 +483,8 @@ fn summarise(
         profiler_us: Spread::over(&steps, |s| s.profiler_us),
         profiler_event_costs_us: profiler.map(ProfilerCost::costs),
         probe_fit: profiler.map(|p| p.fit_rows.clone()),
+        untraced_step_us: None,
+        host_scale: None,
         period_us,
         gpu_idle_us: Spread::over(&steps, |s| s.bare_us() - s.gpu_busy_us),
         win_us,

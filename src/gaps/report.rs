@@ -139,6 +139,9 @@ fn site_row(out: &mut String, rank: usize, s: &SiteCost) {
 
 /// What the figures make of the profiler's own cost.
 fn profiler_line(g: &Gaps) -> String {
+    if let (Some(step), Some(scale)) = (g.untraced_step_us, g.host_scale) {
+        return untraced_step_line(g, step, scale);
+    }
     match &g.probe_file {
         Some(probe) => format!(
             "The profiler's own cost, fitted from {}, is taken off: {} µs a step on the \
@@ -156,6 +159,32 @@ fn profiler_line(g: &Gaps) -> String {
                  (docs/gaps.md)."
             .into(),
     }
+}
+
+/// With `--untraced-step-us`: the host time scaled to the step the user measured.
+fn untraced_step_line(g: &Gaps, step: f64, scale: f64) -> String {
+    let probe = match &g.probe_file {
+        Some(probe) => format!(
+            ", after the per-event costs fitted from {} ({} µs a step)",
+            code(probe),
+            us(&g.profiler_us)
+        ),
+        None => String::new(),
+    };
+    let slower = match scale > 1.0 {
+        true => {
+            " A factor over 1 says the loop ran slower untraced than traced: the step given \
+                  is of another load, or the host's speed moved between the two."
+        }
+        false => "",
+    };
+    format!(
+        "The steps' host time (each step less its GPU work) is scaled x{scale:.2}{probe}, so that \
+         the steps last the {} µs measured without the profiler (`--untraced-step-us`): what \
+         the profiler stretched comes off in proportion to the host's time, and the GPU's \
+         work stays as traced.{slower}",
+        fmt_num(step)
+    )
 }
 
 /// How far the fitted per-event costs miss the probe workload with the most overhead: its
@@ -195,12 +224,16 @@ fn as_traced_line(g: &Gaps, figure: fn(&Headline) -> (&Spread, &Spread)) -> Stri
         return String::new();
     };
     let (change, win) = figure(t);
+    let taken_off = match g.host_scale {
+        Some(_) => t.period_us.median - g.period_us.median,
+        None => g.profiler_us.median,
+    };
     format!(
         " **The host paces this step, so the answer rests on the {} µs a step of profiler cost \
          taken off**; as traced, with it left in: ITL {} ({} of {} µs a step). Checked against \
          loops whose change was measured, such steps missed it either way with and without the \
          probe file (docs/gaps.md, Limits): record a few traces and read both.",
-        fmt_num(g.profiler_us.median),
+        fmt_num(taken_off),
         pct(change),
         fmt_num(win.median),
         fmt_num(t.period_us.median),

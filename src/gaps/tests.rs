@@ -523,3 +523,63 @@ pub(super) fn written(
     let trace = Trace::read(&path).unwrap();
     (path, trace)
 }
+
+#[test]
+fn an_untraced_step_scales_the_host_time_and_leaves_the_gpus_work() {
+    // GPU-paced: 950 µs of GPU work in 1000 µs traced steps; untraced, the loop's step is
+    // 980 µs, so the host's 50 µs of idle was 30 µs bare: removing the read leaves the GPU's
+    // 950, a 30 µs win where the trace alone says 50.
+    let trace = synthetic(5, 1000.0, 950.0, 939.5);
+    let g = analyse_at("t", &trace, None, None, Some(980.0)).unwrap();
+    assert!(
+        (g.host_scale.unwrap() - 0.6).abs() < 1e-9,
+        "{:?}",
+        g.host_scale
+    );
+    assert!(
+        (g.period_us.median - 980.0).abs() < 1e-6,
+        "{:?}",
+        g.period_us
+    );
+    assert!((g.win_us.median - 30.0).abs() < 1e-6, "{:?}", g.win_us);
+    let as_traced = g.as_traced.as_ref().unwrap();
+    assert!((as_traced.win_us.median - 50.0).abs() < 1e-6);
+    let md = report::markdown(&g);
+    assert!(
+        md.contains("is scaled x0.60, so that the steps last the 980 µs measured without"),
+        "{md}"
+    );
+    // Host-paced: 100 µs of GPU work, 900 µs of host time a 1000 µs step; untraced 550 µs, so
+    // the host runs at half its traced time. The read's 61 µs blocked (copy and wait) are the
+    // GPU's and stay; the 1 µs of its own work halves: the step sheds 61.5 µs.
+    let g = analyse_at(
+        "t",
+        &synthetic(5, 1000.0, 100.0, 60.0),
+        None,
+        None,
+        Some(550.0),
+    )
+    .unwrap();
+    assert!((g.host_scale.unwrap() - 0.5).abs() < 1e-9);
+    assert!((g.win_us.median - 61.5).abs() < 1e-6, "{:?}", g.win_us);
+    assert!((g.itl_change_pct.median + 100.0 * 61.5 / 550.0).abs() < 1e-6);
+}
+
+#[test]
+fn an_untraced_step_shorter_than_the_gpus_work_is_not_this_loops() {
+    let e = analyse_at(
+        "t",
+        &synthetic(5, 1000.0, 950.0, 939.5),
+        None,
+        None,
+        Some(900.0),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains(
+            "--untraced-step-us 900 is no longer than the traced steps' GPU work alone (950"
+        ),
+        "{e}"
+    );
+}
