@@ -78,6 +78,43 @@ fn a_trace_gives_the_answer_first_and_both_files() {
 }
 
 #[test]
+fn an_untraced_step_a_trace_scales_each_runs_host_time_to_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g");
+    let t = small_trace();
+    let t = t.to_str().unwrap();
+    let o = metaprep(&[
+        "gaps",
+        t,
+        t,
+        "--untraced-step-us",
+        "800,1200",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for (run, step) in [(0, 800.0), (1, 1200.0)] {
+        assert_eq!(json[run]["untraced_step_us"], step);
+        let median = json[run]["period_us"]["median"].as_f64().unwrap();
+        assert!((median - step).abs() < 1e-6, "run {run}: {median}");
+        let scale = json[run]["host_scale"].as_f64().unwrap();
+        assert!((scale < 1.0) == (step < 1000.0), "run {run}: x{scale}");
+    }
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        summary.contains("so that the median step lasts the 1,200 µs measured without"),
+        "{summary}"
+    );
+}
+
+#[test]
 fn a_folder_is_one_run_of_ranks_read_together() {
     let dir = tempfile::tempdir().unwrap();
     let ranks = dir.path().join("profile");
@@ -208,9 +245,13 @@ fn bad_traces_are_refused_naming_what_is_missing_and_nothing_is_written() {
     );
     for (steps, needle) in [
         ("2800,2900", "gives 2 steps for 1 TRACE arguments"),
-        ("0", "--untraced-step-us 0 is not a step in µs"),
+        ("0", "--untraced-step-us 0.0 is not a step in µs"),
         ("nan", "--untraced-step-us NaN is not a step in µs"),
-        ("2.8e9", "is not a step in µs"),
+        ("1e-300", "--untraced-step-us 1e-300 is not a step in µs"),
+        (
+            "2.8e9",
+            "--untraced-step-us 2800000000.0 is not a step in µs",
+        ),
         (
             "1",
             "--untraced-step-us 1 is no longer than the traced steps' GPU work alone",

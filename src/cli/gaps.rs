@@ -9,7 +9,8 @@ use crate::exit::Exit;
 use crate::gaps::chart::timeline_chart;
 use crate::gaps::ranks::{across, AcrossRanks};
 use crate::gaps::report::markdown;
-use crate::gaps::{analyse_at, Gaps};
+use crate::gaps::untraced_step::host_scale;
+use crate::gaps::{analyse_at, Gaps, HostScale, Step};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -30,8 +31,8 @@ pub struct GapsArgs {
     #[arg(long, value_name = "NAME")]
     pub(crate) step_marker: Option<String>,
     /// The loop's step (ITL) measured without the profiler, µs, one per TRACE in order (e.g. from
-    /// its serving benchmark at the same batch size): the traced host time is scaled to make the
-    /// steps that long, which takes the profiler's whole cost off, however its events cost.
+    /// its serving benchmark at the same batch size): the traced host time is scaled by the one
+    /// factor that makes the median step that long, the GPU's work left as traced.
     #[arg(
         long,
         value_name = "US",
@@ -98,7 +99,8 @@ struct AnalysedRun {
     across: Option<AcrossRanks>,
 }
 
-/// Each run's traces analysed, at its untraced step where `untraced_step_us` gives one a run.
+/// Each run's traces analysed, at its untraced step where `untraced_step_us` gives one a run:
+/// one factor on the host time of all its ranks, found from their steps as traced.
 fn analyse_runs(
     runs: &[Vec<PathBuf>],
     step_marker: Option<&str>,
@@ -106,19 +108,37 @@ fn analyse_runs(
 ) -> Result<Vec<AnalysedRun>> {
     (runs.iter().enumerate())
         .map(|(i, run)| {
-            let traces = (run.iter())
-                .map(|path| {
-                    let trace = Trace::read(path)?;
-                    let file = path.display().to_string();
-                    let profiler = profiler_cost::beside(&file, path, &trace)?;
-                    let untraced = untraced_step_us.get(i).copied();
-                    analyse_at(&file, &trace, step_marker, profiler.as_ref(), untraced)
-                })
-                .collect::<Result<Vec<Gaps>>>()?;
+            let read = (run.iter())
+                .map(|path| Ok((path.display().to_string(), Trace::read(path)?)))
+                .collect::<Result<Vec<_>>>()?;
+            let profilers = (read.iter().zip(run))
+                .map(|((file, trace), path)| profiler_cost::beside(file, path, trace))
+                .collect::<Result<Vec<_>>>()?;
+            let analyse = |scale: Option<HostScale>| {
+                (read.iter().zip(&profilers))
+                    .map(|((file, trace), profiler)| {
+                        analyse_at(file, trace, step_marker, profiler.as_ref(), scale)
+                    })
+                    .collect::<Result<Vec<Gaps>>>()
+            };
+            let mut traces = analyse(None)?;
+            if let Some(&step) = untraced_step_us.get(i) {
+                let steps: Vec<&[Step]> = traces.iter().map(|g| &g.steps[..]).collect();
+                let scale = host_scale(&steps, step).map_err(|e| match run.len() {
+                    1 => e.context(traces[0].file.clone()),
+                    _ => e.context(format!("the ranks of {}", args_name(run))),
+                })?;
+                traces = analyse(Some(scale))?;
+            }
             let across = (traces.len() > 1).then(|| across(&traces)).transpose()?;
             Ok(AnalysedRun { traces, across })
         })
         .collect()
+}
+
+/// A run's name in an error: its folder, or its one trace.
+fn args_name(run: &[PathBuf]) -> String {
+    (run.first().and_then(|p| p.parent())).map_or(String::new(), |p| p.display().to_string())
 }
 
 /// A run's traces: the file named, or a folder's traces (its ranks), in name order.
@@ -191,11 +211,11 @@ fn check_untraced_steps(steps: &[f64], traces: usize) -> Result<()> {
     }
     if let Some(bad) = steps
         .iter()
-        .find(|s| !(s.is_finite() && **s > 0.0 && **s <= MAX_STEP_US))
+        .find(|s| !(s.is_finite() && (1.0..=MAX_STEP_US).contains(*s)))
     {
         bail!(
-            "--untraced-step-us {bad} is not a step in µs: give the loop's step measured without \
-             the profiler, such as 2800 (at most {MAX_STEP_US:e})"
+            "--untraced-step-us {bad:?} is not a step in µs: give the loop's step measured \
+             without the profiler, such as 2800 (from 1 to {MAX_STEP_US:e})"
         );
     }
     Ok(())

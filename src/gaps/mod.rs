@@ -14,7 +14,7 @@ pub mod report;
 pub mod steps;
 pub mod syncs;
 pub mod timeline;
-mod untraced_step;
+pub mod untraced_step;
 
 use crate::calibrate::profiler_cost::ProfilerCost;
 use crate::calibrate::trace::{Span, Trace};
@@ -27,6 +27,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use syncs::{SyncCall, SyncKind};
 use timeline::Timeline;
+pub use untraced_step::HostScale;
 
 /// Where a sync was made: the op or Python call around it and the region it ran in.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -134,9 +135,11 @@ impl Step {
             } else if drained_later {
                 host += self.host_scale * (c.host_us - c.blocked_us).max(0.0);
             } else {
-                // A wait is the GPU's time: only the host work around it is scaled.
+                // A wait is the GPU's time: only the host work around it is scaled (a later
+                // sync of one engine call has no host time of its own: the first holds it).
+                let wait = c.host_us.min(c.blocked_us);
                 let work = self.host_scale * (c.host_us - c.blocked_us).max(0.0);
-                (blocked, host) = (blocked + c.blocked_us, host + c.blocked_us + work);
+                (blocked, host) = (blocked + c.blocked_us, host + wait + work);
             }
         }
         let all: f64 = self.calls.iter().map(|c| c.blocked_us).sum();
@@ -204,7 +207,7 @@ pub struct Gaps {
     /// The probe file whose profiler cost was taken off each step; `None`: none was beside
     /// the trace, and every figure is as traced.
     pub probe_file: Option<String>,
-    /// The profiler's cost taken off each step, µs.
+    /// The profiler's cost taken off each step by the probe file's costs, µs (0 without one).
     pub profiler_us: Spread,
     /// What each kind of recorded event was fitted to cost from the probe file, µs: where
     /// they are large the correction decides a host-paced answer. `None` without one.
@@ -219,7 +222,8 @@ pub struct Gaps {
     pub steps: Vec<Step>,
     /// Every site, the costliest first.
     pub sites: Vec<SiteCost>,
-    /// The step, µs (with the profiler's cost taken off where a probe file gave it).
+    /// The step, µs (with the profiler's cost taken off where a probe file gave it, and its
+    /// host time scaled where an untraced step did).
     pub period_us: Spread,
     pub gpu_idle_us: Spread,
     /// Removing every read: µs a step, and the change of the step (ITL) and of throughput, %.
@@ -251,14 +255,14 @@ pub fn analyse(
     analyse_at(file, trace, step_marker, profiler, None)
 }
 
-/// [`analyse`], with the steps' host time scaled to make them as long as `untraced_step_us`
-/// (the loop's step measured without the profiler) where it is given.
+/// [`analyse`], with the steps' host time scaled by `scale` where it is given
+/// ([`untraced_step::host_scale`] finds it from the loop's untraced step).
 pub fn analyse_at(
     file: &str,
     trace: &Trace,
     step_marker: Option<&str>,
     profiler: Option<&ProfilerCost>,
-    untraced_step_us: Option<f64>,
+    scale: Option<HostScale>,
 ) -> Result<Gaps> {
     if trace.gpu.is_empty() && trace.threads.is_empty() {
         bail!(
@@ -320,16 +324,13 @@ pub fn analyse_at(
             .collect()
     };
     let mut steps = account(profiler, &taken_back);
-    let as_traced = (profiler.is_some() || untraced_step_us.is_some())
+    let as_traced = (profiler.is_some() || scale.is_some())
         .then(|| Headline::of(&mut account(None, &[]), &sites));
     if steps.is_empty() {
         bail!("{file}: {} gave fewer than two steps", source.how);
     }
-    let host_scale = (untraced_step_us.map(|us| untraced_step::host_scale(&steps, us)))
-        .transpose()
-        .map_err(|e| anyhow!("{file}: {e}"))?;
     for step in steps.iter_mut() {
-        step.host_scale = host_scale.unwrap_or(1.0);
+        step.host_scale = scale.map_or(1.0, |s| s.factor);
     }
     let timeline = Timeline::typical(&steps, &source.starts, &busy, &calls, &call_sites);
     let mut gaps = summarise(
@@ -339,7 +340,8 @@ pub fn analyse_at(
         (steps, timeline),
         sites,
     );
-    (gaps.untraced_step_us, gaps.host_scale) = (untraced_step_us, host_scale);
+    gaps.untraced_step_us = scale.map(|s| s.untraced_step_us);
+    gaps.host_scale = scale.map(|s| s.factor);
     Ok(gaps)
 }
 

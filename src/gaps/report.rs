@@ -180,9 +180,9 @@ fn untraced_step_line(g: &Gaps, step: f64, scale: f64) -> String {
     };
     format!(
         "The steps' host time (each step less its GPU work) is scaled x{scale:.2}{probe}, so that \
-         the steps last the {} µs measured without the profiler (`--untraced-step-us`): what \
-         the profiler stretched comes off in proportion to the host's time, and the GPU's \
-         work stays as traced.{slower}",
+         the median step lasts the {} µs measured without the profiler \
+         (`--untraced-step-us`): what the profiler stretched comes off in proportion to the \
+         host's time, and the GPU's work stays as traced.{slower}",
         fmt_num(step)
     )
 }
@@ -217,23 +217,27 @@ fn host_paced(g: &Gaps) -> bool {
     idle_share(g) >= 0.5
 }
 
-/// Where the host paces a probe-corrected step, the headline's figure as traced beside it: the
-/// win is a share of host time, and the answer rests on the profiler's cost taken off.
+/// Where the host paces a corrected step (a probe file, an untraced step), the headline's figure
+/// as traced beside it: the win is a share of host time, and the answer rests on the correction.
 fn as_traced_line(g: &Gaps, figure: fn(&Headline) -> (&Spread, &Spread)) -> String {
     let Some(t) = g.as_traced.as_ref().filter(|_| host_paced(g)) else {
         return String::new();
     };
     let (change, win) = figure(t);
-    let taken_off = match g.host_scale {
+    // With an untraced step the host time may have grown (a factor over 1), not shrunk.
+    let moved = match g.host_scale {
         Some(_) => t.period_us.median - g.period_us.median,
         None => g.profiler_us.median,
     };
+    let rests_on = match moved < 0.0 {
+        true => format!("{} µs a step added to the host's time", fmt_num(-moved)),
+        false => format!("{} µs a step of profiler cost taken off", fmt_num(moved)),
+    };
     format!(
-        " **The host paces this step, so the answer rests on the {} µs a step of profiler cost \
-         taken off**; as traced, with it left in: ITL {} ({} of {} µs a step). Checked against \
-         loops whose change was measured, such steps missed it either way with and without the \
-         probe file (docs/gaps.md, Limits): record a few traces and read both.",
-        fmt_num(taken_off),
+        " **The host paces this step, so the answer rests on the {rests_on}**; as traced, \
+         with it left in: ITL {} ({} of {} µs a step). Checked against loops whose change was \
+         measured, such steps missed it either way with and without the probe file \
+         (docs/gaps.md, Limits): record a few traces and read both.",
         pct(change),
         fmt_num(win.median),
         fmt_num(t.period_us.median),

@@ -1,36 +1,65 @@
 //! The loop's own untraced step, where the user gives it (`--untraced-step-us`): the profiler
-//! stretches host time and leaves GPU time nearly as it is, so the factor on the traced host
-//! time that makes the steps' mean as long as the untraced step is what the profiler cost
-//! them, whatever its events were.
+//! stretches host time and leaves GPU time nearly as it is, so the one factor on the traced
+//! host time that makes the steps as long as the untraced step takes off what the profiler
+//! cost them on the critical path, however its events cost.
 
 use super::Step;
 use crate::report::format::fmt_num;
 use anyhow::{bail, Result};
 
-/// The factor on `steps`' host-paced time (each step less its GPU work) that makes their mean
-/// `untraced_step_us`. Fails where that step is no longer than their GPU work alone: it is then
-/// not this loop's step as traced (another batch size, model or loop).
-pub(super) fn host_scale(steps: &[Step], untraced_step_us: f64) -> Result<f64> {
-    let n = steps.len() as f64;
-    let busy = steps.iter().map(|s| s.gpu_busy_us).sum::<f64>() / n;
-    let host_paced = steps
-        .iter()
-        .map(|s| s.bare_us() - s.gpu_busy_us)
-        .sum::<f64>()
-        / n;
-    if untraced_step_us <= busy {
+/// The step the user measured and the factor on the traced host time that gives it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostScale {
+    pub untraced_step_us: f64,
+    pub factor: f64,
+}
+
+/// The factor on each step's host-paced time (the step less its GPU work) that makes the
+/// median step `untraced_step_us`, over one run's ranks (each a trace's steps, as analysed
+/// unscaled): a step is its slowest rank's, as `gaps::ranks` takes it. Fails where that step is
+/// no longer than the GPU work alone: it is then not this loop's step as traced.
+pub fn host_scale(ranks: &[&[Step]], untraced_step_us: f64) -> Result<HostScale> {
+    let steps = ranks.iter().map(|r| r.len()).min().unwrap_or(0);
+    let median_at = |factor: f64| -> f64 {
+        let longest: Vec<f64> = (0..steps)
+            .map(|k| {
+                (ranks.iter())
+                    .map(|r| r[k].gpu_busy_us + factor * (r[k].bare_us() - r[k].gpu_busy_us))
+                    .fold(f64::MIN, f64::max)
+            })
+            .collect();
+        crate::stats::summary::quantile(&longest, 0.5).unwrap_or(0.0)
+    };
+    let gpu_alone = median_at(0.0);
+    if steps == 0 || untraced_step_us <= gpu_alone {
         bail!(
-            "--untraced-step-us {untraced_step_us} is no longer than the traced steps' GPU work alone ({} µs a \
-             step), so it is not this loop's step: give the step (ITL) the same loop, batch size \
-             and model measured without the profiler",
-            fmt_num(busy)
+            "--untraced-step-us {untraced_step_us} is no longer than the traced steps' GPU work \
+             alone ({} µs a step), so it is not this loop's step: give the step (ITL) of the same \
+             loop, batch size and model, measured without the profiler",
+            fmt_num(gpu_alone)
         );
     }
-    if host_paced <= 0.0 {
-        bail!(
-            "the traced steps never leave the GPU idle, so no host time can be scaled to meet \
-             --untraced-step-us {untraced_step_us}: leave it out"
-        );
+    // The median step grows with the factor, without bound unless no step leaves the GPU idle.
+    let mut high = 1.0;
+    while median_at(high) < untraced_step_us {
+        high *= 2.0;
+        if high > 1e6 {
+            bail!(
+                "the traced steps leave the GPU (nearly) never idle, so no host time can be \
+                 scaled to meet --untraced-step-us {untraced_step_us}: leave it out"
+            );
+        }
     }
-    Ok((untraced_step_us - busy) / host_paced)
+    let mut low = 0.0;
+    for _ in 0..100 {
+        let mid = 0.5 * (low + high);
+        match median_at(mid) < untraced_step_us {
+            true => low = mid,
+            false => high = mid,
+        }
+    }
+    Ok(HostScale {
+        untraced_step_us,
+        factor: 0.5 * (low + high),
+    })
 }
