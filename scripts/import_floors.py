@@ -29,7 +29,6 @@ FLOORS = {
 GROUND = {"exit.rs", "results", "stats", "axes"}
 GROUND_FLOOR = 6
 
-PATH = re.compile(r"\b(crate|super)((?:::(?:super|[A-Za-z_][A-Za-z0-9_]*))+)")
 
 
 def module_index(src):
@@ -76,26 +75,69 @@ def production_text(path):
     return "\n".join(kept)
 
 
+USE = re.compile(r"^[ \t]*(?:pub(?:\([^)]*\))?[ \t]+)?use[ \t]+([^;]+);", re.S | re.M)
+# A path written in code: from the crate, a parent, this module, or a child module by name.
+INLINE = re.compile(r"(?<![:\w])((?:[A-Za-z_][A-Za-z0-9_]*)(?:::(?:[A-Za-z_][A-Za-z0-9_]*))+)")
+
+
+def expand(tree):
+    """`a::{b, c::{d, e}}` → [a::b, a::c::d, a::c::e]; `as` aliases and globs dropped."""
+    tree = re.sub(r"\s+", " ", tree).strip()
+    if "{" not in tree:
+        path = tree.split(" as ")[0].strip()
+        return [path[:-3] if path.endswith("::*") else path]
+    prefix, rest = tree.split("{", 1)
+    if "}" not in rest:
+        return []
+    body, depth, parts, start = rest[: rest.rindex("}")], 0, [], 0
+    for i, ch in enumerate(body):
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+    parts.append(body[start:])
+    prefix = prefix.strip().rstrip(":")
+    out = []
+    for part in (p.strip() for p in parts):
+        if part in ("", "self"):
+            out.extend([prefix] if part == "self" else [])
+            continue
+        out.extend(f"{prefix}::{sub}" if prefix else sub for sub in expand(part))
+    return out
+
+
+def resolve(here, segments, index):
+    """The module a path names from module `here`, as a tuple; None for no module of ours."""
+    first = segments[0]
+    if first == "crate":
+        base, segments = (), segments[1:]
+    elif first in ("self", "super"):
+        base = here
+        while segments and segments[0] in ("self", "super"):
+            base = base[:-1] if segments[0] == "super" else base
+            segments = segments[1:]
+    elif here + (first,) in index:  # a child module, by its name
+        base = here
+    else:
+        return None  # another crate's (std::, anyhow::) or a type's associated item
+    for k in range(len(segments), -1, -1):
+        if base + tuple(segments[:k]) in index:
+            return base + tuple(segments[:k])
+    return None
+
+
 def imports(rel, text, index):
-    """The files `rel` imports, by the longest module prefix each path names."""
+    """The files `rel` imports: each `use` tree expanded and each path written in code, by the
+    longest module prefix it names (`crate::`, `super::`, `self::`, or a child module)."""
     here = module_of(rel)
+    paths = [p for tree in USE.findall(text) for p in expand(tree)]
+    paths += INLINE.findall(USE.sub("", text))
     found = set()
-    for root, rest in PATH.findall(text):
-        segments = rest.split("::")[1:]
-        if root == "crate":
-            base = ()
-        else:
-            # `super` in a mod.rs or a leaf file is its module's parent.
-            base = here[:-1]
-        while segments and segments[0] == "super":
-            base, segments = base[:-1], segments[1:]
-        for k in range(len(segments), -1, -1):
-            target = index.get(base + tuple(segments[:k]))
-            if target is not None:
-                # The crate root holds only the exported macros (`out!`), no floor.
-                if target != rel and k + len(base) > 0:
-                    found.add(target)
-                break
+    for path in paths:
+        module = resolve(here, path.split("::"), index)
+        # The crate root holds only the exported macros (`out!`), no floor.
+        if module and index[module] != rel:
+            found.add(index[module])
     return found
 
 

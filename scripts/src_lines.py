@@ -36,7 +36,8 @@ def module_file(declaring, name, path_attr):
 
 def count_file(path):
     """(production lines, files its test-only `mod x;` lines bring in)."""
-    lines = open(path, encoding="utf-8").read().split("\n")
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     kept, test_files, i = 0, [], 0

@@ -59,6 +59,27 @@ class ImportFloors(unittest.TestCase):
         found = breaches(files)
         self.assertIn("a circle between folders: results/csv.rs ↔ results/deep/mod.rs", found)
 
+    def test_a_grouped_import_up_is_named(self):
+        files = dict(CLEAN)
+        files["gpu/mod.rs"] += "use crate::{\n    results::Row,\n    runs::{steps::cell, sweep},\n};\n"
+        found = breaches(files)
+        self.assertIn("gpu/mod.rs imports runs/steps.rs: an arrow up (floor 5 to 3)", found)
+        self.assertIn("gpu/mod.rs imports runs/sweep.rs: an arrow up (floor 5 to 3)", found)
+
+    def test_a_circle_through_a_child_module_named_bare_is_named(self):
+        files = dict(CLEAN)
+        # A mod.rs re-exports its child by the child's bare name; the child calls back up.
+        files["results/mod.rs"] += "pub mod deep;\npub use deep::{y, z as w};\n"
+        files["results/deep/mod.rs"] = "pub fn y() { crate::results::csv_of(); }\n"
+        found = breaches(files)
+        self.assertIn("a circle between folders: results/deep/mod.rs ↔ results/mod.rs", found)
+
+    def test_a_self_path_and_a_path_in_code_resolve(self):
+        files = dict(CLEAN)
+        files["gpu/mod.rs"] += "pub mod inner;\nfn f() { self::inner::g(); }\n"
+        files["gpu/inner.rs"] = "pub fn g() { super::super::cli::run(); }\n"
+        self.assertIn("gpu/inner.rs imports cli/mod.rs: an arrow up (floor 5 to 1)", breaches(files))
+
     def test_test_code_is_left_out(self):
         files = dict(CLEAN)
         files["gpu/mod.rs"] += "#[cfg(test)]\nmod tests {\n    use crate::cli::run;\n}\n"

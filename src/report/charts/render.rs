@@ -1,6 +1,6 @@
 //! Drawing a chart into bytes: PNG (encoded in memory) and SVG, in the embedded font.
 
-use super::{Chart, Drawn};
+use super::kit::{Chart, Drawn};
 use anyhow::{anyhow, Context, Result};
 use plotters::prelude::*;
 use std::sync::OnceLock;

@@ -3,8 +3,8 @@
 //! wider), and the floors as dashed lines.
 
 use super::panels::{Panel, XAxis};
-use crate::report::charts;
-use crate::report::charts::{
+use crate::report::charts::kit as charts;
+use crate::report::charts::kit::{
     arm_colour, arm_order, cap_panels, frame, layout_order, panel_grid, short_number, Chart, Drawn,
     FixedTicks, Rendered, LIGHT_GREY, PANEL_CHART_SIZE,
 };

@@ -2,7 +2,7 @@
 //! per arm of points (median and band) at its middle block size, and the x axis they are
 //! drawn against. Duplicate cells and a batch size of 0 are errors naming the cell.
 
-use crate::report::charts::{arm_order, check_batch, layout_order, short_number};
+use crate::report::charts::kit::{arm_order, check_batch, layout_order, short_number};
 use crate::results::csv::{names_another_drafter, Row, KIND_STEP};
 use anyhow::{bail, Result};
 use std::collections::{BTreeMap, BTreeSet};

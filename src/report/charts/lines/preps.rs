@@ -4,7 +4,7 @@
 
 use super::draw::LineChart;
 use super::panels::{middle_block, series_by_arm, step_panels, Panel, XAxis};
-use crate::report::charts::{layout_order, short_number, Rendered};
+use crate::report::charts::kit::{layout_order, short_number, Rendered};
 use crate::report::format::{copy_ceiling, AFTER_ARM, BASELINE_ARM};
 use crate::report::summary::read_paths::{recovered_rows, RECOVERED};
 use crate::results::csv::{Row, KIND_FLOOR, KIND_PREP, KIND_STEP};

@@ -5,8 +5,8 @@
 use super::draw::LineChart;
 use super::panels::{step_panels, Panel, Point, Series, XAxis};
 use crate::report::change::relative_change;
-use crate::report::charts;
-use crate::report::charts::{layout_order, Rendered};
+use crate::report::charts::kit as charts;
+use crate::report::charts::kit::{layout_order, Rendered};
 use crate::report::format::{AFTER_ARM, BASELINE_ARM};
 use crate::results::csv::{CellKey, Row, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
 use crate::results::env::EnvRecord;
