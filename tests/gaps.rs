@@ -15,6 +15,11 @@ fn small_trace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_trace_small.json")
 }
 
+fn succeeded(o: &Output) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+}
+
 fn refused(args: &[&str], out: &Path, needle: &str) {
     let o = metaprep(args);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -35,12 +40,7 @@ fn a_trace_gives_the_answer_first_and_both_files() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    succeeded(&o);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
         stdout.starts_with(
@@ -93,12 +93,7 @@ fn an_untraced_step_a_trace_scales_each_runs_host_time_to_its_own() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    succeeded(&o);
     let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     for (run, step) in [(0, 800.0), (1, 1200.0)] {
         assert_eq!(json[run]["untraced_step_us"], step);
@@ -132,12 +127,7 @@ fn a_folder_is_one_run_of_ranks_read_together() {
         out.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    succeeded(&o);
     assert!(stdout.starts_with("**Across 2 ranks**"), "{stdout}");
     assert!(
         stdout.contains("### The slowest rank most often: `"),

@@ -5,9 +5,9 @@
 //!
 //! Every chart is drawn twice through the same generic code, once into an RGB buffer that
 //! is encoded as PNG and once into an SVG string, then both are written with
-//! [`write_atomic`], so a crash never leaves a half-written chart. Text is rendered with
-//! DejaVu Sans embedded in the binary: no fontconfig, no system fonts, identical output on
-//! every machine. The SVG keeps text as `<text>` elements, so series names stay searchable.
+//! [`write_atomic`](crate::results::atomic::write_atomic), so a crash never leaves a
+//! half-written chart. Text is rendered with DejaVu Sans embedded in the binary: no fontconfig,
+//! no system fonts, identical output on every machine. The SVG keeps text as `<text>` elements, so series names stay searchable.
 
 mod clocks;
 mod heatmap;
