@@ -5,8 +5,9 @@ import each other, directly or round a circle. Lists each breach; exits 1 if the
 
     python3 scripts/import_floors.py [SRC]      (default: src/ beside this script)
 
-An import is a `crate::a::b` or `super::b` path outside comments, resolved to the file of the
-longest module prefix it names. Test code (`#[cfg(test)]` items and test-only files) is left
+An import is a path outside comments and string literals, in a `use` tree (groups expanded) or
+in code, from `crate::`, `super::`, `self::` or a child module named bare, resolved to the file
+of the longest module prefix it names. Test code (`#[cfg(test)]` items and test-only files) is left
 out, as scripts/src_lines.py leaves it out.
 """
 
@@ -28,7 +29,6 @@ FLOORS = {
 }
 GROUND = {"exit.rs", "results", "stats", "axes"}
 GROUND_FLOOR = 6
-
 
 
 def module_index(src):
@@ -75,6 +75,8 @@ def production_text(path):
     return "\n".join(kept)
 
 
+STRING = re.compile(r'"(?:\\.|[^"\\])*"')
+TRAILING_COMMENT = re.compile(r"//.*$", re.M)
 USE = re.compile(r"^[ \t]*(?:pub(?:\([^)]*\))?[ \t]+)?use[ \t]+([^;]+);", re.S | re.M)
 # A path written in code: from the crate, a parent, this module, or a child module by name.
 INLINE = re.compile(r"(?<![:\w])((?:[A-Za-z_][A-Za-z0-9_]*)(?:::(?:[A-Za-z_][A-Za-z0-9_]*))+)")
@@ -131,7 +133,8 @@ def imports(rel, text, index):
     longest module prefix it names (`crate::`, `super::`, `self::`, or a child module)."""
     here = module_of(rel)
     paths = [p for tree in USE.findall(text) for p in expand(tree)]
-    paths += INLINE.findall(USE.sub("", text))
+    code = TRAILING_COMMENT.sub("", STRING.sub('""', USE.sub("", text)))
+    paths += INLINE.findall(code)
     found = set()
     for path in paths:
         module = resolve(here, path.split("::"), index)

@@ -57,7 +57,7 @@ pub(crate) fn gaps(args: &GapsArgs) -> Result<ExitCode> {
         Err(code) => return Ok(code),
     };
     let analysed = match usage(analyse_runs(
-        &runs,
+        (&args.traces, &runs),
         args.step_marker.as_deref(),
         &args.untraced_step_us,
     )) {
@@ -99,10 +99,11 @@ struct AnalysedRun {
     across: Option<AcrossRanks>,
 }
 
-/// Each run's traces analysed, at its untraced step where `untraced_step_us` gives one a run:
-/// one factor on the host time of all its ranks, found from their steps as traced.
+/// Each run's traces (`runs`, named as given in `names`) analysed, at its untraced step where
+/// `untraced_step_us` gives one a run: one factor on the host time of all its ranks, found from
+/// their steps as traced.
 fn analyse_runs(
-    runs: &[Vec<PathBuf>],
+    (names, runs): (&[PathBuf], &[Vec<PathBuf>]),
     step_marker: Option<&str>,
     untraced_step_us: &[f64],
 ) -> Result<Vec<AnalysedRun>> {
@@ -126,7 +127,7 @@ fn analyse_runs(
                 let steps: Vec<&[Step]> = traces.iter().map(|g| &g.steps[..]).collect();
                 let scale = host_scale(&steps, step).map_err(|e| match run.len() {
                     1 => e.context(traces[0].file.clone()),
-                    _ => e.context(format!("the ranks of {}", args_name(run))),
+                    _ => e.context(format!("the ranks of {}", names[i].display())),
                 })?;
                 traces = analyse(Some(scale))?;
             }
@@ -134,11 +135,6 @@ fn analyse_runs(
             Ok(AnalysedRun { traces, across })
         })
         .collect()
-}
-
-/// A run's name in an error: its folder, or its one trace.
-fn args_name(run: &[PathBuf]) -> String {
-    (run.first().and_then(|p| p.parent())).map_or(String::new(), |p| p.display().to_string())
 }
 
 /// A run's traces: the file named, or a folder's traces (its ranks), in name order.

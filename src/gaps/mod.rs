@@ -88,8 +88,7 @@ pub struct Step {
     pub reads_win_us: f64,
     /// What removing its reads and uploads saves it, µs.
     pub reads_and_uploads_win_us: f64,
-    /// The factor on the step's host time that makes the steps as long as the untraced step
-    /// the user gave (`--untraced-step-us`); 1 without one.
+    /// The factor on its host time from the untraced step given (`--untraced-step-us`), else 1.
     #[serde(skip)]
     pub host_scale: f64,
 }
@@ -103,6 +102,8 @@ pub struct CallInStep {
     pub site: usize,
     pub blocked_us: f64,
     pub host_us: f64,
+    /// Its engine call's waits, each instant once, on the call's first sync (0 on the others).
+    pub call_wait_us: f64,
     pub drains: bool,
 }
 
@@ -133,13 +134,12 @@ impl Step {
             if !removed(c.site) {
                 drained_later |= c.drains;
             } else if drained_later {
-                host += self.host_scale * (c.host_us - c.blocked_us).max(0.0);
+                host += self.host_scale * (c.host_us - c.call_wait_us).max(0.0);
             } else {
-                // A wait is the GPU's time: only the host work around it is scaled (a later
-                // sync of one engine call has no host time of its own: the first holds it).
-                let wait = c.host_us.min(c.blocked_us);
-                let work = self.host_scale * (c.host_us - c.blocked_us).max(0.0);
-                (blocked, host) = (blocked + c.blocked_us, host + wait + work);
+                // The call's waits are the GPU's time: only its own host work is scaled.
+                let work = (c.host_us - c.call_wait_us).max(0.0);
+                host += c.host_us - (1.0 - self.host_scale) * work;
+                blocked += c.blocked_us;
             }
         }
         let all: f64 = self.calls.iter().map(|c| c.blocked_us).sum();
@@ -215,8 +215,7 @@ pub struct Gaps {
     /// Each probe workload's counts, timings and overhead as timed and as those costs give
     /// it: where they disagree, the correction is as uncertain. `None` without a probe file.
     pub probe_fit: Option<Vec<FitRow>>,
-    /// The step the user measured without the profiler (`--untraced-step-us`), µs, and the
-    /// factor on the traced host time that gives it ([`Step::host_scale`]).
+    /// The untraced step given (`--untraced-step-us`), µs, and its [`Step::host_scale`].
     pub untraced_step_us: Option<f64>,
     pub host_scale: Option<f64>,
     pub steps: Vec<Step>,
@@ -368,12 +367,16 @@ fn step(
     let mut by_site: BTreeMap<usize, SiteInStep> = BTreeMap::new();
     let mut in_step = Vec::new();
     let mut last_op = None;
+    // The call's first sync in `in_step`, and how far its syncs' waits have covered.
+    let (mut first_of_op, mut covered_to) = (0, f64::MIN);
     for (k, (call, &site)) in calls.iter().zip(sites).enumerate() {
         if call.span.ts >= period.ts && call.span.ts < period.end {
             let blocked = overlap(call.span, period);
             let drains = call.site.kind.drains_queue();
+            let first_sync = last_op != Some(call.op);
+            last_op = Some(call.op);
             // An engine call with several syncs counts once, to its first.
-            let host = match last_op != Some(call.op) {
+            let host = match first_sync {
                 true => {
                     let in_call = profiler.map_or(0.0, |p| p.in_span(call.op));
                     let brought = match drains {
@@ -397,16 +400,23 @@ fn step(
                 }
                 false => 0.0,
             };
-            last_op = Some(call.op);
             let at = by_site.entry(site).or_default();
             at.calls += 1;
             at.blocked_us += blocked;
+            if first_sync {
+                (first_of_op, covered_to) = (in_step.len(), period.ts);
+            }
+            // A later sync's span can reach back over an earlier one's: count the time once.
+            let new_wait = call.span.end.min(period.end) - call.span.ts.max(covered_to);
+            covered_to = covered_to.max(call.span.end);
             in_step.push(CallInStep {
                 site,
                 blocked_us: blocked,
                 host_us: host,
+                call_wait_us: 0.0,
                 drains,
             });
+            in_step[first_of_op].call_wait_us += new_wait.max(0.0);
         }
     }
     let idle = idle_stretches(busy, period);
@@ -586,3 +596,5 @@ mod probe_tests;
 mod real_traces_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod untraced_step_tests;

@@ -180,7 +180,8 @@ fn untraced_step_line(g: &Gaps, step: f64, scale: f64) -> String {
     };
     format!(
         "The steps' host time (each step less its GPU work) is scaled x{scale:.2}{probe}, so that \
-         the median step lasts the {} µs measured without the profiler \
+         the median step (across the run's ranks, where it has several) lasts the {} µs measured \
+         without the profiler \
          (`--untraced-step-us`): what the profiler stretched comes off in proportion to the \
          host's time, and the GPU's work stays as traced.{slower}",
         fmt_num(step)

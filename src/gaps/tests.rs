@@ -69,7 +69,7 @@ fn a_named_marker_gives_the_same_steps_and_a_missing_one_says_how_to_name_one() 
 
 /// One thread's events: a step region every `period` µs with a read of `wait` µs at 10 µs
 /// into it, and GPU work from 0 to `gpu` µs of each step (the read waits for it).
-fn synthetic(steps: usize, period: f64, gpu: f64, wait: f64) -> Trace {
+pub(super) fn synthetic(steps: usize, period: f64, gpu: f64, wait: f64) -> Trace {
     let mut thread = ThreadEvents::default();
     let mut trace = Trace::default();
     let ev = |name: &str, ts: f64, dur: f64, corr| HostEvent {
@@ -522,98 +522,6 @@ pub(super) fn written(
     }
     let trace = Trace::read(&path).unwrap();
     (path, trace)
-}
-
-#[test]
-fn an_untraced_step_scales_the_host_time_and_leaves_the_gpus_work() {
-    use super::untraced_step::host_scale;
-    let at = |trace: &Trace, step: f64| {
-        let plain = analyse("t", trace, None, None).unwrap();
-        let scale = host_scale(&[&plain.steps[..]], step).unwrap();
-        analyse_at("t", trace, None, None, Some(scale)).unwrap()
-    };
-    // GPU-paced: 950 µs of GPU work in 1000 µs traced steps; untraced, the loop's step is
-    // 980 µs, so the host's 50 µs of idle was 30 µs bare: removing the read leaves the GPU's
-    // 950, a 30 µs win where the trace alone says 50.
-    let g = at(&synthetic(5, 1000.0, 950.0, 939.5), 980.0);
-    assert!(
-        (g.host_scale.unwrap() - 0.6).abs() < 1e-9,
-        "{:?}",
-        g.host_scale
-    );
-    assert_eq!(g.untraced_step_us, Some(980.0));
-    assert!(
-        (g.period_us.median - 980.0).abs() < 1e-6,
-        "{:?}",
-        g.period_us
-    );
-    assert!((g.win_us.median - 30.0).abs() < 1e-6, "{:?}", g.win_us);
-    let as_traced = g.as_traced.as_ref().unwrap();
-    assert!((as_traced.win_us.median - 50.0).abs() < 1e-6);
-    let md = report::markdown(&g);
-    assert!(
-        md.contains("is scaled x0.60, so that the median step lasts the 980 µs measured without"),
-        "{md}"
-    );
-    // Host-paced: 100 µs of GPU work, 900 µs of host time a 1000 µs step; untraced 550 µs, so
-    // the host runs at half its traced time. The read's 61 µs blocked (copy and wait) are the
-    // GPU's and stay; the 1 µs of its own work halves: the step sheds 61.5 µs.
-    let g = at(&synthetic(5, 1000.0, 100.0, 60.0), 550.0);
-    assert!((g.host_scale.unwrap() - 0.5).abs() < 1e-9);
-    assert!((g.win_us.median - 61.5).abs() < 1e-6, "{:?}", g.win_us);
-    assert!((g.itl_change_pct.median + 100.0 * 61.5 / 550.0).abs() < 1e-6);
-    // Untraced slower than traced: the host time grows, and the summary says what that means.
-    let g = at(&synthetic(5, 1000.0, 100.0, 60.0), 1450.0);
-    assert!((g.host_scale.unwrap() - 1.5).abs() < 1e-9);
-    let md = report::markdown(&g);
-    assert!(
-        md.contains("A factor over 1 says the loop ran slower untraced"),
-        "{md}"
-    );
-    assert!(
-        md.contains("the 450 µs a step added to the host's time"),
-        "{md}"
-    );
-}
-
-#[test]
-fn one_factor_serves_every_rank_and_makes_the_slowest_ranks_median_step_the_untraced_one() {
-    use super::untraced_step::host_scale;
-    // Rank 0 waits long on its read (1000 µs steps, 100 µs of GPU work), rank 1 is near GPU
-    // paced (950 µs steps, 900 of GPU work): the step across them is rank 0's.
-    let (t0, t1) = (
-        synthetic(6, 1000.0, 100.0, 300.0),
-        synthetic(6, 950.0, 900.0, 10.0),
-    );
-    let r0 = analyse("r0", &t0, None, None).unwrap();
-    let r1 = analyse("r1", &t1, None, None).unwrap();
-    let scale = host_scale(&[&r0.steps[..], &r1.steps[..]], 910.0).unwrap();
-    // Rank 0 alone would need (910 - 100) / 900 = 0.9; at 0.9 rank 1 is 900 + 0.9 * 50 = 945,
-    // longer, so the factor is the one that makes rank 1's step 910: 0.2.
-    assert!((scale.factor - 0.2).abs() < 1e-9, "{scale:?}");
-    let ranks = [
-        analyse_at("r0", &t0, None, None, Some(scale)).unwrap(),
-        analyse_at("r1", &t1, None, None, Some(scale)).unwrap(),
-    ];
-    let a = ranks::across(&ranks).unwrap();
-    assert!(
-        (a.period_us.median - 910.0).abs() < 1e-6,
-        "{:?}",
-        a.period_us
-    );
-}
-
-#[test]
-fn an_untraced_step_shorter_than_the_gpus_work_is_not_this_loops() {
-    use super::untraced_step::host_scale;
-    let g = analyse("t", &synthetic(5, 1000.0, 950.0, 939.5), None, None).unwrap();
-    let e = host_scale(&[&g.steps[..]], 900.0).unwrap_err().to_string();
-    assert!(
-        e.contains(
-            "--untraced-step-us 900 is no longer than the traced steps' GPU work alone (950"
-        ),
-        "{e}"
-    );
 }
 
 #[test]

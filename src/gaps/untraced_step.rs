@@ -20,18 +20,24 @@ pub struct HostScale {
 /// no longer than the GPU work alone: it is then not this loop's step as traced.
 pub fn host_scale(ranks: &[&[Step]], untraced_step_us: f64) -> Result<HostScale> {
     let steps = ranks.iter().map(|r| r.len()).min().unwrap_or(0);
+    if steps == 0 {
+        bail!("no steps to scale to --untraced-step-us {untraced_step_us}");
+    }
     let median_at = |factor: f64| -> f64 {
         let longest: Vec<f64> = (0..steps)
             .map(|k| {
                 (ranks.iter())
-                    .map(|r| r[k].gpu_busy_us + factor * (r[k].bare_us() - r[k].gpu_busy_us))
+                    .map(|r| {
+                        let idle = r[k].period_us - r[k].profiler_us - r[k].gpu_busy_us;
+                        r[k].gpu_busy_us + factor * idle
+                    })
                     .fold(f64::MIN, f64::max)
             })
             .collect();
         crate::stats::summary::quantile(&longest, 0.5).unwrap_or(0.0)
     };
     let gpu_alone = median_at(0.0);
-    if steps == 0 || untraced_step_us <= gpu_alone {
+    if untraced_step_us <= gpu_alone {
         bail!(
             "--untraced-step-us {untraced_step_us} is no longer than the traced steps' GPU work \
              alone ({} µs a step), so it is not this loop's step: give the step (ITL) of the same \
@@ -45,8 +51,10 @@ pub fn host_scale(ranks: &[&[Step]], untraced_step_us: f64) -> Result<HostScale>
         high *= 2.0;
         if high > 1e6 {
             bail!(
-                "the traced steps leave the GPU (nearly) never idle, so no host time can be \
-                 scaled to meet --untraced-step-us {untraced_step_us}: leave it out"
+                "--untraced-step-us {untraced_step_us} would take the traced steps' host time \
+                 a million times over (their median step is {} µs, their GPU idle almost none \
+                 of it): give the step of this loop, batch size and model",
+                fmt_num(median_at(1.0))
             );
         }
     }

@@ -31,7 +31,7 @@ pub enum Rendered {
 pub const CHARTS_DIR: &str = "charts";
 
 /// The host profile a steps run used, from its notes, for chart subtitles.
-pub(crate) fn host_profile_note(env: &EnvRecord) -> String {
+pub(super) fn host_profile_note(env: &EnvRecord) -> String {
     env.host_profile()
         .map_or("host profile not recorded".to_string(), |name| {
             format!("host profile `{name}` (see summary.md for its source)")
@@ -49,7 +49,7 @@ pub(crate) trait Chart {
 }
 
 /// Draws `chart` as `<dir>/charts/<name>.png` and `.svg`.
-pub(crate) fn write_chart(
+pub(super) fn write_chart(
     dir: &Path,
     name: &str,
     size: (u32, u32),
@@ -77,12 +77,12 @@ impl<T, E: std::fmt::Display> Drawn<T> for std::result::Result<T, E> {
     }
 }
 
-pub(crate) const TITLE_HEIGHT: u32 = 64;
-pub(crate) const FOOTER_HEIGHT: u32 = 26;
+const TITLE_HEIGHT: u32 = 64;
+const FOOTER_HEIGHT: u32 = 26;
 
 /// Fills the canvas, writes the title, the subtitle (what is plotted and how the spread
 /// is shown) and the provenance footer; returns the area left for the plot.
-pub(crate) fn frame<DB: DrawingBackend>(
+pub(super) fn frame<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     title: &str,
     subtitle: &str,
@@ -115,7 +115,7 @@ pub(crate) fn frame<DB: DrawingBackend>(
 }
 
 /// Provenance of every chart: what GPU and driver produced it, when, and with which build.
-pub(crate) fn footer(env: &EnvRecord) -> String {
+pub(super) fn footer(env: &EnvRecord) -> String {
     let or = |s: &str, missing: &str| {
         if s.is_empty() {
             missing.to_string()
@@ -149,10 +149,10 @@ pub(crate) fn font(size: u32) -> TextStyle<'static> {
 }
 
 /// Most panels one chart shows: beyond this they get too small to read.
-pub(crate) const MAX_PANELS: usize = 12;
+const MAX_PANELS: usize = 12;
 
 /// Keeps the first [`MAX_PANELS`] panels, and says so in the subtitle when some are left out.
-pub(crate) fn cap_panels<T>(panels: &mut Vec<T>, subtitle: &mut String) {
+pub(super) fn cap_panels<T>(panels: &mut Vec<T>, subtitle: &mut String) {
     if panels.len() > MAX_PANELS {
         subtitle.push_str(&format!(" — first {MAX_PANELS} of {} panels", panels.len()));
         panels.truncate(MAX_PANELS);
@@ -160,7 +160,7 @@ pub(crate) fn cap_panels<T>(panels: &mut Vec<T>, subtitle: &mut String) {
 }
 
 /// Splits `area` into a near-square grid with one cell per panel, row by row.
-pub(crate) fn panel_grid<DB: DrawingBackend>(
+pub(super) fn panel_grid<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     panels: usize,
 ) -> Vec<DrawingArea<DB, Shift>> {
@@ -175,13 +175,13 @@ pub(crate) fn panel_grid<DB: DrawingBackend>(
 /// decades of a log axis, heatmap cells, timeline lanes). Plotters' own `WithKeyPoints`
 /// cannot be used with f64 axes: it loses their tick formatting and so their mesh.
 #[derive(Clone)]
-pub(crate) struct FixedTicks {
+pub(super) struct FixedTicks {
     axis: RangedCoordf64,
     ticks: Vec<f64>,
 }
 
 impl FixedTicks {
-    pub(crate) fn new(range: std::ops::Range<f64>, ticks: Vec<f64>) -> Self {
+    pub(super) fn new(range: std::ops::Range<f64>, ticks: Vec<f64>) -> Self {
         Self {
             axis: range.into(),
             ticks,
@@ -212,7 +212,7 @@ impl Ranged for FixedTicks {
 }
 
 /// Layouts in the order a reader scans them: tensor parallel by degree, then DEP.
-pub(crate) fn layout_order(layout: &str) -> (usize, String) {
+pub(super) fn layout_order(layout: &str) -> (usize, String) {
     const KNOWN: [&str; 6] = ["tp1", "tp2", "tp4", "tp8", "dep2", "dep4"];
     let rank = KNOWN
         .iter()
@@ -223,13 +223,13 @@ pub(crate) fn layout_order(layout: &str) -> (usize, String) {
 
 /// Arms from the "before" to the "after" (the tables' order), so legends read in the
 /// design's order; other names after them.
-pub(crate) fn arm_order(arm: &str) -> (u8, String) {
+pub(super) fn arm_order(arm: &str) -> (u8, String) {
     (crate::report::format::arm_rank(arm), arm.to_string())
 }
 
 /// One fixed colour per known arm (and per layout, for charts whose lines are layouts), so
 /// the same series looks the same in every chart and no two known ones share a colour.
-pub(crate) fn arm_colour(arm: &str) -> RGBColor {
+pub(super) fn arm_colour(arm: &str) -> RGBColor {
     match arm {
         "tp1" => RGBColor(140, 86, 75),
         "tp2" => RGBColor(227, 119, 194),
@@ -267,7 +267,7 @@ pub(crate) fn categorical(index: usize) -> RGBColor {
 }
 
 /// Axis numbers short enough for a tick: 3.21, 45.4, 350, 1.2k, 35k, 1.5M.
-pub(crate) fn short_number(v: f64) -> String {
+pub(super) fn short_number(v: f64) -> String {
     let a = v.abs();
     if a >= 1e6 {
         format!("{}M", trimmed(v / 1e6, 1))
@@ -285,7 +285,7 @@ pub(crate) fn short_number(v: f64) -> String {
 }
 
 /// `v` with at most `decimals` decimals and no trailing zeros: 5, 2.5, 0.67.
-pub(crate) fn trimmed(v: f64, decimals: usize) -> String {
+pub(super) fn trimmed(v: f64, decimals: usize) -> String {
     let text = format!("{v:.decimals$}");
     if text.contains('.') {
         text.trim_end_matches('0').trim_end_matches('.').to_string()
@@ -295,7 +295,7 @@ pub(crate) fn trimmed(v: f64, decimals: usize) -> String {
 }
 
 /// Rejects a batch size of 0 before it becomes log2(0) on a log axis.
-pub(crate) fn check_batch(row: &Row) -> Result<()> {
+pub(super) fn check_batch(row: &Row) -> Result<()> {
     if row.batch_size == 0 {
         anyhow::bail!(
             "row {}/{}/{}/{} has batch_size 0; batch sizes must be at least 1 — fix the CSV",

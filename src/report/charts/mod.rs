@@ -19,7 +19,8 @@ mod timeline;
 
 pub use clocks::telemetry_chart;
 pub use heatmap::{speedup_chart, speedups, Speedup};
-pub(crate) use kit::*;
+use kit::*;
+pub(crate) use kit::{categorical, font, Chart, Drawn, CATEGORIES, GREY, LIGHT_GREY};
 pub use kit::{chart_files, Rendered, CHARTS_DIR, PANEL_CHART_SIZE, WIDE_CHART_SIZE};
 pub use lines::{
     bandwidth_chart, host_scale_chart, itl_chart, prep_floor_chart, read_cost_chart,

@@ -3,7 +3,7 @@
 //! wider), and the floors as dashed lines.
 
 use super::panels::{Panel, XAxis};
-use crate::report::charts::kit as charts;
+use crate::report::charts::kit;
 use crate::report::charts::kit::{
     arm_colour, arm_order, cap_panels, frame, layout_order, panel_grid, short_number, Chart, Drawn,
     FixedTicks, Rendered, LIGHT_GREY, PANEL_CHART_SIZE,
@@ -40,7 +40,7 @@ const FLOOR_COLOURS: [RGBColor; 3] = [
 impl LineChart {
     pub(super) fn write(mut self, dir: &Path, name: &str) -> Result<Rendered> {
         cap_panels(&mut self.panels, &mut self.subtitle);
-        charts::write_chart(dir, name, PANEL_CHART_SIZE, &self)
+        kit::write_chart(dir, name, PANEL_CHART_SIZE, &self)
     }
 
     pub(super) fn y(&self, v: f64) -> f64 {
@@ -67,7 +67,7 @@ impl LineChart {
     ) -> Result<()> {
         let mut x = 20;
         let y = LEGEND_HEIGHT as i32 / 2;
-        let label = charts::font(16).pos(Pos::new(HPos::Left, VPos::Center));
+        let label = kit::font(16).pos(Pos::new(HPos::Left, VPos::Center));
         for arm in self.arms() {
             let colour = arm_colour(&arm);
             area.draw(&PathElement::new(
@@ -101,7 +101,7 @@ impl LineChart {
         let y_log = self.y_log;
 
         let mut chart = ChartBuilder::on(area)
-            .caption(&panel.title, charts::font(18))
+            .caption(&panel.title, kit::font(18))
             .margin(8)
             .margin_right(18)
             .x_label_area_size(44)
@@ -115,8 +115,8 @@ impl LineChart {
             .configure_mesh()
             .x_desc(axis.description())
             .y_desc(&self.y_desc)
-            .axis_desc_style(charts::font(14))
-            .label_style(charts::font(14))
+            .axis_desc_style(kit::font(14))
+            .label_style(kit::font(14))
             .light_line_style(LIGHT_GREY)
             .bold_line_style(LIGHT_GREY)
             .x_label_formatter(&|x| axis.label(*x))
@@ -225,7 +225,7 @@ impl LineChart {
                 .draw_series(std::iter::once(Text::new(
                     item.clone(),
                     (x_hi, y),
-                    charts::font(12)
+                    kit::font(12)
                         .color(&colour)
                         .pos(Pos::new(HPos::Right, VPos::Bottom)),
                 )))

@@ -5,7 +5,7 @@
 use super::draw::LineChart;
 use super::panels::{step_panels, Panel, Point, Series, XAxis};
 use crate::report::change::relative_change;
-use crate::report::charts::kit as charts;
+use crate::report::charts::kit;
 use crate::report::charts::kit::{layout_order, Rendered};
 use crate::report::format::{AFTER_ARM, BASELINE_ARM};
 use crate::results::csv::{CellKey, Row, KIND_STEP, STEP_RATIO_VS_EAGER_SYNC};
@@ -27,7 +27,7 @@ pub fn itl_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Rendered> 
         title: "Inter-token latency vs batch size".into(),
         subtitle: format!(
             "decode-step model (kind=step, metric itl_us) — {CI_BAND_NOTE}; {}",
-            charts::host_profile_note(env)
+            kit::host_profile_note(env)
         ),
         y_desc: "ITL (µs per token)".into(),
         y_log: false,
@@ -48,7 +48,7 @@ pub fn throughput_chart(dir: &Path, rows: &[Row], env: &EnvRecord) -> Result<Ren
         title: "Output throughput vs batch size".into(),
         subtitle: format!(
             "decode-step model (kind=step, metric throughput_tok_s) — {CI_BAND_NOTE}; {}",
-            charts::host_profile_note(env)
+            kit::host_profile_note(env)
         ),
         y_desc: "output throughput (tok/s)".into(),
         y_log: false,
@@ -214,7 +214,7 @@ fn change_chart(
         title,
         subtitle: format!(
             "{what_is_drawn}; band: 95% interval of the change; {}",
-            charts::host_profile_note(env)
+            kit::host_profile_note(env)
         ),
         y_desc: format!("{quantity} change vs {BASELINE_ARM} (%)"),
         y_log: false,
