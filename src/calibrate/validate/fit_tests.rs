@@ -269,7 +269,7 @@ fn factors_stay_within_their_bounds_and_an_unreached_one_says_so() {
 
 #[test]
 fn a_post_wait_scale_is_fitted_on_a_difference_under_its_noise() {
-    // eager-sync − graph at a long forward, an H200 cell's shares: 430 µs that do not follow
+    // eager-sync − graph at a long forward (docs/h200-findings.md): 430 µs that do not follow
     // the scale, and post-wait extras of 420 µs at x1 that do; the engine's truth x0.37.
     // The difference's run-to-run noise, ±4% uniform: two steps' ±20 µs host noise each.
     let diff = |k: f64| 430.0 + 420.0 * k;
@@ -302,7 +302,7 @@ fn a_post_wait_scale_is_fitted_on_a_difference_under_its_noise() {
 #[test]
 fn a_converged_fit_keeps_its_closest_run_and_runs_on_at_it() {
     // +2.2% at x1 (within 5%, but the probe must run), -4.9% at the probe: both within
-    // the tolerance, the first closer (as an H200 post-wait fit ran).
+    // the tolerance, the first closer.
     let errors = [0.022, -0.049];
     let mut ran = Vec::new();
     let fits = fit_factors(&[Arm::EagerSync, Arm::Graph], DIFF_TOLERANCE, |factors| {
@@ -336,8 +336,7 @@ fn a_model_that_leaves_an_arm_out_is_an_error() {
 
 /// A short cell whose step is `k·(base + s·extras)` and a long cell whose eager-sync −
 /// graph is `k·(diff + s·long_extras)`, each fit solving its own cell exactly with the other
-/// held: the shares of an H200 test (extras 15% of the short step, more than a third of the
-/// long difference).
+/// held: extras 15% of the short step and more than a third of the long difference.
 #[test]
 fn the_factors_and_the_scale_fitted_in_turns_approach_both_truths_where_one_turn_does_not() {
     let (k_true, s_true) = (1.0, 0.5);

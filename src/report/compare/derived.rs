@@ -140,8 +140,8 @@ mod tests {
     fn a_host_paced_ratio_calls_only_what_a_time_it_is_made_of_calls() {
         use super::super::fixtures::row_of;
         let base = derived_side((40.0, 10.0), (10.0, 2.0), 0.25);
-        // As in an A/A pair on the H200: the eager floor multiple −20% with a narrow interval
-        // while its step moved −1% within ±10%; the graph arm's GPU-paced multiple the same.
+        // An A/A pair whose eager floor multiple moved −20% with a narrow interval while its
+        // step moved −1% within ±10%; the graph arm's GPU-paced multiple the same.
         let aa = derived_side((39.6, 10.0), (8.0, 1.6), 0.20);
         let c = compare_rows(&base, &aa, None, 2.0).unwrap();
         let of = |arm, metric| {
