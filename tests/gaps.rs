@@ -139,6 +139,26 @@ fn a_folder_is_one_run_of_ranks_read_together() {
     let traces: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("gaps.json")).unwrap()).unwrap();
     assert_eq!(traces.as_array().unwrap().len(), 2);
+    // With the run's untraced step, one factor for both ranks, and the step across them meets
+    // it; a step shorter than their GPU work is refused naming the folder.
+    let scaled = dir.path().join("scaled");
+    let (r, s) = (ranks.to_str().unwrap(), scaled.to_str().unwrap());
+    let o = metaprep(&["gaps", r, "--untraced-step-us", "900", "--out", s]);
+    succeeded(&o);
+    let traces: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(scaled.join("gaps.json")).unwrap()).unwrap();
+    assert_eq!(traces[0]["host_scale"], traces[1]["host_scale"]);
+    let across: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(scaled.join("ranks.json")).unwrap()).unwrap();
+    let step = across[0]["period_us"]["median"].as_f64().unwrap();
+    assert!((step - 900.0).abs() < 1e-6, "{step}");
+    let never = dir.path().join("never-scaled");
+    let n = never.to_str().unwrap();
+    refused(
+        &["gaps", r, "--untraced-step-us", "100", "--out", n],
+        &never,
+        &format!("the ranks of {r}: --untraced-step-us 100 is no longer"),
+    );
     // A single trace writes no ranks.json.
     let one = dir.path().join("one");
     let o = metaprep(&[
