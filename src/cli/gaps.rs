@@ -10,7 +10,7 @@ use crate::gaps::chart::timeline_chart;
 use crate::gaps::ranks::{across, AcrossRanks};
 use crate::gaps::report::markdown;
 use crate::gaps::untraced_step::host_scale;
-use crate::gaps::{analyse_at, Gaps, HostScale, Step};
+use crate::gaps::{account, Accounted, Gaps, Step};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -101,7 +101,7 @@ struct AnalysedRun {
 
 /// Each run's traces (`runs`, named as given in `names`) analysed, at its untraced step where
 /// `untraced_step_us` gives one a run: one factor on the host time of all its ranks, found from
-/// their steps as traced.
+/// their steps as accounted, before any figure is made.
 fn analyse_runs(
     (names, runs): (&[PathBuf], &[Vec<PathBuf>]),
     step_marker: Option<&str>,
@@ -109,28 +109,27 @@ fn analyse_runs(
 ) -> Result<Vec<AnalysedRun>> {
     (runs.iter().enumerate())
         .map(|(i, run)| {
-            let read = (run.iter())
-                .map(|path| Ok((path.display().to_string(), Trace::read(path)?)))
-                .collect::<Result<Vec<_>>>()?;
-            let profilers = (read.iter().zip(run))
-                .map(|((file, trace), path)| profiler_cost::beside(file, path, trace))
-                .collect::<Result<Vec<_>>>()?;
-            let analyse = |scale: Option<HostScale>| {
-                (read.iter().zip(&profilers))
-                    .map(|((file, trace), profiler)| {
-                        analyse_at(file, trace, step_marker, profiler.as_ref(), scale)
-                    })
-                    .collect::<Result<Vec<Gaps>>>()
+            let accounted = (run.iter())
+                .map(|path| {
+                    let trace = Trace::read(path)?;
+                    let file = path.display().to_string();
+                    let profiler = profiler_cost::beside(&file, path, &trace)?;
+                    account(&file, &trace, step_marker, profiler.as_ref())
+                })
+                .collect::<Result<Vec<Accounted>>>()?;
+            let scale = match untraced_step_us.get(i) {
+                Some(&step) => {
+                    let steps: Vec<&[Step]> = accounted.iter().map(|a| &a.steps[..]).collect();
+                    Some(host_scale(&steps, step).map_err(|e| match run.len() {
+                        1 => e.context(run[0].display().to_string()),
+                        _ => e.context(format!("the ranks of {}", names[i].display())),
+                    })?)
+                }
+                None => None,
             };
-            let mut traces = analyse(None)?;
-            if let Some(&step) = untraced_step_us.get(i) {
-                let steps: Vec<&[Step]> = traces.iter().map(|g| &g.steps[..]).collect();
-                let scale = host_scale(&steps, step).map_err(|e| match run.len() {
-                    1 => e.context(traces[0].file.clone()),
-                    _ => e.context(format!("the ranks of {}", names[i].display())),
-                })?;
-                traces = analyse(Some(scale))?;
-            }
+            let traces: Vec<Gaps> = (accounted.into_iter())
+                .map(|a| a.summarise(scale))
+                .collect();
             let across = (traces.len() > 1).then(|| across(&traces)).transpose()?;
             Ok(AnalysedRun { traces, across })
         })

@@ -7,6 +7,7 @@
 //! stretches are charged to the sync the host was blocked in when each began.
 
 pub mod chart;
+mod figures;
 mod profiler_lag;
 pub mod ranks;
 mod read_work;
@@ -21,6 +22,8 @@ use crate::calibrate::trace::{Span, Trace};
 use crate::calibrate::{EventCosts, FitRow};
 use crate::stats::summary::quantile;
 use anyhow::{anyhow, bail, Result};
+pub use figures::Accounted;
+use figures::Probe;
 use profiler_lag::{lag_taken_back, launches, profiler_split_us, wait_ends};
 use read_work::{launching_ops, work_around};
 use serde::Serialize;
@@ -120,8 +123,12 @@ impl Step {
     /// The step without the profiler: the traced step less the profiler's cost on its
     /// critical path, its host-paced rest (the GPU's idle) at [`Step::host_scale`].
     pub fn bare_us(&self) -> f64 {
-        let idle = self.period_us - self.profiler_us - self.gpu_busy_us;
-        self.gpu_busy_us + self.host_scale * idle
+        self.gpu_busy_us + self.host_scale * self.host_paced_us()
+    }
+
+    /// What of the step the host paced (the GPU idle), less the profiler's cost, unscaled.
+    pub fn host_paced_us(&self) -> f64 {
+        self.period_us - self.profiler_us - self.gpu_busy_us
     }
 
     /// What removing the calls of the sites `removed` picks saves, µs: the (bare) step
@@ -251,18 +258,17 @@ pub fn analyse(
     step_marker: Option<&str>,
     profiler: Option<&ProfilerCost>,
 ) -> Result<Gaps> {
-    analyse_at(file, trace, step_marker, profiler, None)
+    Ok(account(file, trace, step_marker, profiler)?.summarise(None))
 }
 
-/// [`analyse`], with the steps' host time scaled by `scale` where it is given
-/// ([`untraced_step::host_scale`] finds it from the loop's untraced step).
-pub fn analyse_at(
+/// `trace`'s steps found and accounted, as [`analyse`] does, before their figures: the steps'
+/// host time can then be scaled ([`untraced_step::host_scale`]) without reading it again.
+pub fn account(
     file: &str,
     trace: &Trace,
     step_marker: Option<&str>,
     profiler: Option<&ProfilerCost>,
-    scale: Option<HostScale>,
-) -> Result<Gaps> {
+) -> Result<Accounted> {
     if trace.gpu.is_empty() && trace.threads.is_empty() {
         bail!(
             "{file}: no torch.profiler events (cpu_op, cuda_runtime, kernel) in it: gaps reads \
@@ -304,7 +310,7 @@ pub fn analyse_at(
         )
     });
     let launched = launching_ops(trace, events);
-    let account = |profiler: Option<&ProfilerCost>, taken_back: &[(Span, f64)]| -> Vec<Step> {
+    let account_with = |profiler: Option<&ProfilerCost>, taken_back: &[(Span, f64)]| {
         (source.starts.windows(2))
             .map(|pair| {
                 let period = Span {
@@ -320,28 +326,26 @@ pub fn analyse_at(
                     (profiler, taken_back),
                 )
             })
-            .collect()
+            .collect::<Vec<Step>>()
     };
-    let mut steps = account(profiler, &taken_back);
-    let as_traced = (profiler.is_some() || scale.is_some())
-        .then(|| Headline::of(&mut account(None, &[]), &sites));
+    let steps = account_with(profiler, &taken_back);
     if steps.is_empty() {
         bail!("{file}: {} gave fewer than two steps", source.how);
     }
-    for step in steps.iter_mut() {
-        step.host_scale = scale.map_or(1.0, |s| s.factor);
-    }
     let timeline = Timeline::typical(&steps, &source.starts, &busy, &calls, &call_sites);
-    let mut gaps = summarise(
-        file,
-        source.how,
-        (profiler, as_traced),
-        (steps, timeline),
+    Ok(Accounted {
+        file: file.to_string(),
+        steps_from: source.how,
+        probe: profiler.map(|p| Probe {
+            file: p.probe_file.display().to_string(),
+            costs: p.costs(),
+            fit: p.fit_rows.clone(),
+            as_traced: Headline::of(&mut account_with(None, &[]), &sites),
+        }),
+        steps,
+        timeline,
         sites,
-    );
-    gaps.untraced_step_us = scale.map(|s| s.untraced_step_us);
-    gaps.host_scale = scale.map(|s| s.factor);
-    Ok(gaps)
+    })
 }
 
 /// One step's accounting over `period`: each GPU idle stretch's parts charged to the sync
@@ -437,80 +441,6 @@ fn step(
         reads_win_us: 0.0,
         reads_and_uploads_win_us: 0.0,
         host_scale: 1.0,
-    }
-}
-
-/// The trace's figures from its steps, with every site index (the steps' `by_site`, the
-/// timeline's) renumbered from the order the trace met them into the summary's.
-fn summarise(
-    file: &str,
-    steps_from: String,
-    (profiler, as_traced): (Option<&ProfilerCost>, Option<Headline>),
-    (mut steps, timeline): (Vec<Step>, Timeline),
-    sites: Vec<Site>,
-) -> Gaps {
-    let Headline {
-        period_us,
-        win_us,
-        itl_change_pct,
-        reads_and_uploads_win_us,
-        reads_and_uploads_itl_change_pct,
-    } = Headline::of(&mut steps, &sites);
-    let mut costs: Vec<(usize, SiteCost)> = (sites.into_iter().enumerate())
-        // A sync outside every step (before the first, after the last) is no step's.
-        .filter(|(i, _)| steps.iter().any(|s| s.by_site.contains_key(i)))
-        .map(|(i, site)| {
-            let of = |s: &Step| s.by_site.get(&i).copied().unwrap_or_default();
-            let calls: usize = steps.iter().map(|s| of(s).calls).sum();
-            let cost = SiteCost {
-                calls_per_step: calls as f64 / steps.len() as f64,
-                idle_us: Spread::over(&steps, |s| of(s).idle_us),
-                blocked_us: Spread::over(&steps, |s| of(s).blocked_us),
-                win_us: Spread::over(&steps, |s| s.win_us(|j| j == i)),
-                site,
-            };
-            (i, cost)
-        })
-        .collect();
-    // Reads first, then uploads, then other waits; the costliest first within each.
-    costs.sort_by(|(_, a), (_, b)| {
-        (a.site.kind.cmp(&b.site.kind)).then(b.win_us.median.total_cmp(&a.win_us.median))
-    });
-    let place: BTreeMap<usize, usize> = (costs.iter().enumerate())
-        .map(|(to, &(from, _))| (from, to))
-        .collect();
-    for step in steps.iter_mut() {
-        let by_site = std::mem::take(&mut step.by_site);
-        step.by_site = (by_site.into_iter())
-            .filter_map(|(i, s)| Some((*place.get(&i)?, s)))
-            .collect();
-        for call in step.calls.iter_mut() {
-            call.site = place[&call.site];
-        }
-    }
-    Gaps {
-        file: file.to_string(),
-        steps_from,
-        probe_file: profiler.map(|p| p.probe_file.display().to_string()),
-        profiler_us: Spread::over(&steps, |s| s.profiler_us),
-        profiler_event_costs_us: profiler.map(ProfilerCost::costs),
-        probe_fit: profiler.map(|p| p.fit_rows.clone()),
-        untraced_step_us: None,
-        host_scale: None,
-        period_us,
-        gpu_idle_us: Spread::over(&steps, |s| s.bare_us() - s.gpu_busy_us),
-        win_us,
-        itl_change_pct,
-        throughput_change_pct: Spread::over(&steps, |s| {
-            100.0 * (s.bare_us() / (s.bare_us() - s.reads_win_us) - 1.0)
-        }),
-        reads_and_uploads_win_us,
-        reads_and_uploads_itl_change_pct,
-        every_sync_win_us: Spread::over(&steps, |s| s.win_us(|_| true)),
-        as_traced,
-        timeline: timeline.renumbered(|i| place.get(&i).copied()),
-        sites: costs.into_iter().map(|(_, cost)| cost).collect(),
-        steps,
     }
 }
 

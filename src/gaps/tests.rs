@@ -524,10 +524,9 @@ pub(super) fn written(
     (path, trace)
 }
 
-#[test]
-fn a_second_sync_inside_one_call_adds_no_time_of_its_own() {
-    // The host-paced loop, with a second short sync inside each `.item()` after the first: the
-    // call is removed whole (62 µs) once, its second wait already inside it.
+/// The host-paced loop of [`synthetic`] with a second, 0.4 µs sync inside each `.item()`, after
+/// the first.
+pub(super) fn with_a_second_sync() -> Trace {
     let mut trace = synthetic(5, 1000.0, 100.0, 60.0);
     let thread = trace.threads.values_mut().next().unwrap();
     for k in 0..5 {
@@ -541,6 +540,12 @@ fn a_second_sync_inside_one_call_adds_no_time_of_its_own() {
     thread
         .runtime
         .sort_by(|a, b| a.span.ts.total_cmp(&b.span.ts));
-    let g = analyse("t", &trace, None, None).unwrap();
+    trace
+}
+
+#[test]
+fn a_second_sync_inside_one_call_adds_no_time_of_its_own() {
+    // The call is removed whole (62 µs) once, its second wait already inside it.
+    let g = analyse("t", &with_a_second_sync(), None, None).unwrap();
     assert!((g.win_us.median - 62.0).abs() < 1e-6, "{:?}", g.win_us);
 }

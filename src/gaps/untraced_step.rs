@@ -27,10 +27,7 @@ pub fn host_scale(ranks: &[&[Step]], untraced_step_us: f64) -> Result<HostScale>
         let longest: Vec<f64> = (0..steps)
             .map(|k| {
                 (ranks.iter())
-                    .map(|r| {
-                        let idle = r[k].period_us - r[k].profiler_us - r[k].gpu_busy_us;
-                        r[k].gpu_busy_us + factor * idle
-                    })
+                    .map(|r| r[k].gpu_busy_us + factor * r[k].host_paced_us())
                     .fold(f64::MIN, f64::max)
             })
             .collect();

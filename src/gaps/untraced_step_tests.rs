@@ -1,17 +1,19 @@
 //! The loop's untraced step given (`--untraced-step-us`): the host time scaled to it, on the
 //! constructed loops of `tests`.
 
-use super::tests::synthetic;
+use super::tests::{synthetic, with_a_second_sync};
 use super::untraced_step::host_scale;
 use super::*;
 
+/// `trace`'s figures with its host time scaled to make the median step `step`.
+fn at(trace: &Trace, step: f64) -> Gaps {
+    let accounted = account("t", trace, None, None).unwrap();
+    let scale = host_scale(&[&accounted.steps[..]], step).unwrap();
+    accounted.summarise(Some(scale))
+}
+
 #[test]
 fn an_untraced_step_scales_the_host_time_and_leaves_the_gpus_work() {
-    let at = |trace: &Trace, step: f64| {
-        let plain = analyse("t", trace, None, None).unwrap();
-        let scale = host_scale(&[&plain.steps[..]], step).unwrap();
-        analyse_at("t", trace, None, None, Some(scale)).unwrap()
-    };
     // GPU-paced: 950 µs of GPU work in 1000 µs traced steps; untraced, the loop's step is
     // 980 µs, so the host's 50 µs of idle was 30 µs bare: removing the read leaves the GPU's
     // 950, a 30 µs win where the trace alone says 50.
@@ -59,21 +61,18 @@ fn an_untraced_step_scales_the_host_time_and_leaves_the_gpus_work() {
 #[test]
 fn one_factor_serves_every_rank_and_makes_the_slowest_ranks_median_step_the_untraced_one() {
     // Rank 0 waits long on its read (1000 µs steps, 100 µs of GPU work), rank 1 is near GPU
-    // paced (950 µs steps, 900 of GPU work): the step across them is rank 0's.
+    // paced (950 µs steps, 900 of GPU work): as traced, the step across them is rank 0's.
     let (t0, t1) = (
         synthetic(6, 1000.0, 100.0, 300.0),
         synthetic(6, 950.0, 900.0, 10.0),
     );
-    let r0 = analyse("r0", &t0, None, None).unwrap();
-    let r1 = analyse("r1", &t1, None, None).unwrap();
+    let r0 = account("r0", &t0, None, None).unwrap();
+    let r1 = account("r1", &t1, None, None).unwrap();
     let scale = host_scale(&[&r0.steps[..], &r1.steps[..]], 910.0).unwrap();
     // Rank 0 alone would need (910 - 100) / 900 = 0.9; at 0.9 rank 1 is 900 + 0.9 * 50 = 945,
     // longer, so the factor is the one that makes rank 1's step 910: 0.2.
     assert!((scale.factor - 0.2).abs() < 1e-9, "{scale:?}");
-    let ranks = [
-        analyse_at("r0", &t0, None, None, Some(scale)).unwrap(),
-        analyse_at("r1", &t1, None, None, Some(scale)).unwrap(),
-    ];
+    let ranks = [r0.summarise(Some(scale)), r1.summarise(Some(scale))];
     let a = ranks::across(&ranks).unwrap();
     assert!(
         (a.period_us.median - 910.0).abs() < 1e-6,
@@ -84,7 +83,7 @@ fn one_factor_serves_every_rank_and_makes_the_slowest_ranks_median_step_the_untr
 
 #[test]
 fn an_untraced_step_shorter_than_the_gpus_work_is_not_this_loops() {
-    let g = analyse("t", &synthetic(5, 1000.0, 950.0, 939.5), None, None).unwrap();
+    let g = account("t", &synthetic(5, 1000.0, 950.0, 939.5), None, None).unwrap();
     let e = host_scale(&[&g.steps[..]], 900.0).unwrap_err().to_string();
     assert!(
         e.contains(
@@ -96,25 +95,9 @@ fn an_untraced_step_shorter_than_the_gpus_work_is_not_this_loops() {
 
 #[test]
 fn every_wait_of_a_call_stays_unscaled_where_it_holds_several_syncs() {
-    use crate::calibrate::trace::HostEvent;
-    // The host-paced loop with a second, 0.4 µs sync inside each `.item()`: at half the host
-    // time the call sheds its 61.4 µs of waits whole and half of its 0.6 µs of own work.
-    let mut trace = synthetic(5, 1000.0, 100.0, 60.0);
-    let thread = trace.threads.values_mut().next().unwrap();
-    for k in 0..5 {
-        let ts = k as f64 * 1000.0 + 71.5;
-        thread.runtime.push(HostEvent {
-            name: "cudaStreamSynchronize".into(),
-            span: Span { ts, end: ts + 0.4 },
-            corr: None,
-        });
-    }
-    thread
-        .runtime
-        .sort_by(|a, b| a.span.ts.total_cmp(&b.span.ts));
-    let plain = analyse("t", &trace, None, None).unwrap();
-    let scale = host_scale(&[&plain.steps[..]], 550.0).unwrap();
-    let g = analyse_at("t", &trace, None, None, Some(scale)).unwrap();
+    // At half the host time the call sheds its 61.4 µs of waits whole and half of its 0.6 µs of
+    // own work.
+    let g = at(&with_a_second_sync(), 550.0);
     assert!((g.host_scale.unwrap() - 0.5).abs() < 1e-9);
     assert!((g.win_us.median - 61.7).abs() < 1e-6, "{:?}", g.win_us);
 }
