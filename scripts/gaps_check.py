@@ -135,6 +135,17 @@ def one_cell(args, f, bs):
     return gaps_columns(args.metaprep, args.out, trace, row)
 
 
+def run_gaps(metaprep, trace, out, *flags):
+    """`metaprep gaps TRACE --json` into a fresh `out`: (its first trace's record, None), or
+    (None, the error's last line)."""
+    shutil.rmtree(out, ignore_errors=True)
+    p = subprocess.run([metaprep, "gaps", trace, "--out", out, "--json", *flags],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, f"gaps exit {p.returncode}: " + "".join(p.stderr.strip().splitlines()[-1:])
+    return json.loads(p.stdout)[0], None
+
+
 def gaps_columns(metaprep, out, trace, row):
     """What `metaprep gaps` makes of a cell's trace, added to `row`, which holds the cell's
     measured columns (MEASURED): the predictions and their ratios to the measured change."""
@@ -143,14 +154,11 @@ def gaps_columns(metaprep, out, trace, row):
     nowait = row["nowait_change_pct"]
     ratio = lambda x: x / measured if measured else float("nan")  # noqa: E731
     out = os.path.join(out, f"gaps-f{f:g}-bs{bs}")
-    shutil.rmtree(out, ignore_errors=True)
-    p = subprocess.run([metaprep, "gaps", trace, "--out", out, "--json"],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        print(f"f {f:g} bs {bs}: gaps exit {p.returncode}: {p.stderr.strip()}", file=sys.stderr)
-        row["sites"] = "".join(p.stderr.strip().splitlines()[-1:])
+    g, error = run_gaps(metaprep, trace, out)
+    if error:
+        print(f"f {f:g} bs {bs}: {error}", file=sys.stderr)
+        row["sites"] = error
         return row
-    g = json.loads(p.stdout)[0]
     row["sites"] = "; ".join(f"{s['site']['kind']} {s['site']['op']}"
                              for s in g["sites"] if s["calls_per_step"] > 0)
     # The per-event costs fitted from the probe file: what a correction rests on.
@@ -188,19 +196,16 @@ def gaps_columns(metaprep, out, trace, row):
               file=sys.stderr, flush=True)
     # Given the loop's untraced eager-sync step, as a user gives their measured ITL: the
     # traced host time scaled by the one factor that makes the median step that long.
+    s, error = run_gaps(metaprep, trace, out + "-stepped",
+                        "--untraced-step-us", f"{row['eager_sync_step_us']:.3f}")
     shutil.rmtree(out + "-stepped", ignore_errors=True)
-    stepped = subprocess.run([metaprep, "gaps", trace, "--out", out + "-stepped", "--json",
-                              "--untraced-step-us", f"{row['eager_sync_step_us']:.3f}"],
-                             capture_output=True, text=True)
-    shutil.rmtree(out + "-stepped", ignore_errors=True)
-    if stepped.returncode == 0:
-        s = json.loads(stepped.stdout)[0]
+    if error:
+        row["stepped_error"] = error
+    else:
         both = s["reads_and_uploads_itl_change_pct"]["median"]
         row.update({"stepped_gaps_reads_uploads_change_pct": both,
                     "stepped_reads_uploads_ratio": ratio(both),
                     "stepped_host_scale": s["host_scale"]})
-    else:
-        row["stepped_error"] = "".join(stepped.stderr.strip().splitlines()[-1:])
     # What the profiler cost a step: as the probe file prices it (what gaps took off), and as
     # the trace ran over the untraced step (the same where the probes price its events right
     # and the host held still).

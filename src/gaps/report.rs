@@ -181,9 +181,8 @@ fn untraced_step_line(g: &Gaps, step: f64, scale: f64) -> String {
     format!(
         "The steps' host time (each step less its GPU work) is scaled x{scale:.2}{probe}, so that \
          the median step (across the run's ranks, where it has several) lasts the {} µs measured \
-         without the profiler \
-         (`--untraced-step-us`): what the profiler stretched comes off in proportion to the \
-         host's time, and the GPU's work stays as traced.{slower}",
+         without the profiler (`--untraced-step-us`): what the profiler stretched comes off in \
+         proportion to the host's time, and the GPU's work stays as traced.{slower}",
         fmt_num(step)
     )
 }
@@ -225,11 +224,8 @@ fn as_traced_line(g: &Gaps, figure: fn(&Headline) -> (&Spread, &Spread)) -> Stri
         return String::new();
     };
     let (change, win) = figure(t);
-    // With an untraced step the host time may have grown (a factor over 1), not shrunk.
-    let moved = match g.host_scale {
-        Some(_) => t.period_us.median - g.period_us.median,
-        None => g.profiler_us.median,
-    };
+    // What the correction took off the median step; an untraced step may have added to it.
+    let moved = t.period_us.median - g.period_us.median;
     let rests_on = match moved < 0.0 {
         true => format!("{} µs a step added to the host's time", fmt_num(-moved)),
         false => format!("{} µs a step of profiler cost taken off", fmt_num(moved)),
