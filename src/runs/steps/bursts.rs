@@ -3,9 +3,9 @@
 //! host scale, then one arm's clean pass whenever asked. One process alone: layouts wider
 //! than one GPU are emulated.
 
-use super::arm_host::{CellHost, ReadyArm};
 use super::cell::StepCell;
 use super::config::{plan, Cell, StepsConfig};
+use super::host_costs::{CellHost, ReadyArm};
 use super::make::CellMaker;
 use super::passes::Pass;
 use super::rows::ArmRounds;

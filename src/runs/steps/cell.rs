@@ -1,24 +1,24 @@
 //! One (layout, batch, block) cell of the step, shared by its arms: its preps, forwards and
 //! framework kernels, each arm's programs made ready, the harness's idle host costs, and
-//! one step of an arm's program run item by item. The passes over a cell (`passes`) and the
-//! rows they give (`rows`) build on it.
+//! one step of an arm's program run item by item, each prep's host actions ([`PrepStep`]s,
+//! worked out once per cell) with reads and uploads topped up to the profile's costs. The
+//! passes over a cell (`passes`) and the rows they give (`rows`) build on it.
 
 use super::checked_run::StepCheck;
 use super::forward::Forward;
 use super::host_costs::{framework_call, framework_op, spin_until, us, HostCosts};
 use super::passes::{HostSpan, Marks, SpanOf};
-use super::prep_run::{launch_of, PrepProgram, PrepRun, StepPrep};
 use crate::axes::Arm;
 use crate::axes::Drafter;
 use crate::axes::ReadPath;
 use crate::gpu::nvtx::{self, Range};
-use crate::gpu::{capture_graph, Gpu, Launch};
+use crate::gpu::{capture_graph, Gpu, Graph, Launch, StreamHandle};
 use crate::model::host_profile::{family_of, first_launching_op, prep_arm, ForwardOf, Item, Phase};
 use crate::model::nccl_collectives::CollectiveBuffers;
-use crate::model::program::{prep_sequence, span_start};
+use crate::model::program::{prep_sequence, span_start, OpLaunch, PrepStep};
 use crate::model::trace::HostLane;
 use crate::prep::lengths::DeviceLengths;
-use crate::prep::plan::PrepPlan;
+use crate::prep::plan::{PrepPlan, Prepared};
 use crate::stats::summary::quantile;
 use anyhow::{Context, Result};
 use std::ffi::CString;
@@ -67,6 +67,40 @@ pub(super) struct ArmProgram {
     /// NVTX range names: the step's, and each item's of the host program, in order.
     pub(super) step_range: CString,
     pub(super) item_ranges: Vec<CString>,
+}
+
+/// One prep of an arm made ready: the plan's own (warmed up, captured), and for graph arms
+/// under a framework profile the graph of the framework's whole captured prep.
+pub(super) struct StepPrep {
+    pub(super) plan: Prepared,
+    pub(super) framework: Option<Graph>,
+}
+
+/// One prep's host actions with what the timed loop needs of them, worked out once.
+pub(super) struct PrepProgram {
+    /// The arm this prep runs as ([`prep_arm`]).
+    pub(super) arm: Arm,
+    pub(super) steps: Vec<PrepStep>,
+    /// Host time of one of its framework ops.
+    pub(super) op: Duration,
+    /// The step before which its GPU span begins (see [`span_start`]).
+    pub(super) span_start: usize,
+}
+
+/// Launches what prep step `step` launches: a framework kernel or one of the plan's own.
+/// Host time, reads, copies and replays are the caller's.
+fn launch_of(
+    step: PrepStep,
+    kernel: &Launch,
+    plan: &PrepPlan,
+    arm: Arm,
+    stream: StreamHandle<'_>,
+) -> Result<()> {
+    match step {
+        PrepStep::Op(Some(OpLaunch::Empty)) => kernel.issue(stream),
+        PrepStep::Op(Some(OpLaunch::Kernel(k))) | PrepStep::Kernel(k) => plan.issue_kernel(arm, k),
+        _ => Ok(()),
+    }
 }
 
 /// The NVTX range of one item of the host program: a prep names its arm, as the CSV's rows do
@@ -304,13 +338,7 @@ impl StepCell<'_> {
             costs: &mut self.costs,
             upload_blocked: &mut self.upload_blocked,
         }
-        .run(
-            program.preps[k].arm,
-            &program.preps[k],
-            &prepared[k],
-            (index, marks),
-            log,
-        )?;
+        .run(&program.preps[k], &prepared[k], (index, marks), log)?;
         if let Some(check) = check {
             check.prep(self.gpu, &self.preps[k].plan, program.preps[k].arm, k)?;
         }
@@ -348,5 +376,98 @@ impl StepCell<'_> {
                     .collect()
             })
             .collect()
+    }
+}
+
+/// What a prep needs to run its sequence.
+struct PrepRun<'a, 'g> {
+    gpu: &'g Gpu,
+    plan: &'a mut PrepPlan<'g>,
+    /// The kernel each framework op of this prep launches.
+    kernel: &'a Launch,
+    costs: &'a mut HostCosts,
+    /// Host time blocked in syncing uploads (graph-upload).
+    upload_blocked: &'a mut Duration,
+}
+
+impl PrepRun<'_, '_> {
+    /// Runs `prep` (see [`prep_sequence`]) as its arm, telling `begin`'s timer where the GPU
+    /// span of program item `item` starts.
+    fn run(
+        &mut self,
+        prep: &PrepProgram,
+        prepared: &StepPrep,
+        (item, mut begin): (usize, Option<&mut Marks>),
+        log: &mut Option<&mut Vec<HostSpan>>,
+    ) -> Result<()> {
+        let (arm, stream) = (prep.arm, self.gpu.cu_stream());
+        for (i, &step) in prep.steps.iter().enumerate() {
+            if let (true, Some(marks)) = (i == prep.span_start, begin.as_deref_mut()) {
+                marks.gpu_start(item)?;
+            }
+            let t0 = Instant::now();
+            match step {
+                PrepStep::Read => {
+                    let path = arm
+                        .read_path()
+                        .with_context(|| format!("the {arm} arm reads nothing to the host"))?;
+                    self.plan.read_host_lengths(path)?;
+                    let read = self.plan.take_last_read();
+                    if let (Some(log), Some((r0, r1))) = (log.as_deref_mut(), read) {
+                        log.push(HostSpan {
+                            lane: HostLane::BlockedInRead,
+                            what: SpanOf::Read,
+                            start: r0,
+                            end: r1,
+                        });
+                    }
+                    let end = spin_until(
+                        Instant::now()
+                            + self.costs.read_top_up[path.index()]
+                            + self.costs.read_skew.next(),
+                    );
+                    let (r0, r1) = read.context("the read recorded no span")?;
+                    self.costs.after_wait.waited(r1 - r0, end);
+                }
+                PrepStep::Op(_) => {
+                    launch_of(step, self.kernel, self.plan, arm, stream)?;
+                    framework_call(t0, prep.op, &mut self.costs.after_wait);
+                }
+                PrepStep::Kernel(_) => launch_of(step, self.kernel, self.plan, arm, stream)?,
+                PrepStep::Upload => {
+                    // A call (it pays for a wait before it), and with a syncing copy a wait
+                    // (the calls after it pay for that): as calibrate reads a trace's.
+                    let extra = self.costs.after_wait.call(t0);
+                    self.plan.copy_host_list()?;
+                    let blocked = if self.costs.profile.upload_syncs.value {
+                        // torch.tensor(list, device=...) copies with memcpy_and_sync.
+                        self.gpu.sync()?;
+                        let blocked = t0.elapsed();
+                        *self.upload_blocked += blocked;
+                        Some(blocked)
+                    } else {
+                        None
+                    };
+                    // The profile's cost is the upload's with the GPU idle: the host pays it
+                    // on top of any wait, as after a read.
+                    let end = spin_until(Instant::now() + self.costs.upload_top_up + extra);
+                    match blocked {
+                        Some(blocked) => self.costs.after_wait.waited(blocked, end),
+                        None => self.costs.after_wait.ended(end),
+                    }
+                }
+                PrepStep::Replay => {
+                    match &prepared.framework {
+                        Some(graph) => graph.launch().context("replaying the prep graph")?,
+                        None => self.plan.replay(&prepared.plan)?,
+                    }
+                    framework_call(t0, self.costs.graph_launch, &mut self.costs.after_wait);
+                }
+            }
+        }
+        if let (true, Some(marks)) = (prep.span_start == prep.steps.len(), begin) {
+            marks.gpu_start(item)?;
+        }
+        Ok(())
     }
 }

@@ -3,9 +3,8 @@
 //! timeline pass (the timer's GPU spans, host spans and the optional trace). Each runs
 //! [`StepCell::run_step`] with the one-step-ahead rule.
 
-use super::cell::{ArmProgram, StepCell};
+use super::cell::{ArmProgram, StepCell, StepPrep};
 use super::checked_run::StepCheck;
-use super::prep_run::StepPrep;
 use crate::axes::ReadPath;
 use crate::harness::timer::TimelineTimer;
 use crate::model::metrics::{StepRecord, Timeline};

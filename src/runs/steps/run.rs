@@ -3,9 +3,9 @@
 //! every host scale's arms: rounds of clean passes until the stopping rule (agreed across
 //! ranks), then one timeline pass per arm, into rows saved after every cell.
 
-use super::arm_host::{CellHost, IdleCosts, ReadyArm};
 use super::cell::StepCell;
 use super::config::{plan, Cell, StepsConfig};
+use super::host_costs::{CellHost, IdleCosts, ReadyArm};
 use super::make::CellMaker;
 use super::notes::{model_notes, rank_notes};
 use super::rows::{last_round_step_us, step_rows, ArmRounds};
