@@ -8,8 +8,9 @@
 use crate::axes::Arm;
 use crate::results::csv::STEP_RATIO_VS_EAGER_SYNC;
 
-/// Whether a prep row's value is set by the host's speed more than by the GPU's: the host's
-/// own times and the read cost, every metric of an eager arm (its launches pace its prep, and
+/// Whether a row's value is set by the host's speed more than by the GPU's: the host's
+/// own times and the read cost, a step's GPU idle (`gap_us`, `occupancy`: the GPU waits for
+/// the host there, whatever the arm), every metric of an eager arm (its launches pace its prep, and
 /// eager-sync waits on a read) but eager-device's `step_fwd_us` and the bytes, and the ratios
 /// over eager-sync, and fused's floor multiple (over a floor the host's launch rate paces).
 /// Eager-device's step with the forward is the GPU's, prep and forward back to back: A/A
@@ -24,7 +25,12 @@ pub fn host_paced(arm: &str, metric: &str) -> bool {
     let over_a_launch_floor = arm == Some(Arm::Fused) && metric == "floor_multiple";
     matches!(
         metric,
-        "host_issue_us" | "host_blocked_us" | "read_cost_us" | STEP_RATIO_VS_EAGER_SYNC
+        "host_issue_us"
+            | "host_blocked_us"
+            | "read_cost_us"
+            | "gap_us"
+            | "occupancy"
+            | STEP_RATIO_VS_EAGER_SYNC
     ) || over_a_launch_floor
         || (eager && metric != "bytes" && !gpu_paced_eager)
 }
@@ -51,6 +57,8 @@ mod tests {
             ("eager-sync", "read_cost_us"),
             ("graph", STEP_RATIO_VS_EAGER_SYNC),
             ("fused", "floor_multiple"),
+            ("graph-upload", "gap_us"),
+            ("graph", "occupancy"),
         ] {
             assert!(host_paced(arm, metric), "{arm} {metric}");
         }
