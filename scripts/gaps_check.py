@@ -11,7 +11,7 @@ Each cell runs in a process of its own (a profiler leaves hooks behind in its pr
 cell it writes OUT/trace-f<F>-bs<B>.json.gz with its probe file beside it (recorded by
 scripts/metaprep_host.py's `record`, the recipe an engine follows), runs `METAPREP gaps` on it
 (whose gaps.json gives the figures with the probe file and as traced), then prints and writes
-OUT/gaps-check.csv: the measured change of the step (eager-device over eager-sync: the median
+OUT/gaps-check.csv (again after every cell, so a run cut short keeps the cells it finished): the measured change of the step (eager-device over eager-sync: the median
 over rounds of untraced steps, each round's order the mirror of the last, of the change within
 the round, with the eager-sync drift between the first and second half of the rounds), what
 gaps predicts from removing the reads and the reads and uploads, each with and without the
@@ -248,12 +248,29 @@ def _number(text):
 
 
 def write_csv(path, rows):
-    with open(path, "w", newline="") as fh:
+    """`rows` into `path` whole or not at all (written beside it, then renamed over it)."""
+    part = path + ".part"
+    with open(part, "w", newline="") as fh:
         # Every row's columns, in the order the rows first have them (a failed gaps has fewer).
         columns = list(dict.fromkeys(c for row in rows for c in row))
         w = csv.DictWriter(fh, fieldnames=columns, restval="")
         w.writeheader()
         w.writerows(rows)
+    os.replace(part, path)
+
+
+def check_cells(cells, run_cell, csv_path):
+    """Each cell's row from `run_cell(f, bs)` (None: its process failed), the CSV rewritten
+    after every cell, so a run cut short keeps the cells it finished. Returns 0, or 1 at the
+    first failed cell."""
+    rows = []
+    for f, bs in cells:
+        row = run_cell(f, bs)
+        if row is None:
+            return 1
+        rows.append(row)
+        write_csv(csv_path, rows)
+    return 0
 
 
 def main(argv=None):
@@ -283,27 +300,26 @@ def main(argv=None):
         return 0
     # Each cell in a process of its own: a profiler leaves its hooks behind in the process
     # it ran in, and the next trace's probes would not be bare.
-    rows = []
-    for bs in args.batch_sizes:
-        for f in args.forward_us:
-            cmd = [sys.executable, os.path.abspath(__file__), args.metaprep, args.out,
-                   "--steps", str(args.steps), "--rounds", str(args.rounds),
-                   "--trace-steps", str(args.trace_steps), "--loop", args.loop,
-                   "--one-cell", f"{f:g},{bs}"]
-            # A cell whose host changed speed while it was measured (eager-sync's first and
-            # second half of the rounds apart by more than DRIFT_PCT) runs once more; the
-            # second is kept (its trace replaced).
-            tries = []
-            steady = lambda row: abs(row["eager_sync_drift_pct"]) <= DRIFT_PCT  # noqa: E731
-            while len(tries) < 2 and not (tries and steady(tries[-1])):
-                p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
-                if p.returncode != 0:
-                    print(f"f {f:g} bs {bs}: the cell's process exited {p.returncode}")
-                    return 1
-                tries.append(json.loads(p.stdout.strip().splitlines()[-1]))
-            rows.append({**tries[-1], "tries": len(tries)})
-    write_csv(os.path.join(args.out, "gaps-check.csv"), rows)
-    return 0
+    def run_cell(f, bs):
+        cmd = [sys.executable, os.path.abspath(__file__), args.metaprep, args.out,
+               "--steps", str(args.steps), "--rounds", str(args.rounds),
+               "--trace-steps", str(args.trace_steps), "--loop", args.loop,
+               "--one-cell", f"{f:g},{bs}"]
+        # A cell whose host changed speed while it was measured (eager-sync's first and
+        # second half of the rounds apart by more than DRIFT_PCT) runs once more; the
+        # second is kept (its trace replaced).
+        tries = []
+        steady = lambda row: abs(row["eager_sync_drift_pct"]) <= DRIFT_PCT  # noqa: E731
+        while len(tries) < 2 and not (tries and steady(tries[-1])):
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+            if p.returncode != 0:
+                print(f"f {f:g} bs {bs}: the cell's process exited {p.returncode}")
+                return None
+            tries.append(json.loads(p.stdout.strip().splitlines()[-1]))
+        return {**tries[-1], "tries": len(tries)}
+
+    cells = [(f, bs) for bs in args.batch_sizes for f in args.forward_us]
+    return check_cells(cells, run_cell, os.path.join(args.out, "gaps-check.csv"))
 
 
 if __name__ == "__main__":

@@ -112,5 +112,34 @@ class Reread(unittest.TestCase):
         self.assertAlmostEqual(r["stepped_host_scale"], 0.8)  # the fake's 1100 / 1375
 
 
+class CutShort(unittest.TestCase):
+    def test_a_run_stopped_after_a_cell_keeps_that_cells_row(self):
+        import csv
+        import tempfile
+
+        def run_cell(f, bs):
+            if (f, bs) == (1000.0, 8):
+                raise KeyboardInterrupt  # the device call's time ran out here
+            return {"forward_us": f, "batch_size": bs, "measured_change_pct": -10.0}
+
+        with tempfile.TemporaryDirectory() as out:
+            path = os.path.join(out, "gaps-check.csv")
+            cells = [(100.0, 1), (100.0, 8), (1000.0, 8)]
+            with self.assertRaises(KeyboardInterrupt):
+                gc.check_cells(cells, run_cell, path)
+            with open(path, newline="") as fh:
+                rows = list(csv.DictReader(fh))
+            self.assertEqual([(r["forward_us"], r["batch_size"]) for r in rows],
+                             [("100.0", "1"), ("100.0", "8")])
+            self.assertEqual(os.listdir(out), ["gaps-check.csv"])
+
+    def test_a_failed_cell_ends_the_check_with_1(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as out:
+            path = os.path.join(out, "gaps-check.csv")
+            self.assertEqual(gc.check_cells([(100.0, 1)], lambda f, bs: None, path), 1)
+            self.assertFalse(os.path.exists(path))
+
+
 if __name__ == "__main__":
     unittest.main()
