@@ -11,9 +11,10 @@ Each cell runs in a process of its own (a profiler leaves hooks behind in its pr
 cell it writes OUT/trace-f<F>-bs<B>.json.gz with its probe file beside it (recorded by
 scripts/metaprep_host.py's `record`, the recipe an engine follows), runs `METAPREP gaps` on it
 (whose gaps.json gives the figures with the probe file and as traced), then prints and writes
-OUT/gaps-check.csv (again after every cell, so a run cut short keeps the cells it finished): the measured change of the step (eager-device over eager-sync: the median
-over rounds of untraced steps, each round's order the mirror of the last, of the change within
-the round, with the eager-sync drift between the first and second half of the rounds), what
+OUT/gaps-check.csv, again after every cell so that a run cut short keeps the cells it finished:
+the measured change of the step (eager-device over eager-sync: the median over rounds of
+untraced steps, each round's order the mirror of the last, of the change within the round,
+with the eager-sync drift between the first and second half of the rounds), what
 gaps predicts from removing the reads and the reads and uploads, each with and without the
 probe, and every sync with it, and the ratio of each prediction to the measured change (the
 bar: within ±20% with the probe), and the same for the reads and uploads in µs a step (what a

@@ -51,28 +51,10 @@ def module_of(rel):
 
 
 def production_text(path):
-    """The file's lines outside `#[cfg(test)]` items and comments."""
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    kept, i = [], 0
-    while i < len(lines):
-        if lines[i].strip() != "#[cfg(test)]":
-            if not lines[i].strip().startswith("//"):
-                kept.append(lines[i])
-            i += 1
-            continue
-        j = i + 1
-        while j < len(lines) and lines[j].strip().startswith("#["):
-            j += 1
-        if j >= len(lines) or lines[j].rstrip().endswith(";"):
-            i = j + 1
-            continue
-        k = j + 1
-        indent = len(lines[j]) - len(lines[j].lstrip())
-        while k < len(lines) and not (lines[k].strip() == "}" and len(lines[k]) - len(lines[k].lstrip()) == indent):
-            k += 1
-        i = k + 1
-    return "\n".join(kept)
+    """The file's lines outside `#[cfg(test)]` items (as scripts/src_lines.py counts them) and
+    outside comments."""
+    kept, _ = src_lines.split_file(path)
+    return "\n".join(line for line in kept if not line.strip().startswith("//"))
 
 
 STRING = re.compile(r'"(?:\\.|[^"\\])*"')

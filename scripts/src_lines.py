@@ -34,16 +34,16 @@ def module_file(declaring, name, path_attr):
     return None
 
 
-def count_file(path):
-    """(production lines, files its test-only `mod x;` lines bring in)."""
+def split_file(path):
+    """(its lines outside `#[cfg(test)]` items, files its test-only `mod x;` lines bring in)."""
     with open(path, encoding="utf-8") as f:
         lines = f.read().split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    kept, test_files, i = 0, [], 0
+    kept, test_files, i = [], [], 0
     while i < len(lines):
         if lines[i].strip() != "#[cfg(test)]":
-            kept += 1
+            kept.append(lines[i])
             i += 1
             continue
         j, path_attr = i + 1, None
@@ -66,6 +66,12 @@ def count_file(path):
             k += 1
         i = k + 1
     return kept, test_files
+
+
+def count_file(path):
+    """(production lines, files its test-only `mod x;` lines bring in)."""
+    kept, test_files = split_file(path)
+    return len(kept), test_files
 
 
 def production_lines(src):

@@ -140,13 +140,14 @@ impl Step {
         for c in self.calls.iter().rev() {
             if !removed(c.site) {
                 drained_later |= c.drains;
-            } else if drained_later {
-                host += self.host_scale * (c.host_us - c.call_wait_us).max(0.0);
             } else {
                 // The call's waits are the GPU's time: only its own host work is scaled.
                 let work = (c.host_us - c.call_wait_us).max(0.0);
-                host += c.host_us - (1.0 - self.host_scale) * work;
-                blocked += c.blocked_us;
+                host += self.host_scale * work;
+                if !drained_later {
+                    host += c.host_us - work;
+                    blocked += c.blocked_us;
+                }
             }
         }
         let all: f64 = self.calls.iter().map(|c| c.blocked_us).sum();

@@ -1,7 +1,8 @@
 //! NVML telemetry over the run: SM clock above, board power below, on one time axis, with
 //! the limits from the environment record and the samples where the GPU was throttled.
 
-use super::{frame, trimmed, Chart, Drawn, Rendered, GREY, LIGHT_GREY, WIDE_CHART_SIZE};
+use super::kit;
+use super::kit::{frame, trimmed, Chart, Drawn, Rendered, GREY, LIGHT_GREY, WIDE_CHART_SIZE};
 use crate::results::env::EnvRecord;
 use crate::results::telemetry::TelemetrySample;
 use anyhow::{bail, Result};
@@ -46,7 +47,7 @@ pub fn telemetry_chart(
         throttled,
         env: env.clone(),
     };
-    super::write_chart(dir, "telemetry", WIDE_CHART_SIZE, &chart)
+    kit::write_chart(dir, "telemetry", WIDE_CHART_SIZE, &chart)
 }
 
 struct Telemetry<'a> {
@@ -83,7 +84,7 @@ impl Telemetry<'_> {
             .filter(|v| v.is_finite())
             .fold(0.0, f64::max);
         let mut chart = ChartBuilder::on(area)
-            .caption(trace.title, super::font(18))
+            .caption(trace.title, kit::font(18))
             .margin(8)
             .margin_right(20)
             .x_label_area_size(42)
@@ -94,8 +95,8 @@ impl Telemetry<'_> {
             .configure_mesh()
             .x_desc("time since start of run (s)")
             .y_desc(trace.y_desc)
-            .axis_desc_style(super::font(14))
-            .label_style(super::font(14))
+            .axis_desc_style(kit::font(14))
+            .label_style(kit::font(14))
             .light_line_style(TRANSPARENT)
             .bold_line_style(LIGHT_GREY)
             .x_label_formatter(&|x| trimmed(*x, 2))
@@ -134,7 +135,7 @@ impl Telemetry<'_> {
                 .draw_series(std::iter::once(Text::new(
                     label.clone(),
                     (end, *value),
-                    super::font(12)
+                    kit::font(12)
                         .color(&GREY)
                         .pos(Pos::new(HPos::Right, VPos::Bottom)),
                 )))

@@ -1,7 +1,8 @@
 //! Speedup of graph replay over eager-sync, batch size × block size, one panel per
 //! (layout, family), on a diverging colour scale centred on 1.0×.
 
-use super::{
+use super::kit;
+use super::kit::{
     cap_panels, check_batch, frame, layout_order, panel_grid, trimmed, Chart, Drawn, FixedTicks,
     Rendered, GREY, LIGHT_GREY, PANEL_CHART_SIZE,
 };
@@ -142,7 +143,7 @@ pub fn speedup_chart(dir: &Path, rows: &[Row], env: &EnvRecord, kind: &str) -> R
         "median {metric} of {BEFORE_ARM} / median of {AFTER_ARM} (kind={kind}); above 1× graph is faster"
     );
     if kind == KIND_STEP {
-        subtitle.push_str(&format!("; {}", super::host_profile_note(env)));
+        subtitle.push_str(&format!("; {}", kit::host_profile_note(env)));
     }
     cap_panels(&mut panels, &mut subtitle);
     let chart = Heatmap {
@@ -153,7 +154,7 @@ pub fn speedup_chart(dir: &Path, rows: &[Row], env: &EnvRecord, kind: &str) -> R
         extent: largest.max(1.5f64.log2()),
         env: env.clone(),
     };
-    super::write_chart(dir, &format!("speedup_{kind}"), PANEL_CHART_SIZE, &chart)
+    kit::write_chart(dir, &format!("speedup_{kind}"), PANEL_CHART_SIZE, &chart)
 }
 
 struct Panel {
@@ -224,7 +225,7 @@ impl Heatmap {
             .collect();
         let index_keys = |n: usize| (0..n).map(|i| i as f64).collect::<Vec<_>>();
         let mut chart = ChartBuilder::on(area)
-            .caption(&panel.title, super::font(18))
+            .caption(&panel.title, kit::font(18))
             .margin(8)
             .x_label_area_size(44)
             .y_label_area_size(58)
@@ -243,8 +244,8 @@ impl Heatmap {
             .disable_mesh()
             .x_desc("batch size (requests)")
             .y_desc("block size (γ or draft tokens N)")
-            .axis_desc_style(super::font(14))
-            .label_style(super::font(14))
+            .axis_desc_style(kit::font(14))
+            .label_style(kit::font(14))
             .x_label_formatter(&|x| label(&batches, *x))
             .y_label_formatter(&|y| label(&blocks, *y))
             .draw()
@@ -272,7 +273,7 @@ impl Heatmap {
                     .draw_series(std::iter::once(Text::new(
                         text,
                         (x, y),
-                        super::font(14)
+                        kit::font(14)
                             .color(&ink)
                             .pos(Pos::new(HPos::Center, VPos::Center)),
                     )))
@@ -290,7 +291,7 @@ impl Heatmap {
             .filter(|t| t.abs() <= e + 1e-9)
             .collect();
         let mut bar = ChartBuilder::on(area)
-            .caption("speedup", super::font(14))
+            .caption("speedup", kit::font(14))
             .margin_top(40)
             .margin_bottom(60)
             .margin_left(8)
@@ -302,7 +303,7 @@ impl Heatmap {
         bar.configure_mesh()
             .disable_mesh()
             .disable_x_axis()
-            .label_style(super::font(14))
+            .label_style(kit::font(14))
             .y_label_formatter(&|y| format!("{}×", trimmed(y.exp2(), 2)))
             .draw()
             .drawn()?;

@@ -307,3 +307,114 @@ pub(super) fn check_batch(row: &Row) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panel_grid_is_near_square_and_has_one_cell_per_panel() {
+        let mut buf = vec![0u8; 120 * 80 * 3];
+        let root = BitMapBackend::with_buffer(&mut buf, (120, 80)).into_drawing_area();
+        for (panels, cols) in [(1, 1), (2, 2), (4, 2), (5, 3), (6, 3), (7, 3)] {
+            let cells = panel_grid(&root, panels);
+            assert_eq!(cells.len(), panels);
+            let distinct_x: std::collections::BTreeSet<i32> =
+                cells.iter().map(|c| c.get_base_pixel().0).collect();
+            assert_eq!(distinct_x.len(), cols, "{panels} panels");
+        }
+    }
+
+    #[test]
+    fn panels_beyond_the_cap_are_dropped_with_a_note() {
+        let mut subtitle = "s".to_string();
+        let mut panels: Vec<u32> = (0..20).collect();
+        cap_panels(&mut panels, &mut subtitle);
+        assert_eq!(panels, (0..12).collect::<Vec<_>>());
+        assert!(subtitle.contains("first 12 of 20"), "{subtitle}");
+        let mut few = vec![1, 2];
+        cap_panels(&mut few, &mut subtitle);
+        assert_eq!((few.len(), subtitle.matches("panels").count()), (2, 1));
+    }
+
+    #[test]
+    fn footer_names_gpu_driver_date_and_version() {
+        let env = EnvRecord {
+            gpu_name: "NVIDIA H200".into(),
+            driver_version: "580.159.03".into(),
+            cuda_driver_version: "13.0".into(),
+            date: "2026-11-29T10:00:00Z".into(),
+            metaprep_version: "9.9.9".into(),
+            git_revision: "abc1234".into(),
+            ..Default::default()
+        };
+        let text = footer(&env);
+        for part in [
+            "NVIDIA H200",
+            "580.159.03",
+            "2026-11-29T10:00:00Z",
+            "9.9.9",
+            "abc1234",
+        ] {
+            assert!(text.contains(part), "{text} lacks {part}");
+        }
+        let bare = footer(&EnvRecord::default());
+        assert!(bare.contains("unknown GPU") && bare.contains(env!("CARGO_PKG_VERSION")));
+    }
+
+    #[test]
+    fn short_numbers_fit_a_tick() {
+        assert_eq!(short_number(0.0), "0");
+        assert_eq!(short_number(0.25), "0.25");
+        assert_eq!(short_number(5.0), "5");
+        assert_eq!(short_number(3.214), "3.21");
+        assert_eq!(short_number(45.44), "45.4");
+        assert_eq!(short_number(350.0), "350");
+        assert_eq!(short_number(1234.0), "1.2k");
+        assert_eq!(short_number(2000.0), "2k");
+        assert_eq!(short_number(35_000.0), "35k");
+        assert_eq!(short_number(1_500_000.0), "1.5M");
+        assert_eq!(trimmed(10.0, 2), "10");
+        assert_eq!(trimmed(0.669, 2), "0.67");
+    }
+
+    #[test]
+    fn no_two_known_series_share_a_colour() {
+        let known = [
+            "tp1",
+            "tp2",
+            "tp4",
+            "tp8",
+            "dep2",
+            "dep4",
+            "eager-sync",
+            "eager-pinned",
+            "eager-mapped",
+            "eager-device",
+            "graph",
+            "graph-upload",
+            "fused",
+        ];
+        let colours: std::collections::BTreeSet<(u8, u8, u8)> = known
+            .iter()
+            .map(|k| {
+                let c = arm_colour(k);
+                (c.0, c.1, c.2)
+            })
+            .collect();
+        assert_eq!(colours.len(), known.len());
+    }
+
+    #[test]
+    fn known_orders_put_before_first_and_unknowns_last() {
+        let mut arms = vec!["fused", "zeta", "graph", "eager-sync", "eager-device"];
+        arms.sort_by_key(|a| arm_order(a));
+        assert_eq!(
+            arms,
+            ["eager-sync", "eager-device", "graph", "fused", "zeta"]
+        );
+        let mut layouts = vec!["dep4", "tp8", "tp1", "ep9", "tp2"];
+        layouts.sort_by_key(|l| layout_order(l));
+        assert_eq!(layouts, ["tp1", "tp2", "tp8", "dep4", "ep9"]);
+    }
+}

@@ -4,8 +4,9 @@
 //! forwards take beyond the fastest rank's, in the same step, is time spent waiting for a
 //! rank that reached the collective later (the straggler shows as the rank that waits least).
 
+use super::kit;
+use super::kit::{frame, Chart, Drawn, Rendered, LIGHT_GREY, WIDE_CHART_SIZE};
 use super::timeline::Trace;
-use super::{frame, Chart, Drawn, Rendered, LIGHT_GREY, WIDE_CHART_SIZE};
 use crate::results::env::EnvRecord;
 use anyhow::Result;
 use plotters::coord::Shift;
@@ -83,7 +84,7 @@ pub fn render(dir: &Path, traces: &[Trace], env: &EnvRecord) -> Result<Rendered>
         panels,
         env: env.clone(),
     };
-    super::write_chart(dir, "stragglers", (WIDE_CHART_SIZE.0, height), &chart)
+    kit::write_chart(dir, "stragglers", (WIDE_CHART_SIZE.0, height), &chart)
 }
 
 struct Stragglers {
@@ -118,7 +119,7 @@ fn draw_panel<DB: DrawingBackend>(
         (x.max(s as f64), y.max(w))
     });
     let mut chart = ChartBuilder::on(area)
-        .caption(title, super::font(16))
+        .caption(title, kit::font(16))
         .margin(10)
         .margin_right(24)
         .x_label_area_size(40)
@@ -129,8 +130,8 @@ fn draw_panel<DB: DrawingBackend>(
         .configure_mesh()
         .x_desc("step")
         .y_desc("wait (µs)")
-        .axis_desc_style(super::font(14))
-        .label_style(super::font(14))
+        .axis_desc_style(kit::font(14))
+        .label_style(kit::font(14))
         .light_line_style(LIGHT_GREY)
         .draw()
         .drawn()?;
@@ -147,7 +148,7 @@ fn draw_panel<DB: DrawingBackend>(
     }
     chart
         .configure_series_labels()
-        .label_font(super::font(14))
+        .label_font(kit::font(14))
         .background_style(WHITE.mix(0.8))
         .border_style(LIGHT_GREY)
         .draw()

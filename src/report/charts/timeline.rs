@@ -3,7 +3,8 @@
 //! pass and drawn on one shared time scale, one lane per (pid, tid), one box per complete
 //! ("X") event, so the GPU's idle gaps after a host read are visible at their own size.
 
-use super::{
+use super::kit;
+use super::kit::{
     categorical, frame, short_number, Chart, Drawn, FixedTicks, Rendered, GREY, WIDE_CHART_SIZE,
 };
 use crate::results::env::EnvRecord;
@@ -203,7 +204,7 @@ pub(super) fn render(dir: &Path, traces: &[Trace], env: &EnvRecord) -> Result<Re
         env: env.clone(),
     };
     let height = WIDE_CHART_SIZE.1.max(180 + 300 * chart.traces.len() as u32);
-    super::write_chart(dir, "timeline", (WIDE_CHART_SIZE.0, height), &chart)
+    kit::write_chart(dir, "timeline", (WIDE_CHART_SIZE.0, height), &chart)
 }
 
 /// The spans of `WINDOW_STEPS` steps from the middle of the trace, re-based to start at 0;
@@ -286,7 +287,7 @@ impl Timeline {
     ) -> Result<()> {
         let y = LEGEND_HEIGHT as i32 / 2;
         let mut x = 20;
-        let style = super::font(14).pos(Pos::new(HPos::Left, VPos::Center));
+        let style = kit::font(14).pos(Pos::new(HPos::Left, VPos::Center));
         for (i, name) in names.iter().take(LEGEND_NAMES).enumerate() {
             area.draw(&Rectangle::new(
                 [(x, y - 7), (x + 14, y + 7)],
@@ -321,7 +322,7 @@ impl Timeline {
             .clone()
             .unwrap_or_else(|| format!("trace {}", index + 1));
         let mut chart = ChartBuilder::on(area)
-            .caption(title, super::font(16))
+            .caption(title, kit::font(16))
             .margin(10)
             .margin_right(24)
             .x_label_area_size(46)
@@ -338,8 +339,8 @@ impl Timeline {
             .configure_mesh()
             .disable_y_mesh()
             .x_desc("time from the first span shown (µs)")
-            .axis_desc_style(super::font(14))
-            .label_style(super::font(14))
+            .axis_desc_style(kit::font(14))
+            .label_style(kit::font(14))
             .light_line_style(TRANSPARENT)
             .bold_line_style(RGBColor(225, 225, 225))
             .x_label_formatter(&|x| short_number(*x))
@@ -353,7 +354,7 @@ impl Timeline {
             .draw()
             .drawn()?;
 
-        let text_style = super::font(12).pos(Pos::new(HPos::Left, VPos::Center));
+        let text_style = kit::font(12).pos(Pos::new(HPos::Left, VPos::Center));
         for span in &trace.spans {
             let colour = span_colour(names.iter().position(|n| *n == span.name).unwrap_or(0));
             let y = lane_y(span.lane);

@@ -5,8 +5,7 @@
 
 use super::cell::StepCell;
 use super::config::{plan, Cell, StepsConfig};
-use super::host_costs::{CellHost, ReadyArm};
-use super::make::CellMaker;
+use super::make::{CellHost, CellMaker, ReadyArm};
 use super::passes::Pass;
 use super::rows::ArmRounds;
 use crate::axes::{Arm, ReadPath};

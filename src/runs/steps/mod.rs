@@ -27,9 +27,9 @@
 //! One concern a file, in the order a run meets them: `config` (what a run is asked, the
 //! cells it plans), `run` (the loop over cells, host scales, rounds and timelines) and
 //! `notes` (what it writes into env.json about itself); `make` (a cell built: inputs,
-//! forwards, preps), `cell` (a cell's arms made ready and one step run, each prep's host
-//! actions inside it), `host_costs` (host costs as durations, busy-waits, framework ops, and
-//! an arm's own host where the profile gives it a factor), `forward` (the forward stand-ins),
+//! forwards, preps, and its arms made ready at a host, each factored arm at its own), `cell`
+//! (one step of an arm's program run, each prep's host actions inside it), `host_costs` (host
+//! costs as durations, busy-waits, framework ops), `forward` (the forward stand-ins),
 //! `passes` (the clean, checked and timeline passes over a cell), `rows` (a cell's rounds
 //! into CSV rows) and `checked_run` (every prep of every step against the CPU reference, for
 //! the GPU tests); `bursts` (the grid held ready for `ab`'s short bursts).

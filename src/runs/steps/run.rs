@@ -5,8 +5,7 @@
 
 use super::cell::StepCell;
 use super::config::{plan, Cell, StepsConfig};
-use super::host_costs::{CellHost, IdleCosts, ReadyArm};
-use super::make::CellMaker;
+use super::make::{CellHost, CellMaker, IdleCosts, ReadyArm};
 use super::notes::{model_notes, rank_notes};
 use super::rows::{last_round_step_us, step_rows, ArmRounds};
 use crate::axes::Arm;
