@@ -112,28 +112,49 @@ def within_rounds(blocks, arm):
     return step, change, saved, drift
 
 
-def one_cell(args, f, bs):
-    """One cell: the untraced steps of the arms, the trace and its probe file, and what
-    `gaps` makes of it with and without the probe file; its CSV row, by column."""
-    run, extra_arms = LOOPS[args.loop](args.out, f, bs)
-    # Untraced steps of the arms in rounds, each round's order the mirror of the last (sync,
-    # device | device, sync | ...), all before the trace (a profiler leaves its process
-    # slower). The change is read within each round, so a host whose launch path flips state
-    # for seconds moves both sides of a pair; what it did across the rounds shows as drift
-    # between the eager-sync steps of the first and the second half of the rounds.
-    trace = trace_path(args.out, f, bs)
+def measure(args, run, extra_arms):
+    """The loop's untraced steps of the arms in rounds, each round's order the mirror of the
+    last (sync, device | device, sync | ...): the cell's measured columns but its place."""
     order = ("eager-sync", "eager-device", *extra_arms)
     blocks = {arm: [] for arm in order}
     for arm in round_order(order, args.rounds):
         blocks[arm].append(statistics.median(run(arm, max(1, args.steps // args.rounds))))
-    plain_trace(run, args.trace_steps, trace)
     step, measured, measured_us, drift = within_rounds(blocks, "eager-device")
     nowait = within_rounds(blocks, rl.NOWAIT)[1] if rl.NOWAIT in blocks else float("nan")
-    row = {"forward_us": f, "batch_size": bs, "eager_sync_step_us": step["eager-sync"],
-           "eager_device_step_us": step["eager-device"], "measured_change_pct": measured,
-           "measured_win_us": measured_us, "eager_sync_drift_pct": drift, "rounds": args.rounds,
-           "eager_nowait_step_us": step.get(rl.NOWAIT, ""), "nowait_change_pct": nowait}
+    return {"eager_sync_step_us": step["eager-sync"],
+            "eager_device_step_us": step["eager-device"], "measured_change_pct": measured,
+            "measured_win_us": measured_us, "eager_sync_drift_pct": drift, "rounds": args.rounds,
+            "eager_nowait_step_us": step.get(rl.NOWAIT, ""), "nowait_change_pct": nowait}
+
+
+def one_cell(args, f, bs):
+    """One cell: the untraced steps of the arms, the trace and its probe file, and what
+    `gaps` makes of it with and without the probe file; its CSV row, by column. With
+    `args.untraced_only`, the untraced steps alone."""
+    run, extra_arms = LOOPS[args.loop](args.out, f, bs)
+    # The untraced rounds run before the trace (a profiler leaves its process slower). The
+    # change is read within each round, so a host whose launch path flips state for seconds
+    # moves both sides of a pair; what it did across the rounds shows as drift between the
+    # eager-sync steps of the first and the second half of the rounds.
+    row = {"forward_us": f, "batch_size": bs, **measure(args, run, extra_arms)}
+    if args.untraced_only:
+        return row
+    trace = trace_path(args.out, f, bs)
+    plain_trace(run, args.trace_steps, trace)
     return gaps_columns(args.metaprep, args.out, trace, row)
+
+
+def with_remeasure(row, again):
+    """`row` with the loop measured `again` in a fresh process after its trace: the measured
+    side's own spread across the trace, and the prediction given the untraced step against it
+    (a host-paced cell's measured change is one draw of the host's state, as its trace is)."""
+    change = again["measured_change_pct"]
+    row = {**row, **{f"after_{a}": again[k] for k, a in AFTER.items()},
+           "measured_spread_pct": change - row["measured_change_pct"]}
+    stepped = row.get("stepped_gaps_reads_uploads_change_pct")
+    if stepped is not None:
+        row["stepped_after_ratio"] = stepped / change if change else float("nan")
+    return row
 
 
 def run_gaps(metaprep, trace, out, *flags):
@@ -222,6 +243,10 @@ def gaps_columns(metaprep, out, trace, row):
 MEASURED = ("forward_us", "batch_size", "eager_sync_step_us", "eager_device_step_us",
             "measured_change_pct", "measured_win_us", "eager_sync_drift_pct", "rounds",
             "eager_nowait_step_us", "nowait_change_pct", "tries")
+# The measured columns of a cell's measurement after its trace (`--remeasure`), by their
+# after_* names.
+AFTER = {"measured_change_pct": "change_pct", "measured_win_us": "win_us",
+         "eager_sync_drift_pct": "drift_pct", "eager_sync_step_us": "eager_sync_step_us"}
 
 
 def reread(metaprep, out, csv_path):
@@ -237,7 +262,11 @@ def reread(metaprep, out, csv_path):
             if not os.path.exists(trace):
                 print(f"{trace}: not here, its row left out", file=sys.stderr)
                 continue
-            rows.append(gaps_columns(metaprep, out, trace, row))
+            row = gaps_columns(metaprep, out, trace, row)
+            if old.get("after_change_pct"):  # measured again after its trace: kept as it was
+                again = {k: _number(old[f"after_{a}"]) for k, a in AFTER.items()}
+                row = with_remeasure(row, again)
+            rows.append(row)
     return rows
 
 
@@ -286,7 +315,11 @@ def main(argv=None):
     ap.add_argument("--trace-steps", type=int, default=12)
     ap.add_argument("--loop", choices=sorted(LOOPS), default="reference",
                     help="the loop held: scripts/reference_loop.py or calibrate_torch.py's")
+    ap.add_argument("--remeasure", action="store_true",
+                    help="measure each cell's loop untraced once more after its trace, in a "
+                         "process of its own: the measured side's spread (after_* columns)")
     ap.add_argument("--one-cell", help=argparse.SUPPRESS)  # F,BS: one cell, its row as JSON
+    ap.add_argument("--untraced-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--reread", metavar="CSV",
                     help="no GPU: make the gaps columns of an earlier gaps-check.csv again from "
                          "the traces it kept in OUT, into OUT/gaps-check-reread.csv")
@@ -309,15 +342,28 @@ def main(argv=None):
         # A cell whose host changed speed while it was measured (eager-sync's first and
         # second half of the rounds apart by more than DRIFT_PCT) runs once more; the
         # second is kept (its trace replaced).
-        tries = []
-        steady = lambda row: abs(row["eager_sync_drift_pct"]) <= DRIFT_PCT  # noqa: E731
-        while len(tries) < 2 and not (tries and steady(tries[-1])):
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+        def cell_process(*flags):
+            p = subprocess.run(cmd + list(flags), stdout=subprocess.PIPE, text=True)
             if p.returncode != 0:
                 print(f"f {f:g} bs {bs}: the cell's process exited {p.returncode}")
                 return None
-            tries.append(json.loads(p.stdout.strip().splitlines()[-1]))
-        return {**tries[-1], "tries": len(tries)}
+            return json.loads(p.stdout.strip().splitlines()[-1])
+
+        tries = []
+        steady = lambda row: abs(row["eager_sync_drift_pct"]) <= DRIFT_PCT  # noqa: E731
+        while len(tries) < 2 and not (tries and steady(tries[-1])):
+            tries.append(cell_process())
+            if tries[-1] is None:
+                return None
+        row = {**tries[-1], "tries": len(tries)}
+        if args.remeasure:
+            again = cell_process("--untraced-only")
+            if again is None:
+                return None
+            row = with_remeasure(row, again)
+            print(f"f {f:g} bs {bs}: measured again after the trace {row['after_change_pct']:+.1f}%"
+                  f" (before it {row['measured_change_pct']:+.1f}%)", file=sys.stderr, flush=True)
+        return row
 
     cells = [(f, bs) for bs in args.batch_sizes for f in args.forward_us]
     return check_cells(cells, run_cell, os.path.join(args.out, "gaps-check.csv"))

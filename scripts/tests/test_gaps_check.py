@@ -112,6 +112,53 @@ class Reread(unittest.TestCase):
         self.assertAlmostEqual(r["stepped_host_scale"], 0.8)  # the fake's 1100 / 1375
 
 
+class Remeasure(unittest.TestCase):
+    """A cell measured again after its trace: the measured side's spread, and the prediction
+    held against the second measurement too."""
+
+    def again(self, change):
+        return {"measured_change_pct": change, "measured_win_us": 150.0,
+                "eager_sync_drift_pct": 2.0, "eager_sync_step_us": 1050.0}
+
+    def test_the_second_measurement_gives_the_spread_and_its_own_ratio(self):
+        row = {"measured_change_pct": -20.0, "stepped_gaps_reads_uploads_change_pct": -21.0}
+        r = gc.with_remeasure(row, self.again(-15.0))
+        self.assertAlmostEqual(r["measured_spread_pct"], 5.0)
+        self.assertAlmostEqual(r["stepped_after_ratio"], 1.4)  # -21% of -15%
+        self.assertEqual((r["after_win_us"], r["after_drift_pct"]), (150.0, 2.0))
+        self.assertEqual(r["after_eager_sync_step_us"], 1050.0)
+        self.assertEqual(row["measured_change_pct"], -20.0)  # the first measurement stays
+
+    def test_a_cell_whose_gaps_failed_has_the_spread_and_no_ratio(self):
+        r = gc.with_remeasure({"measured_change_pct": -20.0}, self.again(-20.0))
+        self.assertEqual(r["measured_spread_pct"], 0.0)
+        self.assertNotIn("stepped_after_ratio", r)
+
+    def test_a_reread_keeps_the_after_columns_and_makes_the_ratio_again(self):
+        import csv
+        import tempfile
+        with tempfile.TemporaryDirectory() as out:
+            fake = os.path.join(out, "metaprep")
+            with open(fake, "w") as fh:
+                fh.write(FAKE_GAPS)
+            os.chmod(fake, 0o755)
+            open(os.path.join(out, "trace-f1000-bs1.json.gz"), "w").close()
+            old = os.path.join(out, "old.csv")
+            with open(old, "w", newline="") as fh:
+                w = csv.writer(fh)
+                w.writerow(["forward_us", "batch_size", "eager_sync_step_us",
+                            "measured_change_pct", "measured_win_us", "eager_sync_drift_pct",
+                            "nowait_change_pct", "after_change_pct", "after_win_us",
+                            "after_drift_pct", "after_eager_sync_step_us",
+                            "stepped_after_ratio"])
+                w.writerow(["1000.0", "1", "1100.0", "-20.0", "200.0", "1.0", "",
+                            "-15.0", "150.0", "2.0", "1050.0", "9.99"])
+            r = gc.reread(fake, out, old)[0]
+        self.assertEqual(r["after_change_pct"], -15.0)
+        self.assertAlmostEqual(r["measured_spread_pct"], 5.0)
+        self.assertAlmostEqual(r["stepped_after_ratio"], 1.4)  # the fake's -21% of -15%
+
+
 class CutShort(unittest.TestCase):
     def test_a_run_stopped_after_a_cell_keeps_that_cells_row(self):
         import csv
