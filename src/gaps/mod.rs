@@ -223,9 +223,10 @@ pub struct Gaps {
     /// Each probe workload's counts, timings and overhead as timed and as those costs give
     /// it: where they disagree, the correction is as uncertain. `None` without a probe file.
     pub probe_fit: Option<Vec<FitRow>>,
-    /// The untraced step given (`--untraced-step-us`), µs, and its [`Step::host_scale`].
-    pub untraced_step_us: Option<f64>,
-    pub host_scale: Option<f64>,
+    /// The untraced step given (`--untraced-step-us`), µs, and its [`Step::host_scale`]
+    /// (`untraced_step_us` and `host_scale` in gaps.json; absent where none was given).
+    #[serde(flatten)]
+    pub untraced: Option<HostScale>,
     pub steps: Vec<Step>,
     /// Every site, the costliest first.
     pub sites: Vec<SiteCost>,

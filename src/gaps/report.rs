@@ -139,8 +139,8 @@ fn site_row(out: &mut String, rank: usize, s: &SiteCost) {
 
 /// What the figures make of the profiler's own cost.
 fn profiler_line(g: &Gaps) -> String {
-    if let (Some(step), Some(scale)) = (g.untraced_step_us, g.host_scale) {
-        return untraced_step_line(g, step, scale);
+    if let Some(s) = g.untraced {
+        return untraced_step_line(g, s.untraced_step_us, s.factor);
     }
     match &g.probe_file {
         Some(probe) => format!(

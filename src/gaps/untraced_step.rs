@@ -6,11 +6,13 @@
 use super::Step;
 use crate::report::format::fmt_num;
 use anyhow::{bail, Result};
+use serde::Serialize;
 
 /// The step the user measured and the factor on the traced host time that gives it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct HostScale {
     pub untraced_step_us: f64,
+    #[serde(rename = "host_scale")]
     pub factor: f64,
 }
 

@@ -19,11 +19,11 @@ fn an_untraced_step_scales_the_host_time_and_leaves_the_gpus_work() {
     // 950, a 30 µs win where the trace alone says 50.
     let g = at(&synthetic(5, 1000.0, 950.0, 939.5), 980.0);
     assert!(
-        (g.host_scale.unwrap() - 0.6).abs() < 1e-9,
+        (g.untraced.unwrap().factor - 0.6).abs() < 1e-9,
         "{:?}",
-        g.host_scale
+        g.untraced
     );
-    assert_eq!(g.untraced_step_us, Some(980.0));
+    assert_eq!(g.untraced.map(|s| s.untraced_step_us), Some(980.0));
     assert!(
         (g.period_us.median - 980.0).abs() < 1e-6,
         "{:?}",
@@ -41,12 +41,12 @@ fn an_untraced_step_scales_the_host_time_and_leaves_the_gpus_work() {
     // the host runs at half its traced time. The read's 61 µs blocked (copy and wait) are the
     // GPU's and stay; the 1 µs of its own work halves: the step sheds 61.5 µs.
     let g = at(&synthetic(5, 1000.0, 100.0, 60.0), 550.0);
-    assert!((g.host_scale.unwrap() - 0.5).abs() < 1e-9);
+    assert!((g.untraced.unwrap().factor - 0.5).abs() < 1e-9);
     assert!((g.win_us.median - 61.5).abs() < 1e-6, "{:?}", g.win_us);
     assert!((g.itl_change_pct.median + 100.0 * 61.5 / 550.0).abs() < 1e-6);
     // Untraced slower than traced: the host time grows, and the summary says what that means.
     let g = at(&synthetic(5, 1000.0, 100.0, 60.0), 1450.0);
-    assert!((g.host_scale.unwrap() - 1.5).abs() < 1e-9);
+    assert!((g.untraced.unwrap().factor - 1.5).abs() < 1e-9);
     let md = report::markdown(&g);
     assert!(
         md.contains("A factor over 1 says the loop ran slower untraced"),
@@ -98,6 +98,6 @@ fn every_wait_of_a_call_stays_unscaled_where_it_holds_several_syncs() {
     // At half the host time the call sheds its 61.4 µs of waits whole and half of its 0.6 µs of
     // own work.
     let g = at(&with_a_second_sync(), 550.0);
-    assert!((g.host_scale.unwrap() - 0.5).abs() < 1e-9);
+    assert!((g.untraced.unwrap().factor - 0.5).abs() < 1e-9);
     assert!((g.win_us.median - 61.7).abs() < 1e-6, "{:?}", g.win_us);
 }
