@@ -64,6 +64,16 @@ fn a_trace_gives_the_answer_first_and_both_files() {
         .unwrap()
         .starts_with(b"\x89PNG"));
     assert!(out.join("timeline.svg").is_file());
+    // The README quotes this run's first paragraph as its literal output (wrapped).
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let quoted = readme
+        .split("## From your engine's trace")
+        .nth(1)
+        .and_then(|s| s.split("```\n").nth(1))
+        .expect("README's gaps section has a code block");
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(words(quoted), words(stdout.split("\n\n").next().unwrap()));
     // Two traces: a before and an after, side by side first.
     let out2 = dir.path().join("g2");
     let t = trace.to_str().unwrap();
