@@ -234,7 +234,7 @@ fn as_traced_line(g: &Gaps, figure: fn(&Headline) -> (&Spread, &Spread)) -> Stri
         " **The host paces this step, so the answer rests on the {rests_on}**; as traced, \
          with it left in: ITL {} ({} of {} µs a step). Checked against loops whose change was \
          measured, such steps read 0.5–2.2× it, and that change itself moved between hosts \
-         (docs/gaps.md, Limits): record a few traces and read both.",
+         (docs/gaps.md, How well it holds): record a few traces and read both.",
         pct(change),
         fmt_num(win.median),
         fmt_num(t.period_us.median),
