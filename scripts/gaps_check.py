@@ -112,9 +112,15 @@ def within_rounds(blocks, arm):
     return step, change, saved, drift
 
 
+def over(x, base):
+    """`x` over `base`; NaN where `base` is 0 (or missing)."""
+    return x / base if base else float("nan")
+
+
 def measure(args, run, extra_arms):
     """The loop's untraced steps of the arms in rounds, each round's order the mirror of the
-    last (sync, device | device, sync | ...): the cell's measured columns but its place."""
+    last (sync, device | device, sync | ...): the cell's measured columns, but for its
+    forward and batch size."""
     order = ("eager-sync", "eager-device", *extra_arms)
     blocks = {arm: [] for arm in order}
     for arm in round_order(order, args.rounds):
@@ -153,7 +159,7 @@ def with_remeasure(row, again):
            "measured_spread_pct": change - row["measured_change_pct"]}
     stepped = row.get("stepped_gaps_reads_uploads_change_pct")
     if stepped is not None:
-        row["stepped_after_ratio"] = stepped / change if change else float("nan")
+        row["stepped_after_ratio"] = over(stepped, change)
     return row
 
 
@@ -174,7 +180,7 @@ def gaps_columns(metaprep, out, trace, row):
     f, bs, drift = row["forward_us"], row["batch_size"], row["eager_sync_drift_pct"]
     measured, measured_us = row["measured_change_pct"], row["measured_win_us"]
     nowait = row["nowait_change_pct"]
-    ratio = lambda x: x / measured if measured else float("nan")  # noqa: E731
+    ratio = lambda x: over(x, measured)  # noqa: E731
     out = os.path.join(out, f"gaps-f{f:g}-bs{bs}")
     g, error = run_gaps(metaprep, trace, out)
     if error:
@@ -194,7 +200,7 @@ def gaps_columns(metaprep, out, trace, row):
         row["probe_fit_largest_miss_pct"] = 100.0 * miss
     every = -100.0 * g["every_sync_win_us"]["median"] / g["period_us"]["median"]
     row.update({"gaps_every_sync_change_pct": every, "every_sync_ratio": ratio(every),
-                "every_sync_nowait_ratio": every / nowait if nowait else float("nan")})
+                "every_sync_nowait_ratio": over(every, nowait)})
     # The headline's figures with the probe file, and as traced (the profiler's cost left in,
     # what a bare recording gives).
     for name, h in (("gaps", g), ("unprobed", g["as_traced"])):
@@ -210,8 +216,7 @@ def gaps_columns(metaprep, out, trace, row):
                     # trace moves a percentage's base, not the µs removed.
                     col("traced_step_us"): h["period_us"]["median"],
                     col("gaps_reads_uploads_win_us"): both_us,
-                    col("reads_uploads_win_ratio"):
-                        both_us / measured_us if measured_us else float("nan")})
+                    col("reads_uploads_win_ratio"): over(both_us, measured_us)})
         print(f"f {f:g} bs {bs} {name}: measured {measured:+.1f}% (drift {drift:+.1f}%, waits "
               f"alone {nowait:+.1f}%), gaps reads and uploads {both:+.1f}% ({ratio(both):.2f}x), "
               f"reads {reads:+.1f}% ({ratio(reads):.2f}x); sites: {row['sites']}",
@@ -339,9 +344,6 @@ def main(argv=None):
                "--steps", str(args.steps), "--rounds", str(args.rounds),
                "--trace-steps", str(args.trace_steps), "--loop", args.loop,
                "--one-cell", f"{f:g},{bs}"]
-        # A cell whose host changed speed while it was measured (eager-sync's first and
-        # second half of the rounds apart by more than DRIFT_PCT) runs once more; the
-        # second is kept (its trace replaced).
         def cell_process(*flags):
             p = subprocess.run(cmd + list(flags), stdout=subprocess.PIPE, text=True)
             if p.returncode != 0:
@@ -349,6 +351,9 @@ def main(argv=None):
                 return None
             return json.loads(p.stdout.strip().splitlines()[-1])
 
+        # A cell whose host changed speed while it was measured (eager-sync's first and
+        # second half of the rounds apart by more than DRIFT_PCT) runs once more; the
+        # second is kept (its trace replaced).
         tries = []
         steady = lambda row: abs(row["eager_sync_drift_pct"]) <= DRIFT_PCT  # noqa: E731
         while len(tries) < 2 and not (tries and steady(tries[-1])):

@@ -155,17 +155,16 @@ fn the_regression_is_found_and_fails_the_gate() {
     assert!(!md.contains("settings differ"));
 }
 
+/// The small run against its slower copy at a 20% threshold, with `more` flags.
+fn slower_at_20(more: &[&str]) -> CompareOutcome {
+    let (base, new) = (fixture("run_small"), fixture("run_small_slower"));
+    let args = [path(&base), path(&new), "--threshold", "20"];
+    compare(&[&args[..], more].concat()).unwrap()
+}
+
 #[test]
 fn the_threshold_moves_the_verdicts() {
-    let outcome = compare(&[
-        path(&fixture("run_small")),
-        path(&fixture("run_small_slower")),
-        "--threshold",
-        "20",
-        "--gate",
-        "all",
-    ])
-    .unwrap();
+    let outcome = slower_at_20(&["--gate", "all"]);
     assert_eq!(
         outcome.exit_code(),
         1,
@@ -184,13 +183,7 @@ fn the_threshold_moves_the_verdicts() {
 fn a_steps_gap_is_the_hosts_and_the_default_gate_leaves_it() {
     // The GPU idles in a step's gap waiting for the host, whatever the arm: graph-upload's
     // gap moved 50-109 µs across four H100 steps runs.
-    let outcome = compare(&[
-        path(&fixture("run_small")),
-        path(&fixture("run_small_slower")),
-        "--threshold",
-        "20",
-    ])
-    .unwrap();
+    let outcome = slower_at_20(&[]);
     assert_eq!(outcome.exit_code(), 0, "{}", outcome.markdown);
     assert!(
         outcome

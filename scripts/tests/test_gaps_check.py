@@ -74,28 +74,35 @@ print(json.dumps([g]))
 '''
 
 
+def reread_with_fake(more_columns, *rows):
+    """`gc.reread` of an earlier CSV (the measured columns, then `more_columns`, one line a
+    row) by FAKE_GAPS, with the trace of forward 1000 µs, bs 1 kept and no other."""
+    import csv
+    import tempfile
+    with tempfile.TemporaryDirectory() as out:
+        fake = os.path.join(out, "metaprep")
+        with open(fake, "w") as fh:
+            fh.write(FAKE_GAPS)
+        os.chmod(fake, 0o755)
+        open(os.path.join(out, "trace-f1000-bs1.json.gz"), "w").close()
+        old = os.path.join(out, "old.csv")
+        with open(old, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["forward_us", "batch_size", "eager_sync_step_us", "measured_change_pct",
+                        "measured_win_us", "eager_sync_drift_pct", "nowait_change_pct",
+                        *more_columns])
+            w.writerows(rows)
+        return gc.reread(fake, out, old)
+
+
 class Reread(unittest.TestCase):
     """An earlier check's CSV re-read from the traces it kept: its measured columns stay, its
     gaps columns are made again (here by a stand-in for metaprep whose answer is known)."""
 
     def test_the_measured_columns_stay_and_the_predictions_are_read_again(self):
-        import csv
-        import tempfile
-        with tempfile.TemporaryDirectory() as out:
-            fake = os.path.join(out, "metaprep")
-            with open(fake, "w") as fh:
-                fh.write(FAKE_GAPS)
-            os.chmod(fake, 0o755)
-            open(os.path.join(out, "trace-f1000-bs1.json.gz"), "w").close()
-            old = os.path.join(out, "old.csv")
-            with open(old, "w", newline="") as fh:
-                w = csv.writer(fh)
-                w.writerow(["forward_us", "batch_size", "eager_sync_step_us",
-                            "measured_change_pct", "measured_win_us", "eager_sync_drift_pct",
-                            "nowait_change_pct", "reads_uploads_ratio"])
-                w.writerow(["1000.0", "1", "1100.0", "-20.0", "200.0", "1.0", "", "9.99"])
-                w.writerow(["3000.0", "1", "3100.0", "-10.0", "300.0", "0.5", "", "9.99"])
-            rows = gc.reread(fake, out, old)
+        rows = reread_with_fake(["reads_uploads_ratio"],
+                                ["1000.0", "1", "1100.0", "-20.0", "200.0", "1.0", "", "9.99"],
+                                ["3000.0", "1", "3100.0", "-10.0", "300.0", "0.5", "", "9.99"])
         self.assertEqual(len(rows), 1)  # forward 3000's trace was not kept
         r = rows[0]
         self.assertEqual((r["forward_us"], r["batch_size"]), (1000.0, 1))
@@ -135,25 +142,10 @@ class Remeasure(unittest.TestCase):
         self.assertNotIn("stepped_after_ratio", r)
 
     def test_a_reread_keeps_the_after_columns_and_makes_the_ratio_again(self):
-        import csv
-        import tempfile
-        with tempfile.TemporaryDirectory() as out:
-            fake = os.path.join(out, "metaprep")
-            with open(fake, "w") as fh:
-                fh.write(FAKE_GAPS)
-            os.chmod(fake, 0o755)
-            open(os.path.join(out, "trace-f1000-bs1.json.gz"), "w").close()
-            old = os.path.join(out, "old.csv")
-            with open(old, "w", newline="") as fh:
-                w = csv.writer(fh)
-                w.writerow(["forward_us", "batch_size", "eager_sync_step_us",
-                            "measured_change_pct", "measured_win_us", "eager_sync_drift_pct",
-                            "nowait_change_pct", "after_change_pct", "after_win_us",
-                            "after_drift_pct", "after_eager_sync_step_us",
-                            "stepped_after_ratio"])
-                w.writerow(["1000.0", "1", "1100.0", "-20.0", "200.0", "1.0", "",
-                            "-15.0", "150.0", "2.0", "1050.0", "9.99"])
-            r = gc.reread(fake, out, old)[0]
+        r = reread_with_fake(["after_change_pct", "after_win_us", "after_drift_pct",
+                              "after_eager_sync_step_us", "stepped_after_ratio"],
+                             ["1000.0", "1", "1100.0", "-20.0", "200.0", "1.0", "",
+                              "-15.0", "150.0", "2.0", "1050.0", "9.99"])[0]
         self.assertEqual(r["after_change_pct"], -15.0)
         self.assertAlmostEqual(r["measured_spread_pct"], 5.0)
         self.assertAlmostEqual(r["stepped_after_ratio"], 1.4)  # the fake's -21% of -15%

@@ -1,8 +1,7 @@
 //! NVML telemetry over the run: SM clock above, board power below, on one time axis, with
 //! the limits from the environment record and the samples where the GPU was throttled.
 
-use super::kit;
-use super::kit::{frame, trimmed, Chart, Drawn, Rendered, GREY, LIGHT_GREY, WIDE_CHART_SIZE};
+use super::kit::{self, frame, trimmed, Chart, Drawn, Rendered, GREY, LIGHT_GREY, WIDE_CHART_SIZE};
 use crate::results::env::EnvRecord;
 use crate::results::telemetry::TelemetrySample;
 use anyhow::{bail, Result};

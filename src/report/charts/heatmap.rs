@@ -1,10 +1,9 @@
 //! Speedup of graph replay over eager-sync, batch size × block size, one panel per
 //! (layout, family), on a diverging colour scale centred on 1.0×.
 
-use super::kit;
 use super::kit::{
-    cap_panels, check_batch, frame, layout_order, panel_grid, trimmed, Chart, Drawn, FixedTicks,
-    Rendered, GREY, LIGHT_GREY, PANEL_CHART_SIZE,
+    self, cap_panels, check_batch, frame, layout_order, panel_grid, trimmed, Chart, Drawn,
+    FixedTicks, Rendered, GREY, LIGHT_GREY, PANEL_CHART_SIZE,
 };
 use crate::results::csv::{Row, KIND_PREP, KIND_STEP};
 use crate::results::env::EnvRecord;

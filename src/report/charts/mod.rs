@@ -20,7 +20,6 @@ mod timeline;
 
 pub use clocks::telemetry_chart;
 pub use heatmap::{speedup_chart, speedups, Speedup};
-
 pub(crate) use kit::{categorical, font, Chart, Drawn, CATEGORIES, GREY, LIGHT_GREY};
 pub use kit::{chart_files, Rendered, CHARTS_DIR, PANEL_CHART_SIZE, WIDE_CHART_SIZE};
 pub use lines::{

@@ -4,8 +4,7 @@
 //! forwards take beyond the fastest rank's, in the same step, is time spent waiting for a
 //! rank that reached the collective later (the straggler shows as the rank that waits least).
 
-use super::kit;
-use super::kit::{frame, Chart, Drawn, Rendered, LIGHT_GREY, WIDE_CHART_SIZE};
+use super::kit::{self, frame, Chart, Drawn, Rendered, LIGHT_GREY, WIDE_CHART_SIZE};
 use super::timeline::Trace;
 use crate::results::env::EnvRecord;
 use anyhow::Result;

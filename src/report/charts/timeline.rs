@@ -3,9 +3,9 @@
 //! pass and drawn on one shared time scale, one lane per (pid, tid), one box per complete
 //! ("X") event, so the GPU's idle gaps after a host read are visible at their own size.
 
-use super::kit;
 use super::kit::{
-    categorical, frame, short_number, Chart, Drawn, FixedTicks, Rendered, GREY, WIDE_CHART_SIZE,
+    self, categorical, frame, short_number, Chart, Drawn, FixedTicks, Rendered, GREY,
+    WIDE_CHART_SIZE,
 };
 use crate::results::env::EnvRecord;
 use anyhow::{bail, Context, Result};
